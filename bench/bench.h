@@ -1,0 +1,30 @@
+#pragma once
+// ddp-bench subcommands register themselves here: `ddp-bench <name> [flags]`.
+// Each prints medians (and ratios against a peer measured in the same run); none asserts timings.
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ddp::bench {
+
+using Main = std::function<int(int argc, char** argv)>;  // argv[0] is the subcommand name
+
+struct Subcommand {
+  std::string name;
+  std::string help;
+  Main main;
+};
+
+std::vector<Subcommand>& registry();
+
+struct Register {
+  Register(std::string name, std::string help, Main main) {
+    registry().push_back({std::move(name), std::move(help), std::move(main)});
+  }
+};
+
+// Median of samples (copied, sorted); percentile in [0, 100].
+double median(std::vector<double> samples);
+double percentile(std::vector<double> samples, double p);
+
+}  // namespace ddp::bench

@@ -1,0 +1,46 @@
+// ddp-bench: one binary, one subcommand per measured component (store, collective, ddp, ...).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "bench/bench.h"
+
+namespace ddp::bench {
+
+std::vector<Subcommand>& registry() {
+  static std::vector<Subcommand> r;
+  return r;
+}
+
+double percentile(std::vector<double> samples, double p) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  double pos = p / 100.0 * static_cast<double>(samples.size() - 1);
+  size_t lo = static_cast<size_t>(pos);
+  size_t hi = std::min(lo + 1, samples.size() - 1);
+  return samples[lo] + (samples[hi] - samples[lo]) * (pos - static_cast<double>(lo));
+}
+
+double median(std::vector<double> samples) { return percentile(std::move(samples), 50); }
+
+}  // namespace ddp::bench
+
+static void usage(FILE* out) {
+  std::fprintf(out, "usage: ddp-bench <subcommand> [options]   (ddp-bench <subcommand> --help)\n\nsubcommands:\n");
+  auto subs = ddp::bench::registry();
+  std::sort(subs.begin(), subs.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  for (const auto& s : subs) std::fprintf(out, "  %-12s %s\n", s.name.c_str(), s.help.c_str());
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& s : ddp::bench::registry()) {
+    if (s.name == argv[1]) return s.main(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "ddp-bench: unknown subcommand '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

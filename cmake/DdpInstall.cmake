@@ -1,0 +1,36 @@
+# libddp.so: every library module (not the launcher) folded into one shared library, plus the
+# public headers, a CMake package (find_package(ddp) -> ddp::ddp) and a pkg-config file.
+get_property(_modules GLOBAL PROPERTY DDP_LIB_MODULES)
+list(REMOVE_ITEM _modules ddp_launcher)
+add_library(ddp SHARED cmake/libddp.cc)
+add_library(ddp::ddp ALIAS ddp)
+# Every module's objects go in whole; linking the modules too brings their outside dependencies
+# (spdlog, Gloo, MPI, CUDA) without pulling any object twice.
+foreach(_m ${_modules})
+  target_sources(ddp PRIVATE $<TARGET_OBJECTS:${_m}>)
+endforeach()
+target_link_libraries(ddp PRIVATE ${_modules})
+target_link_libraries(ddp INTERFACE Threads::Threads)
+target_include_directories(ddp INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/ddp>)
+set_target_properties(ddp PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0 OUTPUT_NAME ddp)
+
+install(TARGETS ddp EXPORT ddpTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+foreach(_dir common rendezvous comm ddp)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddp/${_dir}
+          FILES_MATCHING PATTERN "*.h")
+endforeach()
+install(EXPORT ddpTargets NAMESPACE ddp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
+include(CMakePackageConfigHelpers)
+configure_package_config_file(cmake/ddpConfig.cmake.in ${CMAKE_BINARY_DIR}/ddpConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/ddpConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/ddpConfig.cmake ${CMAKE_BINARY_DIR}/ddpConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
+configure_file(cmake/ddp.pc.in ${CMAKE_BINARY_DIR}/ddp.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/ddp.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+foreach(_bin ddp-launch ddp-bench)
+  if(TARGET ${_bin})
+    install(TARGETS ${_bin} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+endforeach()

@@ -1,0 +1,88 @@
+#pragma once
+// ProcessGroup: a fixed set of ranks and the collectives among them.
+//
+// Contract (every backend: tcp, gloo, mpi, nccl):
+// - Every rank calls collectives in the same order; each op takes the group's next sequence
+//   number, which tags its messages and appears in every error about it.
+// - Ops are asynchronous: they return a Work at once; buffers must stay alive and untouched
+//   until it completes. Ops complete in issue order per group.
+// - Buffers are views (pointer, count, dtype, device). Sizes: all_gather/gather output and
+//   scatter/reduce_scatter input hold world_size × the per-rank count; all_to_all sends
+//   input.count / world_size elements to each rank. Zero-length buffers are valid no-ops.
+// - Bitwise reduce ops on floating types, mismatched counts/dtypes, and bad roots are
+//   InvalidArgument thrown by the call itself (validate()).
+// - Errors: a timeout is a TimeoutError naming the op, its sequence number and the ranks that
+//   were missing; a lost peer is a NetworkError naming it, and every pending and later op of
+//   the group fails with it (membership is fixed: rebuild the group).
+// - Options: timeout kUseDefault means the group's timeout.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/types.h"
+#include "comm/work.h"
+#include "common/timeouts.h"
+
+namespace ddp::comm {
+
+struct SendOptions { int tag = 0; Millis timeout = kUseDefault; };
+struct RecvOptions { int tag = 0; Millis timeout = kUseDefault; };
+struct BroadcastOptions { int root = 0; Millis timeout = kUseDefault; };
+struct AllReduceOptions { ReduceOp op = ReduceOp::kSum; Millis timeout = kUseDefault; };
+struct ReduceOptions { int root = 0; ReduceOp op = ReduceOp::kSum; Millis timeout = kUseDefault; };
+struct AllGatherOptions { Millis timeout = kUseDefault; };
+struct GatherOptions { int root = 0; Millis timeout = kUseDefault; };
+struct ScatterOptions { int root = 0; Millis timeout = kUseDefault; };
+struct ReduceScatterOptions { ReduceOp op = ReduceOp::kSum; Millis timeout = kUseDefault; };
+struct AllToAllOptions { Millis timeout = kUseDefault; };
+struct BarrierOptions { Millis timeout = kUseDefault; };
+
+class ProcessGroup {
+ public:
+  struct Options {
+    Millis timeout = kDefaultCollectiveTimeout;
+  };
+
+  ProcessGroup(int rank, int size, Options options);
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Millis timeout() const { return options_.timeout; }
+  virtual std::string backend_name() const = 0;
+
+  virtual WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) = 0;
+  virtual WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) = 0;
+  virtual WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {}) = 0;
+  virtual WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {}) = 0;
+  virtual WorkPtr reduce(Buffer buf, ReduceOptions opts = {}) = 0;
+  virtual WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts = {}) = 0;
+  virtual WorkPtr gather(Buffer input, Buffer output, GatherOptions opts = {}) = 0;
+  virtual WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {}) = 0;
+  virtual WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {}) = 0;
+  virtual WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {}) = 0;
+  virtual WorkPtr barrier(BarrierOptions opts = {}) = 0;
+
+  // Barrier through rank 0 with send/recv; on timeout the error names every rank that did not
+  // arrive. Synchronous. Implemented once here on top of send/recv.
+  void monitored_barrier(Millis timeout = kUseDefault);
+
+ protected:
+  Millis resolve(Millis timeout) const { return timeout == kUseDefault ? options_.timeout : timeout; }
+  // Shared argument checks; throw InvalidArgument naming the op and the problem.
+  void check_peer(const char* op, int peer) const;
+  void check_reduce(const char* op, const Buffer& buf, ReduceOp rop) const;
+  void check_sizes(const char* op, const Buffer& small, const Buffer& large) const;  // large = world × small
+  void check_same(const char* op, const Buffer& a, const Buffer& b) const;          // same dtype and count
+
+ private:
+  int rank_;
+  int size_;
+  Options options_;
+};
+
+using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+}  // namespace ddp::comm

@@ -1,0 +1,171 @@
+#include "comm/types.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace ddp::comm {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return 4;
+    case DType::kFloat64: return 8;
+    case DType::kFloat16: return 2;
+    case DType::kBFloat16: return 2;
+    case DType::kInt8: return 1;
+    case DType::kUInt8: return 1;
+    case DType::kInt32: return 4;
+    case DType::kInt64: return 8;
+  }
+  DDP_THROW(InvalidArgument, "unknown dtype ", static_cast<int>(dtype));
+}
+
+bool is_integer(DType dtype) {
+  return dtype == DType::kInt8 || dtype == DType::kUInt8 || dtype == DType::kInt32 || dtype == DType::kInt64;
+}
+
+bool is_bitwise(ReduceOp op) { return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor; }
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+    case DType::kFloat16: return "float16";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kInt8: return "int8";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+  }
+  return "unknown";
+}
+
+const char* to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kProduct: return "product";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kBand: return "band";
+    case ReduceOp::kBor: return "bor";
+    case ReduceOp::kBxor: return "bxor";
+  }
+  return "unknown";
+}
+
+const char* to_string(DeviceType type) { return type == DeviceType::kCuda ? "cuda" : "cpu"; }
+
+namespace {
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+}  // namespace
+
+DType parse_dtype(const std::string& name) {
+  std::string n = lower(name);
+  if (n == "float32" || n == "float" || n == "f32") return DType::kFloat32;
+  if (n == "float64" || n == "double" || n == "f64") return DType::kFloat64;
+  if (n == "float16" || n == "half" || n == "f16") return DType::kFloat16;
+  if (n == "bfloat16" || n == "bf16") return DType::kBFloat16;
+  if (n == "int8") return DType::kInt8;
+  if (n == "uint8") return DType::kUInt8;
+  if (n == "int32" || n == "int") return DType::kInt32;
+  if (n == "int64" || n == "long") return DType::kInt64;
+  DDP_THROW(InvalidArgument, "unknown dtype '", name,
+            "' (choose float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
+}
+
+ReduceOp parse_reduce_op(const std::string& name) {
+  std::string n = lower(name);
+  if (n == "sum") return ReduceOp::kSum;
+  if (n == "product" || n == "prod") return ReduceOp::kProduct;
+  if (n == "min") return ReduceOp::kMin;
+  if (n == "max") return ReduceOp::kMax;
+  if (n == "avg" || n == "mean") return ReduceOp::kAvg;
+  if (n == "band") return ReduceOp::kBand;
+  if (n == "bor") return ReduceOp::kBor;
+  if (n == "bxor") return ReduceOp::kBxor;
+  DDP_THROW(InvalidArgument, "unknown reduce op '", name, "' (choose sum, product, min, max, avg, band, bor, bxor)");
+}
+
+std::string Device::str() const {
+  if (type == DeviceType::kCpu) return "cpu";
+  return std::string("cuda:") + std::to_string(index);
+}
+
+Buffer Buffer::slice(size_t offset, size_t n) const {
+  DDP_CHECK_LE(offset + n, count, "buffer slice out of range");
+  Buffer b = *this;
+  b.data = static_cast<char*>(data) + offset * dtype_size(dtype);
+  b.count = n;
+  return b;
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      exp = 127 - 15 + 1;
+      while ((mant & 0x400u) == 0) {
+        mant <<= 1;
+        --exp;
+      }
+      mant &= 0x3ffu;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
+  if (abs < 0x38800000u) {  // subnormal or zero in half
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
+    uint32_t exp = abs >> 23;
+    uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - exp;  // 113 - exp + 13
+    uint32_t half_mant = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half_mant & 1u))) ++half_mant;
+    return static_cast<uint16_t>(sign | half_mant);
+  }
+  uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+float bfloat16_to_float(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t float_to_bfloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+}  // namespace ddp::comm

@@ -1,0 +1,81 @@
+#include "comm/work.h"
+
+#include "common/error.h"
+
+namespace ddp::comm {
+
+bool Work::is_completed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_;
+}
+
+bool Work::is_success() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ && !error_;
+}
+
+std::exception_ptr Work::exception() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+bool Work::wait(Millis timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (timeout == kUseDefault || timeout.count() < 0) {
+    cv_.wait(lock, [&] { return completed_; });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
+    DDP_THROW(TimeoutError, description_, ": Work::wait timed out after ", timeout.count(), " ms");
+  }
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+void Work::then(std::function<void(Work&)> callback) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!completed_) {
+      callbacks_.push_back(std::move(callback));
+      return;
+    }
+  }
+  callback(*this);
+}
+
+void Work::finish(std::exception_ptr error) {
+  std::vector<std::function<void(Work&)>> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (completed_) return;
+    completed_ = true;
+    error_ = error;
+    callbacks.swap(callbacks_);
+  }
+  cv_.notify_all();
+  for (auto& cb : callbacks) {
+    try {
+      cb(*this);
+    } catch (...) {
+      // A callback's failure must not escape into a backend thread.
+    }
+  }
+}
+
+std::shared_ptr<Work> Work::completed(std::string description) {
+  auto w = std::make_shared<Work>(std::move(description));
+  w->finish();
+  return w;
+}
+
+void wait_all(const std::vector<WorkPtr>& works, Millis timeout) {
+  std::exception_ptr first;
+  for (const auto& w : works) {
+    try {
+      w->wait(timeout);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace ddp::comm

@@ -1,0 +1,56 @@
+#pragma once
+// Work: the handle of one asynchronous operation.
+//
+// - wait(timeout) blocks until the op completes; it rethrows the op's exception, and throws a
+//   TimeoutError (the op keeps running) if the timeout passes first. kUseDefault waits without
+//   a bound of its own: the op's own deadline still ends it.
+// - Implementations call finish(exception_ptr) exactly once, from any thread; background
+//   threads never throw across threads, they finish the Work with the exception.
+// - Callbacks added with then() run once, on the finishing thread (or at once if finished).
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/timeouts.h"
+
+namespace ddp::comm {
+
+class Work {
+ public:
+  explicit Work(std::string description = "op") : description_(std::move(description)) {}
+  virtual ~Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  bool is_completed();
+  bool is_success();
+  std::exception_ptr exception();
+  // Returns true when complete; throws the op's error, or TimeoutError naming the op.
+  bool wait(Millis timeout = kUseDefault);
+  void then(std::function<void(Work&)> callback);
+
+  void finish(std::exception_ptr error = nullptr);
+  const std::string& description() const { return description_; }
+
+  // An already-completed Work (zero-length ops, world size 1).
+  static std::shared_ptr<Work> completed(std::string description = "op");
+
+ private:
+  std::string description_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool completed_ = false;
+  std::exception_ptr error_;
+  std::vector<std::function<void(Work&)>> callbacks_;
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+// Waits for every Work in order; rethrows the first error after all have finished or failed.
+void wait_all(const std::vector<WorkPtr>& works, Millis timeout = kUseDefault);
+
+}  // namespace ddp::comm

@@ -1,0 +1,59 @@
+#include "common/log.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
+namespace ddp {
+namespace {
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+spdlog::level::level_enum& current_level() {
+  static spdlog::level::level_enum level = [] {
+    spdlog::level::level_enum l = spdlog::level::warn;
+    if (const char* env = std::getenv("DDP_LOG_LEVEL")) parse_log_level(env, &l);
+    return l;
+  }();
+  return level;
+}
+
+}  // namespace
+
+bool parse_log_level(const std::string& name, spdlog::level::level_enum* out) {
+  std::string n = name;
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (n == "warning") n = "warn";
+  if (n == "fatal") n = "critical";
+  auto level = spdlog::level::from_str(n);
+  if (level == spdlog::level::off && n != "off") return false;
+  *out = level;
+  return true;
+}
+
+std::shared_ptr<spdlog::logger> logger(const std::string& module) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::string name = "ddp." + module;
+  if (auto existing = spdlog::get(name)) return existing;
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  auto log = std::make_shared<spdlog::logger>(name, sink);
+  log->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v");
+  log->set_level(current_level());
+  spdlog::register_logger(log);
+  return log;
+}
+
+void set_log_level(spdlog::level::level_enum level) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  current_level() = level;
+  spdlog::apply_all([level](const std::shared_ptr<spdlog::logger>& l) {
+    if (l->name().rfind("ddp.", 0) == 0) l->set_level(level);
+  });
+}
+
+}  // namespace ddp

@@ -1,0 +1,30 @@
+#pragma once
+// Every default timeout of the project, in one place, so modules never disagree.
+// Environment overrides are read where the value is used (see each comment).
+#include <chrono>
+
+namespace ddp {
+
+using Millis = std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// Store operations (get, wait) when the caller gives no timeout.
+inline constexpr Millis kDefaultStoreTimeout{300'000};
+// Connecting to a store: retried with backoff and jitter until this deadline.
+inline constexpr Millis kDefaultConnectTimeout{60'000};
+// Collectives when neither the op nor the group sets one (c10d's default is 30 min; ours is
+// 10 min: a hang is worse than a restart). DDP_TIMEOUT_MS overrides at init_process_group.
+inline constexpr Millis kDefaultCollectiveTimeout{600'000};
+// A dead peer must become an error within this bound (heartbeats, socket keepalive).
+inline constexpr Millis kPeerLossDetection{2'000};
+// Node-level rendezvous: all launchers must arrive within this.
+inline constexpr Millis kDefaultRendezvousTimeout{900'000};
+// Launcher: grace between SIGTERM and SIGKILL when stopping workers.
+inline constexpr Millis kDefaultShutdownGrace{30'000};
+// Launcher: how often workers are checked when nothing else wakes the loop.
+inline constexpr Millis kDefaultMonitorInterval{100};
+
+// "Use the default of whoever owns this" (the store's, the group's).
+inline constexpr Millis kUseDefault{-1};
+
+}  // namespace ddp

@@ -1,0 +1,66 @@
+#pragma once
+// Everything a launch is made of, after flags, DDP_LAUNCH_* variables and the JSON config have
+// been merged by cli/. Names follow torchrun's flags. Plain data: no I/O here.
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/timeouts.h"
+
+namespace ddp::launcher {
+
+enum class CpuBind { kNone, kCores, kNuma };
+
+// torchrun's --redirects/--tee value: 0 none, 1 stdout, 2 stderr, 3 both; per local rank.
+struct StreamSelection {
+  int all = 0;                  // for ranks not in per_rank
+  std::map<int, int> per_rank;  // local rank -> 0..3
+  int for_rank(int local_rank) const {
+    auto it = per_rank.find(local_rank);
+    return it == per_rank.end() ? all : it->second;
+  }
+};
+
+struct LaunchOptions {
+  // What to run.
+  std::vector<std::string> command;  // program and its arguments
+  bool no_python = true;             // programs run as given (torchrun's --no-python)
+
+  // Layout.
+  int nproc_per_node = 1;            // resolved from N|auto|gpu|cpu by cli/
+  int nnodes_min = 1;                // --nnodes N or MIN:MAX
+  int nnodes_max = 1;
+  int node_rank = -1;                // -1: assigned by the rendezvous
+  std::string master_addr;           // empty: this host for single node
+  int master_port = 29500;
+  std::string rdzv_backend = "static";  // static | tcp | file | multicast
+  std::string rdzv_endpoint;            // host:port (tcp), directory (file)
+  std::string rdzv_id = "none";
+  Millis rdzv_timeout = kDefaultRendezvousTimeout;
+  bool standalone = false;
+
+  // Supervision.
+  int max_restarts = 0;
+  Millis monitor_interval = kDefaultMonitorInterval;
+  Millis shutdown_timeout = kDefaultShutdownGrace;
+  std::vector<int> signals_to_handle;  // signal numbers; empty: INT TERM HUP QUIT USR1 USR2
+
+  // Logs.
+  std::string log_dir;                 // empty: no log files
+  StreamSelection redirects;           // to files only
+  StreamSelection tee;                 // to files and the console
+  std::optional<std::set<int>> local_ranks_filter;  // console shows only these ranks
+
+  // Worker environment.
+  std::string role = "default";
+  CpuBind cpu_bind = CpuBind::kNone;
+  std::vector<std::pair<std::string, std::string>> env;  // --env KEY=VALUE, in order
+  std::string run_id;                  // resolved: rdzv_id, or a fresh id when "none"
+
+  bool dry_run = false;
+};
+
+}  // namespace ddp::launcher

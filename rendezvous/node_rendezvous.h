@@ -1,0 +1,51 @@
+#pragma once
+// Node-level rendezvous: the launchers of a job meet in a Store, each registers itself and
+// receives its node rank and the world layout. Every restart runs a new round under a new
+// prefix ("<run_id>/round/<n>/"), so stale keys from a failed round never leak into the next.
+//
+// Nodes may differ in nproc; global ranks are contiguous per node, in node-rank order.
+// A node that never arrives makes every caller fail with a TimeoutError within the timeout,
+// saying how many nodes arrived out of how many.
+#include <string>
+#include <vector>
+
+#include "common/timeouts.h"
+#include "rendezvous/store.h"
+
+namespace ddp::rdzv {
+
+struct NodeInfo {
+  std::string host;                    // hostname
+  std::vector<std::string> addresses;  // addresses other nodes can reach this one at
+  int nproc = 1;                       // workers this node runs
+  int requested_rank = -1;             // --node-rank; -1: assigned by arrival order
+};
+
+struct NodeRendezvousOptions {
+  int nnodes = 1;
+  std::string run_id = "none";
+  int round = 0;  // restart count
+  Millis timeout = kDefaultRendezvousTimeout;
+};
+
+struct NodeAssignment {
+  int node_rank = 0;
+  int nnodes = 1;
+  int world_size = 1;               // sum of every node's nproc
+  int rank_offset = 0;              // global rank of this node's local rank 0
+  int local_world_size = 1;         // this node's nproc
+  std::vector<int> nproc_by_node;   // indexed by node rank
+  std::string master_addr;          // reachable address of node 0 (MASTER_ADDR)
+  int master_port = 29500;          // MASTER_PORT: free for the workers' own use
+  std::string store_endpoint;       // "host:port" of the launcher-hosted store (DDP_STORE)
+  std::string job_token;            // DDP_JOB_TOKEN
+  std::string run_id;               // DDP_RUN_ID / TORCHELASTIC_RUN_ID
+  int round = 0;
+};
+
+// Runs one round. The store must be reachable by every node (a TCPStore client, a FileStore on
+// a shared directory). Fills node_rank, nnodes, world_size, rank_offset, local_world_size,
+// nproc_by_node and master_addr; the caller fills the rest.
+NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRendezvousOptions& options);
+
+}  // namespace ddp::rdzv

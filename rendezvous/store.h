@@ -1,0 +1,79 @@
+#pragma once
+// Store: bytes under string keys, the meeting point of every rendezvous.
+//
+// Contract (every implementation: HashStore, FileStore, TCPStore, PrefixStore):
+// - set(key, value) overwrites; get(key) blocks until the key exists or the timeout passes.
+// - add(key, delta) is an atomic int64 counter stored as its decimal text; a missing key is 0.
+//   add on a key whose value is not an integer is an InvalidArgument.
+// - compare_set(key, expected, desired): if the current value equals `expected` (or the key is
+//   missing and `expected` is empty), store `desired`. Returns the value after the call.
+// - check(keys) is true when all exist; wait(keys) blocks until all exist.
+// - delete_key returns whether the key existed; num_keys counts keys (a PrefixStore counts
+//   the whole underlying store, as c10d does).
+// - Every blocking call has a deadline: kUseDefault means the store's timeout(). Expiry is a
+//   TimeoutError naming the keys still missing and the time waited.
+// - Keys are at most kMaxKeySize bytes, values at most kMaxValueSize (InvalidArgument).
+// Thread-safe: one Store object may be used from many threads.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/timeouts.h"
+
+namespace ddp::rdzv {
+
+using Bytes = std::vector<uint8_t>;
+
+inline constexpr size_t kMaxKeySize = 4096;
+inline constexpr size_t kMaxValueSize = 64u << 20;
+
+class Store {
+ public:
+  explicit Store(Millis timeout = kDefaultStoreTimeout) : timeout_(timeout) {}
+  virtual ~Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  void set(const std::string& key, const Bytes& value);
+  Bytes get(const std::string& key, Millis timeout = kUseDefault);
+  int64_t add(const std::string& key, int64_t delta);
+  Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired);
+  bool check(const std::vector<std::string>& keys);
+  void wait(const std::vector<std::string>& keys, Millis timeout = kUseDefault);
+  bool delete_key(const std::string& key);
+  int64_t num_keys();
+
+  // String conveniences.
+  void set(const std::string& key, const std::string& value) { set(key, to_bytes(value)); }
+  std::string get_string(const std::string& key, Millis timeout = kUseDefault);
+
+  Millis timeout() const { return timeout_; }
+  void set_timeout(Millis timeout) { timeout_ = timeout; }
+
+  static Bytes to_bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
+  static std::string to_string(const Bytes& b) { return std::string(b.begin(), b.end()); }
+
+ protected:
+  // Implementations: arguments already validated, timeouts already resolved (never kUseDefault).
+  virtual void do_set(const std::string& key, const Bytes& value) = 0;
+  virtual Bytes do_get(const std::string& key, Millis timeout) = 0;
+  virtual int64_t do_add(const std::string& key, int64_t delta) = 0;
+  virtual Bytes do_compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
+  virtual bool do_check(const std::vector<std::string>& keys) = 0;
+  virtual void do_wait(const std::vector<std::string>& keys, Millis timeout) = 0;
+  virtual bool do_delete_key(const std::string& key) = 0;
+  virtual int64_t do_num_keys() = 0;
+
+  Millis resolve(Millis timeout) const { return timeout == kUseDefault ? timeout_ : timeout; }
+
+ private:
+  Millis timeout_;
+};
+
+// Shared by implementations: the TimeoutError for keys that did not appear.
+[[noreturn]] void throw_wait_timeout(const std::string& op, const std::vector<std::string>& missing,
+                                     Millis waited);
+// Shared by implementations: parses a counter value for add(); InvalidArgument when not an int.
+int64_t parse_counter(const std::string& key, const Bytes& value);
+
+}  // namespace ddp::rdzv

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ddp-launch builds with. Idempotent and quiet: does nothing
+# when everything is present. Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config ccache
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev doctest-dev
+  libgloo-dev libopenmpi-dev openmpi-bin
+  iproute2 procps python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" > /tmp/ddp-install-deps.log 2>&1 ||
+  { cat /tmp/ddp-install-deps.log; exit 1; }
