@@ -32,6 +32,12 @@ class DeviceGuard {
 
 bool built() { return true; }
 
+int device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
 void* allocate(size_t bytes, int device) {
   DeviceGuard guard(device);
   void* p = nullptr;
@@ -62,6 +68,7 @@ namespace {
 }  // namespace
 
 bool built() { return false; }
+int device_count() noexcept { return 0; }
 void* allocate(size_t, int) { unsupported("allocate"); }
 void release(void*, int) noexcept {}
 void copy(void*, int, const void*, int, size_t) { unsupported("copy"); }
