@@ -6,6 +6,8 @@
 #include "rendezvous/hash_store.h"
 
 #if __has_include("rendezvous/tcp_store.h")
+#include "rendezvous/file_store.h"
+#include "rendezvous/init_method.h"
 #include "rendezvous/tcp_store.h"
 #define DDP_HAVE_TCP_STORE 1
 #endif
@@ -43,7 +45,7 @@ std::shared_ptr<rdzv::Store> tcp_store(const net::Endpoint& at, bool host, const
   o.host = at.host;
   o.port = at.port;
   o.is_server = host;
-  o.job_token = token;
+  if (!token.empty()) o.job_token = token;
   return std::make_shared<rdzv::TCPStore>(o);
 #else
   (void)host;
@@ -106,6 +108,24 @@ StoreHandle open_init_store(const StoreRequest& req) {
     return h;
   }
   if (req.init_method.empty() || req.init_method == "env://") return open_env(req);
+#ifdef DDP_HAVE_TCP_STORE
+  const rdzv::InitMethod m = rdzv::parse_init_method(req.init_method);
+  if (m.scheme == rdzv::InitScheme::kEnv) return open_env(req);
+  StoreHandle h;
+  h.rank = req.rank >= 0 ? req.rank : m.rank.value_or(-1);
+  h.world_size = req.world_size >= 0 ? req.world_size : m.world_size.value_or(-1);
+  fill_ranks_from_env(h);
+  if (m.scheme == rdzv::InitScheme::kTcp) {
+    net::Endpoint at{m.host, m.port};
+    h.hosts_server = h.rank == 0;
+    h.store = tcp_store(at, h.hosts_server, req.job_token);
+    h.description = req.init_method + (h.hosts_server ? " (hosted here)" : "");
+  } else {
+    h.store = std::make_shared<rdzv::FileStore>(m.path);
+    h.description = req.init_method;
+  }
+  return h;
+#endif
   DDP_THROW(InvalidArgument, "init_process_group: init method '", req.init_method,
             "' is not supported (use env://, tcp://host:port?rank=&world_size=, file:///path)");
 }
