@@ -121,6 +121,11 @@ int run_rank(const Flags& f) {
     const bool split = op == CollOp::kAllGather || op == CollOp::kReduceScatter;
     const size_t count = split ? bytes / sizeof(float) / n : bytes / sizeof(float);
     const size_t full = split ? count * n : count;
+    if (count == 0) {
+      // Below one element per rank there is nothing to move (and Gloo divides by the count).
+      if (runner->rank() == 0) std::fprintf(stderr, "ddp-bench collective: %zu bytes is under one float per rank: skipped\n", bytes);
+      continue;
+    }
     std::vector<float> in(op == CollOp::kReduceScatter ? full : count, 1.f), out(split ? full : 0, 0.f);
     std::vector<double> us;
     for (int it = 0; it < f.warmup + f.iters; ++it) {
