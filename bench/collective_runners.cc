@@ -17,6 +17,7 @@
 #include <gloo/transport/tcp/device.h>
 #endif
 #ifdef DDP_WITH_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only: the C++ bindings need their own library
 #include <mpi.h>
 #endif
 

@@ -5,12 +5,9 @@
 #include "common/socket.h"
 #include "rendezvous/hash_store.h"
 
-#if __has_include("rendezvous/tcp_store.h")
 #include "rendezvous/file_store.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/tcp_store.h"
-#define DDP_HAVE_TCP_STORE 1
-#endif
 
 namespace ddp::comm {
 namespace {
@@ -40,19 +37,12 @@ void fill_ranks_from_env(StoreHandle& h) {
 }
 
 std::shared_ptr<rdzv::Store> tcp_store(const net::Endpoint& at, bool host, const std::string& token) {
-#ifdef DDP_HAVE_TCP_STORE
   rdzv::TCPStoreOptions o;
   o.host = at.host;
   o.port = at.port;
   o.is_server = host;
   if (!token.empty()) o.job_token = token;
   return std::make_shared<rdzv::TCPStore>(o);
-#else
-  (void)host;
-  (void)token;
-  DDP_THROW(InvalidArgument, "init_process_group: reaching the store at ", at.str(),
-            " needs the TCPStore, which this build lacks");
-#endif
 }
 
 StoreHandle open_env(const StoreRequest& req) {
@@ -108,7 +98,6 @@ StoreHandle open_init_store(const StoreRequest& req) {
     return h;
   }
   if (req.init_method.empty() || req.init_method == "env://") return open_env(req);
-#ifdef DDP_HAVE_TCP_STORE
   const rdzv::InitMethod m = rdzv::parse_init_method(req.init_method);
   if (m.scheme == rdzv::InitScheme::kEnv) return open_env(req);
   StoreHandle h;
@@ -125,9 +114,6 @@ StoreHandle open_init_store(const StoreRequest& req) {
     h.description = req.init_method;
   }
   return h;
-#endif
-  DDP_THROW(InvalidArgument, "init_process_group: init method '", req.init_method,
-            "' is not supported (use env://, tcp://host:port?rank=&world_size=, file:///path)");
 }
 
 }  // namespace ddp::comm
