@@ -176,7 +176,14 @@ void Reducer::finish() {
   if (!fairseq_mode && !unready.empty() && !options_.find_unused_parameters) usage_error = unready_message(unready);
 
   std::vector<comm::WorkPtr> works;
-  for (auto& b : buckets_) works.push_back(b.work);
+  for (auto& b : buckets_) {
+    if (b.work) works.push_back(b.work);
+  }
+  if (works.size() != buckets_.size()) {
+    in_iteration_ = false;
+    DDP_THROW(InvalidArgument, "finish_backward: ", buckets_.size() - works.size(),
+              " bucket(s) were never launched (a comm hook failed earlier in this iteration)");
+  }
   in_iteration_ = false;
   comm::wait_all(works);
   if (!options_.gradient_as_bucket_view) {
