@@ -37,7 +37,7 @@ void Dataset::sample(int64_t index, float* x, int32_t* label) const {
   for (int i = 0; i < hidden_; ++i) {
     float s = 0;
     for (int j = 0; j < dim_; ++j) s += w1_[i * dim_ + j] * x[j];
-    h[i] = std::tanh(2.0f * s);
+    h[i] = std::tanh(s);
   }
   int best = 0;
   float best_score = -1e30f;

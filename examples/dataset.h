@@ -10,7 +10,7 @@ namespace ddp::example {
 
 class Dataset {
  public:
-  Dataset(int dim, int classes, uint64_t seed, int teacher_hidden = 32);
+  Dataset(int dim, int classes, uint64_t seed, int teacher_hidden = 16);
   int dim() const { return dim_; }
   int classes() const { return classes_; }
   void sample(int64_t index, float* x, int32_t* label) const;

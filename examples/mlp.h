@@ -61,6 +61,7 @@ class Sgd {
  public:
   explicit Sgd(SgdOptions options) : options_(options) {}
   void step(Mlp& model);
+  void set_lr(float lr) { options_.lr = lr; }
 
  private:
   SgdOptions options_;

@@ -25,16 +25,16 @@ namespace {
 struct Config {
   std::string backend = "tcp";
   int epochs = 8;
-  int batch = 32;          // per rank
-  int samples = 8192;      // training set, split across ranks
+  int batch = 64;          // per rank
+  int samples = 16384;     // training set, split across ranks
   int test_samples = 2048;
   int dim = 32;
-  int hidden = 128;
-  int classes = 10;
-  float lr = 0.05f;
+  int hidden = 64;
+  int classes = 8;
+  float lr = 0.1f;
   float momentum = 0.9f;
   uint64_t seed = 1234;
-  double bucket_cap_mb = 0.03;  // small on purpose: several buckets, so backward overlaps them
+  double bucket_cap_mb = 0.012;  // small on purpose: several buckets, so backward overlaps them
 };
 
 using ddp::comm::view;
@@ -108,6 +108,8 @@ int train(const Config& c) {
   std::vector<int32_t> y(c.batch);
   auto start = std::chrono::steady_clock::now();
   for (int epoch = 1; epoch <= c.epochs; ++epoch) {
+    // Cosine learning-rate decay: smooth late epochs.
+    sgd.set_lr(c.lr * 0.5f * (1.0f + std::cos(3.14159265f * static_cast<float>(epoch - 1) / static_cast<float>(c.epochs))));
     Totals train;
     for (int s = 0; s < steps; ++s) {
       // Batches in a different order every epoch; all ranks take the same number of steps.
