@@ -60,6 +60,11 @@ void GroupHealth::fail(FailureKind kind, int peer, const std::string& reason) {
   broken_.store(true, std::memory_order_release);
 }
 
+void GroupHealth::init(int world) {
+  departed_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(world));
+  for (int p = 0; p < world; ++p) departed_[static_cast<size_t>(p)].store(false);
+}
+
 int GroupHealth::lost_peer() const {
   std::lock_guard<std::mutex> lock(mu_);
   return peer_;

@@ -10,6 +10,7 @@
 // Thread-safe: GroupHealth is read by every thread of the group.
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -62,7 +63,14 @@ class GroupHealth {
   }
   int lost_peer() const;
 
+  // A peer that destroyed its group cleanly (said goodbye) is not a failure by itself: ops
+  // that still need it fail, the rest go on. Call init() before any other thread runs.
+  void init(int world);
+  void mark_departed(int peer) { departed_[static_cast<size_t>(peer)].store(true, std::memory_order_release); }
+  bool departed(int peer) const { return departed_[static_cast<size_t>(peer)].load(std::memory_order_acquire); }
+
  private:
+  std::unique_ptr<std::atomic<bool>[]> departed_;
   std::atomic<bool> broken_{false};
   mutable std::mutex mu_;
   FailureKind kind_ = FailureKind::kNone;

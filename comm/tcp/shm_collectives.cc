@@ -61,12 +61,23 @@ void ShmCollectives::wait(Ready ready, Missing missing, const OpContext& ctx) {
     }
   }
   SegmentHeader& h = segment_.header();
+  auto list = [](const std::vector<int>& ranks) {
+    std::string out;
+    for (int p : ranks) out += (out.empty() ? "" : ", ") + std::to_string(p);
+    return out;
+  };
   while (true) {
     if (ready()) return;
     health_->check(ctx.label);
+    const std::vector<int> late = missing();
+    for (int p : late) {
+      if (health_->departed(p)) {
+        DDP_THROW(NetworkError, ctx.label, ": rank ", p, " left the group (destroyed it) before this op completed");
+      }
+    }
     if (ctx.deadline.expired()) {
       DDP_THROW(TimeoutError, ctx.label, ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [",
-                missing(), "] (shared memory)");
+                list(late), "] (shared memory)");
     }
     h.waiters.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = h.futex.load(std::memory_order_seq_cst);
@@ -75,9 +86,17 @@ void ShmCollectives::wait(Ready ready, Missing missing, const OpContext& ctx) {
   }
 }
 
+std::vector<int> ShmCollectives::below(Counter c, uint64_t value) const {
+  std::vector<int> out;
+  for (int p = 0; p < opt_.world; ++p) {
+    if (p != opt_.rank && segment_.counter(p, c).load(std::memory_order_acquire) < value) out.push_back(p);
+  }
+  return out;
+}
+
 void ShmCollectives::wait_for(int peer, Counter c, uint64_t value, const OpContext& ctx) {
   auto& counter = segment_.counter(peer, c);
-  wait([&] { return counter.load(std::memory_order_acquire) >= value; }, [&] { return std::to_string(peer); }, ctx);
+  wait([&] { return counter.load(std::memory_order_acquire) >= value; }, [&] { return std::vector<int>{peer}; }, ctx);
   verify(peer, ctx);
 }
 
@@ -88,15 +107,7 @@ void ShmCollectives::wait_all(Counter c, uint64_t value, const OpContext& ctx) {
     }
     return true;
   };
-  auto missing = [&] {
-    std::string list;
-    for (int p = 0; p < opt_.world; ++p) {
-      if (p != opt_.rank && segment_.counter(p, c).load(std::memory_order_acquire) < value) {
-        list += (list.empty() ? "" : ", ") + std::to_string(p);
-      }
-    }
-    return list;
-  };
+  auto missing = [&] { return below(c, value); };
   wait(ready, missing, ctx);
   for (int p = 0; p < opt_.world; ++p) verify(p, ctx);
 }
@@ -111,15 +122,7 @@ void ShmCollectives::acquire(uint64_t ticket, const OpContext& ctx) {
     }
     return true;
   };
-  auto missing = [&] {
-    std::string list;
-    for (int p = 0; p < opt_.world; ++p) {
-      if (p != opt_.rank && segment_.counter(p, Counter::kDone).load(std::memory_order_acquire) < need) {
-        list += (list.empty() ? "" : ", ") + std::to_string(p);
-      }
-    }
-    return list;
-  };
+  auto missing = [&] { return below(Counter::kDone, need); };
   wait(ready, missing, ctx);
 }
 
@@ -134,7 +137,7 @@ void ShmCollectives::verify(int peer, const OpContext& ctx) {
   verified_[static_cast<size_t>(peer)] = true;
   auto& entered = segment_.counter(peer, Counter::kEntered);
   const uint64_t seq = ctx.desc.seq;
-  wait([&] { return entered.load(std::memory_order_acquire) >= seq + 1; }, [&] { return std::to_string(peer); }, ctx);
+  wait([&] { return entered.load(std::memory_order_acquire) >= seq + 1; }, [&] { return std::vector<int>{peer}; }, ctx);
   const Fingerprint theirs = segment_.control(peer).fingerprints[seq % kFingerprintRing];
   const Fingerprint mine = Fingerprint::of(ctx.desc);
   if (!mine.same_op(theirs)) {

@@ -54,6 +54,7 @@ class ShmCollectives {
   void acquire(uint64_t ticket, const OpContext& ctx);  // my slot for `ticket` is free
   void wait_for(int peer, Counter c, uint64_t value, const OpContext& ctx);
   void wait_all(Counter c, uint64_t value, const OpContext& ctx);
+  std::vector<int> below(Counter c, uint64_t value) const;  // peers whose counter is < value
   void publish(Counter c, uint64_t value) { segment_.publish(opt_.rank, c, value); }
   template <typename Ready, typename Missing>
   void wait(Ready ready, Missing missing, const OpContext& ctx);

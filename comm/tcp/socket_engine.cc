@@ -16,6 +16,7 @@ namespace {
 constexpr uint32_t kMsgMagic = 0x54504444;  // "DDPT"
 constexpr uint64_t kMaxMessage = uint64_t{1} << 40;
 constexpr size_t kDiscardChunk = 64 << 10;
+constexpr Millis kByeFlush{500};
 
 template <typename E>
 std::exception_ptr error(const std::string& what) {
@@ -69,6 +70,7 @@ struct SocketEngine::Peer {
   Header hdr;
   size_t hdr_got = 0;
   bool in_payload = false;
+  bool said_bye = false;
   std::optional<RecvOp> active;       // payload goes straight into a posted buffer
   std::shared_ptr<Inbound> inbound;   // ... or into an unexpected message
   size_t got = 0, want = 0;           // payload progress; neither target: discard
@@ -96,6 +98,28 @@ SocketEngine::SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* he
 SocketEngine::~SocketEngine() { shutdown(); }
 
 void SocketEngine::shutdown() noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    for (auto& peer : peers_) {
+      if (!peer->alive) continue;
+      SendOp bye;
+      bye.hdr.channel = static_cast<uint8_t>(Channel::kBye);
+      peer->sendq.push_back(std::move(bye));
+    }
+  }
+  wake();
+  // Flush what is queued (the goodbyes last), bounded: a stuck peer must not hold us.
+  const auto until = Clock::now() + kByeFlush;
+  while (Clock::now() < until) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      bool empty = true;
+      for (auto& peer : peers_) empty = empty && (!peer->alive || peer->sendq.empty());
+      if (empty) break;
+    }
+    std::this_thread::sleep_for(Millis(1));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -134,8 +158,9 @@ void SocketEngine::send(int p, Channel ch, int64_t tag, const void* data, size_t
       } catch (...) {
         err = std::current_exception();
       }
-    } else if (!peer.alive || stop_) {
-      err = error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p]));
+    } else if (!peer.alive || stop_ || peer.said_bye) {
+      err = error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
+                                            peer.said_bye ? " (it left the group)" : ""));
     } else {
       SendOp op;
       op.hdr.channel = static_cast<uint8_t>(ch);
@@ -196,7 +221,8 @@ void SocketEngine::recv(int p, Channel ch, int64_t tag, void* data, size_t bytes
       }
     } else if (!peer.alive || stop_) {
       finished = true;
-      err = error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p]));
+      err = error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
+                                            peer.said_bye ? " (it left the group)" : ""));
     } else {
       peer.posted[key].push_back(RecvOp{static_cast<char*>(data), bytes, deadline.end(), work, std::move(label)});
     }
@@ -287,9 +313,14 @@ bool SocketEngine::read_header(int p, Done& done) {
   Peer& peer = *peers_[p];
   auto* dst = reinterpret_cast<char*>(&peer.hdr) + peer.hdr_got;
   ssize_t n = ::recv(peer.fd.get(), dst, sizeof(Header) - peer.hdr_got, MSG_DONTWAIT);
+  if (n == 0 && peer.hdr_got == 0 && peer.said_bye) {
+    std::lock_guard<std::mutex> lock(mu_);
+    close_peer(p, done);
+    return false;
+  }
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
     std::lock_guard<std::mutex> lock(mu_);
-    lose_peer(p, n == 0 ? "connection closed (process exited or group destroyed)" : std::strerror(errno), done);
+    lose_peer(p, n == 0 ? "connection closed (process exited or crashed)" : std::strerror(errno), done);
     return false;
   }
   if (n < 0) return errno == EINTR;
@@ -297,9 +328,15 @@ bool SocketEngine::read_header(int p, Done& done) {
   if (peer.hdr_got < sizeof(Header)) return true;
   peer.hdr_got = 0;
   std::lock_guard<std::mutex> lock(mu_);
-  if (peer.hdr.magic != kMsgMagic || peer.hdr.channel > 2 || peer.hdr.bytes > kMaxMessage) {
+  if (peer.hdr.magic != kMsgMagic || peer.hdr.channel > 3 || peer.hdr.bytes > kMaxMessage ||
+      (peer.hdr.channel == static_cast<uint8_t>(Channel::kBye) && peer.hdr.bytes != 0)) {
     lose_peer(p, "malformed message header (protocol error)", done);
     return false;
+  }
+  if (peer.hdr.channel == static_cast<uint8_t>(Channel::kBye)) {
+    peer.said_bye = true;
+    health_->mark_departed(p);
+    return true;
   }
   match_header(peer, done);
   return true;
@@ -364,7 +401,7 @@ bool SocketEngine::read_payload(int p, Done& done) {
   ssize_t n = ::recv(peer.fd.get(), dst, room, MSG_DONTWAIT);
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
     std::lock_guard<std::mutex> lock(mu_);
-    lose_peer(p, n == 0 ? "connection closed (process exited or group destroyed)" : std::strerror(errno), done);
+    lose_peer(p, n == 0 ? "connection closed (process exited or crashed)" : std::strerror(errno), done);
     return false;
   }
   if (n < 0) return errno == EINTR;
@@ -496,6 +533,38 @@ void SocketEngine::expire(Done& done) {
       done.emplace_back(peer.active->work, timeout(peer.active->label, p, "receiving from"));
       peer.active.reset();
     }
+  }
+}
+
+// Under mu_: the peer destroyed its group; only what still needs it fails.
+void SocketEngine::close_peer(int p, Done& done) {
+  Peer& peer = *peers_[p];
+  if (!peer.alive) return;
+  peer.alive = false;
+  fail_peer_ops(peer, detail::str(options_.peer_names[p], " left the group (destroyed it) before this op completed"),
+                done);
+}
+
+// Under mu_.
+void SocketEngine::fail_peer_ops(Peer& peer, const std::string& reason, Done& done) {
+  auto err = [&](const std::string& label) { return error<NetworkError>(detail::str(label, ": ", reason)); };
+  for (auto& op : peer.sendq) {
+    if (op.work) done.emplace_back(op.work, err(op.label));
+  }
+  peer.sendq.clear();
+  for (auto& [key, q] : peer.posted) {
+    for (auto& op : q) done.emplace_back(op.work, err(op.label));
+  }
+  peer.posted.clear();
+  for (auto& [key, q] : peer.unexpected) {
+    for (auto& in : q) {
+      if (in->waiter) done.emplace_back(in->waiter->work, err(in->waiter->label));
+      in->waiter.reset();
+    }
+  }
+  if (peer.active) {
+    done.emplace_back(peer.active->work, err(peer.active->label));
+    peer.active.reset();
   }
 }
 

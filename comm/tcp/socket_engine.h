@@ -9,7 +9,9 @@
 //   differs from the message fails with InvalidArgument.
 // - Every operation ends by its deadline: TimeoutError naming it. The engine stops touching
 //   a timed-out op's buffer at once (the rest of its message is discarded or copied aside).
-// - A peer whose connection closes or breaks fails the group (GroupHealth): every pending and
+// - A peer that closes after a goodbye (its group was destroyed) fails only the ops that
+//   still need it. A peer whose connection closes without one, or breaks, fails the group
+//   (GroupHealth): every pending and
 //   later operation fails with NetworkError naming that rank. Data that arrived before the
 //   loss still matches later recvs.
 // Thread-safe: any thread may post. Works finish outside the engine's lock.
@@ -30,7 +32,7 @@
 
 namespace ddp::comm::tcp {
 
-enum class Channel : uint8_t { kUser = 0, kCollective = 1, kFingerprint = 2 };
+enum class Channel : uint8_t { kUser = 0, kCollective = 1, kFingerprint = 2, kBye = 3 };
 
 class SocketEngine {
  public:
@@ -41,7 +43,8 @@ class SocketEngine {
   };
   SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* health);
   ~SocketEngine();
-  // Stops the progress thread and fails every pending op; later posts fail at once. Idempotent.
+  // Says goodbye to every peer (after flushing what is queued, bounded), stops the progress
+  // thread and fails every pending op; later posts fail at once. Idempotent.
   void shutdown() noexcept;
   SocketEngine(const SocketEngine&) = delete;
   SocketEngine& operator=(const SocketEngine&) = delete;
@@ -70,6 +73,8 @@ class SocketEngine {
   void on_writable(int p, Done& done);
   void expire(Done& done);
   void lose_peer(int p, const std::string& why, Done& done);
+  void close_peer(int p, Done& done);  // EOF after goodbye
+  void fail_peer_ops(Peer& peer, const std::string& reason, Done& done);
   void fail_all(Done& done, const std::string& reason);
   static void finish_all(Done& done);
 

@@ -19,7 +19,9 @@ const char* to_string(Transport t) {
 }
 
 TcpProcessGroup::TcpProcessGroup(const GroupSetup& setup)
-    : ProcessGroup(setup.rank, setup.size, setup.options), group_(setup.name) {}
+    : ProcessGroup(setup.rank, setup.size, setup.options), group_(setup.name) {
+  health_.init(setup.size);
+}
 
 std::shared_ptr<TcpProcessGroup> TcpProcessGroup::create(const GroupSetup& setup) {
   std::shared_ptr<TcpProcessGroup> pg(new TcpProcessGroup(setup));
