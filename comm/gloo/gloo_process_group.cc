@@ -23,6 +23,20 @@ uint64_t p2p_slot(int tag, size_t nbytes) {
   return ((h & 0xFFFFFFull) << 32) | static_cast<uint32_t>(tag);
 }
 
+// What every rank must agree on for a collective: per-rank byte count, dtype, reduce op, root.
+// Folded into the op's Gloo tag, a disagreement leaves the ranks on different slots: they time
+// out with an error instead of Gloo aborting the process on an oversized message.
+uint16_t signature(const Buffer& b, int rop, int root) {
+  uint64_t h = b.bytes() * 0x9E3779B97F4A7C15ull;
+  h ^= (static_cast<uint64_t>(b.dtype) + 1) * 0xC2B2AE3D27D4EB4Full;
+  h ^= static_cast<uint64_t>(rop + 2) * 0x165667B19E3779F9ull;
+  h ^= static_cast<uint64_t>(root + 2) * 0x27D4EB2F165667C5ull;
+  h ^= h >> 31;
+  h *= 0x94D049BB133111EBull;
+  h ^= h >> 29;
+  return static_cast<uint16_t>(h);
+}
+
 bool is_timeout(const std::string& message) {
   return message.find("Timed out") != std::string::npos || message.find("timeout") != std::string::npos;
 }
@@ -105,7 +119,9 @@ std::exception_ptr GlooProcessGroup::translate(const Op& op) noexcept {
       if (is_timeout(gloo)) {
         DDP_THROW(TimeoutError, op.what, ": timed out after ", op.timeout.count(), " ms waiting for ",
                   peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer (gloo does not say which)"),
-                  " (gloo: ", gloo, ")", first);
+                  " (gloo: ", gloo, ")", first,
+                  op.peer >= 0 ? "" : "; ranks that called a different op, or this op with a different count, dtype, "
+                                      "root or reduce op, also end here");
       }
       DDP_THROW(NetworkError, op.what, ": lost connection to ",
                 peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer"), " (gloo: ", gloo, ")", first,
@@ -135,9 +151,11 @@ void GlooProcessGroup::run(const Op& op, const WorkPtr& work, const Body& body) 
   work->finish(error);
 }
 
-WorkPtr GlooProcessGroup::submit(const char* name, Millis timeout, bool local, Body body) {
+WorkPtr GlooProcessGroup::submit(const char* name, Millis timeout, bool local, uint16_t signature, Body body) {
   std::lock_guard<std::mutex> lock(issue_mu_);
   Op op = next_op(name, timeout);
+  // The low 16 bits of the Gloo tag carry what every rank must agree on (see signature()).
+  op.tag = (op.tag << 16) | signature;
   auto work = std::make_shared<Work>(op.what);
   if (local) {
     run(op, work, body);  // nothing to wait for: complete before returning
@@ -209,7 +227,7 @@ WorkPtr GlooProcessGroup::broadcast(Buffer buf, BroadcastOptions opts) {
   check_peer("broadcast", opts.root);
   if (buf.count > 0 && buf.data == nullptr) DDP_THROW(InvalidArgument, "broadcast: null buffer with count ", buf.count);
   bool local = size() == 1 || buf.count == 0;
-  return submit("broadcast", opts.timeout, local, [=, this](const OpArgs& a) {
+  return submit("broadcast", opts.timeout, local, signature(buf, -1, opts.root), [=, this](const OpArgs& a) {
     if (!local) run_broadcast(a, buf, opts.root);
   });
 }
@@ -218,7 +236,7 @@ WorkPtr GlooProcessGroup::all_reduce(Buffer buf, AllReduceOptions opts) {
   check_cpu("all_reduce", buf);
   check_reduce("all_reduce", buf, opts.op);
   bool local = size() == 1 || buf.count == 0;
-  return submit("all_reduce", opts.timeout, local, [=, this](const OpArgs& a) {
+  return submit("all_reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), -1), [=, this](const OpArgs& a) {
     if (!local) run_all_reduce(a, buf, opts.op);
   });
 }
@@ -228,7 +246,7 @@ WorkPtr GlooProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
   check_peer("reduce", opts.root);
   check_reduce("reduce", buf, opts.op);
   bool local = size() == 1 || buf.count == 0;
-  return submit("reduce", opts.timeout, local, [=, this](const OpArgs& a) {
+  return submit("reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), opts.root), [=, this](const OpArgs& a) {
     if (!local) run_reduce(a, buf, opts.root, opts.op);
   });
 }
@@ -238,7 +256,7 @@ WorkPtr GlooProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOptio
   check_cpu("all_gather", output);
   check_sizes("all_gather", input, output);
   bool local = size() == 1 || input.count == 0;
-  return submit("all_gather", opts.timeout, local, [=, this](const OpArgs& a) {
+  return submit("all_gather", opts.timeout, local, signature(input, -1, -1), [=, this](const OpArgs& a) {
     if (size() == 1) copy(input, output);
     if (!local) run_all_gather(a, input, output);
   });
@@ -252,7 +270,7 @@ WorkPtr GlooProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts
     check_sizes("gather", input, output);
   }
   bool local = size() == 1 || input.count == 0;
-  return submit("gather", opts.timeout, local, [=, this](const OpArgs& a) {
+  return submit("gather", opts.timeout, local, signature(input, -1, opts.root), [=, this](const OpArgs& a) {
     if (size() == 1) copy(input, output);
     if (!local) run_gather(a, input, output, opts.root);
   });
@@ -266,7 +284,7 @@ WorkPtr GlooProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions op
     check_sizes("scatter", output, input);
   }
   bool local = size() == 1 || output.count == 0;
-  return submit("scatter", opts.timeout, local, [=, this](const OpArgs& a) {
+  return submit("scatter", opts.timeout, local, signature(output, -1, opts.root), [=, this](const OpArgs& a) {
     if (size() == 1) copy(input, output);
     if (!local) run_scatter(a, input, output, opts.root);
   });
@@ -278,7 +296,7 @@ WorkPtr GlooProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScat
   check_reduce("reduce_scatter", input, opts.op);
   check_sizes("reduce_scatter", output, input);
   bool local = size() == 1 || output.count == 0;
-  return submit("reduce_scatter", opts.timeout, local, [=, this](const OpArgs& a) {
+  return submit("reduce_scatter", opts.timeout, local, signature(output, static_cast<int>(opts.op), -1), [=, this](const OpArgs& a) {
     if (size() == 1) copy(input, output);
     if (!local) run_reduce_scatter(a, input, output, opts.op);
   });
@@ -292,7 +310,7 @@ WorkPtr GlooProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOption
     DDP_THROW(InvalidArgument, "all_to_all: ", input.count, " elements do not split evenly over ", size(), " ranks");
   }
   bool local = size() == 1 || input.count == 0;
-  return submit("all_to_all", opts.timeout, local, [=, this](const OpArgs& a) {
+  return submit("all_to_all", opts.timeout, local, signature(input, -1, -1), [=, this](const OpArgs& a) {
     if (size() == 1) copy(input, output);
     if (!local) run_all_to_all(a, input, output);
   });
@@ -300,7 +318,7 @@ WorkPtr GlooProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOption
 
 WorkPtr GlooProcessGroup::barrier(BarrierOptions opts) {
   bool local = size() == 1;
-  return submit("barrier", opts.timeout, local, [=, this](const OpArgs& a) {
+  return submit("barrier", opts.timeout, local, 0, [=, this](const OpArgs& a) {
     if (!local) run_barrier(a);
   });
 }

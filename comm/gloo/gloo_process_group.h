@@ -6,6 +6,8 @@
 //   time (so a pair of ranks that both send, then both receive, cannot deadlock) and complete
 //   in issue order on the same worker. A send matches a recv with the same tag and byte size
 //   (the size is part of the Gloo slot, so a size mismatch is a timeout, never a crash).
+//   Likewise each collective's tag carries a hash of its per-rank size, dtype, reduce op and
+//   root: ranks that disagree time out with an error instead of exchanging garbage.
 // - Failures: a Gloo timeout is a TimeoutError, a lost connection a NetworkError naming the
 //   peer rank; both name the op and its sequence number. The first failure breaks the group:
 //   its Gloo context is aborted (peers blocked on us fail at once instead of at their
@@ -55,7 +57,7 @@ class GlooProcessGroup final : public ProcessGroup {
   // Takes the next sequence number. Must hold issue_mu_.
   Op next_op(const char* name, Millis timeout, int peer = -1);
   // Queues body to run on the worker; `local` ops (no communication needed) finish at once.
-  WorkPtr submit(const char* name, Millis timeout, bool local, Body body);
+  WorkPtr submit(const char* name, Millis timeout, bool local, uint16_t signature, Body body);
   WorkPtr submit_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout);
   void run(const Op& op, const WorkPtr& work, const Body& body) noexcept;
   std::exception_ptr translate(const Op& op) noexcept;  // from the exception being handled

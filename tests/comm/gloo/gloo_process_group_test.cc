@@ -276,11 +276,19 @@ TEST_CASE("gloo: a recv that nobody matches is a TimeoutError naming the op and 
   });
 }
 
-TEST_CASE("gloo: a send/recv size mismatch is an error, not a crash") {
+TEST_CASE("gloo: ranks that disagree on sizes or roots get an error, not a crash") {
   run_ranks(make_gloo_group, 2, [&](ProcessGroup& pg, int r) {
     std::vector<float> buf(r == 0 ? 8 : 4);
     auto w = r == 0 ? pg.send(view(buf.data(), 8), 1, {0, Millis(500)}) : pg.recv(view(buf.data(), 4), 0, {0, Millis(500)});
     CHECK_THROWS_AS(w->wait(), Error);
+  });
+  run_ranks(make_gloo_group, 2, [&](ProcessGroup& pg, int r) {
+    std::vector<float> buf(r == 0 ? 64 : 128);
+    CHECK_THROWS_AS(pg.all_reduce(view(buf.data(), buf.size()), {ReduceOp::kSum, Millis(500)})->wait(), TimeoutError);
+  });
+  run_ranks(make_gloo_group, 2, [&](ProcessGroup& pg, int r) {
+    std::vector<float> buf(16);
+    CHECK_THROWS_AS(pg.broadcast(view(buf.data(), 16), {r, Millis(500)})->wait(), TimeoutError);
   });
 }
 
