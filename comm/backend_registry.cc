@@ -1,0 +1,55 @@
+// The registry of built backends. Which exist is decided at build time: the ddp_init target
+// defines DDP_WITH_TCP/GLOO/MPI/NCCL for each ddp_comm_<name> target it links.
+#include <utility>
+
+#include "comm/backend.h"
+#include "common/error.h"
+
+namespace ddp::comm {
+namespace {
+
+const std::vector<std::pair<std::string, BackendFactory>>& backends() {
+  static const std::vector<std::pair<std::string, BackendFactory>> kBackends = {
+#ifdef DDP_WITH_TCP
+      {"tcp", &make_tcp_group},
+#endif
+#ifdef DDP_WITH_GLOO
+      {"gloo", &make_gloo_group},
+#endif
+#ifdef DDP_WITH_MPI
+      {"mpi", &make_mpi_group},
+#endif
+#ifdef DDP_WITH_NCCL
+      {"nccl", &make_nccl_group},
+#endif
+  };
+  return kBackends;
+}
+
+std::string built_list() {
+  std::string out;
+  for (const auto& [name, factory] : backends()) out += (out.empty() ? "" : ", ") + name;
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> out;
+  for (const auto& [name, factory] : backends()) out.push_back(name);
+  return out;
+}
+
+ProcessGroupPtr create_group(const std::string& backend, const GroupSetup& setup) {
+  for (const auto& [name, factory] : backends()) {
+    if (name == backend) {
+      if (!setup.store) DDP_THROW(InvalidArgument, "create_group(", backend, "): no store given");
+      return factory(setup);
+    }
+  }
+  const bool known = backend == "tcp" || backend == "gloo" || backend == "mpi" || backend == "nccl";
+  DDP_THROW(InvalidArgument, "backend '", backend, "' ", known ? "was not built" : "is unknown",
+            "; built backends: ", built_list());
+}
+
+}  // namespace ddp::comm

@@ -1,0 +1,124 @@
+#include "comm/init.h"
+
+#include <mutex>
+
+#include "comm/init_store.h"
+#include "common/env.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "rendezvous/prefix_store.h"
+
+namespace ddp {
+namespace {
+
+struct DefaultState {
+  std::mutex mu;
+  std::shared_ptr<comm::GroupFactory> factory;
+  comm::StoreHandle store;
+  int inits = 0;  // numbers each init in this process, so a re-init meets under fresh keys
+};
+
+DefaultState& state() {
+  static DefaultState s;
+  return s;
+}
+
+std::string run_prefix(int init_number) {
+  const std::string run_id = env::get("DDP_RUN_ID").value_or(env::get_or("TORCHELASTIC_RUN_ID", "none"));
+  const int64_t restart = env::get_int_or("TORCHELASTIC_RESTART_COUNT", 0);
+  return "run/" + run_id + "/" + std::to_string(restart) + "/" + std::to_string(init_number);
+}
+
+Millis resolve_timeout(Millis given) {
+  if (given != kUseDefault) return given;
+  if (auto ms = env::get_int("DDP_TIMEOUT_MS")) {
+    if (*ms <= 0) DDP_THROW(InvalidArgument, "DDP_TIMEOUT_MS must be positive, got ", *ms);
+    return Millis(*ms);
+  }
+  return kDefaultCollectiveTimeout;
+}
+
+// Teardown order matters: groups before the store they met in; the store host last of all.
+void leave(DefaultState& s) noexcept {
+  try {
+    if (s.factory && s.store.store) {
+      // The last rank to leave says so; the host waits for that (bounded: a dead peer never
+      // leaves) before its server goes away.
+      const int n = s.factory->world()->size();
+      if (s.store.store->add("left", 1) == n) s.store.store->set("left/all", "1");
+      if (s.store.hosts_server) {
+        s.store.store->wait({"left/all"}, std::min(s.factory->world()->timeout(), Millis(30'000)));
+      }
+    }
+  } catch (const std::exception& e) {
+    logger("comm")->warn("destroy_process_group: leaving the store: {}", e.what());
+  }
+  s.factory.reset();
+  s.store = {};
+}
+
+}  // namespace
+
+EnvRanks ranks_from_env() { return comm::env_ranks(); }
+
+comm::ProcessGroupPtr init_process_group(const InitOptions& options) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.factory) DDP_THROW(InvalidArgument, "init_process_group: the default group exists already");
+  const int init_number = s.inits++;
+
+  comm::StoreRequest request;
+  request.backend = options.backend;
+  request.init_method = options.init_method;
+  request.rank = options.rank;
+  request.world_size = options.world_size;
+  request.job_token = options.job_token.empty() ? env::get_or("DDP_JOB_TOKEN", "") : options.job_token;
+  request.given = options.store;
+  comm::StoreHandle handle = comm::open_init_store(request);
+
+  comm::GroupFactoryOptions fo;
+  fo.backend = options.backend;
+  fo.store = std::make_shared<rdzv::PrefixStore>(run_prefix(init_number), handle.store);
+  fo.rank = handle.rank;
+  fo.world_size = handle.world_size;
+  fo.timeout = resolve_timeout(options.timeout);
+  fo.job_token = request.job_token;
+  auto factory = std::make_shared<comm::GroupFactory>(fo);
+  s.store = handle;
+  s.store.store = fo.store;  // teardown bookkeeping under this init's prefix (it owns the base)
+  s.factory = std::move(factory);
+  return s.factory->world();
+}
+
+bool is_initialized() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.factory != nullptr;
+}
+
+comm::ProcessGroupPtr default_group() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.factory) DDP_THROW(InvalidArgument, "default_group: init_process_group was not called");
+  return s.factory->world();
+}
+
+comm::ProcessGroupPtr new_group(const std::vector<int>& ranks, const comm::NewGroupOptions& options) {
+  std::shared_ptr<comm::GroupFactory> factory;
+  {
+    // Not under the lock while the backend meets its peers: destroy may come from elsewhere.
+    auto& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.factory) DDP_THROW(InvalidArgument, "new_group: init_process_group was not called");
+    factory = s.factory;
+  }
+  return factory->new_group(ranks, options);
+}
+
+void destroy_process_group() noexcept {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.factory) leave(s);
+}
+
+}  // namespace ddp

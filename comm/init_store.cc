@@ -1,0 +1,113 @@
+#include "comm/init_store.h"
+
+#include "common/env.h"
+#include "common/error.h"
+#include "common/socket.h"
+#include "rendezvous/hash_store.h"
+
+#if __has_include("rendezvous/tcp_store.h")
+#include "rendezvous/tcp_store.h"
+#define DDP_HAVE_TCP_STORE 1
+#endif
+
+namespace ddp::comm {
+namespace {
+
+int first_int(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (auto v = env::get_int(name)) return static_cast<int>(*v);
+  }
+  return -1;
+}
+
+void fill_ranks_from_env(StoreHandle& h) {
+  const EnvRanks e = env_ranks();
+  if (h.rank < 0) h.rank = e.rank;
+  if (h.world_size < 0) h.world_size = e.world_size;
+  if (h.rank < 0) {
+    DDP_THROW(InvalidArgument, "init_process_group: no rank given and none of RANK, OMPI_COMM_WORLD_RANK, "
+              "SLURM_PROCID is set");
+  }
+  if (h.world_size < 1) {
+    DDP_THROW(InvalidArgument, "init_process_group: no world size given and none of WORLD_SIZE, "
+              "OMPI_COMM_WORLD_SIZE, SLURM_NTASKS is set");
+  }
+  if (h.rank >= h.world_size) {
+    DDP_THROW(InvalidArgument, "init_process_group: rank ", h.rank, " is outside [0, ", h.world_size, ")");
+  }
+}
+
+std::shared_ptr<rdzv::Store> tcp_store(const net::Endpoint& at, bool host, const std::string& token) {
+#ifdef DDP_HAVE_TCP_STORE
+  rdzv::TCPStoreOptions o;
+  o.host = at.host;
+  o.port = at.port;
+  o.is_server = host;
+  o.job_token = token;
+  return std::make_shared<rdzv::TCPStore>(o);
+#else
+  (void)host;
+  (void)token;
+  DDP_THROW(InvalidArgument, "init_process_group: reaching the store at ", at.str(),
+            " needs the TCPStore, which this build lacks");
+#endif
+}
+
+StoreHandle open_env(const StoreRequest& req) {
+  StoreHandle h;
+  h.rank = req.rank;
+  h.world_size = req.world_size;
+  fill_ranks_from_env(h);
+  if (auto ep = env::get("DDP_STORE")) {
+    h.store = tcp_store(net::parse_endpoint(*ep), false, req.job_token);
+    h.description = "DDP_STORE=" + *ep;
+    return h;
+  }
+  auto addr = env::get("MASTER_ADDR");
+  auto port = env::get_int("MASTER_PORT");
+  if (addr && port) {
+    if (*port <= 0 || *port > 65535) DDP_THROW(InvalidArgument, "MASTER_PORT=", *port, " is not a port");
+    net::Endpoint at{*addr, static_cast<uint16_t>(*port)};
+    h.hosts_server = h.rank == 0;
+    h.store = tcp_store(at, h.hosts_server, req.job_token);
+    h.description = "MASTER_ADDR:MASTER_PORT=" + at.str() + (h.hosts_server ? " (hosted here)" : "");
+    return h;
+  }
+  // Nobody else to meet: a world of one, or MPI whose own launcher did the rendezvous.
+  if (h.world_size == 1 || req.backend == "mpi") {
+    h.store = std::make_shared<rdzv::HashStore>();
+    h.description = "a local store (" + std::string(h.world_size == 1 ? "world of one" : "mpi") + ")";
+    return h;
+  }
+  DDP_THROW(InvalidArgument, "init_process_group(env://): set DDP_STORE, or MASTER_ADDR and MASTER_PORT, "
+            "to say where the ", h.world_size, " ranks meet");
+}
+
+}  // namespace
+
+EnvRanks env_ranks() {
+  EnvRanks r;
+  r.rank = first_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
+  r.world_size = first_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+  r.local_rank = first_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"});
+  r.local_world_size = first_int({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"});
+  return r;
+}
+
+StoreHandle open_init_store(const StoreRequest& req) {
+  if (req.given) {
+    if (req.rank < 0 || req.world_size < 1) {
+      DDP_THROW(InvalidArgument, "init_process_group: with a store given, rank and world_size must be given too");
+    }
+    StoreHandle h{req.given, req.rank, req.world_size, false, "the given store"};
+    if (h.rank >= h.world_size) {
+      DDP_THROW(InvalidArgument, "init_process_group: rank ", h.rank, " is outside [0, ", h.world_size, ")");
+    }
+    return h;
+  }
+  if (req.init_method.empty() || req.init_method == "env://") return open_env(req);
+  DDP_THROW(InvalidArgument, "init_process_group: init method '", req.init_method,
+            "' is not supported (use env://, tcp://host:port?rank=&world_size=, file:///path)");
+}
+
+}  // namespace ddp::comm

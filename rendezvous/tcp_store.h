@@ -1,0 +1,83 @@
+#pragma once
+// TCPStore: a Store served over TCP by one process (the server) to any number of clients.
+//
+// - TCPStore(options) with is_server=true hosts a TCPStoreServer on options.host:options.port
+//   (port 0: ephemeral, read it back with port()) and connects to it like any other client.
+// - Clients connect with backoff and jitter until connect_timeout, then shake hands with the
+//   protocol version and the job token (options.job_token, else DDP_JOB_TOKEN). A refused token
+//   is a StoreError saying so; the server logs the refusal too.
+// - get/wait block on the server, which answers by notification; at the deadline the client
+//   cancels its wait on the server and throws TimeoutError naming the missing keys.
+// - A lost server (or connection) is a NetworkError naming the server endpoint, never a hang.
+//   The connection is not re-established: a lost store means the rendezvous must be redone, and
+//   every later call fails fast with the same NetworkError.
+// - Thread-safe: requests are serialized on one connection (one mutex per request).
+// - wait_workers > 0: every client counts itself in; the server's constructor returns only when
+//   that many clients (itself included) have connected, or throws TimeoutError after `timeout`.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/fd.h"
+#include "common/socket.h"
+#include "rendezvous/store.h"
+
+namespace ddp::rdzv {
+
+class TCPStoreServer;
+
+struct TCPStoreOptions {
+  // Client: the server's address. Server: the interface to bind ("" or "0.0.0.0": all).
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;       // 0 with is_server: an ephemeral port (see TCPStore::port())
+  bool is_server = false;  // host the server in this process
+  Millis timeout = kDefaultStoreTimeout;                 // default for get/wait and replies
+  Millis connect_timeout = kDefaultConnectTimeout;       // connect + handshake
+  std::optional<std::string> job_token;                  // unset: DDP_JOB_TOKEN, else none
+  int wait_workers = 0;  // >0: see the header comment
+};
+
+class TCPStore : public Store {
+ public:
+  explicit TCPStore(TCPStoreOptions options);
+  ~TCPStore() override;
+
+  uint16_t port() const { return endpoint_.port; }
+  // Where this client connects ("127.0.0.1" when the server binds all interfaces).
+  const net::Endpoint& endpoint() const { return endpoint_; }
+  // The hosted server, or nullptr for a plain client.
+  TCPStoreServer* server() const { return server_.get(); }
+
+ protected:
+  void do_set(const std::string& key, const Bytes& value) override;
+  Bytes do_get(const std::string& key, Millis timeout) override;
+  int64_t do_add(const std::string& key, int64_t delta) override;
+  Bytes do_compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  bool do_check(const std::vector<std::string>& keys) override;
+  void do_wait(const std::vector<std::string>& keys, Millis timeout) override;
+  bool do_delete_key(const std::string& key) override;
+  int64_t do_num_keys() override;
+
+ private:
+  void connect(const std::string& token);
+  // Sends one request frame and returns the Ok payload (past its type byte); Error replies are
+  // rethrown. `op` and `key` name the request in errors.
+  std::vector<uint8_t> call(const std::vector<uint8_t>& frame, const char* op, const std::string& key);
+  // Like call() for get/wait: cancels on the server at the deadline, then throws TimeoutError.
+  std::vector<uint8_t> call_wait(const std::vector<uint8_t>& frame, const char* op,
+                                 const std::vector<std::string>& keys, Millis timeout);
+  std::vector<uint8_t> read_frame(const Deadline& deadline, const char* op);
+  [[noreturn]] void lost(const char* op, const std::string& why);
+  void wait_for_workers(int count);
+
+  TCPStoreOptions options_;
+  std::unique_ptr<TCPStoreServer> server_;
+  net::Endpoint endpoint_;
+  std::mutex mu_;
+  Fd fd_;
+  std::string broken_;  // why the connection was lost; empty while healthy
+};
+
+}  // namespace ddp::rdzv

@@ -1,0 +1,59 @@
+#pragma once
+// TCPStoreServer: the server half of TCPStore. One event-loop thread (epoll, level-triggered,
+// non-blocking sockets, a buffer pair per connection) owns all keys; no other thread touches
+// them, so there are no locks on the data path.
+//
+// - get/wait are answered by notification: a waiting connection is parked under one missing key
+//   and re-examined only when that key is written. A client that gives up sends Cancel and the
+//   server drops its wait (see tcp_store_protocol.h).
+// - The handshake checks the protocol version and the job token; a refused client gets an Error
+//   frame saying why and is closed, and the server logs it (logger "store").
+// - A malformed, oversize or truncated frame, or a client vanishing mid-request, closes that
+//   one connection (logged); other clients and their data are unaffected.
+// - Serves thousands of connections: the RLIMIT_NOFILE soft limit is raised to the hard limit.
+// The destructor stops the loop through an eventfd and joins it; it never throws.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "common/fd.h"
+
+namespace ddp::rdzv {
+
+struct TCPStoreServerOptions {
+  std::string host;   // interface to bind; empty: all interfaces
+  uint16_t port = 0;  // 0: an ephemeral port, see TCPStoreServer::port()
+  // Clients must present this token; unset or empty: every client is accepted.
+  std::optional<std::string> job_token;
+};
+
+class TCPStoreServer {
+ public:
+  explicit TCPStoreServer(const TCPStoreServerOptions& options);
+  ~TCPStoreServer() noexcept;
+  TCPStoreServer(const TCPStoreServer&) = delete;
+  TCPStoreServer& operator=(const TCPStoreServer&) = delete;
+
+  uint16_t port() const { return port_; }
+  // Observability for tests and logs (updated by the loop thread).
+  size_t num_connections() const { return num_connections_.load(); }
+  size_t num_waiting() const { return num_waiting_.load(); }
+
+  class Loop;  // the event loop and its state (tcp_store_server.cc)
+
+ private:
+  uint16_t port_ = 0;
+  std::atomic<size_t> num_connections_{0};
+  std::atomic<size_t> num_waiting_{0};
+  Fd wake_;  // eventfd: written by the destructor to stop the loop
+  std::unique_ptr<Loop> loop_;
+  std::thread thread_;
+};
+
+// Raises the RLIMIT_NOFILE soft limit to the hard limit; returns the new soft limit.
+uint64_t raise_fd_limit();
+
+}  // namespace ddp::rdzv

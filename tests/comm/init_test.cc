@@ -1,0 +1,168 @@
+// init_process_group's pieces: environment resolution, the registry, GroupFactory's checks,
+// and (with a backend built) whole worlds as threads over one HashStore.
+#include "comm/init.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "common/error.h"
+#include "rendezvous/hash_store.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+
+namespace {
+
+// Sets variables for one scope and restores what was there.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::map<std::string, std::optional<std::string>> vars) {
+    for (auto& [k, v] : vars) {
+      const char* old = std::getenv(k.c_str());
+      saved_[k] = old ? std::optional<std::string>(old) : std::nullopt;
+      if (v) ::setenv(k.c_str(), v->c_str(), 1);
+      else ::unsetenv(k.c_str());
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [k, v] : saved_) {
+      if (v) ::setenv(k.c_str(), v->c_str(), 1);
+      else ::unsetenv(k.c_str());
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+const std::map<std::string, std::optional<std::string>> kClean = {
+    {"RANK", std::nullopt}, {"WORLD_SIZE", std::nullopt}, {"LOCAL_RANK", std::nullopt},
+    {"OMPI_COMM_WORLD_RANK", std::nullopt}, {"OMPI_COMM_WORLD_SIZE", std::nullopt},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", std::nullopt}, {"PMI_RANK", std::nullopt}, {"PMI_SIZE", std::nullopt},
+    {"SLURM_PROCID", std::nullopt}, {"SLURM_NTASKS", std::nullopt}, {"SLURM_LOCALID", std::nullopt},
+    {"DDP_STORE", std::nullopt}, {"MASTER_ADDR", std::nullopt}, {"MASTER_PORT", std::nullopt},
+    {"DDP_TIMEOUT_MS", std::nullopt}};
+
+std::map<std::string, std::optional<std::string>> with(std::map<std::string, std::optional<std::string>> extra) {
+  auto out = kClean;
+  for (auto& [k, v] : extra) out[k] = v;
+  return out;
+}
+
+bool has_backend(const std::string& name) {
+  for (const auto& b : available_backends()) {
+    if (b == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("ranks come from RANK/WORLD_SIZE, then Open MPI, then Slurm") {
+  {
+    ScopedEnv env(with({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"LOCAL_RANK", "1"}}));
+    auto r = ranks_from_env();
+    CHECK(r.rank == 3);
+    CHECK(r.world_size == 8);
+    CHECK(r.local_rank == 1);
+  }
+  {
+    ScopedEnv env(with({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"SLURM_PROCID", "7"}}));
+    auto r = ranks_from_env();
+    CHECK(r.rank == 2);
+    CHECK(r.world_size == 4);
+    CHECK(r.local_rank == 0);
+  }
+  {
+    ScopedEnv env(with({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"}}));
+    auto r = ranks_from_env();
+    CHECK(r.rank == 5);
+    CHECK(r.world_size == 6);
+    CHECK(r.local_rank == 1);
+  }
+  {
+    ScopedEnv env(with({{"RANK", "x1"}}));
+    CHECK_THROWS_WITH_AS(ranks_from_env(), doctest::Contains("RANK"), InvalidArgument);
+  }
+}
+
+TEST_CASE("env:// without rank, size or a meeting point is a clear error") {
+  {
+    ScopedEnv env(kClean);
+    CHECK_THROWS_WITH_AS(open_init_store({}), doctest::Contains("RANK"), InvalidArgument);
+  }
+  {
+    ScopedEnv env(with({{"RANK", "0"}, {"WORLD_SIZE", "2"}}));
+    CHECK_THROWS_WITH_AS(open_init_store({}), doctest::Contains("MASTER_ADDR"), InvalidArgument);
+  }
+  {
+    ScopedEnv env(with({{"RANK", "2"}, {"WORLD_SIZE", "2"}}));
+    CHECK_THROWS_WITH_AS(open_init_store({}), doctest::Contains("outside"), InvalidArgument);
+  }
+  {
+    ScopedEnv env(with({{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
+    auto h = open_init_store({});
+    CHECK(h.store != nullptr);
+    CHECK(h.rank == 0);
+    CHECK(h.world_size == 1);
+  }
+  {
+    ScopedEnv env(with({{"RANK", "1"}, {"WORLD_SIZE", "3"}}));
+    StoreRequest req;
+    req.backend = "mpi";  // MPI met through its own launcher: a local store does
+    auto h = open_init_store(req);
+    CHECK(h.store != nullptr);
+    CHECK(h.rank == 1);
+  }
+  {
+    ScopedEnv env(kClean);
+    StoreRequest req;
+    req.init_method = "carrier-pigeon://x";
+    req.rank = 0;
+    req.world_size = 1;
+    CHECK_THROWS_WITH_AS(open_init_store(req), doctest::Contains("carrier-pigeon"), InvalidArgument);
+  }
+}
+
+TEST_CASE("the registry names what was built") {
+  const auto built = available_backends();
+  GroupSetup setup;
+  setup.store = std::make_shared<rdzv::HashStore>();
+  CHECK_THROWS_WITH_AS(create_group("smoke-signals", setup), doctest::Contains("unknown"), InvalidArgument);
+  for (const std::string name : {"tcp", "gloo", "mpi", "nccl"}) {
+    if (!has_backend(name)) {
+      CHECK_THROWS_WITH_AS(create_group(name, setup), doctest::Contains("not built"), InvalidArgument);
+    }
+  }
+  for (const auto& name : built) {
+    try {
+      create_group("smoke-signals", setup);
+    } catch (const InvalidArgument& e) {
+      CHECK(std::string(e.what()).find(name) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("GroupFactory and the default group reject bad options") {
+  GroupFactoryOptions o;
+  o.store = std::make_shared<rdzv::HashStore>();
+  o.rank = 2;
+  o.world_size = 2;
+  CHECK_THROWS_WITH_AS(GroupFactory{o}, doctest::Contains("outside"), InvalidArgument);
+  o.rank = 0;
+  o.world_size = 0;
+  CHECK_THROWS_AS(GroupFactory{o}, InvalidArgument);
+  CHECK_FALSE(is_initialized());
+  CHECK_THROWS_WITH_AS(default_group(), doctest::Contains("init_process_group"), InvalidArgument);
+  CHECK_THROWS_AS(new_group({0}), InvalidArgument);
+  destroy_process_group();  // a no-op when not initialized
+  InitOptions bad;
+  bad.store = std::make_shared<rdzv::HashStore>();
+  CHECK_THROWS_WITH_AS(init_process_group(bad), doctest::Contains("rank"), InvalidArgument);
+  CHECK_FALSE(is_initialized());
+}

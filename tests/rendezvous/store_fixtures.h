@@ -1,0 +1,85 @@
+#pragma once
+// Store fixtures for the conformance suite (store_conformance_test.cc): each makes a fresh
+// store and further clients of the same data (another FileStore object on the same file,
+// another TCPStore connection), so one suite runs against every implementation, plain and
+// under PrefixStore.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "rendezvous/file_store.h"
+#include "rendezvous/hash_store.h"
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/tcp_store.h"
+
+namespace ddp::rdzv::testing {
+
+// A fresh temporary directory, removed with its files at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/ddp-store-test-XXXXXX";
+    const char* p = ::mkdtemp(tmpl);
+    path_ = p ? p : "/tmp";
+  }
+  ~TempDir() {
+    std::string cmd = "rm -rf '" + path_ + "'";
+    int rc = std::system(cmd.c_str());
+    (void)rc;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct HashFixture {
+  static constexpr const char* kName = "HashStore";
+  std::shared_ptr<HashStore> store = std::make_shared<HashStore>(Millis(30'000));
+  std::shared_ptr<Store> main() { return store; }
+  std::shared_ptr<Store> client() { return store; }
+};
+
+struct FileFixture {
+  static constexpr const char* kName = "FileStore";
+  TempDir dir;
+  std::shared_ptr<Store> first = std::make_shared<FileStore>(dir.file("store"), Millis(30'000));
+  std::shared_ptr<Store> main() { return first; }
+  std::shared_ptr<Store> client() { return std::make_shared<FileStore>(dir.file("store"), Millis(30'000)); }
+};
+
+struct TcpFixture {
+  static constexpr const char* kName = "TCPStore";
+  std::shared_ptr<TCPStore> server = make_server();
+  std::shared_ptr<Store> main() { return server; }
+  std::shared_ptr<Store> client() {
+    TCPStoreOptions o;
+    o.port = server->port();
+    o.timeout = Millis(30'000);
+    o.connect_timeout = Millis(30'000);
+    o.job_token = "conformance";
+    return std::make_shared<TCPStore>(o);
+  }
+  static std::shared_ptr<TCPStore> make_server() {
+    TCPStoreOptions o;
+    o.is_server = true;
+    o.timeout = Millis(30'000);
+    o.job_token = "conformance";
+    return std::make_shared<TCPStore>(o);
+  }
+};
+
+template <typename Base>
+struct Prefixed {
+  static constexpr const char* kName = "PrefixStore";
+  Base base;
+  std::shared_ptr<Store> main() { return std::make_shared<PrefixStore>("round/3", base.main()); }
+  std::shared_ptr<Store> client() { return std::make_shared<PrefixStore>("round/3", base.client()); }
+};
+
+}  // namespace ddp::rdzv::testing

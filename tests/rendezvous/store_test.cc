@@ -1,0 +1,211 @@
+// The Store conformance suite (rendezvous/store.h), written once and run against every store:
+// HashStore, FileStore and TCPStore, plain and under PrefixStore.
+#include "rendezvous/store.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "store_fixtures.h"
+
+using namespace ddp;
+using namespace ddp::rdzv;
+using namespace ddp::rdzv::testing;
+
+namespace {
+
+// Long enough never to fire on a loaded machine when the key is coming.
+constexpr Millis kLong{30'000};
+// Short timeouts for keys that never come: the suite must stay fast.
+constexpr Millis kShort{50};
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+#define STORE_FIXTURES                                                                  \
+  HashFixture, FileFixture, TcpFixture, Prefixed<HashFixture>, Prefixed<FileFixture>, \
+      Prefixed<TcpFixture>
+
+TEST_CASE_TEMPLATE("set overwrites and get returns bytes exactly", F, STORE_FIXTURES) {
+  F f;
+  auto s = f.main();
+  s->set("k", "v1");
+  CHECK(s->get_string("k", kLong) == "v1");
+  s->set("k", "v2");
+  CHECK(s->get_string("k", kLong) == "v2");
+  Bytes binary = {0, 1, 2, 255, 0, 10, 13};
+  s->set("bin", binary);
+  CHECK(s->get("bin", kLong) == binary);
+  s->set("empty", Bytes{});
+  CHECK(s->get("empty", kLong).empty());
+  Bytes big(1 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+  s->set("big", big);
+  CHECK(f.client()->get("big", kLong) == big);
+}
+
+TEST_CASE_TEMPLATE("get of a missing key times out naming the key", F, STORE_FIXTURES) {
+  F f;
+  auto s = f.main();
+  try {
+    s->get("never-set-key", kShort);
+    FAIL("get did not time out");
+  } catch (const TimeoutError& e) {
+    CHECK(contains(e.message(), "never-set-key"));
+    CHECK(contains(e.message(), "get"));
+    CHECK(contains(e.message(), " ms"));
+  }
+  // The store timeout is the default for get and wait.
+  s->set_timeout(kShort);
+  CHECK_THROWS_AS(s->get("never-set-key"), TimeoutError);
+  CHECK_THROWS_AS(s->wait({"never-set-key"}), TimeoutError);
+  // And the store still works after timeouts.
+  s->set("after", "ok");
+  CHECK(s->get_string("after", kLong) == "ok");
+}
+
+TEST_CASE_TEMPLATE("get blocks until another client sets the key", F, STORE_FIXTURES) {
+  F f;
+  auto s = f.main();
+  auto other = f.client();
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    CHECK(s->get_string("late", kLong) == "here");
+    got = true;
+  });
+  other->set("late", "here");
+  waiter.join();
+  CHECK(got);
+}
+
+TEST_CASE_TEMPLATE("add counts from zero and rejects non-integers", F, STORE_FIXTURES) {
+  F f;
+  auto s = f.main();
+  CHECK(s->add("n", 5) == 5);
+  CHECK(s->add("n", -7) == -2);
+  CHECK(s->add("n", 0) == -2);
+  CHECK(s->get_string("n", kLong) == "-2");
+  CHECK(f.client()->add("n", 3) == 1);
+  s->set("text", "hello");
+  CHECK_THROWS_AS(s->add("text", 1), InvalidArgument);
+  CHECK(s->get_string("text", kLong) == "hello");  // untouched
+  s->set("num", "41");
+  CHECK(s->add("num", 1) == 42);
+  CHECK(s->add("big", int64_t{1} << 40) == int64_t{1} << 40);
+}
+
+TEST_CASE_TEMPLATE("compare_set semantics", F, STORE_FIXTURES) {
+  F f;
+  auto s = f.main();
+  auto b = Store::to_bytes;
+  // Missing key, non-empty expected: nothing stored, expected echoed back (c10d).
+  CHECK(s->compare_set("c", b("x"), b("y")) == b("x"));
+  CHECK_FALSE(s->check({"c"}));
+  // Missing key, empty expected: stored.
+  CHECK(s->compare_set("c", {}, b("first")) == b("first"));
+  CHECK(s->get_string("c", kLong) == "first");
+  // Mismatch: current value returned, unchanged.
+  CHECK(s->compare_set("c", b("wrong"), b("second")) == b("first"));
+  CHECK(s->get_string("c", kLong) == "first");
+  // Match: swapped.
+  CHECK(s->compare_set("c", b("first"), b("second")) == b("second"));
+  CHECK(f.client()->get_string("c", kLong) == "second");
+}
+
+TEST_CASE_TEMPLATE("check and wait on several keys", F, STORE_FIXTURES) {
+  F f;
+  auto s = f.main();
+  auto other = f.client();
+  CHECK_FALSE(s->check({"w1", "w2", "w3"}));
+  s->set("w1", "1");
+  CHECK(s->check({"w1"}));
+  CHECK_FALSE(s->check({"w1", "w2"}));
+  try {
+    s->wait({"w1", "w2", "w3"}, kShort);
+    FAIL("wait did not time out");
+  } catch (const TimeoutError& e) {
+    CHECK(contains(e.message(), "w2"));
+    CHECK(contains(e.message(), "w3"));
+    CHECK_FALSE(contains(e.message(), "'w1'"));  // present keys are not reported missing
+  }
+  std::thread setter([&] {
+    other->set("w3", "3");
+    other->set("w2", "2");
+  });
+  s->wait({"w1", "w2", "w3"}, kLong);
+  setter.join();
+  CHECK(s->check({"w1", "w2", "w3"}));
+  s->wait({}, kShort);  // nothing to wait for
+}
+
+TEST_CASE_TEMPLATE("delete_key and num_keys", F, STORE_FIXTURES) {
+  F f;
+  auto s = f.main();
+  int64_t before = s->num_keys();
+  s->set("d1", "x");
+  s->set("d2", "y");
+  s->set("d1", "z");  // overwrite: no new key
+  CHECK(s->num_keys() == before + 2);
+  CHECK(s->delete_key("d1"));
+  CHECK_FALSE(s->delete_key("d1"));
+  CHECK_FALSE(s->delete_key("never"));
+  CHECK(s->num_keys() == before + 1);
+  CHECK_FALSE(s->check({"d1"}));
+  CHECK_THROWS_AS(s->get("d1", kShort), TimeoutError);
+  CHECK(f.client()->num_keys() == before + 1);
+  s->set("d1", "again");
+  CHECK(s->get_string("d1", kLong) == "again");
+}
+
+TEST_CASE_TEMPLATE("keys and values beyond the limits are refused", F, STORE_FIXTURES) {
+  F f;
+  auto s = f.main();
+  CHECK_THROWS_AS(s->set("", "x"), InvalidArgument);
+  CHECK_THROWS_AS(s->set(std::string(kMaxKeySize + 1, 'k'), "x"), InvalidArgument);
+  CHECK_THROWS_AS(s->get(std::string(kMaxKeySize + 1, 'k'), kShort), InvalidArgument);
+  CHECK_THROWS_AS(s->set("v", Bytes(kMaxValueSize + 1)), InvalidArgument);
+  std::string longest(kMaxKeySize - 16, 'k');  // PrefixStore adds its prefix
+  s->set(longest, "fits");
+  CHECK(s->get_string(longest, kLong) == "fits");
+  s->set("still", "works");
+  CHECK(f.client()->get_string("still", kLong) == "works");
+}
+
+TEST_CASE_TEMPLATE("threaded add: N threads x M adds is exactly N*M", F, STORE_FIXTURES) {
+  F f;
+  constexpr int kThreads = 8;
+  constexpr int kAdds = 200;
+  std::vector<std::shared_ptr<Store>> clients;
+  for (int t = 0; t < kThreads; ++t) clients.push_back(t % 2 ? f.client() : f.main());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kAdds; ++i) clients[t]->add("counter", 1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(f.main()->add("counter", 0) == kThreads * kAdds);
+}
+
+TEST_CASE_TEMPLATE("many waiters on one key are all woken", F, STORE_FIXTURES) {
+  F f;
+  constexpr int kWaiters = 6;
+  std::atomic<int> woken{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&] {
+      auto c = f.client();
+      c->wait({"go"}, kLong);
+      if (c->get_string("go", kLong) == "now") ++woken;
+    });
+  }
+  f.main()->set("go", "now");
+  for (auto& t : threads) t.join();
+  CHECK(woken == kWaiters);
+}

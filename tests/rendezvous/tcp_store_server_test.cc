@@ -1,0 +1,233 @@
+// TCPStoreServer under bad input and load: garbage frames, vanishing clients, cancelled waits,
+// a thousand concurrent clients. After every abuse a normal client must still work and find
+// its data intact.
+#include "rendezvous/tcp_store_server.h"
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <thread>
+
+#include "common/error.h"
+#include "raw_client.h"
+#include "rendezvous/tcp_store.h"
+
+using namespace ddp;
+using namespace ddp::rdzv;
+using namespace ddp::rdzv::testing;
+using proto::MsgType;
+using proto::Writer;
+
+namespace {
+
+constexpr Millis kLong{30'000};
+
+std::unique_ptr<TCPStore> client_of(uint16_t port, const std::string& token = "t0k3n") {
+  TCPStoreOptions o;
+  o.port = port;
+  o.timeout = kLong;
+  o.connect_timeout = kLong;
+  o.job_token = token;
+  return std::make_unique<TCPStore>(o);
+}
+
+struct Server {
+  TCPStoreServer server{TCPStoreServerOptions{"127.0.0.1", 0, std::string("t0k3n")}};
+  std::unique_ptr<TCPStore> good = client_of(server.port());
+  Server() { good->set("precious", "data"); }
+  // The server survived and kept other clients' data.
+  void check_intact() {
+    CHECK(good->get_string("precious", kLong) == "data");
+    auto fresh = client_of(server.port());
+    fresh->set("fresh", "ok");
+    CHECK(good->get_string("fresh", kLong) == "ok");
+    CHECK(fresh->get_string("precious", kLong) == "data");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("garbage frames close only that connection") {
+  Server s;
+  std::mt19937 rng(1234);
+  SUBCASE("random bytes before the handshake") {
+    RawClient raw(s.server.port());
+    std::vector<uint8_t> junk(4096);
+    for (auto& b : junk) b = static_cast<uint8_t>(rng());
+    junk[0] = 0xff;  // a length far over the pre-handshake limit
+    junk[3] = 0x7f;
+    raw.send_bytes(junk.data(), junk.size());
+    CHECK(raw.closed_by_server());
+  }
+  SUBCASE("random frames after the handshake") {
+    for (int round = 0; round < 20; ++round) {
+      RawClient raw(s.server.port());
+      raw.hello("t0k3n");
+      REQUIRE(raw.read_frame());
+      std::vector<uint8_t> frame(4 + 1 + rng() % 64);
+      for (auto& b : frame) b = static_cast<uint8_t>(rng());
+      uint32_t len = static_cast<uint32_t>(frame.size() - 4);
+      for (int i = 0; i < 4; ++i) frame[i] = static_cast<uint8_t>(len >> (8 * i));
+      raw.send_bytes(frame.data(), frame.size());
+      // Either a reply (the bytes happened to be a valid request) or a close; never a crash.
+      raw.read_frame(Millis(200)).has_value();
+    }
+  }
+  SUBCASE("oversize length after the handshake") {
+    RawClient raw(s.server.port());
+    raw.hello("t0k3n");
+    REQUIRE(raw.read_frame());
+    uint8_t header[5] = {0xff, 0xff, 0xff, 0xff, 2};
+    raw.send_bytes(header, sizeof(header));
+    CHECK(raw.closed_by_server());
+  }
+  SUBCASE("zero length") {
+    RawClient raw(s.server.port());
+    uint8_t header[4] = {0, 0, 0, 0};
+    raw.send_bytes(header, sizeof(header));
+    CHECK(raw.closed_by_server());
+  }
+  SUBCASE("a field longer than its frame (truncated inside the frame)") {
+    RawClient raw(s.server.port());
+    raw.hello("t0k3n");
+    REQUIRE(raw.read_frame());
+    Writer w(MsgType::kSet);
+    w.u32(1000).u8('k');  // key length 1000, one byte present
+    raw.send_frame(w);
+    CHECK(raw.closed_by_server());
+  }
+  SUBCASE("truncated frame, then the client vanishes") {
+    RawClient raw(s.server.port());
+    raw.hello("t0k3n");
+    REQUIRE(raw.read_frame());
+    Writer w(MsgType::kSet);
+    w.str("precious").str("overwritten?");
+    const auto& f = w.finish();
+    raw.send_bytes(f.data(), f.size() - 5);
+  }  // closed here, mid-frame
+  SUBCASE("wrong protocol version gets a clear error") {
+    RawClient raw(s.server.port());
+    raw.hello("t0k3n", proto::kVersion + 7);
+    auto reply = raw.read_frame();
+    REQUIRE(reply);
+    CHECK(static_cast<MsgType>((*reply)[0]) == MsgType::kError);
+    CHECK(static_cast<proto::ErrorCode>((*reply)[1]) == proto::ErrorCode::kBadVersion);
+    CHECK(raw.closed_by_server());
+  }
+  SUBCASE("bad magic") {
+    RawClient raw(s.server.port());
+    Writer w(MsgType::kHello);
+    w.u32(0xdeadbeef).u16(proto::kVersion).str("t0k3n");
+    raw.send_frame(w);
+    CHECK(raw.closed_by_server());
+  }
+  SUBCASE("a request before the handshake") {
+    RawClient raw(s.server.port());
+    Writer w(MsgType::kSet);
+    w.str("precious").str("stolen");
+    raw.send_frame(w);
+    CHECK(raw.closed_by_server());
+  }
+  SUBCASE("unknown request type and trailing bytes") {
+    RawClient a(s.server.port());
+    a.hello("t0k3n");
+    REQUIRE(a.read_frame());
+    Writer w(static_cast<MsgType>(77));
+    a.send_frame(w);
+    CHECK(a.closed_by_server());
+    RawClient b(s.server.port());
+    b.hello("t0k3n");
+    REQUIRE(b.read_frame());
+    Writer n(MsgType::kNumKeys);
+    n.u32(5);
+    b.send_frame(n);
+    CHECK(b.closed_by_server());
+  }
+  SUBCASE("a second request while a wait is pending") {
+    RawClient raw(s.server.port());
+    raw.hello("t0k3n");
+    REQUIRE(raw.read_frame());
+    Writer wait(MsgType::kWait);
+    wait.strs({"nobody-sets-this"});
+    raw.send_frame(wait);
+    Writer set(MsgType::kSet);
+    set.str("precious").str("clobbered");
+    raw.send_frame(set);
+    CHECK(raw.closed_by_server());
+  }
+  s.check_intact();
+}
+
+TEST_CASE("a cancelled wait is dropped by the server") {
+  Server s;
+  CHECK_THROWS_AS(s.good->get("missing", Millis(50)), TimeoutError);
+  CHECK(s.server.num_waiting() == 0);
+  // The connection stays usable after a cancelled wait.
+  s.good->set("after", "cancel");
+  CHECK(s.good->get_string("after", kLong) == "cancel");
+  // A raw client that parks a wait and vanishes does not leave a waiter behind: a later set
+  // of the key must not trip over it.
+  {
+    RawClient raw(s.server.port());
+    raw.hello("t0k3n");
+    REQUIRE(raw.read_frame());
+    Writer w(MsgType::kGet);
+    w.str("ghost");
+    raw.send_frame(w);
+    // Make sure the server parked it before we vanish: a cancel is answered with TimedOut.
+    Writer cancel(MsgType::kCancel);
+    raw.send_frame(cancel);
+    auto reply = raw.read_frame();
+    REQUIRE(reply);
+    CHECK(static_cast<MsgType>((*reply)[0]) == MsgType::kTimedOut);
+    raw.send_frame(w);  // park again and vanish
+  }
+  s.good->set("ghost", "boo");
+  CHECK(s.good->get_string("ghost", kLong) == "boo");
+  s.check_intact();
+}
+
+TEST_CASE("1000 concurrent clients: connect, add, and all woken by one set") {
+  constexpr int kClients = 1000;
+  Server s;
+  std::vector<std::unique_ptr<RawClient>> raws(kClients);
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kClients; i += kThreads) {
+        raws[i] = std::make_unique<RawClient>(s.server.port());
+        raws[i]->hello("t0k3n");
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& r : raws) REQUIRE(r->read_frame());
+  // Every client counts itself in, then parks a get on the same key.
+  for (auto& r : raws) {
+    Writer w(MsgType::kAdd);
+    w.str("arrived").i64(1);
+    r->send_frame(w);
+  }
+  for (auto& r : raws) REQUIRE(r->read_frame());
+  CHECK(s.good->get_string("arrived", kLong) == std::to_string(kClients));
+  CHECK(s.server.num_connections() >= kClients + 1);
+  for (auto& r : raws) {
+    Writer w(MsgType::kGet);
+    w.str("go");
+    r->send_frame(w);
+  }
+  s.good->set("go", "now");
+  int woken = 0;
+  for (auto& r : raws) {
+    auto reply = r->read_frame();
+    REQUIRE(reply);
+    proto::Reader rd(reply->data() + 1, reply->size() - 1);
+    if (static_cast<MsgType>((*reply)[0]) == MsgType::kOk && rd.str(16) == "now") ++woken;
+  }
+  CHECK(woken == kClients);
+  CHECK(s.server.num_waiting() == 0);
+  s.check_intact();
+}
+
+TEST_CASE("raise_fd_limit reaches the hard limit") { CHECK(raise_fd_limit() >= 1024); }

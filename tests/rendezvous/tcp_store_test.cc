@@ -1,0 +1,226 @@
+// TCPStore client behaviour: the job token, lost servers, killed peers, wait_workers.
+// The Store semantics are in store_test.cc (conformance); server abuse in tcp_store_server_test.cc.
+#include "rendezvous/tcp_store.h"
+
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <thread>
+
+#include "common/error.h"
+#include "process.h"
+#include "rendezvous/tcp_store_server.h"
+
+using namespace ddp;
+using namespace ddp::rdzv;
+using namespace ddp::rdzv::testing;
+
+namespace {
+
+constexpr Millis kLong{30'000};
+
+TCPStoreOptions server_options(const std::optional<std::string>& token = std::nullopt) {
+  TCPStoreOptions o;
+  o.is_server = true;
+  o.timeout = kLong;
+  o.job_token = token;
+  return o;
+}
+
+TCPStoreOptions client_options(uint16_t port, const std::optional<std::string>& token = std::nullopt) {
+  TCPStoreOptions o;
+  o.port = port;
+  o.timeout = kLong;
+  o.connect_timeout = kLong;
+  o.job_token = token;
+  return o;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("an ephemeral port is bound and reported") {
+  TCPStore server(server_options("tok"));
+  CHECK(server.port() != 0);
+  CHECK(server.server() != nullptr);
+  TCPStore client(client_options(server.port(), "tok"));
+  CHECK(client.server() == nullptr);
+  CHECK(client.endpoint().str() == "127.0.0.1:" + std::to_string(server.port()));
+}
+
+TEST_CASE("the job token: a wrong or missing token is refused with a clear error") {
+  TCPStore server(server_options("right-token"));
+  try {
+    TCPStore bad(client_options(server.port(), "wrong-token"));
+    FAIL("a wrong token was accepted");
+  } catch (const StoreError& e) {
+    CHECK(contains(e.message(), "token was refused"));
+    CHECK(contains(e.message(), std::to_string(server.port())));
+  }
+  ::unsetenv("DDP_JOB_TOKEN");
+  try {
+    TCPStore missing(client_options(server.port()));
+    FAIL("a missing token was accepted");
+  } catch (const StoreError& e) {
+    CHECK(contains(e.message(), "token is missing"));
+  }
+  // Unset in the options: DDP_JOB_TOKEN is used.
+  ::setenv("DDP_JOB_TOKEN", "right-token", 1);
+  TCPStore from_env(client_options(server.port()));
+  ::unsetenv("DDP_JOB_TOKEN");
+  from_env.set("k", "v");
+  CHECK(server.get_string("k", kLong) == "v");
+  CHECK(server.server()->num_connections() == 2);  // refused clients are gone
+}
+
+TEST_CASE("a server without a token accepts every client") {
+  ::unsetenv("DDP_JOB_TOKEN");
+  TCPStore server(server_options());
+  TCPStore client(client_options(server.port(), "any"));
+  client.set("a", "b");
+  CHECK(server.get_string("a", kLong) == "b");
+}
+
+TEST_CASE("nobody listening: connect times out naming the endpoint") {
+  uint16_t port;
+  {
+    TCPStoreServer probe({"127.0.0.1", 0, std::nullopt});
+    port = probe.port();
+  }  // closed: nothing listens on port now
+  auto o = client_options(port);
+  o.connect_timeout = Millis(200);
+  try {
+    TCPStore client(o);
+    FAIL("connected to nothing");
+  } catch (const TimeoutError& e) {
+    CHECK(contains(e.message(), "127.0.0.1:" + std::to_string(port)));
+  }
+  o.port = 0;
+  CHECK_THROWS_AS(TCPStore{o}, InvalidArgument);  // a client needs a port
+}
+
+TEST_CASE("a server that goes away: blocked and later calls get NetworkError naming it") {
+  auto server = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{"127.0.0.1", 0, std::nullopt});
+  uint16_t port = server->port();
+  TCPStore client(client_options(port));
+  client.set("k", "v");
+  std::atomic<bool> waiting{false};
+  std::string error;
+  std::thread blocked([&] {
+    try {
+      waiting = true;
+      client.get("never", kLong);
+    } catch (const NetworkError& e) {
+      error = e.message();
+    }
+  });
+  while (server->num_waiting() == 0) std::this_thread::yield();
+  server.reset();  // closes every connection
+  blocked.join();
+  CHECK(contains(error, "127.0.0.1:" + std::to_string(port)));
+  CHECK_THROWS_AS(client.set("k", "v2"), NetworkError);
+  CHECK_THROWS_AS(client.num_keys(), NetworkError);
+}
+
+TEST_CASE("multi-process: the server process is SIGKILLed; clients error out, never hang") {
+  Pipe port_pipe;
+  Child server_proc([&] {
+    TCPStoreServer server({"127.0.0.1", 0, std::string("job")});
+    port_pipe.write_u32(server.port());
+    ::pause();
+    return 0;
+  });
+  auto port = static_cast<uint16_t>(port_pipe.read_u32());
+  REQUIRE(port != 0);
+  // Worker processes rendezvous, then block on a key nobody sets.
+  std::vector<std::unique_ptr<Child>> workers;
+  for (int w = 0; w < 3; ++w) {
+    workers.push_back(std::make_unique<Child>([port] {
+      TCPStore store(client_options(port, "job"));
+      store.add("arrived", 1);
+      try {
+        store.get("never", kLong);
+        return 1;
+      } catch (const NetworkError&) {
+        return 42;  // the expected outcome
+      }
+    }));
+  }
+  TCPStore observer(client_options(port, "job"));
+  observer.wait({"arrived"}, kLong);
+  while (observer.add("arrived", 0) < 3) observer.wait({"arrived"}, kLong);
+  server_proc.kill(SIGKILL);
+  CHECK(server_proc.wait() == 128 + SIGKILL);
+  for (auto& w : workers) CHECK(w->wait() == 42);
+  CHECK_THROWS_AS(observer.get("never", kLong), NetworkError);
+}
+
+TEST_CASE("multi-process: a worker SIGKILLed mid-run; the others carry on") {
+  TCPStore server(server_options("job"));
+  uint16_t port = server.port();
+  Child victim([port] {
+    TCPStore store(client_options(port, "job"));
+    std::vector<uint8_t> big(4 << 20, 7);
+    for (int i = 0;; ++i) {
+      store.add("victim_ops", 1);
+      store.set("victim_big", big);  // killed somewhere in here, maybe mid-frame
+    }
+    return 0;
+  });
+  std::vector<std::unique_ptr<Child>> workers;
+  for (int w = 0; w < 3; ++w) {
+    workers.push_back(std::make_unique<Child>([port] {
+      TCPStore store(client_options(port, "job"));
+      for (int i = 0; i < 100; ++i) store.add("survivor_adds", 1);
+      store.wait({"victim_dead"}, kLong);
+      return store.get_string("victim_dead", kLong) == "yes" ? 0 : 1;
+    }));
+  }
+  // Kill the victim once it is busy.
+  while (server.add("victim_ops", 0) < 3) server.wait({"victim_ops"}, kLong);
+  victim.kill(SIGKILL);
+  CHECK(victim.wait() == 128 + SIGKILL);
+  server.set("victim_dead", "yes");
+  for (auto& w : workers) CHECK(w->wait() == 0);
+  CHECK(server.add("survivor_adds", 0) == 300);
+  CHECK(server.num_keys() >= 3);
+}
+
+TEST_CASE("wait_workers: the server returns once every worker has connected") {
+  ::unsetenv("DDP_JOB_TOKEN");
+  constexpr int kWorkers = 4;
+  auto probe = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{"127.0.0.1", 0, std::nullopt});
+  uint16_t port = probe->port();
+  probe.reset();  // free the port for the real server (race-free enough: SO_REUSEADDR)
+  std::vector<std::thread> workers;
+  std::atomic<int> connected{0};
+  for (int i = 1; i < kWorkers; ++i) {
+    workers.emplace_back([&] {
+      auto o = client_options(port);
+      o.wait_workers = kWorkers;
+      TCPStore w(o);
+      ++connected;
+      w.wait({"done"}, kLong);
+    });
+  }
+  auto o = server_options();
+  o.port = port;
+  o.wait_workers = kWorkers;
+  TCPStore server(o);
+  CHECK(server.add("__ddp_store/workers", 0) == kWorkers);
+  server.set("done", "1");
+  for (auto& t : workers) t.join();
+  CHECK(connected == kWorkers - 1);
+}
+
+TEST_CASE("a server bound to all interfaces is reached over loopback") {
+  auto o = server_options();
+  o.host = "";
+  TCPStore server(o);
+  CHECK(server.endpoint().host == "127.0.0.1");
+  TCPStore client(client_options(server.port()));
+  client.set("x", "y");
+  CHECK(server.get_string("x", kLong) == "y");
+}
