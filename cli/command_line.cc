@@ -123,8 +123,9 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
     rest.erase(rest.begin());
   } else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
     std::string word = rest.front().substr(0, rest.front().find('='));
-    DDP_THROW(InvalidArgument, "unknown option '", word, "'", did_you_mean(word, all_flag_names()),
-              "; put '--' before a PROGRAM whose name starts with '-'");
+    std::string hint = did_you_mean(word, all_flag_names());
+    DDP_THROW(InvalidArgument, "unknown option '", word, "'",
+              hint.empty() ? " (see ddp-launch --help; put '--' before a PROGRAM whose name starts with '-')" : hint);
   }
   out.command = std::move(rest);
   for (const auto& spec : option_specs()) {

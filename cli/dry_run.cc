@@ -13,8 +13,15 @@ std::string shell_quote(const std::string& w) {
     return w;
   }
   std::string out = "'";
-  for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
+  for (char c : w) {
+    if (c == '\'') {
+      out.append("'\\''");
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('\'');
+  return out;
 }
 
 }  // namespace
@@ -27,7 +34,10 @@ std::string format_dry_run(const launcher::AgentOptions& options) {
      << " worker(s), world size " << a.world_size << ", run id " << a.run_id << ", rendezvous "
      << (l.standalone ? "standalone" : l.rdzv_backend) << "\n";
   std::string command;
-  for (const auto& w : l.command) command += (command.empty() ? "" : " ") + shell_quote(w);
+  for (const auto& w : l.command) {
+    if (!command.empty()) command.push_back(' ');
+    command.append(shell_quote(w));
+  }
   for (int local = 0; local < l.nproc_per_node; ++local) {
     os << "\nrank " << a.rank_offset + local << " (local rank " << local << "): " << command << "\n";
     launcher::WorkerEnvInput in;

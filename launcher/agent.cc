@@ -109,7 +109,7 @@ struct Agent::Impl {
         store_endpoint = net::Endpoint{plan.connect_host, s->port()}.str();
         store = std::move(s);
         hosting = true;
-        log->info("hosting the rendezvous store on {}", store_endpoint);
+        log->log(multi() ? spdlog::level::info : spdlog::level::debug, "hosting the rendezvous store on {}", store_endpoint);
         return;
       } catch (const Error& e) {
         if (plan.kind == K::kHost) throw;
@@ -180,7 +180,8 @@ struct Agent::Impl {
     a.job_token = token;
     a.run_id = l().run_id;
     a.round = round;
-    log->info("round {}: node {}/{}, ranks {}-{} of {}, MASTER_ADDR={} MASTER_PORT={} DDP_STORE={}", round,
+    log->log(multi() ? spdlog::level::info : spdlog::level::debug,
+             "round {}: node {}/{}, ranks {}-{} of {}, MASTER_ADDR={} MASTER_PORT={} DDP_STORE={}", round,
               a.node_rank, a.nnodes, a.rank_offset, a.rank_offset + a.local_world_size - 1, a.world_size,
               a.master_addr, a.master_port, a.store_endpoint);
     return a;
