@@ -47,6 +47,7 @@ struct Agent::Impl {
   std::string store_endpoint;                    // DDP_STORE
   std::string token;
   int standalone_port = 0;
+  int round = 0;  // the round in progress
   rdzv::NodeInfo self;
   std::shared_ptr<spdlog::logger> log = logger("agent");
 
@@ -234,6 +235,7 @@ Agent::~Agent() = default;
 AgentOutcome Agent::Impl::run_rounds() {
   AgentOutcome out;
   for (int n = 0;; ++n) {
+    round = n;
     rdzv::NodeAssignment a = rendezvous(n);
     const std::string who = "node " + std::to_string(a.node_rank) + " (" + self.host + ")";
     AttemptOptions ao;
@@ -290,6 +292,13 @@ AgentOutcome Agent::run() {
     d.open_store();
     out = d.run_rounds();
   } catch (const Interrupted& i) {
+    // Tell the other nodes (best effort) so they stop instead of restarting without us.
+    if (d.multi() && d.store) {
+      try {
+        d.announce(d.round, "interrupted: " + d.self.host + " got " + signal_name(i.signal));
+      } catch (const Error&) {
+      }
+    }
     out = AgentOutcome{};
     out.status = AgentStatus::kInterrupted;
     out.last.interrupted_by = i.signal;
