@@ -98,6 +98,12 @@ struct Agent::Impl {
       std::error_code ec;
       std::filesystem::create_directories(std::filesystem::path(plan.file_path).parent_path(), ec);
       store = std::make_unique<rdzv::FileStore>(plan.file_path);
+      // A file left by a finished job with the same id would replay its rounds: refuse it.
+      const std::string left = l().run_id + "/left";
+      if (store->check({left})) {
+        DDP_THROW(InvalidArgument, "rendezvous file ", plan.file_path, " belongs to a finished job with the same --rdzv-id '",
+                  l().run_id, "': use a new --rdzv-id per job (e.g. the scheduler's job id) or delete the file");
+      }
       if (token.empty()) {
         auto v = store->compare_set(l().run_id + "/job_token", {}, rdzv::Store::to_bytes(random_hex(16)));
         token = rdzv::Store::to_string(v);
@@ -201,18 +207,21 @@ struct Agent::Impl {
     return wait_key(round_key(l().run_id, round, "outcome"), std::nullopt);
   }
 
-  // The store host outlives every client: before leaving it waits (bounded) for each node to
-  // say it is leaving too, so no node loses the store while it still reports its outcome.
+  // The store host outlives every client: before leaving it waits (bounded) for each node that
+  // joined the last round to say it is leaving too, so no node loses the store while it still
+  // reports its outcome. Every leaver n sets "<run>/left/<n>"; the host waits for the last one.
   void leave() noexcept {
     if (!multi() || !store) return;
     try {
       const std::string key = l().run_id + "/left";
-      if (store->add(key, 1) >= l().nnodes_max) store->set(key + "/all", "1");
+      store->set(key + "/" + std::to_string(store->add(key, 1)), "1");
       if (!hosting) return;
+      const int64_t joined = std::min<int64_t>(l().nnodes_max, store->add(round_key(l().run_id, round, "arrived"), 0));
+      const std::string last = key + "/" + std::to_string(std::max<int64_t>(1, joined));
       const Deadline deadline(l().shutdown_timeout + Millis(10'000));
       while (!deadline.expired() && supervisor.poll_signal() == 0) {
         try {
-          store->wait({key + "/all"}, kSlice);
+          store->wait({last}, kSlice);
           return;
         } catch (const TimeoutError&) {
         }

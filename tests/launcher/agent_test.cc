@@ -124,6 +124,10 @@ TEST_CASE("file: nodes meet in a shared directory; the token is shared through i
   CHECK(tokens.begin()->size() == 32);
   CHECK(stores.size() == 1);
   CHECK(std::filesystem::exists(d / ("rdzv/" + id + ".store")));
+  // the same id again finds the finished job's file and refuses it
+  auto again = launch(d, args);
+  CHECK(again.code == 121);
+  CHECK(again.err.find("belongs to a finished job") != std::string::npos);
 }
 
 TEST_CASE("a failure on one node stops every node: its code there, 122 elsewhere, nothing survives") {

@@ -38,7 +38,10 @@ class NetnsPair {
   const std::string& b() const { return b_; }
 
  private:
-  static std::string script() { return "sh " + source_dir() + "/tests/netns/netns_pair.sh"; }
+  static std::string script() {
+    std::string beside = std::filesystem::path(__FILE__).parent_path().string() + "/netns_pair.sh";
+    return "sh " + (std::filesystem::exists(beside) ? beside : source_dir() + "/tests/netns/netns_pair.sh");
+  }
   std::string a_, b_;
   bool ok_ = false;
 };
