@@ -157,7 +157,7 @@ int run_ops(const Config& cfg) {
   std::vector<Row> rows;
   auto round = std::make_shared<int>(0);
   {
-    rdzv::TCPStoreServer server({"127.0.0.1", 0, std::string("bench")});
+    rdzv::TCPStoreServer server({"127.0.0.1", 0, "bench"});
     std::vector<std::shared_ptr<rdzv::Store>> clients;
     for (int c = 0; c < cfg.clients; ++c) clients.push_back(std::make_shared<rdzv::TCPStore>(client_options(server.port())));
     bench_subject(cfg, ddp_subject("TCPStore", clients, cfg.value_size, round), round, rows);
@@ -191,7 +191,7 @@ int run_ops(const Config& cfg) {
 int run_connect_only(const Config& cfg) {
   std::vector<double> totals_ms, p50s, p99s;
   for (int r = 0; r < cfg.repeat; ++r) {
-    rdzv::TCPStoreServer server({"127.0.0.1", 0, std::string("bench")});
+    rdzv::TCPStoreServer server({"127.0.0.1", 0, "bench"});
     std::vector<std::unique_ptr<rdzv::TCPStore>> clients(cfg.clients);
     Phase p = run_phase(cfg.clients, 1, [&](int c, int) {
       clients[c] = std::make_unique<rdzv::TCPStore>(client_options(server.port()));

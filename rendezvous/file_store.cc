@@ -83,7 +83,7 @@ class FileStore::WriteLock {
                   timeout.count(), " ms");
       }
       std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::microseconds(10'000));
+      backoff = std::min(backoff * 2, std::chrono::microseconds(2000));
     }
   }
   ~WriteLock() noexcept { set(F_UNLCK); }
