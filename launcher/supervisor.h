@@ -3,10 +3,25 @@
 // fails, a handled signal arrives, or the caller asks it to stop.
 //
 // - Each worker runs in its own process group with PR_SET_PDEATHSIG(SIGKILL); exactly one
-//   reaper; an event loop (signalfd + pidfd + epoll), no polling sleeps.
+//   reaper; an event loop (signalfd + epoll + timerfd), no polling sleeps. The one reaper is
+//   waitpid(-1) on SIGCHLD rather than one pidfd per worker: as a subreaper the launcher also
+//   inherits orphaned grandchildren, and a per-pidfd waitid cannot reap those, while a second
+//   waitpid(-1) reaper would steal workers' statuses. A pid cannot be recycled before its
+//   parent reaps it, so signalling an unreaped worker by pid is race-free without pidfds.
 // - Handled signals are forwarded to every worker's process group; a second SIGINT escalates
 //   to SIGKILL. On the first failure the rest get SIGTERM, then SIGKILL after shutdown_timeout.
 // - Construct once per launcher: it blocks the handled signals for the whole process.
+//   Construct it before starting any thread (threads inherit the mask), and call run() from a
+//   thread that outlives the workers (PR_SET_PDEATHSIG fires when the forking *thread* exits).
+// - The launcher becomes a child subreaper; at the end of every run() every descendant of the
+//   process still alive (orphaned or daemonized grandchildren included) is SIGKILLed and
+//   reaped, so no process of the job outlives the attempt. run() is the process's only
+//   reaper (waitpid(-1)): the launcher must not have children of its own besides workers.
+// - Between run() calls handled signals stay blocked and queued: poll_signal() lets the
+//   caller (rendezvous, restarts) see them; a signal left queued stops the next run() at once.
+// - Files: per attempt, TORCHELASTIC_ERROR_FILE is <log_dir>/<run_id>/attempt_<n>/<rank>/
+//   error.json with a log dir, else in a private temp dir removed by the destructor.
+//   Console and log routing: launcher/log_router.h.
 #include <sys/types.h>
 
 #include <functional>
@@ -28,13 +43,17 @@ struct WorkerFailure {
   int signal = 0;            // death by signal
   double time = 0;           // seconds since the epoch
   std::string error_head;    // head of TORCHELASTIC_ERROR_FILE, if the worker wrote one
+  std::string error_file;    // its path (whether or not the worker wrote it)
+  std::string message;       // the launcher's own finding, e.g. "exec ./nope: No such file or directory"
 };
 
 struct AttemptResult {
   bool success = false;
   int interrupted_by = 0;               // signal that stopped the job (user or scheduler), else 0
   std::vector<WorkerFailure> failures;  // earliest first: failures[0] is the root cause
-  int exit_code() const;                // 0, the root cause's code, 128+N, 130 for SIGINT
+  bool stopped_externally = false;      // AttemptOptions::external_stop asked for the stop
+  int exit_code() const;                // 0, the root cause's code, 128+N, 130 for SIGINT;
+                                        // 1 when stopped externally with no failure here
 };
 
 struct AttemptOptions {
@@ -52,9 +71,24 @@ class Supervisor {
 
   AttemptResult run(const rdzv::NodeAssignment& assignment, const AttemptOptions& attempt);
 
+  // Takes one queued handled signal without waiting: its number, or 0 when none is queued.
+  // For the caller's own waits between attempts (a Ctrl-C during rendezvous, say).
+  int poll_signal();
+  // The signalfd of the handled signals (readable when one is queued), for the caller's own
+  // poll/epoll; read it through poll_signal().
+  int signal_fd() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// torchrun-like summary of a failed attempt (the cli prints it): every failure with time, host,
+// rank, local rank, exit code or signal name, pid, error file and its head; the root cause
+// last, marked as such. `program` names the job (the command's first word).
+std::string format_failure_summary(const AttemptResult& result, const std::string& program);
+
+// "SIGKILL" for 9, "SIG42" for a number without a name.
+std::string signal_name(int signal);
 
 }  // namespace ddp::launcher

@@ -1,0 +1,277 @@
+#include "launcher/attempt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "launcher/error_file.h"
+#include "launcher/process_tree.h"
+#include "launcher/spawn.h"
+#include "launcher/worker_env.h"
+
+extern char** environ;
+
+namespace ddp::launcher {
+namespace {
+
+double now_epoch() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+std::pair<Fd, Fd> make_pipe(const char* what) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) DDP_THROW_ERRNO("pipe2 for ", what);
+  return {Fd(fds[0]), Fd(fds[1])};
+}
+
+}  // namespace
+
+Attempt::Attempt(SupervisorState& state, const rdzv::NodeAssignment& assignment, const AttemptOptions& attempt)
+    : state_(state), assignment_(assignment), attempt_(attempt) {
+  DDP_CHECK(assignment.local_world_size >= 1, "a node needs at least one worker");
+  run_id_ = effective_run_id(state.options, assignment);
+  exec_path_ = resolve_executable(state.options.command.front());
+}
+
+Attempt::~Attempt() {
+  if (done_) return;
+  // Exceptional exit: nothing of this attempt may survive it.
+  signal_groups(SIGKILL);
+  kill_all_descendants();
+  set_timer(state_.monitor_timer.get(), Millis(0), Millis(0));
+  set_timer(state_.grace_timer.get(), Millis(0), Millis(0));
+}
+
+void Attempt::start() {
+  workers_.reserve(static_cast<size_t>(assignment_.local_world_size));
+  for (int lr = 0; lr < assignment_.local_world_size; ++lr) spawn_worker(lr);
+  if (attempt_.external_stop && state_.options.monitor_interval.count() > 0) {
+    set_timer(state_.monitor_timer.get(), state_.options.monitor_interval, state_.options.monitor_interval);
+  }
+}
+
+void Attempt::spawn_worker(int local_rank) {
+  const LaunchOptions& o = state_.options;
+  Worker w;
+  w.local_rank = local_rank;
+  w.rank = assignment_.rank_offset + local_rank;
+  const std::string rank = std::to_string(w.rank);
+
+  // Files: the user's log dir, else our private dir (error files, and logs only when
+  // --redirects/--tee asked for files without a log dir: then the dir is kept).
+  const bool user_logs = !o.log_dir.empty();
+  std::string root = user_logs ? o.log_dir : state_.private_dir(run_id_);
+  std::string worker_dir = attempt_log_dir(root, run_id_, attempt_.restart_count) + "/" + rank;
+  WorkerRoutes routes = plan_routes(o, local_rank, worker_dir);
+  if (user_logs) {
+    make_dirs(worker_dir);
+    w.error_file = worker_dir + "/error.json";
+  } else {
+    w.error_file = root + "/attempt_" + std::to_string(attempt_.restart_count) + "_rank_" + rank + "_error.json";
+    if (!routes.out.file.empty() || !routes.err.file.empty()) {
+      make_dirs(worker_dir);
+      state_.keep_temp_dir = true;
+    }
+  }
+  ::unlink(w.error_file.c_str());  // a stale file from an earlier job must not be blamed
+
+  SpawnOptions spawn;
+  spawn.path = exec_path_;
+  spawn.argv = o.command;
+  spawn.env = merge_environ(environ, worker_env(o, assignment_, {local_rank, attempt_.restart_count, w.error_file}));
+  spawn.sigmask = state_.original_mask;
+  const auto& cpus = state_.cpus_for(assignment_.local_world_size);
+  if (!cpus.empty()) spawn.cpus = to_cpu_set(cpus[static_cast<size_t>(local_rank)]);
+
+  // Child-side descriptors live until the fork is done, then close here.
+  Fd child_out, child_err;
+  auto wire = [&](const StreamRoute& route, int console_fd, Fd& child_fd, int& spawn_fd) {
+    if (route.relay) {
+      auto [read_end, write_end] = make_pipe("worker output");
+      Fd file = route.file.empty() ? Fd() : open_log_file(route.file);
+      relays_.push_back(std::make_unique<OutputRelay>(std::move(read_end), std::move(file),
+                                                      route.console ? console_fd : -1, "[" + rank + "]:"));
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kTagRelay + relays_.size() - 1;
+      if (::epoll_ctl(state_.epoll.get(), EPOLL_CTL_ADD, relays_.back()->fd(), &ev) != 0) {
+        DDP_THROW_ERRNO("epoll_ctl(ADD) for a worker output pipe");
+      }
+      child_fd = std::move(write_end);
+    } else if (!route.file.empty()) {
+      child_fd = open_log_file(route.file);
+    } else if (!route.console) {
+      child_fd = Fd(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+      if (!child_fd) DDP_THROW_ERRNO("open /dev/null");
+    }
+    spawn_fd = child_fd.get();  // -1: inherit the launcher's
+  };
+  wire(routes.out, STDOUT_FILENO, child_out, spawn.stdout_fd);
+  wire(routes.err, STDERR_FILENO, child_err, spawn.stderr_fd);
+
+  Spawned child = spawn_process(spawn);
+  w.pid = child.pid;
+  w.alive = true;
+  w.exec_status = std::move(child.exec_status);
+  ++alive_;
+  workers_.push_back(std::move(w));
+}
+
+AttemptResult Attempt::wait() {
+  epoll_event events[32];
+  while (alive_ > 0) {
+    int n = ::epoll_wait(state_.epoll.get(), events, 32, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      DDP_THROW_ERRNO("epoll_wait in the supervisor loop");
+    }
+    for (int i = 0; i < n; ++i) dispatch(events[i].data.u64);
+  }
+  // Every worker is gone: now anything they left behind goes, then their output drains.
+  kill_all_descendants();
+  finish_output();
+  set_timer(state_.monitor_timer.get(), Millis(0), Millis(0));
+  set_timer(state_.grace_timer.get(), Millis(0), Millis(0));
+  done_ = true;
+  result_.success = result_.failures.empty() && result_.interrupted_by == 0 && !result_.stopped_externally;
+  return std::move(result_);
+}
+
+void Attempt::dispatch(uint64_t tag) {
+  if (tag == kTagSignal) {
+    signalfd_siginfo info;
+    while (::read(state_.signal_fd.get(), &info, sizeof info) == sizeof info) {
+      on_signal(static_cast<int>(info.ssi_signo));
+    }
+  } else if (tag == kTagMonitor) {
+    uint64_t ticks;
+    if (::read(state_.monitor_timer.get(), &ticks, sizeof ticks) < 0) return;
+    if (phase_ == Phase::kRunning && attempt_.external_stop && attempt_.external_stop()) {
+      result_.stopped_externally = true;
+      begin_stop(SIGTERM);
+    }
+  } else if (tag == kTagGrace) {
+    uint64_t ticks;
+    if (::read(state_.grace_timer.get(), &ticks, sizeof ticks) < 0) return;
+    logger("launcher")->warn("workers still running {} ms after the stop signal: sending SIGKILL",
+                             state_.options.shutdown_timeout.count());
+    signal_groups(SIGKILL);
+  } else {
+    OutputRelay& relay = *relays_[tag - kTagRelay];
+    if (relay.open()) relay.pump();  // at EOF it closes its pipe, which leaves the epoll set
+  }
+}
+
+void Attempt::on_signal(int sig) {
+  if (sig == SIGCHLD) {
+    reap();
+    return;
+  }
+  if (sig == SIGINT && ++sigints_ >= 2) {
+    // The user insists: no more grace.
+    logger("launcher")->warn("second SIGINT: killing the workers");
+    signal_groups(SIGKILL);
+    return;
+  }
+  if (result_.interrupted_by == 0) result_.interrupted_by = sig;
+  logger("launcher")->info("received {}: forwarding it to the workers", signal_name(sig));
+  signal_groups(sig);
+  if (phase_ == Phase::kRunning) {
+    phase_ = Phase::kStopping;
+    set_timer(state_.grace_timer.get(), state_.options.shutdown_timeout, Millis(0));
+  }
+}
+
+void Attempt::reap() {
+  bool new_failure = false;
+  while (true) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid <= 0) break;  // 0: none ready; ECHILD: no children at all
+    Worker* w = nullptr;
+    for (auto& candidate : workers_) {
+      if (candidate.pid == pid && candidate.alive) w = &candidate;
+    }
+    if (w == nullptr) continue;  // an orphaned grandchild re-parented to us: reaped, done
+    w->alive = false;
+    --alive_;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    // Failures after the stop began are its consequences, not causes.
+    if (phase_ == Phase::kRunning) {
+      result_.failures.push_back(describe_failure(*w, status));
+      new_failure = true;
+    }
+  }
+  if (new_failure) begin_stop(SIGTERM);
+}
+
+WorkerFailure Attempt::describe_failure(Worker& w, int status) const {
+  WorkerFailure f;
+  f.rank = w.rank;
+  f.local_rank = w.local_rank;
+  f.host = state_.host;
+  f.pid = w.pid;
+  f.time = now_epoch();
+  f.error_file = w.error_file;
+  if (WIFSIGNALED(status)) {
+    f.signal = WTERMSIG(status);
+  } else {
+    f.exit_code = WEXITSTATUS(status);
+    if (f.exit_code == 126 || f.exit_code == 127) {
+      if (auto err = read_exec_error(w.exec_status.get(), state_.options.command.front())) f.message = *err;
+    }
+  }
+  if (auto content = read_error_file(w.error_file)) f.error_head = error_head(*content);
+  return f;
+}
+
+void Attempt::begin_stop(int sig) {
+  if (phase_ == Phase::kStopping) return;
+  phase_ = Phase::kStopping;
+  if (state_.options.shutdown_timeout.count() <= 0) {
+    signal_groups(SIGKILL);
+    return;
+  }
+  signal_groups(sig);
+  set_timer(state_.grace_timer.get(), state_.options.shutdown_timeout, Millis(0));
+}
+
+void Attempt::signal_groups(int sig) {
+  // Every worker's group, also of workers already reaped: what they started may live on in
+  // it. A group id is not reused while the group has members, so this cannot hit strangers.
+  for (const auto& w : workers_) {
+    if (w.pid > 0) ::kill(-w.pid, sig);
+  }
+}
+
+void Attempt::set_timer(int fd, Millis first, Millis interval) {
+  itimerspec spec{};
+  auto to_ts = [](Millis ms) {
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(ms.count() / 1000);
+    ts.tv_nsec = static_cast<long>(ms.count() % 1000) * 1'000'000;
+    return ts;
+  };
+  spec.it_value = to_ts(first);
+  spec.it_interval = to_ts(interval);
+  ::timerfd_settime(fd, 0, &spec, nullptr);
+}
+
+void Attempt::finish_output() {
+  for (auto& relay : relays_) {
+    if (relay->open()) relay->finish();
+  }
+  relays_.clear();
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,99 @@
+#pragma once
+// Internal to the supervisor: the launcher-wide state (signals, epoll, timers, temp dir) and
+// one attempt's event loop. See launcher/supervisor.h for the contract.
+#include <signal.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/fd.h"
+#include "launcher/cpu_bind.h"
+#include "launcher/log_router.h"
+#include "launcher/supervisor.h"
+
+namespace ddp::launcher {
+
+inline constexpr uint64_t kTagSignal = 0;
+inline constexpr uint64_t kTagMonitor = 1;
+inline constexpr uint64_t kTagGrace = 2;
+inline constexpr uint64_t kTagRelay = 3;  // + relay index
+
+// Lives as long as the Supervisor.
+struct SupervisorState {
+  explicit SupervisorState(const LaunchOptions& options);
+  ~SupervisorState();
+  SupervisorState(const SupervisorState&) = delete;
+  SupervisorState& operator=(const SupervisorState&) = delete;
+
+  // A private directory for error files (and logs without --log-dir), made on first use.
+  const std::string& private_dir(const std::string& run_id);
+  const std::vector<std::vector<int>>& cpus_for(int local_world_size);
+
+  LaunchOptions options;
+  std::vector<int> signals;
+  sigset_t handled{};        // the handled signals and SIGCHLD
+  sigset_t original_mask{};  // restored in workers and at destruction
+  struct sigaction old_sigchld {};
+  int was_subreaper = 0;
+  Fd signal_fd;
+  Fd epoll;
+  Fd monitor_timer;
+  Fd grace_timer;
+  std::string host;
+  std::string temp_dir;
+  bool keep_temp_dir = false;  // it holds log files the user asked for
+  std::vector<std::vector<int>> cpus;
+  int cpus_world_size = -1;
+};
+
+// One run of the node's workers. The destructor kills and reaps whatever is left, so an
+// exception anywhere (a fork that fails half-way) never leaks a process.
+class Attempt {
+ public:
+  Attempt(SupervisorState& state, const rdzv::NodeAssignment& assignment, const AttemptOptions& attempt);
+  ~Attempt();
+  Attempt(const Attempt&) = delete;
+  Attempt& operator=(const Attempt&) = delete;
+
+  void start();          // spawns every worker
+  AttemptResult wait();  // the event loop, until every worker is reaped
+
+ private:
+  struct Worker {
+    int local_rank = 0;
+    int rank = 0;
+    pid_t pid = -1;
+    bool alive = false;
+    Fd exec_status;
+    std::string error_file;
+  };
+
+  void spawn_worker(int local_rank);
+  void dispatch(uint64_t tag);
+  void on_signal(int sig);
+  void reap();
+  WorkerFailure describe_failure(Worker& w, int status) const;
+  void begin_stop(int sig);
+  void signal_groups(int sig);
+  void set_timer(int fd, Millis first, Millis interval);
+  void finish_output();
+
+  enum class Phase { kRunning, kStopping };
+
+  SupervisorState& state_;
+  const rdzv::NodeAssignment& assignment_;
+  const AttemptOptions& attempt_;
+  std::string run_id_;
+  std::string exec_path_;
+  std::vector<Worker> workers_;
+  std::vector<std::unique_ptr<OutputRelay>> relays_;
+  int alive_ = 0;
+  int sigints_ = 0;
+  Phase phase_ = Phase::kRunning;
+  AttemptResult result_;
+  bool done_ = false;
+};
+
+}  // namespace ddp::launcher

@@ -1,0 +1,82 @@
+#pragma once
+// Where each worker's stdout and stderr go, and the relay that carries them when the launcher
+// has to be in the middle.
+//
+// Routing (torchrun's --redirects/--tee semantics, per local rank and stream):
+//   - redirected: to <worker log dir>/{stdout,stderr}.log only (the worker writes the file
+//     directly: no relay);
+//   - tee'd: to the file and to the console;
+//   - otherwise: to the console.
+//   --log-dir with neither --redirects nor --tee tees everything (files + console), so giving a
+//   log dir never hides output. --local-ranks-filter drops the other ranks from the console.
+// Console lines carry a "[<global rank>]:" prefix whenever the launcher relays the console
+// (any of --log-dir, --redirects, --tee, --local-ranks-filter). With none of them, workers
+// inherit the launcher's stdout/stderr directly, like torchrun: no pipes, no copies, a tty
+// stays a tty (colours, progress bars, pdb), and start-up stays at fork/exec cost.
+//
+// The relay writes whole lines only, each read's complete lines in one write(2), so lines of
+// different ranks never interleave mid-line; a partial line is held until its newline (or
+// kMaxLine bytes, or the stream's end, when it is flushed with a newline added).
+#include <string>
+
+#include "common/fd.h"
+#include "launcher/launch_options.h"
+
+namespace ddp::launcher {
+
+// torchrun's layout: <log_dir>/<run_id>/attempt_<n>; the worker's files under "<rank>/".
+std::string attempt_log_dir(const std::string& log_dir, const std::string& run_id, int restart_count);
+
+struct StreamRoute {
+  std::string file;      // log file; empty: none
+  bool console = false;  // shown on the launcher's console
+  bool relay = false;    // through a pipe and the launcher (console with prefix, or tee)
+};
+
+struct WorkerRoutes {
+  StreamRoute out;
+  StreamRoute err;
+};
+
+// True when the launcher must sit between workers and the console (see above).
+bool relays_console(const LaunchOptions& options);
+
+// Routes for one worker; worker_log_dir is "<attempt dir>/<rank>" (where files go).
+WorkerRoutes plan_routes(const LaunchOptions& options, int local_rank, const std::string& worker_log_dir);
+
+// One relayed stream: pipe read end -> optional file, optional console with a line prefix.
+class OutputRelay {
+ public:
+  static constexpr size_t kMaxLine = 64 * 1024;
+
+  // console_fd -1: no console; file invalid: no file.
+  OutputRelay(Fd pipe_read, Fd file, int console_fd, std::string prefix);
+  OutputRelay(const OutputRelay&) = delete;
+  OutputRelay& operator=(const OutputRelay&) = delete;
+  ~OutputRelay();
+
+  int fd() const { return pipe_.get(); }
+  bool open() const { return pipe_.valid(); }
+  // Reads whatever is available (the pipe is non-blocking). Returns false once the stream
+  // ended (EOF): the pipe is closed and the partial line flushed.
+  bool pump();
+  // Drains what is left without waiting, then flushes and closes (all writers are gone).
+  void finish();
+
+ private:
+  void emit_lines(bool flush_partial);
+
+  Fd pipe_;
+  Fd file_;
+  int console_;
+  std::string prefix_;
+  std::string pending_;  // bytes after the last newline
+};
+
+// Opens (creating, truncating) a log file for a worker to write. Throws SystemError.
+Fd open_log_file(const std::string& path);
+
+// mkdir -p. Throws SystemError naming the directory.
+void make_dirs(const std::string& path);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,66 @@
+#include "launcher/process_tree.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "common/error.h"
+
+namespace ddp::launcher {
+namespace {
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(task_dir.c_str());
+  if (dir == nullptr) return out;  // exited meanwhile
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    std::ifstream in(task_dir + "/" + entry->d_name + "/children");
+    pid_t child;
+    while (in >> child) out.push_back(child);
+  }
+  ::closedir(dir);
+  return out;
+}
+
+}  // namespace
+
+void become_subreaper() {
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) DDP_THROW_ERRNO("prctl(PR_SET_CHILD_SUBREAPER)");
+}
+
+std::vector<pid_t> descendants(pid_t root) {
+  std::vector<pid_t> out = children_of(root);
+  for (size_t i = 0; i < out.size(); ++i) {
+    for (pid_t grandchild : children_of(out[i])) out.push_back(grandchild);
+  }
+  return out;
+}
+
+int kill_all_descendants() {
+  int killed = 0;
+  // Each pass kills what it sees; orphans of killed processes re-parent to us and show up in
+  // the next pass. Zombies (already dead, awaiting our reap) are listed too: kill is harmless.
+  for (int pass = 0; pass < 100; ++pass) {
+    std::vector<pid_t> pids = descendants(::getpid());
+    if (pids.empty()) break;
+    for (pid_t pid : pids) {
+      if (::kill(pid, SIGKILL) == 0) ++killed;
+    }
+    // Reap our direct children, blocking: they were SIGKILLed, so this is short.
+    for (pid_t pid : children_of(::getpid())) {
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  return killed;
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,123 @@
+#include "launcher/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/error.h"
+
+namespace ddp::launcher {
+namespace {
+
+// Everything the child touches, prepared before fork: the child must not allocate.
+struct ChildPlan {
+  const char* path;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  int stdout_fd;
+  int stderr_fd;
+  const cpu_set_t* cpus;
+  const sigset_t* sigmask;
+  pid_t parent;
+  int status_fd;
+};
+
+[[noreturn]] void child_fail(int status_fd, int err) {
+  // A short write to a fresh pipe is atomic; nothing useful can be done if it fails.
+  ssize_t n = ::write(status_fd, &err, sizeof err);
+  (void)n;
+  _exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
+}
+
+// Runs between fork and exec: async-signal-safe calls only.
+[[noreturn]] void child_main(const ChildPlan& p) {
+  // Own process group, so signals and the final kill reach the worker and everything it
+  // started without touching the launcher.
+  if (::setpgid(0, 0) != 0) child_fail(p.status_fd, errno);
+  // The launcher dying (even by SIGKILL) takes the worker down; then close the race where the
+  // launcher died before the prctl took effect.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(p.status_fd, errno);
+  if (::getppid() != p.parent) _exit(128 + SIGKILL);
+  if (p.cpus != nullptr && ::sched_setaffinity(0, sizeof(cpu_set_t), p.cpus) != 0) {
+    child_fail(p.status_fd, errno);
+  }
+  if (p.stdout_fd >= 0 && ::dup2(p.stdout_fd, STDOUT_FILENO) < 0) child_fail(p.status_fd, errno);
+  if (p.stderr_fd >= 0 && ::dup2(p.stderr_fd, STDERR_FILENO) < 0) child_fail(p.status_fd, errno);
+  // Default dispositions: ignored signals would otherwise survive exec (nohup's SIGHUP, say).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
+  }
+  ::sigprocmask(SIG_SETMASK, p.sigmask, nullptr);
+  ::execve(p.path, p.argv.data(), p.envp.data());
+  child_fail(p.status_fd, errno);
+}
+
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+std::string resolve_executable(const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos) return name;
+  const char* path_env = ::getenv("PATH");
+  std::string path = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    if (is_executable_file(candidate)) return candidate;
+    start = end + 1;
+  }
+  return name;
+}
+
+Spawned spawn_process(const SpawnOptions& options) {
+  DDP_CHECK(!options.argv.empty(), "spawn_process needs argv[0]");
+  int status[2];
+  if (::pipe2(status, O_CLOEXEC | O_NONBLOCK) != 0) DDP_THROW_ERRNO("pipe2 for the exec status of ", options.path);
+  Fd status_read(status[0]);
+  Fd status_write(status[1]);
+
+  ChildPlan plan{};
+  plan.path = options.path.c_str();
+  for (const auto& a : options.argv) plan.argv.push_back(const_cast<char*>(a.c_str()));
+  plan.argv.push_back(nullptr);
+  for (const auto& e : options.env) plan.envp.push_back(const_cast<char*>(e.c_str()));
+  plan.envp.push_back(nullptr);
+  plan.stdout_fd = options.stdout_fd;
+  plan.stderr_fd = options.stderr_fd;
+  plan.cpus = options.cpus ? &*options.cpus : nullptr;
+  plan.sigmask = &options.sigmask;
+  plan.parent = ::getpid();
+  plan.status_fd = status_write.get();
+
+  pid_t pid = ::fork();
+  if (pid < 0) DDP_THROW_ERRNO("fork for ", options.path);
+  if (pid == 0) child_main(plan);
+  // Also from the parent, so the group exists before we ever signal it (either call may lose
+  // the race to exec; EACCES/ESRCH then just mean the child already did it).
+  ::setpgid(pid, pid);
+  return Spawned{pid, std::move(status_read)};
+}
+
+std::optional<std::string> read_exec_error(int exec_status_fd, const std::string& path) {
+  int err = 0;
+  ssize_t n;
+  do {
+    n = ::read(exec_status_fd, &err, sizeof err);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof err)) return std::nullopt;
+  return "exec " + path + ": " + std::strerror(err);
+}
+
+}  // namespace ddp::launcher

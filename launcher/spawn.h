@@ -1,0 +1,54 @@
+#pragma once
+// Starting one worker process: fork + execve with everything a supervised worker needs set up
+// in the child between the two (own process group, PR_SET_PDEATHSIG(SIGKILL), signal mask and
+// dispositions restored, CPU affinity, stdout/stderr redirected). Only async-signal-safe calls
+// run in the child, so spawning is safe from a multi-threaded launcher.
+//
+// Why not Boost.Process or posix_spawn: Boost.Process installs its own SIGCHLD handling and
+// waits per child, which collides with the supervisor's single reaper (waitpid(-1) driven by
+// signalfd, needed anyway to reap orphaned grandchildren as a child subreaper). posix_spawn has
+// no PR_SET_PDEATHSIG and no CPU affinity.
+//
+// Exec failures: the child reports errno through a CLOEXEC pipe, then _exit(127) when the
+// program was not found and _exit(126) otherwise (shell convention). The pipe is not read at
+// spawn time, so N workers start without N round trips; read_exec_error() after reaping.
+#include <sched.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/fd.h"
+
+namespace ddp::launcher {
+
+struct SpawnOptions {
+  std::string path;               // executable to execve (see resolve_executable)
+  std::vector<std::string> argv;  // argv[0] first
+  std::vector<std::string> env;   // "KEY=VALUE"
+  int stdout_fd = -1;             // -1: inherit the launcher's
+  int stderr_fd = -1;
+  std::optional<cpu_set_t> cpus;  // affinity for the child; nullopt: inherited
+  sigset_t sigmask{};             // mask restored in the child before exec
+};
+
+struct Spawned {
+  pid_t pid = -1;
+  Fd exec_status;  // read end: errno of a failed exec, EOF after a successful one
+};
+
+// execvp's lookup, done in the parent (PATH search is not async-signal-safe): a name with a
+// '/' is returned as is; otherwise the first executable match on PATH, or the name unchanged
+// when none matches (execve then fails with ENOENT and the worker reports it).
+std::string resolve_executable(const std::string& name);
+
+// Forks and execs. Throws SystemError when the fork or a pipe cannot be made; failures inside
+// the child arrive as the child's exit status plus exec_status.
+Spawned spawn_process(const SpawnOptions& options);
+
+// After the child has exited: "exec PATH: strerror" when its exec failed, else nullopt.
+std::optional<std::string> read_exec_error(int exec_status_fd, const std::string& path);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,81 @@
+#include "launcher/worker_env.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "common/error.h"
+
+namespace ddp::launcher {
+
+std::string effective_run_id(const LaunchOptions& options, const rdzv::NodeAssignment& assignment) {
+  if (!assignment.run_id.empty()) return assignment.run_id;
+  return options.run_id.empty() ? options.rdzv_id : options.run_id;
+}
+
+EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& a,
+                   const WorkerEnvInput& input) {
+  DDP_CHECK(input.local_rank >= 0 && input.local_rank < a.local_world_size,
+            "local rank ", input.local_rank, " outside the node's ", a.local_world_size, " workers");
+  const int rank = a.rank_offset + input.local_rank;
+  const std::string run_id = effective_run_id(options, a);
+  std::string master_addr = a.master_addr;
+  if (master_addr.empty()) master_addr = options.master_addr.empty() ? "127.0.0.1" : options.master_addr;
+  auto s = [](auto v) { return std::to_string(v); };
+
+  EnvList env = {
+      {"RANK", s(rank)},
+      {"LOCAL_RANK", s(input.local_rank)},
+      {"WORLD_SIZE", s(a.world_size)},
+      {"LOCAL_WORLD_SIZE", s(a.local_world_size)},
+      {"GROUP_RANK", s(a.node_rank)},
+      {"GROUP_WORLD_SIZE", s(a.nnodes)},
+      // One role per job: role ranks are the global ranks.
+      {"ROLE_NAME", options.role},
+      {"ROLE_RANK", s(rank)},
+      {"ROLE_WORLD_SIZE", s(a.world_size)},
+      {"MASTER_ADDR", master_addr},
+      {"MASTER_PORT", s(a.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", s(input.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", s(options.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", run_id},
+      // PyTorch's rank 0 hosts its own TCPStore on MASTER_PORT (the launcher's store is ours).
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+  };
+  if (!input.error_file.empty()) env.emplace_back("TORCHELASTIC_ERROR_FILE", input.error_file);
+  // torchrun sets this unless the user did (a hung NCCL collective then aborts the worker).
+  const char* nccl_aeh = std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING");
+  env.emplace_back("TORCH_NCCL_ASYNC_ERROR_HANDLING", nccl_aeh != nullptr ? nccl_aeh : "1");
+  // torchrun: several workers per node each spawning one OpenMP thread per core oversubscribe.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr && a.local_world_size > 1) {
+    env.emplace_back("OMP_NUM_THREADS", "1");
+  }
+  if (!a.store_endpoint.empty()) env.emplace_back("DDP_STORE", a.store_endpoint);
+  if (!a.job_token.empty()) env.emplace_back("DDP_JOB_TOKEN", a.job_token);
+  env.emplace_back("DDP_RUN_ID", run_id);
+  env.emplace_back("DDP_NODE_RANK", s(a.node_rank));
+  for (const auto& kv : options.env) env.push_back(kv);
+  return env;
+}
+
+std::vector<std::string> merge_environ(char** base, const EnvList& vars) {
+  std::vector<std::string> out;
+  std::unordered_map<std::string, size_t> index;  // key -> position in out
+  auto put = [&](std::string key, std::string entry) {
+    auto [it, inserted] = index.emplace(std::move(key), out.size());
+    if (inserted) {
+      out.push_back(std::move(entry));
+    } else {
+      out[it->second] = std::move(entry);
+    }
+  };
+  for (char** e = base; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr) continue;
+    put(std::string(*e, static_cast<size_t>(eq - *e)), *e);
+  }
+  for (const auto& [key, value] : vars) put(key, key + "=" + value);
+  return out;
+}
+
+}  // namespace ddp::launcher

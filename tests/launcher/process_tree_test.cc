@@ -1,0 +1,46 @@
+#include "launcher/process_tree.h"
+
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include "launcher_test_util.h"
+
+using namespace ddp::launcher;
+using namespace ddp::launcher::test;
+
+TEST_CASE("descendants are found, and kill_all_descendants leaves none, orphans included") {
+  TempDir dir;
+  // In a forked child: becoming a subreaper and killing every descendant must not touch the
+  // test runner.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    become_subreaper();
+    // A shell that starts a grandchild and a setsid daemon, then exits: both re-parent to us.
+    std::string cmd = "sleep 1000 & echo $! > " + (dir / "a") + "; setsid sleep 1000 & echo $! > " + (dir / "b");
+    pid_t sh = ::fork();
+    if (sh == 0) {
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::waitpid(sh, nullptr, 0);
+    int found = static_cast<int>(descendants(::getpid()).size());  // the two orphans
+    int killed = kill_all_descendants();
+    int left = static_cast<int>(descendants(::getpid()).size());
+    int report[3] = {found, killed, left};
+    ssize_t n = ::write(fds[1], report, sizeof report);
+    ::_exit(n == sizeof report ? 0 : 1);
+  }
+  ::close(fds[1]);
+  int report[3] = {-1, -1, -1};
+  CHECK(::read(fds[0], report, sizeof report) == sizeof report);
+  ::close(fds[0]);
+  ::waitpid(child, nullptr, 0);
+  CHECK(report[0] == 2);
+  CHECK(report[1] >= 2);
+  CHECK(report[2] == 0);
+  CHECK(process_gone(static_cast<pid_t>(std::stol(read_file(dir / "a")))));
+  CHECK(process_gone(static_cast<pid_t>(std::stol(read_file(dir / "b")))));
+}
