@@ -250,7 +250,11 @@ void Attempt::signal_groups(int sig) {
   // Every worker's group, also of workers already reaped: what they started may live on in
   // it. A group id is not reused while the group has members, so this cannot hit strangers.
   for (const auto& w : workers_) {
-    if (w.pid > 0) ::kill(-w.pid, sig);
+    if (w.pid > 0 && w.alive) {
+      signal_worker(w.pid, sig);
+    } else if (w.pid > 0) {
+      ::kill(-w.pid, sig);  // reaped: only what is left in its group
+    }
   }
 }
 

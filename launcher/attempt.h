@@ -36,6 +36,7 @@ struct SupervisorState {
   sigset_t handled{};        // the handled signals and SIGCHLD
   sigset_t original_mask{};  // restored in workers and at destruction
   struct sigaction old_sigchld {};
+  struct sigaction old_sigpipe {};
   int was_subreaper = 0;
   Fd signal_fd;
   Fd epoll;

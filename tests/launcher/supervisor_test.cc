@@ -4,7 +4,8 @@
 
 #include <doctest/doctest.h>
 
-#include <regex>
+#include <algorithm>
+#include <cctype>
 
 #include "launcher/cpu_bind.h"
 #include "launcher_test_util.h"
@@ -27,6 +28,20 @@ std::map<std::string, std::string> parse_env(const std::string& text) {
 }
 
 pid_t read_pid(const std::string& path) { return static_cast<pid_t>(std::stol(read_file(path))); }
+
+// "[<d>]:<rest>" -> d and rest; -1 when the line does not start with a one-digit prefix.
+int prefix_rank(const std::string& line, std::string* rest) {
+  if (line.size() < 4 || line[0] != '[' || !std::isdigit(static_cast<unsigned char>(line[1])) || line[2] != ']' ||
+      line[3] != ':') {
+    return -1;
+  }
+  *rest = line.substr(4);
+  return line[1] - '0';
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
 
 }  // namespace
 
@@ -308,15 +323,15 @@ TEST_CASE("log files in torchrun's layout and [rank]: prefixed whole lines on th
   std::istringstream console(out.console);
   std::string line;
   int lines = 0, tails = 0, errs = 0;
-  const std::regex body(R"(\[(\d)\]:rank(\d)-line\d+)");
   while (std::getline(console, line)) {
-    std::smatch m;
-    if (std::regex_match(line, m, body)) {
-      CHECK(m[1] == m[2]);  // the prefix names the rank that wrote the line
-      ++lines;
-    } else if (line.rfind("[", 0) == 0 && line.find("]:tail-no-newline-") != std::string::npos) {
+    std::string rest;
+    int r = prefix_rank(line, &rest);
+    const std::string me = std::to_string(r);
+    if (r >= 0 && rest.rfind("rank" + me + "-line", 0) == 0 && all_digits(rest.substr(10))) {
+      ++lines;  // whole, and the prefix names the rank that wrote it
+    } else if (r >= 0 && rest == "tail-no-newline-" + me) {
       ++tails;  // a partial last line is flushed, whole, at exit
-    } else if (std::regex_match(line, std::regex(R"(\[\d\]:err-\d)"))) {
+    } else if (r >= 0 && rest == "err-" + me) {
       ++errs;
     } else {
       FAIL_CHECK("unexpected console line: ", line);
