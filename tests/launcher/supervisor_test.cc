@@ -127,6 +127,26 @@ TEST_CASE("a worker's exit code is the job's, and the other workers are stopped"
   CHECK(summary.find("exitcode  : 3") != std::string::npos);
 }
 
+TEST_CASE("a worker killed from outside: the rest are stopped, exit 128+9") {
+  TempDir dir;
+  const std::string d = dir.path();
+  LaunchOptions o = sh_options("trap 'touch " + d + "/term_$RANK; exit 0' TERM; echo $$ > " + d +
+                                   "/tmp_$RANK; mv " + d + "/tmp_$RANK " + d + "/pid_$RANK; sleep 1000 & wait",
+                               3);
+  Outcome out = run_launcher(o, single_node(3), [&](pid_t) {
+    REQUIRE(eventually([&] { return exists(dir / "pid_0") && exists(dir / "pid_1") && exists(dir / "pid_2"); }));
+    ::kill(read_pid(dir / "pid_1"), SIGKILL);
+  });
+  CHECK(out.result["exit_code"] == 128 + 9);
+  REQUIRE(out.result["failures"].size() == 1);
+  CHECK(out.result["failures"][0]["rank"] == 1);
+  CHECK(out.result["failures"][0]["signal"] == SIGKILL);
+  CHECK(exists(dir / "term_0"));  // the others got SIGTERM (and obeyed within the grace)
+  CHECK(exists(dir / "term_2"));
+  CHECK_FALSE(exists(dir / "term_1"));
+  CHECK(out.result["descendants_left"] == 0);
+}
+
 TEST_CASE("death by signal: exit code 128+N and the signal's name") {
   LaunchOptions o = sh_options("kill -9 $$");
   Outcome out = run_launcher(o, single_node(1));
