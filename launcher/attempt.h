@@ -72,6 +72,8 @@ class Attempt {
   };
 
   void spawn_worker(int local_rank);
+  // The descriptor a worker's stream gets (invalid: inherit), setting up its relay if any.
+  Fd wire_stream(const StreamRoute& route, int console_fd, const std::string& rank);
   void dispatch(uint64_t tag);
   void on_signal(int sig);
   void reap();
