@@ -5,10 +5,9 @@
 #include "common/socket.h"
 #include "rendezvous/hash_store.h"
 
-#if __has_include("rendezvous/tcp_store.h")
+#include "rendezvous/file_store.h"
+#include "rendezvous/init_method.h"
 #include "rendezvous/tcp_store.h"
-#define DDP_HAVE_TCP_STORE 1
-#endif
 
 namespace ddp::comm {
 namespace {
@@ -38,19 +37,12 @@ void fill_ranks_from_env(StoreHandle& h) {
 }
 
 std::shared_ptr<rdzv::Store> tcp_store(const net::Endpoint& at, bool host, const std::string& token) {
-#ifdef DDP_HAVE_TCP_STORE
   rdzv::TCPStoreOptions o;
   o.host = at.host;
   o.port = at.port;
   o.is_server = host;
-  o.job_token = token;
+  if (!token.empty()) o.job_token = token;
   return std::make_shared<rdzv::TCPStore>(o);
-#else
-  (void)host;
-  (void)token;
-  DDP_THROW(InvalidArgument, "init_process_group: reaching the store at ", at.str(),
-            " needs the TCPStore, which this build lacks");
-#endif
 }
 
 StoreHandle open_env(const StoreRequest& req) {
@@ -106,8 +98,22 @@ StoreHandle open_init_store(const StoreRequest& req) {
     return h;
   }
   if (req.init_method.empty() || req.init_method == "env://") return open_env(req);
-  DDP_THROW(InvalidArgument, "init_process_group: init method '", req.init_method,
-            "' is not supported (use env://, tcp://host:port?rank=&world_size=, file:///path)");
+  const rdzv::InitMethod m = rdzv::parse_init_method(req.init_method);
+  if (m.scheme == rdzv::InitScheme::kEnv) return open_env(req);
+  StoreHandle h;
+  h.rank = req.rank >= 0 ? req.rank : m.rank.value_or(-1);
+  h.world_size = req.world_size >= 0 ? req.world_size : m.world_size.value_or(-1);
+  fill_ranks_from_env(h);
+  if (m.scheme == rdzv::InitScheme::kTcp) {
+    net::Endpoint at{m.host, m.port};
+    h.hosts_server = h.rank == 0;
+    h.store = tcp_store(at, h.hosts_server, req.job_token);
+    h.description = req.init_method + (h.hosts_server ? " (hosted here)" : "");
+  } else {
+    h.store = std::make_shared<rdzv::FileStore>(m.path);
+    h.description = req.init_method;
+  }
+  return h;
 }
 
 }  // namespace ddp::comm

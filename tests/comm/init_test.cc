@@ -4,12 +4,16 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <optional>
 #include <thread>
 
 #include "common/error.h"
+#include "common/socket.h"
 #include "rendezvous/hash_store.h"
 
 using namespace ddp;
@@ -127,6 +131,40 @@ TEST_CASE("env:// without rank, size or a meeting point is a clear error") {
     req.world_size = 1;
     CHECK_THROWS_WITH_AS(open_init_store(req), doctest::Contains("carrier-pigeon"), InvalidArgument);
   }
+}
+
+TEST_CASE("tcp:// and file:// init methods give a store, rank and size") {
+  ScopedEnv env(kClean);
+  StoreRequest req;
+  uint16_t port = 0;
+  {
+    Fd probe = net::listen_tcp({.host = "127.0.0.1"});  // a free port (released for rank 0 to bind)
+    port = net::local_port(probe.get());
+  }
+  req.init_method = "tcp://127.0.0.1:" + std::to_string(port) + "?rank=0&world_size=1";  // rank 0 hosts
+  auto h = open_init_store(req);
+  CHECK(h.hosts_server);
+  CHECK(h.rank == 0);
+  CHECK(h.world_size == 1);
+  h.store->set("k", "v");
+  CHECK(h.store->get_string("k") == "v");
+
+  char dir[] = "/tmp/ddp-init-test-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  req.init_method = std::string("file://") + dir + "/store?world_size=2";
+  req.rank = 1;
+  auto f = open_init_store(req);
+  CHECK_FALSE(f.hosts_server);
+  CHECK(f.rank == 1);
+  CHECK(f.world_size == 2);
+  f.store->set("k", "w");
+  CHECK(f.store->get_string("k") == "w");
+  f.store.reset();
+  std::remove((std::string(dir) + "/store").c_str());
+  ::rmdir(dir);
+
+  req.init_method = "tcp://127.0.0.1:1?rank=5&world_size=2";
+  CHECK_THROWS_WITH_AS(open_init_store(req), doctest::Contains("world_size"), InvalidArgument);
 }
 
 TEST_CASE("the registry names what was built") {

@@ -1,0 +1,263 @@
+// ddp-bench collective: latency and bandwidth of one collective over a list of sizes.
+//
+//   ddp-bench collective --op all_reduce --backend tcp --sizes 4,1K,1M,256M --iters 20 --world-size 2
+//
+// Ranks: under ddp-launch / mpirun / by hand (RANK, WORLD_SIZE, DDP_STORE or MASTER_ADDR/PORT)
+// every process is one rank; with --world-size N and no rank in the environment this process
+// forks N local ranks that meet in a TCPStore it hosts (mpi and mpi-direct re-run themselves
+// under mpirun instead). Rank 0 prints one line per size: JSON objects, or a table. Sizes are
+// the bytes of the full buffer (all_gather: the output, reduce_scatter: the input), float32.
+// busbw as nccl-tests defines it: all_reduce x 2(n-1)/n, all_gather and reduce_scatter x (n-1)/n,
+// broadcast x 1. Every size ends with a checked run; a wrong result exits non-zero.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "bench/bench.h"
+#include "bench/collective_runners.h"
+#include "common/env.h"
+#include "common/error.h"
+#include "rendezvous/tcp_store.h"
+
+namespace ddp::bench {
+namespace {
+
+struct Flags {
+  std::string op = "all_reduce";
+  std::string backend = "tcp";
+  std::string sizes = "4,1K,64K,1M,16M,64M,256M";
+  int iters = 20;
+  int warmup = 3;
+  std::string format = "json";
+  int world_size = 0;
+};
+
+size_t parse_size(const std::string& text) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    DDP_THROW(InvalidArgument, "--sizes: '", text, "' is not a size (e.g. 4, 1K, 16M, 1G)");
+  }
+  const std::string unit = text.substr(pos);
+  double mult = 1;
+  if (unit == "K" || unit == "KiB" || unit == "k") mult = 1024;
+  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B") DDP_THROW(InvalidArgument, "--sizes: unknown unit in '", text, "'");
+  if (v < 0) DDP_THROW(InvalidArgument, "--sizes: negative size '", text, "'");
+  return static_cast<size_t>(v * mult);
+}
+
+std::vector<size_t> parse_sizes(const std::string& list) {
+  std::vector<size_t> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    if (comma > start) out.push_back(parse_size(list.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return out;
+}
+
+double busbw_factor(CollOp op, int n) {
+  switch (op) {
+    case CollOp::kAllReduce: return 2.0 * (n - 1) / n;
+    case CollOp::kBroadcast: return 1;
+    case CollOp::kAllGather:
+    case CollOp::kReduceScatter: return static_cast<double>(n - 1) / n;
+  }
+  return 1;
+}
+
+// Small integers: every sum is exact in float32.
+float value(int rank, size_t i) { return static_cast<float>(i % 13) + static_cast<float>(rank); }
+
+// Fills the inputs for `op`, runs it once more and checks every element; "" when right.
+std::string checked_run(CollectiveRunner& r, CollOp op, std::vector<float>& in, std::vector<float>& out, size_t count) {
+  const int n = r.size(), me = r.rank();
+  const size_t in_count = op == CollOp::kReduceScatter ? count * n : count;
+  for (size_t i = 0; i < in_count; ++i) in[i] = (op == CollOp::kBroadcast && me != 0) ? -1.f : value(me, i);
+  std::fill(out.begin(), out.end(), -1.f);
+  r.run(op, in.data(), out.data(), count);
+  const float base_sum = static_cast<float>(n * (n - 1) / 2);
+  for (size_t i = 0; i < count * (op == CollOp::kAllGather ? n : 1); ++i) {
+    float want = 0, got = 0;
+    switch (op) {
+      case CollOp::kAllReduce: want = n * static_cast<float>(i % 13) + base_sum; got = in[i]; break;
+      case CollOp::kBroadcast: want = value(0, i); got = in[i]; break;
+      case CollOp::kAllGather: want = value(static_cast<int>(i / count), i % count); got = out[i]; break;
+      case CollOp::kReduceScatter: {
+        const size_t g = count * me + i;
+        want = n * static_cast<float>(g % 13) + base_sum;
+        got = out[i];
+        break;
+      }
+    }
+    if (got != want) {
+      return detail::str(to_string(op), " of ", count, " elements: element ", i, " is ", got, ", expected ", want);
+    }
+  }
+  return "";
+}
+
+int run_rank(const Flags& f) {
+  const CollOp op = parse_coll_op(f.op);
+  auto runner = make_runner(f.backend);
+  const int n = runner->size();
+  bool wrong = false;
+  if (runner->rank() == 0 && f.format == "table") {
+    std::printf("%-14s %-12s %5s %12s %12s %12s %12s\n", "op", "backend", "world", "bytes", "median_us", "algbw_GBps",
+                "busbw_GBps");
+  }
+  for (size_t bytes : parse_sizes(f.sizes)) {
+    // Per-rank count; the full buffer is rounded down to whole elements per rank.
+    const bool split = op == CollOp::kAllGather || op == CollOp::kReduceScatter;
+    const size_t count = split ? bytes / sizeof(float) / n : bytes / sizeof(float);
+    const size_t full = split ? count * n : count;
+    if (count == 0) {
+      // Below one element per rank there is nothing to move (and Gloo divides by the count).
+      if (runner->rank() == 0) std::fprintf(stderr, "ddp-bench collective: %zu bytes is under one float per rank: skipped\n", bytes);
+      continue;
+    }
+    std::vector<float> in(op == CollOp::kReduceScatter ? full : count, 1.f), out(split ? full : 0, 0.f);
+    std::vector<double> us;
+    for (int it = 0; it < f.warmup + f.iters; ++it) {
+      runner->barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      runner->run(op, in.data(), out.data(), count);
+      const auto t1 = std::chrono::steady_clock::now();
+      if (it >= f.warmup) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      if (op == CollOp::kAllReduce) std::fill(in.begin(), in.end(), 1.f);  // keep values finite
+    }
+    const std::string err = checked_run(*runner, op, in, out, count);
+    if (!err.empty()) {
+      std::fprintf(stderr, "ddp-bench collective: rank %d: WRONG RESULT: %s\n", runner->rank(), err.c_str());
+      wrong = true;
+    }
+    if (runner->rank() != 0) continue;
+    const double med = median(us);
+    const double full_bytes = static_cast<double>(full * sizeof(float));
+    const double algbw = med > 0 ? full_bytes / (med * 1e-6) / 1e9 : 0;
+    const double busbw = algbw * busbw_factor(op, n);
+    if (f.format == "json") {
+      nlohmann::json j = {{"op", to_string(op)}, {"backend", f.backend}, {"world_size", n},
+                          {"bytes", full * sizeof(float)}, {"iters", f.iters}, {"median_us", med},
+                          {"p90_us", percentile(us, 90)}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
+                          {"correct", err.empty()}};
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("%-14s %-12s %5d %12zu %12.1f %12.3f %12.3f%s\n", to_string(op), f.backend.c_str(), n,
+                  full * sizeof(float), med, algbw, busbw, err.empty() ? "" : "  WRONG");
+    }
+    std::fflush(stdout);
+  }
+  return wrong ? 1 : 0;
+}
+
+// mpi and mpi-direct need MPI's own launcher: re-run this command line under mpirun.
+int exec_mpirun(int world, int argc, char** argv) {
+  std::vector<std::string> args = {"mpirun", "-np", std::to_string(world), "--allow-run-as-root", "--oversubscribe",
+                                   "--bind-to", "none"};
+  char self[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) DDP_THROW_ERRNO("readlink(/proc/self/exe)");
+  self[len] = '\0';
+  args.push_back(self);
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--world-size" || a == "-n") {
+      ++i;  // drop the flag and its value: mpirun gives the size now
+      continue;
+    }
+    if (a.rfind("--world-size=", 0) == 0) continue;
+    args.push_back(a);
+  }
+  std::vector<char*> cargv;
+  for (auto& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  ::execvp("mpirun", cargv.data());
+  DDP_THROW_ERRNO("execvp(mpirun)");
+}
+
+// Forks `world` ranks that meet in a TCPStore hosted here; returns the worst exit status.
+int fork_ranks(const Flags& f) {
+  rdzv::TCPStoreOptions so;
+  so.host = "127.0.0.1";
+  so.is_server = true;
+  rdzv::TCPStore store(so);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(store.port());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < f.world_size; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) DDP_THROW_ERRNO("fork");
+    if (pid == 0) {
+      int rc = 1;
+      try {
+        ::setenv("DDP_STORE", endpoint.c_str(), 1);
+        ::setenv("RANK", std::to_string(r).c_str(), 1);
+        ::setenv("WORLD_SIZE", std::to_string(f.world_size).c_str(), 1);
+        ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+        ::setenv("DDP_RUN_ID", ("bench-" + std::to_string(::getppid())).c_str(), 1);
+        rc = run_rank(f);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "ddp-bench collective: rank %d: %s\n", r, e.what());
+      }
+      std::fflush(stdout);
+      ::_exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  int worst = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    worst = std::max(worst, code);
+  }
+  return worst;
+}
+
+int collective_main(int argc, char** argv) {
+  CLI::App app("ddp-bench collective: one collective over a list of sizes, medians, checked");
+  Flags f;
+  app.add_option("--op", f.op, "all_reduce, broadcast, all_gather, reduce_scatter")->capture_default_str();
+  app.add_option("--backend", f.backend, "tcp, gloo, mpi, nccl, gloo-direct, mpi-direct")->capture_default_str();
+  app.add_option("--sizes", f.sizes, "bytes of the full buffer, comma-separated (K, M, G suffixes)")
+      ->capture_default_str();
+  app.add_option("--iters", f.iters, "timed iterations per size")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--warmup", f.warmup, "untimed iterations first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--format", f.format, "json or table")->capture_default_str()->check(CLI::IsMember({"json", "table"}));
+  app.add_option("-n,--world-size", f.world_size, "start this many local ranks (without a launcher)")
+      ->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    parse_coll_op(f.op);
+    parse_sizes(f.sizes);
+    const bool has_rank = env::get("RANK") || env::get("OMPI_COMM_WORLD_RANK") || env::get("SLURM_PROCID");
+    if (f.world_size > 0 && !has_rank) {
+      if (f.backend == "mpi" || f.backend == "mpi-direct") return exec_mpirun(f.world_size, argc - 1, argv + 1);
+      return fork_ranks(f);
+    }
+    return run_rank(f);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp-bench collective: %s\n", e.what());
+    return 1;
+  }
+}
+
+const Register kRegister("collective", "latency/bandwidth of all_reduce, broadcast, all_gather, reduce_scatter",
+                         collective_main);
+
+}  // namespace
+}  // namespace ddp::bench

@@ -1,0 +1,237 @@
+#include "bench/collective_runners.h"
+
+#include "comm/init.h"
+#include "comm/init_store.h"
+#include "common/env.h"
+#include "common/error.h"
+
+#ifdef DDP_WITH_GLOO
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/reduce_scatter.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#endif
+#ifdef DDP_WITH_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only: the C++ bindings need their own library
+#include <mpi.h>
+#endif
+
+namespace ddp::bench {
+namespace {
+
+class OursRunner final : public CollectiveRunner {
+ public:
+  explicit OursRunner(const std::string& backend) {
+    InitOptions o;
+    o.backend = backend;
+    pg_ = init_process_group(o);
+  }
+  ~OursRunner() override { destroy_process_group(); }
+  int rank() const override { return pg_->rank(); }
+  int size() const override { return pg_->size(); }
+  void barrier() override { pg_->barrier()->wait(); }
+  void run(CollOp op, float* in, float* out, size_t count) override {
+    const size_t n = static_cast<size_t>(size());
+    switch (op) {
+      case CollOp::kAllReduce: pg_->all_reduce(comm::view(in, count))->wait(); break;
+      case CollOp::kBroadcast: pg_->broadcast(comm::view(in, count))->wait(); break;
+      case CollOp::kAllGather: pg_->all_gather(comm::view(in, count), comm::view(out, count * n))->wait(); break;
+      case CollOp::kReduceScatter:
+        pg_->reduce_scatter(comm::view(in, count * n), comm::view(out, count))->wait();
+        break;
+    }
+  }
+
+ private:
+  comm::ProcessGroupPtr pg_;
+};
+
+#ifdef DDP_WITH_GLOO
+// Our store seen as a Gloo rendezvous store, so gloo-direct meets where everything else does.
+class GlooStoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  explicit GlooStoreAdapter(std::shared_ptr<rdzv::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(key, rdzv::Bytes(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    auto b = store_->get(key);
+    return std::vector<char>(b.begin(), b.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    store_->wait(keys, timeout);
+  }
+
+ private:
+  std::shared_ptr<rdzv::Store> store_;
+};
+
+class GlooDirectRunner final : public CollectiveRunner {
+ public:
+  GlooDirectRunner() {
+    comm::StoreRequest request;
+    request.backend = "gloo-direct";
+    comm::StoreHandle h = comm::open_init_store(request);
+    store_ = h.store;
+    GlooStoreAdapter adapter(store_);
+    gloo::rendezvous::PrefixStore prefixed("gloo-direct/" + env::get_or("DDP_RUN_ID", "bench"), adapter);
+    gloo::transport::tcp::attr attr(env::get_or("DDP_BENCH_GLOO_HOST", "127.0.0.1").c_str());
+    device_ = gloo::transport::tcp::CreateDevice(attr);
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(h.rank, h.world_size);
+    ctx->setTimeout(std::chrono::milliseconds(600'000));
+    ctx->connectFullMesh(prefixed, device_);
+    context_ = ctx;
+  }
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+  void barrier() override {
+    gloo::BarrierOptions o(context_);
+    o.setTag(tag_++);
+    gloo::barrier(o);
+  }
+  void run(CollOp op, float* in, float* out, size_t count) override {
+    const size_t n = static_cast<size_t>(size());
+    switch (op) {
+      case CollOp::kAllReduce: {
+        gloo::AllreduceOptions o(context_);
+        o.setOutput(in, count);
+        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        o.setTag(tag_++);
+        gloo::allreduce(o);
+        break;
+      }
+      case CollOp::kBroadcast: {
+        gloo::BroadcastOptions o(context_);
+        o.setOutput(in, count);
+        o.setRoot(0);
+        o.setTag(tag_++);
+        gloo::broadcast(o);
+        break;
+      }
+      case CollOp::kAllGather: {
+        gloo::AllgatherOptions o(context_);
+        o.setInput(in, count);
+        o.setOutput(out, count * n);
+        o.setTag(tag_++);
+        gloo::allgather(o);
+        break;
+      }
+      case CollOp::kReduceScatter: {
+        // Gloo 0.5 has no options-style reduce_scatter: its halving-doubling algorithm class
+        // reduces in place and leaves this rank's block at its offset.
+        // Built once per buffer (it registers its buffers with the pairs), then reused.
+        if (rs_ptr_ != in || rs_count_ != count) {
+          std::vector<int> recv(n, static_cast<int>(count));
+          rs_ = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(context_, std::vector<float*>{in},
+                                                                             static_cast<int>(count * n), recv);
+          rs_ptr_ = in;
+          rs_count_ = count;
+        }
+        rs_->run();
+        std::copy(in + count * static_cast<size_t>(rank()), in + count * (static_cast<size_t>(rank()) + 1), out);
+        break;
+      }
+    }
+  }
+
+ private:
+  std::shared_ptr<rdzv::Store> store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+  uint32_t tag_ = 1;
+  std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>> rs_;
+  float* rs_ptr_ = nullptr;
+  size_t rs_count_ = 0;
+};
+#endif
+
+#ifdef DDP_WITH_MPI
+class MpiDirectRunner final : public CollectiveRunner {
+ public:
+  MpiDirectRunner() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+      owns_mpi_ = true;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  ~MpiDirectRunner() override {
+    if (owns_mpi_) MPI_Finalize();
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void run(CollOp op, float* in, float* out, size_t count) override {
+    const int c = static_cast<int>(count);
+    switch (op) {
+      case CollOp::kAllReduce:
+        check(MPI_Allreduce(MPI_IN_PLACE, in, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        break;
+      case CollOp::kBroadcast: check(MPI_Bcast(in, c, MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Bcast"); break;
+      case CollOp::kAllGather:
+        check(MPI_Allgather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, MPI_COMM_WORLD), "MPI_Allgather");
+        break;
+      case CollOp::kReduceScatter:
+        check(MPI_Reduce_scatter_block(in, out, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Reduce_scatter_block");
+        break;
+    }
+  }
+
+ private:
+  static void check(int rc, const char* what) {
+    if (rc != MPI_SUCCESS) DDP_THROW(BackendError, what, " failed with MPI error ", rc);
+  }
+  int rank_ = 0, size_ = 1;
+  bool owns_mpi_ = false;
+};
+#endif
+
+}  // namespace
+
+CollOp parse_coll_op(const std::string& name) {
+  if (name == "all_reduce" || name == "allreduce") return CollOp::kAllReduce;
+  if (name == "broadcast") return CollOp::kBroadcast;
+  if (name == "all_gather" || name == "allgather") return CollOp::kAllGather;
+  if (name == "reduce_scatter") return CollOp::kReduceScatter;
+  DDP_THROW(InvalidArgument, "unknown op '", name, "' (all_reduce, broadcast, all_gather, reduce_scatter)");
+}
+
+const char* to_string(CollOp op) {
+  switch (op) {
+    case CollOp::kAllReduce: return "all_reduce";
+    case CollOp::kBroadcast: return "broadcast";
+    case CollOp::kAllGather: return "all_gather";
+    case CollOp::kReduceScatter: return "reduce_scatter";
+  }
+  return "?";
+}
+
+std::unique_ptr<CollectiveRunner> make_runner(const std::string& backend) {
+  if (backend == "gloo-direct") {
+#ifdef DDP_WITH_GLOO
+    return std::make_unique<GlooDirectRunner>();
+#else
+    DDP_THROW(InvalidArgument, "gloo-direct: this ddp-bench was built without Gloo");
+#endif
+  }
+  if (backend == "mpi-direct") {
+#ifdef DDP_WITH_MPI
+    return std::make_unique<MpiDirectRunner>();
+#else
+    DDP_THROW(InvalidArgument, "mpi-direct: this ddp-bench was built without MPI");
+#endif
+  }
+  return std::make_unique<OursRunner>(backend);
+}
+
+}  // namespace ddp::bench

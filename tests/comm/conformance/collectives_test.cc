@@ -1,0 +1,70 @@
+// The conformance matrix: every op x dtype x reduce op x world size in {1..5} x count in
+// {0, 1, 7, 4 Ki+3}, then a reduced set at 1 Mi+5 and 16 Mi elements, each checked
+// element by element against reference.h. Threads as ranks where the backend allows it; under
+// mpirun the worlds are subgroups {0..n-1} of the MPI world.
+#include <doctest/doctest.h>
+
+#include "cases.h"
+#include "comm/init.h"
+#include "harness.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using namespace ddp::comm::conformance;
+
+namespace {
+
+constexpr size_t kMi = size_t{1} << 20;
+
+// Runs cases(world) on worlds 1..max_world; returns every failure, prefixed by the world size.
+template <typename CasesFn>
+std::vector<std::string> run_worlds(const std::vector<int>& worlds, CasesFn&& cases) {
+  std::vector<std::string> failures;
+  if (under_mpirun()) {
+    ProcessGroupPtr world = mpirun_world();
+    for (int n : worlds) {
+      if (n > world->size()) continue;
+      std::vector<int> members;
+      for (int r = 0; r < n; ++r) members.push_back(r);
+      ProcessGroupPtr g = new_group(members);  // every rank calls; non-members get nullptr
+      if (!g) continue;
+      for (auto& f : run_cases(*g, cases(n))) failures.push_back("world " + std::to_string(n) + ": " + f);
+    }
+    return failures;
+  }
+  for (int n : worlds) {
+    auto f = run_threads(n, [&](GroupFactory& gf) { return run_cases(*gf.world(), cases(n)); });
+    for (auto& s : f) failures.push_back("world " + std::to_string(n) + ": " + s);
+  }
+  return failures;
+}
+
+bool runnable() {
+  if (backend_under_test() == "nccl") return false;  // needs device buffers: see gpu test below
+  return threads_as_ranks() || under_mpirun();
+}
+
+void report(const std::vector<std::string>& failures) {
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+}
+
+}  // namespace
+
+TEST_CASE("conformance: every op, dtype and reduce op at small counts, worlds 1..5" *
+          doctest::skip(!runnable())) {
+  INFO("backend ", backend_under_test());
+  report(run_worlds({1, 2, 3, 4, 5}, [](int n) { return full_matrix(n, {0, 1, 7, 4096 + 3}); }));
+}
+
+TEST_CASE("conformance: large counts (1 Mi + 5 elements), worlds 1..5" * doctest::skip(!runnable())) {
+  INFO("backend ", backend_under_test());
+  report(run_worlds({1, 2, 3, 4, 5}, [](int n) { return large_matrix(n, kMi + 5); }));
+}
+
+TEST_CASE("conformance: 16 Mi elements, worlds 2 and 3" * doctest::skip(!runnable())) {
+  INFO("backend ", backend_under_test());
+  report(run_worlds({2, 3}, [](int) {
+    return std::vector<Case>{{Op::kAllReduce, DType::kFloat32, ReduceOp::kSum, 16 * kMi, 0}};
+  }));
+}

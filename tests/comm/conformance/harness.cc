@@ -1,0 +1,161 @@
+#include "harness.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "comm/init.h"
+#include "common/env.h"
+#include "common/error.h"
+#include "common/fd.h"
+#include "rendezvous/hash_store.h"
+#include "rendezvous/tcp_store.h"
+
+namespace ddp::comm::conformance {
+namespace {
+
+// The store every forked child reports to; hosted by the test process, created on first use.
+rdzv::TCPStore& parent_store() {
+  static rdzv::TCPStore store([] {
+    rdzv::TCPStoreOptions o;
+    o.host = "127.0.0.1";
+    o.is_server = true;
+    return o;
+  }());
+  return store;
+}
+
+[[noreturn]] void child_main(int rank, const ProcessOptions& o, const std::string& run, const ProcessFn& body) {
+  // doctest's crash handlers belong to the parent: a child that crashes just dies of its signal.
+  for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT}) ::signal(sig, SIG_DFL);
+  std::string result;
+  try {
+    ::setenv("DDP_STORE", ("127.0.0.1:" + std::to_string(parent_store().port())).c_str(), 1);
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(o.world).c_str(), 1);
+    ::setenv("DDP_RUN_ID", run.c_str(), 1);
+    ::setenv("DDP_TIMEOUT_MS", std::to_string(o.timeout.count()).c_str(), 1);
+    InitOptions init;
+    init.backend = backend_under_test();
+    auto world = init_process_group(init);
+    result = body(*world);
+  } catch (const std::exception& e) {
+    result = std::string("rank ") + std::to_string(rank) + " threw: " + e.what();
+  }
+  try {
+    // A fresh connection: the parent's client object is not ours to share after fork.
+    rdzv::TCPStoreOptions o2;
+    o2.port = parent_store().port();
+    rdzv::TCPStore reporter(o2);
+    reporter.set(run + "/result/" + std::to_string(rank), "=" + result);
+  } catch (...) {
+    ::_exit(3);
+  }
+  destroy_process_group();
+  ::_exit(0);
+}
+
+// Waits for the child until the deadline (pidfd: no polling); kills it after that. Returns
+// "" for a normal exit, else how it ended.
+std::string reap(pid_t pid, const Deadline& deadline) {
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  bool killed = false;
+  if (pidfd.get() >= 0) {
+    pollfd p{pidfd.get(), POLLIN, 0};
+    if (::poll(&p, 1, deadline.poll_ms()) == 0) killed = ::kill(pid, SIGKILL) == 0;
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (killed) return "hung and was killed at the harness deadline";
+  if (WIFSIGNALED(status)) return "died of signal " + std::to_string(WTERMSIG(status));
+  if (WEXITSTATUS(status) != 0) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  return "";
+}
+
+}  // namespace
+
+const std::string& backend_under_test() {
+  static const std::string name = env::get_or("DDP_CONFORMANCE_BACKEND", "tcp");
+  return name;
+}
+
+bool threads_as_ranks() { return backend_under_test() == "tcp" || backend_under_test() == "gloo"; }
+bool under_mpirun() { return env::get("OMPI_COMM_WORLD_SIZE").has_value(); }
+bool gpu_visible() { return ::access("/dev/nvidia0", F_OK) == 0 || ::access("/dev/nvidiactl", F_OK) == 0; }
+
+ProcessGroupPtr mpirun_world() {
+  static ProcessGroupPtr world = [] {
+    InitOptions init;
+    init.backend = backend_under_test();
+    return init_process_group(init);
+  }();
+  return world;
+}
+
+std::vector<std::string> run_threads(int world, const ThreadFn& fn, Millis timeout) {
+  auto store = std::make_shared<rdzv::HashStore>();
+  std::vector<std::vector<std::string>> per_rank(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        GroupFactoryOptions o;
+        o.backend = backend_under_test();
+        o.store = store;
+        o.rank = r;
+        o.world_size = world;
+        o.timeout = timeout;
+        GroupFactory f(o);
+        per_rank[r] = fn(f);
+      } catch (const std::exception& e) {
+        per_rank[r].push_back("rank " + std::to_string(r) + "/" + std::to_string(world) + " threw: " + e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<std::string> out;
+  for (auto& v : per_rank) out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+std::vector<std::string> run_processes(const ProcessOptions& o, const ProcessFn& body) {
+  if (under_mpirun()) {
+    std::string failure = body(*mpirun_world());
+    if (failure.empty()) return {};
+    return {failure};
+  }
+  static int runs = 0;
+  const std::string run = "conformance-" + std::to_string(::getpid()) + "-" + std::to_string(runs++);
+  rdzv::Store& store = parent_store();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < o.world; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) DDP_THROW_ERRNO("fork");
+    if (pid == 0) child_main(r, o, run, body);
+    pids.push_back(pid);
+  }
+  const Deadline deadline(o.deadline);
+  std::vector<std::string> out;
+  for (int r = 0; r < o.world; ++r) {
+    const bool expected_dead = std::find(o.expect_killed.begin(), o.expect_killed.end(), r) != o.expect_killed.end();
+    const std::string how = reap(pids[r], deadline);
+    if (expected_dead) continue;
+    if (!how.empty()) out.push_back("rank " + std::to_string(r) + " " + how);
+    const std::string key = run + "/result/" + std::to_string(r);
+    if (!store.check({key})) {
+      if (how.empty()) out.push_back("rank " + std::to_string(r) + " exited without a report");
+      continue;
+    }
+    std::string failure = store.get_string(key).substr(1);
+    if (!failure.empty()) out.push_back(std::move(failure));
+  }
+  return out;
+}
+
+}  // namespace ddp::comm::conformance

@@ -1,0 +1,202 @@
+// The conformance tests that need real processes: a peer killed with SIGKILL mid-op, many
+// concurrent async ops, mismatched calls, subgroups, monitored_barrier. Each body runs on every
+// rank (forked children joining via env://, or the MPI ranks under mpirun) and returns "" or
+// what went wrong.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <regex>
+
+#include "cases.h"
+#include "comm/init.h"
+#include "common/error.h"
+#include "harness.h"
+#include "reference.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using namespace ddp::comm::conformance;
+
+namespace {
+
+void report(const std::vector<std::string>& failures) {
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+}
+
+ProcessOptions procs(int world, Millis timeout = kSuiteTimeout, std::vector<int> killed = {}) {
+  ProcessOptions o;
+  o.world = world;
+  o.timeout = timeout;
+  o.expect_killed = std::move(killed);
+  return o;
+}
+
+std::string who(const ProcessGroup& g) { return "rank " + std::to_string(g.rank()) + ": "; }
+
+bool mentions_rank(const std::string& text, int rank) {
+  return std::regex_search(text, std::regex("(^|[^0-9])" + std::to_string(rank) + "([^0-9]|$)"));
+}
+
+// MPI aborts the whole job when a rank dies, and an MPI mismatch is undefined behaviour.
+bool survives_peer_loss() { return !under_mpirun() && backend_under_test() != "mpi"; }
+bool processes_available() { return backend_under_test() != "nccl" && (backend_under_test() != "mpi" || under_mpirun()); }
+
+// Issues `n` all_reduces and broadcasts of mixed dtypes and sizes without waiting, then checks each.
+std::string many_async(ProcessGroup& g) {
+  constexpr int kOps = 64;
+  const DType dtypes[] = {DType::kFloat32, DType::kInt64, DType::kBFloat16, DType::kInt32};
+  std::vector<Array> bufs;
+  std::vector<Case> cases;
+  std::vector<WorkPtr> works;
+  bufs.reserve(kOps);
+  for (int k = 0; k < kOps; ++k) {
+    Case c{k % 3 == 2 ? Op::kBroadcast : Op::kAllReduce, dtypes[k % 4], ReduceOp::kSum,
+           static_cast<size_t>(1 + (k * 977) % 20000), k % g.size()};
+    bufs.emplace_back(c.dtype, c.count);
+    if (c.op == Op::kAllReduce) {
+      fill_input(bufs.back(), c.rop, g.rank());
+      works.push_back(g.all_reduce(bufs.back().buffer()));
+    } else {
+      if (g.rank() == c.root) fill_input(bufs.back(), ReduceOp::kSum, c.root);
+      else fill_constant(bufs.back(), 99);
+      works.push_back(g.broadcast(bufs.back().buffer(), {c.root}));
+    }
+    cases.push_back(c);
+  }
+  wait_all(works);
+  for (int k = 0; k < kOps; ++k) {
+    const Case& c = cases[k];
+    std::string err = compare(bufs[k], 0, c.count, [&](size_t i) {
+      return c.op == Op::kAllReduce ? reduced_value(c.dtype, c.rop, g.size(), i)
+                                    : input_value(c.dtype, ReduceOp::kSum, c.root, i);
+    }, "async op " + std::to_string(k) + " " + c.name());
+    if (!err.empty()) return who(g) + err;
+  }
+  return "";
+}
+
+// all_reduce of a fixed buffer; "" when every element is right.
+std::string checked_all_reduce(ProcessGroup& g, size_t count, const std::string& what) {
+  Array a(DType::kFloat32, count);
+  fill_input(a, ReduceOp::kSum, g.rank());
+  g.all_reduce(a.buffer())->wait();
+  return compare(a, 0, count, [&](size_t i) { return reduced_value(DType::kFloat32, ReduceOp::kSum, g.size(), i); },
+                 who(g) + what);
+}
+
+std::string subgroups(ProcessGroup& world) {
+  const int me = world.rank();
+  // Every rank makes every group, in the same order; ranks are listed out of order on purpose.
+  ProcessGroupPtr odd = new_group({1, 3});
+  ProcessGroupPtr first3 = new_group({0, 1, 2});
+  ProcessGroupPtr pair = new_group({2, 0});
+  auto check_membership = [&](const ProcessGroupPtr& g, std::vector<int> ranks) -> std::string {
+    auto it = std::find(ranks.begin(), ranks.end(), me);
+    if ((it == ranks.end()) != (g == nullptr)) return who(world) + "membership wrong";
+    if (g && (g->rank() != it - ranks.begin() || g->size() != static_cast<int>(ranks.size()))) {
+      return who(world) + "group rank " + std::to_string(g->rank()) + " of " + std::to_string(g->size()) + " is wrong";
+    }
+    return "";
+  };
+  for (auto [g, ranks] : {std::pair{odd, std::vector<int>{1, 3}}, std::pair{first3, std::vector<int>{0, 1, 2}},
+                          std::pair{pair, std::vector<int>{2, 0}}}) {
+    if (auto e = check_membership(g, ranks); !e.empty()) return e;
+  }
+  // Interleave world and subgroup ops: each group counts its own sequence numbers.
+  std::string err;
+  for (int round = 0; round < 3 && err.empty(); ++round) {
+    if (odd) err = checked_all_reduce(*odd, 1000 + round, "odd group");
+    if (err.empty()) err = checked_all_reduce(world, 77, "world");
+    if (err.empty() && first3) err = checked_all_reduce(*first3, 4099, "first3 group");
+    if (err.empty() && pair) err = checked_all_reduce(*pair, 5, "pair group");
+  }
+  if (!err.empty()) return err;
+  odd.reset();  // destroying a subgroup leaves the rest working
+  if (first3) first3->barrier()->wait();
+  world.barrier()->wait();
+  return checked_all_reduce(world, 12345, "world after dropping a subgroup");
+}
+
+}  // namespace
+
+TEST_CASE("processes: many concurrent async ops complete in order with exact results" *
+          doctest::skip(!processes_available())) {
+  report(run_processes(procs(3), many_async));
+}
+
+TEST_CASE("processes: subgroups via new_group, interleaved with the world" *
+          doctest::skip(!processes_available())) {
+  report(run_processes(procs(4), [](ProcessGroup& world) -> std::string {
+    if (world.size() < 4) return "";  // mpirun with fewer ranks: nothing to test here
+    return subgroups(world);
+  }));
+}
+
+TEST_CASE("processes: monitored_barrier passes, then names the rank that did not arrive" *
+          doctest::skip(!processes_available())) {
+  report(run_processes(procs(3), [](ProcessGroup& world) -> std::string {
+    world.monitored_barrier(Millis(60'000));
+    const int absent = world.size() - 1;
+    if (world.rank() == absent) {
+      // Stays away from the second barrier; the world barrier below waits for the others.
+    } else {
+      try {
+        world.monitored_barrier(Millis(1'500));
+        return who(world) + "monitored_barrier succeeded without rank " + std::to_string(absent);
+      } catch (const TimeoutError& e) {
+        if (world.rank() == 0 && !mentions_rank(e.what(), absent)) {
+          return who(world) + "the error does not name rank " + std::to_string(absent) + ": " + e.what();
+        }
+      } catch (const Error& e) {
+        // Rank 0 gives up first; the others may see it leave before their own timeout.
+        if (world.rank() == 0) return who(world) + "expected a TimeoutError, got: " + e.what();
+      }
+    }
+    return "";
+  }));
+}
+
+TEST_CASE("processes: a peer killed with SIGKILL mid-op fails the survivors, naming it" *
+          doctest::skip(!processes_available() || !survives_peer_loss())) {
+  constexpr int kVictim = 2;
+  report(run_processes(procs(3, Millis(30'000), {kVictim}),
+                       [](ProcessGroup& world) -> std::string {
+    Array a(DType::kFloat32, 4 << 20);
+    fill_input(a, ReduceOp::kSum, world.rank());
+    for (int i = 0; i < 3; ++i) world.all_reduce(a.buffer())->wait();
+    if (world.rank() == kVictim) {
+      [[maybe_unused]] auto w = world.all_reduce(a.buffer());  // in flight...
+      ::raise(SIGKILL);                        // ...when this rank dies
+    }
+    try {
+      for (int i = 0; i < 1000; ++i) world.all_reduce(a.buffer())->wait();
+      return who(world) + "1000 all_reduces succeeded without rank 2";
+    } catch (const Error& e) {
+      if (!mentions_rank(e.what(), kVictim)) return who(world) + "the error does not name rank 2: " + e.what();
+    }
+    try {
+      world.all_reduce(a.buffer())->wait();  // later ops fail too, and fast
+      return who(world) + "an all_reduce after the loss succeeded";
+    } catch (const Error&) {
+    }
+    return "";
+  }));
+}
+
+TEST_CASE("processes: mismatched counts are an error or at least never a hang" *
+          doctest::skip(!processes_available() || !survives_peer_loss())) {
+  // The tcp contract promises an error on both sides; other backends only that nobody hangs
+  // past the timeout (the harness kills and reports a rank that does).
+  const bool must_fail = backend_under_test() == "tcp";
+  report(run_processes(procs(2, Millis(5'000)), [must_fail](ProcessGroup& world) -> std::string {
+    Array a(DType::kFloat32, world.rank() == 0 ? 64 : 128);
+    fill_input(a, ReduceOp::kSum, world.rank());
+    try {
+      world.all_reduce(a.buffer())->wait();
+    } catch (const Error&) {
+      return "";
+    }
+    return must_fail ? who(world) + "all_reduce of 64 vs 128 elements succeeded" : "";
+  }));
+}

@@ -1,0 +1,94 @@
+#include "reference.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace ddp::comm::conformance {
+namespace {
+
+template <typename T>
+T load(const unsigned char* p, size_t i) {
+  T v;
+  std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+template <typename T>
+void save(unsigned char* p, size_t i, T v) {
+  std::memcpy(p + i * sizeof(T), &v, sizeof(T));
+}
+
+bool is_signed(DType d) { return d != DType::kUInt8; }
+
+}  // namespace
+
+Array::Array(DType dtype, size_t count) : dtype_(dtype), count_(count), data_(count * dtype_size(dtype)) {}
+
+double Array::get(size_t i) const {
+  const unsigned char* p = data_.data();
+  switch (dtype_) {
+    case DType::kFloat32: return load<float>(p, i);
+    case DType::kFloat64: return load<double>(p, i);
+    case DType::kFloat16: return half_to_float(load<uint16_t>(p, i));
+    case DType::kBFloat16: return bfloat16_to_float(load<uint16_t>(p, i));
+    case DType::kInt8: return load<int8_t>(p, i);
+    case DType::kUInt8: return load<uint8_t>(p, i);
+    case DType::kInt32: return load<int32_t>(p, i);
+    case DType::kInt64: return static_cast<double>(load<int64_t>(p, i));
+  }
+  return 0;
+}
+
+void Array::set(size_t i, double v) {
+  unsigned char* p = data_.data();
+  switch (dtype_) {
+    case DType::kFloat32: return save<float>(p, i, static_cast<float>(v));
+    case DType::kFloat64: return save<double>(p, i, v);
+    case DType::kFloat16: return save<uint16_t>(p, i, float_to_half(static_cast<float>(v)));
+    case DType::kBFloat16: return save<uint16_t>(p, i, float_to_bfloat16(static_cast<float>(v)));
+    case DType::kInt8: return save<int8_t>(p, i, static_cast<int8_t>(v));
+    case DType::kUInt8: return save<uint8_t>(p, i, static_cast<uint8_t>(v));
+    case DType::kInt32: return save<int32_t>(p, i, static_cast<int32_t>(v));
+    case DType::kInt64: return save<int64_t>(p, i, static_cast<int64_t>(v));
+  }
+}
+
+double input_value(DType dtype, ReduceOp op, int rank, size_t index) {
+  if (op == ReduceOp::kProduct) return (index + static_cast<size_t>(rank)) % 3 == 0 ? 2 : 1;
+  const double base = static_cast<double>((index * 7 + 3) % 11) + 2.0 * rank;
+  return is_signed(dtype) ? base - 9 : base;
+}
+
+void fill_input(Array& a, ReduceOp op, int rank, size_t first) {
+  // The pattern repeats every 33 elements (lcm of 11 and 3): compute a period, then copy.
+  for (size_t i = 0; i < a.count(); ++i) a.set(i, input_value(a.dtype(), op, rank, first + i));
+}
+
+void fill_constant(Array& a, double v) {
+  for (size_t i = 0; i < a.count(); ++i) a.set(i, v);
+}
+
+double reduced_value(DType dtype, ReduceOp op, int world, size_t index) {
+  double acc = input_value(dtype, op, 0, index);
+  auto bits = [](double v) { return static_cast<int64_t>(v); };
+  for (int r = 1; r < world; ++r) {
+    const double v = input_value(dtype, op, r, index);
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: acc += v; break;
+      case ReduceOp::kProduct: acc *= v; break;
+      case ReduceOp::kMin: acc = std::min(acc, v); break;
+      case ReduceOp::kMax: acc = std::max(acc, v); break;
+      case ReduceOp::kBand: acc = static_cast<double>(bits(acc) & bits(v)); break;
+      case ReduceOp::kBor: acc = static_cast<double>(bits(acc) | bits(v)); break;
+      case ReduceOp::kBxor: acc = static_cast<double>(bits(acc) ^ bits(v)); break;
+    }
+  }
+  if (op == ReduceOp::kAvg) acc /= world;
+  return acc;
+}
+
+}  // namespace ddp::comm::conformance

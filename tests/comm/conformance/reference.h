@@ -1,0 +1,46 @@
+#pragma once
+// The conformance suite's ground truth: deterministic inputs and the results every backend must
+// produce, computed locally. Inputs are small integers chosen so that every result is exact in
+// every dtype (bfloat16 included) for world sizes up to 8:
+//   general(r, i) = ((7i + 3) mod 11) + 2r, minus 9 for signed types  -> |sum| < 128
+//   product(r, i) = 2 when (i + r) mod 3 == 0, else 1                 -> product <= 2^8 / 2
+// and AVG is exact because sum_r 2r = n(n-1) is a multiple of n.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "comm/types.h"
+
+namespace ddp::comm::conformance {
+
+// A typed host array that reads and writes through doubles (all values here are exact).
+class Array {
+ public:
+  Array(DType dtype, size_t count);
+  Buffer buffer() { return Buffer{data_.data(), count_, dtype_, Device{}}; }
+  double get(size_t i) const;
+  void set(size_t i, double v);
+  size_t count() const { return count_; }
+  DType dtype() const { return dtype_; }
+
+ private:
+  DType dtype_;
+  size_t count_;
+  std::vector<unsigned char> data_;
+};
+
+double input_value(DType dtype, ReduceOp op, int rank, size_t index);
+// Fills `a` with input_value(rank, first + i).
+void fill_input(Array& a, ReduceOp op, int rank, size_t first = 0);
+void fill_constant(Array& a, double v);
+// The reduction over ranks 0..world-1 of input_value(.., index).
+double reduced_value(DType dtype, ReduceOp op, int world, size_t index);
+
+// Compares a[i] with expected(i) for i in [0, count); returns "" or a message naming the
+// first few mismatching indices with both values.
+template <typename F>
+std::string compare(const Array& a, size_t first, size_t count, F&& expected, const std::string& what);
+
+}  // namespace ddp::comm::conformance
+
+#include "reference_inl.h"
