@@ -1,0 +1,149 @@
+#include "comm/gloo/gloo_context.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <regex>
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/address.h>
+#include <gloo/transport/tcp/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/pair.h>
+
+#include "comm/gloo/gloo_store.h"
+#include "common/env.h"
+#include "common/error.h"
+#include "common/log.h"
+
+namespace ddp::comm::gloo_backend {
+namespace {
+
+namespace tcp = ::gloo::transport::tcp;
+
+// Gloo keeps these members protected. A derived class may name them, and a pointer to member
+// formed that way is an ordinary pointer to the base's member: no layout assumptions.
+struct PairAccess : tcp::Pair {
+  static auto peer_fn() { return &PairAccess::peer; }
+};
+struct TransportContextAccess : tcp::Context {
+  static auto signal_fn() { return &TransportContextAccess::signalException; }
+};
+
+// A rendezvous context that can reach its transport context (to abort it).
+class Context final : public ::gloo::rendezvous::Context {
+ public:
+  using ::gloo::rendezvous::Context::Context;
+  // The device is ours and tcp, so is its transport context.
+  tcp::Context* transport() const { return static_cast<tcp::Context*>(transportContext_.get()); }
+};
+
+// The local address a UDP socket would use to reach host:port (no packet is sent).
+std::string route_to(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) return "";
+  std::string out;
+  int fd = ::socket(res->ai_family, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    char text[INET6_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0 &&
+        getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, text, sizeof(text), nullptr, 0, NI_NUMERICHOST) == 0) {
+      out = text;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  freeaddrinfo(res);
+  return out;
+}
+
+std::shared_ptr<::gloo::transport::Device> make_device(const DeviceAddress& where) {
+  tcp::attr attr;
+  if (!where.iface.empty()) {
+    attr.iface = where.iface;
+  } else {
+    attr.hostname = where.hostname;
+  }
+  try {
+    return tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    DDP_THROW(BackendError, "gloo: cannot create a tcp device on ", where.str(), ": ", e.what(),
+              " (set DDP_SOCKET_IFNAME to the interface that reaches the other nodes)");
+  }
+}
+
+}  // namespace
+
+DeviceAddress device_address() {
+  if (auto ifname = env::get("DDP_SOCKET_IFNAME")) return {*ifname, ""};
+  if (auto ifname = env::get("GLOO_SOCKET_IFNAME")) return {*ifname, ""};
+  if (auto master = env::get("MASTER_ADDR")) {
+    std::string local = route_to(*master);
+    if (!local.empty()) return {"", local};
+    logger("gloo")->warn("no route to MASTER_ADDR={} found; binding gloo to loopback", *master);
+  }
+  return {"", "127.0.0.1"};
+}
+
+GlooContext::GlooContext(const GroupSetup& setup) {
+  DeviceAddress where = device_address();
+  auto device = make_device(where);
+  auto context = std::make_shared<Context>(setup.rank, setup.size);
+  context->setTimeout(setup.options.timeout);
+  GlooStore store(setup.store);
+  try {
+    context->connectFullMesh(store, device);
+  } catch (const Error&) {
+    throw;  // the store's own errors (a rank that never arrived) already say what is missing
+  } catch (const std::exception& e) {
+    DDP_THROW(NetworkError, "gloo: group '", setup.name, "' rank ", setup.rank, " could not connect its full mesh on ",
+              where.str(), ": ", e.what());
+  }
+  for (int r = 0; r < setup.size; ++r) {
+    if (r == setup.rank) continue;
+    auto* pair = dynamic_cast<tcp::Pair*>(context->getPair(r).get());
+    if (pair != nullptr) rank_of_address_[(pair->*PairAccess::peer_fn())().str()] = r;
+  }
+  context_ = std::move(context);
+}
+
+GlooContext::~GlooContext() noexcept = default;
+
+std::string GlooContext::describe(const std::string& message) const {
+  static const std::regex kAddress(R"(\[[^\]]+\]:[0-9]+)");
+  std::string out;
+  auto begin = std::sregex_iterator(message.begin(), message.end(), kAddress);
+  size_t last = 0;
+  for (auto it = begin; it != std::sregex_iterator(); ++it) {
+    out += message.substr(last, it->position() - last);
+    auto found = rank_of_address_.find(it->str());
+    out += found == rank_of_address_.end() ? it->str() : "rank " + std::to_string(found->second) + " (" + it->str() + ")";
+    last = it->position() + it->length();
+  }
+  return out + message.substr(last);
+}
+
+int GlooContext::peer_in(const std::string& message) const {
+  static const std::regex kAddress(R"(\[[^\]]+\]:[0-9]+)");
+  for (auto it = std::sregex_iterator(message.begin(), message.end(), kAddress); it != std::sregex_iterator(); ++it) {
+    auto found = rank_of_address_.find(it->str());
+    if (found != rank_of_address_.end()) return found->second;
+  }
+  return -1;
+}
+
+void GlooContext::abort(const std::string& why) noexcept {
+  try {
+    auto* transport = static_cast<Context*>(context_.get())->transport();
+    if (transport != nullptr) (transport->*TransportContextAccess::signal_fn())(why);
+  } catch (...) {
+    // Aborting is best effort: the pairs may already be closed.
+  }
+}
+
+}  // namespace ddp::comm::gloo_backend

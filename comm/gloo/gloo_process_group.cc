@@ -1,0 +1,334 @@
+#include "comm/gloo/gloo_process_group.h"
+
+#include <cstring>
+
+#include <gloo/common/error.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace ddp::comm::gloo_backend {
+namespace {
+
+constexpr const char* kFailureKey = "gloo/first_failure";
+
+// Point-to-point slots: the tag in the low 32 bits and a hash of the byte count above it, so
+// that a send and a recv of different sizes never match (Gloo would abort the process on the
+// overflow) and the receiver times out with a clear error instead. Collective slots carry a
+// non-zero prefix byte in bits 56..63, so these never collide with them.
+uint64_t p2p_slot(int tag, size_t nbytes) {
+  uint64_t h = nbytes * 0x9E3779B97F4A7C15ull;
+  h ^= h >> 29;
+  return ((h & 0xFFFFFFull) << 32) | static_cast<uint32_t>(tag);
+}
+
+// What every rank must agree on for a collective: per-rank byte count, dtype, reduce op, root.
+// Folded into the op's Gloo tag, a disagreement leaves the ranks on different slots: they time
+// out with an error instead of Gloo aborting the process on an oversized message.
+uint16_t signature(const Buffer& b, int rop, int root) {
+  uint64_t h = b.bytes() * 0x9E3779B97F4A7C15ull;
+  h ^= (static_cast<uint64_t>(b.dtype) + 1) * 0xC2B2AE3D27D4EB4Full;
+  h ^= static_cast<uint64_t>(rop + 2) * 0x165667B19E3779F9ull;
+  h ^= static_cast<uint64_t>(root + 2) * 0x27D4EB2F165667C5ull;
+  h ^= h >> 31;
+  h *= 0x94D049BB133111EBull;
+  h ^= h >> 29;
+  return static_cast<uint16_t>(h);
+}
+
+bool is_timeout(const std::string& message) {
+  return message.find("Timed out") != std::string::npos || message.find("timeout") != std::string::npos;
+}
+
+void copy(const Buffer& from, const Buffer& to) {
+  if (from.data != to.data && from.bytes() > 0) std::memcpy(to.data, from.data, from.bytes());
+}
+
+}  // namespace
+
+GlooProcessGroup::GlooProcessGroup(const GroupSetup& setup)
+    : ProcessGroup(setup.rank, setup.size, setup.options), setup_(setup) {
+  if (setup.size > 1) {
+    DDP_CHECK(setup.store != nullptr, "gloo: group '", setup.name, "' needs a store");
+    context_ = std::make_unique<GlooContext>(setup);
+  }
+  worker_ = std::make_unique<OpWorker>();
+}
+
+GlooProcessGroup::~GlooProcessGroup() {
+  if (worker_->pending() > 0 && context_) {
+    // Ops still queued or blocked in Gloo would otherwise wait for their full timeout.
+    Op op{"gloo group '" + setup_.name + "' destroyed", 0, Millis(0), -1};
+    break_group(op, std::make_exception_ptr(NetworkError(
+                        op.what + " with ops still pending; they were cancelled", __FILE__, __LINE__)));
+  }
+  worker_.reset();
+}
+
+GlooProcessGroup::Op GlooProcessGroup::next_op(const char* name, Millis timeout, int peer) {
+  uint64_t seq = next_seq_++;
+  std::string what = detail::str("gloo ", name, " #", seq, " in group '", setup_.name, "' (rank ", rank(), "/", size(), ")");
+  return Op{std::move(what), static_cast<uint32_t>(seq), resolve(timeout), peer};
+}
+
+std::exception_ptr GlooProcessGroup::broken() {
+  std::lock_guard<std::mutex> lock(broken_mu_);
+  return broken_;
+}
+
+void GlooProcessGroup::break_group(const Op& op, std::exception_ptr error) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(broken_mu_);
+    if (broken_) return;
+    broken_ = error;
+  }
+  if (!context_) return;
+  std::string message;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+    message = "unknown error";
+  }
+  try {
+    // First writer wins: peers that fail because we aborted can say what started it.
+    setup_.store->compare_set(kFailureKey, {}, rdzv::Store::to_bytes(detail::str("rank ", rank(), ": ", message)));
+  } catch (...) {
+    // The store may be gone with the failure; the note is only a courtesy.
+  }
+  logger("gloo")->debug("{}: group broken: {}", op.what, message);
+  context_->abort(detail::str("aborted by rank ", rank(), " after ", op.what, " failed"));
+}
+
+std::exception_ptr GlooProcessGroup::translate(const Op& op) noexcept {
+  try {
+    try {
+      throw;
+    } catch (const Error&) {
+      return std::current_exception();
+    } catch (const ::gloo::IoException& e) {
+      std::string gloo = context_ ? context_->describe(e.what()) : e.what();
+      int peer = op.peer >= 0 ? op.peer : (context_ ? context_->peer_in(e.what()) : -1);
+      std::string first;
+      try {
+        if (setup_.store->check({kFailureKey})) first = "; first failure in the group: " + setup_.store->get_string(kFailureKey, Millis(1000));
+      } catch (...) {
+      }
+      if (is_timeout(gloo)) {
+        DDP_THROW(TimeoutError, op.what, ": timed out after ", op.timeout.count(), " ms waiting for ",
+                  peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer (gloo does not say which)"),
+                  " (gloo: ", gloo, ")", first,
+                  op.peer >= 0 ? "" : "; ranks that called a different op, or this op with a different count, dtype, "
+                                      "root or reduce op, also end here");
+      }
+      DDP_THROW(NetworkError, op.what, ": lost connection to ",
+                peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer"), " (gloo: ", gloo, ")", first,
+                "; the group must be rebuilt");
+    } catch (const ::gloo::Exception& e) {
+      DDP_THROW(BackendError, op.what, ": gloo: ", e.what());
+    } catch (const std::exception& e) {
+      DDP_THROW(BackendError, op.what, ": gloo: ", e.what());
+    } catch (...) {
+      DDP_THROW(BackendError, op.what, ": gloo threw an unknown exception");
+    }
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+void GlooProcessGroup::run(const Op& op, const WorkPtr& work, const Body& body) noexcept {
+  std::exception_ptr error = broken();
+  if (!error) {
+    try {
+      body(OpArgs{context_ ? context_->get() : nullptr, op.tag, op.timeout});
+    } catch (...) {
+      error = translate(op);
+      break_group(op, error);
+    }
+  }
+  work->finish(error);
+}
+
+WorkPtr GlooProcessGroup::submit(const char* name, Millis timeout, bool local, uint16_t signature, Body body) {
+  std::lock_guard<std::mutex> lock(issue_mu_);
+  Op op = next_op(name, timeout);
+  // The low 16 bits of the Gloo tag carry what every rank must agree on (see signature()).
+  op.tag = (op.tag << 16) | signature;
+  auto work = std::make_shared<Work>(op.what);
+  if (local) {
+    run(op, work, body);  // nothing to wait for: complete before returning
+  } else {
+    worker_->post([this, op, work, body = std::move(body)] { run(op, work, body); });
+  }
+  return work;
+}
+
+WorkPtr GlooProcessGroup::submit_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout) {
+  const char* name = is_send ? "send" : "recv";
+  check_cpu(name, buf);
+  check_peer(name, peer);
+  if (peer == rank()) DDP_THROW(InvalidArgument, "gloo ", name, ": rank ", peer, " is this rank (no self-send)");
+  if (buf.count > 0 && buf.data == nullptr) DDP_THROW(InvalidArgument, "gloo ", name, ": null buffer with count ", buf.count);
+  std::lock_guard<std::mutex> lock(issue_mu_);
+  Op op = next_op(name, timeout, peer);
+  op.what += detail::str(is_send ? " to rank " : " from rank ", peer, " (tag ", tag, ", ", buf.bytes(), " bytes)");
+  auto work = std::make_shared<Work>(op.what);
+  if (buf.count == 0) {
+    run(op, work, [](const OpArgs&) {});
+    return work;
+  }
+  // Post now, wait on the worker: Gloo matches a send with the receiver's posted recv.
+  std::shared_ptr<::gloo::transport::UnboundBuffer> ubuf;
+  std::exception_ptr post_error = broken();
+  if (!post_error) {
+    try {
+      ubuf = context_->get()->createUnboundBuffer(buf.data, buf.bytes());
+      if (is_send) {
+        ubuf->send(peer, p2p_slot(tag, buf.bytes()));
+      } else {
+        ubuf->recv(peer, p2p_slot(tag, buf.bytes()));
+      }
+    } catch (...) {
+      post_error = translate(op);
+    }
+  }
+  worker_->post([this, op, work, ubuf, post_error, is_send] {
+    run(op, work, [&](const OpArgs& a) {
+      if (post_error) std::rethrow_exception(post_error);
+      if (is_send) {
+        ubuf->waitSend(a.timeout);
+      } else {
+        ubuf->waitRecv(a.timeout);
+      }
+    });
+  });
+  return work;
+}
+
+void GlooProcessGroup::check_cpu(const char* op, const Buffer& b) const {
+  if (b.device.is_cuda()) {
+    DDP_THROW(InvalidArgument, "gloo ", op, ": buffer is on ", b.device.str(),
+              "; the gloo backend takes CPU buffers (use nccl, or tcp with CUDA staging)");
+  }
+}
+
+WorkPtr GlooProcessGroup::send(Buffer buf, int dst, SendOptions opts) {
+  return submit_p2p(true, buf, dst, opts.tag, opts.timeout);
+}
+
+WorkPtr GlooProcessGroup::recv(Buffer buf, int src, RecvOptions opts) {
+  return submit_p2p(false, buf, src, opts.tag, opts.timeout);
+}
+
+WorkPtr GlooProcessGroup::broadcast(Buffer buf, BroadcastOptions opts) {
+  check_cpu("broadcast", buf);
+  check_peer("broadcast", opts.root);
+  if (buf.count > 0 && buf.data == nullptr) DDP_THROW(InvalidArgument, "broadcast: null buffer with count ", buf.count);
+  bool local = size() == 1 || buf.count == 0;
+  return submit("broadcast", opts.timeout, local, signature(buf, -1, opts.root), [=, this](const OpArgs& a) {
+    if (!local) run_broadcast(a, buf, opts.root);
+  });
+}
+
+WorkPtr GlooProcessGroup::all_reduce(Buffer buf, AllReduceOptions opts) {
+  check_cpu("all_reduce", buf);
+  check_reduce("all_reduce", buf, opts.op);
+  bool local = size() == 1 || buf.count == 0;
+  return submit("all_reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), -1), [=, this](const OpArgs& a) {
+    if (!local) run_all_reduce(a, buf, opts.op);
+  });
+}
+
+WorkPtr GlooProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
+  check_cpu("reduce", buf);
+  check_peer("reduce", opts.root);
+  check_reduce("reduce", buf, opts.op);
+  bool local = size() == 1 || buf.count == 0;
+  return submit("reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), opts.root), [=, this](const OpArgs& a) {
+    if (!local) run_reduce(a, buf, opts.root, opts.op);
+  });
+}
+
+WorkPtr GlooProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
+  check_cpu("all_gather", input);
+  check_cpu("all_gather", output);
+  check_sizes("all_gather", input, output);
+  bool local = size() == 1 || input.count == 0;
+  return submit("all_gather", opts.timeout, local, signature(input, -1, -1), [=, this](const OpArgs& a) {
+    if (size() == 1) copy(input, output);
+    if (!local) run_all_gather(a, input, output);
+  });
+}
+
+WorkPtr GlooProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts) {
+  check_cpu("gather", input);
+  check_peer("gather", opts.root);
+  if (rank() == opts.root) {
+    check_cpu("gather", output);
+    check_sizes("gather", input, output);
+  }
+  bool local = size() == 1 || input.count == 0;
+  return submit("gather", opts.timeout, local, signature(input, -1, opts.root), [=, this](const OpArgs& a) {
+    if (size() == 1) copy(input, output);
+    if (!local) run_gather(a, input, output, opts.root);
+  });
+}
+
+WorkPtr GlooProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions opts) {
+  check_cpu("scatter", output);
+  check_peer("scatter", opts.root);
+  if (rank() == opts.root) {
+    check_cpu("scatter", input);
+    check_sizes("scatter", output, input);
+  }
+  bool local = size() == 1 || output.count == 0;
+  return submit("scatter", opts.timeout, local, signature(output, -1, opts.root), [=, this](const OpArgs& a) {
+    if (size() == 1) copy(input, output);
+    if (!local) run_scatter(a, input, output, opts.root);
+  });
+}
+
+WorkPtr GlooProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
+  check_cpu("reduce_scatter", input);
+  check_cpu("reduce_scatter", output);
+  check_reduce("reduce_scatter", input, opts.op);
+  check_sizes("reduce_scatter", output, input);
+  bool local = size() == 1 || output.count == 0;
+  return submit("reduce_scatter", opts.timeout, local, signature(output, static_cast<int>(opts.op), -1), [=, this](const OpArgs& a) {
+    if (size() == 1) copy(input, output);
+    if (!local) run_reduce_scatter(a, input, output, opts.op);
+  });
+}
+
+WorkPtr GlooProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
+  check_cpu("all_to_all", input);
+  check_cpu("all_to_all", output);
+  check_same("all_to_all", input, output);
+  if (input.count % static_cast<size_t>(size()) != 0) {
+    DDP_THROW(InvalidArgument, "all_to_all: ", input.count, " elements do not split evenly over ", size(), " ranks");
+  }
+  bool local = size() == 1 || input.count == 0;
+  return submit("all_to_all", opts.timeout, local, signature(input, -1, -1), [=, this](const OpArgs& a) {
+    if (size() == 1) copy(input, output);
+    if (!local) run_all_to_all(a, input, output);
+  });
+}
+
+WorkPtr GlooProcessGroup::barrier(BarrierOptions opts) {
+  bool local = size() == 1;
+  return submit("barrier", opts.timeout, local, 0, [=, this](const OpArgs& a) {
+    if (!local) run_barrier(a);
+  });
+}
+
+}  // namespace ddp::comm::gloo_backend
+
+namespace ddp::comm {
+
+ProcessGroupPtr make_gloo_group(const GroupSetup& setup) {
+  return std::make_shared<gloo_backend::GlooProcessGroup>(setup);
+}
+
+}  // namespace ddp::comm

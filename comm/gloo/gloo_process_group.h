@@ -1,0 +1,77 @@
+#pragma once
+// GlooProcessGroup: the ProcessGroup contract over Gloo 0.5 (make_gloo_group in comm/backend.h).
+//
+// - Collectives run on one worker thread per group, in issue order, each tagged with its
+//   sequence number; Work completes when the op does. send/recv are posted to Gloo at issue
+//   time (so a pair of ranks that both send, then both receive, cannot deadlock) and complete
+//   in issue order on the same worker. A send matches a recv with the same tag and byte size
+//   (the size is part of the Gloo slot, so a size mismatch is a timeout, never a crash).
+//   Likewise each collective's tag carries a hash of its per-rank size, dtype, reduce op and
+//   root: ranks that disagree time out with an error instead of exchanging garbage.
+// - Failures: a Gloo timeout is a TimeoutError, a lost connection a NetworkError naming the
+//   peer rank; both name the op and its sequence number. The first failure breaks the group:
+//   its Gloo context is aborted (peers blocked on us fail at once instead of at their
+//   timeout), the failure is noted in the store for the peers' messages, and every pending and
+//   later op fails with it. Rebuild the group.
+// - Zero-length ops and world size 1 complete at once without Gloo; CUDA buffers are an
+//   InvalidArgument (wrap the group with the CUDA staging decorator, comm/nccl).
+// - Threads-as-ranks: each group owns its transport device; many ranks may share a process.
+#include <memory>
+#include <mutex>
+
+#include "comm/backend.h"
+#include "comm/gloo/gloo_collectives.h"
+#include "comm/gloo/gloo_context.h"
+#include "comm/gloo/op_worker.h"
+
+namespace ddp::comm::gloo_backend {
+
+class GlooProcessGroup final : public ProcessGroup {
+ public:
+  explicit GlooProcessGroup(const GroupSetup& setup);
+  ~GlooProcessGroup() override;
+
+  std::string backend_name() const override { return "gloo"; }
+
+  WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) override;
+  WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) override;
+  WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {}) override;
+  WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {}) override;
+  WorkPtr reduce(Buffer buf, ReduceOptions opts = {}) override;
+  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts = {}) override;
+  WorkPtr gather(Buffer input, Buffer output, GatherOptions opts = {}) override;
+  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {}) override;
+  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {}) override;
+  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {}) override;
+  WorkPtr barrier(BarrierOptions opts = {}) override;
+
+ private:
+  using Body = std::function<void(const OpArgs&)>;
+  struct Op {
+    std::string what;  // "gloo all_reduce #7 in group 'world'"
+    uint32_t tag = 0;
+    Millis timeout{0};
+    int peer = -1;  // send/recv: the other rank
+  };
+
+  // Takes the next sequence number. Must hold issue_mu_.
+  Op next_op(const char* name, Millis timeout, int peer = -1);
+  // Queues body to run on the worker; `local` ops (no communication needed) finish at once.
+  WorkPtr submit(const char* name, Millis timeout, bool local, uint16_t signature, Body body);
+  WorkPtr submit_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout);
+  void run(const Op& op, const WorkPtr& work, const Body& body) noexcept;
+  std::exception_ptr translate(const Op& op) noexcept;  // from the exception being handled
+  std::exception_ptr broken();
+  void break_group(const Op& op, std::exception_ptr error) noexcept;
+  void check_cpu(const char* op, const Buffer& b) const;
+
+  GroupSetup setup_;
+  std::unique_ptr<GlooContext> context_;  // null when the world size is 1
+  std::mutex issue_mu_;                   // issue order == sequence order == queue order
+  uint64_t next_seq_ = 1;
+  std::mutex broken_mu_;
+  std::exception_ptr broken_;
+  std::unique_ptr<OpWorker> worker_;  // declared last: joined before the rest is destroyed
+};
+
+}  // namespace ddp::comm::gloo_backend

@@ -1,0 +1,47 @@
+#pragma once
+// PeerMesh: one authenticated TCP connection between every pair of ranks of a group.
+//
+// Each rank listens on an ephemeral port and publishes "tcp/addr/<rank>" (port, boot id, pid,
+// host name, interface addresses) in the group's store. Rank i connects to every j < i and
+// accepts every j > i; the connector opens with a hello carrying the job token, the group name,
+// its rank and the world size, and the acceptor answers OK or refuses (wrong token, wrong group
+// or size, unexpected rank). A refused connector throws NetworkError naming the peer; an
+// acceptor drops refused or malformed connections and keeps waiting for the real peer.
+// Peers with our boot id are reached over loopback first. Everything is bounded by the deadline
+// (TimeoutError naming the ranks that did not connect).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/fd.h"
+#include "rendezvous/store.h"
+
+namespace ddp::comm::tcp {
+
+struct PeerAddress {
+  uint16_t port = 0;
+  std::string boot_id;
+  int64_t pid = 0;
+  std::string host;
+  std::vector<std::string> addrs;  // numeric; loopback last
+  std::string encode() const;
+  static PeerAddress decode(const std::string& text);  // InvalidArgument when malformed
+  static PeerAddress local(uint16_t port);
+};
+
+struct MeshOptions {
+  int rank = 0;
+  int size = 1;
+  std::string job_token;
+  std::string group = "world";
+};
+
+struct Mesh {
+  std::vector<Fd> fds;             // fds[rank] is empty (self)
+  std::vector<PeerAddress> peers;  // every rank's published address, self included
+};
+
+Mesh build_mesh(rdzv::Store& store, const MeshOptions& options, const Deadline& deadline);
+
+}  // namespace ddp::comm::tcp

@@ -1,0 +1,357 @@
+#include "comm/tcp/shm_collectives.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/tcp/reduce_kernels.h"
+#include "common/error.h"
+
+namespace ddp::comm::tcp {
+namespace {
+
+constexpr Millis kSleepSlice{20};  // futex sleeps are bounded: health and deadline get checked
+
+struct Part {
+  size_t off, len;
+};
+// Rank p's share of n elements split W ways (the first n % W shares get one more).
+Part part(size_t n, int w, int p) {
+  const size_t base = n / static_cast<size_t>(w), rem = n % static_cast<size_t>(w), up = static_cast<size_t>(p);
+  return {up * base + std::min(up, rem), base + (up < rem ? 1 : 0)};
+}
+
+char* at(const Buffer& b, size_t elems) { return static_cast<char*>(b.data) + elems * dtype_size(b.dtype); }
+
+}  // namespace
+
+ShmCollectives::ShmCollectives(ShmSegment segment, Options options, GroupHealth* health)
+    : segment_(std::move(segment)), opt_(options), health_(health) {}
+
+void ShmCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  verified_.assign(static_cast<size_t>(opt_.world), false);
+  verified_[static_cast<size_t>(opt_.rank)] = true;
+  enter(ctx);
+  switch (ctx.desc.kind) {
+    case OpKind::kAllReduce: all_reduce(ctx, in); break;
+    case OpKind::kReduce: reduce(ctx, in, false); break;
+    case OpKind::kBroadcast: broadcast(ctx, in); break;
+    case OpKind::kAllGather: all_gather(ctx, in, out, true); break;
+    case OpKind::kGather: all_gather(ctx, in, out, false); break;
+    case OpKind::kScatter: scatter(ctx, in, out); break;
+    case OpKind::kReduceScatter: reduce_scatter(ctx, in, out); break;
+    case OpKind::kAllToAll: all_to_all(ctx, in, out); break;
+    case OpKind::kBarrier: barrier(ctx); break;
+  }
+  verify_all(ctx);
+}
+
+// ---- synchronization ----
+
+template <typename Ready, typename Missing>
+void ShmCollectives::wait(Ready ready, Missing missing, const OpContext& ctx) {
+  if (ready()) return;
+  if (opt_.spin_us > 0) {
+    const auto until = Clock::now() + std::chrono::microseconds(opt_.spin_us);
+    for (unsigned i = 1;; ++i) {
+      if (ready()) return;
+      _mm_pause();
+      if ((i & 63) == 0 && Clock::now() >= until) break;
+    }
+  }
+  SegmentHeader& h = segment_.header();
+  auto list = [](const std::vector<int>& ranks) {
+    std::string out;
+    for (int p : ranks) out += (out.empty() ? "" : ", ") + std::to_string(p);
+    return out;
+  };
+  while (true) {
+    if (ready()) return;
+    health_->check(ctx.label);
+    const std::vector<int> late = missing();
+    for (int p : late) {
+      if (health_->departed(p)) {
+        DDP_THROW(NetworkError, ctx.label, ": rank ", p, " left the group (destroyed it) before this op completed");
+      }
+    }
+    if (ctx.deadline.expired()) {
+      DDP_THROW(TimeoutError, ctx.label, ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [",
+                list(late), "] (shared memory)");
+    }
+    h.waiters.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = h.futex.load(std::memory_order_seq_cst);
+    if (!ready()) segment_.sleep(seen, std::min(kSleepSlice, ctx.deadline.remaining() + Millis(1)));
+    h.waiters.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+std::vector<int> ShmCollectives::below(Counter c, uint64_t value) const {
+  std::vector<int> out;
+  for (int p = 0; p < opt_.world; ++p) {
+    if (p != opt_.rank && segment_.counter(p, c).load(std::memory_order_acquire) < value) out.push_back(p);
+  }
+  return out;
+}
+
+void ShmCollectives::wait_for(int peer, Counter c, uint64_t value, const OpContext& ctx) {
+  auto& counter = segment_.counter(peer, c);
+  wait([&] { return counter.load(std::memory_order_acquire) >= value; }, [&] { return std::vector<int>{peer}; }, ctx);
+  verify(peer, ctx);
+}
+
+void ShmCollectives::wait_all(Counter c, uint64_t value, const OpContext& ctx) {
+  auto ready = [&] {
+    for (int p = 0; p < opt_.world; ++p) {
+      if (p != opt_.rank && segment_.counter(p, c).load(std::memory_order_acquire) < value) return false;
+    }
+    return true;
+  };
+  auto missing = [&] { return below(c, value); };
+  wait(ready, missing, ctx);
+  for (int p = 0; p < opt_.world; ++p) verify(p, ctx);
+}
+
+void ShmCollectives::acquire(uint64_t ticket, const OpContext& ctx) {
+  const auto depth = static_cast<uint64_t>(segment_.geometry().depth);
+  if (ticket < depth) return;
+  const uint64_t need = ticket - depth + 1;  // peers finished reading the slot's last use
+  auto ready = [&] {
+    for (int p = 0; p < opt_.world; ++p) {
+      if (p != opt_.rank && segment_.counter(p, Counter::kDone).load(std::memory_order_acquire) < need) return false;
+    }
+    return true;
+  };
+  auto missing = [&] { return below(Counter::kDone, need); };
+  wait(ready, missing, ctx);
+}
+
+void ShmCollectives::enter(const OpContext& ctx) {
+  if (!opt_.fingerprints) return;
+  segment_.control(opt_.rank).fingerprints[ctx.desc.seq % kFingerprintRing] = Fingerprint::of(ctx.desc);
+  publish(Counter::kEntered, ctx.desc.seq + 1);
+}
+
+void ShmCollectives::verify(int peer, const OpContext& ctx) {
+  if (!opt_.fingerprints || verified_[static_cast<size_t>(peer)]) return;
+  verified_[static_cast<size_t>(peer)] = true;
+  auto& entered = segment_.counter(peer, Counter::kEntered);
+  const uint64_t seq = ctx.desc.seq;
+  wait([&] { return entered.load(std::memory_order_acquire) >= seq + 1; }, [&] { return std::vector<int>{peer}; }, ctx);
+  const Fingerprint theirs = segment_.control(peer).fingerprints[seq % kFingerprintRing];
+  const Fingerprint mine = Fingerprint::of(ctx.desc);
+  if (!mine.same_op(theirs)) {
+    DDP_THROW(InvalidArgument, ctx.label, ": mismatched collectives: rank ", opt_.rank, " called ", describe(ctx.desc),
+              " at seq ", seq, " but rank ", peer, " called ", describe(theirs.desc()), " at seq ", theirs.seq);
+  }
+}
+
+void ShmCollectives::verify_all(const OpContext& ctx) {
+  for (int p = 0; p < opt_.world; ++p) verify(p, ctx);
+}
+
+// ---- algorithms ----
+
+void ShmCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
+  if (buf.bytes() <= segment_.geometry().oneshot_bytes) {
+    all_reduce_oneshot(ctx, buf);
+  } else {
+    reduce(ctx, buf, true);
+  }
+}
+
+void ShmCollectives::all_reduce_oneshot(const OpContext& ctx, const Buffer& buf) {
+  const uint64_t t = ticket_++;
+  acquire(t, ctx);
+  std::memcpy(slot(opt_.rank, t), buf.data, buf.bytes());
+  publish(Counter::kStaged, t + 1);
+  wait_all(Counter::kStaged, t + 1, ctx);
+  // Every rank reduces the same slots in the same order: bitwise-identical results.
+  combine3(buf.data, slot(0, t), slot(1, t), buf.count, buf.dtype, ctx.desc.rop);
+  for (int p = 2; p < opt_.world; ++p) combine(buf.data, slot(p, t), buf.count, buf.dtype, ctx.desc.rop);
+  if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, opt_.world);
+  publish(Counter::kDone, t + 1);
+}
+
+// Chunked reduce-scatter (+ all-gather when `all`): see the header.
+void ShmCollectives::reduce(const OpContext& ctx, const Buffer& buf, bool all) {
+  const size_t es = dtype_size(buf.dtype);
+  const size_t chunk = segment_.geometry().slot_bytes / es;
+  const int r = opt_.rank, w = opt_.world;
+  const bool into_buf = all || r == ctx.desc.root;
+  for (size_t off = 0; off < buf.count; off += chunk) {
+    const size_t m = std::min(chunk, buf.count - off);
+    const uint64_t t = ticket_++;
+    char* base = at(buf, off);
+    char* mine = slot(r, t);
+    acquire(t, ctx);
+    for (int p = 0; p < w; ++p) {
+      if (p == r) continue;
+      const Part s = part(m, w, p);
+      std::memcpy(mine + s.off * es, base + s.off * es, s.len * es);
+    }
+    publish(Counter::kStaged, t + 1);
+    const Part me = part(m, w, r);
+    wait_all(Counter::kStaged, t + 1, ctx);
+    char* dst = (into_buf ? base : mine) + me.off * es;
+    bool first = true;
+    for (int p = 0; p < w; ++p) {
+      if (p == r) continue;
+      const char* src = slot(p, t) + me.off * es;
+      if (first && !into_buf) {
+        combine3(dst, base + me.off * es, src, me.len, buf.dtype, ctx.desc.rop);
+      } else {
+        combine(dst, src, me.len, buf.dtype, ctx.desc.rop);
+      }
+      first = false;
+    }
+    if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(dst, me.len, buf.dtype, w);
+    if (all) std::memcpy(mine + me.off * es, dst, me.len * es);
+    publish(Counter::kReduced, t + 1);
+    if (into_buf) {
+      for (int p = 0; p < w; ++p) {
+        if (p == r) continue;
+        const Part s = part(m, w, p);
+        wait_for(p, Counter::kReduced, t + 1, ctx);
+        std::memcpy(base + s.off * es, slot(p, t) + s.off * es, s.len * es);
+      }
+    }
+    publish(Counter::kDone, t + 1);
+  }
+}
+
+void ShmCollectives::broadcast(const OpContext& ctx, const Buffer& buf) {
+  const size_t es = dtype_size(buf.dtype);
+  const size_t chunk = segment_.geometry().slot_bytes / es;
+  const int root = ctx.desc.root;
+  for (size_t off = 0; off < buf.count; off += chunk) {
+    const size_t m = std::min(chunk, buf.count - off);
+    const uint64_t t = ticket_++;
+    if (opt_.rank == root) {
+      acquire(t, ctx);
+      std::memcpy(slot(root, t), at(buf, off), m * es);
+      publish(Counter::kStaged, t + 1);
+    } else {
+      wait_for(root, Counter::kStaged, t + 1, ctx);
+      std::memcpy(at(buf, off), slot(root, t), m * es);
+    }
+    publish(Counter::kDone, t + 1);
+  }
+}
+
+// all_gather (all) or gather to the root.
+void ShmCollectives::all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out, bool all) {
+  const size_t es = dtype_size(in.dtype);
+  const size_t chunk = segment_.geometry().slot_bytes / es;
+  const size_t n = in.count;
+  const int r = opt_.rank;
+  const bool receives = all || r == ctx.desc.root;
+  for (size_t off = 0; off < n; off += chunk) {
+    const size_t m = std::min(chunk, n - off);
+    const uint64_t t = ticket_++;
+    acquire(t, ctx);
+    std::memcpy(slot(r, t), at(in, off), m * es);
+    publish(Counter::kStaged, t + 1);
+    if (receives) {
+      char* own = at(out, static_cast<size_t>(r) * n + off);
+      if (own != at(in, off)) std::memcpy(own, at(in, off), m * es);
+      for (int p = 0; p < opt_.world; ++p) {
+        if (p == r) continue;
+        wait_for(p, Counter::kStaged, t + 1, ctx);
+        std::memcpy(at(out, static_cast<size_t>(p) * n + off), slot(p, t), m * es);
+      }
+    }
+    publish(Counter::kDone, t + 1);
+  }
+}
+
+void ShmCollectives::scatter(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  const size_t es = dtype_size(out.dtype);
+  const size_t piece = segment_.geometry().slot_bytes / static_cast<size_t>(opt_.world) / es;
+  const size_t n = out.count;
+  const int r = opt_.rank, root = ctx.desc.root;
+  for (size_t off = 0; off < n; off += piece) {
+    const size_t m = std::min(piece, n - off);
+    const uint64_t t = ticket_++;
+    if (r == root) {
+      acquire(t, ctx);
+      for (int p = 0; p < opt_.world; ++p) {
+        if (p != r) std::memcpy(slot(r, t) + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
+      }
+      publish(Counter::kStaged, t + 1);
+      char* own = at(in, static_cast<size_t>(r) * n + off);
+      if (own != at(out, off)) std::memcpy(at(out, off), own, m * es);
+    } else {
+      wait_for(root, Counter::kStaged, t + 1, ctx);
+      std::memcpy(at(out, off), slot(root, t) + r * piece * es, m * es);
+    }
+    publish(Counter::kDone, t + 1);
+  }
+}
+
+void ShmCollectives::reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  const size_t es = dtype_size(out.dtype);
+  const size_t piece = segment_.geometry().slot_bytes / static_cast<size_t>(opt_.world) / es;
+  const size_t n = out.count;
+  const int r = opt_.rank, w = opt_.world;
+  for (size_t off = 0; off < n; off += piece) {
+    const size_t m = std::min(piece, n - off);
+    const uint64_t t = ticket_++;
+    char* mine = slot(r, t);
+    acquire(t, ctx);
+    for (int p = 0; p < w; ++p) {
+      if (p != r) std::memcpy(mine + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
+    }
+    publish(Counter::kStaged, t + 1);
+    wait_all(Counter::kStaged, t + 1, ctx);
+    char* dst = at(out, off);
+    const char* own = at(in, static_cast<size_t>(r) * n + off);
+    bool first = true;
+    for (int p = 0; p < w; ++p) {
+      if (p == r) continue;
+      const char* src = slot(p, t) + r * piece * es;
+      if (first) {
+        combine3(dst, own, src, m, out.dtype, ctx.desc.rop);
+      } else {
+        combine(dst, src, m, out.dtype, ctx.desc.rop);
+      }
+      first = false;
+    }
+    if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(dst, m, out.dtype, w);
+    publish(Counter::kDone, t + 1);
+  }
+}
+
+void ShmCollectives::all_to_all(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  const size_t es = dtype_size(out.dtype);
+  const size_t piece = segment_.geometry().slot_bytes / static_cast<size_t>(opt_.world) / es;
+  const size_t n = in.count / static_cast<size_t>(opt_.world);
+  const int r = opt_.rank, w = opt_.world;
+  for (size_t off = 0; off < n; off += piece) {
+    const size_t m = std::min(piece, n - off);
+    const uint64_t t = ticket_++;
+    char* mine = slot(r, t);
+    acquire(t, ctx);
+    for (int p = 0; p < w; ++p) {
+      if (p != r) std::memcpy(mine + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
+    }
+    publish(Counter::kStaged, t + 1);
+    const size_t own = static_cast<size_t>(r) * n + off;
+    if (at(out, own) != at(in, own)) std::memcpy(at(out, own), at(in, own), m * es);
+    for (int p = 0; p < w; ++p) {
+      if (p == r) continue;
+      wait_for(p, Counter::kStaged, t + 1, ctx);
+      std::memcpy(at(out, static_cast<size_t>(p) * n + off), slot(p, t) + r * piece * es, m * es);
+    }
+    publish(Counter::kDone, t + 1);
+  }
+}
+
+void ShmCollectives::barrier(const OpContext& ctx) {
+  const uint64_t t = ticket_++;
+  publish(Counter::kStaged, t + 1);
+  wait_all(Counter::kStaged, t + 1, ctx);
+  publish(Counter::kDone, t + 1);
+}
+
+}  // namespace ddp::comm::tcp

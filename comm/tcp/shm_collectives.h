@@ -1,0 +1,70 @@
+#pragma once
+// ShmCollectives: every collective of a group whose ranks share one host, through the
+// group's ShmSegment. One pass over the data where possible:
+//
+// - all_reduce: small messages one-shot (each rank stages its buffer, every rank reduces all
+//   slots in rank order: identical results everywhere). Larger ones run reduce-scatter +
+//   all-gather in cache-sized chunks: a rank stages the slices peers reduce, reduces its own
+//   slice reading its buffer and the peers' slots, publishes it, and copies the peers' reduced
+//   slices out. Staged data stays in cache, so memory sees one read and one write per byte.
+// - broadcast, reduce, (all_)gather, scatter, reduce_scatter, all_to_all: the same chunked
+//   stage / consume scheme; barrier: counters only.
+// - Fingerprints: each op writes its OpDesc before it touches data; the first time a rank
+//   depends on a peer within an op it compares the peer's, and every op ends by checking all
+//   (so no rank runs more than one op ahead). A mismatch is InvalidArgument naming both sides.
+// Waits spin briefly (not at all when ranks outnumber cores), then futex-sleep in short slices,
+// checking GroupHealth (a lost peer: NetworkError) and the op's deadline (TimeoutError naming
+// the ranks that had not arrived). Called by one thread at a time (the group's worker).
+#include <vector>
+
+#include "comm/tcp/op.h"
+#include "comm/tcp/shm_segment.h"
+#include "comm/types.h"
+
+namespace ddp::comm::tcp {
+
+class ShmCollectives {
+ public:
+  struct Options {
+    int rank = 0;
+    int world = 1;
+    bool fingerprints = true;
+    int spin_us = 30;  // 0 when ranks outnumber cores
+  };
+  ShmCollectives(ShmSegment segment, Options options, GroupHealth* health);
+
+  // Runs ctx.desc.kind. Buffers as ProcessGroup defines them (out unused where the op has none).
+  void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
+  const ShmSegment& segment() const { return segment_; }
+
+ private:
+  void all_reduce(const OpContext& ctx, const Buffer& buf);
+  void all_reduce_oneshot(const OpContext& ctx, const Buffer& buf);
+  void reduce(const OpContext& ctx, const Buffer& buf, bool all);
+  void broadcast(const OpContext& ctx, const Buffer& buf);
+  void all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out, bool all);
+  void scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
+  void reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
+  void all_to_all(const OpContext& ctx, const Buffer& in, const Buffer& out);
+  void barrier(const OpContext& ctx);
+
+  void enter(const OpContext& ctx);
+  void verify(int peer, const OpContext& ctx);
+  void verify_all(const OpContext& ctx);
+  void acquire(uint64_t ticket, const OpContext& ctx);  // my slot for `ticket` is free
+  void wait_for(int peer, Counter c, uint64_t value, const OpContext& ctx);
+  void wait_all(Counter c, uint64_t value, const OpContext& ctx);
+  std::vector<int> below(Counter c, uint64_t value) const;  // peers whose counter is < value
+  void publish(Counter c, uint64_t value) { segment_.publish(opt_.rank, c, value); }
+  template <typename Ready, typename Missing>
+  void wait(Ready ready, Missing missing, const OpContext& ctx);
+  char* slot(int rank, uint64_t ticket) const { return segment_.slot(rank, ticket); }
+
+  ShmSegment segment_;
+  Options opt_;
+  GroupHealth* health_;
+  uint64_t ticket_ = 0;
+  std::vector<bool> verified_;
+};
+
+}  // namespace ddp::comm::tcp

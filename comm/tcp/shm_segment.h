@@ -1,0 +1,93 @@
+#pragma once
+// ShmSegment: the shared-memory area of one group on one host, and the flag protocol on it.
+//
+// Layout: a header (geometry, a futex word, a waiter count), one control block per rank
+// (monotonic counters on their own cache lines, the last fingerprints) and, per rank, `depth`
+// staging slots of `slot_bytes`. Rank 0 creates the POSIX shm object, the others open it by
+// the name published in the store, and it is unlinked once every rank has mapped it (the
+// group's setup barrier), so nothing is left behind even if a process is SIGKILLed later.
+//
+// Counters only grow (tickets: one per pipelined chunk, the same on every rank because every
+// rank runs the same collectives). A writer stores a counter (seq_cst) and, when someone sleeps,
+// bumps the futex word and wakes all; a waiter spins briefly, then registers and futex-waits
+// (bounded, so a lost peer or a deadline is noticed).
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "comm/tcp/op.h"
+
+namespace ddp::comm::tcp {
+
+inline constexpr int kFingerprintRing = 4;
+
+enum class Counter : int { kStaged = 0, kReduced = 1, kDone = 2, kEntered = 3 };
+
+struct alignas(64) PaddedCounter {
+  std::atomic<uint64_t> value{0};
+};
+
+struct alignas(64) RankControl {
+  PaddedCounter counters[4];
+  Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
+};
+
+struct alignas(64) SegmentHeader {
+  uint64_t magic;
+  uint32_t world;
+  uint32_t depth;
+  uint64_t slot_bytes;
+  uint64_t oneshot_bytes;
+  alignas(64) std::atomic<uint32_t> futex;
+  alignas(64) std::atomic<uint32_t> waiters;
+};
+
+struct ShmGeometry {
+  int world = 1;
+  int depth = 4;
+  size_t slot_bytes = 256 << 10;
+  size_t oneshot_bytes = 32 << 10;
+  size_t total_bytes() const;
+};
+
+class ShmSegment {
+ public:
+  ShmSegment() = default;
+  // Rank 0: a fresh object under a unique name. Others: open and check the header.
+  static ShmSegment create(const ShmGeometry& geometry);
+  static ShmSegment open(const std::string& name, int world);
+  ~ShmSegment();
+  ShmSegment(ShmSegment&& o) noexcept;
+  ShmSegment& operator=(ShmSegment&& o) noexcept;
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  const std::string& name() const { return name_; }
+  void unlink() noexcept;  // idempotent; after every rank mapped it
+  bool valid() const { return base_ != nullptr; }
+
+  SegmentHeader& header() const { return *static_cast<SegmentHeader*>(base_); }
+  RankControl& control(int rank) const;
+  char* slot(int rank, uint64_t ticket) const;
+  const ShmGeometry& geometry() const { return geometry_; }
+
+  std::atomic<uint64_t>& counter(int rank, Counter c) const {
+    return control(rank).counters[static_cast<int>(c)].value;
+  }
+  // Store a counter and wake sleepers.
+  void publish(int rank, Counter c, uint64_t value) const;
+  // Sleep until the futex word moves past `seen` or `timeout` passes (at most).
+  void sleep(uint32_t seen, Millis timeout) const;
+
+ private:
+  void release() noexcept;
+  std::string name_;
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  bool owner_ = false;
+  bool unlinked_ = false;
+  ShmGeometry geometry_;
+};
+
+}  // namespace ddp::comm::tcp

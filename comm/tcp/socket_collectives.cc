@@ -1,0 +1,259 @@
+#include "comm/tcp/socket_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "comm/tcp/reduce_kernels.h"
+#include "common/error.h"
+
+namespace ddp::comm::tcp {
+namespace {
+
+constexpr int64_t kStepsPerOp = 16;
+
+struct Part {
+  size_t off, len;
+};
+Part part(size_t n, int w, int p) {
+  const size_t base = n / static_cast<size_t>(w), rem = n % static_cast<size_t>(w), up = static_cast<size_t>(p);
+  return {up * base + std::min(up, rem), base + (up < rem ? 1 : 0)};
+}
+
+char* at(const Buffer& b, size_t elems) { return static_cast<char*>(b.data) + elems * dtype_size(b.dtype); }
+
+}  // namespace
+
+void SocketCollectives::send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx) {
+  auto work = std::make_shared<Work>(ctx.label);
+  engine_->send(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data, bytes,
+                ctx.deadline, work, ctx.label);
+  b.works.emplace_back(std::move(work), peer);
+}
+
+void SocketCollectives::recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx) {
+  auto work = std::make_shared<Work>(ctx.label);
+  engine_->recv(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data, bytes,
+                ctx.deadline, work, ctx.label);
+  b.works.emplace_back(std::move(work), peer);
+}
+
+// Waits for every message of the batch (each ends by the op's deadline at the latest).
+void SocketCollectives::wait(Batch& b, const OpContext& ctx) {
+  std::exception_ptr first;
+  std::set<int> late_ranks;
+  for (auto& [work, peer] : b.works) {
+    try {
+      work->wait();
+    } catch (const TimeoutError&) {
+      late_ranks.insert(peer);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  b.works.clear();
+  if (first) std::rethrow_exception(first);
+  if (!late_ranks.empty()) {
+    std::string late;
+    for (int p : late_ranks) late += (late.empty() ? "" : ", ") + std::to_string(p);
+    DDP_THROW(TimeoutError, ctx.label, ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [", late,
+              "] (sockets)");
+  }
+}
+
+void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
+  const Fingerprint mine = Fingerprint::of(ctx.desc);
+  std::vector<Fingerprint> theirs(static_cast<size_t>(opt_.world));
+  std::vector<std::pair<WorkPtr, int>> works;
+  const auto tag = static_cast<int64_t>(ctx.desc.seq);
+  for (int p = 0; p < opt_.world; ++p) {
+    if (p == opt_.rank) continue;
+    auto s = std::make_shared<Work>(ctx.label);
+    engine_->send(p, Channel::kFingerprint, tag, &mine, sizeof(mine), ctx.deadline, s, ctx.label);
+    auto r = std::make_shared<Work>(ctx.label);
+    engine_->recv(p, Channel::kFingerprint, tag, &theirs[static_cast<size_t>(p)], sizeof(Fingerprint), ctx.deadline, r,
+                  ctx.label);
+    works.emplace_back(s, p);
+    works.emplace_back(r, p);
+  }
+  Batch b{std::move(works)};
+  wait(b, ctx);
+  if (!opt_.fingerprints) return;
+  for (int p = 0; p < opt_.world; ++p) {
+    if (p == opt_.rank) continue;
+    const Fingerprint& f = theirs[static_cast<size_t>(p)];
+    if (!mine.same_op(f)) {
+      DDP_THROW(InvalidArgument, ctx.label, ": mismatched collectives: rank ", opt_.rank, " called ", describe(ctx.desc),
+                " at seq ", ctx.desc.seq, " but rank ", p, " called ", describe(f.desc()), " at seq ", f.seq);
+    }
+  }
+}
+
+void SocketCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  if (opt_.fingerprints || ctx.desc.kind == OpKind::kBarrier) exchange_fingerprints(ctx);
+  switch (ctx.desc.kind) {
+    case OpKind::kAllReduce: all_reduce(ctx, in); break;
+    case OpKind::kReduce: reduce(ctx, in); break;
+    case OpKind::kBroadcast: broadcast(ctx, in); break;
+    case OpKind::kAllGather: all_gather(ctx, in, out, true); break;
+    case OpKind::kGather: all_gather(ctx, in, out, false); break;
+    case OpKind::kScatter: scatter(ctx, in, out); break;
+    case OpKind::kReduceScatter: reduce_scatter(ctx, in, out); break;
+    case OpKind::kAllToAll: all_to_all(ctx, in, out); break;
+    case OpKind::kBarrier: break;  // the exchange above was the barrier
+  }
+}
+
+void SocketCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
+  const int r = opt_.rank, w = opt_.world;
+  const size_t es = dtype_size(buf.dtype), n = buf.count;
+  const ReduceOp rop = ctx.desc.rop;
+  Batch b;
+  if (n < static_cast<size_t>(w) || buf.bytes() <= opt_.oneshot_bytes) {
+    std::vector<std::vector<char>> c(static_cast<size_t>(w), std::vector<char>(buf.bytes()));
+    for (int p = 0; p < w; ++p) {
+      if (p == r) continue;
+      send(b, p, 0, buf.data, buf.bytes(), ctx);
+      recv(b, p, 0, c[static_cast<size_t>(p)].data(), buf.bytes(), ctx);
+    }
+    wait(b, ctx);
+    std::memcpy(c[static_cast<size_t>(r)].data(), buf.data, buf.bytes());
+    combine3(buf.data, c[0].data(), c[1].data(), n, buf.dtype, rop);  // rank order everywhere
+    for (int p = 2; p < w; ++p) combine(buf.data, c[static_cast<size_t>(p)].data(), n, buf.dtype, rop);
+  } else {
+    const Part me = part(n, w, r);
+    std::vector<std::vector<char>> c(static_cast<size_t>(w));
+    for (int p = 0; p < w; ++p) {
+      if (p == r) continue;
+      const Part s = part(n, w, p);
+      send(b, p, 0, at(buf, s.off), s.len * es, ctx);
+      c[static_cast<size_t>(p)].resize(me.len * es);
+      recv(b, p, 0, c[static_cast<size_t>(p)].data(), me.len * es, ctx);
+    }
+    wait(b, ctx);
+    for (int p = 0; p < w; ++p) {
+      if (p != r) combine(at(buf, me.off), c[static_cast<size_t>(p)].data(), me.len, buf.dtype, rop);
+    }
+    if (rop == ReduceOp::kAvg) finish_avg(at(buf, me.off), me.len, buf.dtype, w);
+    for (int p = 0; p < w; ++p) {
+      if (p == r) continue;
+      const Part s = part(n, w, p);
+      send(b, p, 1, at(buf, me.off), me.len * es, ctx);
+      recv(b, p, 1, at(buf, s.off), s.len * es, ctx);
+    }
+    wait(b, ctx);
+    return;
+  }
+  if (rop == ReduceOp::kAvg) finish_avg(buf.data, n, buf.dtype, w);
+}
+
+void SocketCollectives::broadcast(const OpContext& ctx, const Buffer& buf) {
+  Batch b;
+  const int root = ctx.desc.root;
+  if (opt_.rank == root) {
+    for (int p = 0; p < opt_.world; ++p) {
+      if (p != root) send(b, p, 0, buf.data, buf.bytes(), ctx);
+    }
+  } else {
+    recv(b, root, 0, buf.data, buf.bytes(), ctx);
+  }
+  wait(b, ctx);
+}
+
+void SocketCollectives::reduce(const OpContext& ctx, const Buffer& buf) {
+  Batch b;
+  const int root = ctx.desc.root, w = opt_.world;
+  if (opt_.rank != root) {
+    send(b, root, 0, buf.data, buf.bytes(), ctx);
+    wait(b, ctx);
+    return;
+  }
+  std::vector<std::vector<char>> c(static_cast<size_t>(w));
+  for (int p = 0; p < w; ++p) {
+    if (p == root) continue;
+    c[static_cast<size_t>(p)].resize(buf.bytes());
+    recv(b, p, 0, c[static_cast<size_t>(p)].data(), buf.bytes(), ctx);
+  }
+  wait(b, ctx);
+  for (int p = 0; p < w; ++p) {
+    if (p != root) combine(buf.data, c[static_cast<size_t>(p)].data(), buf.count, buf.dtype, ctx.desc.rop);
+  }
+  if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, w);
+}
+
+void SocketCollectives::all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out, bool all) {
+  Batch b;
+  const int r = opt_.rank, root = ctx.desc.root;
+  const size_t n = in.count;
+  const bool receives = all || r == root;
+  for (int p = 0; p < opt_.world; ++p) {
+    if (p == r) continue;
+    if (all || p == root) send(b, p, 0, in.data, in.bytes(), ctx);
+    if (receives) recv(b, p, 0, at(out, static_cast<size_t>(p) * n), in.bytes(), ctx);
+  }
+  if (receives && at(out, static_cast<size_t>(r) * n) != in.data) {
+    std::memcpy(at(out, static_cast<size_t>(r) * n), in.data, in.bytes());
+  }
+  wait(b, ctx);
+}
+
+void SocketCollectives::scatter(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  Batch b;
+  const int r = opt_.rank, root = ctx.desc.root;
+  const size_t n = out.count;
+  if (r == root) {
+    for (int p = 0; p < opt_.world; ++p) {
+      if (p != r) send(b, p, 0, at(in, static_cast<size_t>(p) * n), out.bytes(), ctx);
+    }
+    if (at(in, static_cast<size_t>(r) * n) != out.data) std::memcpy(out.data, at(in, static_cast<size_t>(r) * n), out.bytes());
+  } else {
+    recv(b, root, 0, out.data, out.bytes(), ctx);
+  }
+  wait(b, ctx);
+}
+
+void SocketCollectives::reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  Batch b;
+  const int r = opt_.rank, w = opt_.world;
+  const size_t n = out.count;
+  std::vector<std::vector<char>> c(static_cast<size_t>(w));
+  for (int p = 0; p < w; ++p) {
+    if (p == r) continue;
+    send(b, p, 0, at(in, static_cast<size_t>(p) * n), out.bytes(), ctx);
+    c[static_cast<size_t>(p)].resize(out.bytes());
+    recv(b, p, 0, c[static_cast<size_t>(p)].data(), out.bytes(), ctx);
+  }
+  wait(b, ctx);
+  bool first = true;
+  for (int p = 0; p < w; ++p) {
+    if (p == r) continue;
+    if (first) {
+      combine3(out.data, at(in, static_cast<size_t>(r) * n), c[static_cast<size_t>(p)].data(), n, out.dtype, ctx.desc.rop);
+    } else {
+      combine(out.data, c[static_cast<size_t>(p)].data(), n, out.dtype, ctx.desc.rop);
+    }
+    first = false;
+  }
+  if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(out.data, n, out.dtype, w);
+}
+
+void SocketCollectives::all_to_all(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  Batch b;
+  const int r = opt_.rank, w = opt_.world;
+  const size_t n = in.count / static_cast<size_t>(w), piece = n * dtype_size(in.dtype);
+  std::vector<char> copy;
+  const char* src = static_cast<const char*>(in.data);
+  if (in.data == out.data) {  // in place: send from a copy, receive into the buffer
+    copy.assign(src, src + in.bytes());
+    src = copy.data();
+  }
+  for (int p = 0; p < w; ++p) {
+    if (p == r) continue;
+    send(b, p, 0, src + static_cast<size_t>(p) * piece, piece, ctx);
+    recv(b, p, 0, at(out, static_cast<size_t>(p) * n), piece, ctx);
+  }
+  if (in.data != out.data) std::memcpy(at(out, static_cast<size_t>(r) * n), src + static_cast<size_t>(r) * piece, piece);
+  wait(b, ctx);
+}
+
+}  // namespace ddp::comm::tcp

@@ -1,0 +1,615 @@
+#include "comm/tcp/socket_engine.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/socket.h"
+
+namespace ddp::comm::tcp {
+namespace {
+constexpr uint32_t kMsgMagic = 0x54504444;  // "DDPT"
+constexpr uint64_t kMaxMessage = uint64_t{1} << 40;
+constexpr size_t kDiscardChunk = 64 << 10;
+constexpr Millis kByeFlush{500};
+
+template <typename E>
+std::exception_ptr error(const std::string& what) {
+  return std::make_exception_ptr(E(what, __FILE__, __LINE__));
+}
+}  // namespace
+
+struct SocketEngine::Header {
+  uint32_t magic = kMsgMagic;
+  uint8_t channel = 0;
+  uint8_t pad[3] = {};
+  int64_t tag = 0;
+  uint64_t bytes = 0;
+};
+
+
+static_assert(sizeof(uint32_t) + 4 + sizeof(int64_t) + sizeof(uint64_t) == 24);
+
+struct SocketEngine::SendOp {
+  Header hdr;
+  const char* data = nullptr;
+  size_t bytes = 0;
+  size_t sent = 0;  // header and payload bytes written
+  Clock::time_point deadline;
+  WorkPtr work;  // null once finished early (timed out while in progress)
+  std::string label;
+  std::vector<char> owned;
+};
+
+struct SocketEngine::RecvOp {
+  char* data = nullptr;
+  size_t bytes = 0;
+  Clock::time_point deadline;
+  WorkPtr work;
+  std::string label;
+};
+
+struct SocketEngine::Inbound {
+  std::vector<char> data;
+  bool complete = false;
+  std::optional<RecvOp> waiter;
+};
+
+struct SocketEngine::Peer {
+  Fd fd;
+  bool alive = false;
+  std::deque<SendOp> sendq;
+  std::map<Key, std::deque<RecvOp>> posted;
+  std::map<Key, std::deque<std::shared_ptr<Inbound>>> unexpected;
+  // Reader state: touched only by the engine thread.
+  Header hdr;
+  size_t hdr_got = 0;
+  bool in_payload = false;
+  bool said_bye = false;
+  std::optional<RecvOp> active;       // payload goes straight into a posted buffer
+  std::shared_ptr<Inbound> inbound;   // ... or into an unexpected message
+  size_t got = 0, want = 0;           // payload progress; neither target: discard
+};
+
+SocketEngine::SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* health)
+    : options_(std::move(options)), health_(health) {
+  wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_fd_) DDP_THROW_ERRNO("eventfd");
+  for (auto& fd : fds) {
+    auto peer = std::make_unique<Peer>();
+    if (fd) {
+      net::set_nonblocking(fd.get());
+      peer->alive = true;
+    }
+    peer->fd = std::move(fd);
+    peers_.push_back(std::move(peer));
+  }
+  if (options_.peer_names.size() < peers_.size()) {
+    for (size_t r = options_.peer_names.size(); r < peers_.size(); ++r) options_.peer_names.push_back(detail::str("rank ", r));
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+SocketEngine::~SocketEngine() { shutdown(); }
+
+void SocketEngine::shutdown() noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    for (auto& peer : peers_) {
+      if (!peer->alive) continue;
+      SendOp bye;
+      bye.hdr.channel = static_cast<uint8_t>(Channel::kBye);
+      peer->sendq.push_back(std::move(bye));
+    }
+  }
+  wake();
+  // Flush what is queued (the goodbyes last), bounded: a stuck peer must not hold us.
+  const auto until = Clock::now() + kByeFlush;
+  while (Clock::now() < until) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      bool empty = true;
+      for (auto& peer : peers_) empty = empty && (!peer->alive || peer->sendq.empty());
+      if (empty) break;
+    }
+    std::this_thread::sleep_for(Millis(1));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake();
+  if (thread_.joinable()) thread_.join();
+  Done done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_all(done, detail::str("the group '", options_.group, "' was destroyed"));
+  }
+  finish_all(done);
+}
+
+void SocketEngine::wake() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_.get(), &one, sizeof(one));
+}
+
+void SocketEngine::finish_all(Done& done) {
+  for (auto& [work, err] : done) {
+    if (work) work->finish(err);
+  }
+  done.clear();
+}
+
+void SocketEngine::send(int p, Channel ch, int64_t tag, const void* data, size_t bytes, const Deadline& deadline,
+                        WorkPtr work, std::string label) {
+  std::exception_ptr err;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peer& peer = *peers_.at(p);
+    if (health_->broken()) {
+      try {
+        health_->rethrow(label);
+      } catch (...) {
+        err = std::current_exception();
+      }
+    } else if (!peer.alive || stop_ || peer.said_bye) {
+      err = error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
+                                            peer.said_bye ? " (it left the group)" : ""));
+    } else {
+      SendOp op;
+      op.hdr.channel = static_cast<uint8_t>(ch);
+      op.hdr.tag = tag;
+      op.hdr.bytes = bytes;
+      op.data = static_cast<const char*>(data);
+      op.bytes = bytes;
+      op.deadline = deadline.end();
+      op.work = work;
+      op.label = std::move(label);
+      peer.sendq.push_back(std::move(op));
+    }
+  }
+  if (err) {
+    work->finish(err);
+    return;
+  }
+  wake();
+}
+
+void SocketEngine::recv(int p, Channel ch, int64_t tag, void* data, size_t bytes, const Deadline& deadline,
+                        WorkPtr work, std::string label) {
+  std::exception_ptr err;
+  bool finished = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peer& peer = *peers_.at(p);
+    const Key key{static_cast<uint8_t>(ch), tag};
+    auto it = peer.unexpected.find(key);
+    if (it != peer.unexpected.end() && !it->second.empty()) {
+      auto in = it->second.front();
+      RecvOp op{static_cast<char*>(data), bytes, deadline.end(), work, std::move(label)};
+      if (!in->complete) {
+        if (!in->waiter) {  // the message is still arriving: take it when it completes
+          in->waiter = std::move(op);
+          return;
+        }
+        // A recv already waits on that message: queue behind it as a posted recv.
+        peer.posted[key].push_back(std::move(op));
+        wake();
+        return;
+      }
+      it->second.pop_front();
+      if (it->second.empty()) peer.unexpected.erase(it);
+      finished = true;
+      if (in->data.size() != bytes) {
+        err = error<InvalidArgument>(detail::str(op.label, ": the message from ", options_.peer_names[p], " holds ",
+                                                 in->data.size(), " bytes but the buffer holds ", bytes));
+      } else if (bytes) {
+        std::memcpy(data, in->data.data(), bytes);
+      }
+    } else if (health_->broken()) {
+      finished = true;
+      try {
+        health_->rethrow(label);
+      } catch (...) {
+        err = std::current_exception();
+      }
+    } else if (!peer.alive || stop_) {
+      finished = true;
+      err = error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
+                                            peer.said_bye ? " (it left the group)" : ""));
+    } else {
+      peer.posted[key].push_back(RecvOp{static_cast<char*>(data), bytes, deadline.end(), work, std::move(label)});
+    }
+  }
+  if (finished) {
+    work->finish(err);
+    return;
+  }
+  wake();
+}
+
+int SocketEngine::next_timeout_ms() {
+  auto next = Clock::now() + Millis(1000);
+  for (auto& peer : peers_) {
+    for (auto& op : peer->sendq) {
+      if (op.work) next = std::min(next, op.deadline);
+    }
+    for (auto& [key, q] : peer->posted) {
+      for (auto& op : q) next = std::min(next, op.deadline);
+    }
+    for (auto& [key, q] : peer->unexpected) {
+      for (auto& in : q) {
+        if (in->waiter) next = std::min(next, in->waiter->deadline);
+      }
+    }
+    if (peer->active) next = std::min(next, peer->active->deadline);
+  }
+  auto ms = std::chrono::duration_cast<Millis>(next - Clock::now()).count() + 1;
+  return static_cast<int>(std::clamp<int64_t>(ms, 0, 1000));
+}
+
+void SocketEngine::loop() {
+  std::vector<pollfd> fds;
+  std::vector<int> ranks;
+  Done done;
+  while (true) {
+    fds.clear();
+    ranks.clear();
+    int timeout = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      fds.push_back({wake_fd_.get(), POLLIN, 0});
+      ranks.push_back(-1);
+      for (size_t r = 0; r < peers_.size(); ++r) {
+        Peer& peer = *peers_[r];
+        if (!peer.alive) continue;
+        short ev = POLLIN;
+        if (!peer.sendq.empty()) ev |= POLLOUT;
+        fds.push_back({peer.fd.get(), ev, 0});
+        ranks.push_back(static_cast<int>(r));
+      }
+      timeout = next_timeout_ms();
+    }
+    int rc = ::poll(fds.data(), fds.size(), timeout);
+    if (rc < 0 && errno != EINTR) {
+      std::lock_guard<std::mutex> lock(mu_);
+      health_->fail(FailureKind::kOther, -1, detail::str("poll failed: ", std::strerror(errno)));
+      fail_all(done, "the progress engine failed");
+      return;
+    }
+    if (fds[0].revents & POLLIN) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t n = ::read(wake_fd_.get(), &v, sizeof(v));
+    }
+    for (size_t i = 1; i < fds.size() && rc > 0; ++i) {
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) on_readable(ranks[i], done);
+      if (fds[i].revents & POLLOUT) on_writable(ranks[i], done);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      expire(done);
+    }
+    finish_all(done);
+  }
+}
+
+void SocketEngine::on_readable(int p, Done& done) {
+  Peer& peer = *peers_[p];
+  while (peer.alive) {
+    bool progressed = peer.in_payload ? read_payload(p, done) : read_header(p, done);
+    if (!progressed) return;
+  }
+}
+
+// Returns false when the socket has nothing more now (or the peer was lost).
+bool SocketEngine::read_header(int p, Done& done) {
+  Peer& peer = *peers_[p];
+  auto* dst = reinterpret_cast<char*>(&peer.hdr) + peer.hdr_got;
+  ssize_t n = ::recv(peer.fd.get(), dst, sizeof(Header) - peer.hdr_got, MSG_DONTWAIT);
+  if (n == 0 && peer.hdr_got == 0 && peer.said_bye) {
+    std::lock_guard<std::mutex> lock(mu_);
+    close_peer(p, done);
+    return false;
+  }
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lose_peer(p, n == 0 ? "connection closed (process exited or crashed)" : std::strerror(errno), done);
+    return false;
+  }
+  if (n < 0) return errno == EINTR;
+  peer.hdr_got += static_cast<size_t>(n);
+  if (peer.hdr_got < sizeof(Header)) return true;
+  peer.hdr_got = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (peer.hdr.magic != kMsgMagic || peer.hdr.channel > 3 || peer.hdr.bytes > kMaxMessage ||
+      (peer.hdr.channel == static_cast<uint8_t>(Channel::kBye) && peer.hdr.bytes != 0)) {
+    lose_peer(p, "malformed message header (protocol error)", done);
+    return false;
+  }
+  if (peer.hdr.channel == static_cast<uint8_t>(Channel::kBye)) {
+    peer.said_bye = true;
+    health_->mark_departed(p);
+    return true;
+  }
+  match_header(peer, done);
+  return true;
+}
+
+// Under mu_: decides where the payload of the header just read goes.
+void SocketEngine::match_header(Peer& peer, Done& done) {
+  const Key key{peer.hdr.channel, peer.hdr.tag};
+  const size_t bytes = peer.hdr.bytes;
+  peer.got = 0;
+  peer.want = bytes;
+  peer.active.reset();
+  peer.inbound.reset();
+  auto it = peer.posted.find(key);
+  if (it != peer.posted.end() && !it->second.empty()) {
+    RecvOp op = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) peer.posted.erase(it);
+    if (op.bytes != bytes) {
+      done.emplace_back(op.work, error<InvalidArgument>(detail::str(op.label, ": the message holds ", bytes,
+                                                                    " bytes but the buffer holds ", op.bytes)));
+    } else {
+      peer.active = std::move(op);
+    }
+  } else {
+    peer.inbound = std::make_shared<Inbound>();
+    peer.inbound->data.resize(bytes);
+    peer.unexpected[key].push_back(peer.inbound);
+  }
+  peer.in_payload = true;
+  if (bytes == 0) {
+    // Complete at once: reuse the payload path's completion.
+    peer.in_payload = false;
+    if (peer.active) {
+      done.emplace_back(peer.active->work, nullptr);
+      peer.active.reset();
+    } else if (peer.inbound) {
+      peer.inbound->complete = true;
+      if (peer.inbound->waiter) {
+        done.emplace_back(peer.inbound->waiter->work, nullptr);
+        auto& q = peer.unexpected[key];
+        q.erase(std::find(q.begin(), q.end(), peer.inbound));
+        if (q.empty()) peer.unexpected.erase(key);
+      }
+      peer.inbound.reset();
+    }
+  }
+}
+
+bool SocketEngine::read_payload(int p, Done& done) {
+  Peer& peer = *peers_[p];
+  static thread_local std::vector<char> scratch(kDiscardChunk);
+  char* dst = scratch.data();
+  size_t room = std::min(peer.want - peer.got, kDiscardChunk);
+  if (peer.active) {
+    dst = peer.active->data + peer.got;
+    room = peer.want - peer.got;
+  } else if (peer.inbound) {
+    dst = peer.inbound->data.data() + peer.got;
+    room = peer.want - peer.got;
+  }
+  ssize_t n = ::recv(peer.fd.get(), dst, room, MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lose_peer(p, n == 0 ? "connection closed (process exited or crashed)" : std::strerror(errno), done);
+    return false;
+  }
+  if (n < 0) return errno == EINTR;
+  peer.got += static_cast<size_t>(n);
+  if (peer.got < peer.want) return true;
+  peer.in_payload = false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (peer.active) {
+    done.emplace_back(peer.active->work, nullptr);
+    peer.active.reset();
+  } else if (peer.inbound) {
+    auto in = std::move(peer.inbound);
+    in->complete = true;
+    if (in->waiter) {
+      if (!in->data.empty()) std::memcpy(in->waiter->data, in->data.data(), in->data.size());
+      done.emplace_back(in->waiter->work, nullptr);
+      const Key key{peer.hdr.channel, peer.hdr.tag};
+      auto& q = peer.unexpected[key];
+      q.erase(std::find(q.begin(), q.end(), in));
+      if (q.empty()) peer.unexpected.erase(key);
+      // A recv queued behind the waiter may now take the next complete message.
+      auto pit = peer.posted.find(key);
+      auto uit = peer.unexpected.find(key);
+      if (pit != peer.posted.end() && uit != peer.unexpected.end() && !uit->second.empty()) {
+        RecvOp op = std::move(pit->second.front());
+        pit->second.pop_front();
+        if (pit->second.empty()) peer.posted.erase(pit);
+        auto next = uit->second.front();
+        if (next->complete) {
+          uit->second.pop_front();
+          if (uit->second.empty()) peer.unexpected.erase(uit);
+          if (next->data.size() == op.bytes) {
+            if (op.bytes) std::memcpy(op.data, next->data.data(), op.bytes);
+            done.emplace_back(op.work, nullptr);
+          } else {
+            done.emplace_back(op.work, error<InvalidArgument>(detail::str(op.label, ": the message holds ",
+                                                                          next->data.size(), " bytes but the buffer holds ", op.bytes)));
+          }
+        } else {
+          next->waiter = std::move(op);
+        }
+      }
+    }
+  }
+  return true;
+}
+
+void SocketEngine::on_writable(int p, Done& done) {
+  Peer& peer = *peers_[p];
+  while (true) {
+    iovec iov[2];
+    int cnt = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (peer.sendq.empty() || !peer.alive) return;
+      SendOp& op = peer.sendq.front();
+      if (op.sent < sizeof(Header)) {
+        iov[cnt++] = {reinterpret_cast<char*>(&op.hdr) + op.sent, sizeof(Header) - op.sent};
+        if (op.bytes) iov[cnt++] = {const_cast<char*>(op.data), op.bytes};
+      } else {
+        size_t off = op.sent - sizeof(Header);
+        iov[cnt++] = {const_cast<char*>(op.data) + off, op.bytes - off};
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(cnt);
+    ssize_t n = ::sendmsg(peer.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      lose_peer(p, std::strerror(errno), done);
+      return;
+    }
+    SendOp& op = peer.sendq.front();
+    op.sent += static_cast<size_t>(n);
+    if (op.sent < sizeof(Header) + op.bytes) continue;
+    if (op.work) done.emplace_back(op.work, nullptr);
+    peer.sendq.pop_front();
+  }
+}
+
+// Under mu_: ends every operation whose deadline passed.
+void SocketEngine::expire(Done& done) {
+  const auto now = Clock::now();
+  auto timeout = [&](const std::string& label, int p, const char* what) {
+    return error<TimeoutError>(detail::str(label, ": timed out ", what, " ", options_.peer_names[p]));
+  };
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    Peer& peer = *peers_[r];
+    const int p = static_cast<int>(r);
+    for (auto it = peer.sendq.begin(); it != peer.sendq.end();) {
+      if (!it->work || it->deadline > now) {
+        ++it;
+      } else if (it->sent == 0) {
+        done.emplace_back(it->work, timeout(it->label, p, "sending to"));
+        it = peer.sendq.erase(it);
+      } else {  // partly written: keep the stream whole, stop using the caller's buffer
+        size_t off = it->sent > sizeof(Header) ? it->sent - sizeof(Header) : 0;
+        it->owned.assign(it->data, it->data + it->bytes);
+        it->data = it->owned.data();
+        (void)off;
+        done.emplace_back(it->work, timeout(it->label, p, "sending to"));
+        it->work.reset();
+        ++it;
+      }
+    }
+    for (auto it = peer.posted.begin(); it != peer.posted.end();) {
+      auto& q = it->second;
+      for (auto op = q.begin(); op != q.end();) {
+        if (op->deadline > now) {
+          ++op;
+        } else {
+          done.emplace_back(op->work, timeout(op->label, p, "waiting for a message from"));
+          op = q.erase(op);
+        }
+      }
+      it = q.empty() ? peer.posted.erase(it) : std::next(it);
+    }
+    for (auto& [key, q] : peer.unexpected) {
+      for (auto& in : q) {
+        if (in->waiter && in->waiter->deadline <= now) {
+          done.emplace_back(in->waiter->work, timeout(in->waiter->label, p, "receiving from"));
+          in->waiter.reset();
+        }
+      }
+    }
+    if (peer.active && peer.active->deadline <= now) {  // the rest of the payload is discarded
+      done.emplace_back(peer.active->work, timeout(peer.active->label, p, "receiving from"));
+      peer.active.reset();
+    }
+  }
+}
+
+// Under mu_: the peer destroyed its group; only what still needs it fails.
+void SocketEngine::close_peer(int p, Done& done) {
+  Peer& peer = *peers_[p];
+  if (!peer.alive) return;
+  peer.alive = false;
+  fail_peer_ops(peer, detail::str(options_.peer_names[p], " left the group (destroyed it) before this op completed"),
+                done);
+}
+
+// Under mu_.
+void SocketEngine::fail_peer_ops(Peer& peer, const std::string& reason, Done& done) {
+  auto err = [&](const std::string& label) { return error<NetworkError>(detail::str(label, ": ", reason)); };
+  for (auto& op : peer.sendq) {
+    if (op.work) done.emplace_back(op.work, err(op.label));
+  }
+  peer.sendq.clear();
+  for (auto& [key, q] : peer.posted) {
+    for (auto& op : q) done.emplace_back(op.work, err(op.label));
+  }
+  peer.posted.clear();
+  for (auto& [key, q] : peer.unexpected) {
+    for (auto& in : q) {
+      if (in->waiter) done.emplace_back(in->waiter->work, err(in->waiter->label));
+      in->waiter.reset();
+    }
+  }
+  if (peer.active) {
+    done.emplace_back(peer.active->work, err(peer.active->label));
+    peer.active.reset();
+  }
+}
+
+// Under mu_.
+void SocketEngine::lose_peer(int p, const std::string& why, Done& done) {
+  Peer& peer = *peers_[p];
+  if (!peer.alive) return;
+  peer.alive = false;
+  const std::string reason = detail::str(options_.peer_names[p], " was lost: ", why);
+  health_->fail(FailureKind::kNetwork, p, reason);
+  fail_all(done, reason);
+}
+
+// Under mu_: every pending operation fails with the group's failure, seen from its label.
+void SocketEngine::fail_all(Done& done, const std::string& reason) {
+  auto err = [&](const std::string& label) {
+    if (health_->broken()) {
+      try {
+        health_->rethrow(label);
+      } catch (...) {
+        return std::current_exception();
+      }
+    }
+    return error<NetworkError>(detail::str(label, ": ", reason));
+  };
+  for (auto& peer : peers_) {
+    for (auto& op : peer->sendq) {
+      if (op.work) done.emplace_back(op.work, err(op.label));
+    }
+    peer->sendq.clear();
+    for (auto& [key, q] : peer->posted) {
+      for (auto& op : q) done.emplace_back(op.work, err(op.label));
+    }
+    peer->posted.clear();
+    for (auto& [key, q] : peer->unexpected) {
+      for (auto& in : q) {
+        if (in->waiter) done.emplace_back(in->waiter->work, err(in->waiter->label));
+        in->waiter.reset();
+      }
+    }
+    if (peer->active) {
+      done.emplace_back(peer->active->work, err(peer->active->label));
+      peer->active.reset();
+    }
+  }
+}
+
+}  // namespace ddp::comm::tcp

@@ -1,0 +1,90 @@
+#pragma once
+// SocketEngine: tagged, asynchronous messages over the group's TCP mesh, driven by one
+// progress thread (poll over every peer socket and an eventfd).
+//
+// - send/recv post an operation and return; its Work finishes when the bytes were handed to
+//   the kernel (send) or landed in the buffer (recv). Buffers stay the caller's until then.
+// - Messages match on (peer, channel, tag), first posted first matched (no overtaking).
+//   A message that arrives before its recv is kept in an unexpected queue; a recv whose size
+//   differs from the message fails with InvalidArgument.
+// - Every operation ends by its deadline: TimeoutError naming it. The engine stops touching
+//   a timed-out op's buffer at once (the rest of its message is discarded or copied aside).
+// - A peer that closes after a goodbye (its group was destroyed) fails only the ops that
+//   still need it. A peer whose connection closes without one, or breaks, fails the group
+//   (GroupHealth): every pending and
+//   later operation fails with NetworkError naming that rank. Data that arrived before the
+//   loss still matches later recvs.
+// Thread-safe: any thread may post. Works finish outside the engine's lock.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/tcp/op.h"
+#include "comm/work.h"
+#include "common/fd.h"
+
+namespace ddp::comm::tcp {
+
+enum class Channel : uint8_t { kUser = 0, kCollective = 1, kFingerprint = 2, kBye = 3 };
+
+class SocketEngine {
+ public:
+  struct Options {
+    int rank = 0;
+    std::string group = "world";
+    std::vector<std::string> peer_names;  // "rank 1 (pid 42 on host)", for errors
+  };
+  SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* health);
+  ~SocketEngine();
+  // Says goodbye to every peer (after flushing what is queued, bounded), stops the progress
+  // thread and fails every pending op; later posts fail at once. Idempotent.
+  void shutdown() noexcept;
+  SocketEngine(const SocketEngine&) = delete;
+  SocketEngine& operator=(const SocketEngine&) = delete;
+
+  void send(int peer, Channel ch, int64_t tag, const void* data, size_t bytes, const Deadline& deadline,
+            WorkPtr work, std::string label);
+  void recv(int peer, Channel ch, int64_t tag, void* data, size_t bytes, const Deadline& deadline,
+            WorkPtr work, std::string label);
+
+ private:
+  struct Header;
+  struct SendOp;
+  struct RecvOp;
+  struct Inbound;
+  struct Peer;
+  using Key = std::pair<uint8_t, int64_t>;
+  using Done = std::vector<std::pair<WorkPtr, std::exception_ptr>>;
+
+  void loop();
+  void wake();
+  int next_timeout_ms();
+  void on_readable(int p, Done& done);
+  bool read_header(int p, Done& done);
+  bool read_payload(int p, Done& done);
+  void match_header(Peer& peer, Done& done);
+  void on_writable(int p, Done& done);
+  void expire(Done& done);
+  void lose_peer(int p, const std::string& why, Done& done);
+  void close_peer(int p, Done& done);  // EOF after goodbye
+  void fail_peer_ops(Peer& peer, const std::string& reason, Done& done);
+  void fail_all(Done& done, const std::string& reason);
+  static void finish_all(Done& done);
+
+  Options options_;
+  GroupHealth* health_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  Fd wake_fd_;
+  std::mutex mu_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ddp::comm::tcp

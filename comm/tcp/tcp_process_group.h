@@ -1,0 +1,99 @@
+#pragma once
+// TcpProcessGroup: the project's own backend ("tcp"). Made by make_tcp_group (comm/backend.h).
+//
+// - Setup: peers meet through the group's store; every pair of ranks gets one TCP connection
+//   authenticated with the job token (peer_mesh.h). When every rank shares this host's boot id
+//   the collectives run over shared memory (shm_collectives.h); otherwise, or with
+//   DDP_TCP_TRANSPORT=socket, over the sockets (socket_collectives.h). send/recv always use the
+//   sockets; the sockets also carry liveness: a peer's EOF fails the group at once.
+// - Execution: collectives run on one worker thread per group, in issue order, each with the
+//   group's next collective sequence number (shared by all ranks). send/recv are posted to the
+//   socket engine at once and complete independently (isend/irecv semantics; matching by
+//   (peer, tag), FIFO); they are numbered separately ("p2p #n") since only the two ends see them.
+// - Errors: see process_group.h. Once any collective fails (lost peer, timeout, mismatch) the
+//   group is broken and every pending and later op fails naming itself.
+// - Environment (read by rank 0 and published, so all ranks agree): DDP_TCP_TRANSPORT
+//   (auto|shm|socket), DDP_TCP_FINGERPRINT (default 1). Per rank: DDP_TCP_SPIN_US.
+// - AVG on integer dtypes is the wrapped sum divided by the world size, truncating.
+// - CUDA buffers are rejected (InvalidArgument); a staging decorator handles them elsewhere.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "comm/backend.h"
+#include "comm/process_group.h"
+#include "comm/tcp/op.h"
+
+namespace ddp::comm::tcp {
+
+class SocketEngine;
+class ShmCollectives;
+class SocketCollectives;
+
+enum class Transport : uint8_t { kLocal, kShm, kSocket };
+const char* to_string(Transport t);
+
+class TcpProcessGroup final : public ProcessGroup {
+ public:
+  static std::shared_ptr<TcpProcessGroup> create(const GroupSetup& setup);
+  ~TcpProcessGroup() override;
+
+  std::string backend_name() const override { return "tcp"; }
+  WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) override;
+  WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) override;
+  WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {}) override;
+  WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {}) override;
+  WorkPtr reduce(Buffer buf, ReduceOptions opts = {}) override;
+  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts = {}) override;
+  WorkPtr gather(Buffer input, Buffer output, GatherOptions opts = {}) override;
+  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {}) override;
+  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {}) override;
+  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {}) override;
+  WorkPtr barrier(BarrierOptions opts = {}) override;
+
+  // Introspection (tests, benchmarks).
+  Transport transport() const { return transport_; }
+  bool fingerprints() const { return fingerprints_; }
+  const std::string& shm_name() const { return shm_name_; }  // empty unless kShm
+  uint64_t collectives_run() const { return collectives_run_.load(); }
+
+ private:
+  struct Task {
+    OpContext ctx;
+    Buffer in, out;
+    WorkPtr work;
+  };
+  TcpProcessGroup(const GroupSetup& setup);
+  void connect(const GroupSetup& setup);
+  WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout);
+  WorkPtr post_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout);
+  void check_buffer(const char* op, const Buffer& b) const;
+  void worker_loop();
+  void execute(Task& task);
+  void run_local(const Task& task);
+  void shutdown() noexcept;
+
+  std::string group_;
+  GroupHealth health_;
+  Transport transport_ = Transport::kLocal;
+  bool fingerprints_ = true;
+  std::string shm_name_;
+  std::unique_ptr<SocketEngine> engine_;
+  std::unique_ptr<ShmCollectives> shm_;
+  std::unique_ptr<SocketCollectives> sockets_;
+
+  std::mutex mu_;  // guards the sequence numbers and the queue
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  uint64_t next_seq_ = 0;
+  uint64_t next_p2p_ = 0;
+  bool stopping_ = false;
+  std::atomic<uint64_t> collectives_run_{0};
+  std::thread worker_;
+};
+
+}  // namespace ddp::comm::tcp

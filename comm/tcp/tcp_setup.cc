@@ -1,0 +1,127 @@
+// TcpProcessGroup set-up: the mesh, the transport choice and the shared-memory segment.
+#include <thread>
+
+#include "comm/tcp/peer_mesh.h"
+#include "comm/tcp/shm_collectives.h"
+#include "comm/tcp/socket_collectives.h"
+#include "comm/tcp/socket_engine.h"
+#include "comm/tcp/tcp_process_group.h"
+#include "common/env.h"
+#include "common/error.h"
+#include "common/log.h"
+
+namespace ddp::comm::tcp {
+namespace {
+
+// Rank 0's choices, published so that every rank follows the same ones.
+struct Config {
+  Transport transport = Transport::kSocket;
+  bool fingerprints = true;
+  std::string shm_name;
+
+  std::string encode() const {
+    return detail::str(transport == Transport::kShm ? "shm" : "socket", "\n", fingerprints ? 1 : 0, "\n", shm_name);
+  }
+  static Config decode(const std::string& text) {
+    Config c;
+    auto a = text.find('\n');
+    auto b = a == std::string::npos ? a : text.find('\n', a + 1);
+    if (b == std::string::npos) DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "'");
+    c.transport = text.substr(0, a) == "shm" ? Transport::kShm : Transport::kSocket;
+    c.fingerprints = text.substr(a + 1, b - a - 1) == "1";
+    c.shm_name = text.substr(b + 1);
+    return c;
+  }
+};
+
+Transport choose_transport(const Mesh& mesh) {
+  const std::string wanted = env::get_or("DDP_TCP_TRANSPORT", "auto");
+  if (wanted != "auto" && wanted != "shm" && wanted != "socket") {
+    DDP_THROW(InvalidArgument, "DDP_TCP_TRANSPORT='", wanted, "': choose auto, shm or socket");
+  }
+  bool one_host = true;
+  for (const auto& p : mesh.peers) one_host = one_host && p.boot_id == mesh.peers[0].boot_id;
+  if (wanted == "socket") return Transport::kSocket;
+  if (!one_host && wanted == "shm") {
+    logger("tcp")->warn("DDP_TCP_TRANSPORT=shm but the group spans hosts: using sockets");
+  }
+  return one_host ? Transport::kShm : Transport::kSocket;
+}
+
+ShmGeometry geometry(int world) {
+  ShmGeometry g;
+  g.world = world;
+  g.slot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_SLOT_BYTES", 256 << 10));
+  g.depth = static_cast<int>(env::get_int_or("DDP_TCP_SHM_DEPTH", 4));
+  g.oneshot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_ONESHOT_BYTES", 32 << 10));
+  if (g.slot_bytes < 4096 || g.slot_bytes % 64 != 0 || g.depth < 2 || g.depth > 64) {
+    DDP_THROW(InvalidArgument, "tcp backend: bad shared-memory geometry (DDP_TCP_SHM_SLOT_BYTES=", g.slot_bytes,
+              ", a multiple of 64 >= 4096; DDP_TCP_SHM_DEPTH=", g.depth, ", 2..64)");
+  }
+  g.oneshot_bytes = std::min(g.oneshot_bytes, g.slot_bytes);
+  return g;
+}
+
+}  // namespace
+
+void TcpProcessGroup::connect(const GroupSetup& setup) {
+  if (!setup.store) DDP_THROW(InvalidArgument, "tcp backend: group '", setup.name, "' has no store");
+  Deadline deadline(setup.options.timeout);
+  rdzv::Store& store = *setup.store;
+  Mesh mesh = build_mesh(store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
+
+  ShmSegment segment;
+  Config config;
+  if (setup.rank == 0) {
+    config.transport = choose_transport(mesh);
+    config.fingerprints = env::get_bool_or("DDP_TCP_FINGERPRINT", true);
+    if (config.transport == Transport::kShm) {
+      segment = ShmSegment::create(geometry(setup.size));
+      config.shm_name = segment.name();
+    }
+    store.set("tcp/config", config.encode());
+  } else {
+    config = Config::decode(store.get_string("tcp/config", deadline.remaining()));
+    if (config.transport == Transport::kShm) segment = ShmSegment::open(config.shm_name, setup.size);
+  }
+  // Setup barrier: once everyone has mapped the segment its name can go.
+  store.set("tcp/ready/" + std::to_string(setup.rank), "1");
+  std::vector<std::string> keys;
+  for (int r = 0; r < setup.size; ++r) keys.push_back("tcp/ready/" + std::to_string(r));
+  store.wait(keys, deadline.remaining());
+  segment.unlink();
+
+  transport_ = config.transport;
+  fingerprints_ = config.fingerprints;
+  shm_name_ = config.shm_name;
+  SocketEngine::Options eo;
+  eo.rank = setup.rank;
+  eo.group = setup.name;
+  for (int r = 0; r < setup.size; ++r) {
+    eo.peer_names.push_back(detail::str("rank ", r, " (pid ", mesh.peers[r].pid, " on ", mesh.peers[r].host, ")"));
+  }
+  engine_ = std::make_unique<SocketEngine>(std::move(eo), std::move(mesh.fds), &health_);
+  if (transport_ == Transport::kShm) {
+    ShmCollectives::Options so;
+    so.rank = setup.rank;
+    so.world = setup.size;
+    so.fingerprints = fingerprints_;
+    const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    so.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", setup.size <= cores ? 30 : 0));
+    shm_ = std::make_unique<ShmCollectives>(std::move(segment), so, &health_);
+  } else {
+    SocketCollectives::Options so;
+    so.rank = setup.rank;
+    so.world = setup.size;
+    so.fingerprints = fingerprints_;
+    sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
+  }
+}
+
+ProcessGroupPtr make_tcp_group(const GroupSetup& setup) { return TcpProcessGroup::create(setup); }
+
+}  // namespace ddp::comm::tcp
+
+namespace ddp::comm {
+ProcessGroupPtr make_tcp_group(const GroupSetup& setup) { return tcp::make_tcp_group(setup); }
+}  // namespace ddp::comm

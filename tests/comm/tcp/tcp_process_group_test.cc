@@ -1,0 +1,189 @@
+// The tcp backend with threads as ranks over a HashStore: every op, dtypes, reduce ops and
+// world sizes on both transports, zero-length ops, the transport choice, mismatches, timeouts.
+#include "comm/tcp/tcp_process_group.h"
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+
+#include <future>
+
+#include "common/error.h"
+#include "tcp_ops_check.h"
+#include "tcp_test_util.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using namespace ddp::comm::tcp;
+using namespace ddp::comm::tcp::testing;
+
+namespace {
+const DType kAllTypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                           DType::kInt8,    DType::kUInt8,   DType::kInt32,   DType::kInt64};
+const ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax,
+                            ReduceOp::kAvg, ReduceOp::kBand,    ReduceOp::kBor, ReduceOp::kBxor};
+}  // namespace
+
+TEST_CASE("world size 1: every op completes locally") {
+  run_ranks(1, [](TcpProcessGroup& pg, int r) {
+    CHECK(pg.transport() == Transport::kLocal);
+    check_everything(pg, r, DType::kFloat32, 5);
+    check_all_reduce(pg, r, DType::kInt32, ReduceOp::kAvg, 5);
+  });
+}
+
+TEST_CASE("every op, both transports, world sizes 2, 3, 5") {
+  for (const char* transport : {"shm", "socket"}) {
+    for (int w : {2, 3, 5}) {
+      CAPTURE(transport);
+      CAPTURE(w);
+      ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}});
+      run_ranks(w, [&](TcpProcessGroup& pg, int r) {
+        const Transport want = std::string(transport) == "shm" ? Transport::kShm : Transport::kSocket;
+        if (pg.transport() != want) throw std::runtime_error("wrong transport");
+        for (size_t n : {size_t{1}, size_t{7}, size_t{4099}, size_t{70001}}) check_everything(pg, r, DType::kFloat32, n);
+        check_everything(pg, r, DType::kInt8, 4099);
+      });
+    }
+  }
+}
+
+TEST_CASE("all_reduce: every dtype and reduce op, both transports") {
+  for (const char* transport : {"shm", "socket"}) {
+    CAPTURE(transport);
+    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}});
+    run_ranks(3, [&](TcpProcessGroup& pg, int r) {
+      for (DType t : kAllTypes) {
+        for (ReduceOp op : kAllOps) {
+          if (is_bitwise(op) && !is_integer(t)) continue;
+          for (size_t n : {size_t{3}, size_t{100003}}) check_all_reduce(pg, r, t, op, n);
+        }
+      }
+    });
+  }
+}
+
+TEST_CASE("the shared-memory segment is unlinked once every rank mapped it") {
+  run_ranks(2, [](TcpProcessGroup& pg, int r) {
+    if (pg.transport() != Transport::kShm) throw std::runtime_error("expected shm on one host");
+    const std::string name = pg.shm_name();
+    if (name.empty()) throw std::runtime_error("no shm name");
+    int fd = ::shm_open(name.c_str(), O_RDONLY, 0);
+    if (fd >= 0) ::close(fd);
+    if (fd >= 0) throw std::runtime_error("segment " + name + " still exists");
+    check_all_reduce(pg, r, DType::kFloat32, ReduceOp::kSum, 1000);
+  });
+}
+
+TEST_CASE("zero-length buffers are no-ops on every op") {
+  run_ranks(2, [](TcpProcessGroup& pg, int) {
+    Buffer empty{nullptr, 0, DType::kFloat32, {}};
+    CHECK(pg.all_reduce(empty)->wait());
+    CHECK(pg.broadcast(empty)->wait());
+    CHECK(pg.reduce(empty)->wait());
+    CHECK(pg.all_gather(empty, empty)->wait());
+    CHECK(pg.gather(empty, empty)->wait());
+    CHECK(pg.scatter(empty, empty)->wait());
+    CHECK(pg.reduce_scatter(empty, empty)->wait());
+    CHECK(pg.all_to_all(empty, empty)->wait());
+    CHECK(pg.send(empty, 1 - pg.rank())->wait());
+    CHECK(pg.recv(empty, 1 - pg.rank())->wait());
+    CHECK(pg.collectives_run() == 0);
+  });
+}
+
+TEST_CASE("bad arguments are refused by the call") {
+  run_ranks(2, [](TcpProcessGroup& pg, int) {
+    std::vector<float> f(4);
+    CHECK_THROWS_AS(pg.all_reduce(view(f.data(), 4), {ReduceOp::kBxor}), InvalidArgument);
+    CHECK_THROWS_AS(pg.broadcast(view(f.data(), 4), {5}), InvalidArgument);
+    CHECK_THROWS_AS(pg.send(view(f.data(), 4), pg.rank()), InvalidArgument);
+    CHECK_THROWS_AS(pg.all_gather(view(f.data(), 4), view(f.data(), 4)), InvalidArgument);
+    CHECK_THROWS_AS(pg.all_to_all(view(f.data(), 3), view(f.data(), 3)), InvalidArgument);
+    Buffer cuda{f.data(), 4, DType::kFloat32, Device{DeviceType::kCuda, 0}};
+    CHECK_THROWS_AS(pg.all_reduce(cuda), InvalidArgument);
+    pg.barrier()->wait();  // the group still works
+  });
+}
+
+TEST_CASE("mismatched collectives fail on every rank, naming both sides") {
+  for (const char* transport : {"shm", "socket"}) {
+    CAPTURE(transport);
+    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}});
+    std::vector<std::string> messages(2);
+    run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+      std::vector<float> f(1000, 1.0f);
+      WorkPtr w = r == 0 ? pg.all_reduce(view(f.data(), f.size())) : pg.broadcast(view(f.data(), f.size()), {1});
+      try {
+        w->wait();
+      } catch (const InvalidArgument& e) {
+        messages[static_cast<size_t>(r)] = e.message();
+      }
+      // The group is unusable afterwards.
+      try {
+        pg.barrier()->wait();
+        messages[static_cast<size_t>(r)] += " | barrier succeeded";
+      } catch (const Error&) {
+      }
+    });
+    for (const auto& m : messages) {
+      CAPTURE(m);
+      CHECK(m.find("all_reduce(float32 x 1000, sum)") != std::string::npos);
+      CHECK(m.find("broadcast(float32 x 1000, root 1)") != std::string::npos);
+      CHECK(m.find("seq 0") != std::string::npos);
+      CHECK(m.find("barrier succeeded") == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("a collective a peer never joins times out naming the op, its seq and the missing rank") {
+  for (const char* transport : {"shm", "socket"}) {
+    CAPTURE(transport);
+    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}});
+    std::string message;
+    std::promise<void> rank0_done;
+    auto rank0_done_future = rank0_done.get_future();
+    run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+      pg.barrier()->wait();
+      if (r == 1) {
+        pg.barrier()->wait();  // seq 1 only: rank 0 also calls all_reduce at seq 2
+        rank0_done_future.wait();  // stay in the group: a departed peer is a different error
+        return;
+      }
+      pg.barrier()->wait();
+      std::vector<float> f(10);
+      try {
+        pg.all_reduce(view(f.data(), f.size()), {ReduceOp::kSum, Millis(300)})->wait();
+      } catch (const TimeoutError& e) {
+        message = e.message();
+      }
+      rank0_done.set_value();
+    });
+    CAPTURE(message);
+    CHECK(message.find("all_reduce (seq 2)") != std::string::npos);
+    CHECK(message.find("[1]") != std::string::npos);
+  }
+}
+
+TEST_CASE("fingerprints can be turned off") {
+  ScopedEnv env({{"DDP_TCP_FINGERPRINT", std::string("0")}});
+  run_ranks(2, [](TcpProcessGroup& pg, int r) {
+    if (pg.fingerprints()) throw std::runtime_error("fingerprints still on");
+    check_everything(pg, r, DType::kFloat32, 4099);
+  });
+}
+
+TEST_CASE("many async ops in flight complete in order with the right results") {
+  run_ranks(3, [](TcpProcessGroup& pg, int r) {
+    std::vector<std::vector<float>> bufs(40, std::vector<float>(3000));
+    std::vector<WorkPtr> works;
+    for (size_t k = 0; k < bufs.size(); ++k) {
+      for (auto& x : bufs[k]) x = static_cast<float>(r + k);
+      works.push_back(pg.all_reduce(view(bufs[k].data(), bufs[k].size())));
+    }
+    wait_all(works);
+    for (size_t k = 0; k < bufs.size(); ++k) {
+      if (bufs[k][17] != static_cast<float>(3 * k + 3)) throw std::runtime_error("wrong async result");
+    }
+  });
+}

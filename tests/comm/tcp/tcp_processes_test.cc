@@ -1,0 +1,89 @@
+// The tcp backend across real processes (fork + FileStore): correctness on both transports,
+// and a peer SIGKILLed while the others wait in a collective.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <cstdio>
+
+#include "common/error.h"
+#include "rendezvous/file_store.h"
+#include "tcp_ops_check.h"
+#include "tcp_test_util.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using namespace ddp::comm::tcp;
+using namespace ddp::comm::tcp::testing;
+
+namespace {
+
+std::shared_ptr<TcpProcessGroup> join(const std::string& path, int rank, int size, Millis timeout = Millis(60'000)) {
+  auto store = std::make_shared<rdzv::FileStore>(path, Millis(60'000));
+  return TcpProcessGroup::create(setup_for(store, rank, size, timeout));
+}
+
+}  // namespace
+
+TEST_CASE("processes: every op over shared memory and over sockets") {
+  for (const char* transport : {"shm", "socket"}) {
+    CAPTURE(transport);
+    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}});
+    const std::string path = temp_path("ops");
+    auto codes = run_processes(3, [&](int r) {
+      auto pg = join(path, r, 3);
+      const Transport want = std::string(transport) == "shm" ? Transport::kShm : Transport::kSocket;
+      if (pg->transport() != want) return 2;
+      for (size_t n : {size_t{5}, size_t{70001}}) check_everything(*pg, r, DType::kFloat32, n);
+      check_all_reduce(*pg, r, DType::kBFloat16, ReduceOp::kAvg, 1000);
+      check_all_reduce(*pg, r, DType::kInt64, ReduceOp::kBxor, 300000);
+      return 0;
+    });
+    std::remove(path.c_str());
+    CHECK(codes == std::vector<int>{0, 0, 0});
+  }
+}
+
+TEST_CASE("processes: a SIGKILLed peer fails the pending and later ops of the others, naming it") {
+  for (const char* transport : {"shm", "socket"}) {
+    CAPTURE(transport);
+    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}});
+    const std::string path = temp_path("kill");
+    auto codes = run_processes(
+        3,
+        [&](int r) {
+          auto pg = join(path, r, 3);
+          pg->barrier()->wait();
+          rdzv::FileStore store(path);
+          store.set("in_op/" + std::to_string(r), "1");
+          if (r == 2) {
+            ::pause();  // killed by the parent
+            return 3;
+          }
+          std::vector<float> f(1 << 20, 1.0f);
+          try {
+            pg->all_reduce(view(f.data(), f.size()))->wait();
+            return 4;
+          } catch (const NetworkError& e) {
+            const std::string m = e.message();
+            if (m.find("rank 2") == std::string::npos || m.find("all_reduce (seq 1)") == std::string::npos) {
+              std::fprintf(stderr, "rank %d: unexpected message: %s\n", r, m.c_str());
+              return 5;
+            }
+          }
+          try {
+            pg->barrier()->wait();
+            return 6;
+          } catch (const NetworkError& e) {
+            if (std::string(e.message()).find("rank 2") == std::string::npos) return 7;
+          }
+          return 0;
+        },
+        [&](const std::vector<pid_t>& pids) {
+          rdzv::FileStore store(path);
+          store.wait({"in_op/0", "in_op/1", "in_op/2"}, Millis(60'000));
+          ::kill(pids[2], SIGKILL);
+        });
+    std::remove(path.c_str());
+    CHECK(codes == std::vector<int>{0, 0, 128 + SIGKILL});
+  }
+}
