@@ -31,6 +31,7 @@ using proto::Writer;
 constexpr uint64_t kListenerId = 0;
 constexpr uint64_t kWakeId = 1;
 constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadBudget = 16 * kReadChunk;
 // Stop reading from a connection whose replies pile up (it does not read): back-pressure.
 constexpr size_t kOutHighWater = 4u << 20;
 // Before the handshake a client gets no more than this: no large buffers for strangers.
@@ -109,7 +110,7 @@ class TCPStoreServer::Loop {
   void accept_all();
   void on_event(Conn& c, uint32_t events);
   bool read_some(Conn& c);
-  void process_input(Conn& c);
+  size_t process_input(Conn& c);
   void handle_frame(Conn& c, Reader& r);
   void handle_hello(Conn& c, Reader& r);
   void handle_request(Conn& c, MsgType type, Reader& r);
@@ -221,15 +222,21 @@ void TCPStoreServer::Loop::on_event(Conn& c, uint32_t events) {
       return close_conn(id, mid_request ? "client vanished mid-request" : "client disconnected",
                         mid_request);
     }
-    process_input(c);
-    if (!flush(c)) return close_conn(id, "send failed", false);
   }
+  // Also after EPOLLOUT: frames held back by the high-water mark are processed once it drains,
+  // and again as long as flushing makes room (no event would come for input already read).
+  size_t handled;
+  do {
+    handled = process_input(c);
+    if (!flush(c)) return close_conn(id, "send failed", false);
+  } while (handled > 0 && c.out_pending() < kOutHighWater && !c.close_after_flush);
   update_interest(c);
 }
 
-// Reads what is available; false when the peer closed or the socket failed.
+// Reads what is available, at most kReadBudget per event so one fast sender cannot starve the
+// others (level-triggered epoll calls again); false when the peer closed or the socket failed.
 bool TCPStoreServer::Loop::read_some(Conn& c) {
-  while (true) {
+  for (size_t budget = kReadBudget; budget > 0; budget -= std::min(budget, kReadChunk)) {
     if (c.in_pos > 0 && c.in_pos == c.in.size()) {
       c.in.clear();
       c.in_pos = 0;
@@ -246,9 +253,13 @@ bool TCPStoreServer::Loop::read_some(Conn& c) {
     if (errno == EINTR) continue;
     return errno == EAGAIN || errno == EWOULDBLOCK;
   }
+  return true;
 }
 
-void TCPStoreServer::Loop::process_input(Conn& c) {
+// Handles the complete frames buffered, until the replies reach the high-water mark; returns
+// how many it handled.
+size_t TCPStoreServer::Loop::process_input(Conn& c) {
+  size_t handled = 0;
   while (!c.close_after_flush && c.out_pending() < kOutHighWater) {
     size_t avail = c.in.size() - c.in_pos;
     if (avail < proto::kFrameHeaderSize) break;
@@ -261,11 +272,13 @@ void TCPStoreServer::Loop::process_input(Conn& c) {
     Reader r(c.in.data() + c.in_pos + proto::kFrameHeaderSize, len);
     c.in_pos += proto::kFrameHeaderSize + len;
     handle_frame(c, r);
+    ++handled;
   }
   if (c.in_pos > 0 && c.in_pos * 2 >= c.in.size()) {
     c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(c.in_pos));
     c.in_pos = 0;
   }
+  return handled;
 }
 
 void TCPStoreServer::Loop::handle_frame(Conn& c, Reader& r) {

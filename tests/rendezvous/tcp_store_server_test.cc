@@ -190,6 +190,31 @@ TEST_CASE("a cancelled wait is dropped by the server") {
   s.check_intact();
 }
 
+TEST_CASE("pipelined requests beyond the reply high-water mark are all answered") {
+  Server s;
+  Bytes big(1 << 20, 'b');
+  s.good->set("big", big);
+  RawClient raw(s.server.port());
+  raw.hello("t0k3n");
+  REQUIRE(raw.read_frame());
+  constexpr int kRequests = 24;  // 24 MB of replies, far above the 4 MB high-water mark
+  std::vector<uint8_t> burst;
+  for (int i = 0; i < kRequests; ++i) {
+    Writer w(MsgType::kGet);
+    w.str("big");
+    const auto& f = w.finish();
+    burst.insert(burst.end(), f.begin(), f.end());
+  }
+  raw.send_bytes(burst.data(), burst.size());
+  for (int i = 0; i < kRequests; ++i) {
+    auto reply = raw.read_frame();
+    REQUIRE(reply);
+    proto::Reader rd(reply->data() + 1, reply->size() - 1);
+    CHECK(rd.bytes(kMaxValueSize) == big);
+  }
+  s.check_intact();
+}
+
 TEST_CASE("1000 concurrent clients: connect, add, and all woken by one set") {
   constexpr int kClients = 1000;
   Server s;
