@@ -51,6 +51,13 @@ OpDesc Fingerprint::desc() const {
   return d;
 }
 
+const std::string& OpContext::label() const {
+  if (label_.empty()) {
+    label_ = detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group ? *group : std::string("?"), "'");
+  }
+  return label_;
+}
+
 void GroupHealth::fail(FailureKind kind, int peer, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   if (kind_ != FailureKind::kNone) return;

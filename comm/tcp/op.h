@@ -80,9 +80,14 @@ class GroupHealth {
 
 struct OpContext {
   OpDesc desc;
-  std::string label;  // "all_reduce (seq 5) on group 'world'"
+  const std::string* group = nullptr;  // the group's name (outlives the op)
   Deadline deadline{Millis(0)};
   Millis timeout{0};
+  // "all_reduce (seq 5) on group 'world'": built on first use (errors), not on the fast path.
+  const std::string& label() const;
+
+ private:
+  mutable std::string label_;
 };
 
 }  // namespace ddp::comm::tcp

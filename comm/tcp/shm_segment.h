@@ -24,12 +24,10 @@ inline constexpr int kFingerprintRing = 4;
 
 enum class Counter : int { kStaged = 0, kReduced = 1, kDone = 2, kEntered = 3 };
 
-struct alignas(64) PaddedCounter {
-  std::atomic<uint64_t> value{0};
-};
-
+// One rank's counters share a cache line: only that rank writes them, and a peer that polls
+// one usually needs the others next.
 struct alignas(64) RankControl {
-  PaddedCounter counters[4];
+  std::atomic<uint64_t> counters[4] = {};
   Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
 };
 
@@ -73,7 +71,7 @@ class ShmSegment {
   const ShmGeometry& geometry() const { return geometry_; }
 
   std::atomic<uint64_t>& counter(int rank, Counter c) const {
-    return control(rank).counters[static_cast<int>(c)].value;
+    return control(rank).counters[static_cast<int>(c)];
   }
   // Store a counter and wake sleepers.
   void publish(int rank, Counter c, uint64_t value) const;
