@@ -40,6 +40,22 @@ Fingerprint Fingerprint::of(const OpDesc& d) {
   return f;
 }
 
+uint64_t Fingerprint::hash() const {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the fields, then a final mix
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix(seq);
+  mix(count);
+  mix(static_cast<uint32_t>(root));
+  mix(uint64_t{kind} | uint64_t{dtype} << 8 | uint64_t{rop} << 16);
+  h ^= h >> 29;
+  return h | 1;
+}
+
 OpDesc Fingerprint::desc() const {
   OpDesc d;
   d.seq = seq;

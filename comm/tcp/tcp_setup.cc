@@ -112,10 +112,10 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.fingerprints = fingerprints_;
     const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const bool roomy = setup.size <= cores;
-    // Pause-spin only briefly, then poll with sched_yield: on a busy machine a peer that lost
-    // its core gets it back at once, instead of after our spin (measured: a 50 µs spin cost
-    // ~100 µs per op with two unbound ranks on two busy cores).
-    so.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", roomy ? 2 : 0));
+    // Ranks that have a core each pause-spin (like MPI's shm progress), then poll with
+    // sched_yield, then sleep; ranks that outnumber the cores never spin: a spinning rank
+    // would hold the core of the peer it waits for.
+    so.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", roomy ? 200 : 0));
     so.yield_us = static_cast<int>(env::get_int_or("DDP_TCP_YIELD_US", roomy ? 2000 : 50));
     inline_spin_us_ = static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", roomy ? 1000 : 0));
     inline_max_bytes_ = static_cast<size_t>(env::get_int_or("DDP_TCP_INLINE_MAX_BYTES", 4 << 20));
