@@ -6,6 +6,7 @@
 // Nodes may differ in nproc; global ranks are contiguous per node, in node-rank order.
 // A node that never arrives makes every caller fail with a TimeoutError within the timeout,
 // saying how many nodes arrived out of how many.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,12 @@ struct NodeRendezvousOptions {
   std::string run_id = "none";
   int round = 0;  // restart count
   Millis timeout = kDefaultRendezvousTimeout;
+  // Called about every kNodeRendezvousSlice while waiting for other nodes; it may throw to abort
+  // the wait (the launcher checks for Ctrl-C here). Empty: one uninterrupted wait.
+  std::function<void()> check_interrupt;
 };
+
+inline constexpr Millis kNodeRendezvousSlice{200};
 
 struct NodeAssignment {
   int node_rank = 0;

@@ -284,11 +284,12 @@ TEST_CASE("gloo: ranks that disagree on sizes or roots get an error, not a crash
   });
   run_ranks(make_gloo_group, 2, [&](ProcessGroup& pg, int r) {
     std::vector<float> buf(r == 0 ? 64 : 128);
-    CHECK_THROWS_AS(pg.all_reduce(view(buf.data(), buf.size()), {ReduceOp::kSum, Millis(500)})->wait(), TimeoutError);
+    // The first rank to time out aborts; the other may see that as a lost connection instead.
+    CHECK_THROWS_AS(pg.all_reduce(view(buf.data(), buf.size()), {ReduceOp::kSum, Millis(500)})->wait(), Error);
   });
   run_ranks(make_gloo_group, 2, [&](ProcessGroup& pg, int r) {
     std::vector<float> buf(16);
-    CHECK_THROWS_AS(pg.broadcast(view(buf.data(), 16), {r, Millis(500)})->wait(), TimeoutError);
+    CHECK_THROWS_AS(pg.broadcast(view(buf.data(), 16), {r, Millis(500)})->wait(), Error);
   });
 }
 

@@ -1,0 +1,28 @@
+#pragma once
+// The command line of ddp-launch: `ddp-launch [options] [--] PROGRAM [ARGS...]`. Options are
+// generated from the option table (option_specs.h), with torchrun's spellings: --nproc-per-node
+// and --nproc_per_node both work. Everything after PROGRAM belongs to PROGRAM.
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cli/settings.h"
+
+namespace ddp::cli {
+
+struct CommandLine {
+  SettingLayer flags;                // the options given, sourced "--flag-name"
+  std::vector<std::string> command;  // PROGRAM [ARGS...]
+  bool help = false;                 // --help / -h: print help_text() and exit 0
+  bool version = false;              // --version: print version_text() and exit 0
+};
+
+// Throws InvalidArgument for an unknown option (with "did you mean"), a missing value, or a
+// malformed one CLI11 can detect.
+CommandLine parse_command_line(const std::vector<std::string>& args);  // args without argv[0]
+
+std::string help_text();
+std::string version_text();
+
+}  // namespace ddp::cli

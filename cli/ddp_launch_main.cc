@@ -1,0 +1,100 @@
+// ddp-launch: parse → resolve → (dry run | agent) → exit code. Only this file maps errors and
+// outcomes to exit codes (cli/exit_codes.h, printed by --help).
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/command_line.h"
+#include "cli/dry_run.h"
+#include "cli/exit_codes.h"
+#include "cli/resolve.h"
+#include "common/env.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "launcher/agent.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace ddp;
+
+std::vector<std::string> environment_names() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    names.push_back(kv.substr(0, kv.find('=')));
+  }
+  return names;
+}
+
+void say(const std::string& text) { std::fprintf(stderr, "ddp-launch: %s\n", text.c_str()); }
+
+int run_job(const launcher::AgentOptions& options) {
+  launcher::Agent agent(options);
+  launcher::AgentOutcome out = agent.run();
+  switch (out.status) {
+    case launcher::AgentStatus::kSucceeded:
+      return cli::kExitOk;
+    case launcher::AgentStatus::kWorkersFailed:
+      std::fputs(launcher::format_failure_summary(out.last, options.launch.command.front()).c_str(), stderr);
+      return out.last.exit_code();
+    case launcher::AgentStatus::kInterrupted:
+      say("stopped by " + launcher::signal_name(out.last.interrupted_by));
+      return out.last.exit_code();
+    case launcher::AgentStatus::kPeerFailed:
+      say("the job stopped because another node did: " + out.detail);
+      return cli::kExitPeerFailed;
+  }
+  return cli::kExitInternal;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  launcher::AgentOptions options;
+  try {
+    cli::CommandLine cl = cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+    if (cl.help) {
+      std::fputs(cli::help_text().c_str(), stdout);
+      return cli::kExitOk;
+    }
+    if (cl.version) {
+      std::fputs(cli::version_text().c_str(), stdout);
+      return cli::kExitOk;
+    }
+    const cli::EnvLookup env = cli::process_env();
+    cli::SettingLayer merged = cli::merge_settings(cl.flags, cli::env_layer(env, environment_names()));
+    options = cli::resolve_options(merged, cl.command, env);
+    if (options.launch.dry_run) {
+      std::fputs(cli::format_dry_run(options).c_str(), stdout);
+      return cli::kExitOk;
+    }
+  } catch (const Error& e) {
+    say(e.message());
+    return cli::kExitUsage;
+  }
+  spdlog::level::level_enum level = spdlog::level::info;
+  if (auto name = env::get("DDP_LOG_LEVEL"); !name || !parse_log_level(*name, &level)) level = spdlog::level::info;
+  set_log_level(level);
+  try {
+    return run_job(options);
+  } catch (const TimeoutError& e) {
+    say(e.message());
+    return cli::kExitRendezvous;
+  } catch (const NetworkError& e) {
+    say(e.message());
+    return cli::kExitRendezvous;
+  } catch (const StoreError& e) {
+    say(e.message());
+    return cli::kExitRendezvous;
+  } catch (const InvalidArgument& e) {
+    say(e.message());
+    return cli::kExitRendezvous;
+  } catch (const std::exception& e) {
+    say(std::string("internal error: ") + e.what());
+    return cli::kExitInternal;
+  }
+}

@@ -1,0 +1,130 @@
+#include "cli/option_specs.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace ddp::cli {
+namespace {
+
+constexpr std::string_view kLayout = "Layout";
+constexpr std::string_view kRdzv = "Rendezvous";
+constexpr std::string_view kSupervision = "Supervision";
+constexpr std::string_view kLogs = "Logs";
+constexpr std::string_view kWorkers = "Worker environment";
+constexpr std::string_view kProgram = "Program";
+
+std::vector<OptionSpec> build() {
+  using K = ValueKind;
+  return {
+      {"nproc_per_node", K::kIntOrString, kLayout,
+       "Workers on this node: N, auto (one per visible GPU, else 1), gpu (one per GPU), cpu "
+       "(one per core)", "1", "", true, true},
+      {"nnodes", K::kIntOrString, kLayout, "Number of nodes: N, or MIN:MAX with MIN == MAX", "1",
+       "", true, true},
+      {"node_rank", K::kInt, kLayout,
+       "This node's rank (static rendezvous); unset: from SLURM_NODEID / OMPI_COMM_WORLD_RANK, or "
+       "assigned by the tcp/file rendezvous", "", "", true, true},
+      {"master_addr", K::kString, kLayout,
+       "Address of node 0 (MASTER_ADDR for the workers); static multi-node needs it", "127.0.0.1",
+       "", true, true},
+      {"master_port", K::kInt, kLayout,
+       "MASTER_PORT for the workers (left free for them, e.g. PyTorch rank 0 binds it); the static "
+       "rendezvous store listens on master_port+1", "29500", "", true, true},
+      {"standalone", K::kBool, kLayout,
+       "Single node, nothing else needed: a private store on 127.0.0.1 and a free MASTER_PORT", "",
+       "", true, true},
+      {"rdzv_backend", K::kString, kRdzv,
+       "static | tcp (alias c10d) | file | multicast (not supported yet)", "static", "", true, true},
+      {"rdzv_endpoint", K::kString, kRdzv,
+       "tcp: HOST[:PORT] of the store (default port 29400), hosted by the launcher on that host "
+       "or the first to bind it; static: overrides MASTER_ADDR:MASTER_PORT+1; file: a shared "
+       "directory", "", "", true, true},
+      {"rdzv_id", K::kString, kRdzv,
+       "Job id shared by every node (e.g. $SLURM_JOB_ID): names the rendezvous and, without "
+       "DDP_JOB_TOKEN, seeds the job token", "none", "", true, true},
+      {"rdzv_conf", K::kString, kRdzv,
+       "KEY=VALUE,...: timeout=SECONDS (join_timeout too), is_host=true|false", "", "", true,
+       true},
+      {"local_addr", K::kString, kRdzv,
+       "The address other nodes reach this node at; unset: the source address of the route to the "
+       "store, else the first non-loopback interface address", "", "", true, true},
+      {"max_restarts", K::kInt, kSupervision,
+       "Restart every node's workers up to this many times after a failure", "0", "", true, true},
+      {"monitor_interval", K::kSeconds, kSupervision,
+       "Seconds between checks of other nodes' state", "0.1", "", true, true},
+      {"shutdown_timeout", K::kSeconds, kSupervision,
+       "Seconds between SIGTERM and SIGKILL when stopping workers", "30", "", true, true},
+      {"signals_to_handle", K::kString, kSupervision,
+       "Signals forwarded to the workers, e.g. SIGINT,SIGTERM or INT,TERM",
+       "SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2", "", true, true},
+      {"log_dir", K::kString, kLogs,
+       "Write <log-dir>/<run-id>/attempt_<n>/<rank>/{stdout,stderr}.log", "", "", true, true},
+      {"redirects", K::kIntOrString, kLogs,
+       "Streams to send only to the log files: 0 none, 1 stdout, 2 stderr, 3 both; or per local "
+       "rank: 0:3,1:1", "0", "-r", true, true},
+      {"tee", K::kIntOrString, kLogs,
+       "Streams to copy to the log files and the console (same syntax as --redirects)", "0", "-t",
+       true, true},
+      {"local_ranks_filter", K::kString, kLogs,
+       "Console shows only these local ranks, e.g. 0 or 0,2", "", "", true, true},
+      {"role", K::kString, kWorkers, "ROLE_NAME of the workers", "default", "", true, true},
+      {"cpu_bind", K::kString, kWorkers,
+       "none | cores | numa: split this node's cores among the local ranks", "none", "", true,
+       true},
+      {"env", K::kKeyValues, kWorkers,
+       "KEY=VALUE added to every worker's environment (repeatable; JSON: an object)", "", "", true,
+       true},
+      {"no_python", K::kBool, kProgram,
+       "Run PROGRAM as given even when it ends in .py", "", "", true, true},
+      {"module", K::kBool, kProgram, "Run PROGRAM as a Python module: python3 -u -m PROGRAM", "",
+       "-m", true, true},
+      {"dry_run", K::kBool, kProgram,
+       "Print, per rank, the command and environment it would start, then exit", "", "", true,
+       true},
+      {"command", K::kStringList, kProgram,
+       "The program and its arguments (config only; the command line's PROGRAM wins)", "", "",
+       true, false},
+      {"config", K::kString, kProgram, "JSON job config (see configs/ and its schema)", "", "",
+       false, true},
+  };
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& option_specs() {
+  static const std::vector<OptionSpec> specs = build();
+  return specs;
+}
+
+const OptionSpec* find_option(std::string_view name) {
+  const auto& specs = option_specs();
+  auto it = std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& s) { return s.name == name; });
+  return it == specs.end() ? nullptr : &*it;
+}
+
+std::string flag_name(std::string_view name) {
+  std::string out = "--";
+  for (char c : name) out += c == '_' ? '-' : c;
+  return out;
+}
+
+std::string env_name(std::string_view name) {
+  std::string out = "DDP_LAUNCH_";
+  for (char c : name) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view kind_text(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kInt: return "an integer";
+    case ValueKind::kSeconds: return "a number (seconds)";
+    case ValueKind::kString: return "a string";
+    case ValueKind::kIntOrString: return "an integer or a string";
+    case ValueKind::kBool: return "true or false";
+    case ValueKind::kKeyValues: return "an object of strings";
+    case ValueKind::kStringList: return "an array of strings";
+  }
+  return "?";
+}
+
+}  // namespace ddp::cli

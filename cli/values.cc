@@ -1,0 +1,287 @@
+#include "cli/values.h"
+
+#include <sched.h>
+#include <string.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include "cli/suggest.h"
+#include "common/error.h"
+
+namespace ddp::cli {
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\n\r");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\n\r");
+  return s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t p = s.find(sep, start);
+    out.push_back(trim(s.substr(start, p == std::string::npos ? std::string::npos : p - start)));
+    if (p == std::string::npos) return out;
+    start = p + 1;
+  }
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+bool try_int(const std::string& text, int* out) {
+  std::string t = trim(text);
+  const char* end = t.data() + t.size();
+  auto [p, ec] = std::from_chars(t.data(), end, *out);
+  return !t.empty() && ec == std::errc() && p == end;
+}
+
+}  // namespace
+
+EnvLookup process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+int parse_int(const std::string& text, const std::string& what) {
+  int v = 0;
+  if (!try_int(text, &v)) DDP_THROW(InvalidArgument, what, ": '", text, "' is not an integer");
+  return v;
+}
+
+Millis parse_seconds(const std::string& text, const std::string& what) {
+  std::string t = trim(text);
+  char* end = nullptr;
+  double s = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0' || !std::isfinite(s) || s < 0 || s > 1e9) {
+    DDP_THROW(InvalidArgument, what, ": '", text, "' is not a number of seconds >= 0");
+  }
+  return Millis(static_cast<int64_t>(std::llround(s * 1000)));
+}
+
+bool parse_bool(const std::string& text, const std::string& what) {
+  std::string s = lower(trim(text));
+  if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
+  if (s == "0" || s == "false" || s == "no" || s == "off") return false;
+  DDP_THROW(InvalidArgument, what, ": '", text, "' is not a boolean (1/0, true/false, yes/no, on/off)");
+}
+
+int count_visible_gpus(const EnvLookup& env) {
+  if (auto cvd = env("CUDA_VISIBLE_DEVICES")) {
+    std::string t = trim(*cvd);
+    if (t.empty() || t == "-1" || lower(t) == "none" || lower(t) == "nodev") return 0;
+    int n = 0;
+    for (const auto& item : split(t, ',')) {
+      if (item.empty() || item.starts_with("-")) break;  // CUDA stops at the first invalid entry
+      ++n;
+    }
+    return n;
+  }
+  int n = 0;
+  std::error_code ec;
+  static const std::regex kDevice("nvidia[0-9]+");
+  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec)) {
+    if (std::regex_match(entry.path().filename().string(), kDevice)) ++n;
+  }
+  return n;
+}
+
+int count_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int parse_nproc(const std::string& text, const std::string& what, const EnvLookup& env) {
+  std::string t = lower(trim(text));
+  int n = 0;
+  if (t == "auto") {
+    n = count_visible_gpus(env);
+    return n > 0 ? n : 1;
+  }
+  if (t == "gpu") {
+    n = count_visible_gpus(env);
+    if (n == 0) DDP_THROW(InvalidArgument, what, ": 'gpu' but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*)");
+    return n;
+  }
+  if (t == "cpu") return count_cpus();
+  if (!try_int(t, &n) || n < 1) {
+    DDP_THROW(InvalidArgument, what, ": '", text, "' is not a count >= 1, auto, gpu or cpu");
+  }
+  return n;
+}
+
+std::pair<int, int> parse_nnodes(const std::string& text, const std::string& what) {
+  auto parts = split(text, ':');
+  int lo = 0, hi = 0;
+  bool ok = parts.size() == 1 ? try_int(parts[0], &lo) && (hi = lo, true)
+                              : parts.size() == 2 && try_int(parts[0], &lo) && try_int(parts[1], &hi);
+  if (!ok || lo < 1 || hi < lo) {
+    DDP_THROW(InvalidArgument, what, ": '", text, "' is not N or MIN:MAX with 1 <= MIN <= MAX");
+  }
+  return {lo, hi};
+}
+
+launcher::StreamSelection parse_streams(const std::string& text, const std::string& what) {
+  launcher::StreamSelection sel;
+  auto bad = [&]() {
+    DDP_THROW(InvalidArgument, what, ": '", text,
+              "' is not 0..3 (0 none, 1 stdout, 2 stderr, 3 both) or LOCAL_RANK:0..3,...");
+  };
+  int v = 0;
+  if (try_int(text, &v)) {
+    if (v < 0 || v > 3) bad();
+    sel.all = v;
+    return sel;
+  }
+  for (const auto& item : split(text, ',')) {
+    auto kv = split(item, ':');
+    int rank = 0;
+    if (kv.size() != 2 || !try_int(kv[0], &rank) || !try_int(kv[1], &v) || rank < 0 || v < 0 || v > 3) bad();
+    sel.per_rank[rank] = v;
+  }
+  return sel;
+}
+
+std::vector<int> parse_signals(const std::string& text, const std::string& what) {
+  std::vector<int> out;
+  std::vector<std::string> names;
+  for (int s = 1; s < NSIG; ++s) {
+    if (const char* abbrev = sigabbrev_np(s)) names.push_back(std::string("SIG") + abbrev);
+  }
+  for (const auto& raw : split(text, ',')) {
+    std::string item = raw;
+    std::transform(item.begin(), item.end(), item.begin(), [](unsigned char c) { return std::toupper(c); });
+    int sig = 0;
+    if (!try_int(item, &sig)) {
+      std::string name = item.starts_with("SIG") ? item : "SIG" + item;
+      auto it = std::find(names.begin(), names.end(), name);
+      if (it == names.end()) {
+        DDP_THROW(InvalidArgument, what, ": unknown signal '", raw, "'", did_you_mean(name, names));
+      }
+      for (int s = 1; s < NSIG; ++s) {
+        const char* abbrev = sigabbrev_np(s);
+        if (abbrev && name == std::string("SIG") + abbrev) sig = s;
+      }
+    }
+    if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP || sig == SIGCHLD) {
+      DDP_THROW(InvalidArgument, what, ": signal '", raw, "' cannot be handled (KILL, STOP and CHLD never can)");
+    }
+    if (std::find(out.begin(), out.end(), sig) == out.end()) out.push_back(sig);
+  }
+  return out;
+}
+
+std::set<int> parse_rank_list(const std::string& text, const std::string& what) {
+  std::set<int> out;
+  for (const auto& item : split(text, ',')) {
+    int r = 0;
+    if (!try_int(item, &r) || r < 0) DDP_THROW(InvalidArgument, what, ": '", text, "' is not a list of local ranks like 0,2");
+    out.insert(r);
+  }
+  return out;
+}
+
+launcher::CpuBind parse_cpu_bind(const std::string& text, const std::string& what) {
+  std::string t = lower(trim(text));
+  if (t == "none") return launcher::CpuBind::kNone;
+  if (t == "cores") return launcher::CpuBind::kCores;
+  if (t == "numa") return launcher::CpuBind::kNuma;
+  DDP_THROW(InvalidArgument, what, ": '", text, "' is not none, cores or numa",
+            did_you_mean(t, {"none", "cores", "numa"}));
+}
+
+RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what) {
+  RdzvConf conf;
+  // torchrun keys that have no meaning here; accepted so torchrun command lines keep working.
+  static const std::vector<std::string> kIgnored = {"last_call_timeout", "close_timeout", "read_timeout",
+                                                    "keep_alive_interval", "keep_alive_max_attempt",
+                                                    "use_agent_store"};
+  std::vector<std::string> known = {"timeout", "join_timeout", "is_host"};
+  known.insert(known.end(), kIgnored.begin(), kIgnored.end());
+  if (trim(text).empty()) return conf;
+  for (const auto& item : split(text, ',')) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos) DDP_THROW(InvalidArgument, what, ": '", item, "' is not KEY=VALUE");
+    std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
+    if (key == "timeout" || key == "join_timeout") {
+      conf.timeout = parse_seconds(value, what + " " + key);
+    } else if (key == "is_host") {
+      conf.is_host = parse_bool(value, what + " is_host");
+    } else if (std::find(kIgnored.begin(), kIgnored.end(), key) == kIgnored.end()) {
+      DDP_THROW(InvalidArgument, what, ": unknown key '", key, "'", did_you_mean(key, known));
+    }
+  }
+  return conf;
+}
+
+std::vector<std::string> expand_hostlist(const std::string& text) {
+  std::vector<std::string> out;
+  // Split on commas outside brackets.
+  std::vector<std::string> items;
+  std::string cur;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      items.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  items.push_back(cur);
+  for (const auto& item : items) {
+    auto lb = item.find('['), rb = item.find(']');
+    if (lb == std::string::npos || rb == std::string::npos || rb < lb) {
+      if (!trim(item).empty()) out.push_back(trim(item));
+      continue;
+    }
+    std::string prefix = item.substr(0, lb), suffix = item.substr(rb + 1);
+    for (const auto& range : split(item.substr(lb + 1, rb - lb - 1), ',')) {
+      auto dash = range.find('-');
+      std::string a = range.substr(0, dash), b = dash == std::string::npos ? a : range.substr(dash + 1);
+      int lo = 0, hi = 0;
+      if (!try_int(a, &lo) || !try_int(b, &hi) || hi < lo || hi - lo > 100000) {
+        out.push_back(prefix + range + suffix);
+        continue;
+      }
+      for (int i = lo; i <= hi; ++i) {
+        std::string num = std::to_string(i);
+        if (num.size() < a.size()) num = std::string(a.size() - num.size(), '0') + num;
+        out.push_back(prefix + num + suffix);
+      }
+    }
+  }
+  return out;
+}
+
+std::pair<std::string, std::string> parse_key_value(const std::string& text, const std::string& what) {
+  auto eq = text.find('=');
+  std::string key = text.substr(0, eq);
+  static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
+  if (eq == std::string::npos || !std::regex_match(key, kName)) {
+    DDP_THROW(InvalidArgument, what, ": '", text, "' is not KEY=VALUE with KEY a variable name");
+  }
+  return {key, text.substr(eq + 1)};
+}
+
+}  // namespace ddp::cli

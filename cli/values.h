@@ -1,0 +1,53 @@
+#pragma once
+// Parsers for the text forms of ddp-launch's settings (torchrun's syntax where it has one).
+// Each takes `what` — the setting and its source, e.g. "nproc_per_node (from --nproc-per-node)" —
+// and throws InvalidArgument naming it and the bad text.
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/timeouts.h"
+#include "launcher/launch_options.h"
+
+namespace ddp::cli {
+
+// Reads an environment variable; tests pass a map instead of the process environment.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+EnvLookup process_env();
+
+int parse_int(const std::string& text, const std::string& what);
+Millis parse_seconds(const std::string& text, const std::string& what);  // "0.5" -> 500 ms
+bool parse_bool(const std::string& text, const std::string& what);       // 1/0 true/false yes/no on/off
+
+// GPUs visible to this process: CUDA_VISIBLE_DEVICES when set, else /dev/nvidia<N> devices.
+int count_visible_gpus(const EnvLookup& env);
+int count_cpus();
+// N | auto | gpu | cpu.
+int parse_nproc(const std::string& text, const std::string& what, const EnvLookup& env);
+// N | MIN:MAX -> {min, max}.
+std::pair<int, int> parse_nnodes(const std::string& text, const std::string& what);
+// torchrun's --redirects/--tee: "3", or "0:3,1:1".
+launcher::StreamSelection parse_streams(const std::string& text, const std::string& what);
+// "SIGINT,TERM,15" -> signal numbers.
+std::vector<int> parse_signals(const std::string& text, const std::string& what);
+// "0,2" -> {0, 2}.
+std::set<int> parse_rank_list(const std::string& text, const std::string& what);
+launcher::CpuBind parse_cpu_bind(const std::string& text, const std::string& what);
+
+struct RdzvConf {
+  std::optional<Millis> timeout;  // timeout= / join_timeout= (seconds)
+  std::optional<bool> is_host;    // is_host=
+};
+// torchrun's --rdzv-conf "k1=v1,k2=v2"; unknown keys are errors with a "did you mean".
+RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what);
+
+// Slurm host lists: "node[01-03],gpu7" -> node01 node02 node03 gpu7.
+std::vector<std::string> expand_hostlist(const std::string& text);
+
+// "KEY=VALUE" -> {KEY, VALUE}; the key must be a valid variable name.
+std::pair<std::string, std::string> parse_key_value(const std::string& text, const std::string& what);
+
+}  // namespace ddp::cli

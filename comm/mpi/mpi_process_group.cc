@@ -1,0 +1,160 @@
+#include "comm/mpi/mpi_process_group.h"
+
+#include <climits>
+#include <functional>
+
+#include "comm/mpi/mpi_types.h"
+#include "common/env.h"
+#include "common/error.h"
+
+namespace ddp::comm::mpi_backend {
+namespace {
+
+void check_rc(int rc, const std::string& what) {
+  if (rc != MPI_SUCCESS) DDP_THROW(BackendError, what, ": ", mpi_error_string(rc));
+}
+
+// A worker of ddp-launch run under mpirun inherits its launcher's MPI identity: usable only
+// when that identity is its own (one worker per launcher). Checked before MPI_Init.
+void check_launch_environment(const GroupSetup& setup) {
+  auto ompi_size = env::get_int("OMPI_COMM_WORLD_SIZE");
+  if (!ompi_size) return;
+  bool under_launcher = env::get("DDP_RUN_ID") || env::get("TORCHELASTIC_RUN_ID");
+  auto world = env::get_int("WORLD_SIZE");
+  auto rank = env::get_int("RANK");
+  auto ompi_rank = env::get_int("OMPI_COMM_WORLD_RANK");
+  if (under_launcher && ((world && *world != *ompi_size) || (rank && ompi_rank && *rank != *ompi_rank))) {
+    DDP_THROW(BackendError, "mpi group '", setup.name, "': this worker runs under ddp-launch under mpirun (MPI world of ",
+              *ompi_size, " launchers, job of ", world.value_or(-1),
+              " workers); the mpi backend needs every worker to be an MPI rank: start the workers with mpirun "
+              "directly, or use the tcp, gloo or nccl backend under ddp-launch");
+  }
+}
+
+bool is_identity(const GroupSetup& s) {
+  for (size_t i = 0; i < s.global_ranks.size(); ++i) {
+    if (s.global_ranks[i] != static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
+// Runs on the MPI thread: the group's communicator, its ranks in the setup's order.
+MPI_Comm make_comm(MpiRuntime& rt, const GroupSetup& s) {
+  const std::string what = "mpi group '" + s.name + "' (rank " + std::to_string(s.rank) + "/" + std::to_string(s.size) + ")";
+  MPI_Comm comm = MPI_COMM_NULL;
+  if (is_identity(s) && s.size == rt.world_size()) {
+    // Every MPI rank builds the world: split keyed by our rank makes MPI ranks follow ours.
+    check_rc(MPI_Comm_split(MPI_COMM_WORLD, 0, s.rank, &comm), what + ": MPI_Comm_split");
+    if (rt.world_comm() == MPI_COMM_WORLD) {
+      MPI_Comm world = MPI_COMM_NULL;
+      check_rc(MPI_Comm_dup(comm, &world), what + ": MPI_Comm_dup");
+      rt.set_world_comm(world);
+    }
+  } else {
+    MPI_Comm parent = rt.world_comm();
+    int parent_size = 0;
+    MPI_Comm_size(parent, &parent_size);
+    for (int g : s.global_ranks) {
+      if (g < 0 || g >= parent_size) {
+        DDP_THROW(BackendError, what, ": world rank ", g, " is not an MPI rank (MPI world of ", parent_size,
+                  "; start every rank with mpirun -np <world>)");
+      }
+    }
+    MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+    MPI_Comm_group(parent, &world_group);
+    MPI_Group_incl(world_group, static_cast<int>(s.global_ranks.size()), s.global_ranks.data(), &group);
+    const int tag = static_cast<int>(std::hash<std::string>{}(s.name) % 30000);
+    int rc = MPI_Comm_create_group(parent, group, tag, &comm);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world_group);
+    check_rc(rc, what + ": MPI_Comm_create_group");
+  }
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int rank = -1, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (rank != s.rank || size != s.size) {
+    MPI_Comm_free(&comm);
+    DDP_THROW(BackendError, what, ": MPI made this rank ", rank, " of ", size,
+              " (start exactly one MPI process per rank: mpirun -np <world>)");
+  }
+  return comm;
+}
+
+}  // namespace
+
+MpiProcessGroup::MpiProcessGroup(const GroupSetup& setup)
+    : ProcessGroup(setup.rank, setup.size, setup.options),
+      runtime_((check_launch_environment(setup), MpiRuntime::instance())),
+      name_(setup.name) {
+  if (setup.size > runtime_.world_size()) {
+    DDP_THROW(BackendError, "mpi group '", setup.name, "' of ", setup.size, " ranks, but the MPI world has ",
+              runtime_.world_size(), " process(es): start every rank with mpirun -np ", setup.size);
+  }
+  GroupSetup s = setup;
+  if (s.global_ranks.empty()) {
+    for (int r = 0; r < s.size; ++r) s.global_ranks.push_back(r);
+  }
+  MpiRuntime& rt = runtime_;
+  comm_ = runtime_.call([&rt, &s] { return make_comm(rt, s); });
+  channel_ = runtime_.open_channel();
+}
+
+MpiProcessGroup::~MpiProcessGroup() {
+  MPI_Comm comm = comm_;
+  try {
+    // Freed on the MPI thread once the group's ops are done (never, if one timed out).
+    runtime_.close_channel(channel_, [comm]() mutable { MPI_Comm_free(&comm); });
+  } catch (...) {
+  }
+}
+
+void MpiProcessGroup::check_buffer(const char* op, const Buffer& b) const {
+  if (b.device.is_cuda()) {
+    DDP_THROW(InvalidArgument, "mpi ", op, ": buffer is on ", b.device.str(), "; the mpi backend takes CPU buffers");
+  }
+  if (b.count > static_cast<size_t>(INT_MAX)) {
+    DDP_THROW(InvalidArgument, "mpi ", op, ": ", b.count, " elements exceed MPI's int count (", INT_MAX, ")");
+  }
+  if (b.count > 0 && b.data == nullptr) DDP_THROW(InvalidArgument, "mpi ", op, ": null buffer with count ", b.count);
+}
+
+int MpiProcessGroup::mpi_tag(const char* op, int tag) const {
+  // Our tags may be negative (library-reserved); MPI's are 0..MPI_TAG_UB: fold the halves.
+  const int half = runtime_.tag_ub() / 2;
+  if (tag >= half || tag < -half) {
+    DDP_THROW(InvalidArgument, "mpi ", op, ": tag ", tag, " is outside [", -half, ", ", half, ")");
+  }
+  return tag >= 0 ? tag : runtime_.tag_ub() + tag + 1;
+}
+
+WorkPtr MpiProcessGroup::submit(const char* name, Millis timeout, bool local, Start start, std::function<void()> done,
+                                const std::string& detail, bool cancellable) {
+  std::lock_guard<std::mutex> lock(issue_mu_);
+  const uint64_t seq = next_seq_++;
+  MpiOp op;
+  op.what = detail::str("mpi ", name, " #", seq, " in group '", name_, "' (rank ", rank(), "/", size(), ")", detail);
+  op.work = std::make_shared<Work>(op.what);
+  if (local) {
+    op.work->finish();
+    return op.work;
+  }
+  op.timeout = resolve(timeout);
+  MPI_Comm comm = comm_;
+  op.start = [comm, start = std::move(start)](MPI_Request* req) { return start(comm, req); };
+  op.done = std::move(done);
+  op.cancellable = cancellable;
+  WorkPtr work = op.work;
+  runtime_.post(channel_, std::move(op));
+  return work;
+}
+
+}  // namespace ddp::comm::mpi_backend
+
+namespace ddp::comm {
+
+ProcessGroupPtr make_mpi_group(const GroupSetup& setup) {
+  return std::make_shared<mpi_backend::MpiProcessGroup>(setup);
+}
+
+}  // namespace ddp::comm

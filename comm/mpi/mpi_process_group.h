@@ -1,0 +1,62 @@
+#pragma once
+// MpiProcessGroup: the ProcessGroup contract over MPI (make_mpi_group in comm/backend.h).
+//
+// - Every rank of the job must be an MPI process: start it with `mpirun -np <world>`; the
+//   world group's ranks are the setup's ranks (MPI_Comm_split keyed by them, so they may differ
+//   from MPI_COMM_WORLD's), and a subgroup is MPI_Comm_create_group over setup.global_ranks
+//   (collective over its members only). Under ddp-launch under mpirun the worker takes its
+//   launcher's MPI identity, so only one worker per launcher (RANK == OMPI_COMM_WORLD_RANK)
+//   is supported; anything else is a BackendError before MPI is touched.
+// - Ops are MPI nonblocking calls run by the process's MPI thread (mpi_runtime.h), in issue
+//   order; Work completes when MPI_Test says so, in issue order. AVG = SUM then divide;
+//   float16/bfloat16 reduce through user-defined MPI_Ops.
+// - Errors: MPI error codes are BackendErrors naming the op and sequence number (the group's
+//   communicator returns errors instead of aborting); a deadline passing is a TimeoutError
+//   and breaks the group. A dead peer is the MPI runtime's business: Open MPI ends the job.
+// - Zero-length ops complete at once; CUDA buffers are an InvalidArgument. The store is not
+//   used (MPI wires itself up).
+#include <mpi.h>
+
+#include <mutex>
+
+#include "comm/backend.h"
+#include "comm/mpi/mpi_runtime.h"
+
+namespace ddp::comm::mpi_backend {
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  explicit MpiProcessGroup(const GroupSetup& setup);
+  ~MpiProcessGroup() override;
+
+  std::string backend_name() const override { return "mpi"; }
+
+  WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) override;
+  WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) override;
+  WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {}) override;
+  WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {}) override;
+  WorkPtr reduce(Buffer buf, ReduceOptions opts = {}) override;
+  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts = {}) override;
+  WorkPtr gather(Buffer input, Buffer output, GatherOptions opts = {}) override;
+  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {}) override;
+  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {}) override;
+  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {}) override;
+  WorkPtr barrier(BarrierOptions opts = {}) override;
+
+ private:
+  using Start = std::function<int(MPI_Comm, MPI_Request*)>;
+  // Takes the next sequence number; posts start (and done) to the MPI thread unless `local`.
+  WorkPtr submit(const char* name, Millis timeout, bool local, Start start, std::function<void()> done = {},
+                 const std::string& detail = "", bool cancellable = false);
+  void check_buffer(const char* op, const Buffer& b) const;
+  int mpi_tag(const char* op, int tag) const;
+
+  MpiRuntime& runtime_;
+  std::string name_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  uint64_t channel_ = 0;
+  std::mutex issue_mu_;
+  uint64_t next_seq_ = 1;
+};
+
+}  // namespace ddp::comm::mpi_backend

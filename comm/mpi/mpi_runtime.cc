@@ -1,0 +1,360 @@
+#include "comm/mpi/mpi_runtime.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "common/log.h"
+
+namespace ddp::comm::mpi_backend {
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "unknown";
+  }
+}
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+namespace {
+
+int requested_level() {
+  std::string name = env::get_or("DDP_MPI_THREAD_LEVEL", "multiple");
+  if (name == "single") return MPI_THREAD_SINGLE;
+  if (name == "funneled") return MPI_THREAD_FUNNELED;
+  if (name == "serialized") return MPI_THREAD_SERIALIZED;
+  if (name == "multiple") return MPI_THREAD_MULTIPLE;
+  DDP_THROW(InvalidArgument, "DDP_MPI_THREAD_LEVEL='", name, "': choose single, funneled, serialized or multiple");
+}
+
+struct Inflight {
+  MpiOp op;
+  MPI_Request request = MPI_REQUEST_NULL;
+  bool done = false;
+  Clock::time_point deadline;
+};
+
+struct Channel {
+  std::deque<Inflight> inflight;
+  std::exception_ptr broken;
+  bool closing = false;
+  std::function<void()> on_drained;
+};
+
+}  // namespace
+
+struct MpiRuntime::Impl {
+  // Shared with user threads, under mu.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> commands;
+  std::deque<std::pair<uint64_t, MpiOp>> posted;
+  std::deque<std::pair<uint64_t, std::function<void()>>> closes;
+  bool stop = false;
+  std::atomic<bool> stopped{false};
+  std::atomic<uint64_t> next_channel{1};
+  std::thread thread;
+
+  // MPI thread only.
+  std::map<uint64_t, Channel> channels;
+  std::vector<MPI_Request> zombies;  // timed-out requests MPI cannot cancel
+  std::vector<std::function<void()>> finalizers;
+  MPI_Comm world = MPI_COMM_WORLD;
+
+  void start(uint64_t id, MpiOp op);
+  bool progress(Channel& ch);
+  void break_channel(Channel& ch, std::exception_ptr error);
+  void finish_front(Channel& ch);
+  void test_zombies();
+  void run(MpiRuntime& rt, std::promise<void>& ready);
+  void wind_down(MpiRuntime& rt);
+};
+
+void MpiRuntime::Impl::test_zombies() {
+  zombies.erase(std::remove_if(zombies.begin(), zombies.end(),
+                               [](MPI_Request& r) {
+                                 int flag = 0;
+                                 return MPI_Test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag;
+                               }),
+                zombies.end());
+}
+
+void MpiRuntime::Impl::break_channel(Channel& ch, std::exception_ptr error) {
+  if (!ch.broken) ch.broken = error;
+  // Finish in order: completed ops succeed, the rest fail with the channel's error.
+  while (!ch.inflight.empty()) {
+    Inflight f = std::move(ch.inflight.front());
+    ch.inflight.pop_front();
+    if (!f.done && f.request != MPI_REQUEST_NULL) {
+      if (f.op.cancellable) MPI_Cancel(&f.request);  // completes the request, cancelled
+      zombies.push_back(f.request);
+    }
+    f.op.work->finish(f.done ? nullptr : ch.broken);
+  }
+}
+
+void MpiRuntime::Impl::start(uint64_t id, MpiOp op) {
+  Channel& ch = channels[id];
+  if (ch.broken) {
+    op.work->finish(ch.broken);
+    return;
+  }
+  Inflight f{std::move(op), MPI_REQUEST_NULL, false, Clock::now()};
+  f.deadline += f.op.timeout;
+  std::exception_ptr error;
+  try {
+    int rc = f.op.start(&f.request);
+    if (rc != MPI_SUCCESS) error = std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) {
+    break_channel(ch, error);
+    f.op.work->finish(error);
+    return;
+  }
+  ch.inflight.push_back(std::move(f));
+}
+
+void MpiRuntime::Impl::finish_front(Channel& ch) {
+  Inflight f = std::move(ch.inflight.front());
+  ch.inflight.pop_front();
+  std::exception_ptr error;
+  if (f.op.done) {
+    try {
+      f.op.done();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  f.op.work->finish(error);
+}
+
+// Tests every op of the channel; finishes the completed prefix; enforces deadlines.
+bool MpiRuntime::Impl::progress(Channel& ch) {
+  bool progressed = false;
+  for (auto& f : ch.inflight) {
+    if (f.done) continue;
+    int flag = 0;
+    int rc = MPI_Test(&f.request, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      f.request = MPI_REQUEST_NULL;  // an erroneous request is released by MPI
+      break_channel(ch, std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__)));
+      return true;
+    }
+    if (flag) f.done = progressed = true;
+  }
+  while (!ch.inflight.empty() && ch.inflight.front().done) finish_front(ch);
+  const auto now = Clock::now();
+  for (auto& f : ch.inflight) {
+    if (!f.done && now >= f.deadline) {
+      break_channel(ch, std::make_exception_ptr(TimeoutError(
+                            f.op.what + ": timed out after " + std::to_string(f.op.timeout.count()) +
+                                " ms (MPI cannot say which ranks are missing, nor cancel the op: the group is "
+                                "broken, rebuild it)",
+                            __FILE__, __LINE__)));
+      return true;
+    }
+  }
+  return progressed;
+}
+
+void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
+  try {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) {
+      MPI_Query_thread(&rt.provided_);
+      if (rt.provided_ != MPI_THREAD_MULTIPLE) {
+        DDP_THROW(BackendError, "mpi: the application initialized MPI with ", thread_level_name(rt.provided_),
+                  "; sharing MPI with the mpi backend's thread needs MPI_THREAD_MULTIPLE (or let the backend "
+                  "initialize MPI)");
+      }
+    } else {
+      int rc = MPI_Init_thread(nullptr, nullptr, requested_level(), &rt.provided_);
+      if (rc != MPI_SUCCESS) DDP_THROW(BackendError, "mpi: MPI_Init_thread failed: ", mpi_error_string(rc));
+      rt.owns_init_ = true;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rt.world_rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &rt.world_size_);
+    void* ub = nullptr;
+    int found = 0;
+    if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found) == MPI_SUCCESS && found) rt.tag_ub_ = *static_cast<int*>(ub);
+    logger("mpi")->debug("MPI rank {}/{} initialized ({}), thread level {}", rt.world_rank_, rt.world_size_,
+                         rt.owns_init_ ? "by the backend" : "by the application", thread_level_name(rt.provided_));
+    ready.set_value();
+  } catch (...) {
+    stopped = true;
+    ready.set_exception(std::current_exception());
+    return;
+  }
+  int idle = 0;  // consecutive passes without progress while ops are in flight
+  for (;;) {
+    std::deque<std::function<void()>> commands_now;
+    std::deque<std::pair<uint64_t, MpiOp>> posted_now;
+    std::deque<std::pair<uint64_t, std::function<void()>>> closes_now;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      auto has_work = [&] { return stop || !commands.empty() || !posted.empty() || !closes.empty(); };
+      bool busy = !zombies.empty() || std::any_of(channels.begin(), channels.end(),
+                                                  [](const auto& c) { return !c.second.inflight.empty(); });
+      if (!busy) {
+        cv.wait(lock, has_work);
+      } else if (idle > 64) {
+        // Nothing moved for a while: back off (MPI only progresses inside our MPI_Test calls).
+        cv.wait_for(lock, std::chrono::microseconds(std::min(1000, 20 << std::min(idle - 64, 6))), has_work);
+      }
+      commands_now.swap(commands);
+      posted_now.swap(posted);
+      closes_now.swap(closes);
+      stopping = stop;
+    }
+    for (auto& c : commands_now) c();
+    for (auto& [id, op] : posted_now) start(id, std::move(op));
+    for (auto& [id, fn] : closes_now) {
+      channels[id].closing = true;
+      channels[id].on_drained = std::move(fn);
+    }
+    bool progressed = false;
+    for (auto it = channels.begin(); it != channels.end();) {
+      progressed |= progress(it->second);
+      if (it->second.closing && it->second.inflight.empty()) {
+        if (it->second.on_drained) it->second.on_drained();
+        it = channels.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    test_zombies();
+    idle = progressed ? 0 : idle + 1;
+    if (stopping) break;
+  }
+  wind_down(rt);
+}
+
+// At exit: fail what is left, finalize if we initialized MPI and nothing is in flight.
+void MpiRuntime::Impl::wind_down(MpiRuntime& rt) {
+  auto gone = std::make_exception_ptr(BackendError("mpi: MPI was shut down at process exit", __FILE__, __LINE__));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [id, op] : posted) op.work->finish(gone);
+    posted.clear();
+    stopped = true;
+  }
+  for (auto& [id, ch] : channels) break_channel(ch, gone);
+  if (!rt.owns_init_) return;
+  // A timed-out op may still complete (its peer was late, not gone): give it a bounded grace.
+  const auto grace_end = Clock::now() + kPeerLossDetection;
+  while (!zombies.empty() && Clock::now() < grace_end) {
+    test_zombies();
+    if (!zombies.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!zombies.empty()) {
+    logger("mpi")->warn("mpi: {} timed-out op(s) never completed; MPI_Finalize skipped (it would hang)", zombies.size());
+    return;
+  }
+  for (auto& fn : finalizers) fn();
+  MPI_Finalize();
+}
+
+MpiRuntime::MpiRuntime() : impl_(std::make_unique<Impl>()) {
+  std::promise<void> ready;
+  auto started = ready.get_future();
+  impl_->thread = std::thread([this, &ready] { impl_->run(*this, ready); });
+  try {
+    started.get();
+  } catch (...) {
+    impl_->thread.join();
+    throw;
+  }
+}
+
+MpiRuntime& MpiRuntime::instance() {
+  static std::mutex mu;
+  static MpiRuntime* runtime = nullptr;  // never deleted: its thread must outlive static destructors
+  static std::exception_ptr failed;
+  std::lock_guard<std::mutex> lock(mu);
+  if (failed) std::rethrow_exception(failed);
+  if (runtime == nullptr) {
+    try {
+      runtime = new MpiRuntime();
+    } catch (...) {
+      failed = std::current_exception();
+      throw;
+    }
+    std::atexit([] { runtime->shutdown(); });
+  }
+  if (runtime->impl_->stopped) DDP_THROW(BackendError, "mpi: MPI was already finalized (process exit)");
+  return *runtime;
+}
+
+void MpiRuntime::submit_command(std::function<void()> command) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stopped || impl_->stop) DDP_THROW(BackendError, "mpi: MPI was already finalized (process exit)");
+    impl_->commands.push_back(std::move(command));
+  }
+  impl_->cv.notify_all();
+}
+
+uint64_t MpiRuntime::open_channel() { return impl_->next_channel++; }
+
+void MpiRuntime::post(uint64_t channel, MpiOp op) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (!impl_->stopped && !impl_->stop) {
+      impl_->posted.emplace_back(channel, std::move(op));
+      op.work = nullptr;
+    }
+  }
+  if (op.work) {
+    op.work->finish(std::make_exception_ptr(BackendError(op.what + ": MPI was already finalized", __FILE__, __LINE__)));
+    return;
+  }
+  impl_->cv.notify_all();
+}
+
+void MpiRuntime::close_channel(uint64_t channel, std::function<void()> on_drained) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stopped || impl_->stop) return;  // MPI is gone with everything it owned
+    impl_->closes.emplace_back(channel, std::move(on_drained));
+  }
+  impl_->cv.notify_all();
+}
+
+void MpiRuntime::at_finalize(std::function<void()> fn) { impl_->finalizers.push_back(std::move(fn)); }
+
+MPI_Comm MpiRuntime::world_comm() const { return impl_->world; }
+void MpiRuntime::set_world_comm(MPI_Comm comm) { impl_->world = comm; }
+
+void MpiRuntime::shutdown() noexcept {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stop) return;
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace ddp::comm::mpi_backend

@@ -1,0 +1,102 @@
+#pragma once
+// MpiRuntime: the one thread of this process that talks to MPI.
+//
+// - It initializes MPI on itself (MPI_Init_thread requesting MPI_THREAD_MULTIPLE, or the level
+//   in DDP_MPI_THREAD_LEVEL) and makes every later MPI call, so any provided level is correct:
+//   with less than MULTIPLE this *is* the serialized fallback, with MULTIPLE the application may
+//   also use MPI itself. If the application initialized MPI first, MULTIPLE is required.
+// - Ops are nonblocking MPI calls (MPI_Iallreduce, MPI_Isend, ...) started in post order per
+//   channel (one channel per group, so every rank starts a communicator's collectives in the
+//   same order) and progressed with MPI_Test; a channel's Works finish in post order. Groups
+//   never block each other, so ranks that interleave two groups differently cannot deadlock.
+// - MPI has no timeouts: an op past its deadline fails with a TimeoutError and breaks its
+//   channel (every pending and later op fails with it). A timed-out send/recv is cancelled; a
+//   collective cannot be, so it stays tested in the background, and if it never completes MPI
+//   is not finalized at exit (it would hang).
+// - Finalize: at exit (atexit), if this runtime initialized MPI and nothing is in flight.
+//   After that every use is a BackendError; MPI is never called after finalize.
+#include <mpi.h>
+
+#include <exception>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "comm/work.h"
+#include "common/timeouts.h"
+
+namespace ddp::comm::mpi_backend {
+
+// One nonblocking op. start() runs on the MPI thread and returns an MPI error code; done()
+// (optional) runs there after completion (e.g. AVG's division) and may throw.
+struct MpiOp {
+  std::string what;  // "mpi all_reduce #3 in group 'world' (rank 0/4)"
+  WorkPtr work;
+  Millis timeout{0};
+  std::function<int(MPI_Request*)> start;
+  std::function<void()> done;
+  // Point-to-point ops can be MPI_Cancel()ed when they time out; collectives cannot.
+  bool cancellable = false;
+};
+
+class MpiRuntime {
+ public:
+  // Starts the runtime on first use (blocks until MPI_Init_thread returned); BackendError if
+  // MPI cannot be initialized or was finalized already.
+  static MpiRuntime& instance();
+
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+  int thread_level() const { return provided_; }  // MPI_THREAD_*
+  bool initialized_by_us() const { return owns_init_; }
+
+  // Runs fn on the MPI thread, waits, and returns its result (or rethrows its exception).
+  template <typename F>
+  auto call(F fn) -> decltype(fn()) {
+    using R = decltype(fn());
+    auto task = std::make_shared<std::packaged_task<R()>>(std::move(fn));
+    auto result = task->get_future();
+    submit_command([task] { (*task)(); });
+    return result.get();
+  }
+
+  // Channels: one per group. close_channel runs on_drained on the MPI thread once the
+  // channel's ops are finished (immediately if none), unless a timed-out op never completes.
+  uint64_t open_channel();
+  void post(uint64_t channel, MpiOp op);
+  void close_channel(uint64_t channel, std::function<void()> on_drained);
+
+  // Runs fn on the MPI thread just before MPI_Finalize (to free user-defined MPI objects).
+  // Call only on the MPI thread.
+  void at_finalize(std::function<void()> fn);
+  // The largest usable MPI tag (MPI_TAG_UB).
+  int tag_ub() const { return tag_ub_; }
+  // The communicator whose ranks are this job's world ranks: set by the world group, used by
+  // subgroups; MPI_COMM_WORLD until then. MPI thread only.
+  MPI_Comm world_comm() const;
+  void set_world_comm(MPI_Comm comm);
+
+  // Stops the thread; finalizes MPI if we initialized it and nothing is in flight. Idempotent.
+  void shutdown() noexcept;
+
+  struct Impl;
+
+ private:
+  MpiRuntime();
+  void submit_command(std::function<void()> command);
+
+  std::unique_ptr<Impl> impl_;
+  int world_rank_ = 0;
+  int world_size_ = 1;
+  int provided_ = 0;
+  bool owns_init_ = false;
+  int tag_ub_ = 32767;
+};
+
+// "MPI_THREAD_MULTIPLE", ...
+const char* thread_level_name(int level);
+// MPI_Error_string of an error code.
+std::string mpi_error_string(int code);
+
+}  // namespace ddp::comm::mpi_backend

@@ -1,0 +1,340 @@
+#include "launcher/agent.h"
+
+#include <filesystem>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/socket.h"
+#include "launcher/worker_env.h"
+#include "rendezvous/file_store.h"
+#include "rendezvous/tcp_store.h"
+
+namespace ddp::launcher {
+namespace {
+
+// Thrown out of a wait when a handled signal (Ctrl-C...) arrives between attempts.
+struct Interrupted {
+  int signal;
+};
+
+constexpr Millis kSlice{200};  // how often waits between attempts look for a signal
+
+std::string round_key(const std::string& run_id, int round, const std::string& name) {
+  return run_id + "/round/" + std::to_string(round) + "/" + name;
+}
+
+bool is_interrupt(const std::string& outcome) { return outcome.starts_with("interrupted"); }
+
+std::string describe(const AttemptResult& r) {
+  if (r.failures.empty()) return "workers stopped";
+  const auto& f = r.failures.front();
+  std::string how = f.signal ? "died of " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
+  return "rank " + std::to_string(f.rank) + " (local rank " + std::to_string(f.local_rank) + ", pid " +
+         std::to_string(f.pid) + ") " + how;
+}
+
+}  // namespace
+
+struct Agent::Impl {
+  explicit Impl(AgentOptions options) : o(std::move(options)), supervisor(o.launch) {}
+
+  AgentOptions o;
+  Supervisor supervisor;  // first: blocks the handled signals before any thread exists
+  std::unique_ptr<rdzv::Store> store;
+  std::unique_ptr<rdzv::TCPStore> worker_store;  // file backend: the TCPStore for the workers
+  bool hosting = false;                          // this process serves the rendezvous TCPStore
+  std::string store_endpoint;                    // DDP_STORE
+  std::string token;
+  int standalone_port = 0;
+  int round = 0;  // the round in progress
+  rdzv::NodeInfo self;
+  std::shared_ptr<spdlog::logger> log = logger("agent");
+
+  const LaunchOptions& l() const { return o.launch; }
+  bool multi() const { return !l().standalone && l().nnodes_max > 1; }
+  void check_interrupt() {
+    if (int sig = supervisor.poll_signal()) throw Interrupted{sig};
+  }
+
+  rdzv::TCPStoreOptions tcp_options(const std::string& host, uint16_t port, bool server, Millis connect) const {
+    rdzv::TCPStoreOptions t;
+    t.host = host;
+    t.port = port;
+    t.is_server = server;
+    t.connect_timeout = connect;
+    t.job_token = token;
+    return t;
+  }
+
+  // Connects in short slices so that a Ctrl-C while node 0 is not up yet still stops us.
+  std::unique_ptr<rdzv::TCPStore> connect(const std::string& host, uint16_t port) {
+    const Deadline deadline(l().rdzv_timeout);
+    while (true) {
+      check_interrupt();
+      try {
+        return std::make_unique<rdzv::TCPStore>(tcp_options(host, port, false, std::max(Millis(1), std::min(Millis(1000), deadline.remaining()))));
+      } catch (const TimeoutError&) {
+      } catch (const NetworkError&) {
+      }
+      if (deadline.expired()) {
+        DDP_THROW(TimeoutError, "rendezvous store at ", net::Endpoint{host, port}.str(), " did not answer within ",
+                  l().rdzv_timeout.count(), " ms (is the launcher that hosts it running?)");
+      }
+    }
+  }
+
+  void resolve_token() {
+    if (!o.job_token.empty()) token = o.job_token;
+    else if (auto t = env::get("DDP_JOB_TOKEN")) token = *t;
+    else if (!multi()) token = random_hex(16);
+    else if (l().rdzv_backend != "file") token = derive_job_token(l().run_id);
+  }
+
+  void open_store() {
+    const StorePlan plan = plan_store(o);
+    using K = StorePlan::Kind;
+    if (plan.kind == K::kFile) {
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(plan.file_path).parent_path(), ec);
+      store = std::make_unique<rdzv::FileStore>(plan.file_path);
+      // A file left by a finished job with the same id would replay its rounds: refuse it.
+      const std::string left = l().run_id + "/left";
+      if (store->check({left})) {
+        DDP_THROW(InvalidArgument, "rendezvous file ", plan.file_path, " belongs to a finished job with the same --rdzv-id '",
+                  l().run_id, "': use a new --rdzv-id per job (e.g. the scheduler's job id) or delete the file");
+      }
+      if (token.empty()) {
+        auto v = store->compare_set(l().run_id + "/job_token", {}, rdzv::Store::to_bytes(random_hex(16)));
+        token = rdzv::Store::to_string(v);
+      }
+      return;
+    }
+    if (plan.kind == K::kHost || plan.kind == K::kHostOrConnect) {
+      try {
+        auto s = std::make_unique<rdzv::TCPStore>(tcp_options(plan.bind_host, plan.port, true, kDefaultConnectTimeout));
+        store_endpoint = net::Endpoint{plan.connect_host, s->port()}.str();
+        store = std::move(s);
+        hosting = true;
+        log->log(multi() ? spdlog::level::info : spdlog::level::debug, "hosting the rendezvous store on {}", store_endpoint);
+        return;
+      } catch (const Error& e) {
+        if (plan.kind == K::kHost) throw;
+        log->info("endpoint {}:{} is served by another launcher ({}); connecting", plan.connect_host, plan.port, e.message());
+      }
+    }
+    store = connect(plan.connect_host, plan.port);
+    store_endpoint = net::Endpoint{plan.connect_host, plan.port}.str();
+  }
+
+  void describe_self() {
+    self.host = net::hostname();
+    self.nproc = l().nproc_per_node;
+    self.requested_rank = l().node_rank;
+    if (!o.local_addr.empty()) self.addresses = {o.local_addr};
+    else if (!multi()) self.addresses = {l().master_addr};
+    else if (l().rdzv_backend == "static") {
+      self.addresses = local_addresses(l().master_addr);
+      if (l().node_rank == 0) self.addresses.insert(self.addresses.begin(), l().master_addr);
+    } else if (l().rdzv_backend == "tcp") {
+      self.addresses = local_addresses(net::parse_endpoint(l().rdzv_endpoint, 29400).host);
+    } else {
+      self.addresses = local_addresses("");
+    }
+  }
+
+  // Blocks until `key` exists (no deadline when `timeout` is nullopt), looking for signals.
+  std::string wait_key(const std::string& key, std::optional<Millis> timeout) {
+    const Deadline deadline(timeout.value_or(Millis(0)));
+    while (true) {
+      check_interrupt();
+      Millis slice = timeout ? std::max(Millis(1), std::min(kSlice, deadline.remaining())) : kSlice;
+      try {
+        return store->get_string(key, slice);
+      } catch (const TimeoutError&) {
+        if (timeout && deadline.expired()) throw;
+      }
+    }
+  }
+
+  // Values node 0 decides for a multi-node tcp/file round: MASTER_PORT (a free port on node 0)
+  // and, once per job, the workers' TCPStore for the file backend.
+  void shared_values(rdzv::NodeAssignment& a, int round) {
+    const std::string port_key = round_key(l().run_id, round, "master_port");
+    if (a.node_rank == 0) store->set(port_key, std::to_string(free_port()));
+    a.master_port = std::stoi(wait_key(port_key, l().rdzv_timeout));
+    if (l().rdzv_backend != "file") return;
+    const std::string ws_key = l().run_id + "/worker_store";
+    if (round == 0 && a.node_rank == 0) {
+      worker_store = std::make_unique<rdzv::TCPStore>(tcp_options("", 0, true, kDefaultConnectTimeout));
+      store->set(ws_key, net::Endpoint{a.master_addr, worker_store->port()}.str());
+    }
+    if (store_endpoint.empty()) store_endpoint = wait_key(ws_key, l().rdzv_timeout);
+  }
+
+  rdzv::NodeAssignment rendezvous(int round) {
+    rdzv::NodeRendezvousOptions ro;
+    ro.nnodes = l().nnodes_max;
+    ro.run_id = l().run_id;
+    ro.round = round;
+    ro.timeout = l().rdzv_timeout;
+    ro.check_interrupt = [this] { check_interrupt(); };
+    rdzv::NodeAssignment a = rdzv::node_rendezvous(*store, self, ro);
+    a.master_port = l().standalone ? standalone_port : l().master_port;
+    if (multi() && l().rdzv_backend != "static") shared_values(a, round);
+    if (!multi()) a.master_addr = l().master_addr;
+    a.store_endpoint = store_endpoint;
+    a.job_token = token;
+    a.run_id = l().run_id;
+    a.round = round;
+    log->log(multi() ? spdlog::level::info : spdlog::level::debug,
+             "round {}: node {}/{}, ranks {}-{} of {}, MASTER_ADDR={} MASTER_PORT={} DDP_STORE={}", round,
+              a.node_rank, a.nnodes, a.rank_offset, a.rank_offset + a.local_world_size - 1, a.world_size,
+              a.master_addr, a.master_port, a.store_endpoint);
+    return a;
+  }
+
+  // First writer wins: returns the outcome of the round as it stands after this call.
+  std::string announce(int round, const std::string& text) {
+    auto v = store->compare_set(round_key(l().run_id, round, "outcome"), {}, rdzv::Store::to_bytes(text));
+    return rdzv::Store::to_string(v);
+  }
+
+  // Exit barrier of a node whose workers succeeded: "done" once every node is, or a failure.
+  std::string wait_outcome(int round) {
+    int64_t done = store->add(round_key(l().run_id, round, "done"), 1);
+    if (done == l().nnodes_max) announce(round, "done");
+    return wait_key(round_key(l().run_id, round, "outcome"), std::nullopt);
+  }
+
+  // The store host outlives every client: before leaving it waits (bounded) for each node that
+  // joined the last round to say it is leaving too, so no node loses the store while it still
+  // reports its outcome. Every leaver n sets "<run>/left/<n>"; the host waits for the last one.
+  void leave() noexcept {
+    if (!multi() || !store) return;
+    try {
+      const std::string key = l().run_id + "/left";
+      store->set(key + "/" + std::to_string(store->add(key, 1)), "1");
+      if (!hosting) return;
+      const int64_t joined = std::min<int64_t>(l().nnodes_max, store->add(round_key(l().run_id, round, "arrived"), 0));
+      const std::string last = key + "/" + std::to_string(std::max<int64_t>(1, joined));
+      const Deadline deadline(l().shutdown_timeout + Millis(10'000));
+      while (!deadline.expired() && supervisor.poll_signal() == 0) {
+        try {
+          store->wait({last}, kSlice);
+          return;
+        } catch (const TimeoutError&) {
+        }
+      }
+    } catch (const std::exception& e) {
+      log->debug("leaving: {}", e.what());
+    }
+  }
+
+  AgentOutcome run_rounds();
+};
+
+Agent::Agent(AgentOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  auto& d = *impl_;
+  if (d.l().standalone) d.standalone_port = free_port();
+}
+
+Agent::~Agent() = default;
+
+AgentOutcome Agent::Impl::run_rounds() {
+  AgentOutcome out;
+  for (int n = 0;; ++n) {
+    round = n;
+    rdzv::NodeAssignment a = rendezvous(n);
+    const std::string who = "node " + std::to_string(a.node_rank) + " (" + self.host + ")";
+    AttemptOptions ao;
+    ao.restart_count = n;
+    if (multi()) {
+      const std::string key = round_key(l().run_id, n, "outcome");
+      ao.external_stop = [this, key] {
+        try {
+          return store->check({key});
+        } catch (const Error&) {
+          return true;  // the store is gone: the job cannot go on
+        }
+      };
+    }
+    AttemptResult r = supervisor.run(a, ao);
+    out.last = r;
+    out.restarts = n;
+    const bool can_restart = n < l().max_restarts;
+    if (r.interrupted_by != 0) {
+      if (multi()) announce(n, "interrupted: " + who + " got " + signal_name(r.interrupted_by));
+      out.status = AgentStatus::kInterrupted;
+      return out;
+    }
+    std::string outcome;
+    if (r.success) {
+      outcome = multi() ? wait_outcome(n) : "done";
+      if (outcome == "done") return out;
+    } else {
+      const std::string mine = "failed: " + who + ": " + describe(r);
+      outcome = multi() ? announce(n, mine) : mine;
+      if (outcome == mine && can_restart) {
+        std::fputs(format_failure_summary(r, l().command.front()).c_str(), stderr);
+      }
+      if (outcome == mine && !can_restart) {
+        out.status = AgentStatus::kWorkersFailed;
+        return out;
+      }
+    }
+    if (is_interrupt(outcome) || !can_restart) {
+      out.status = AgentStatus::kPeerFailed;
+      out.detail = outcome;
+      return out;
+    }
+    log->warn("restarting the workers ({} of {}) after: {}", n + 1, l().max_restarts, outcome);
+  }
+}
+
+AgentOutcome Agent::run() {
+  auto& d = *impl_;
+  AgentOutcome out;
+  try {
+    d.resolve_token();
+    d.describe_self();
+    d.open_store();
+    out = d.run_rounds();
+  } catch (const Interrupted& i) {
+    // Tell the other nodes (best effort) so they stop instead of restarting without us.
+    if (d.multi() && d.store) {
+      try {
+        d.announce(d.round, "interrupted: " + d.self.host + " got " + signal_name(i.signal));
+      } catch (const Error&) {
+      }
+    }
+    out = AgentOutcome{};
+    out.status = AgentStatus::kInterrupted;
+    out.last.interrupted_by = i.signal;
+  } catch (...) {
+    d.leave();
+    throw;
+  }
+  d.leave();
+  return out;
+}
+
+rdzv::NodeAssignment predicted_assignment(const AgentOptions& options) {
+  const auto& l = options.launch;
+  const bool multi = !l.standalone && l.nnodes_max > 1;
+  rdzv::NodeAssignment a;
+  a.nnodes = multi ? l.nnodes_max : 1;
+  a.node_rank = multi ? std::max(0, l.node_rank) : 0;
+  a.local_world_size = l.nproc_per_node;
+  a.nproc_by_node.assign(a.nnodes, l.nproc_per_node);
+  a.world_size = a.nnodes * l.nproc_per_node;
+  a.rank_offset = a.node_rank * l.nproc_per_node;
+  a.master_addr = l.master_addr;
+  a.master_port = l.standalone ? free_port() : l.master_port;
+  a.store_endpoint = "<host:port, decided at start>";
+  a.job_token = "<secret>";
+  a.run_id = l.run_id;
+  return a;
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,103 @@
+#pragma once
+// Agent: the per-node loop of ddp-launch. One Agent per launcher process.
+//
+//   resolve the store (host it or connect to it) -> node rendezvous round n -> Supervisor::run
+//   -> on failure, announce it in the store and start round n+1 (up to max_restarts) -> outcome.
+//
+// Across nodes, restarts happen together: each round has an outcome key
+// "<run_id>/round/<n>/outcome"; the first node whose workers fail (or that is interrupted) writes
+// it, and every other node's Supervisor sees it through external_stop within monitor_interval and
+// stops its workers. A node whose workers all succeed waits at an exit barrier until every node
+// is done (the store host must outlive every client) or some node failed (then it restarts too).
+//
+// Stores (see plan_store): standalone and single node host a TCPStore on 127.0.0.1 (ephemeral
+// port); static multi-node: node 0 hosts on master_port+1 (or the --rdzv-endpoint port), the
+// others connect to master_addr; tcp: the launcher that binds the endpoint port hosts, the
+// others connect; file: a FileStore "<dir>/<run_id>.store" for the rendezvous, and the first
+// launcher to claim it also hosts a TCPStore for the workers (DDP_STORE).
+//
+// The job token (DDP_JOB_TOKEN, checked by the TCPStore handshake): DDP_JOB_TOKEN from the
+// launcher's environment when set; else single node: fresh random 128 bits; file: the first
+// launcher's random token, shared through the FileStore; static/tcp multi-node: derived from
+// --rdzv-id (only as secret as the id: set DDP_JOB_TOKEN on every node for a real secret).
+//
+// Errors: rendezvous and store failures propagate as TimeoutError/NetworkError/StoreError;
+// inconsistent nodes (duplicate node rank, different --nnodes) as InvalidArgument.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launcher/launch_options.h"
+#include "launcher/supervisor.h"
+#include "rendezvous/node_rendezvous.h"
+
+namespace ddp::launcher {
+
+// LaunchOptions plus what only the agent needs.
+struct AgentOptions {
+  LaunchOptions launch;
+  std::optional<bool> rdzv_is_host;  // --rdzv-conf is_host=: force hosting (or not) the store
+  std::string job_token;             // empty: resolved by the agent (see header comment)
+  std::string local_addr;            // --local-addr: where other nodes reach this one; empty: found
+};
+
+enum class AgentStatus {
+  kSucceeded,      // every worker of every node exited 0
+  kWorkersFailed,  // this node's workers failed and no restart was left
+  kInterrupted,    // a handled signal stopped the job
+  kPeerFailed,     // another node failed or was interrupted, and no restart was left
+};
+
+struct AgentOutcome {
+  AgentStatus status = AgentStatus::kSucceeded;
+  AttemptResult last;       // the last attempt on this node
+  int restarts = 0;         // restarts performed
+  std::string detail;       // kPeerFailed: which node and why
+};
+
+// Where the store lives and how this launcher reaches it. Pure: decided from the options.
+struct StorePlan {
+  enum class Kind { kHost, kConnect, kHostOrConnect, kFile };
+  Kind kind = Kind::kHost;
+  std::string bind_host;     // kHost/kHostOrConnect: interface to bind ("" all)
+  std::string connect_host;  // where clients (other nodes, workers) reach the store
+  uint16_t port = 0;         // 0: ephemeral
+  std::string file_path;     // kFile
+};
+StorePlan plan_store(const AgentOptions& options);
+
+// Token for a static/tcp multi-node job without DDP_JOB_TOKEN: 32 hex chars derived from the id.
+std::string derive_job_token(const std::string& rdzv_id);
+std::string random_hex(size_t bytes);
+
+// Whether `host` names this machine (localhost, its hostname, or one of its addresses).
+bool is_local_host(const std::string& host);
+
+// A free TCP port on 127.0.0.1 (bind port 0, read it, close).
+int free_port();
+
+// This host's addresses as others would reach it via `peer_host`: the source address of a route
+// to the peer first (no packet is sent), then every other interface address, loopback last.
+std::vector<std::string> local_addresses(const std::string& peer_host);
+
+// Dry run: the assignment this node would get if every node ran the same nproc (no store, no
+// rendezvous); --dry-run prints the workers' commands and environments from it.
+rdzv::NodeAssignment predicted_assignment(const AgentOptions& options);
+
+class Agent {
+ public:
+  // Constructs the Supervisor first, so the handled signals are blocked before any thread exists.
+  explicit Agent(AgentOptions options);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  AgentOutcome run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ddp::launcher

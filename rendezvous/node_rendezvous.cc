@@ -1,0 +1,162 @@
+#include "rendezvous/node_rendezvous.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "common/deadline.h"
+#include "common/error.h"
+
+namespace ddp::rdzv {
+namespace {
+
+using nlohmann::json;
+
+std::string round_prefix(const NodeRendezvousOptions& o) {
+  return o.run_id + "/round/" + std::to_string(o.round) + "/";
+}
+
+std::string node_key(const std::string& prefix, int rank) { return prefix + "node/" + std::to_string(rank); }
+
+// A per-call nonce makes every registration distinct, so two launchers that claim the same node
+// rank are told apart even when they run on one host with the same settings.
+std::string nonce() {
+  std::random_device rd;
+  std::ostringstream os;
+  os << std::hex << rd() << rd();
+  return os.str();
+}
+
+struct Registration {
+  NodeInfo info;
+  int nnodes = 0;
+  std::string nonce;
+};
+
+std::string encode(const Registration& r) {
+  json j = {{"host", r.info.host},     {"addresses", r.info.addresses}, {"nproc", r.info.nproc},
+            {"requested_rank", r.info.requested_rank}, {"nnodes", r.nnodes}, {"nonce", r.nonce}};
+  return j.dump();
+}
+
+Registration decode(const std::string& key, const Bytes& bytes) {
+  try {
+    json j = json::parse(Store::to_string(bytes));
+    Registration r;
+    r.info.host = j.at("host").get<std::string>();
+    r.info.addresses = j.at("addresses").get<std::vector<std::string>>();
+    r.info.nproc = j.at("nproc").get<int>();
+    r.info.requested_rank = j.at("requested_rank").get<int>();
+    r.nnodes = j.at("nnodes").get<int>();
+    r.nonce = j.at("nonce").get<std::string>();
+    return r;
+  } catch (const json::exception& e) {
+    DDP_THROW(StoreError, "node rendezvous: malformed registration under '", key, "': ", e.what());
+  }
+}
+
+// The TimeoutError every waiting node reports: how many arrived, which ranks are missing.
+[[noreturn]] void throw_incomplete(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
+                                   Millis waited) {
+  std::vector<int> missing;
+  std::string arrived;
+  for (int r = 0; r < o.nnodes; ++r) {
+    if (!store.check({node_key(prefix, r)})) {
+      missing.push_back(r);
+      continue;
+    }
+    auto reg = decode(node_key(prefix, r), store.get(node_key(prefix, r)));
+    arrived += (arrived.empty() ? "" : ", ") + reg.info.host + " (node " + std::to_string(r) + ")";
+  }
+  std::ostringstream miss;
+  for (size_t i = 0; i < missing.size(); ++i) miss << (i ? "," : "") << missing[i];
+  DDP_THROW(TimeoutError, "node rendezvous (run '", o.run_id, "', round ", o.round, "): ",
+            o.nnodes - static_cast<int>(missing.size()), " of ", o.nnodes, " nodes arrived within ",
+            waited.count(), " ms; missing node rank(s) ", miss.str(), "; arrived: ",
+            arrived.empty() ? "none" : arrived);
+}
+
+// Claims a node rank: the requested one (static), else the arrival index.
+int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOptions& o, const Registration& mine) {
+  const int64_t arrival = store.add(prefix + "arrived", 1) - 1;
+  const std::string text = encode(mine);
+  int rank = mine.info.requested_rank;
+  if (rank < 0) {
+    if (arrival >= o.nnodes) {
+      DDP_THROW(InvalidArgument, "node rendezvous (run '", o.run_id, "', round ", o.round, "): host ",
+                mine.info.host, " arrived as node ", arrival + 1, " but the job has only ", o.nnodes,
+                " nodes (more launchers than --nnodes, or a stale run with the same --rdzv-id)");
+    }
+    rank = static_cast<int>(arrival);
+  }
+  Bytes now = store.compare_set(node_key(prefix, rank), {}, Store::to_bytes(text));
+  if (Store::to_string(now) != text) {
+    auto other = decode(node_key(prefix, rank), now);
+    DDP_THROW(InvalidArgument, "node rendezvous (run '", o.run_id, "', round ", o.round, "): node rank ",
+              rank, " claimed twice, by host ", other.info.host, " and by host ", mine.info.host,
+              " (each node needs its own --node-rank, or none for ranks by arrival)");
+  }
+  return rank;
+}
+
+// Waits for every node's registration, in slices when the caller wants to check for interrupts.
+void wait_all(Store& store, const std::vector<std::string>& keys, const Deadline& deadline,
+              const NodeRendezvousOptions& o) {
+  const std::string prefix = round_prefix(o);
+  while (true) {
+    if (o.check_interrupt) o.check_interrupt();
+    Millis slice = o.check_interrupt ? std::min(kNodeRendezvousSlice, deadline.remaining()) : deadline.remaining();
+    try {
+      store.wait(keys, std::max(Millis(1), slice));
+      return;
+    } catch (const TimeoutError&) {
+      if (deadline.expired()) throw_incomplete(store, prefix, o, deadline.elapsed());
+    }
+  }
+}
+
+}  // namespace
+
+NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRendezvousOptions& options) {
+  const auto& o = options;
+  if (o.nnodes < 1) DDP_THROW(InvalidArgument, "node rendezvous: nnodes must be >= 1, got ", o.nnodes);
+  if (self.nproc < 1) DDP_THROW(InvalidArgument, "node rendezvous: nproc must be >= 1, got ", self.nproc);
+  if (self.requested_rank >= o.nnodes) {
+    DDP_THROW(InvalidArgument, "node rendezvous: node rank ", self.requested_rank, " is not below nnodes ", o.nnodes);
+  }
+  const Deadline deadline(o.timeout);
+  const std::string prefix = round_prefix(o);
+  Registration mine{self, o.nnodes, nonce()};
+  const int rank = claim_rank(store, prefix, o, mine);
+
+  std::vector<std::string> keys;
+  for (int r = 0; r < o.nnodes; ++r) keys.push_back(node_key(prefix, r));
+  wait_all(store, keys, deadline, o);
+
+  NodeAssignment a;
+  a.node_rank = rank;
+  a.nnodes = o.nnodes;
+  a.run_id = o.run_id;
+  a.round = o.round;
+  a.world_size = 0;
+  for (int r = 0; r < o.nnodes; ++r) {
+    Registration reg = decode(keys[r], store.get(keys[r]));
+    if (reg.nnodes != o.nnodes) {
+      DDP_THROW(InvalidArgument, "node rendezvous (run '", o.run_id, "'): host ", reg.info.host, " (node ", r,
+                ") was started with --nnodes ", reg.nnodes, " but host ", self.host, " with --nnodes ", o.nnodes);
+    }
+    if ((reg.info.requested_rank < 0) != (self.requested_rank < 0)) {
+      DDP_THROW(InvalidArgument, "node rendezvous (run '", o.run_id, "'): some nodes give --node-rank and others do not (host ",
+                reg.info.host, " and host ", self.host, "): give it on all nodes or on none");
+    }
+    if (r == rank) a.rank_offset = a.world_size;
+    if (r == 0) a.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();
+    a.nproc_by_node.push_back(reg.info.nproc);
+    a.world_size += reg.info.nproc;
+  }
+  a.local_world_size = self.nproc;
+  return a;
+}
+
+}  // namespace ddp::rdzv

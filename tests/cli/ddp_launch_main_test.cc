@@ -1,0 +1,245 @@
+// Black-box tests of build/bin/ddp-launch on one node: one TEST_CASE per promise of the command
+// line (environment, exit codes, stopping, no survivors, signals, restarts, logs, configs, dry
+// run, DDP_LAUNCH_* variables). Workers are small sh scripts. Multi-node: ddp_launch_nodes_test.
+#include <doctest/doctest.h>
+
+#include <regex>
+#include <set>
+
+#include "launch_test_util.h"
+
+using namespace ddp::test;
+
+namespace {
+
+// A worker script: `sh -c SCRIPT`.
+std::vector<std::string> sh(const std::string& script) { return {"sh", "-c", script}; }
+
+std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("every worker gets its rank's environment") {
+  ScratchDir d;
+  auto r = launch(d, cat({"--standalone", "--nproc-per-node", "3", "--env", "EXTRA=x=1", "--role", "trainer"},
+                         sh("env > " + d.path() + "/env.$RANK")));
+  REQUIRE(r.code == 0);
+  std::set<std::string> tokens, stores, ports, run_ids;
+  for (int rank = 0; rank < 3; ++rank) {
+    auto env = parse_env_dump(slurp(d / ("env." + std::to_string(rank))));
+    CAPTURE(rank);
+    CHECK(env["RANK"] == std::to_string(rank));
+    CHECK(env["LOCAL_RANK"] == std::to_string(rank));
+    CHECK(env["WORLD_SIZE"] == "3");
+    CHECK(env["LOCAL_WORLD_SIZE"] == "3");
+    CHECK(env["GROUP_RANK"] == "0");
+    CHECK(env["ROLE_NAME"] == "trainer");
+    CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+    CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
+    CHECK(env["DDP_NODE_RANK"] == "0");
+    CHECK(env["OMP_NUM_THREADS"] == "1");
+    CHECK(env["EXTRA"] == "x=1");
+    CHECK(std::regex_match(env["DDP_JOB_TOKEN"], std::regex("[0-9a-f]{32}")));
+    CHECK(std::regex_match(env["DDP_STORE"], std::regex("127\\.0\\.0\\.1:[0-9]+")));
+    CHECK(env["TORCHELASTIC_RUN_ID"] == env["DDP_RUN_ID"]);
+    tokens.insert(env["DDP_JOB_TOKEN"]);
+    stores.insert(env["DDP_STORE"]);
+    ports.insert(env["MASTER_PORT"]);
+    run_ids.insert(env["DDP_RUN_ID"]);
+  }
+  CHECK(tokens.size() == 1);
+  CHECK(stores.size() == 1);
+  CHECK(ports.size() == 1);
+  CHECK(run_ids.size() == 1);
+  // a fresh token and run id per job
+  auto again = launch(d, cat({"--standalone"}, sh("env > " + d.path() + "/env.again")));
+  REQUIRE(again.code == 0);
+  auto env2 = parse_env_dump(slurp(d / "env.again"));
+  CHECK(tokens.count(env2["DDP_JOB_TOKEN"]) == 0);
+  CHECK(run_ids.count(env2["DDP_RUN_ID"]) == 0);
+}
+
+TEST_CASE("exit codes: 0, the worker's code, 128+N, 127 not found, 126 not executable") {
+  ScratchDir d;
+  CHECK(launch(d, cat({"--standalone", "--nproc-per-node", "2"}, sh("exit 0"))).code == 0);
+  auto three = launch(d, cat({"--standalone", "--nproc-per-node", "2", "--shutdown-timeout", "5"},
+                             sh("if [ $RANK = 1 ]; then exit 3; fi; exec sleep 300")));
+  CHECK(three.code == 3);
+  CHECK(three.err.find("exitcode  : 3") != std::string::npos);  // the failure summary
+  CHECK(launch(d, cat({"--standalone"}, sh("kill -9 $$"))).code == 128 + 9);
+  auto missing = launch(d, {"--standalone", d / "no-such-program"});
+  CHECK(missing.code == 127);
+  write_file(d / "not-executable", "#!/bin/sh\nexit 0\n");
+  CHECK(launch(d, {"--standalone", d / "not-executable"}).code == 126);
+}
+
+TEST_CASE("a worker killed: the rest are stopped, the job exits 137, nothing survives") {
+  ScratchDir d;
+  const std::string id = unique_id("killed");
+  auto r = launch(d, cat({"--standalone", "--nproc-per-node", "3", "--rdzv-id", id, "--shutdown-timeout", "5"},
+                         sh("if [ $RANK = 0 ]; then while [ ! -e " + d.path() + "/ready.2 ]; do sleep 0.05; done; kill -9 $$; fi; "
+                            "echo $$ > " + d.path() + "/ready.$RANK; exec sleep 300")));
+  CHECK(r.code == 137);
+  CHECK(r.err.find("SIGKILL") != std::string::npos);
+  CHECK(processes_with_env("DDP_RUN_ID=" + id).empty());
+}
+
+TEST_CASE("no process of the job survives the launcher: background and daemonized children") {
+  ScratchDir d;
+  const std::string id = unique_id("survivors");
+  auto r = launch(d, cat({"--standalone", "--nproc-per-node", "2", "--rdzv-id", id},
+                         sh("sleep 300 & setsid sleep 300 & (sleep 300 &) ; exit 0")));
+  CHECK(r.code == 0);
+  CHECK(processes_with_env("DDP_RUN_ID=" + id).empty());
+}
+
+TEST_CASE("SIGKILL to the launcher takes every worker down") {
+  // The promise is "within 1 s" (PR_SET_PDEATHSIG); on a loaded 2-core CI machine we only
+  // assert that they are gone within 10 s, polling /proc.
+  ScratchDir d;
+  const std::string id = unique_id("sigkill");
+  Child c(cat({launcher_path(), "--standalone", "--nproc-per-node", "3", "--rdzv-id", id},
+              sh("echo $$ > " + d.path() + "/pid.$RANK; exec sleep 300")),
+          {}, d / "out", d / "err");
+  REQUIRE(eventually([&] {
+    return std::filesystem::exists(d / "pid.0") && std::filesystem::exists(d / "pid.1") && std::filesystem::exists(d / "pid.2");
+  }));
+  REQUIRE(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).size() == 3; }));
+  ::kill(c.pid(), SIGKILL);
+  CHECK(c.wait() == 137);
+  CHECK(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).empty(); }, std::chrono::seconds(10)));
+}
+
+TEST_CASE("SIGINT is forwarded to the workers and the launcher exits 130") {
+  ScratchDir d;
+  Child c(cat({launcher_path(), "--standalone", "--nproc-per-node", "2"},
+              sh("trap 'echo INT > " + d.path() + "/got.$RANK; exit 0' INT; echo > " + d.path() +
+                 "/ready.$RANK; sleep 300 & wait")),
+          {}, d / "out", d / "err");
+  REQUIRE(eventually([&] { return std::filesystem::exists(d / "ready.0") && std::filesystem::exists(d / "ready.1"); }));
+  ::kill(c.pid(), SIGINT);
+  CHECK(c.wait() == 130);
+  CHECK(slurp(d / "got.0") == "INT\n");
+  CHECK(slurp(d / "got.1") == "INT\n");
+}
+
+TEST_CASE("a worker that fails only on the first attempt: --max-restarts 1 succeeds") {
+  ScratchDir d;
+  const std::string script = "echo $TORCHELASTIC_RESTART_COUNT >> " + d.path() + "/attempts.$RANK; "
+                             "if [ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 1 ]; then exit 5; fi; exit 0";
+  auto ok = launch(d, cat({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--shutdown-timeout", "5"}, sh(script)));
+  CHECK(ok.code == 0);
+  CHECK(slurp(d / "attempts.1") == "0\n1\n");
+  CHECK(slurp(d / "attempts.0").find("1\n") != std::string::npos);
+  // without restarts the same job fails with the worker's code
+  ScratchDir d2;
+  auto fail = launch(d2, cat({"--standalone", "--nproc-per-node", "2"}, sh("[ $RANK = 1 ] && exit 5; exit 0")));
+  CHECK(fail.code == 5);
+  // always failing: restarts run out, the last code is the job's
+  auto always = launch(d2, cat({"--standalone", "--max-restarts", "2"}, sh("echo x >> " + d2.path() + "/n; exit 4")));
+  CHECK(always.code == 4);
+  CHECK(slurp(d2 / "n") == "x\nx\nx\n");
+}
+
+TEST_CASE("log files per attempt and rank; console lines prefixed with [rank]:") {
+  ScratchDir d;
+  const std::string id = unique_id("logs");
+  auto r = launch(d, cat({"--standalone", "--nproc-per-node", "2", "--rdzv-id", id, "--log-dir", d / "logs", "--tee", "3"},
+                         sh("echo out-$RANK; echo err-$RANK >&2")));
+  REQUIRE(r.code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string dir = d.path() + "/logs/" + id + "/attempt_0/" + std::to_string(rank) + "/";
+    CHECK(slurp(dir + "stdout.log").find("out-" + std::to_string(rank)) != std::string::npos);
+    CHECK(slurp(dir + "stderr.log").find("err-" + std::to_string(rank)) != std::string::npos);
+  }
+  CHECK(r.out.find("[0]:out-0") != std::string::npos);
+  CHECK(r.out.find("[1]:out-1") != std::string::npos);
+  CHECK(r.err.find("[1]:err-1") != std::string::npos);
+}
+
+TEST_CASE("config errors name the file, the line and the key, with a did-you-mean; exit 2") {
+  ScratchDir d;
+  write_file(d / "job.json", "{\n  \"nproc_per_node\": 2,\n  \"max_restart\": 1\n}\n");
+  auto r = launch(d, {"--config", d / "job.json", "true"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find(d / "job.json" + " line 3") != std::string::npos);
+  CHECK(r.err.find("'max_restart'") != std::string::npos);
+  CHECK(r.err.find("did you mean 'max_restarts'?") != std::string::npos);
+  write_file(d / "bad.json", "{\n  \"nnodes\": 2,\n  \"standalone\": true\n}\n");
+  auto combo = launch(d, {"--config", d / "bad.json", "true"});
+  CHECK(combo.code == 2);
+  CHECK(combo.err.find("line 3") != std::string::npos);
+  CHECK(combo.err.find("line 2") != std::string::npos);
+  write_file(d / "broken.json", "{\n  \"nnodes\": 2,,\n}\n");
+  auto broken = launch(d, {"--config", d / "broken.json", "true"});
+  CHECK(broken.code == 2);
+  CHECK(broken.err.find("line 2, column") != std::string::npos);
+  // a flag overrides the file
+  write_file(d / "good.json", "{\"nproc_per_node\": 3, \"standalone\": true}");
+  auto good = launch(d, cat({"--config", d / "good.json", "--nproc-per-node", "2"}, sh("touch " + d.path() + "/w.$RANK")));
+  CHECK(good.code == 0);
+  CHECK(std::filesystem::exists(d / "w.1"));
+  CHECK_FALSE(std::filesystem::exists(d / "w.2"));
+}
+
+TEST_CASE("usage errors exit 2 with a did-you-mean; --help and --version exit 0") {
+  ScratchDir d;
+  auto typo = launch(d, {"--nproc-per-nod", "2", "true"});
+  CHECK(typo.code == 2);
+  CHECK(typo.err.find("did you mean '--nproc-per-node'?") != std::string::npos);
+  CHECK(launch(d, {"--rdzv-backend", "multicast", "true"}).err.find("not supported yet") != std::string::npos);
+  CHECK(launch(d, {}).code == 2);
+  auto help = launch(d, {"--help"});
+  CHECK(help.code == 0);
+  CHECK(help.out.find("Exit codes:") != std::string::npos);
+  CHECK(help.out.find("Examples:") != std::string::npos);
+  auto version = launch(d, {"--version"});
+  CHECK(version.code == 0);
+  CHECK(version.out.find("ddp-launch ") == 0);
+}
+
+TEST_CASE("--dry-run prints each rank's command and environment and starts nothing") {
+  ScratchDir d;
+  auto r = launch(d, cat({"--dry-run", "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.1.2.3",
+                          "--nproc-per-node", "2", "--env", "A=1"},
+                         sh("touch " + d.path() + "/ran")));
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("rank 2 (local rank 0): sh -c 'touch") != std::string::npos);
+  CHECK(r.out.find("rank 3 (local rank 1)") != std::string::npos);
+  CHECK(r.out.find("RANK=3") != std::string::npos);
+  CHECK(r.out.find("WORLD_SIZE=4") != std::string::npos);
+  CHECK(r.out.find("MASTER_ADDR=10.1.2.3") != std::string::npos);
+  CHECK(r.out.find("A=1") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(d / "ran"));
+}
+
+TEST_CASE("DDP_LAUNCH_* variables set flags; the command line wins") {
+  ScratchDir d;
+  auto r = launch(d, sh("touch " + d.path() + "/w.$RANK"), {{"DDP_LAUNCH_NPROC_PER_NODE", "3"}, {"DDP_LAUNCH_STANDALONE", "1"}});
+  CHECK(r.code == 0);
+  CHECK(std::filesystem::exists(d / "w.2"));
+  ScratchDir d2;
+  auto flag_wins = launch(d2, cat({"--nproc-per-node", "1"}, sh("touch " + d2.path() + "/w.$RANK")),
+                          {{"DDP_LAUNCH_NPROC_PER_NODE", "3"}, {"DDP_LAUNCH_STANDALONE", "true"}});
+  CHECK(flag_wins.code == 0);
+  CHECK(std::filesystem::exists(d2 / "w.0"));
+  CHECK_FALSE(std::filesystem::exists(d2 / "w.1"));
+  auto bad = launch(d2, {"true"}, {{"DDP_LAUNCH_MAX_RESTART", "1"}});
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("did you mean 'DDP_LAUNCH_MAX_RESTARTS'?") != std::string::npos);
+}
+
+TEST_CASE("a .py program runs with python3") {
+  if (::system("command -v python3 > /dev/null 2>&1") != 0) {
+    MESSAGE("python3 not installed: skipped");
+    return;
+  }
+  ScratchDir d;
+  write_file(d / "w.py", "import os\nopen(os.environ['OUT'] + '/py.' + os.environ['RANK'], 'w').write('ok')\n");
+  auto r = launch(d, {"--standalone", "--nproc-per-node", "2", "--env", "OUT=" + d.path(), d / "w.py"});
+  CHECK(r.code == 0);
+  CHECK(slurp(d / "py.1") == "ok");
+}

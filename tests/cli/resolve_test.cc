@@ -1,0 +1,169 @@
+#include "cli/resolve.h"
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <map>
+
+#include "cli/command_line.h"
+#include "common/error.h"
+
+using namespace ddp;
+using namespace ddp::cli;
+
+namespace {
+
+using Vars = std::map<std::string, std::string>;
+
+EnvLookup env_of(Vars vars) {
+  return [vars](const std::string& n) -> std::optional<std::string> {
+    auto it = vars.find(n);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::vector<std::string> names_of(const Vars& vars) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : vars) out.push_back(k);
+  return out;
+}
+
+launcher::AgentOptions resolve(std::vector<std::string> args, Vars vars = {}) {
+  auto cl = parse_command_line(args);
+  auto env = env_of(vars);
+  return resolve_options(merge_settings(cl.flags, env_layer(env, names_of(vars))), cl.command, env);
+}
+
+std::string error_of(std::vector<std::string> args, Vars vars = {}) {
+  try {
+    resolve(std::move(args), std::move(vars));
+  } catch (const InvalidArgument& e) {
+    return e.message();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("defaults") {
+  auto o = resolve({"./prog"});
+  const auto& l = o.launch;
+  CHECK(l.command == std::vector<std::string>{"./prog"});
+  CHECK(l.nproc_per_node == 1);
+  CHECK(l.nnodes_max == 1);
+  CHECK(l.node_rank == -1);
+  CHECK(l.master_addr == "127.0.0.1");
+  CHECK(l.master_port == 29500);
+  CHECK(l.rdzv_backend == "static");
+  CHECK(l.max_restarts == 0);
+  CHECK(l.run_id.size() == 16);  // a fresh id for a lone node
+  CHECK(l.run_id != resolve({"./prog"}).launch.run_id);
+}
+
+TEST_CASE("flags with torchrun's spellings, values, and the program's own arguments") {
+  auto o = resolve({"--nproc_per_node=3", "--max-restarts", "2", "--monitor-interval", "0.25", "--shutdown-timeout",
+                    "5", "--signals-to-handle", "INT,TERM", "-r", "0:3", "--tee", "2", "--local-ranks-filter", "0",
+                    "--role", "trainer", "--cpu-bind", "cores", "--env", "A=1", "--env", "B=2", "--log-dir", "/tmp/l",
+                    "--standalone", "./prog", "--max-restarts", "9"});
+  const auto& l = o.launch;
+  CHECK(l.nproc_per_node == 3);
+  CHECK(l.max_restarts == 2);
+  CHECK(l.monitor_interval == Millis(250));
+  CHECK(l.shutdown_timeout == Millis(5000));
+  CHECK(l.signals_to_handle == std::vector<int>{SIGINT, SIGTERM});
+  CHECK(l.redirects.for_rank(0) == 3);
+  CHECK(l.tee.all == 2);
+  CHECK(l.local_ranks_filter == std::set<int>{0});
+  CHECK(l.role == "trainer");
+  CHECK(l.cpu_bind == launcher::CpuBind::kCores);
+  CHECK(l.env == std::vector<std::pair<std::string, std::string>>{{"A", "1"}, {"B", "2"}});
+  CHECK(l.log_dir == "/tmp/l");
+  CHECK(l.standalone);
+  CHECK(l.command == std::vector<std::string>{"./prog", "--max-restarts", "9"});
+}
+
+TEST_CASE("python programs run with python3 unless --no-python; -m runs a module") {
+  CHECK(resolve({"train.py", "--lr", "1"}).launch.command == std::vector<std::string>{"python3", "-u", "train.py", "--lr", "1"});
+  CHECK(resolve({"--no-python", "train.py"}).launch.command == std::vector<std::string>{"train.py"});
+  CHECK(resolve({"-m", "pkg.train"}).launch.command == std::vector<std::string>{"python3", "-u", "-m", "pkg.train"});
+  CHECK(error_of({"-m", "--no-python", "x"}).find("exclude each other") != std::string::npos);
+}
+
+TEST_CASE("precedence: command line > DDP_LAUNCH_* > config file") {
+  const std::string path = "/tmp/ddp_launch_resolve_test_" + std::to_string(::getpid()) + ".json";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs("{\n  \"nproc_per_node\": 2,\n  \"max_restarts\": 5,\n  \"role\": \"from-file\",\n  \"command\": [\"./from-file\"]\n}\n", f);
+    std::fclose(f);
+  }
+  auto o = resolve({"--config", path, "--max-restarts", "1"}, {{"DDP_LAUNCH_NPROC_PER_NODE", "4"}, {"DDP_LAUNCH_ROLE", "from-env"}});
+  CHECK(o.launch.max_restarts == 1);        // flag beats env and file
+  CHECK(o.launch.nproc_per_node == 4);      // env beats file
+  CHECK(o.launch.role == "from-env");
+  CHECK(o.launch.command == std::vector<std::string>{"./from-file"});
+  // DDP_LAUNCH_CONFIG names the file too; a PROGRAM on the command line replaces "command".
+  auto p = resolve({"./mine"}, {{"DDP_LAUNCH_CONFIG", path}});
+  CHECK(p.launch.nproc_per_node == 2);
+  CHECK(p.launch.command == std::vector<std::string>{"./mine"});
+  // a bad value in the file names the file, the line and the key
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs("{\n  \"nnodes\": 2,\n  \"node_rank\": 2\n}\n", f);
+  std::fclose(f);
+  auto msg = error_of({"--config", path, "--master-addr", "h", "./x"});
+  CHECK(msg.find("node_rank 2 (from " + path + " line 3 (key 'node_rank'))") != std::string::npos);
+  CHECK(msg.find("must be below nnodes 2 (from " + path + " line 2") != std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("DDP_LAUNCH_ variables: booleans, env lists, unknown names") {
+  auto o = resolve({"./p"}, {{"DDP_LAUNCH_STANDALONE", "yes"}, {"DDP_LAUNCH_ENV", "A=1;B=2"}});
+  CHECK(o.launch.standalone);
+  CHECK(o.launch.env.size() == 2);
+  CHECK(error_of({"./p"}, {{"DDP_LAUNCH_NPROC_PER_NOD", "2"}}).find("did you mean 'DDP_LAUNCH_NPROC_PER_NODE'") != std::string::npos);
+  CHECK(error_of({"./p"}, {{"DDP_LAUNCH_MAX_RESTARTS", "x"}}).find("DDP_LAUNCH_MAX_RESTARTS: 'x' is not an integer") != std::string::npos);
+}
+
+TEST_CASE("impossible combinations") {
+  CHECK(error_of({"--standalone", "--nnodes", "2", "./p"}).find("runs one node") != std::string::npos);
+  CHECK(error_of({"--standalone", "--rdzv-endpoint", "h:1", "./p"}).find("drop rdzv_endpoint") != std::string::npos);
+  CHECK(error_of({"--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "./p"}).find("must be below") != std::string::npos);
+  CHECK(error_of({"--nnodes", "2", "--master-addr", "h", "./p"}).find("needs node_rank") != std::string::npos);
+  CHECK(error_of({"--nnodes", "2", "--node-rank", "1", "./p"}).find("needs master_addr") != std::string::npos);
+  CHECK(error_of({"--rdzv-backend", "file", "./p"}).find("needs rdzv_endpoint") != std::string::npos);
+  CHECK(error_of({"--rdzv-backend", "multicast", "./p"}).find("not supported yet") != std::string::npos);
+  CHECK(error_of({"--rdzv-backend", "tpc", "./p"}).find("did you mean 'tcp'") != std::string::npos);
+  CHECK(error_of({"--nnodes", "1:4", "./p"}).find("elastic") != std::string::npos);
+  CHECK(error_of({}).find("no PROGRAM") != std::string::npos);
+  CHECK(error_of({"--rdzv-conf", "timeout=0", "./p"}).find("timeout must be > 0") != std::string::npos);
+}
+
+TEST_CASE("c10d is tcp; rdzv-conf sets the timeout and is_host") {
+  auto o = resolve({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400", "--rdzv-id", "j1",
+                    "--rdzv-conf", "timeout=12,is_host=0", "./p"});
+  CHECK(o.launch.rdzv_backend == "tcp");
+  CHECK(o.launch.rdzv_timeout == Millis(12'000));
+  CHECK(o.rdzv_is_host == false);
+  CHECK(o.launch.run_id == "j1");  // multi-node: the shared id
+}
+
+TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
+  auto s = resolve({"./p"}, {{"SLURM_NNODES", "4"}, {"SLURM_NODEID", "2"}, {"SLURM_JOB_NODELIST", "gpu[07-10]"},
+                             {"SLURM_NTASKS", "4"}});
+  CHECK(s.launch.nnodes_max == 4);
+  CHECK(s.launch.node_rank == 2);
+  CHECK(s.launch.master_addr == "gpu07");
+  // several tasks per node: not one launcher per node, nothing inferred
+  auto t = resolve({"./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_NTASKS", "8"}});
+  CHECK(t.launch.nnodes_max == 1);
+  // flags win over Slurm
+  auto u = resolve({"--master-addr", "10.1.1.1", "./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_JOB_NODELIST", "a,b"}});
+  CHECK(u.launch.master_addr == "10.1.1.1");
+  CHECK(u.launch.node_rank == 1);
+  auto m = resolve({"--master-addr", "10.0.0.9", "./p"}, {{"OMPI_COMM_WORLD_SIZE", "3"}, {"OMPI_COMM_WORLD_RANK", "1"}});
+  CHECK(m.launch.nnodes_max == 3);
+  CHECK(m.launch.node_rank == 1);
+  CHECK(error_of({"./p"}, {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"}}).find("needs master_addr") != std::string::npos);
+  // standalone ignores the scheduler
+  CHECK(resolve({"--standalone", "./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}}).launch.nnodes_max == 1);
+}

@@ -1,0 +1,105 @@
+#include "cli/values.h"
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <map>
+
+#include "common/error.h"
+
+using namespace ddp;
+using namespace ddp::cli;
+
+namespace {
+
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& n) -> std::optional<std::string> {
+    auto it = vars.find(n);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+}  // namespace
+
+TEST_CASE("integers, seconds, booleans") {
+  CHECK(parse_int("42", "x") == 42);
+  CHECK(parse_int(" 7 ", "x") == 7);
+  CHECK_THROWS_WITH_AS(parse_int("4x", "--max-restarts"), doctest::Contains("--max-restarts: '4x' is not an integer"), InvalidArgument);
+  CHECK(parse_seconds("0.1", "x") == Millis(100));
+  CHECK(parse_seconds("30", "x") == Millis(30'000));
+  CHECK_THROWS_AS(parse_seconds("-1", "x"), InvalidArgument);
+  CHECK_THROWS_AS(parse_seconds("soon", "x"), InvalidArgument);
+  CHECK(parse_bool("YES", "x"));
+  CHECK_FALSE(parse_bool("off", "x"));
+  CHECK_THROWS_AS(parse_bool("maybe", "x"), InvalidArgument);
+}
+
+TEST_CASE("nproc: N, auto, gpu, cpu") {
+  auto none = env_of({{"CUDA_VISIBLE_DEVICES", ""}});
+  CHECK(parse_nproc("3", "x", none) == 3);
+  CHECK(parse_nproc("auto", "x", none) == 1);
+  CHECK(parse_nproc("auto", "x", env_of({{"CUDA_VISIBLE_DEVICES", "0,1,3"}})) == 3);
+  CHECK(parse_nproc("gpu", "x", env_of({{"CUDA_VISIBLE_DEVICES", "GPU-abc,GPU-def"}})) == 2);
+  CHECK_THROWS_WITH_AS(parse_nproc("gpu", "x", none), doctest::Contains("no GPU"), InvalidArgument);
+  CHECK(parse_nproc("cpu", "x", none) == count_cpus());
+  CHECK(count_cpus() >= 1);
+  CHECK_THROWS_AS(parse_nproc("0", "x", none), InvalidArgument);
+  CHECK_THROWS_AS(parse_nproc("many", "x", none), InvalidArgument);
+  // CUDA stops counting at the first invalid entry.
+  CHECK(count_visible_gpus(env_of({{"CUDA_VISIBLE_DEVICES", "0,-1,2"}})) == 1);
+}
+
+TEST_CASE("nnodes: N and MIN:MAX") {
+  CHECK(parse_nnodes("2", "x") == std::pair{2, 2});
+  CHECK(parse_nnodes("1:4", "x") == std::pair{1, 4});
+  CHECK_THROWS_AS(parse_nnodes("4:1", "x"), InvalidArgument);
+  CHECK_THROWS_AS(parse_nnodes("0", "x"), InvalidArgument);
+  CHECK_THROWS_AS(parse_nnodes("1:2:3", "x"), InvalidArgument);
+}
+
+TEST_CASE("redirects and tee: torchrun's syntax") {
+  auto all = parse_streams("3", "x");
+  CHECK(all.all == 3);
+  CHECK(all.for_rank(5) == 3);
+  auto per = parse_streams("0:3,1:1", "x");
+  CHECK(per.all == 0);
+  CHECK(per.for_rank(0) == 3);
+  CHECK(per.for_rank(1) == 1);
+  CHECK(per.for_rank(2) == 0);
+  CHECK_THROWS_AS(parse_streams("4", "x"), InvalidArgument);
+  CHECK_THROWS_AS(parse_streams("0:9", "x"), InvalidArgument);
+  CHECK_THROWS_AS(parse_streams("a:b", "x"), InvalidArgument);
+}
+
+TEST_CASE("signals by name, short name or number") {
+  CHECK(parse_signals("SIGINT,SIGTERM", "x") == std::vector<int>{SIGINT, SIGTERM});
+  CHECK(parse_signals("int, usr1,15", "x") == std::vector<int>{SIGINT, SIGUSR1, SIGTERM});
+  CHECK_THROWS_WITH_AS(parse_signals("SIGTERN", "x"), doctest::Contains("did you mean 'SIGTERM'"), InvalidArgument);
+  CHECK_THROWS_AS(parse_signals("KILL", "x"), InvalidArgument);
+  CHECK_THROWS_AS(parse_signals("CHLD", "x"), InvalidArgument);
+}
+
+TEST_CASE("local ranks, cpu bind, rdzv conf, KEY=VALUE") {
+  CHECK(parse_rank_list("0,2", "x") == std::set<int>{0, 2});
+  CHECK_THROWS_AS(parse_rank_list("0,-1", "x"), InvalidArgument);
+  CHECK(parse_cpu_bind("cores", "x") == launcher::CpuBind::kCores);
+  CHECK_THROWS_WITH_AS(parse_cpu_bind("core", "x"), doctest::Contains("did you mean 'cores'"), InvalidArgument);
+  auto conf = parse_rdzv_conf("timeout=30, is_host=true,last_call_timeout=5", "x");
+  CHECK(conf.timeout == Millis(30'000));
+  CHECK(conf.is_host == true);
+  CHECK(parse_rdzv_conf("join_timeout=2", "x").timeout == Millis(2000));
+  CHECK_THROWS_WITH_AS(parse_rdzv_conf("timout=3", "x"), doctest::Contains("did you mean 'timeout'"), InvalidArgument);
+  CHECK_THROWS_AS(parse_rdzv_conf("timeout", "x"), InvalidArgument);
+  CHECK(parse_key_value("A=b=c", "x") == std::pair<std::string, std::string>{"A", "b=c"});
+  CHECK(parse_key_value("EMPTY=", "x").second.empty());
+  CHECK_THROWS_AS(parse_key_value("1A=2", "x"), InvalidArgument);
+  CHECK_THROWS_AS(parse_key_value("novalue", "x"), InvalidArgument);
+}
+
+TEST_CASE("Slurm host lists") {
+  CHECK(expand_hostlist("node[01-03]") == std::vector<std::string>{"node01", "node02", "node03"});
+  CHECK(expand_hostlist("a[1,3-4]b,c7") == std::vector<std::string>{"a1b", "a3b", "a4b", "c7"});
+  CHECK(expand_hostlist("single") == std::vector<std::string>{"single"});
+  CHECK(expand_hostlist("gpu[9-11]").at(2) == "gpu11");
+}

@@ -1,0 +1,225 @@
+// Runs as every rank of an MPI job (mpirun -np 3), or alone as an MPI singleton. Every rank runs
+// the same test cases in the same order; each checks its own results.
+#include "comm/mpi/mpi_process_group.h"
+
+#include <doctest/doctest.h>
+
+#include <future>
+#include <numeric>
+#include <thread>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "rendezvous/hash_store.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using ddp::comm::mpi_backend::MpiRuntime;
+
+namespace {
+
+int world_size() { return MpiRuntime::instance().world_size(); }
+int world_rank() { return MpiRuntime::instance().world_rank(); }
+
+GroupSetup setup(std::vector<int> members, const std::string& name, Millis timeout = Millis(60'000)) {
+  GroupSetup s;
+  s.store = std::make_shared<rdzv::HashStore>();  // unused by mpi
+  s.global_ranks = members;
+  s.size = static_cast<int>(members.size());
+  s.rank = static_cast<int>(std::find(members.begin(), members.end(), world_rank()) - members.begin());
+  s.name = name;
+  s.options.timeout = timeout;
+  return s;
+}
+
+std::vector<int> all_ranks() {
+  std::vector<int> v(world_size());
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+ProcessGroupPtr world() {
+  static ProcessGroupPtr g = make_mpi_group(setup(all_ranks(), "world"));
+  return g;
+}
+
+bool multi() { return world_size() >= 3; }
+
+}  // namespace
+
+TEST_CASE("mpi: the thread level is the one requested, and ops work at any level") {
+  const std::string requested = env::get_or("DDP_MPI_THREAD_LEVEL", "multiple");
+  const int level = MpiRuntime::instance().thread_level();
+  if (requested == "funneled") CHECK(level == MPI_THREAD_FUNNELED);
+  if (requested == "multiple") CHECK(level == MPI_THREAD_MULTIPLE);
+  CHECK(MpiRuntime::instance().initialized_by_us());
+  std::vector<int32_t> v{1};
+  world()->all_reduce(view(v.data(), 1))->wait();
+  CHECK(v[0] == world_size());
+}
+
+TEST_CASE("mpi all_reduce: every dtype and op, AVG, 16-bit floats") {
+  auto pg = world();
+  const int n = pg->size(), r = pg->rank();
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
+    std::vector<double> d(7, r + 1.0);
+    std::vector<int64_t> l(5, r + 1);
+    std::vector<int8_t> b(3, static_cast<int8_t>(r + 1));
+    pg->all_reduce(view(d.data(), d.size()), {op})->wait();
+    pg->all_reduce(view(l.data(), l.size()), {op})->wait();
+    pg->all_reduce(view(b.data(), b.size()), {op})->wait();
+    double sum = n * (n + 1) / 2.0, prod = 1;
+    for (int k = 1; k <= n; ++k) prod *= k;
+    double expected = op == ReduceOp::kSum ? sum : op == ReduceOp::kProduct ? prod : op == ReduceOp::kMin ? 1
+                    : op == ReduceOp::kMax ? n : sum / n;
+    INFO("op ", to_string(op));
+    CHECK(d[6] == doctest::Approx(expected));
+    CHECK(l[4] == static_cast<int64_t>(op == ReduceOp::kAvg ? static_cast<int64_t>(sum) / n : expected));
+    CHECK(b[0] == static_cast<int8_t>(op == ReduceOp::kAvg ? static_cast<int64_t>(sum) / n : expected));
+  }
+  std::vector<int32_t> bits{1 << r, 7};
+  pg->all_reduce(view(bits.data(), 2), {ReduceOp::kBor})->wait();
+  CHECK(bits[0] == (1 << n) - 1);
+  pg->all_reduce(view(bits.data(), 2), {ReduceOp::kBand})->wait();
+  CHECK(bits[1] == 7);
+  std::vector<uint16_t> h(4, float_to_half(1.5f)), bf(4, float_to_bfloat16(2.0f * (r + 1)));
+  pg->all_reduce(Buffer{h.data(), 4, DType::kFloat16, {}}, {ReduceOp::kSum})->wait();
+  pg->all_reduce(Buffer{bf.data(), 4, DType::kBFloat16, {}}, {ReduceOp::kMax})->wait();
+  CHECK(half_to_float(h[3]) == doctest::Approx(1.5 * n));
+  CHECK(bfloat16_to_float(bf[0]) == doctest::Approx(2.0 * n));
+}
+
+TEST_CASE("mpi rooted ops from a non-zero root, gathers, reduce_scatter, all_to_all, barrier") {
+  auto pg = world();
+  const int n = pg->size(), r = pg->rank(), root = n - 1;
+  std::vector<float> bc(5, static_cast<float>(r));
+  pg->broadcast(view(bc.data(), 5), {root})->wait();
+  CHECK(bc[4] == static_cast<float>(root));
+  std::vector<float> red(3, r + 1.0f);
+  pg->reduce(view(red.data(), 3), {root, ReduceOp::kAvg})->wait();
+  if (r == root) CHECK(red[0] == doctest::Approx((n + 1) / 2.0));
+  std::vector<int32_t> mine{r, 10 * r}, all(2 * n, -1), gat(r == root ? 2 * n : 0, -1);
+  pg->all_gather(view(mine.data(), 2), view(all.data(), all.size()))->wait();
+  for (int k = 0; k < n; ++k) CHECK(all[2 * k + 1] == 10 * k);
+  pg->gather(view(mine.data(), 2), view(gat.data(), gat.size()), {root})->wait();
+  if (r == root) CHECK(gat == all);
+  std::vector<int32_t> src(r == root ? 2 * n : 0), got(2, -1);
+  std::iota(src.begin(), src.end(), 100);
+  pg->scatter(view(src.data(), src.size()), view(got.data(), 2), {root})->wait();
+  CHECK(got == std::vector<int32_t>{100 + 2 * r, 101 + 2 * r});
+  std::vector<int64_t> in(2 * n), out(2);
+  for (int i = 0; i < 2 * n; ++i) in[i] = i;
+  pg->reduce_scatter(view(in.data(), in.size()), view(out.data(), 2), {ReduceOp::kSum})->wait();
+  CHECK(out == std::vector<int64_t>{2 * r * n, (2 * r + 1) * n});
+  std::vector<int32_t> send(n), recv(n, -1);
+  for (int k = 0; k < n; ++k) send[k] = 100 * r + k;
+  pg->all_to_all(view(send.data(), n), view(recv.data(), n))->wait();
+  for (int k = 0; k < n; ++k) CHECK(recv[k] == 100 * k + r);
+  CHECK(pg->barrier()->wait());
+}
+
+TEST_CASE("mpi send/recv: both neighbours send first; negative library tags work" * doctest::skip(!multi())) {
+  auto pg = world();
+  const int n = pg->size(), r = pg->rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  std::vector<double> out(1000, r), in(1000, -1);
+  auto s = pg->send(view(out.data(), out.size()), next, {5});
+  auto v = pg->recv(view(in.data(), in.size()), prev, {5});
+  wait_all({s, v});
+  CHECK(in[999] == prev);
+  pg->monitored_barrier(Millis(30'000));  // tag -1 on the wire
+}
+
+TEST_CASE("mpi: ops complete in issue order") {
+  auto pg = world();
+  std::vector<std::vector<float>> bufs(16, std::vector<float>(4096, 1.0f));
+  std::vector<int> order;
+  std::mutex mu;
+  std::vector<WorkPtr> works;
+  for (int i = 0; i < 16; ++i) {
+    works.push_back(pg->all_reduce(view(bufs[i].data(), bufs[i].size())));
+    works.back()->then([&order, &mu, i](Work&) {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(i);
+    });
+  }
+  wait_all(works);
+  pg->barrier()->wait();  // callbacks of the 16 ran before the barrier's Work finished
+  std::vector<int> expected(16);
+  std::iota(expected.begin(), expected.end(), 0);
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(order == expected);
+  CHECK(bufs[15][0] == static_cast<float>(pg->size()));
+}
+
+TEST_CASE("mpi subgroups: members in any order, two groups driven from two threads") {
+  if (!multi()) return;
+  // Group rank = position in the list, as in torch: world rank 2 is group rank 0.
+  std::vector<int> members{2, 0};
+  ProcessGroupPtr g = world_rank() == 1 ? nullptr : make_mpi_group(setup(members, "group/0"));
+  if (g) {
+    CHECK(g->rank() == (world_rank() == 2 ? 0 : 1));
+    std::vector<int32_t> v{world_rank()};
+    g->broadcast(view(v.data(), 1), {0})->wait();
+    CHECK(v[0] == 2);
+  }
+  // A second full group: each rank drives the two groups from two threads; rank order of the
+  // calls differs per rank, which must not deadlock.
+  auto other = make_mpi_group(setup(all_ranks(), "group/1"));
+  auto drive = [](ProcessGroupPtr pg) {
+    for (int i = 0; i < 20; ++i) {
+      std::vector<float> x(256, 1.0f);
+      pg->all_reduce(view(x.data(), x.size()))->wait();
+      if (x[255] != static_cast<float>(pg->size())) return false;
+    }
+    return true;
+  };
+  auto a = std::async(std::launch::async, drive, world());
+  auto b = std::async(std::launch::async, drive, other);
+  CHECK(a.get());
+  CHECK(b.get());
+}
+
+TEST_CASE("mpi: zero-length ops, bad arguments") {
+  auto pg = world();
+  std::vector<float> empty, f(4);
+  std::vector<int32_t> i3(3);
+  CHECK(pg->all_reduce(view(empty.data(), 0))->wait());
+  CHECK(pg->broadcast(view(empty.data(), 0), {0})->wait());
+  CHECK(pg->all_gather(view(empty.data(), 0), view(empty.data(), 0))->wait());
+  CHECK_THROWS_AS(pg->all_reduce(view(f.data(), 4), {ReduceOp::kBand}), InvalidArgument);
+  CHECK_THROWS_AS(pg->broadcast(view(f.data(), 4), {world_size()}), InvalidArgument);
+  CHECK_THROWS_AS(pg->all_gather(view(f.data(), 4), view(f.data(), 4 * world_size() + 1)), InvalidArgument);
+  Buffer cuda{f.data(), 4, DType::kFloat32, Device{DeviceType::kCuda, 0}};
+  CHECK_THROWS_AS(pg->all_reduce(cuda), InvalidArgument);
+  std::vector<float> one{1.0f};
+  pg->all_reduce(view(one.data(), 1))->wait();
+  CHECK(one[0] == static_cast<float>(world_size()));
+}
+
+TEST_CASE("mpi: a group larger than the MPI world is a BackendError, not a hang") {
+  std::vector<int> too_many(world_size() + 1);
+  std::iota(too_many.begin(), too_many.end(), 0);
+  GroupSetup s = setup(all_ranks(), "too-big");
+  s.size = world_size() + 1;
+  s.global_ranks = too_many;
+  CHECK_THROWS_AS(make_mpi_group(s), BackendError);
+}
+
+TEST_CASE("mpi: an unmatched recv times out naming the op; the group stays broken" * doctest::skip(!multi())) {
+  auto pg = make_mpi_group(setup(all_ranks(), "group/timeout", Millis(60'000)));
+  std::vector<int32_t> v(4, 7);
+  if (pg->rank() == 0) {
+    auto w = pg->recv(view(v.data(), 4), 1, {42, Millis(300)});
+    try {
+      w->wait();
+      FAIL("recv should have timed out");
+    } catch (const TimeoutError& e) {
+      CHECK(std::string(e.what()).find("recv #1") != std::string::npos);
+    }
+    CHECK_THROWS_AS(pg->barrier()->wait(), TimeoutError);
+  }
+  // The timed-out recv was cancelled, so MPI still finalizes cleanly at exit (mpirun would fail
+  // this test otherwise).
+  world()->barrier()->wait();
+}

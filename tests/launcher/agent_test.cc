@@ -1,0 +1,197 @@
+// The agent across nodes, black-box: two (or three) ddp-launch processes on loopback as nodes,
+// static, tcp (dynamic ranks) and file rendezvous; failures stop every node; restarts happen on
+// every node together; a node that never arrives; Ctrl-C during the rendezvous. Workers are sh
+// scripts and ddp_store_probe (a real client of DDP_STORE with DDP_JOB_TOKEN).
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <set>
+
+#include "cli/launch_test_util.h"
+
+using namespace ddp::test;
+
+namespace {
+
+std::string probe() { return bin_dir() + "/../tests/ddp_store_probe"; }
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Starts one launcher per entry of `args`; returns their exit codes.
+std::vector<int> run_nodes(const ScratchDir& d, const std::vector<std::vector<std::string>>& args,
+                           const std::map<std::string, std::string>& env = {}) {
+  std::vector<std::unique_ptr<Child>> nodes;
+  for (size_t i = 0; i < args.size(); ++i) {
+    nodes.push_back(std::make_unique<Child>(with({launcher_path()}, args[i]), env, d / ("node" + std::to_string(i) + ".out"),
+                                            d / ("node" + std::to_string(i) + ".err")));
+  }
+  std::vector<int> codes;
+  for (auto& n : nodes) codes.push_back(n->wait());
+  return codes;
+}
+
+std::string dump_env(const ScratchDir& d) { return "env > " + d.path() + "/env.$RANK && exec " + probe(); }
+
+std::map<std::string, std::string> env_of(const ScratchDir& d, int rank) {
+  return parse_env_dump(slurp(d / ("env." + std::to_string(rank))));
+}
+
+}  // namespace
+
+TEST_CASE("static: two nodes with different nproc, contiguous ranks, one store, one token") {
+  ScratchDir d;
+  const int port = free_port_pair();
+  const std::string id = unique_id("static");
+  auto common = std::vector<std::string>{"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port",
+                                         std::to_string(port), "--rdzv-id", id, "--rdzv-conf", "timeout=60"};
+  auto codes = run_nodes(d, {with(common, {"--node-rank", "0", "--nproc-per-node", "2", "sh", "-c", dump_env(d)}),
+                             with(common, {"--node-rank", "1", "--nproc-per-node", "1", "sh", "-c", dump_env(d)})});
+  CHECK(codes == std::vector<int>{0, 0});
+  std::set<std::string> tokens;
+  for (int rank = 0; rank < 3; ++rank) {
+    auto e = env_of(d, rank);
+    CAPTURE(rank);
+    CHECK(e["WORLD_SIZE"] == "3");
+    CHECK(e["GROUP_RANK"] == (rank < 2 ? "0" : "1"));
+    CHECK(e["DDP_NODE_RANK"] == (rank < 2 ? "0" : "1"));
+    CHECK(e["LOCAL_RANK"] == (rank < 2 ? std::to_string(rank) : "0"));
+    CHECK(e["LOCAL_WORLD_SIZE"] == (rank < 2 ? "2" : "1"));
+    CHECK(e["GROUP_WORLD_SIZE"] == "2");
+    CHECK(e["MASTER_ADDR"] == "127.0.0.1");
+    CHECK(e["MASTER_PORT"] == std::to_string(port));
+    CHECK(e["DDP_STORE"] == "127.0.0.1:" + std::to_string(port + 1));  // master_port + 1
+    CHECK(e["DDP_RUN_ID"] == id);
+    tokens.insert(e["DDP_JOB_TOKEN"]);
+  }
+  CHECK(tokens.size() == 1);
+  // every worker reached DDP_STORE with the token and met the others there
+  CHECK(slurp(d / "node1.out").find("all 3 ranks met") != std::string::npos);
+}
+
+TEST_CASE("static: DDP_JOB_TOKEN given to every launcher is the job's token") {
+  ScratchDir d;
+  const int port = free_port_pair();
+  auto common = std::vector<std::string>{"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port)};
+  auto codes = run_nodes(d, {with(common, {"--node-rank", "0", "sh", "-c", dump_env(d)}),
+                             with(common, {"--node-rank", "1", "sh", "-c", dump_env(d)})},
+                         {{"DDP_JOB_TOKEN", "0123456789abcdef0123456789abcdef"}});
+  CHECK(codes == std::vector<int>{0, 0});
+  CHECK(env_of(d, 1)["DDP_JOB_TOKEN"] == "0123456789abcdef0123456789abcdef");
+}
+
+TEST_CASE("tcp: ranks assigned at the rendezvous, the same command on every node") {
+  ScratchDir d;
+  const int port = free_port_pair();
+  const std::string id = unique_id("tcp");
+  auto args = std::vector<std::string>{"--nnodes", "3", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                                       "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port), "--rdzv-id", id,
+                                       "sh", "-c", dump_env(d)};
+  auto codes = run_nodes(d, {args, args, args});
+  CHECK(codes == std::vector<int>{0, 0, 0});
+  std::set<std::string> node_ranks, stores, master_ports;
+  for (int rank = 0; rank < 3; ++rank) {
+    auto e = env_of(d, rank);
+    CHECK(e["WORLD_SIZE"] == "3");
+    node_ranks.insert(e["GROUP_RANK"]);
+    stores.insert(e["DDP_STORE"]);
+    master_ports.insert(e["MASTER_PORT"]);
+    CHECK(e["MASTER_ADDR"] == "127.0.0.1");
+  }
+  CHECK(node_ranks == std::set<std::string>{"0", "1", "2"});
+  CHECK(stores == std::set<std::string>{"127.0.0.1:" + std::to_string(port)});
+  CHECK(master_ports.size() == 1);
+  CHECK(*master_ports.begin() != std::to_string(port));
+}
+
+TEST_CASE("file: nodes meet in a shared directory; the token is shared through it") {
+  ScratchDir d;
+  const std::string id = unique_id("file");
+  auto args = std::vector<std::string>{"--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "file",
+                                       "--rdzv-endpoint", d / "rdzv", "--rdzv-id", id, "--local-addr", "127.0.0.1",
+                                       "sh", "-c", dump_env(d)};
+  auto codes = run_nodes(d, {args, args}, {{"DDP_JOB_TOKEN", ""}});
+  CHECK(codes == std::vector<int>{0, 0});
+  std::set<std::string> tokens, stores;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto e = env_of(d, rank);
+    tokens.insert(e["DDP_JOB_TOKEN"]);
+    stores.insert(e["DDP_STORE"]);
+  }
+  CHECK(tokens.size() == 1);
+  CHECK(tokens.begin()->size() == 32);
+  CHECK(stores.size() == 1);
+  CHECK(std::filesystem::exists(d / ("rdzv/" + id + ".store")));
+  // the same id again finds the finished job's file and refuses it
+  auto again = launch(d, args);
+  CHECK(again.code == 121);
+  CHECK(again.err.find("belongs to a finished job") != std::string::npos);
+}
+
+TEST_CASE("a failure on one node stops every node: its code there, 122 elsewhere, nothing survives") {
+  ScratchDir d;
+  const int port = free_port_pair();
+  const std::string id = unique_id("fail");
+  auto args = std::vector<std::string>{"--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint",
+                                       "127.0.0.1:" + std::to_string(port), "--rdzv-id", id, "--shutdown-timeout", "5",
+                                       "sh", "-c", "if [ $RANK = 3 ]; then exit 7; fi; exec sleep 300"};
+  auto codes = run_nodes(d, {args, args});
+  std::multiset<int> got(codes.begin(), codes.end());
+  CHECK(got == std::multiset<int>{7, 122});
+  CHECK(processes_with_env("DDP_RUN_ID=" + id).empty());
+  std::string errs = slurp(d / "node0.err") + slurp(d / "node1.err");
+  CHECK(errs.find("another node") != std::string::npos);
+  CHECK(errs.find("exitcode  : 7") != std::string::npos);
+}
+
+TEST_CASE("restarts happen on every node together") {
+  ScratchDir d;
+  const int port = free_port_pair();
+  const std::string script = "echo $TORCHELASTIC_RESTART_COUNT >> " + d.path() + "/attempts.$RANK; "
+                             "if [ $RANK = 1 ] && [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exit 9; fi; "
+                             "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exec sleep 300; fi; exec " + probe();
+  auto common = std::vector<std::string>{"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port),
+                                         "--max-restarts", "1", "--shutdown-timeout", "5"};
+  auto codes = run_nodes(d, {with(common, {"--node-rank", "0", "sh", "-c", script}),
+                             with(common, {"--node-rank", "1", "sh", "-c", script})});
+  CHECK(codes == std::vector<int>{0, 0});
+  CHECK(slurp(d / "attempts.0") == "0\n1\n");  // node 0's worker was stopped and restarted too
+  CHECK(slurp(d / "attempts.1") == "0\n1\n");
+}
+
+TEST_CASE("a node that never arrives: exit 121 saying how many nodes arrived") {
+  ScratchDir d;
+  const int port = free_port_pair();
+  auto r = launch(d, {"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port),
+                      "--rdzv-conf", "timeout=2", "true"});
+  CHECK(r.code == 121);
+  CHECK(r.err.find("1 of 2 nodes arrived") != std::string::npos);
+  // a static node 1 whose node 0 never comes: the store is unreachable
+  auto lone = launch(d, {"--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
+                         std::to_string(port), "--rdzv-conf", "timeout=2", "true"});
+  CHECK(lone.code == 121);
+  CHECK(lone.err.find("did not answer") != std::string::npos);
+}
+
+TEST_CASE("Ctrl-C while waiting for other nodes stops the launcher with 130") {
+  ScratchDir d;
+  const int port = free_port_pair();
+  Child c({launcher_path(), "--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port), "true"},
+          {{"DDP_LOG_LEVEL", "info"}}, d / "out", d / "err");
+  REQUIRE(eventually([&] { return slurp(d / "err").find("hosting the rendezvous store") != std::string::npos; }));
+  ::kill(c.pid(), SIGINT);
+  CHECK(c.wait() == 130);
+}
+
+TEST_CASE("two launchers claiming the same node rank: exit 121 naming the conflict") {
+  ScratchDir d;
+  const int port = free_port_pair();
+  auto common = std::vector<std::string>{"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint",
+                                         "127.0.0.1:" + std::to_string(port), "--rdzv-conf", "timeout=3", "--node-rank"};
+  auto codes = run_nodes(d, {with(common, {"0", "true"}), with(common, {"0", "true"})});
+  CHECK(codes == std::vector<int>{121, 121});
+  std::string errs = slurp(d / "node0.err") + slurp(d / "node1.err");
+  CHECK(errs.find("claimed twice") != std::string::npos);
+}

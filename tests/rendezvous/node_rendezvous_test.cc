@@ -1,0 +1,178 @@
+// Node rendezvous: threads as launchers over a HashStore (and once over a real TCPStore).
+#include "rendezvous/node_rendezvous.h"
+
+#include <doctest/doctest.h>
+
+#include <future>
+#include <set>
+#include <thread>
+
+#include "common/error.h"
+#include "rendezvous/hash_store.h"
+#include "rendezvous/tcp_store.h"
+
+using namespace ddp;
+using namespace ddp::rdzv;
+
+namespace {
+
+NodeInfo node(const std::string& host, int nproc, int requested = -1) {
+  return NodeInfo{host, {"10.0.0." + host.substr(1)}, nproc, requested};
+}
+
+NodeRendezvousOptions opts(int nnodes, int round = 0, Millis timeout = Millis(20'000)) {
+  NodeRendezvousOptions o;
+  o.nnodes = nnodes;
+  o.run_id = "job";
+  o.round = round;
+  o.timeout = timeout;
+  return o;
+}
+
+// Runs one node per thread; returns the assignments in the order of `nodes`.
+std::vector<NodeAssignment> meet(Store& store, const std::vector<NodeInfo>& nodes, NodeRendezvousOptions o) {
+  std::vector<std::future<NodeAssignment>> f;
+  for (const auto& n : nodes) {
+    f.push_back(std::async(std::launch::async, [&store, n, o] { return node_rendezvous(store, n, o); }));
+  }
+  std::vector<NodeAssignment> out;
+  for (auto& x : f) out.push_back(x.get());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("static ranks: layout with different nproc per node, contiguous global ranks") {
+  HashStore store;
+  auto a = meet(store, {node("h2", 3, 2), node("h0", 2, 0), node("h1", 1, 1)}, opts(3));
+  CHECK(a[0].node_rank == 2);
+  CHECK(a[1].node_rank == 0);
+  CHECK(a[2].node_rank == 1);
+  for (const auto& x : a) {
+    CHECK(x.world_size == 6);
+    CHECK(x.nnodes == 3);
+    CHECK(x.nproc_by_node == std::vector<int>{2, 1, 3});
+    CHECK(x.master_addr == "10.0.0.0");  // node 0's first address
+  }
+  CHECK(a[1].rank_offset == 0);
+  CHECK(a[2].rank_offset == 2);
+  CHECK(a[0].rank_offset == 3);
+  CHECK(a[0].local_world_size == 3);
+}
+
+TEST_CASE("dynamic ranks: every node gets a distinct rank by arrival") {
+  HashStore store;
+  auto a = meet(store, {node("h1", 2), node("h2", 2), node("h3", 2), node("h4", 2)}, opts(4));
+  std::set<int> ranks, offsets;
+  for (const auto& x : a) {
+    ranks.insert(x.node_rank);
+    offsets.insert(x.rank_offset);
+    CHECK(x.world_size == 8);
+  }
+  CHECK(ranks == std::set<int>{0, 1, 2, 3});
+  CHECK(offsets == std::set<int>{0, 2, 4, 6});
+}
+
+TEST_CASE("a node that never arrives: TimeoutError saying how many arrived") {
+  HashStore store;
+  auto o = opts(3, 0, Millis(300));
+  std::string msg;
+  try {
+    meet(store, {node("h0", 1, 0), node("h1", 1, 1)}, o);
+  } catch (const TimeoutError& e) {
+    msg = e.message();
+  }
+  CHECK(msg.find("2 of 3 nodes arrived") != std::string::npos);
+  CHECK(msg.find("missing node rank(s) 2") != std::string::npos);
+  CHECK(msg.find("h0") != std::string::npos);
+}
+
+TEST_CASE("rounds are separate: a stale round does not leak into the next") {
+  HashStore store;
+  auto first = meet(store, {node("h0", 1, 0), node("h1", 1, 1)}, opts(2, 0));
+  CHECK(first[0].round == 0);
+  // Round 1 with different nproc: sees only round-1 registrations.
+  auto second = meet(store, {node("h0", 4, 0), node("h1", 2, 1)}, opts(2, 1));
+  CHECK(second[0].world_size == 6);
+  CHECK(second[1].round == 1);
+}
+
+TEST_CASE("duplicate node rank is an error naming both hosts") {
+  HashStore store;
+  auto o = opts(2, 0, Millis(500));
+  auto first = std::async(std::launch::async, [&] { return node_rendezvous(store, node("h0", 1, 0), o); });
+  std::string msg;
+  try {
+    store.wait({"job/round/0/node/0"});
+    node_rendezvous(store, node("h7", 1, 0), o);
+  } catch (const InvalidArgument& e) {
+    msg = e.message();
+  }
+  CHECK_THROWS_AS(first.get(), TimeoutError);  // the winner waits for node 1, who never comes
+  CHECK(msg.find("claimed twice") != std::string::npos);
+  CHECK(msg.find("h0") != std::string::npos);
+  CHECK(msg.find("h7") != std::string::npos);
+}
+
+TEST_CASE("nodes that disagree on nnodes, or mix static and dynamic ranks, are told so") {
+  HashStore store;
+  auto o2 = opts(2, 0, Millis(5000));
+  auto f = std::async(std::launch::async, [&] { return node_rendezvous(store, node("h1", 1, 1), o2); });
+  NodeRendezvousOptions o3 = opts(3, 0, Millis(300));
+  // h0 with nnodes 3 registers as node 0; h1 sees its nnodes 3 and fails.
+  CHECK_THROWS(node_rendezvous(store, node("h0", 1, 0), o3));
+  CHECK_THROWS_AS(f.get(), InvalidArgument);
+
+  HashStore store2;
+  auto g = std::async(std::launch::async, [&] { return node_rendezvous(store2, node("h1", 1, 1), opts(2, 0, Millis(5000))); });
+  CHECK_THROWS_AS(node_rendezvous(store2, node("h0", 1), opts(2, 0, Millis(5000))), InvalidArgument);
+  CHECK_THROWS_AS(g.get(), InvalidArgument);
+}
+
+TEST_CASE("more dynamic nodes than nnodes: the extra one is refused") {
+  HashStore store;
+  auto a = meet(store, {node("h1", 1), node("h2", 1)}, opts(2));
+  CHECK(a.size() == 2);
+  CHECK_THROWS_AS(node_rendezvous(store, node("h3", 1), opts(2)), InvalidArgument);
+}
+
+TEST_CASE("bad arguments") {
+  HashStore store;
+  CHECK_THROWS_AS(node_rendezvous(store, node("h0", 1, 2), opts(2)), InvalidArgument);
+  CHECK_THROWS_AS(node_rendezvous(store, node("h0", 0, 0), opts(1)), InvalidArgument);
+  CHECK_THROWS_AS(node_rendezvous(store, node("h0", 1), opts(0)), InvalidArgument);
+}
+
+TEST_CASE("check_interrupt can abort the wait") {
+  HashStore store;
+  auto o = opts(2, 0, Millis(60'000));
+  int calls = 0;
+  o.check_interrupt = [&] {
+    if (++calls == 3) throw std::runtime_error("interrupted");
+  };
+  CHECK_THROWS_WITH(node_rendezvous(store, node("h0", 1, 0), o), "interrupted");
+  CHECK(calls == 3);
+}
+
+TEST_CASE("over a real TCPStore: two clients and the server's own client") {
+  TCPStoreOptions so;
+  so.host = "127.0.0.1";
+  so.is_server = true;
+  so.job_token = "t0k";
+  TCPStore server(so);
+  TCPStoreOptions co = so;
+  co.is_server = false;
+  co.port = server.port();
+  TCPStore c1(co), c2(co);
+  std::vector<std::future<NodeAssignment>> f;
+  f.push_back(std::async(std::launch::async, [&] { return node_rendezvous(server, node("h0", 2), opts(3)); }));
+  f.push_back(std::async(std::launch::async, [&] { return node_rendezvous(c1, node("h1", 2), opts(3)); }));
+  f.push_back(std::async(std::launch::async, [&] { return node_rendezvous(c2, node("h2", 2), opts(3)); }));
+  std::set<int> ranks;
+  for (auto& x : f) {
+    auto a = x.get();
+    ranks.insert(a.node_rank);
+    CHECK(a.world_size == 6);
+  }
+  CHECK(ranks.size() == 3);
+}
