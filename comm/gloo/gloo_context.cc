@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <csignal>
+#include <mutex>
 #include <vector>
 
 #include <gloo/rendezvous/context.h>
@@ -109,6 +111,14 @@ DeviceAddress device_address() {
 }
 
 GlooContext::GlooContext(const GroupSetup& setup) {
+  // Gloo writes with writev(2): a peer that closed would kill the process with SIGPIPE. With it
+  // ignored the write fails with EPIPE, which Gloo reports and we map to a NetworkError. Only
+  // the default disposition is replaced; a handler the application installed is kept.
+  static std::once_flag sigpipe;
+  std::call_once(sigpipe, [] {
+    struct sigaction current{};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+  });
   DeviceAddress where = device_address();
   auto device = make_device(where);
   auto context = std::make_shared<Context>(setup.rank, setup.size);
