@@ -27,6 +27,9 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/ddpConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/ddpConfig.cmake ${CMAKE_BINARY_DIR}/ddpConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
+# The .pc file finds its prefix relative to itself, so `cmake --install --prefix X` works too.
+file(RELATIVE_PATH DDP_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" DDP_PC_TO_PREFIX "${DDP_PC_TO_PREFIX}")
 configure_file(cmake/ddp.pc.in ${CMAKE_BINARY_DIR}/ddp.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/ddp.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 foreach(_bin ddp-launch ddp-bench)

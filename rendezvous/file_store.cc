@@ -83,7 +83,7 @@ class FileStore::WriteLock {
                   timeout.count(), " ms");
       }
       std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::microseconds(10'000));
+      backoff = std::min(backoff * 2, std::chrono::microseconds(2000));
     }
   }
   ~WriteLock() noexcept { set(F_UNLCK); }
@@ -252,9 +252,8 @@ std::vector<std::string> FileStore::missing_locked(const std::vector<std::string
 
 Bytes FileStore::wait_for(const char* op, const std::vector<std::string>& keys, Millis timeout) {
   Deadline deadline(timeout);
-  // inotify wakes us promptly for writers on this host; the backoff covers network file systems.
-  Fd watch(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-  if (watch && ::inotify_add_watch(watch.get(), path_.c_str(), IN_MODIFY) < 0) watch.reset();
+  Fd watch;
+  bool watch_tried = false;
   Millis backoff(1);
   while (true) {
     std::vector<std::string> missing;
@@ -265,6 +264,14 @@ Bytes FileStore::wait_for(const char* op, const std::vector<std::string>& keys, 
       if (missing.empty()) return data_.at(keys.front());
     }
     if (deadline.expired()) throw_wait_timeout(op, missing, timeout);
+    if (!watch_tried) {
+      // inotify wakes us promptly for writers on this host; the backoff covers network file
+      // systems. Set up only when we must wait, then re-check: a write may have come between.
+      watch_tried = true;
+      watch = Fd(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+      if (watch && ::inotify_add_watch(watch.get(), path_.c_str(), IN_MODIFY) < 0) watch.reset();
+      continue;
+    }
     pollfd p{watch.get(), POLLIN, 0};
     int rc = ::poll(&p, watch ? 1 : 0, std::min(deadline.poll_ms(), static_cast<int>(backoff.count())));
     if (rc > 0) {

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -31,7 +32,7 @@ Reader reply_fields(const std::vector<uint8_t>& payload) { return Reader(payload
 }  // namespace
 
 TCPStore::TCPStore(TCPStoreOptions options) : Store(options.timeout), options_(std::move(options)) {
-  std::string token = options_.job_token ? *options_.job_token : env::get_or("DDP_JOB_TOKEN", "");
+  std::string token = !options_.job_token.empty() ? options_.job_token : env::get_or("DDP_JOB_TOKEN", "");
   endpoint_ = {options_.host, options_.port};
   if (options_.is_server) {
     server_ = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{options_.host, options_.port, token});
@@ -123,7 +124,9 @@ std::vector<uint8_t> TCPStore::call(const std::vector<uint8_t>& frame, const cha
     DDP_THROW(NetworkError, "store ", op, "('", key, "'): the connection to the store at ", endpoint_.str(),
               " was lost earlier: ", broken_);
   }
-  Deadline deadline(timeout());
+  // Non-blocking requests: a short store timeout (meant for get/wait) must not cut a reply that
+  // is merely slow under load, which would cost the connection.
+  Deadline deadline(std::max(timeout(), options_.connect_timeout));
   try {
     net::send_all(fd_.get(), frame.data(), frame.size(), deadline, "store " + std::string(op));
   } catch (const Error& e) {

@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 
 #include "common/fd.h"
@@ -35,7 +34,7 @@ struct TCPStoreOptions {
   bool is_server = false;  // host the server in this process
   Millis timeout = kDefaultStoreTimeout;                 // default for get/wait and replies
   Millis connect_timeout = kDefaultConnectTimeout;       // connect + handshake
-  std::optional<std::string> job_token;                  // unset: DDP_JOB_TOKEN, else none
+  std::string job_token;  // empty: DDP_JOB_TOKEN (empty there too: no token)
   int wait_workers = 0;  // >0: see the header comment
 };
 

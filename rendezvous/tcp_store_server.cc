@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/deadline.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/socket.h"
@@ -34,6 +35,8 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kOutHighWater = 4u << 20;
 // Before the handshake a client gets no more than this: no large buffers for strangers.
 constexpr size_t kMaxHelloSize = 8192;
+// Out of descriptors: how long to stop accepting before trying again.
+constexpr Millis kAcceptPause{50};
 
 std::string peer_name(int fd) {
   sockaddr_storage ss{};
@@ -110,6 +113,9 @@ class TCPStoreServer::Loop {
   void handle_frame(Conn& c, Reader& r);
   void handle_hello(Conn& c, Reader& r);
   void handle_request(Conn& c, MsgType type, Reader& r);
+  void handle_add(Conn& c, Reader& r);
+  void handle_compare_set(Conn& c, Reader& r);
+  void handle_query(Conn& c, MsgType type, Reader& r);
   void start_wait(Conn& c, MsgType type, std::vector<std::string> keys);
   bool try_finish_wait(Conn& c);
   void park(Conn& c, const std::string& key);
@@ -128,6 +134,7 @@ class TCPStoreServer::Loop {
   std::string token_;
   std::shared_ptr<spdlog::logger> log_;
   bool listener_paused_ = false;
+  Clock::time_point resume_accept_;
   bool stopping_ = false;
   uint64_t next_id_ = 2;
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
@@ -139,16 +146,16 @@ class TCPStoreServer::Loop {
 void TCPStoreServer::Loop::run() noexcept {
   std::vector<epoll_event> events(256);
   while (!stopping_) {
-    int timeout = listener_paused_ ? 50 : -1;
+    int timeout = listener_paused_ ? static_cast<int>(kAcceptPause.count()) : -1;
     int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout);
     if (n < 0) {
       if (errno == EINTR) continue;
       log_->error("store server: epoll_wait failed: {}; stopping", std::strerror(errno));
       return;
     }
-    if (listener_paused_ && n == 0) {
+    if (listener_paused_ && Clock::now() >= resume_accept_) {
       listener_paused_ = false;
-      accept_all();
+      add_fd(listener_.get(), kListenerId, EPOLLIN);
     }
     for (int i = 0; i < n; ++i) {
       uint64_t id = events[i].data.u64;
@@ -185,6 +192,7 @@ void TCPStoreServer::Loop::accept_all() {
                    std::strerror(errno), conns_.size());
         ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
         listener_paused_ = true;
+        resume_accept_ = Clock::now() + kAcceptPause;
         return;
       }
       log_->warn("store server: accept failed: {}", std::strerror(errno));
@@ -200,8 +208,6 @@ void TCPStoreServer::Loop::accept_all() {
     conns_.emplace(c->id, std::move(c));
     owner_->num_connections_.store(conns_.size());
   }
-  // Resumed after a pause: listen again.
-  add_fd(listener_.get(), kListenerId, EPOLLIN);
 }
 
 void TCPStoreServer::Loop::on_event(Conn& c, uint32_t events) {
@@ -315,14 +321,13 @@ void TCPStoreServer::Loop::handle_hello(Conn& c, Reader& r) {
 }
 
 void TCPStoreServer::Loop::handle_request(Conn& c, MsgType type, Reader& r) {
-  Writer w(MsgType::kOk);
   switch (type) {
     case MsgType::kSet: {
       std::string key = r.key();
       Bytes value = r.bytes(kMaxValueSize);
       r.done();
       data_[key] = std::move(value);
-      send(c, w.finish());
+      send(c, Writer(MsgType::kOk).finish());
       return notify(key);
     }
     case MsgType::kGet: {
@@ -335,55 +340,71 @@ void TCPStoreServer::Loop::handle_request(Conn& c, MsgType type, Reader& r) {
       r.done();
       return start_wait(c, type, std::move(keys));
     }
-    case MsgType::kAdd: {
-      std::string key = r.key();
-      int64_t delta = r.i64();
-      r.done();
-      int64_t value = delta;
-      if (auto it = data_.find(key); it != data_.end()) {
-        try {
-          value += parse_counter(key, it->second);
-        } catch (const InvalidArgument& e) {
-          return reply_error(c, ErrorCode::kInvalidArgument, e.message());
-        }
-      }
-      data_[key] = Store::to_bytes(std::to_string(value));
-      send(c, w.i64(value).finish());
-      return notify(key);
+    case MsgType::kAdd:
+      return handle_add(c, r);
+    case MsgType::kCompareSet:
+      return handle_compare_set(c, r);
+    default:
+      return handle_query(c, type, r);
+  }
+}
+
+void TCPStoreServer::Loop::handle_add(Conn& c, Reader& r) {
+  std::string key = r.key();
+  int64_t delta = r.i64();
+  r.done();
+  int64_t value = delta;
+  if (auto it = data_.find(key); it != data_.end()) {
+    try {
+      value += parse_counter(key, it->second);
+    } catch (const InvalidArgument& e) {
+      return reply_error(c, ErrorCode::kInvalidArgument, e.message());
     }
-    case MsgType::kCompareSet: {
-      std::string key = r.key();
-      Bytes expected = r.bytes(kMaxValueSize);
-      Bytes desired = r.bytes(kMaxValueSize);
-      r.done();
-      auto it = data_.find(key);
-      if (it == data_.end() ? !expected.empty() : it->second != expected) {
-        send(c, w.bytes(it == data_.end() ? expected : it->second).finish());
-        return;
-      }
-      data_[key] = desired;
-      send(c, w.bytes(desired).finish());
-      return notify(key);
-    }
+  }
+  data_[key] = Store::to_bytes(std::to_string(value));
+  send(c, Writer(MsgType::kOk).i64(value).finish());
+  notify(key);
+}
+
+void TCPStoreServer::Loop::handle_compare_set(Conn& c, Reader& r) {
+  std::string key = r.key();
+  Bytes expected = r.bytes(kMaxValueSize);
+  Bytes desired = r.bytes(kMaxValueSize);
+  r.done();
+  auto it = data_.find(key);
+  if (it == data_.end() ? !expected.empty() : it->second != expected) {
+    send(c, Writer(MsgType::kOk).bytes(it == data_.end() ? expected : it->second).finish());
+    return;
+  }
+  data_[key] = desired;
+  send(c, Writer(MsgType::kOk).bytes(desired).finish());
+  notify(key);
+}
+
+// Requests that only read (or delete, which wakes nobody).
+void TCPStoreServer::Loop::handle_query(Conn& c, MsgType type, Reader& r) {
+  Writer w(MsgType::kOk);
+  switch (type) {
     case MsgType::kCheck: {
       auto keys = r.keys();
       r.done();
-      send(c, w.u8(missing(keys).empty() ? 1 : 0).finish());
-      return;
+      w.u8(missing(keys).empty() ? 1 : 0);
+      break;
     }
     case MsgType::kDelete: {
       std::string key = r.key();
       r.done();
-      send(c, w.u8(data_.erase(key) > 0 ? 1 : 0).finish());
-      return;
+      w.u8(data_.erase(key) > 0 ? 1 : 0);
+      break;
     }
     case MsgType::kNumKeys:
       r.done();
-      send(c, w.i64(static_cast<int64_t>(data_.size())).finish());
-      return;
+      w.i64(static_cast<int64_t>(data_.size()));
+      break;
     default:
       DDP_THROW(rdzv::proto::ProtocolError, "unknown request type ", static_cast<int>(type));
   }
+  send(c, w.finish());
 }
 
 void TCPStoreServer::Loop::start_wait(Conn& c, MsgType type, std::vector<std::string> keys) {
@@ -532,7 +553,7 @@ TCPStoreServer::TCPStoreServer(const TCPStoreServerOptions& options) {
   port_ = net::local_port(listener.get());
   wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_) DDP_THROW_ERRNO("eventfd (store server)");
-  loop_ = std::make_unique<Loop>(this, std::move(listener), options.job_token.value_or(""));
+  loop_ = std::make_unique<Loop>(this, std::move(listener), options.job_token);
   thread_ = std::thread([this] { loop_->run(); });
   logger("store")->debug("store server listening on port {}", port_);
 }

@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 
@@ -26,8 +25,8 @@ namespace ddp::rdzv {
 struct TCPStoreServerOptions {
   std::string host;   // interface to bind; empty: all interfaces
   uint16_t port = 0;  // 0: an ephemeral port, see TCPStoreServer::port()
-  // Clients must present this token; unset or empty: every client is accepted.
-  std::optional<std::string> job_token;
+  // Clients must present this token; empty: every client is accepted.
+  std::string job_token;
 };
 
 class TCPStoreServer {

@@ -9,6 +9,9 @@
 #include <thread>
 
 #include "common/error.h"
+#include <sys/resource.h>
+
+#include "process.h"
 #include "raw_client.h"
 #include "rendezvous/tcp_store.h"
 
@@ -32,7 +35,7 @@ std::unique_ptr<TCPStore> client_of(uint16_t port, const std::string& token = "t
 }
 
 struct Server {
-  TCPStoreServer server{TCPStoreServerOptions{"127.0.0.1", 0, std::string("t0k3n")}};
+  TCPStoreServer server{TCPStoreServerOptions{"127.0.0.1", 0, "t0k3n"}};
   std::unique_ptr<TCPStore> good = client_of(server.port());
   Server() { good->set("precious", "data"); }
   // The server survived and kept other clients' data.
@@ -230,4 +233,39 @@ TEST_CASE("1000 concurrent clients: connect, add, and all woken by one set") {
   s.check_intact();
 }
 
-TEST_CASE("raise_fd_limit reaches the hard limit") { CHECK(raise_fd_limit() >= 1024); }
+TEST_CASE("raise_fd_limit reaches the hard limit") {
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  CHECK(raise_fd_limit() == rl.rlim_max);
+}
+
+TEST_CASE("out of descriptors: the server pauses accepting and recovers") {
+  Pipe port_pipe;
+  // A server process that may hold only a few descriptors.
+  Child server_proc([&] {
+    TCPStoreServer server({"127.0.0.1", 0, "t0k3n"});
+    rlimit tight{32, 32};
+    if (::setrlimit(RLIMIT_NOFILE, &tight) != 0) return 3;
+    port_pipe.write_u32(server.port());
+    ::pause();
+    return 0;
+  });
+  auto port = static_cast<uint16_t>(port_pipe.read_u32());
+  REQUIRE(port != 0);
+  constexpr int kClients = 60;  // more than the server can hold at once
+  std::vector<std::unique_ptr<RawClient>> raws;
+  for (int i = 0; i < kClients; ++i) {
+    raws.push_back(std::make_unique<RawClient>(port));
+    raws.back()->hello("t0k3n");
+  }
+  // Free the server's descriptors by leaving with most clients; the rest must then be served.
+  raws.erase(raws.begin(), raws.begin() + 50);
+  for (auto& r : raws) {
+    auto reply = r->read_frame();
+    REQUIRE(reply);
+    CHECK(static_cast<MsgType>((*reply)[0]) == MsgType::kOk);
+  }
+  auto good = client_of(port);
+  good->set("still", "serving");
+  CHECK(good->get_string("still", kLong) == "serving");
+}

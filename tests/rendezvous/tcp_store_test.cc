@@ -20,7 +20,7 @@ namespace {
 
 constexpr Millis kLong{30'000};
 
-TCPStoreOptions server_options(const std::optional<std::string>& token = std::nullopt) {
+TCPStoreOptions server_options(const std::string& token = "") {
   TCPStoreOptions o;
   o.is_server = true;
   o.timeout = kLong;
@@ -28,7 +28,7 @@ TCPStoreOptions server_options(const std::optional<std::string>& token = std::nu
   return o;
 }
 
-TCPStoreOptions client_options(uint16_t port, const std::optional<std::string>& token = std::nullopt) {
+TCPStoreOptions client_options(uint16_t port, const std::string& token = "") {
   TCPStoreOptions o;
   o.port = port;
   o.timeout = kLong;
@@ -86,7 +86,7 @@ TEST_CASE("a server without a token accepts every client") {
 TEST_CASE("nobody listening: connect times out naming the endpoint") {
   uint16_t port;
   {
-    TCPStoreServer probe({"127.0.0.1", 0, std::nullopt});
+    TCPStoreServer probe({"127.0.0.1", 0, ""});
     port = probe.port();
   }  // closed: nothing listens on port now
   auto o = client_options(port);
@@ -102,7 +102,7 @@ TEST_CASE("nobody listening: connect times out naming the endpoint") {
 }
 
 TEST_CASE("a server that goes away: blocked and later calls get NetworkError naming it") {
-  auto server = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{"127.0.0.1", 0, std::nullopt});
+  auto server = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{"127.0.0.1", 0, ""});
   uint16_t port = server->port();
   TCPStore client(client_options(port));
   client.set("k", "v");
@@ -127,7 +127,7 @@ TEST_CASE("a server that goes away: blocked and later calls get NetworkError nam
 TEST_CASE("multi-process: the server process is SIGKILLed; clients error out, never hang") {
   Pipe port_pipe;
   Child server_proc([&] {
-    TCPStoreServer server({"127.0.0.1", 0, std::string("job")});
+    TCPStoreServer server({"127.0.0.1", 0, "job"});
     port_pipe.write_u32(server.port());
     ::pause();
     return 0;
@@ -191,7 +191,7 @@ TEST_CASE("multi-process: a worker SIGKILLed mid-run; the others carry on") {
 TEST_CASE("wait_workers: the server returns once every worker has connected") {
   ::unsetenv("DDP_JOB_TOKEN");
   constexpr int kWorkers = 4;
-  auto probe = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{"127.0.0.1", 0, std::nullopt});
+  auto probe = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{"127.0.0.1", 0, ""});
   uint16_t port = probe->port();
   probe.reset();  // free the port for the real server (race-free enough: SO_REUSEADDR)
   std::vector<std::thread> workers;

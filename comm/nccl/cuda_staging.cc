@@ -1,0 +1,159 @@
+#include "comm/nccl/cuda_staging.h"
+
+#include <map>
+#include <mutex>
+
+#include "comm/nccl/cuda_memory.h"
+#include "common/error.h"
+
+namespace ddp::comm {
+namespace {
+
+// Pinned host buffers by size; cudaMallocHost is far too slow to call per op. Shared by the
+// group and the buffers it handed out, so a buffer may outlive the group.
+class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
+ public:
+  static constexpr size_t kMaxCachedBytes = size_t{1} << 30;
+
+  std::shared_ptr<void> get(size_t bytes) {
+    cuda::PinnedMemory mem;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.lower_bound(bytes);
+      if (it != free_.end() && it->first <= 2 * bytes + 4096) {
+        cached_ -= it->first;
+        mem = std::move(it->second);
+        bytes = it->first;
+        free_.erase(it);
+      }
+    }
+    if (!mem) mem = cuda::pinned_alloc(bytes);
+    void* raw = mem.release();
+    return std::shared_ptr<void>(raw, [pool = shared_from_this(), bytes](void* p) { pool->put(p, bytes); });
+  }
+
+ private:
+  void put(void* p, size_t bytes) noexcept {
+    cuda::PinnedMemory back(p);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cached_ + bytes > kMaxCachedBytes) return;  // freed
+    cached_ += bytes;
+    free_.emplace(bytes, std::move(back));
+  }
+
+  std::mutex mu_;
+  std::multimap<size_t, cuda::PinnedMemory> free_;
+  size_t cached_ = 0;
+};
+
+// One staged view: the host copy of a CUDA buffer (or the buffer itself when on the host).
+struct Staged {
+  Buffer user;
+  Buffer host;
+  std::shared_ptr<void> pinned;
+};
+
+class CudaStagingGroup final : public ProcessGroup {
+ public:
+  explicit CudaStagingGroup(ProcessGroupPtr inner)
+      : ProcessGroup(inner->rank(), inner->size(), Options{inner->timeout()}), inner_(std::move(inner)) {}
+
+  std::string backend_name() const override { return inner_->backend_name(); }
+
+  WorkPtr send(Buffer buf, int dst, SendOptions opts) override {
+    auto in = stage(buf, true);
+    return after(inner_->send(in.host, dst, opts), {}, {in});
+  }
+  WorkPtr recv(Buffer buf, int src, RecvOptions opts) override {
+    auto out = stage(buf, false);
+    return after(inner_->recv(out.host, src, opts), {out}, {});
+  }
+  WorkPtr broadcast(Buffer buf, BroadcastOptions opts) override {
+    auto io = stage(buf, true);
+    return after(inner_->broadcast(io.host, opts), {io}, {});
+  }
+  WorkPtr all_reduce(Buffer buf, AllReduceOptions opts) override {
+    auto io = stage(buf, true);
+    return after(inner_->all_reduce(io.host, opts), {io}, {});
+  }
+  WorkPtr reduce(Buffer buf, ReduceOptions opts) override {
+    auto io = stage(buf, true);
+    const bool root = rank() == opts.root;
+    return after(inner_->reduce(io.host, opts), root ? std::vector<Staged>{io} : std::vector<Staged>{},
+                 root ? std::vector<Staged>{} : std::vector<Staged>{io});
+  }
+  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts) override {
+    auto in = stage(input, true);
+    auto out = stage(output, false);
+    return after(inner_->all_gather(in.host, out.host, opts), {out}, {in});
+  }
+  WorkPtr gather(Buffer input, Buffer output, GatherOptions opts) override {
+    auto in = stage(input, true);
+    auto out = stage(output, false);
+    return after(inner_->gather(in.host, out.host, opts), {out}, {in});
+  }
+  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts) override {
+    auto in = stage(input, true);
+    auto out = stage(output, false);
+    return after(inner_->scatter(in.host, out.host, opts), {out}, {in});
+  }
+  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override {
+    auto in = stage(input, true);
+    auto out = stage(output, false);
+    return after(inner_->reduce_scatter(in.host, out.host, opts), {out}, {in});
+  }
+  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override {
+    auto in = stage(input, true);
+    auto out = stage(output, false);
+    return after(inner_->all_to_all(in.host, out.host, opts), {out}, {in});
+  }
+  WorkPtr barrier(BarrierOptions opts) override { return inner_->barrier(opts); }
+
+ private:
+  // A host view for `b`: b itself on the host; else pinned memory, filled from the device
+  // when the op reads it.
+  Staged stage(const Buffer& b, bool read) {
+    Staged s{b, b, nullptr};
+    if (!b.device.is_cuda() || b.count == 0) return s;
+    if (b.data == nullptr) DDP_THROW(InvalidArgument, "cuda staging: null CUDA buffer with count ", b.count);
+    s.pinned = pool_->get(b.bytes());
+    s.host = Buffer{s.pinned.get(), b.count, b.dtype, Device{}};
+    if (read) cuda::copy_to_host(s.host.data, b.data, b.bytes(), b.device.index);
+    return s;
+  }
+
+  // The Work the caller sees: done when the inner op is done and outputs are back on the device.
+  WorkPtr after(const WorkPtr& inner, std::vector<Staged> outputs, std::vector<Staged> inputs) {
+    bool staged = false;
+    for (auto& s : outputs) staged |= s.pinned != nullptr;
+    for (auto& s : inputs) staged |= s.pinned != nullptr;
+    if (!staged) return inner;
+    auto outer = std::make_shared<Work>(inner->description() + " (CUDA staged)");
+    inner->then([outer, outputs = std::move(outputs), inputs = std::move(inputs)](Work& w) {
+      std::exception_ptr error = w.exception();
+      if (!error) {
+        try {
+          for (const auto& s : outputs) {
+            if (s.pinned) cuda::copy_to_device(s.user.data, s.host.data, s.user.bytes(), s.user.device.index);
+          }
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      outer->finish(error);  // the pinned buffers return to the pool when this lambda is destroyed
+    });
+    return outer;
+  }
+
+  ProcessGroupPtr inner_;
+  std::shared_ptr<PinnedPool> pool_ = std::make_shared<PinnedPool>();
+};
+
+}  // namespace
+
+ProcessGroupPtr wrap_cuda_staging(ProcessGroupPtr inner) {
+  DDP_CHECK(inner != nullptr, "wrap_cuda_staging: no group to wrap");
+  return std::make_shared<CudaStagingGroup>(std::move(inner));
+}
+
+}  // namespace ddp::comm

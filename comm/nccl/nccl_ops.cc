@@ -1,0 +1,182 @@
+// The ops of NcclProcessGroup: checks on the calling thread, then NCCL calls queued on the
+// group's stream (see nccl_process_group.h).
+#include "comm/nccl/nccl_process_group.h"
+#include "common/error.h"
+
+namespace ddp::comm::nccl_backend {
+namespace {
+
+ncclDataType_t nccl_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat64: return ncclFloat64;
+    case DType::kFloat16: return ncclFloat16;
+    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kInt8: return ncclInt8;
+    case DType::kUInt8: return ncclUint8;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+  }
+  DDP_THROW(InvalidArgument, "nccl: unknown dtype ", static_cast<int>(dtype));
+}
+
+ncclRedOp_t nccl_op(const char* op, ReduceOp rop) {
+  switch (rop) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kProduct: return ncclProd;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kAvg: return ncclAvg;
+    default: break;
+  }
+  DDP_THROW(InvalidArgument, "nccl ", op, ": NCCL has no bitwise reductions (", to_string(rop),
+            "); use the gloo, mpi or tcp backend for them");
+}
+
+char* at(const Buffer& b, size_t element) { return static_cast<char*>(b.data) + element * dtype_size(b.dtype); }
+
+void copy_on(cudaStream_t s, void* dst, const void* src, size_t bytes) {
+  cudaError_t rc = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
+  if (rc != cudaSuccess) DDP_THROW(BackendError, "nccl: cudaMemcpyAsync: ", cudaGetErrorString(rc));
+}
+
+}  // namespace
+
+WorkPtr NcclProcessGroup::send(Buffer buf, int dst, SendOptions opts) {
+  check_device("send", buf);
+  check_peer("send", dst);
+  return submit("send", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+    settle("ncclSend", ncclSend(buf.data, buf.count, nccl_dtype(buf.dtype), dst, comm_, s), d);
+  }, detail::str(" to rank ", dst));
+}
+
+WorkPtr NcclProcessGroup::recv(Buffer buf, int src, RecvOptions opts) {
+  check_device("recv", buf);
+  check_peer("recv", src);
+  return submit("recv", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+    settle("ncclRecv", ncclRecv(buf.data, buf.count, nccl_dtype(buf.dtype), src, comm_, s), d);
+  }, detail::str(" from rank ", src));
+}
+
+WorkPtr NcclProcessGroup::broadcast(Buffer buf, BroadcastOptions opts) {
+  check_device("broadcast", buf);
+  check_peer("broadcast", opts.root);
+  return submit("broadcast", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+    settle("ncclBroadcast", ncclBroadcast(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), opts.root, comm_, s), d);
+  });
+}
+
+WorkPtr NcclProcessGroup::all_reduce(Buffer buf, AllReduceOptions opts) {
+  check_device("all_reduce", buf);
+  check_reduce("all_reduce", buf, opts.op);
+  const ncclRedOp_t op = nccl_op("all_reduce", opts.op);
+  return submit("all_reduce", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+    settle("ncclAllReduce", ncclAllReduce(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), op, comm_, s), d);
+  });
+}
+
+WorkPtr NcclProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
+  check_device("reduce", buf);
+  check_peer("reduce", opts.root);
+  check_reduce("reduce", buf, opts.op);
+  const ncclRedOp_t op = nccl_op("reduce", opts.op);
+  return submit("reduce", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+    settle("ncclReduce", ncclReduce(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), op, opts.root, comm_, s), d);
+  });
+}
+
+WorkPtr NcclProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
+  check_device("all_gather", input);
+  check_device("all_gather", output);
+  check_sizes("all_gather", input, output);
+  return submit("all_gather", opts.timeout, input.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+    settle("ncclAllGather", ncclAllGather(input.data, output.data, input.count, nccl_dtype(input.dtype), comm_, s), d);
+  });
+}
+
+WorkPtr NcclProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
+  check_device("reduce_scatter", input);
+  check_device("reduce_scatter", output);
+  check_reduce("reduce_scatter", input, opts.op);
+  check_sizes("reduce_scatter", output, input);
+  const ncclRedOp_t op = nccl_op("reduce_scatter", opts.op);
+  return submit("reduce_scatter", opts.timeout, output.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+    settle("ncclReduceScatter",
+           ncclReduceScatter(input.data, output.data, output.count, nccl_dtype(output.dtype), op, comm_, s), d);
+  });
+}
+
+WorkPtr NcclProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts) {
+  check_device("gather", input);
+  check_peer("gather", opts.root);
+  const bool root = rank() == opts.root;
+  if (root) {
+    check_device("gather", output);
+    check_sizes("gather", input, output);
+  }
+  return submit("gather", opts.timeout, input.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+    const ncclDataType_t t = nccl_dtype(input.dtype);
+    if (root) copy_on(s, at(output, input.count * rank()), input.data, input.bytes());
+    ncclGroupStart();
+    if (root) {
+      for (int r = 0; r < size(); ++r) {
+        if (r != rank()) ncclRecv(at(output, input.count * r), input.count, t, r, comm_, s);
+      }
+    } else {
+      ncclSend(input.data, input.count, t, opts.root, comm_, s);
+    }
+    settle("gather (grouped ncclSend/ncclRecv)", ncclGroupEnd(), d);
+  });
+}
+
+WorkPtr NcclProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions opts) {
+  check_device("scatter", output);
+  check_peer("scatter", opts.root);
+  const bool root = rank() == opts.root;
+  if (root) {
+    check_device("scatter", input);
+    check_sizes("scatter", output, input);
+  }
+  return submit("scatter", opts.timeout, output.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+    const ncclDataType_t t = nccl_dtype(output.dtype);
+    if (root) copy_on(s, output.data, at(input, output.count * rank()), output.bytes());
+    ncclGroupStart();
+    if (root) {
+      for (int r = 0; r < size(); ++r) {
+        if (r != rank()) ncclSend(at(input, output.count * r), output.count, t, r, comm_, s);
+      }
+    } else {
+      ncclRecv(output.data, output.count, t, opts.root, comm_, s);
+    }
+    settle("scatter (grouped ncclSend/ncclRecv)", ncclGroupEnd(), d);
+  });
+}
+
+WorkPtr NcclProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
+  check_device("all_to_all", input);
+  check_device("all_to_all", output);
+  check_same("all_to_all", input, output);
+  if (input.count % static_cast<size_t>(size()) != 0) {
+    DDP_THROW(InvalidArgument, "all_to_all: ", input.count, " elements do not split evenly over ", size(), " ranks");
+  }
+  const size_t per = input.count / static_cast<size_t>(size());
+  return submit("all_to_all", opts.timeout, input.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+    const ncclDataType_t t = nccl_dtype(input.dtype);
+    copy_on(s, at(output, per * rank()), at(input, per * rank()), per * dtype_size(input.dtype));
+    ncclGroupStart();
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      ncclSend(at(input, per * r), per, t, r, comm_, s);
+      ncclRecv(at(output, per * r), per, t, r, comm_, s);
+    }
+    settle("all_to_all (grouped ncclSend/ncclRecv)", ncclGroupEnd(), d);
+  });
+}
+
+WorkPtr NcclProcessGroup::barrier(BarrierOptions opts) {
+  return submit("barrier", opts.timeout, false, [this](cudaStream_t s, const Deadline& d) {
+    settle("barrier (ncclAllReduce of one int)", ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, s), d);
+  });
+}
+
+}  // namespace ddp::comm::nccl_backend

@@ -1,0 +1,93 @@
+#pragma once
+// NcclProcessGroup: the ProcessGroup contract over NCCL (make_nccl_group in comm/backend.h).
+//
+// - One CUDA device per group: LOCAL_RANK (else the rank) modulo the visible devices; buffers
+//   must be CUDA views on that device (InvalidArgument otherwise). No device: BackendError.
+// - Rendezvous: rank 0's ncclUniqueId goes through the group's store; the communicator is
+//   created non-blocking, so a rank that never arrives is a TimeoutError after the group's
+//   timeout (the half-built communicator is aborted), never a hang.
+// - Ops are queued on the group's own CUDA stream, after whatever the caller queued on the
+//   legacy default stream; each records a CUDA event, and a watcher thread finishes the Works
+//   in issue order as their events complete (cudaEventQuery).
+// - Watchdog: the same thread polls ncclCommGetAsyncError; an async error, or an op past its
+//   deadline, aborts the communicator (ncclCommAbort) so the hung kernels exit, and fails that
+//   op (naming it and its sequence number) and every pending and later op. Rebuild the group.
+// - all_to_all, gather and scatter are grouped ncclSend/ncclRecv (ncclGroupStart/End); AVG is
+//   ncclAvg; bitwise reductions do not exist in NCCL and are an InvalidArgument; send/recv
+//   ignore the tag (NCCL matches point-to-point messages in issue order per peer).
+// - Zero-length ops complete at once.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/backend.h"
+#include "common/deadline.h"
+
+namespace ddp::comm::nccl_backend {
+
+class NcclProcessGroup final : public ProcessGroup {
+ public:
+  explicit NcclProcessGroup(const GroupSetup& setup);
+  ~NcclProcessGroup() override;
+
+  std::string backend_name() const override { return "nccl"; }
+  int device() const { return device_; }
+
+  WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) override;
+  WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) override;
+  WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {}) override;
+  WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {}) override;
+  WorkPtr reduce(Buffer buf, ReduceOptions opts = {}) override;
+  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts = {}) override;
+  WorkPtr gather(Buffer input, Buffer output, GatherOptions opts = {}) override;
+  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {}) override;
+  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {}) override;
+  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {}) override;
+  WorkPtr barrier(BarrierOptions opts = {}) override;
+
+ private:
+  // Queues the op's NCCL calls on stream_; throws (via settle) on failure.
+  using Launch = std::function<void(cudaStream_t, const Deadline&)>;
+  struct Pending {
+    std::string what;
+    WorkPtr work;
+    cudaEvent_t event = nullptr;
+    Clock::time_point deadline;
+    Millis timeout{0};
+  };
+
+  WorkPtr submit(const char* name, Millis timeout, bool local, const Launch& launch, const std::string& detail = "");
+  // Waits out ncclInProgress (non-blocking communicator) until the deadline; throws mapped errors.
+  void settle(const std::string& what, ncclResult_t rc, const Deadline& deadline);
+  void check_device(const char* op, const Buffer& b) const;
+  void watch();
+  void fail_all(std::exception_ptr error) noexcept;
+  std::exception_ptr nccl_error(const std::string& what, ncclResult_t rc) const;
+
+  std::string name_;
+  int device_ = 0;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t caller_ready_ = nullptr;  // recorded on the legacy stream before each op
+  void* scratch_ = nullptr;             // one int32 on the device, for barrier
+
+  std::mutex issue_mu_;  // NCCL calls of this communicator come from one thread at a time
+  uint64_t next_seq_ = 1;
+
+  std::mutex mu_;  // guards what follows
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  std::exception_ptr broken_;
+  bool aborted_ = false;
+  bool stop_ = false;
+  std::vector<cudaEvent_t> retired_;  // events of failed ops, destroyed once the watcher stopped
+  std::thread watcher_;
+};
+
+}  // namespace ddp::comm::nccl_backend

@@ -1,0 +1,83 @@
+// CUDA staging over the tcp backend: two ranks (threads) sharing one GPU, which NCCL refuses.
+#include "comm/nccl/cuda_staging.h"
+
+#include <doctest/doctest.h>
+
+#include <future>
+#include <vector>
+
+#include "comm/backend.h"
+#include "comm/nccl/cuda_memory.h"
+#include "comm/nccl/gpu.h"
+#include "common/error.h"
+#include "rendezvous/hash_store.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using ddp::test::has_gpu;
+
+namespace {
+
+GroupSetup setup(std::shared_ptr<rdzv::Store> store, int rank, int size) {
+  GroupSetup s;
+  s.store = std::move(store);
+  s.rank = rank;
+  s.size = size;
+  s.options.timeout = Millis(60'000);
+  for (int r = 0; r < size; ++r) s.global_ranks.push_back(r);
+  return s;
+}
+
+template <typename Fn>
+void two_ranks(Fn fn) {
+  auto store = std::make_shared<rdzv::HashStore>();
+  auto other = std::async(std::launch::async, [&] { fn(*wrap_cuda_staging(make_tcp_group(setup(store, 1, 2))), 1); });
+  fn(*wrap_cuda_staging(make_tcp_group(setup(store, 0, 2))), 0);
+  other.get();
+}
+
+std::vector<float> to_host(const cuda::DeviceMemory& m, size_t n) {
+  std::vector<float> v(n);
+  cuda::copy_to_host(v.data(), m.get(), n * sizeof(float), 0);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("cuda staging: two ranks on one GPU all_reduce, all_gather and send/recv device buffers" *
+          doctest::skip(!has_gpu())) {
+  std::vector<std::vector<float>> reduced(2), gathered(2), received(2);
+  two_ranks([&](ProcessGroup& pg, int r) {
+    std::vector<float> init{1.0f + r, 2.0f + r};
+    auto x = cuda::device_alloc(2 * sizeof(float), 0);
+    auto all = cuda::device_alloc(4 * sizeof(float), 0);
+    cuda::copy_to_device(x.get(), init.data(), 2 * sizeof(float), 0);
+    pg.all_gather(cuda::device_view(x.get(), 2, DType::kFloat32, 0), cuda::device_view(all.get(), 4, DType::kFloat32, 0))->wait();
+    gathered[r] = to_host(all, 4);
+    pg.all_reduce(cuda::device_view(x.get(), 2, DType::kFloat32, 0))->wait();
+    reduced[r] = to_host(x, 2);
+    if (r == 0) {
+      pg.send(cuda::device_view(x.get(), 2, DType::kFloat32, 0), 1)->wait();
+    } else {
+      auto in = cuda::device_alloc(2 * sizeof(float), 0);
+      pg.recv(cuda::device_view(in.get(), 2, DType::kFloat32, 0), 0)->wait();
+      received[r] = to_host(in, 2);
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(reduced[r] == std::vector<float>{3.0f, 5.0f});
+    CHECK(gathered[r] == std::vector<float>{1.0f, 2.0f, 2.0f, 3.0f});
+  }
+  CHECK(received[1] == std::vector<float>{3.0f, 5.0f});
+}
+
+TEST_CASE("cuda staging: host buffers pass straight through; the backend name is the inner one" *
+          doctest::skip(!has_gpu())) {
+  std::vector<std::vector<int32_t>> out(2);
+  two_ranks([&](ProcessGroup& pg, int r) {
+    CHECK(pg.backend_name() == "tcp");
+    out[r] = {r, 10};
+    pg.all_reduce(view(out[r].data(), 2))->wait();
+  });
+  CHECK(out[0] == std::vector<int32_t>{1, 20});
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the build tree into a temporary prefix, then builds and runs a tiny outside program
+# against it twice: with CMake (find_package(ddp) -> ddp::ddp) and with pkg-config.
+# usage: install_test.sh <build dir> <source dir of this test> [compiler flags of the build]
+set -euo pipefail
+build=$1
+here=$2
+flags_of_build=${3:-}
+work=$(mktemp -d /tmp/ddp-install-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+
+cmake --install "$build" --prefix "$prefix" > "$work/install.log" || { cat "$work/install.log"; exit 1; }
+libdir=$(dirname "$(find "$prefix" -name 'libddp.so' -print -quit)")
+[ -n "$libdir" ] || { echo "libddp.so was not installed"; exit 1; }
+export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+echo "== find_package(ddp)"
+cmake -S "$here/consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$flags_of_build" > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/cmake-build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+"$work/cmake-build/consumer"
+
+echo "== pkg-config --cflags --libs ddp"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+flags=$(pkg-config --cflags --libs ddp)
+echo "flags: $flags"
+${CXX:-c++} -std=c++20 $flags_of_build "$here/consumer/main.cc" -o "$work/pc-consumer" $flags
+"$work/pc-consumer"
