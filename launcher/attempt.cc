@@ -93,30 +93,10 @@ void Attempt::spawn_worker(int local_rank) {
   if (!cpus.empty()) spawn.cpus = to_cpu_set(cpus[static_cast<size_t>(local_rank)]);
 
   // Child-side descriptors live until the fork is done, then close here.
-  Fd child_out, child_err;
-  auto wire = [&](const StreamRoute& route, int console_fd, Fd& child_fd, int& spawn_fd) {
-    if (route.relay) {
-      auto [read_end, write_end] = make_pipe("worker output");
-      Fd file = route.file.empty() ? Fd() : open_log_file(route.file);
-      relays_.push_back(std::make_unique<OutputRelay>(std::move(read_end), std::move(file),
-                                                      route.console ? console_fd : -1, "[" + rank + "]:"));
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.u64 = kTagRelay + relays_.size() - 1;
-      if (::epoll_ctl(state_.epoll.get(), EPOLL_CTL_ADD, relays_.back()->fd(), &ev) != 0) {
-        DDP_THROW_ERRNO("epoll_ctl(ADD) for a worker output pipe");
-      }
-      child_fd = std::move(write_end);
-    } else if (!route.file.empty()) {
-      child_fd = open_log_file(route.file);
-    } else if (!route.console) {
-      child_fd = Fd(::open("/dev/null", O_WRONLY | O_CLOEXEC));
-      if (!child_fd) DDP_THROW_ERRNO("open /dev/null");
-    }
-    spawn_fd = child_fd.get();  // -1: inherit the launcher's
-  };
-  wire(routes.out, STDOUT_FILENO, child_out, spawn.stdout_fd);
-  wire(routes.err, STDERR_FILENO, child_err, spawn.stderr_fd);
+  Fd child_out = wire_stream(routes.out, STDOUT_FILENO, rank);
+  Fd child_err = wire_stream(routes.err, STDERR_FILENO, rank);
+  spawn.stdout_fd = child_out.get();  // -1: inherit the launcher's
+  spawn.stderr_fd = child_err.get();
 
   Spawned child = spawn_process(spawn);
   w.pid = child.pid;
@@ -124,6 +104,29 @@ void Attempt::spawn_worker(int local_rank) {
   w.exec_status = std::move(child.exec_status);
   ++alive_;
   workers_.push_back(std::move(w));
+}
+
+Fd Attempt::wire_stream(const StreamRoute& route, int console_fd, const std::string& rank) {
+  if (route.relay) {
+    auto [read_end, write_end] = make_pipe("worker output");
+    Fd file = route.file.empty() ? Fd() : open_log_file(route.file);
+    relays_.push_back(std::make_unique<OutputRelay>(std::move(read_end), std::move(file),
+                                                    route.console ? console_fd : -1, "[" + rank + "]:"));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kTagRelay + relays_.size() - 1;
+    if (::epoll_ctl(state_.epoll.get(), EPOLL_CTL_ADD, relays_.back()->fd(), &ev) != 0) {
+      DDP_THROW_ERRNO("epoll_ctl(ADD) for a worker output pipe");
+    }
+    return std::move(write_end);
+  }
+  if (!route.file.empty()) return open_log_file(route.file);
+  if (!route.console) {
+    Fd null(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+    if (!null) DDP_THROW_ERRNO("open /dev/null");
+    return null;
+  }
+  return Fd();  // inherit
 }
 
 AttemptResult Attempt::wait() {
@@ -250,7 +253,11 @@ void Attempt::signal_groups(int sig) {
   // Every worker's group, also of workers already reaped: what they started may live on in
   // it. A group id is not reused while the group has members, so this cannot hit strangers.
   for (const auto& w : workers_) {
-    if (w.pid > 0) ::kill(-w.pid, sig);
+    if (w.pid > 0 && w.alive) {
+      signal_worker(w.pid, sig);
+    } else if (w.pid > 0) {
+      ::kill(-w.pid, sig);  // reaped: only what is left in its group
+    }
   }
 }
 

@@ -36,6 +36,7 @@ struct SupervisorState {
   sigset_t handled{};        // the handled signals and SIGCHLD
   sigset_t original_mask{};  // restored in workers and at destruction
   struct sigaction old_sigchld {};
+  struct sigaction old_sigpipe {};
   int was_subreaper = 0;
   Fd signal_fd;
   Fd epoll;
@@ -71,6 +72,8 @@ class Attempt {
   };
 
   void spawn_worker(int local_rank);
+  // The descriptor a worker's stream gets (invalid: inherit), setting up its relay if any.
+  Fd wire_stream(const StreamRoute& route, int console_fd, const std::string& rank);
   void dispatch(uint64_t tag);
   void on_signal(int sig);
   void reap();

@@ -35,9 +35,11 @@ struct ChildPlan {
 
 // Runs between fork and exec: async-signal-safe calls only.
 [[noreturn]] void child_main(const ChildPlan& p) {
-  // Own process group, so signals and the final kill reach the worker and everything it
-  // started without touching the launcher.
-  if (::setpgid(0, 0) != 0) child_fail(p.status_fd, errno);
+  // Own session, hence own process group (pgid == pid), so signals and the final kill reach
+  // the worker and everything it started without touching the launcher. A session rather
+  // than only setpgid, as torchrun (start_new_session=True): a background process group of
+  // the launcher's session would be stopped by SIGTTIN/SIGTTOU when it reads the terminal.
+  if (::setsid() < 0) child_fail(p.status_fd, errno);
   // The launcher dying (even by SIGKILL) takes the worker down; then close the race where the
   // launcher died before the prctl took effect.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(p.status_fd, errno);
@@ -104,10 +106,13 @@ Spawned spawn_process(const SpawnOptions& options) {
   pid_t pid = ::fork();
   if (pid < 0) DDP_THROW_ERRNO("fork for ", options.path);
   if (pid == 0) child_main(plan);
-  // Also from the parent, so the group exists before we ever signal it (either call may lose
-  // the race to exec; EACCES/ESRCH then just mean the child already did it).
-  ::setpgid(pid, pid);
+  // No setpgid from the parent (it would make the child's setsid fail): until the child has
+  // run setsid its group does not exist, so signal_worker() falls back to the pid.
   return Spawned{pid, std::move(status_read)};
+}
+
+void signal_worker(pid_t pid, int sig) {
+  if (::kill(-pid, sig) != 0 && errno == ESRCH) ::kill(pid, sig);
 }
 
 std::optional<std::string> read_exec_error(int exec_status_fd, const std::string& path) {

@@ -1,6 +1,6 @@
 #pragma once
 // Starting one worker process: fork + execve with everything a supervised worker needs set up
-// in the child between the two (own process group, PR_SET_PDEATHSIG(SIGKILL), signal mask and
+// in the child between the two (own session and process group, PR_SET_PDEATHSIG(SIGKILL), signal mask and
 // dispositions restored, CPU affinity, stdout/stderr redirected). Only async-signal-safe calls
 // run in the child, so spawning is safe from a multi-threaded launcher.
 //
@@ -47,6 +47,11 @@ std::string resolve_executable(const std::string& name);
 // Forks and execs. Throws SystemError when the fork or a pipe cannot be made; failures inside
 // the child arrive as the child's exit status plus exec_status.
 Spawned spawn_process(const SpawnOptions& options);
+
+// Sends sig to the worker's process group (pgid == pid), or to the worker alone while its
+// group does not exist yet (signalled between fork and the child's setsid) or any more.
+// The caller guarantees pid is its unreaped child or a group leader id it started.
+void signal_worker(pid_t pid, int sig);
 
 // After the child has exited: "exec PATH: strerror" when its exec failed, else nullopt.
 std::optional<std::string> read_exec_error(int exec_status_fd, const std::string& path);

@@ -70,6 +70,11 @@ SupervisorState::SupervisorState(const LaunchOptions& opts) : options(opts) {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   ::sigaction(SIGCHLD, &dfl, &old_sigchld);
+  // A console that went away (ddp-launch ... | head) must not kill the launcher mid-job: the
+  // relays drop the output instead (workers get SIGPIPE's default back before exec).
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ign, &old_sigpipe);
   if (int rc = ::pthread_sigmask(SIG_BLOCK, &handled, &original_mask); rc != 0) {
     errno = rc;
     DDP_THROW_ERRNO("pthread_sigmask(SIG_BLOCK) for the launcher's signals");
@@ -97,6 +102,7 @@ SupervisorState::~SupervisorState() {
   }
   ::pthread_sigmask(SIG_SETMASK, &original_mask, nullptr);
   ::sigaction(SIGCHLD, &old_sigchld, nullptr);
+  ::sigaction(SIGPIPE, &old_sigpipe, nullptr);
   ::prctl(PR_SET_CHILD_SUBREAPER, was_subreaper);
   if (!temp_dir.empty() && !keep_temp_dir) {
     std::error_code ec;

@@ -2,7 +2,7 @@
 // Supervisor: runs one attempt of a node's workers and watches them until all succeed, one
 // fails, a handled signal arrives, or the caller asks it to stop.
 //
-// - Each worker runs in its own process group with PR_SET_PDEATHSIG(SIGKILL); exactly one
+// - Each worker runs in its own session and process group with PR_SET_PDEATHSIG(SIGKILL); one
 //   reaper; an event loop (signalfd + epoll + timerfd), no polling sleeps. The one reaper is
 //   waitpid(-1) on SIGCHLD rather than one pidfd per worker: as a subreaper the launcher also
 //   inherits orphaned grandchildren, and a per-pidfd waitid cannot reap those, while a second

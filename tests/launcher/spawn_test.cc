@@ -34,10 +34,10 @@ TEST_CASE("resolve_executable searches PATH like execvp") {
   CHECK(resolve_executable("no-such-program-xyz") == "no-such-program-xyz");
 }
 
-TEST_CASE("the child gets exactly the given environment, its own process group, and stdout") {
+TEST_CASE("the child gets the given environment, its own session and process group, and stdout") {
   TempDir dir;
   Fd out(::open((dir / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  SpawnOptions o = sh("echo $HELLO; ps -o pgid= -p $$ | tr -d ' '; echo $$; env | wc -l");
+  SpawnOptions o = sh("echo $HELLO; ps -o pgid= -p $$ | tr -d ' '; echo $$; ps -o sid= -p $$ | tr -d ' '");
   o.stdout_fd = out.get();
   Spawned s = spawn_process(o);
   int status = wait_status(s.pid);
@@ -45,11 +45,12 @@ TEST_CASE("the child gets exactly the given environment, its own process group, 
   CHECK(WEXITSTATUS(status) == 0);
   CHECK_FALSE(read_exec_error(s.exec_status.get(), o.path).has_value());
   std::istringstream lines(read_file(dir / "out"));
-  std::string hello, pgid, pid;
-  lines >> hello >> pgid >> pid;
+  std::string hello, pgid, pid, sid;
+  lines >> hello >> pgid >> pid >> sid;
   CHECK(hello == "world");
   CHECK(pgid == pid);  // a group of its own, led by the worker
   CHECK(pgid == std::to_string(s.pid));
+  CHECK(sid == pid);  // and a session of its own: no terminal job control stops it
 }
 
 TEST_CASE("signal mask and ignored signals are reset in the child") {

@@ -4,7 +4,8 @@
 
 #include <doctest/doctest.h>
 
-#include <regex>
+#include <algorithm>
+#include <cctype>
 
 #include "launcher/cpu_bind.h"
 #include "launcher_test_util.h"
@@ -27,6 +28,20 @@ std::map<std::string, std::string> parse_env(const std::string& text) {
 }
 
 pid_t read_pid(const std::string& path) { return static_cast<pid_t>(std::stol(read_file(path))); }
+
+// "[<d>]:<rest>" -> d and rest; -1 when the line does not start with a one-digit prefix.
+int prefix_rank(const std::string& line, std::string* rest) {
+  if (line.size() < 4 || line[0] != '[' || !std::isdigit(static_cast<unsigned char>(line[1])) || line[2] != ']' ||
+      line[3] != ':') {
+    return -1;
+  }
+  *rest = line.substr(4);
+  return line[1] - '0';
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
 
 }  // namespace
 
@@ -110,6 +125,26 @@ TEST_CASE("a worker's exit code is the job's, and the other workers are stopped"
   CHECK(summary.find("Root Cause") != std::string::npos);
   CHECK(summary.find("rank      : 1 (local_rank: 1)") != std::string::npos);
   CHECK(summary.find("exitcode  : 3") != std::string::npos);
+}
+
+TEST_CASE("a worker killed from outside: the rest are stopped, exit 128+9") {
+  TempDir dir;
+  const std::string d = dir.path();
+  LaunchOptions o = sh_options("trap 'touch " + d + "/term_$RANK; exit 0' TERM; echo $$ > " + d +
+                                   "/tmp_$RANK; mv " + d + "/tmp_$RANK " + d + "/pid_$RANK; sleep 1000 & wait",
+                               3);
+  Outcome out = run_launcher(o, single_node(3), [&](pid_t) {
+    REQUIRE(eventually([&] { return exists(dir / "pid_0") && exists(dir / "pid_1") && exists(dir / "pid_2"); }));
+    ::kill(read_pid(dir / "pid_1"), SIGKILL);
+  });
+  CHECK(out.result["exit_code"] == 128 + 9);
+  REQUIRE(out.result["failures"].size() == 1);
+  CHECK(out.result["failures"][0]["rank"] == 1);
+  CHECK(out.result["failures"][0]["signal"] == SIGKILL);
+  CHECK(exists(dir / "term_0"));  // the others got SIGTERM (and obeyed within the grace)
+  CHECK(exists(dir / "term_2"));
+  CHECK_FALSE(exists(dir / "term_1"));
+  CHECK(out.result["descendants_left"] == 0);
 }
 
 TEST_CASE("death by signal: exit code 128+N and the signal's name") {
@@ -308,15 +343,15 @@ TEST_CASE("log files in torchrun's layout and [rank]: prefixed whole lines on th
   std::istringstream console(out.console);
   std::string line;
   int lines = 0, tails = 0, errs = 0;
-  const std::regex body(R"(\[(\d)\]:rank(\d)-line\d+)");
   while (std::getline(console, line)) {
-    std::smatch m;
-    if (std::regex_match(line, m, body)) {
-      CHECK(m[1] == m[2]);  // the prefix names the rank that wrote the line
-      ++lines;
-    } else if (line.rfind("[", 0) == 0 && line.find("]:tail-no-newline-") != std::string::npos) {
+    std::string rest;
+    int r = prefix_rank(line, &rest);
+    const std::string me = std::to_string(r);
+    if (r >= 0 && rest.rfind("rank" + me + "-line", 0) == 0 && all_digits(rest.substr(10))) {
+      ++lines;  // whole, and the prefix names the rank that wrote it
+    } else if (r >= 0 && rest == "tail-no-newline-" + me) {
       ++tails;  // a partial last line is flushed, whole, at exit
-    } else if (std::regex_match(line, std::regex(R"(\[\d\]:err-\d)"))) {
+    } else if (r >= 0 && rest == "err-" + me) {
       ++errs;
     } else {
       FAIL_CHECK("unexpected console line: ", line);
