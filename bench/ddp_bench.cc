@@ -47,6 +47,7 @@ struct Config {
   std::string compute = "spin";  // spin | sleep
   double compute_ratio = 1.0;    // backward compute = ratio x measured communication time
   double bucket_cap_mb = 25;
+  bool bucket_view = false;  // gradient_as_bucket_view: no copies in or out
   std::vector<std::string> models{"1M", "25M", "100M"};
   std::string init_method;  // set for forked ranks
 };
@@ -82,6 +83,7 @@ void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupP
   std::vector<Layer> layers(m.layers);
   ddp::EngineOptions o;
   o.bucket_cap_mb = c.bucket_cap_mb;
+  o.gradient_as_bucket_view = c.bucket_view;
   ddp::Engine engine(g, o);
   size_t total = 0;
   for (int l = 0; l < m.layers; ++l) {
@@ -91,6 +93,7 @@ void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupP
     L.b.assign(m.width_out, 0.0f);
     L.gb.assign(m.width_out, 0.001f);
     std::string n = "layer" + std::to_string(l);
+    // With bucket views the engine owns the gradients (initialized from these buffers).
     L.wid = engine.register_param({n + ".weight", view(L.w.data(), L.w.size()), view(L.gw.data(), L.gw.size()),
                                    {m.width_out, m.width_in}});
     L.bid = engine.register_param({n + ".bias", view(L.b.data(), L.b.size()), view(L.gb.data(), L.gb.size()), {}});
@@ -157,8 +160,9 @@ int worker(const Config& c, int rank, int world) {
   auto g = ddp::init_process_group(init);
   if (g->rank() == 0) {
     std::printf("ddp-bench ddp: %d ranks, backend %s, compute %s (ratio %.2f of communication), bucket cap %.0f MB, "
-                "median of %d steps (slowest rank)\n",
-                g->size(), c.backend.c_str(), c.compute.c_str(), c.compute_ratio, c.bucket_cap_mb, c.steps);
+                "%s, median of %d steps (slowest rank)\n",
+                g->size(), c.backend.c_str(), c.compute.c_str(), c.compute_ratio, c.bucket_cap_mb,
+                c.bucket_view ? "bucket views" : "gradient copies", c.steps);
     std::printf("%-5s %10s %7s %9s %9s %11s %9s %9s %9s\n", "model", "params", "buckets", "local ms", "comm ms",
                 "no-ovl ms", "ovl ms", "hidden", "ovl/max");
   }
@@ -219,6 +223,7 @@ int ddp_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--bucket-cap-mb", c.bucket_cap_mb, "engine bucket cap")->capture_default_str();
   app.add_option("--models", c.models, "1M, 25M, 100M")->capture_default_str();
+  app.add_flag("--bucket-view", c.bucket_view, "gradient_as_bucket_view (no gradient copies)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
