@@ -246,7 +246,7 @@ int collective_main(int argc, char** argv) {
     parse_sizes(f.sizes);
     const bool has_rank = env::get("RANK") || env::get("OMPI_COMM_WORLD_RANK") || env::get("SLURM_PROCID");
     if (f.world_size > 0 && !has_rank) {
-      if (f.backend == "mpi" || f.backend == "mpi-direct") return exec_mpirun(f.world_size, argc - 1, argv + 1);
+      if (f.backend == "mpi" || f.backend == "mpi-direct") return exec_mpirun(f.world_size, argc, argv);  // argv[0] is "collective"
       return fork_ranks(f);
     }
     return run_rank(f);

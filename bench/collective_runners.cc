@@ -124,7 +124,7 @@ class GlooDirectRunner final : public CollectiveRunner {
       }
       case CollOp::kReduceScatter: {
         // Gloo 0.5 has no options-style reduce_scatter: its halving-doubling algorithm class
-        // reduces in place and leaves this rank's block at its offset.
+        // reduces in place and moves this rank's block to the front of the buffer.
         // Built once per buffer (it registers its buffers with the pairs), then reused.
         if (rs_ptr_ != in || rs_count_ != count) {
           std::vector<int> recv(n, static_cast<int>(count));
@@ -134,7 +134,7 @@ class GlooDirectRunner final : public CollectiveRunner {
           rs_count_ = count;
         }
         rs_->run();
-        std::copy(in + count * static_cast<size_t>(rank()), in + count * (static_cast<size_t>(rank()) + 1), out);
+        std::copy(in, in + count, out);  // the algorithm leaves this rank's block at the front
         break;
       }
     }

@@ -4,6 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +17,8 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/deadline.h"
+#include "common/fd.h"
 #include "common/socket.h"
 #include "rendezvous/hash_store.h"
 
@@ -203,4 +209,80 @@ TEST_CASE("GroupFactory and the default group reject bad options") {
   bad.store = std::make_shared<rdzv::HashStore>();
   CHECK_THROWS_WITH_AS(init_process_group(bad), doctest::Contains("rank"), InvalidArgument);
   CHECK_FALSE(is_initialized());
+}
+
+namespace {
+
+uint16_t free_port() {
+  Fd probe = net::listen_tcp({.host = "127.0.0.1"});
+  return net::local_port(probe.get());
+}
+
+// One rank in a child process: joins through init_process_group, checks an all_reduce and a
+// subgroup, leaves. The exit status says what failed (0: all good).
+[[noreturn]] void rank_main(const std::string& backend, int rank, int world, const std::string& init_method) {
+  for (int sig : {SIGABRT, SIGSEGV}) ::signal(sig, SIG_DFL);
+  int rc = 0;
+  try {
+    InitOptions o;
+    o.backend = backend;
+    o.init_method = init_method;
+    if (init_method == "env://") {
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+    } else {
+      o.rank = rank;  // the URL carries world_size
+    }
+    auto pg = init_process_group(o);
+    if (!is_initialized() || default_group() != pg || pg->rank() != rank || pg->size() != world) rc = 10;
+    float x = static_cast<float>(rank + 1);
+    pg->all_reduce(view(&x, 1))->wait();
+    if (x != static_cast<float>(world * (world + 1) / 2)) rc = 11;
+    auto last = new_group({world - 1});
+    if ((last != nullptr) != (rank == world - 1)) rc = 12;
+    if (last && last->size() != 1) rc = 13;
+    last.reset();
+    destroy_process_group();
+    if (is_initialized()) rc = 14;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+    rc = 20;
+  }
+  ::_exit(rc);
+}
+
+// Forks `world` ranks and returns their exit statuses; a rank still running after 120 s is killed.
+std::vector<int> run_ranks(const std::string& backend, int world, const std::string& init_method) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) rank_main(backend, r, world, init_method);
+    pids.push_back(pid);
+  }
+  Deadline deadline(Millis(120'000));
+  std::vector<int> codes;
+  for (pid_t pid : pids) {
+    Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    pollfd p{pidfd.get(), POLLIN, 0};
+    if (pidfd.get() >= 0 && ::poll(&p, 1, deadline.poll_ms()) == 0) ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
+  return codes;
+}
+
+}  // namespace
+
+TEST_CASE("init_process_group end to end: env:// with rank 0 hosting, and tcp://" *
+          doctest::skip(!has_backend("tcp") && !has_backend("gloo"))) {
+  const std::string backend = has_backend("tcp") ? "tcp" : "gloo";
+  {
+    ScopedEnv env(with({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(free_port())}}));
+    CHECK(run_ranks(backend, 3, "env://") == std::vector<int>{0, 0, 0});
+  }
+  ScopedEnv env(kClean);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(free_port()) + "?world_size=2";
+  CHECK(run_ranks(backend, 2, url) == std::vector<int>{0, 0});
 }

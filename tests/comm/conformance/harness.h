@@ -34,6 +34,7 @@ struct ProcessOptions {
   Millis timeout = kSuiteTimeout;     // the group's collective timeout (DDP_TIMEOUT_MS)
   Millis deadline{240'000};           // after this every child still running is SIGKILLed
   std::vector<int> expect_killed;     // ranks that kill themselves: no report expected
+  bool tolerate_abort = false;        // a rank dying of SIGABRT is no failure (still: no hang)
 };
 // Processes as ranks. body runs on every rank with the default group (built by
 // init_process_group(env://) in each child); returns "" or what failed. Returns the failures of

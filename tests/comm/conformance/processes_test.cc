@@ -187,9 +187,13 @@ TEST_CASE("processes: a peer killed with SIGKILL mid-op fails the survivors, nam
 TEST_CASE("processes: mismatched counts are an error or at least never a hang" *
           doctest::skip(!processes_available() || !survives_peer_loss())) {
   // The tcp contract promises an error on both sides; other backends only that nobody hangs
-  // past the timeout (the harness kills and reports a rank that does).
+  // past the timeout (the harness kills and reports a rank that does). Gloo 0.5 itself
+  // terminates the process when a message is longer than the posted buffer (an enforce in its
+  // transport thread, out of any caller's reach), so for gloo an abort is tolerated: no hang.
   const bool must_fail = backend_under_test() == "tcp";
-  report(run_processes(procs(2, Millis(5'000)), [must_fail](ProcessGroup& world) -> std::string {
+  ProcessOptions o = procs(2, Millis(5'000));
+  o.tolerate_abort = backend_under_test() == "gloo";
+  report(run_processes(o, [must_fail](ProcessGroup& world) -> std::string {
     Array a(DType::kFloat32, world.rank() == 0 ? 64 : 128);
     fill_input(a, ReduceOp::kSum, world.rank());
     try {
