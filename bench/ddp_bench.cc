@@ -47,6 +47,7 @@ struct Config {
   std::string compute = "spin";  // spin | sleep
   double compute_ratio = 1.0;    // backward compute = ratio x measured communication time
   double bucket_cap_mb = 25;
+  bool bucket_view = false;  // gradient_as_bucket_view: no copies in or out
   std::vector<std::string> models{"1M", "25M", "100M"};
   std::string init_method;  // set for forked ranks
 };
@@ -68,24 +69,21 @@ struct Layer {
   size_t wid = 0, bid = 0;
 };
 
-// Median over steps of the slowest rank's step time, seconds.
-double timed(ddp::comm::ProcessGroup& g, int steps, int warmup, const std::function<void()>& step) {
-  std::vector<double> samples;
-  for (int s = 0; s < warmup + steps; ++s) {
-    g.barrier()->wait();
-    auto t0 = Clock::now();
-    step();
-    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    g.all_reduce(view(&dt, 1), {ddp::comm::ReduceOp::kMax})->wait();
-    if (s >= warmup) samples.push_back(dt);
-  }
-  return ddp::bench::median(samples);
+// One step of the slowest rank, seconds (ranks start together after a barrier).
+double time_step(ddp::comm::ProcessGroup& g, const std::function<void()>& step) {
+  g.barrier()->wait();
+  auto t0 = Clock::now();
+  step();
+  double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+  g.all_reduce(view(&dt, 1), {ddp::comm::ReduceOp::kMax})->wait();
+  return dt;
 }
 
 void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupPtr& g) {
   std::vector<Layer> layers(m.layers);
   ddp::EngineOptions o;
   o.bucket_cap_mb = c.bucket_cap_mb;
+  o.gradient_as_bucket_view = c.bucket_view;
   ddp::Engine engine(g, o);
   size_t total = 0;
   for (int l = 0; l < m.layers; ++l) {
@@ -95,6 +93,7 @@ void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupP
     L.b.assign(m.width_out, 0.0f);
     L.gb.assign(m.width_out, 0.001f);
     std::string n = "layer" + std::to_string(l);
+    // With bucket views the engine owns the gradients (initialized from these buffers).
     L.wid = engine.register_param({n + ".weight", view(L.w.data(), L.w.size()), view(L.gw.data(), L.gw.size()),
                                    {m.width_out, m.width_in}});
     L.bid = engine.register_param({n + ".bias", view(L.b.data(), L.b.size()), view(L.gb.data(), L.gb.size()), {}});
@@ -103,27 +102,43 @@ void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupP
   engine.finalize();
   const bool spin = c.compute == "spin";
 
-  // Communication alone: every bucket after an empty backward.
-  double comm = timed(*g, c.steps, c.warmup, [&] { engine.finish_backward(); });
-  const double compute_total = comm * c.compute_ratio;
+  // Communication alone (every bucket after an empty backward) calibrates the compute.
+  auto comm_step = [&] { engine.finish_backward(); };
+  std::vector<double> calib;
+  for (int i = 0; i < c.warmup + 2; ++i) time_step(*g, comm_step);  // first touch, bucket rebuild
+  for (int i = 0; i < 5; ++i) calib.push_back(time_step(*g, comm_step));
+  const double compute_total = ddp::bench::median(calib) * c.compute_ratio;
   auto layer_time = [&](int l) {
     return compute_total * static_cast<double>(layers[l].w.size() + layers[l].b.size()) / static_cast<double>(total);
   };
-  double local = timed(*g, c.steps, c.warmup, [&] {
+  auto local_step = [&] {
     for (int l = m.layers - 1; l >= 0; --l) busy_for(layer_time(l), spin);
-  });
-  double no_overlap = timed(*g, c.steps, c.warmup, [&] {
-    for (int l = m.layers - 1; l >= 0; --l) busy_for(layer_time(l), spin);
-    engine.finish_backward();
-  });
-  double overlap = timed(*g, c.steps, c.warmup, [&] {
+  };
+  auto no_overlap_step = [&] {
+    local_step();
+    engine.finish_backward();  // the fairseq way: everything after backward
+  };
+  auto overlap_step = [&] {
     for (int l = m.layers - 1; l >= 0; --l) {
       busy_for(layer_time(l), spin);
       engine.mark_ready(layers[l].wid);
       engine.mark_ready(layers[l].bid);
     }
     engine.finish_backward();
-  });
+  };
+  // The four modes interleaved step by step, so load changes on a shared machine hit all alike.
+  std::vector<double> t_local, t_comm, t_no, t_ovl;
+  for (int s = 0; s < c.warmup + c.steps; ++s) {
+    double a = time_step(*g, local_step), b = time_step(*g, comm_step);
+    double n = time_step(*g, no_overlap_step), o = time_step(*g, overlap_step);
+    if (s < c.warmup) continue;
+    t_local.push_back(a);
+    t_comm.push_back(b);
+    t_no.push_back(n);
+    t_ovl.push_back(o);
+  }
+  const double local = ddp::bench::median(t_local), comm = ddp::bench::median(t_comm);
+  const double no_overlap = ddp::bench::median(t_no), overlap = ddp::bench::median(t_ovl);
   if (g->rank() == 0) {
     const double ideal = std::max(local, comm);
     const double hidden = comm > 0 ? std::clamp((no_overlap - overlap) / comm, 0.0, 1.0) : 0.0;
@@ -145,8 +160,9 @@ int worker(const Config& c, int rank, int world) {
   auto g = ddp::init_process_group(init);
   if (g->rank() == 0) {
     std::printf("ddp-bench ddp: %d ranks, backend %s, compute %s (ratio %.2f of communication), bucket cap %.0f MB, "
-                "median of %d steps (slowest rank)\n",
-                g->size(), c.backend.c_str(), c.compute.c_str(), c.compute_ratio, c.bucket_cap_mb, c.steps);
+                "%s, median of %d steps (slowest rank)\n",
+                g->size(), c.backend.c_str(), c.compute.c_str(), c.compute_ratio, c.bucket_cap_mb,
+                c.bucket_view ? "bucket views" : "gradient copies", c.steps);
     std::printf("%-5s %10s %7s %9s %9s %11s %9s %9s %9s\n", "model", "params", "buckets", "local ms", "comm ms",
                 "no-ovl ms", "ovl ms", "hidden", "ovl/max");
   }
@@ -207,6 +223,7 @@ int ddp_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--bucket-cap-mb", c.bucket_cap_mb, "engine bucket cap")->capture_default_str();
   app.add_option("--models", c.models, "1M, 25M, 100M")->capture_default_str();
+  app.add_flag("--bucket-view", c.bucket_view, "gradient_as_bucket_view (no gradient copies)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "comm/init.h"
@@ -68,6 +69,82 @@ Totals evaluate(ddp::example::Mlp& model, const ddp::example::Dataset& data, con
   return t;
 }
 
+// The model's parameters, registered with the engine; the ids mark_ready takes, per layer.
+struct Registered {
+  std::vector<size_t> weight_id, bias_id;
+};
+
+Registered register_model(ddp::Engine& engine, ddp::example::Mlp& model) {
+  Registered ids;
+  for (size_t l = 0; l < model.layers().size(); ++l) {
+    auto& lin = model.layers()[l];
+    const std::string name = "fc" + std::to_string(l);
+    ids.weight_id.push_back(engine.register_param({name + ".weight", view(lin.weight.data(), lin.weight.size()),
+                                                   view(lin.grad_weight.data(), lin.grad_weight.size()),
+                                                   {lin.out, lin.in}}));
+    ids.bias_id.push_back(engine.register_param({name + ".bias", view(lin.bias.data(), lin.bias.size()),
+                                                 view(lin.grad_bias.data(), lin.grad_bias.size()), {lin.out}}));
+  }
+  return ids;
+}
+
+struct Job {
+  const Config& c;
+  ddp::comm::ProcessGroupPtr group;
+  ddp::example::Dataset data;
+  ddp::example::Mlp model;
+  ddp::example::Sgd sgd;
+
+  int rank() const { return group->rank(); }
+  int world() const { return group->size(); }
+
+  // One pass over this rank's shard; every rank takes the same number of steps.
+  Totals epoch(ddp::Engine& engine, const Registered& ids, int epoch) {
+    const int shard = c.samples / world(), steps = shard / c.batch;
+    std::vector<float> x(static_cast<size_t>(c.batch) * c.dim);
+    std::vector<int32_t> y(c.batch);
+    // Every batch of the shard once per epoch, in an order shuffled by the epoch (Fisher-Yates).
+    std::vector<int> order(steps);
+    for (int s = 0; s < steps; ++s) order[s] = s;
+    for (int s = steps - 1; s > 0; --s) {
+      std::swap(order[s], order[ddp::example::mix(c.seed, epoch, s) % static_cast<uint64_t>(s + 1)]);
+    }
+    Totals t;
+    for (int b : order) {
+      data.batch(static_cast<int64_t>(rank()) * shard + static_cast<int64_t>(b) * c.batch, c.batch, x.data(), y.data());
+      model.zero_grad();
+      engine.pre_forward();
+      auto r = model.forward(x.data(), y.data(), c.batch);
+      model.backward([&](size_t l) {  // layer l's gradients are final: its bucket may go
+        engine.mark_ready(ids.weight_id[l]);
+        engine.mark_ready(ids.bias_id[l]);
+      });
+      engine.finish_backward();  // averaged gradients
+      sgd.step(model);
+      t.loss += r.loss * c.batch;
+      t.correct += r.correct;
+      t.count += c.batch;
+    }
+    return t;
+  }
+
+  // The weights must be identical on every rank: compare checksums across ranks.
+  bool identical_everywhere() {
+    double checksum = model.checksum();
+    std::vector<double> all(world());
+    group->all_gather(view(&checksum, 1), view(all.data(), all.size()))->wait();
+    for (int r = 0; r < world(); ++r) {
+      if (all[r] != all[0]) {
+        std::fprintf(stderr, "ddp-train-mlp: rank %d: weights differ across ranks (rank 0 %.17g, rank %d %.17g)\n",
+                     rank(), all[0], r, all[r]);
+        return false;
+      }
+    }
+    if (rank() == 0) std::printf("final weights checksum: %.10f (identical on all %d ranks)\n", checksum, world());
+    return true;
+  }
+};
+
 int train(const Config& c) {
   ddp::InitOptions init;
   init.backend = c.backend;
@@ -76,61 +153,29 @@ int train(const Config& c) {
     init.world_size = 1;
   }
   auto group = ddp::init_process_group(init);
-  const int rank = group->rank(), world = group->size();
-
-  ddp::example::Dataset data(c.dim, c.classes, c.seed);
   // Every rank starts from a different model: the engine's broadcast from rank 0 aligns them.
-  ddp::example::Mlp model({c.dim, c.hidden, c.hidden, c.classes}, c.seed + 17 * rank);
-  ddp::example::Sgd sgd({c.lr, c.momentum});
-
+  Job job{c, group, ddp::example::Dataset(c.dim, c.classes, c.seed),
+          ddp::example::Mlp({c.dim, c.hidden, c.hidden, c.classes}, c.seed + 17 * group->rank()),
+          ddp::example::Sgd({c.lr, c.momentum})};
   ddp::EngineOptions options;
   options.bucket_cap_mb = c.bucket_cap_mb;
   options.first_bucket_cap_mb = c.bucket_cap_mb / 2;
   ddp::Engine engine(group, options);
-  std::vector<size_t> weight_id, bias_id;
-  for (size_t l = 0; l < model.layers().size(); ++l) {
-    auto& lin = model.layers()[l];
-    weight_id.push_back(engine.register_param({"fc" + std::to_string(l) + ".weight", view(lin.weight.data(), lin.weight.size()),
-                                               view(lin.grad_weight.data(), lin.grad_weight.size()), {lin.out, lin.in}}));
-    bias_id.push_back(engine.register_param({"fc" + std::to_string(l) + ".bias", view(lin.bias.data(), lin.bias.size()),
-                                             view(lin.grad_bias.data(), lin.grad_bias.size()), {lin.out}}));
-  }
+  Registered ids = register_model(engine, job.model);
   engine.finalize();
-  if (rank == 0) {
+  if (job.rank() == 0) {
     std::printf("ddp-train-mlp: %d rank(s), backend %s, %zu parameters, %zu buckets, %d samples/rank, batch %d/rank\n",
-                world, group->backend_name().c_str(), model.num_parameters(), engine.buckets().size(),
-                c.samples / world, c.batch);
+                job.world(), group->backend_name().c_str(), job.model.num_parameters(), engine.buckets().size(),
+                c.samples / job.world(), c.batch);
   }
-
-  const int shard = c.samples / world;
-  const int steps = shard / c.batch;
-  std::vector<float> x(static_cast<size_t>(c.batch) * c.dim);
-  std::vector<int32_t> y(c.batch);
   auto start = std::chrono::steady_clock::now();
   for (int epoch = 1; epoch <= c.epochs; ++epoch) {
-    // Cosine learning-rate decay: smooth late epochs.
-    sgd.set_lr(c.lr * 0.5f * (1.0f + std::cos(3.14159265f * static_cast<float>(epoch - 1) / static_cast<float>(c.epochs))));
-    Totals train;
-    for (int s = 0; s < steps; ++s) {
-      // Batches in a different order every epoch; all ranks take the same number of steps.
-      int b = static_cast<int>(ddp::example::mix(c.seed, epoch, s) % static_cast<uint64_t>(steps));
-      data.batch(static_cast<int64_t>(rank) * shard + static_cast<int64_t>(b) * c.batch, c.batch, x.data(), y.data());
-      model.zero_grad();
-      engine.pre_forward();
-      auto r = model.forward(x.data(), y.data(), c.batch);
-      model.backward([&](size_t l) {  // layer l's gradients are final: its bucket may go
-        engine.mark_ready(weight_id[l]);
-        engine.mark_ready(bias_id[l]);
-      });
-      engine.finish_backward();
-      sgd.step(model);
-      train.loss += r.loss * c.batch;
-      train.correct += r.correct;
-      train.count += c.batch;
-    }
-    Totals tr = all_reduce_totals(*group, train);
-    Totals te = all_reduce_totals(*group, evaluate(model, data, c, rank, world));
-    if (rank == 0) {
+    // Cosine learning-rate decay down to a tenth: smooth late epochs that still learn.
+    const float phase = 3.14159265f * static_cast<float>(epoch - 1) / static_cast<float>(c.epochs);
+    job.sgd.set_lr(c.lr * (0.1f + 0.45f * (1.0f + std::cos(phase))));
+    Totals tr = all_reduce_totals(*group, job.epoch(engine, ids, epoch));
+    Totals te = all_reduce_totals(*group, evaluate(job.model, job.data, c, job.rank(), job.world()));
+    if (job.rank() == 0) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("epoch %2d/%d  loss %.4f  train-acc %5.1f%%  test-loss %.4f  test-acc %5.1f%%  (%.2f s)\n", epoch,
                   c.epochs, tr.loss / tr.count, 100 * tr.correct / tr.count, te.loss / te.count,
@@ -138,19 +183,7 @@ int train(const Config& c) {
       std::fflush(stdout);
     }
   }
-
-  // The weights must be identical on every rank: compare checksums across ranks.
-  double checksum = model.checksum();
-  std::vector<double> all(world);
-  group->all_gather(view(&checksum, 1), view(all.data(), all.size()))->wait();
-  for (int r = 0; r < world; ++r) {
-    if (all[r] != all[0]) {
-      std::fprintf(stderr, "ddp-train-mlp: rank %d: weights differ across ranks (rank 0 %.17g, rank %d %.17g)\n", rank,
-                   all[0], r, all[r]);
-      return 1;
-    }
-  }
-  if (rank == 0) std::printf("final weights checksum: %.10f (identical on all %d ranks)\n", checksum, world);
+  if (!job.identical_everywhere()) return 1;
   ddp::destroy_process_group();
   return 0;
 }

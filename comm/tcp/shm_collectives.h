@@ -31,7 +31,7 @@ class ShmCollectives {
     int world = 1;
     bool fingerprints = true;
     int spin_us = 200;    // busy-wait this long first (0 when ranks outnumber cores) ...
-    int yield_us = 2000;  // ... then yield the core this long, then futex-sleep
+    int yield_us = 20000;  // ... then yield the core this long, then futex-sleep
   };
   ShmCollectives(ShmSegment segment, Options options, GroupHealth* health);
 

@@ -10,7 +10,7 @@
 //   group's next collective sequence number (shared by all ranks). Fast path: an shm
 //   all_reduce up to DDP_TCP_INLINE_MAX_BYTES (default 4 MiB) or a barrier issued while nothing
 //   else is queued runs on the caller's thread (no thread hand-off, no sleep);
-//   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default 1000 µs; 0 when ranks
+//   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default 20 ms; 0 when ranks
 //   outnumber cores; -1 disables), the op is handed to the worker where it stands, so the call
 //   still returns at once. send/recv are posted to the
 //   socket engine at once and complete independently (isend/irecv semantics; matching by

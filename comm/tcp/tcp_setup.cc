@@ -116,8 +116,10 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     // sched_yield, then sleep; ranks that outnumber the cores never spin: a spinning rank
     // would hold the core of the peer it waits for.
     so.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", roomy ? 200 : 0));
-    so.yield_us = static_cast<int>(env::get_int_or("DDP_TCP_YIELD_US", roomy ? 2000 : 50));
-    inline_spin_us_ = static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", roomy ? 1000 : 0));
+    // Sleeping (a futex, a condition variable) costs a scheduling delay of milliseconds on a
+    // busy machine; polling with sched_yield keeps the rank runnable and lets others run.
+    so.yield_us = static_cast<int>(env::get_int_or("DDP_TCP_YIELD_US", roomy ? 20000 : 50));
+    inline_spin_us_ = static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", roomy ? 20000 : 0));
     inline_max_bytes_ = static_cast<size_t>(env::get_int_or("DDP_TCP_INLINE_MAX_BYTES", 4 << 20));
     shm_ = std::make_unique<ShmCollectives>(std::move(segment), so, &health_);
   } else {
