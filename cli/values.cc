@@ -10,7 +10,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <regex>
 #include <thread>
 
 #include "cli/suggest.h"
@@ -40,6 +39,17 @@ std::vector<std::string> split(const std::string& s, char sep) {
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
+}
+
+bool all_of(const std::string& s, size_t from, int (*pred)(int)) {
+  return from < s.size() && std::all_of(s.begin() + static_cast<std::ptrdiff_t>(from), s.end(),
+                                        [&](unsigned char c) { return pred(c) != 0; });
+}
+
+// [A-Za-z_][A-Za-z0-9_]* (no std::regex: GCC 12 warns inside it under sanitizers).
+bool is_variable_name(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
 }
 
 bool try_int(const std::string& text, int* out) {
@@ -95,9 +105,9 @@ int count_visible_gpus(const EnvLookup& env) {
   }
   int n = 0;
   std::error_code ec;
-  static const std::regex kDevice("nvidia[0-9]+");
   for (const auto& entry : std::filesystem::directory_iterator("/dev", ec)) {
-    if (std::regex_match(entry.path().filename().string(), kDevice)) ++n;
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("nvidia") && all_of(name, 6, ::isdigit)) ++n;  // nvidia[0-9]+
   }
   return n;
 }
@@ -277,8 +287,7 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
 std::pair<std::string, std::string> parse_key_value(const std::string& text, const std::string& what) {
   auto eq = text.find('=');
   std::string key = text.substr(0, eq);
-  static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
-  if (eq == std::string::npos || !std::regex_match(key, kName)) {
+  if (eq == std::string::npos || !is_variable_name(key)) {
     DDP_THROW(InvalidArgument, what, ": '", text, "' is not KEY=VALUE with KEY a variable name");
   }
   return {key, text.substr(eq + 1)};

@@ -70,6 +70,9 @@ struct Agent::Impl {
   // Connects in short slices so that a Ctrl-C while node 0 is not up yet still stops us.
   std::unique_ptr<rdzv::TCPStore> connect(const std::string& host, uint16_t port) {
     const Deadline deadline(l().rdzv_timeout);
+    if (resolve_host(host).empty()) {
+      DDP_THROW(NetworkError, "rendezvous store host '", host, "' does not resolve to an address");
+    }
     while (true) {
       check_interrupt();
       try {

@@ -71,6 +71,9 @@ StorePlan plan_store(const AgentOptions& options);
 std::string derive_job_token(const std::string& rdzv_id);
 std::string random_hex(size_t bytes);
 
+// The IP addresses `host` resolves to (empty when it does not resolve).
+std::vector<std::string> resolve_host(const std::string& host);
+
 // Whether `host` names this machine (localhost, its hostname, or one of its addresses).
 bool is_local_host(const std::string& host);
 

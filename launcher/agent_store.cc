@@ -95,6 +95,8 @@ bool single_node(const AgentOptions& o) { return o.launch.standalone || o.launch
 
 }  // namespace
 
+std::vector<std::string> resolve_host(const std::string& host) { return resolve_all(host); }
+
 bool is_local_host(const std::string& host) {
   if (host == "localhost" || host == net::hostname()) return true;
   auto mine = interface_addresses();

@@ -79,6 +79,9 @@ void Attempt::spawn_worker(int local_rank) {
     w.error_file = root + "/attempt_" + std::to_string(attempt_.restart_count) + "_rank_" + rank + "_error.json";
     if (!routes.out.file.empty() || !routes.err.file.empty()) {
       make_dirs(worker_dir);
+      if (!state_.keep_temp_dir) {
+        logger("launcher")->info("--redirects/--tee without --log-dir: worker logs go to {}", root);
+      }
       state_.keep_temp_dir = true;
     }
   }

@@ -5,7 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <regex>
+#include <cctype>
+#include <csignal>
+#include <mutex>
+#include <vector>
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/address.h>
@@ -77,6 +80,23 @@ std::shared_ptr<::gloo::transport::Device> make_device(const DeviceAddress& wher
   }
 }
 
+// Gloo's socket addresses in a message: "[host]:port" (host may be an IPv6 literal).
+struct Address {
+  size_t pos;
+  size_t len;
+};
+std::vector<Address> addresses_in(const std::string& m) {
+  std::vector<Address> out;
+  for (size_t open = m.find('['); open != std::string::npos; open = m.find('[', open + 1)) {
+    size_t close = m.find(']', open + 1);
+    if (close == std::string::npos || close + 2 >= m.size() || m[close + 1] != ':') continue;
+    size_t end = close + 2;
+    while (end < m.size() && std::isdigit(static_cast<unsigned char>(m[end]))) ++end;
+    if (end > close + 2) out.push_back({open, end - open});
+  }
+  return out;
+}
+
 }  // namespace
 
 DeviceAddress device_address() {
@@ -91,6 +111,14 @@ DeviceAddress device_address() {
 }
 
 GlooContext::GlooContext(const GroupSetup& setup) {
+  // Gloo writes with writev(2): a peer that closed would kill the process with SIGPIPE. With it
+  // ignored the write fails with EPIPE, which Gloo reports and we map to a NetworkError. Only
+  // the default disposition is replaced; a handler the application installed is kept.
+  static std::once_flag sigpipe;
+  std::call_once(sigpipe, [] {
+    struct sigaction current{};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+  });
   DeviceAddress where = device_address();
   auto device = make_device(where);
   auto context = std::make_shared<Context>(setup.rank, setup.size);
@@ -115,23 +143,21 @@ GlooContext::GlooContext(const GroupSetup& setup) {
 GlooContext::~GlooContext() noexcept = default;
 
 std::string GlooContext::describe(const std::string& message) const {
-  static const std::regex kAddress(R"(\[[^\]]+\]:[0-9]+)");
   std::string out;
-  auto begin = std::sregex_iterator(message.begin(), message.end(), kAddress);
   size_t last = 0;
-  for (auto it = begin; it != std::sregex_iterator(); ++it) {
-    out += message.substr(last, it->position() - last);
-    auto found = rank_of_address_.find(it->str());
-    out += found == rank_of_address_.end() ? it->str() : "rank " + std::to_string(found->second) + " (" + it->str() + ")";
-    last = it->position() + it->length();
+  for (const Address& a : addresses_in(message)) {
+    out += message.substr(last, a.pos - last);
+    const std::string text = message.substr(a.pos, a.len);
+    auto found = rank_of_address_.find(text);
+    out += found == rank_of_address_.end() ? text : "rank " + std::to_string(found->second) + " (" + text + ")";
+    last = a.pos + a.len;
   }
   return out + message.substr(last);
 }
 
 int GlooContext::peer_in(const std::string& message) const {
-  static const std::regex kAddress(R"(\[[^\]]+\]:[0-9]+)");
-  for (auto it = std::sregex_iterator(message.begin(), message.end(), kAddress); it != std::sregex_iterator(); ++it) {
-    auto found = rank_of_address_.find(it->str());
+  for (const Address& a : addresses_in(message)) {
+    auto found = rank_of_address_.find(message.substr(a.pos, a.len));
     if (found != rank_of_address_.end()) return found->second;
   }
   return -1;

@@ -16,6 +16,8 @@
 // - Zero-length ops and world size 1 complete at once without Gloo; CUDA buffers are an
 //   InvalidArgument (wrap the group with the CUDA staging decorator, comm/nccl).
 // - Threads-as-ranks: each group owns its transport device; many ranks may share a process.
+// - SIGPIPE: set to ignored (if it was the default) when the first group is built, so a write
+//   to a closed peer is an error, not the death of the process.
 #include <memory>
 #include <mutex>
 

@@ -35,6 +35,9 @@ std::string mpi_error_string(int code) {
 
 namespace {
 
+constexpr int kSpinPasses = 256;
+constexpr std::chrono::microseconds kMaxBackoff{50};
+
 int requested_level() {
   std::string name = env::get_or("DDP_MPI_THREAD_LEVEL", "multiple");
   if (name == "single") return MPI_THREAD_SINGLE;
@@ -219,9 +222,10 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
                                                   [](const auto& c) { return !c.second.inflight.empty(); });
       if (!busy) {
         cv.wait(lock, has_work);
-      } else if (idle > 64) {
-        // Nothing moved for a while: back off (MPI only progresses inside our MPI_Test calls).
-        cv.wait_for(lock, std::chrono::microseconds(std::min(1000, 20 << std::min(idle - 64, 6))), has_work);
+      } else if (idle > kSpinPasses) {
+        // Nothing moved for a while: back off, but briefly: MPI only moves data inside our
+        // MPI_Test calls, so long sleeps would throttle large transfers.
+        cv.wait_for(lock, kMaxBackoff, has_work);
       }
       commands_now.swap(commands);
       posted_now.swap(posted);

@@ -40,6 +40,22 @@ Fingerprint Fingerprint::of(const OpDesc& d) {
   return f;
 }
 
+uint64_t Fingerprint::hash() const {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the fields, then a final mix
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix(seq);
+  mix(count);
+  mix(static_cast<uint32_t>(root));
+  mix(uint64_t{kind} | uint64_t{dtype} << 8 | uint64_t{rop} << 16);
+  h ^= h >> 29;
+  return h | 1;
+}
+
 OpDesc Fingerprint::desc() const {
   OpDesc d;
   d.seq = seq;
@@ -49,6 +65,13 @@ OpDesc Fingerprint::desc() const {
   d.dtype = static_cast<DType>(dtype);
   d.rop = static_cast<ReduceOp>(rop);
   return d;
+}
+
+const std::string& OpContext::label() const {
+  if (label_.empty()) {
+    label_ = detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group ? *group : std::string("?"), "'");
+  }
+  return label_;
 }
 
 void GroupHealth::fail(FailureKind kind, int peer, const std::string& reason) {

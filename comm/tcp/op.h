@@ -42,6 +42,7 @@ struct Fingerprint {
   int32_t root = 0;
   uint8_t kind = 0, dtype = 0, rop = 0, valid = 0;
   static Fingerprint of(const OpDesc& d);
+  uint64_t hash() const;  // of every field; never 0
   OpDesc desc() const;
   bool same_op(const Fingerprint& o) const {
     return seq == o.seq && count == o.count && root == o.root && kind == o.kind && dtype == o.dtype && rop == o.rop;
@@ -80,9 +81,14 @@ class GroupHealth {
 
 struct OpContext {
   OpDesc desc;
-  std::string label;  // "all_reduce (seq 5) on group 'world'"
+  const std::string* group = nullptr;  // the group's name (outlives the op)
   Deadline deadline{Millis(0)};
   Millis timeout{0};
+  // "all_reduce (seq 5) on group 'world'": built on first use (errors), not on the fast path.
+  const std::string& label() const;
+
+ private:
+  mutable std::string label_;
 };
 
 }  // namespace ddp::comm::tcp

@@ -1,6 +1,7 @@
 #include "comm/tcp/shm_collectives.h"
 
 #include <immintrin.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstring>
@@ -24,25 +25,178 @@ Part part(size_t n, int w, int p) {
 
 char* at(const Buffer& b, size_t elems) { return static_cast<char*>(b.data) + elems * dtype_size(b.dtype); }
 
+// Busy-waits for `ready`: pause-spins for spin_us, then yields the core (staying runnable, so
+// a descheduled peer gets it and we are back the moment it publishes) until budget_us.
+template <typename Ready>
+bool spin_until(Ready ready, int spin_us, int budget_us) {
+  if (ready()) return true;
+  if (budget_us <= 0) return false;
+  const auto start = Clock::now();
+  const auto spin_end = start + std::chrono::microseconds(std::min(spin_us, budget_us));
+  const auto end = start + std::chrono::microseconds(budget_us);
+  for (unsigned i = 1;; ++i) {
+    if (ready()) return true;
+    if ((i & 31) != 0) {
+      _mm_pause();
+      continue;
+    }
+    const auto now = Clock::now();
+    if (now >= end) return false;
+    if (now >= spin_end) sched_yield();
+  }
+}
+
 }  // namespace
 
 ShmCollectives::ShmCollectives(ShmSegment segment, Options options, GroupHealth* health)
     : segment_(std::move(segment)), opt_(options), health_(health) {}
 
+bool ShmCollectives::resumable(const OpDesc& d) {
+  return d.kind == OpKind::kBarrier || d.kind == OpKind::kAllReduce;
+}
+
+bool ShmCollectives::step(const OpContext& ctx, const Buffer& buf, FastState& st, bool block, int budget_us) {
+  if (st.stage == 0) {
+    verified_.assign(static_cast<size_t>(opt_.world), false);
+    verified_[static_cast<size_t>(opt_.rank)] = true;
+    enter(ctx);
+    st.stage = 1;
+  }
+  const bool ok = ctx.desc.kind == OpKind::kAllReduce && buf.bytes() > segment_.geometry().oneshot_bytes
+                      ? step_pipelined(ctx, buf, st, block, budget_us)
+                      : step_oneshot(ctx, buf, st, block, budget_us);
+  if (!ok) return false;
+  verify_all(ctx);
+  st.stage = 2;
+  return true;
+}
+
+// Barrier, or all_reduce of a message that fits one slot: every rank stages all of it and
+// reduces every slot in rank order (bitwise-identical results everywhere).
+bool ShmCollectives::step_oneshot(const OpContext& ctx, const Buffer& buf, FastState& st, bool block, int budget_us) {
+  auto poll = [&](auto ready) { return block || spin_until(ready, opt_.spin_us, budget_us); };
+  const bool reduce = ctx.desc.kind == OpKind::kAllReduce;
+  if (st.phase == 0) {
+    st.ticket = ticket_++;
+    st.phase = 1;
+  }
+  const uint64_t t = st.ticket;
+  if (st.phase == 1) {
+    if (reduce) {
+      if (!poll([&] { return slot_free(t); })) return false;
+      acquire(t, ctx);
+      std::memcpy(slot(opt_.rank, t), buf.data, buf.bytes());
+    }
+    publish(Counter::kStaged, t + 1);
+    st.phase = 2;
+  }
+  if (!poll([&] { return below(Counter::kStaged, t + 1).empty(); })) return false;
+  wait_all(Counter::kStaged, t + 1, ctx);
+  if (reduce) {
+    combine3(buf.data, slot(0, t), slot(1, t), buf.count, buf.dtype, ctx.desc.rop);
+    for (int p = 2; p < opt_.world; ++p) combine(buf.data, slot(p, t), buf.count, buf.dtype, ctx.desc.rop);
+    if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, opt_.world);
+  }
+  publish(Counter::kDone, t + 1);
+  return true;
+}
+
+// all_reduce as chunked reduce-scatter + all-gather (see the header), resumable per phase.
+// One wait per chunk: a peer publishes "staged" for chunk k only after it reduced chunk k-1,
+// so that wait also says chunk k-1's reduced slices are ready, and chunk k-1 is copied out
+// then. The last chunk's copy-out waits on "reduced".
+bool ShmCollectives::step_pipelined(const OpContext& ctx, const Buffer& buf, FastState& st, bool block,
+                                    int budget_us) {
+  auto poll = [&](auto ready) { return block || spin_until(ready, opt_.spin_us, budget_us); };
+  const size_t es = dtype_size(buf.dtype);
+  const size_t chunk = segment_.geometry().slot_bytes / es;
+  const int r = opt_.rank, w = opt_.world;
+  const ReduceOp rop = ctx.desc.rop;
+  // Copies the peers' reduced slices of the chunk at `off` (ticket t) into the buffer.
+  auto copy_out = [&](size_t off, uint64_t t) {
+    const size_t m = std::min(chunk, buf.count - off);
+    for (int p = 0; p < w; ++p) {
+      if (p == r) continue;
+      const Part s = part(m, w, p);
+      std::memcpy(at(buf, off + s.off), slot(p, t) + s.off * es, s.len * es);
+    }
+    publish(Counter::kDone, t + 1);
+  };
+  while (st.off < buf.count) {
+    const size_t m = std::min(chunk, buf.count - st.off);
+    if (st.phase == 0) {
+      st.ticket = ticket_++;
+      st.phase = 1;
+    }
+    const uint64_t t = st.ticket;
+    char* base = at(buf, st.off);
+    char* mine = slot(r, t);
+    if (st.phase == 1) {  // stage the slices the peers reduce
+      if (!poll([&] { return slot_free(t); })) return false;
+      acquire(t, ctx);
+      for (int p = 0; p < w; ++p) {
+        if (p == r) continue;
+        const Part s = part(m, w, p);
+        std::memcpy(mine + s.off * es, base + s.off * es, s.len * es);
+      }
+      publish(Counter::kStaged, t + 1);
+      st.phase = 2;
+    }
+    // Everyone staged chunk k (and so reduced chunk k-1): copy k-1 out, reduce my slice of k.
+    if (!poll([&] { return below(Counter::kStaged, t + 1).empty(); })) return false;
+    wait_all(Counter::kStaged, t + 1, ctx);
+    if (st.off > 0) copy_out(st.off - chunk, t - 1);
+    const Part me = part(m, w, r);
+    char* dst = base + me.off * es;
+    for (int p = 0; p < w; ++p) {
+      if (p != r) combine(dst, slot(p, t) + me.off * es, me.len, buf.dtype, rop);
+    }
+    if (rop == ReduceOp::kAvg) finish_avg(dst, me.len, buf.dtype, w);
+    std::memcpy(mine + me.off * es, dst, me.len * es);
+    st.phase = 0;
+    st.off += m;
+    if (st.off >= buf.count) {
+      publish(Counter::kReduced, t + 1);
+      st.last_off = st.off - m;
+      st.last_ticket = t;
+    }
+  }
+  // The last chunk: wait for every peer's reduced slice.
+  for (; st.peer < w; ++st.peer) {
+    const int p = st.peer;
+    if (p == r) continue;
+    auto& reduced = segment_.counter(p, Counter::kReduced);
+    if (!poll([&] { return reduced.load(std::memory_order_acquire) >= st.last_ticket + 1; })) return false;
+    wait_for(p, Counter::kReduced, st.last_ticket + 1, ctx);
+  }
+  copy_out(st.last_off, st.last_ticket);
+  return true;
+}
+
+bool ShmCollectives::slot_free(uint64_t ticket) const {
+  const auto depth = static_cast<uint64_t>(segment_.geometry().depth);
+  return ticket < depth || below(Counter::kDone, ticket - depth + 1).empty();
+}
+
 void ShmCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  if (resumable(ctx.desc)) {
+    FastState st;
+    step(ctx, in, st, true, 0);
+    return;
+  }
   verified_.assign(static_cast<size_t>(opt_.world), false);
   verified_[static_cast<size_t>(opt_.rank)] = true;
   enter(ctx);
   switch (ctx.desc.kind) {
-    case OpKind::kAllReduce: all_reduce(ctx, in); break;
-    case OpKind::kReduce: reduce(ctx, in, false); break;
+    case OpKind::kAllReduce: break;  // resumable (above)
+    case OpKind::kReduce: reduce(ctx, in); break;
     case OpKind::kBroadcast: broadcast(ctx, in); break;
     case OpKind::kAllGather: all_gather(ctx, in, out, true); break;
     case OpKind::kGather: all_gather(ctx, in, out, false); break;
     case OpKind::kScatter: scatter(ctx, in, out); break;
     case OpKind::kReduceScatter: reduce_scatter(ctx, in, out); break;
     case OpKind::kAllToAll: all_to_all(ctx, in, out); break;
-    case OpKind::kBarrier: barrier(ctx); break;
+    case OpKind::kBarrier: break;  // fast path (above)
   }
   verify_all(ctx);
 }
@@ -51,15 +205,7 @@ void ShmCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& o
 
 template <typename Ready, typename Missing>
 void ShmCollectives::wait(Ready ready, Missing missing, const OpContext& ctx) {
-  if (ready()) return;
-  if (opt_.spin_us > 0) {
-    const auto until = Clock::now() + std::chrono::microseconds(opt_.spin_us);
-    for (unsigned i = 1;; ++i) {
-      if (ready()) return;
-      _mm_pause();
-      if ((i & 63) == 0 && Clock::now() >= until) break;
-    }
-  }
+  if (spin_until(ready, opt_.spin_us, opt_.spin_us + opt_.yield_us)) return;
   SegmentHeader& h = segment_.header();
   auto list = [](const std::vector<int>& ranks) {
     std::string out;
@@ -68,15 +214,15 @@ void ShmCollectives::wait(Ready ready, Missing missing, const OpContext& ctx) {
   };
   while (true) {
     if (ready()) return;
-    health_->check(ctx.label);
+    health_->check(ctx.label());
     const std::vector<int> late = missing();
     for (int p : late) {
       if (health_->departed(p)) {
-        DDP_THROW(NetworkError, ctx.label, ": rank ", p, " left the group (destroyed it) before this op completed");
+        DDP_THROW(NetworkError, ctx.label(), ": rank ", p, " left the group (destroyed it) before this op completed");
       }
     }
     if (ctx.deadline.expired()) {
-      DDP_THROW(TimeoutError, ctx.label, ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [",
+      DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [",
                 list(late), "] (shared memory)");
     }
     h.waiters.fetch_add(1, std::memory_order_seq_cst);
@@ -128,8 +274,12 @@ void ShmCollectives::acquire(uint64_t ticket, const OpContext& ctx) {
 
 void ShmCollectives::enter(const OpContext& ctx) {
   if (!opt_.fingerprints) return;
-  segment_.control(opt_.rank).fingerprints[ctx.desc.seq % kFingerprintRing] = Fingerprint::of(ctx.desc);
-  publish(Counter::kEntered, ctx.desc.seq + 1);
+  RankControl& me = segment_.control(opt_.rank);
+  const Fingerprint fp = Fingerprint::of(ctx.desc);
+  me.fingerprints[ctx.desc.seq % kFingerprintRing] = fp;
+  me.hashes[ctx.desc.seq % 2].store(fp.hash(), std::memory_order_relaxed);
+  // No wake-up: whoever waits for kEntered is woken by the staged/done publish that follows.
+  segment_.counter(opt_.rank, Counter::kEntered).store(ctx.desc.seq + 1, std::memory_order_release);
 }
 
 void ShmCollectives::verify(int peer, const OpContext& ctx) {
@@ -138,10 +288,12 @@ void ShmCollectives::verify(int peer, const OpContext& ctx) {
   auto& entered = segment_.counter(peer, Counter::kEntered);
   const uint64_t seq = ctx.desc.seq;
   wait([&] { return entered.load(std::memory_order_acquire) >= seq + 1; }, [&] { return std::vector<int>{peer}; }, ctx);
-  const Fingerprint theirs = segment_.control(peer).fingerprints[seq % kFingerprintRing];
   const Fingerprint mine = Fingerprint::of(ctx.desc);
+  // A peer is at most one op ahead (every op ends by checking all), so [seq % 2] is still ours.
+  if (segment_.control(peer).hashes[seq % 2].load(std::memory_order_relaxed) == mine.hash()) return;
+  const Fingerprint theirs = segment_.control(peer).fingerprints[seq % kFingerprintRing];
   if (!mine.same_op(theirs)) {
-    DDP_THROW(InvalidArgument, ctx.label, ": mismatched collectives: rank ", opt_.rank, " called ", describe(ctx.desc),
+    DDP_THROW(InvalidArgument, ctx.label(), ": mismatched collectives: rank ", opt_.rank, " called ", describe(ctx.desc),
               " at seq ", seq, " but rank ", peer, " called ", describe(theirs.desc()), " at seq ", theirs.seq);
   }
 }
@@ -152,33 +304,13 @@ void ShmCollectives::verify_all(const OpContext& ctx) {
 
 // ---- algorithms ----
 
-void ShmCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
-  if (buf.bytes() <= segment_.geometry().oneshot_bytes) {
-    all_reduce_oneshot(ctx, buf);
-  } else {
-    reduce(ctx, buf, true);
-  }
-}
 
-void ShmCollectives::all_reduce_oneshot(const OpContext& ctx, const Buffer& buf) {
-  const uint64_t t = ticket_++;
-  acquire(t, ctx);
-  std::memcpy(slot(opt_.rank, t), buf.data, buf.bytes());
-  publish(Counter::kStaged, t + 1);
-  wait_all(Counter::kStaged, t + 1, ctx);
-  // Every rank reduces the same slots in the same order: bitwise-identical results.
-  combine3(buf.data, slot(0, t), slot(1, t), buf.count, buf.dtype, ctx.desc.rop);
-  for (int p = 2; p < opt_.world; ++p) combine(buf.data, slot(p, t), buf.count, buf.dtype, ctx.desc.rop);
-  if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, opt_.world);
-  publish(Counter::kDone, t + 1);
-}
-
-// Chunked reduce-scatter (+ all-gather when `all`): see the header.
-void ShmCollectives::reduce(const OpContext& ctx, const Buffer& buf, bool all) {
+// Chunked reduce-scatter, then the root gathers the reduced slices.
+void ShmCollectives::reduce(const OpContext& ctx, const Buffer& buf) {
   const size_t es = dtype_size(buf.dtype);
   const size_t chunk = segment_.geometry().slot_bytes / es;
   const int r = opt_.rank, w = opt_.world;
-  const bool into_buf = all || r == ctx.desc.root;
+  const bool into_buf = r == ctx.desc.root;
   for (size_t off = 0; off < buf.count; off += chunk) {
     const size_t m = std::min(chunk, buf.count - off);
     const uint64_t t = ticket_++;
@@ -206,7 +338,6 @@ void ShmCollectives::reduce(const OpContext& ctx, const Buffer& buf, bool all) {
       first = false;
     }
     if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(dst, me.len, buf.dtype, w);
-    if (all) std::memcpy(mine + me.off * es, dst, me.len * es);
     publish(Counter::kReduced, t + 1);
     if (into_buf) {
       for (int p = 0; p < w; ++p) {
@@ -345,13 +476,6 @@ void ShmCollectives::all_to_all(const OpContext& ctx, const Buffer& in, const Bu
     }
     publish(Counter::kDone, t + 1);
   }
-}
-
-void ShmCollectives::barrier(const OpContext& ctx) {
-  const uint64_t t = ticket_++;
-  publish(Counter::kStaged, t + 1);
-  wait_all(Counter::kStaged, t + 1, ctx);
-  publish(Counter::kDone, t + 1);
 }
 
 }  // namespace ddp::comm::tcp

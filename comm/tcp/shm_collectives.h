@@ -12,7 +12,8 @@
 // - Fingerprints: each op writes its OpDesc before it touches data; the first time a rank
 //   depends on a peer within an op it compares the peer's, and every op ends by checking all
 //   (so no rank runs more than one op ahead). A mismatch is InvalidArgument naming both sides.
-// Waits spin briefly (not at all when ranks outnumber cores), then futex-sleep in short slices,
+// Waits spin briefly, then yield the core for a while (both short when ranks outnumber cores:
+// a spinning rank would steal the core of the peer it waits for), then futex-sleep in slices,
 // checking GroupHealth (a lost peer: NetworkError) and the op's deadline (TimeoutError naming
 // the ranks that had not arrived). Called by one thread at a time (the group's worker).
 #include <vector>
@@ -29,24 +30,41 @@ class ShmCollectives {
     int rank = 0;
     int world = 1;
     bool fingerprints = true;
-    int spin_us = 30;  // 0 when ranks outnumber cores
+    int spin_us = 200;    // busy-wait this long first (0 when ranks outnumber cores) ...
+    int yield_us = 20000;  // ... then yield the core this long, then futex-sleep
   };
   ShmCollectives(ShmSegment segment, Options options, GroupHealth* health);
 
   // Runs ctx.desc.kind. Buffers as ProcessGroup defines them (out unused where the op has none).
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
+
+  // Resumable ops (barrier, all_reduce): the caller's thread can run them without a hand-off
+  // to the worker. step() runs the op as far as it can; with `block` false it stops when a
+  // wait on a peer exceeds budget_us and returns false, its place kept in `state`;
+  // step(..., true) later (on the worker) completes it.
+  struct FastState {
+    int stage = 0;  // 0: not started, 1: running, 2: done
+    int phase = 0;  // within the current ticket
+    int peer = 0;   // copy-out progress
+    uint64_t ticket = 0;
+    size_t off = 0;  // pipelined: elements reduced
+    size_t last_off = 0;
+    uint64_t last_ticket = 0;
+  };
+  static bool resumable(const OpDesc& d);
+  bool step(const OpContext& ctx, const Buffer& buf, FastState& state, bool block, int budget_us);
   const ShmSegment& segment() const { return segment_; }
 
  private:
-  void all_reduce(const OpContext& ctx, const Buffer& buf);
-  void all_reduce_oneshot(const OpContext& ctx, const Buffer& buf);
-  void reduce(const OpContext& ctx, const Buffer& buf, bool all);
+  bool step_oneshot(const OpContext& ctx, const Buffer& buf, FastState& st, bool block, int budget_us);
+  bool step_pipelined(const OpContext& ctx, const Buffer& buf, FastState& st, bool block, int budget_us);
+  bool slot_free(uint64_t ticket) const;
+  void reduce(const OpContext& ctx, const Buffer& buf);
   void broadcast(const OpContext& ctx, const Buffer& buf);
   void all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out, bool all);
   void scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
   void reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
   void all_to_all(const OpContext& ctx, const Buffer& in, const Buffer& out);
-  void barrier(const OpContext& ctx);
 
   void enter(const OpContext& ctx);
   void verify(int peer, const OpContext& ctx);

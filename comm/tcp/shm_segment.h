@@ -24,13 +24,14 @@ inline constexpr int kFingerprintRing = 4;
 
 enum class Counter : int { kStaged = 0, kReduced = 1, kDone = 2, kEntered = 3 };
 
-struct alignas(64) PaddedCounter {
-  std::atomic<uint64_t> value{0};
-};
-
+// One rank's counters share a cache line: only that rank writes them, and a peer that polls
+// one usually needs the others next.
 struct alignas(64) RankControl {
-  PaddedCounter counters[4];
-  Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
+  std::atomic<uint64_t> counters[4] = {};
+  // A hash of the fingerprint of op seq at [seq % 2], on the counters' line: the common check
+  // costs no extra cache miss. The full fingerprints (for the error message) follow.
+  std::atomic<uint64_t> hashes[2] = {};
+  alignas(64) Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
 };
 
 struct alignas(64) SegmentHeader {
@@ -73,7 +74,7 @@ class ShmSegment {
   const ShmGeometry& geometry() const { return geometry_; }
 
   std::atomic<uint64_t>& counter(int rank, Counter c) const {
-    return control(rank).counters[static_cast<int>(c)].value;
+    return control(rank).counters[static_cast<int>(c)];
   }
   // Store a counter and wake sleepers.
   void publish(int rank, Counter c, uint64_t value) const;

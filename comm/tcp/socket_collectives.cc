@@ -25,16 +25,16 @@ char* at(const Buffer& b, size_t elems) { return static_cast<char*>(b.data) + el
 }  // namespace
 
 void SocketCollectives::send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx) {
-  auto work = std::make_shared<Work>(ctx.label);
+  auto work = std::make_shared<Work>(ctx.label());
   engine_->send(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data, bytes,
-                ctx.deadline, work, ctx.label);
+                ctx.deadline, work, ctx.label());
   b.works.emplace_back(std::move(work), peer);
 }
 
 void SocketCollectives::recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx) {
-  auto work = std::make_shared<Work>(ctx.label);
+  auto work = std::make_shared<Work>(ctx.label());
   engine_->recv(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data, bytes,
-                ctx.deadline, work, ctx.label);
+                ctx.deadline, work, ctx.label());
   b.works.emplace_back(std::move(work), peer);
 }
 
@@ -56,7 +56,7 @@ void SocketCollectives::wait(Batch& b, const OpContext& ctx) {
   if (!late_ranks.empty()) {
     std::string late;
     for (int p : late_ranks) late += (late.empty() ? "" : ", ") + std::to_string(p);
-    DDP_THROW(TimeoutError, ctx.label, ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [", late,
+    DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [", late,
               "] (sockets)");
   }
 }
@@ -68,11 +68,11 @@ void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
   const auto tag = static_cast<int64_t>(ctx.desc.seq);
   for (int p = 0; p < opt_.world; ++p) {
     if (p == opt_.rank) continue;
-    auto s = std::make_shared<Work>(ctx.label);
-    engine_->send(p, Channel::kFingerprint, tag, &mine, sizeof(mine), ctx.deadline, s, ctx.label);
-    auto r = std::make_shared<Work>(ctx.label);
+    auto s = std::make_shared<Work>(ctx.label());
+    engine_->send(p, Channel::kFingerprint, tag, &mine, sizeof(mine), ctx.deadline, s, ctx.label());
+    auto r = std::make_shared<Work>(ctx.label());
     engine_->recv(p, Channel::kFingerprint, tag, &theirs[static_cast<size_t>(p)], sizeof(Fingerprint), ctx.deadline, r,
-                  ctx.label);
+                  ctx.label());
     works.emplace_back(s, p);
     works.emplace_back(r, p);
   }
@@ -83,7 +83,7 @@ void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
     if (p == opt_.rank) continue;
     const Fingerprint& f = theirs[static_cast<size_t>(p)];
     if (!mine.same_op(f)) {
-      DDP_THROW(InvalidArgument, ctx.label, ": mismatched collectives: rank ", opt_.rank, " called ", describe(ctx.desc),
+      DDP_THROW(InvalidArgument, ctx.label(), ": mismatched collectives: rank ", opt_.rank, " called ", describe(ctx.desc),
                 " at seq ", ctx.desc.seq, " but rank ", p, " called ", describe(f.desc()), " at seq ", f.seq);
     }
   }

@@ -62,12 +62,51 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
   const Millis limit = resolve(timeout);
   std::unique_lock<std::mutex> lock(mu_);
   desc.seq = next_seq_++;
-  std::string label = detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group_, "'");
-  auto work = std::make_shared<Work>(label);
-  queue_.push_back(Task{OpContext{desc, std::move(label), Deadline(limit), limit}, in, out, work});
+  Task task;
+  task.ctx.desc = desc;
+  task.ctx.group = &group_;
+  task.ctx.deadline = Deadline(limit);
+  task.ctx.timeout = limit;
+  task.in = in;
+  task.out = out;
+  if (inline_spin_us_ >= 0 && shm_ && queue_.empty() && !busy_ && ShmCollectives::resumable(desc) &&
+      in.bytes() <= inline_max_bytes_) {
+    busy_ = true;
+    lock.unlock();
+    const bool finished = try_inline(task);
+    lock.lock();
+    busy_ = false;
+    // Wake the worker only when it has something to do: a needless wake-up steals a core
+    // from a peer rank on a small machine.
+    const bool wake = !finished || !queue_.empty();
+    if (!finished) queue_.push_front(task);  // the worker completes it, before anything newer
+    lock.unlock();
+    if (wake) cv_.notify_one();
+    return task.work;
+  }
+  task.work = std::make_shared<Work>(detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group_, "'"));
+  WorkPtr work = task.work;
+  queue_.push_back(std::move(task));
   lock.unlock();
   cv_.notify_one();
   return work;
+}
+
+// On the caller's thread, with busy_ held: true when the op ended (task.work finished).
+bool TcpProcessGroup::try_inline(Task& task) {
+  bool finished = false;
+  std::exception_ptr error = guarded([&] {
+    if (health_.broken()) health_.rethrow(task.ctx.label());
+    finished = shm_->step(task.ctx, task.in, task.fast, false, inline_spin_us_);
+  });
+  if (error || finished) {
+    task.work = std::make_shared<Work>(to_string(task.ctx.desc.kind));
+    if (!error) collectives_run_.fetch_add(1);
+    task.work->finish(error);
+    return true;
+  }
+  task.work = std::make_shared<Work>(task.ctx.label());
+  return false;
 }
 
 WorkPtr TcpProcessGroup::post_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout) {
@@ -177,44 +216,55 @@ WorkPtr TcpProcessGroup::barrier(BarrierOptions opts) {
 // ---- execution ----
 
 void TcpProcessGroup::worker_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    Task task;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
+    cv_.wait(lock, [&] { return (stopping_ && !busy_) || (!queue_.empty() && !busy_); });
+    if (queue_.empty()) return;
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
     execute(task);
+    lock.lock();
+    busy_ = false;
+  }
+}
+
+// Any failure of a collective breaks the group (the ranks' sequence numbers no longer agree).
+template <typename F>
+std::exception_ptr TcpProcessGroup::guarded(F&& f) {
+  try {
+    f();
+    return nullptr;
+  } catch (const TimeoutError& e) {
+    health_.fail(FailureKind::kTimeout, -1, e.message());
+    return std::current_exception();
+  } catch (const InvalidArgument& e) {
+    health_.fail(FailureKind::kMismatch, -1, e.message());
+    return std::current_exception();
+  } catch (const Error& e) {
+    health_.fail(FailureKind::kOther, -1, e.message());
+    return std::current_exception();
+  } catch (const std::exception& e) {
+    health_.fail(FailureKind::kOther, -1, e.what());
+    return std::current_exception();
   }
 }
 
 void TcpProcessGroup::execute(Task& task) {
-  std::exception_ptr error;
-  try {
-    health_.check(task.ctx.label);
+  std::exception_ptr error = guarded([&] {
+    if (health_.broken()) health_.rethrow(task.ctx.label());
     if (transport_ == Transport::kLocal) {
       run_local(task);
+    } else if (task.fast.stage > 0) {
+      shm_->step(task.ctx, task.in, task.fast, true, 0);
     } else if (shm_) {
       shm_->run(task.ctx, task.in, task.out);
     } else {
       sockets_->run(task.ctx, task.in, task.out);
     }
-    collectives_run_.fetch_add(1);
-  } catch (const TimeoutError& e) {
-    health_.fail(FailureKind::kTimeout, -1, e.message());
-    error = std::current_exception();
-  } catch (const InvalidArgument& e) {
-    health_.fail(FailureKind::kMismatch, -1, e.message());
-    error = std::current_exception();
-  } catch (const Error& e) {
-    health_.fail(FailureKind::kOther, -1, e.message());
-    error = std::current_exception();
-  } catch (const std::exception& e) {
-    health_.fail(FailureKind::kOther, -1, e.what());
-    error = std::current_exception();
-  }
+  });
+  if (!error) collectives_run_.fetch_add(1);
   task.work->finish(error);
 }
 

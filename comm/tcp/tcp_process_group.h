@@ -7,7 +7,12 @@
 //   DDP_TCP_TRANSPORT=socket, over the sockets (socket_collectives.h). send/recv always use the
 //   sockets; the sockets also carry liveness: a peer's EOF fails the group at once.
 // - Execution: collectives run on one worker thread per group, in issue order, each with the
-//   group's next collective sequence number (shared by all ranks). send/recv are posted to the
+//   group's next collective sequence number (shared by all ranks). Fast path: an shm
+//   all_reduce up to DDP_TCP_INLINE_MAX_BYTES (default 4 MiB) or a barrier issued while nothing
+//   else is queued runs on the caller's thread (no thread hand-off, no sleep);
+//   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default 20 ms; 0 when ranks
+//   outnumber cores; -1 disables), the op is handed to the worker where it stands, so the call
+//   still returns at once. send/recv are posted to the
 //   socket engine at once and complete independently (isend/irecv semantics; matching by
 //   (peer, tag), FIFO); they are numbered separately ("p2p #n") since only the two ends see them.
 // - Errors: see process_group.h. Once any collective fails (lost peer, timeout, mismatch) the
@@ -27,11 +32,11 @@
 #include "comm/backend.h"
 #include "comm/process_group.h"
 #include "comm/tcp/op.h"
+#include "comm/tcp/shm_collectives.h"
 
 namespace ddp::comm::tcp {
 
 class SocketEngine;
-class ShmCollectives;
 class SocketCollectives;
 
 enum class Transport : uint8_t { kLocal, kShm, kSocket };
@@ -66,6 +71,7 @@ class TcpProcessGroup final : public ProcessGroup {
     OpContext ctx;
     Buffer in, out;
     WorkPtr work;
+    ShmCollectives::FastState fast;  // stage > 0: started on the caller's thread
   };
   TcpProcessGroup(const GroupSetup& setup);
   void connect(const GroupSetup& setup);
@@ -74,6 +80,9 @@ class TcpProcessGroup final : public ProcessGroup {
   void check_buffer(const char* op, const Buffer& b) const;
   void worker_loop();
   void execute(Task& task);
+  bool try_inline(Task& task);
+  template <typename F>
+  std::exception_ptr guarded(F&& f);
   void run_local(const Task& task);
   void shutdown() noexcept;
 
@@ -92,6 +101,9 @@ class TcpProcessGroup final : public ProcessGroup {
   uint64_t next_seq_ = 0;
   uint64_t next_p2p_ = 0;
   bool stopping_ = false;
+  bool busy_ = false;     // someone (the worker or an inline caller) is running an op
+  int inline_spin_us_ = -1;  // < 0: never run ops on the caller's thread
+  size_t inline_max_bytes_ = 0;
   std::atomic<uint64_t> collectives_run_{0};
   std::thread worker_;
 };

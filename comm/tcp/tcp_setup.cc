@@ -51,8 +51,12 @@ Transport choose_transport(const Mesh& mesh) {
 ShmGeometry geometry(int world) {
   ShmGeometry g;
   g.world = world;
-  g.slot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_SLOT_BYTES", 256 << 10));
   g.depth = static_cast<int>(env::get_int_or("DDP_TCP_SHM_DEPTH", 4));
+  // Chunks of 2 MiB: few synchronizations (each can cost a scheduling delay on a busy
+  // machine) while the staged data still sits in the last-level cache. At most 64 MiB in all.
+  const size_t fit = (size_t{64} << 20) / static_cast<size_t>(world * std::max(1, g.depth)) / 64 * 64;
+  g.slot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_SLOT_BYTES",
+                                                     static_cast<int64_t>(std::min(size_t{2} << 20, fit))));
   g.oneshot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_ONESHOT_BYTES", 32 << 10));
   if (g.slot_bytes < 4096 || g.slot_bytes % 64 != 0 || g.depth < 2 || g.depth > 64) {
     DDP_THROW(InvalidArgument, "tcp backend: bad shared-memory geometry (DDP_TCP_SHM_SLOT_BYTES=", g.slot_bytes,
@@ -107,7 +111,16 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.world = setup.size;
     so.fingerprints = fingerprints_;
     const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    so.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", setup.size <= cores ? 30 : 0));
+    const bool roomy = setup.size <= cores;
+    // Ranks that have a core each pause-spin (like MPI's shm progress), then poll with
+    // sched_yield, then sleep; ranks that outnumber the cores never spin: a spinning rank
+    // would hold the core of the peer it waits for.
+    so.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", roomy ? 200 : 0));
+    // Sleeping (a futex, a condition variable) costs a scheduling delay of milliseconds on a
+    // busy machine; polling with sched_yield keeps the rank runnable and lets others run.
+    so.yield_us = static_cast<int>(env::get_int_or("DDP_TCP_YIELD_US", roomy ? 20000 : 50));
+    inline_spin_us_ = static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", roomy ? 20000 : 0));
+    inline_max_bytes_ = static_cast<size_t>(env::get_int_or("DDP_TCP_INLINE_MAX_BYTES", 4 << 20));
     shm_ = std::make_unique<ShmCollectives>(std::move(segment), so, &health_);
   } else {
     SocketCollectives::Options so;

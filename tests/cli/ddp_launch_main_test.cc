@@ -3,7 +3,6 @@
 // run, DDP_LAUNCH_* variables). Workers are small sh scripts. Multi-node: ddp_launch_nodes_test.
 #include <doctest/doctest.h>
 
-#include <regex>
 #include <set>
 
 #include "launch_test_util.h"
@@ -14,6 +13,10 @@ namespace {
 
 // A worker script: `sh -c SCRIPT`.
 std::vector<std::string> sh(const std::string& script) { return {"sh", "-c", script}; }
+
+bool is_hex(const std::string& s, size_t n) {
+  return s.size() == n && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
 
 std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -42,8 +45,9 @@ TEST_CASE("every worker gets its rank's environment") {
     CHECK(env["DDP_NODE_RANK"] == "0");
     CHECK(env["OMP_NUM_THREADS"] == "1");
     CHECK(env["EXTRA"] == "x=1");
-    CHECK(std::regex_match(env["DDP_JOB_TOKEN"], std::regex("[0-9a-f]{32}")));
-    CHECK(std::regex_match(env["DDP_STORE"], std::regex("127\\.0\\.0\\.1:[0-9]+")));
+    CHECK(is_hex(env["DDP_JOB_TOKEN"], 32));
+    CHECK(env["DDP_STORE"].starts_with("127.0.0.1:"));
+    CHECK(env["DDP_STORE"].size() > 10);
     CHECK(env["TORCHELASTIC_RUN_ID"] == env["DDP_RUN_ID"]);
     tokens.insert(env["DDP_JOB_TOKEN"]);
     stores.insert(env["DDP_STORE"]);

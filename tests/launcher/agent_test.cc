@@ -173,6 +173,10 @@ TEST_CASE("a node that never arrives: exit 121 saying how many nodes arrived") {
                          std::to_string(port), "--rdzv-conf", "timeout=2", "true"});
   CHECK(lone.code == 121);
   CHECK(lone.err.find("did not answer") != std::string::npos);
+  // a store host that does not resolve fails at once, not after the timeout
+  auto typo = launch(d, {"--nnodes", "2", "--node-rank", "1", "--master-addr", "no-such-host.invalid", "true"});
+  CHECK(typo.code == 121);
+  CHECK(typo.err.find("does not resolve") != std::string::npos);
 }
 
 TEST_CASE("Ctrl-C while waiting for other nodes stops the launcher with 130") {

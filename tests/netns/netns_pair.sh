@@ -4,8 +4,10 @@
 # loopback up in both. The addresses exist only inside the namespaces (nothing on the host's own
 # interfaces), so traffic between them never leaves the machine. Needs root and iproute2.
 # "down" removes both namespaces (and with them the veth pair); it never fails.
+# "sweep" removes pairs named ddpA<pid>x<n>/ddpB<pid>x<n> whose test process <pid> is gone (a
+# test killed by a timeout cannot clean up after itself).
 set -eu
-cmd=$1 a=$2 b=$3
+cmd=$1 a=${2:-} b=${3:-}
 case "$cmd" in
   up)
     ip netns add "$a"
@@ -22,8 +24,14 @@ case "$cmd" in
     ip netns del "$a" 2>/dev/null || true
     ip netns del "$b" 2>/dev/null || true
     ;;
+  sweep)
+    for ns in $(ip netns list | awk '{print $1}' | grep -E '^ddp[AB][0-9]+x[0-9]+$' || true); do
+      pid=$(echo "$ns" | sed -E 's/^ddp[AB]([0-9]+)x.*/\1/')
+      [ -d "/proc/$pid" ] || ip netns del "$ns" 2>/dev/null || true
+    done
+    ;;
   *)
-    echo "usage: $0 up|down NS_A NS_B" >&2
+    echo "usage: $0 up|down NS_A NS_B | sweep" >&2
     exit 2
     ;;
 esac

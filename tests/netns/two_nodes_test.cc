@@ -30,6 +30,7 @@ class NetnsPair {
     static int n = 0;
     a_ = "ddpA" + std::to_string(::getpid()) + "x" + std::to_string(n);
     b_ = "ddpB" + std::to_string(::getpid()) + "x" + std::to_string(n++);
+    (void)::system((script() + " sweep").c_str());
     ok_ = ::system((script() + " up " + a_ + " " + b_).c_str()) == 0;
   }
   ~NetnsPair() { (void)::system((script() + " down " + a_ + " " + b_).c_str()); }

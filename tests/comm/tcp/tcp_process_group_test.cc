@@ -37,7 +37,9 @@ TEST_CASE("every op, both transports, world sizes 2, 3, 5") {
     for (int w : {2, 3, 5}) {
       CAPTURE(transport);
       CAPTURE(w);
-      ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}});
+      // Small slots: the 70001-element ops run through many pipelined chunks.
+      ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}, {"DDP_TCP_SHM_SLOT_BYTES", std::string("8192")},
+                     {"DDP_TCP_SHM_DEPTH", std::string(w == 3 ? "2" : "4")}});
       run_ranks(w, [&](TcpProcessGroup& pg, int r) {
         const Transport want = std::string(transport) == "shm" ? Transport::kShm : Transport::kSocket;
         if (pg.transport() != want) throw std::runtime_error("wrong transport");
@@ -51,7 +53,7 @@ TEST_CASE("every op, both transports, world sizes 2, 3, 5") {
 TEST_CASE("all_reduce: every dtype and reduce op, both transports") {
   for (const char* transport : {"shm", "socket"}) {
     CAPTURE(transport);
-    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}});
+    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}, {"DDP_TCP_SHM_SLOT_BYTES", std::string("65536")}});
     run_ranks(3, [&](TcpProcessGroup& pg, int r) {
       for (DType t : kAllTypes) {
         for (ReduceOp op : kAllOps) {
@@ -174,6 +176,7 @@ TEST_CASE("fingerprints can be turned off") {
 }
 
 TEST_CASE("many async ops in flight complete in order with the right results") {
+  ScopedEnv env({{"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")}});
   run_ranks(3, [](TcpProcessGroup& pg, int r) {
     std::vector<std::vector<float>> bufs(40, std::vector<float>(3000));
     std::vector<WorkPtr> works;
@@ -184,6 +187,21 @@ TEST_CASE("many async ops in flight complete in order with the right results") {
     wait_all(works);
     for (size_t k = 0; k < bufs.size(); ++k) {
       if (bufs[k][17] != static_cast<float>(3 * k + 3)) throw std::runtime_error("wrong async result");
+    }
+  });
+}
+
+TEST_CASE("an inline op that must wait for a late peer is finished by the worker, correctly") {
+  ScopedEnv env({{"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")}, {"DDP_TCP_INLINE_SPIN_US", std::string("10")}});
+  run_ranks(2, [](TcpProcessGroup& pg, int r) {
+    for (size_t n : {size_t{10}, size_t{50000}}) {
+      std::vector<float> f(n, static_cast<float>(r + 1));
+      if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // not sync: makes rank 0 hand off
+      WorkPtr w = pg.all_reduce(view(f.data(), n));
+      w->wait();
+      for (float x : f) {
+        if (x != 3.0f) throw std::runtime_error("wrong result after a hand-off");
+      }
     }
   });
 }

@@ -1,0 +1,64 @@
+#include "ddp/comm_hook.h"
+
+#include <memory>
+#include <string>
+
+#include "common/error.h"
+#include "ddp/device_ops.h"
+
+namespace ddp {
+
+comm::WorkPtr chain_work(const comm::WorkPtr& inner, std::function<void()> then, std::string description) {
+  auto outer = std::make_shared<comm::Work>(std::move(description));
+  inner->then([outer, then = std::move(then)](comm::Work& done) {
+    std::exception_ptr error = done.exception();
+    if (!error) {
+      try {
+        then();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    outer->finish(error);
+  });
+  return outer;
+}
+
+CommHook allreduce_hook() {
+  return [](comm::ProcessGroup& group, GradBucket& bucket) -> comm::WorkPtr {
+    scale_buffer(bucket.buffer, 1.0 / bucket.pre_divide);
+    comm::WorkPtr work = group.all_reduce(bucket.buffer, {comm::ReduceOp::kSum});
+    if (bucket.post_divide == 1.0) return work;
+    comm::Buffer buf = bucket.buffer;
+    double post = bucket.post_divide;
+    return chain_work(work, [buf, post] { scale_buffer(buf, 1.0 / post); },
+                      "ddp bucket " + std::to_string(bucket.index) + " all_reduce");
+  };
+}
+
+namespace {
+
+CommHook compress_hook(comm::DType wire, const char* name) {
+  return [wire, name](comm::ProcessGroup& group, GradBucket& bucket) -> comm::WorkPtr {
+    comm::DType dt = bucket.buffer.dtype;
+    if (dt != comm::DType::kFloat32 && dt != comm::DType::kFloat64) {
+      DDP_THROW(InvalidArgument, name, ": bucket ", bucket.index, " holds ", comm::to_string(dt),
+                " gradients; compression needs float32 or float64");
+    }
+    // The compressed copy lives until the chained Work has decompressed it.
+    auto memory = std::make_shared<DeviceMemory>(bucket.buffer.count * comm::dtype_size(wire), bucket.buffer.device);
+    comm::Buffer compressed = memory->view(bucket.buffer.count, wire);
+    convert_buffer(compressed, bucket.buffer, 1.0 / bucket.divisor());
+    comm::WorkPtr work = group.all_reduce(compressed, {comm::ReduceOp::kSum});
+    comm::Buffer out = bucket.buffer;
+    return chain_work(work, [memory, compressed, out] { convert_buffer(out, compressed); },
+                      std::string(name) + " bucket " + std::to_string(bucket.index));
+  };
+}
+
+}  // namespace
+
+CommHook fp16_compress_hook() { return compress_hook(comm::DType::kFloat16, "fp16_compress_hook"); }
+CommHook bf16_compress_hook() { return compress_hook(comm::DType::kBFloat16, "bf16_compress_hook"); }
+
+}  // namespace ddp

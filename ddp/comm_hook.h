@@ -1,0 +1,45 @@
+#pragma once
+// Communication hooks: how one bucket of gradients is reduced (c10d's register_comm_hook).
+//
+// A hook gets the bucket (a flat view of its gradients in bucket memory) and returns a Work.
+// When that Work completes, bucket.buffer must hold the reduced result; the engine copies it
+// out to the gradients. Built-in hooks average: they divide by pre_divide before communicating
+// and by post_divide after (pre_divide * post_divide = the divisor: the world size, or the
+// number of ranks that contributed under join). A user hook decides for itself.
+//
+// Contract: every rank runs the same hook; the hook issues the same collectives on every rank
+// (joined ranks run it on zero-filled buckets to match). A hook runs on the thread that made
+// the bucket ready; its Work may complete on a backend thread. The buffer stays valid and
+// untouched by the engine until the returned Work completes.
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "comm/process_group.h"
+
+namespace ddp {
+
+struct GradBucket {
+  size_t index = 0;                 // launch position, 0 first
+  bool is_last = false;
+  comm::Buffer buffer;              // the flat gradients
+  std::vector<size_t> params;       // parameter indices in this bucket, in memory order
+  double pre_divide = 1.0;
+  double post_divide = 1.0;
+  double divisor() const { return pre_divide * post_divide; }
+};
+
+using CommHook = std::function<comm::WorkPtr(comm::ProcessGroup& group, GradBucket& bucket)>;
+
+// The default: sum-all_reduce in place, averaged.
+CommHook allreduce_hook();
+// Casts to float16 / bfloat16 (already divided by the divisor, so sums cannot overflow),
+// all_reduces the half-size buffer, casts back into the bucket. float32/float64 buckets only.
+CommHook fp16_compress_hook();
+CommHook bf16_compress_hook();
+
+// A Work that completes after `inner`, running `then` (on the completing thread) first; an
+// exception from `inner` or from `then` completes it with that error. Helper for hooks.
+comm::WorkPtr chain_work(const comm::WorkPtr& inner, std::function<void()> then, std::string description);
+
+}  // namespace ddp

@@ -1,0 +1,105 @@
+#pragma once
+// Engine: data-parallel gradient averaging for a training program's own buffers — what
+// PyTorch's DistributedDataParallel does, for any program that can hand over pointers.
+//
+// Use:
+//   Engine engine(group, options);
+//   for each parameter: engine.register_param({name, data, grad, shape});   (and buffers)
+//   engine.finalize();                 // collective: cross-rank check, broadcast from rank 0
+//   loop:
+//     engine.pre_forward();            // buffers broadcast; the join round under a Join
+//     forward; backward, calling engine.mark_ready(p) as each gradient is final
+//     engine.finish_backward();        // gradients now hold the average over ranks
+//     optimizer step
+//
+// - Overlap: buckets launch as they fill; call mark_ready from the backward pass (per layer).
+//   Never calling mark_ready is fine: finish_backward() reduces everything (fairseq mode).
+// - no_sync(): an RAII scope in which mark_ready/finish_backward do nothing; the program keeps
+//   accumulating into its gradients and the next synchronized step reduces the sum.
+// - gradient_as_bucket_view: the engine owns the gradients; read and write them through
+//   grad(p). The views move once, at the bucket rebuild in the first finish_backward().
+// - Every rank must make the same calls in the same order (collectives inside).
+// - Errors: InvalidArgument for misuse (named parameter, rank); communication errors
+//   (TimeoutError, NetworkError) propagate from the collective calls: rebuild the group.
+// Not thread-safe except mark_ready, which autograd-like callers may call from several threads.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "ddp/bucket_assignment.h"
+#include "ddp/comm_hook.h"
+#include "ddp/join.h"
+#include "ddp/options.h"
+#include "ddp/param.h"
+
+namespace ddp {
+
+class Reducer;
+
+class Engine {
+ public:
+  Engine(comm::ProcessGroupPtr group, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Registration (before finalize). Returns the index used by mark_ready and grad.
+  size_t register_param(ParamSpec spec);
+  size_t register_buffer(BufferSpec spec);
+  // The hook for every bucket (default: allreduce_hook()); same hook on every rank.
+  void register_comm_hook(CommHook hook);
+  // Collective: checks that every rank registered the same parameters, buffers and options
+  // (InvalidArgument naming the first difference and the ranks), broadcasts from rank 0, and
+  // assigns the buckets.
+  void finalize();
+
+  void pre_forward();
+  void mark_ready(size_t param);
+  void finish_backward();
+
+  class NoSync {
+   public:
+    explicit NoSync(Engine& engine) : engine_(engine), previous_(engine.no_sync_) { engine.no_sync_ = true; }
+    ~NoSync() noexcept { engine_.no_sync_ = previous_; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    Engine& engine_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+  void set_no_sync(bool on) { no_sync_ = on; }  // the C ABI's scope
+  bool in_no_sync() const { return no_sync_; }
+
+  comm::Buffer grad(size_t param) const;
+  comm::Buffer param_data(size_t param) const;
+  size_t num_params() const { return params_.size(); }
+  BucketAssignment buckets() const;
+  bool buckets_rebuilt() const;
+  const comm::ProcessGroupPtr& group() const { return group_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  friend class Join;
+  void enable_join(JoinOptions options);
+  void disable_join() noexcept;
+  void shadow_iteration(const JoinRound& round);
+  void sync_model(int source);
+  void check_finalized(const char* op) const;
+  std::vector<std::string> describe() const;
+
+  comm::ProcessGroupPtr group_;
+  EngineOptions options_;
+  std::vector<ParamSpec> params_;
+  std::vector<BufferSpec> buffers_;
+  CommHook hook_;
+  std::unique_ptr<Reducer> reducer_;
+  bool no_sync_ = false;
+  bool join_enabled_ = false;
+  JoinOptions join_options_;
+  bool forwarded_ = false;  // pre_forward ran in this iteration
+};
+
+}  // namespace ddp

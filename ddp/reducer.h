@@ -1,0 +1,98 @@
+#pragma once
+// Reducer: the buckets and the per-iteration state machine of gradient averaging.
+//
+// One iteration: mark_ready(p) for each parameter whose gradient is final (copied into its
+// bucket slot unless gradients are bucket views); when a bucket's last parameter is ready, the
+// bucket is launched through the comm hook — strictly in bucket order, so a ready later bucket
+// waits for the earlier ones and every rank issues the same collectives in the same order.
+// finish() marks what is left (the fairseq mode when nothing was marked; zeros for unused
+// parameters), waits for every bucket, copies the averages out, and after the first iteration
+// rebuilds the buckets once from rank 0's ready order (broadcast, so identical everywhere).
+//
+// Thread-safe: mark_ready may be called from several threads (e.g. autograd workers).
+// Errors from communication propagate from finish(); the group is then unusable.
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "ddp/bucket_assignment.h"
+#include "ddp/comm_hook.h"
+#include "ddp/device_ops.h"
+#include "ddp/param.h"
+
+namespace ddp {
+
+class Reducer {
+ public:
+  struct Options {
+    bool gradient_as_bucket_view = false;
+    bool find_unused_parameters = false;
+    bool static_graph = false;
+    bool rebuild_buckets = true;
+    size_t first_cap_bytes = size_t{1} << 20;
+    size_t cap_bytes = size_t{25} << 20;
+    double predivide = 1.0;
+  };
+
+  Reducer(comm::ProcessGroupPtr group, std::vector<ParamSpec> params, Options options);
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  void set_hook(CommHook hook);
+  // The divisor of the coming iteration: the world size, or the active ranks under join.
+  void set_divisor(int divisor);
+
+  void mark_ready(size_t param);
+  void finish();
+  // A joined rank's half of one synchronized iteration: the hook on zero-filled buckets, in
+  // bucket order, and the one-time rebuild. Leaves this rank's gradients untouched.
+  void shadow();
+
+  comm::Buffer grad(size_t param) const;
+  BucketAssignment assignment() const;
+  bool rebuilt() const;
+
+ private:
+  enum class Fill { kCopy, kZero };
+  struct Slot {
+    size_t bucket = 0;
+    size_t offset = 0;
+  };
+  struct Bucket {
+    std::vector<size_t> params;
+    DeviceMemory memory;
+    comm::Buffer flat;
+    size_t pending = 0;
+    comm::WorkPtr work;
+  };
+
+  void build(const BucketAssignment& assignment);
+  void begin_iteration();
+  void mark_locked(size_t param, Fill fill);
+  void launch_ready();
+  comm::WorkPtr run_hook(size_t bucket, const comm::Buffer& buffer);
+  void rebuild_once();
+  std::string unready_message(const std::vector<size_t>& unready) const;
+  comm::Buffer slot_view(size_t param) const;
+
+  comm::ProcessGroupPtr group_;
+  std::vector<ParamSpec> params_;
+  Options options_;
+  CommHook hook_;
+
+  mutable std::mutex mu_;
+  std::vector<Bucket> buckets_;
+  std::vector<Slot> slots_;
+  int divisor_;
+  bool in_iteration_ = false;
+  std::vector<char> ready_;
+  size_t user_marks_ = 0;
+  size_t next_launch_ = 0;
+  bool rebuilt_ = false;
+  std::vector<size_t> ready_order_;   // the first iteration's, for the rebuild
+  bool unused_known_ = false;         // static_graph: the unused set was found in iteration 1
+  std::vector<size_t> known_unused_;
+};
+
+}  // namespace ddp
