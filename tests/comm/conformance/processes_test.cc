@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
-#include <regex>
+#include <cctype>
 
 #include "cases.h"
 #include "comm/init.h"
@@ -34,8 +34,16 @@ ProcessOptions procs(int world, Millis timeout = kSuiteTimeout, std::vector<int>
 
 std::string who(const ProcessGroup& g) { return "rank " + std::to_string(g.rank()) + ": "; }
 
+// True when `rank` appears in the text as a number of its own ("rank 2", "[2]", not "12").
 bool mentions_rank(const std::string& text, int rank) {
-  return std::regex_search(text, std::regex("(^|[^0-9])" + std::to_string(rank) + "([^0-9]|$)"));
+  const std::string r = std::to_string(rank);
+  for (size_t at = text.find(r); at != std::string::npos; at = text.find(r, at + 1)) {
+    const bool left = at == 0 || !std::isdigit(static_cast<unsigned char>(text[at - 1]));
+    const size_t end = at + r.size();
+    const bool right = end == text.size() || !std::isdigit(static_cast<unsigned char>(text[end]));
+    if (left && right) return true;
+  }
+  return false;
 }
 
 // MPI aborts the whole job when a rank dies, and an MPI mismatch is undefined behaviour.
