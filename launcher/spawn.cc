@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -33,6 +34,24 @@ struct ChildPlan {
   _exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
 }
 
+// Default dispositions: ignored signals would otherwise survive exec (nohup's SIGHUP, say).
+// The raw system call, not sigaction(3): glibc refuses the two signals it reserves for itself
+// (32 and 33), yet a parent that is not a glibc program (a CI runner, say) may have left them
+// ignored, and the worker would inherit that. All fields but the handler are zero, so the
+// layout of the kernel's struct is the same on every architecture.
+void reset_signal_dispositions() {
+  struct KernelSigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)();
+    unsigned long mask;
+  } dfl{};
+  dfl.handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof dfl.mask);
+  }
+}
+
 // Runs between fork and exec: async-signal-safe calls only.
 [[noreturn]] void child_main(const ChildPlan& p) {
   // Own session, hence own process group (pgid == pid), so signals and the final kill reach
@@ -49,12 +68,7 @@ struct ChildPlan {
   }
   if (p.stdout_fd >= 0 && ::dup2(p.stdout_fd, STDOUT_FILENO) < 0) child_fail(p.status_fd, errno);
   if (p.stderr_fd >= 0 && ::dup2(p.stderr_fd, STDERR_FILENO) < 0) child_fail(p.status_fd, errno);
-  // Default dispositions: ignored signals would otherwise survive exec (nohup's SIGHUP, say).
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
-  }
+  reset_signal_dispositions();
   ::sigprocmask(SIG_SETMASK, p.sigmask, nullptr);
   ::execve(p.path, p.argv.data(), p.envp.data());
   child_fail(p.status_fd, errno);
