@@ -64,7 +64,8 @@ void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions&
   bool slurm = slurm_nodes && slurm_node && (!slurm_tasks || *slurm_tasks == *slurm_nodes);
   auto ompi_size = get({"OMPI_COMM_WORLD_SIZE"});
   auto ompi_rank = get({"OMPI_COMM_WORLD_RANK"});
-  bool ompi = !slurm && ompi_size && ompi_rank;
+  auto ompi_local = get({"OMPI_COMM_WORLD_LOCAL_SIZE"});
+  bool ompi = !slurm && ompi_size && ompi_rank && (!ompi_local || *ompi_local == "1");
   if (!slurm && !ompi) return;
   const std::string src = slurm ? "Slurm (SLURM_NNODES/SLURM_NODEID)" : "Open MPI (OMPI_COMM_WORLD_SIZE/RANK)";
   if (!s.has("nnodes")) {
@@ -112,7 +113,7 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
       DDP_THROW(InvalidArgument, "a static rendezvous over ", l.nnodes_max, " nodes needs node_rank (--node-rank) on every node, or rdzv_backend tcp/file to assign ranks");
     }
     if (!s.has("master_addr") && l.rdzv_endpoint.empty() && l.master_addr == "127.0.0.1") {
-      DDP_THROW(InvalidArgument, "a static rendezvous over ", l.nnodes_max, " nodes needs master_addr (--master-addr): node 0's address");
+      DDP_THROW(InvalidArgument, "a static rendezvous over ", l.nnodes_max, " nodes needs master_addr (--master-addr): node 0's address (under srun Slurm's node list gives it; Open MPI exports none)");
     }
   }
   if (s.has("module") && s.has("no_python") && s.text("module") == "true" && s.text("no_python") == "true") {

@@ -4,13 +4,24 @@
 
 #include "comm/backend.h"
 #include "common/error.h"
+#ifdef DDP_WITH_NCCL
+#include "comm/nccl/cuda_staging.h"
+#endif
 
 namespace ddp::comm {
 namespace {
 
+#ifdef DDP_WITH_NCCL
+// Where CUDA was built, tcp takes CUDA buffers by staging them through pinned host memory
+// (host buffers pass straight through), so two ranks can share one GPU.
+ProcessGroupPtr make_staged_tcp_group(const GroupSetup& setup) { return wrap_cuda_staging(make_tcp_group(setup)); }
+#endif
+
 const std::vector<std::pair<std::string, BackendFactory>>& backends() {
   static const std::vector<std::pair<std::string, BackendFactory>> kBackends = {
-#ifdef DDP_WITH_TCP
+#if defined(DDP_WITH_TCP) && defined(DDP_WITH_NCCL)
+      {"tcp", &make_staged_tcp_group},
+#elif defined(DDP_WITH_TCP)
       {"tcp", &make_tcp_group},
 #endif
 #ifdef DDP_WITH_GLOO

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/timeouts.h"
 
 namespace ddp::net {
 namespace {
@@ -187,7 +188,8 @@ void set_keepalive(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-  unsigned int user_timeout = 2000;  // unacknowledged data: give up after 2 s
+  // Unacknowledged data: give up after the peer-loss bound.
+  auto user_timeout = static_cast<unsigned int>(kPeerLossDetection.count());
   ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
 }
 

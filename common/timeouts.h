@@ -17,10 +17,15 @@ inline constexpr Millis kDefaultConnectTimeout{60'000};
 inline constexpr Millis kDefaultCollectiveTimeout{600'000};
 // A dead peer must become an error within this bound (heartbeats, socket keepalive).
 inline constexpr Millis kPeerLossDetection{2'000};
+// A store client that cancelled a wait gives the server this long to answer before calling it lost.
+inline constexpr Millis kStoreCancelGrace{10'000};
 // Node-level rendezvous: all launchers must arrive within this.
 inline constexpr Millis kDefaultRendezvousTimeout{900'000};
 // Launcher: grace between SIGTERM and SIGKILL when stopping workers.
 inline constexpr Millis kDefaultShutdownGrace{30'000};
+// Launcher hosting the store: how long, beyond the shutdown grace, it waits for the other
+// nodes' launchers to report their outcome before it takes the store down.
+inline constexpr Millis kStoreHostLeaveGrace{10'000};
 // Launcher: how often workers are checked when nothing else wakes the loop.
 inline constexpr Millis kDefaultMonitorInterval{100};
 

@@ -221,7 +221,7 @@ struct Agent::Impl {
       if (!hosting) return;
       const int64_t joined = std::min<int64_t>(l().nnodes_max, store->add(round_key(l().run_id, round, "arrived"), 0));
       const std::string last = key + "/" + std::to_string(std::max<int64_t>(1, joined));
-      const Deadline deadline(l().shutdown_timeout + Millis(10'000));
+      const Deadline deadline(l().shutdown_timeout + kStoreHostLeaveGrace);
       while (!deadline.expired() && supervisor.poll_signal() == 0) {
         try {
           store->wait({last}, kSlice);

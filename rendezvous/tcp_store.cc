@@ -20,8 +20,6 @@ using proto::MsgType;
 using proto::Reader;
 using proto::Writer;
 
-// After cancelling a wait, how long the server has to answer before we call it lost.
-constexpr Millis kCancelGrace{10'000};
 const char* const kWorkersKey = "__ddp_store/workers";
 const char* const kWorkersReadyKey = "__ddp_store/workers_ready";
 
@@ -162,12 +160,12 @@ std::vector<uint8_t> TCPStore::call_wait(const std::vector<uint8_t>& frame, cons
     Writer cancel(MsgType::kCancel);
     try {
       const auto& frame = cancel.finish();
-      net::send_all(fd_.get(), frame.data(), frame.size(), Deadline(kCancelGrace), "store cancel");
+      net::send_all(fd_.get(), frame.data(), frame.size(), Deadline(kStoreCancelGrace), "store cancel");
     } catch (const Error& e) {
       lost(op, e.message());
     }
   }
-  auto reply = read_frame(rc == 0 ? Deadline(kCancelGrace) : deadline, op);
+  auto reply = read_frame(rc == 0 ? Deadline(kStoreCancelGrace) : deadline, op);
   if (static_cast<MsgType>(reply[0]) == MsgType::kTimedOut) {
     Reader r = reply_fields(reply);
     throw_wait_timeout(op, r.keys(), timeout);

@@ -20,7 +20,8 @@
 // - Environment (read by rank 0 and published, so all ranks agree): DDP_TCP_TRANSPORT
 //   (auto|shm|socket), DDP_TCP_FINGERPRINT (default 1). Per rank: DDP_TCP_SPIN_US.
 // - AVG on integer dtypes is the wrapped sum divided by the world size, truncating.
-// - CUDA buffers are rejected (InvalidArgument); a staging decorator handles them elsewhere.
+// - CUDA buffers are rejected (InvalidArgument); where CUDA was built, the registry wraps every
+//   tcp group in the staging decorator (comm/nccl/cuda_staging.h), which handles them.
 #include <atomic>
 #include <condition_variable>
 #include <deque>

@@ -164,6 +164,13 @@ TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
   CHECK(m.launch.nnodes_max == 3);
   CHECK(m.launch.node_rank == 1);
   CHECK(error_of({"./p"}, {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"}}).find("needs master_addr") != std::string::npos);
+  // mpirun -np 4 on one host: four processes on this node, not four nodes; nothing inferred
+  auto local = resolve({"./p"}, {{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  CHECK(local.launch.nnodes_max == 1);
+  auto per_node = resolve({"--master-addr", "10.0.0.9", "./p"},
+                          {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}});
+  CHECK(per_node.launch.nnodes_max == 2);
+  CHECK(per_node.launch.node_rank == 1);
   // standalone ignores the scheduler
   CHECK(resolve({"--standalone", "./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}}).launch.nnodes_max == 1);
 }

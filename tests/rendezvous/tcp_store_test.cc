@@ -6,6 +6,8 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <thread>
 
 #include "common/error.h"
@@ -99,6 +101,34 @@ TEST_CASE("nobody listening: connect times out naming the endpoint") {
   }
   o.port = 0;
   CHECK_THROWS_AS(TCPStore{o}, InvalidArgument);  // a client needs a port
+}
+
+TEST_CASE("a client started before its server retries until the server listens") {
+  uint16_t port;
+  {
+    TCPStoreServer probe({"127.0.0.1", 0, ""});
+    port = probe.port();
+  }  // nothing listens on port now; the client's first attempts are refused
+  std::unique_ptr<TCPStoreServer> server;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    try {
+      server = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{"127.0.0.1", port, ""});
+    } catch (const std::exception&) {  // port taken meanwhile: the REQUIRE below reports it
+    }
+  });
+  std::optional<TCPStore> client;
+  try {
+    client.emplace(client_options(port));  // connect_timeout 30 s: retries with backoff
+  } catch (...) {
+    late.join();
+    throw;
+  }
+  late.join();
+  REQUIRE(server != nullptr);
+  client->set("k", "v");
+  CHECK(client->get_string("k", kLong) == "v");
+  CHECK(server->num_connections() == 1);
 }
 
 TEST_CASE("a server that goes away: blocked and later calls get NetworkError naming it") {

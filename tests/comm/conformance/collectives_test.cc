@@ -4,9 +4,17 @@
 // mpirun the worlds are subgroups {0..n-1} of the MPI world.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "cases.h"
 #include "comm/init.h"
 #include "harness.h"
+#ifdef DDP_CONFORMANCE_CUDA
+#include <cstdio>
+
+#include "comm/nccl/cuda_memory.h"
+#include "device_mirror.h"
+#endif
 
 using namespace ddp;
 using namespace ddp::comm;
@@ -40,7 +48,7 @@ std::vector<std::string> run_worlds(const std::vector<int>& worlds, CasesFn&& ca
 }
 
 bool runnable() {
-  if (backend_under_test() == "nccl") return false;  // needs device buffers: see gpu test below
+  if (backend_under_test() == "nccl") return false;  // device buffers: the nccl cases below
   return threads_as_ranks() || under_mpirun();
 }
 
@@ -68,3 +76,54 @@ TEST_CASE("conformance: 16 Mi elements, worlds 2 and 3" * doctest::skip(!runnabl
     return std::vector<Case>{{Op::kAllReduce, DType::kFloat32, ReduceOp::kSum, 16 * kMi, 0}};
   }));
 }
+
+#ifdef DDP_CONFORMANCE_CUDA
+namespace {
+
+// nccl: the same cases on GPU copies of the buffers (device_mirror.h), threads as ranks, one
+// GPU per rank (NCCL refuses two ranks on one device), so worlds up to the GPUs visible.
+// Bitwise reductions are refused by nccl (its own tests check that), so they are left out.
+std::vector<Case> without_bitwise(std::vector<Case> cases) {
+  std::erase_if(cases, [](const Case& c) {
+    return c.rop == ReduceOp::kBand || c.rop == ReduceOp::kBor || c.rop == ReduceOp::kBxor;
+  });
+  return cases;
+}
+
+template <typename CasesFn>
+std::vector<std::string> run_nccl_worlds(CasesFn&& cases) {
+  std::vector<std::string> failures;
+  const int gpus = cuda::device_count();
+  for (int n = 1; n <= std::min(gpus, 5); ++n) {
+    auto f = run_threads(n, [&](GroupFactory& gf) {
+      auto world = gf.world();
+      auto mirrored = mirror_on_device(world, cuda::default_device(world->rank()));
+      return run_cases(*mirrored, without_bitwise(cases(n)));
+    });
+    for (auto& s : f) failures.push_back("world " + std::to_string(n) + ": " + s);
+  }
+  return failures;
+}
+
+// Without a GPU the nccl run prints the line ctest's SKIP_REGULAR_EXPRESSION turns into Skipped.
+bool nccl_runnable() {
+  static const bool yes = [] {
+    if (backend_under_test() != "nccl") return false;
+    if (cuda::device_count() > 0) return true;
+    std::printf("DDP_GPU_TESTS_SKIPPED: no CUDA device is visible\n");
+    return false;
+  }();
+  return yes;
+}
+
+}  // namespace
+
+TEST_CASE("conformance (nccl, device buffers): every op, dtype and reduce op, worlds 1..GPUs" *
+          doctest::skip(!nccl_runnable())) {
+  report(run_nccl_worlds([](int n) { return full_matrix(n, {0, 1, 7, 4096 + 3}); }));
+}
+
+TEST_CASE("conformance (nccl, device buffers): large counts (1 Mi + 5 elements)" * doctest::skip(!nccl_runnable())) {
+  report(run_nccl_worlds([](int n) { return large_matrix(n, kMi + 5); }));
+}
+#endif

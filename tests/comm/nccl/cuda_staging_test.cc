@@ -1,4 +1,5 @@
 // CUDA staging over the tcp backend: two ranks (threads) sharing one GPU, which NCCL refuses.
+// The groups come from the registry (create_group("tcp")), as init_process_group makes them.
 #include "comm/nccl/cuda_staging.h"
 
 #include <doctest/doctest.h>
@@ -31,8 +32,8 @@ GroupSetup setup(std::shared_ptr<rdzv::Store> store, int rank, int size) {
 template <typename Fn>
 void two_ranks(Fn fn) {
   auto store = std::make_shared<rdzv::HashStore>();
-  auto other = std::async(std::launch::async, [&] { fn(*wrap_cuda_staging(make_tcp_group(setup(store, 1, 2))), 1); });
-  fn(*wrap_cuda_staging(make_tcp_group(setup(store, 0, 2))), 0);
+  auto other = std::async(std::launch::async, [&] { fn(*create_group("tcp", setup(store, 1, 2)), 1); });
+  fn(*create_group("tcp", setup(store, 0, 2)), 0);
   other.get();
 }
 

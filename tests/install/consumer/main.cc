@@ -1,8 +1,12 @@
 // An outside program built against the installed libddp: hosts a TCPStore, writes through a
-// second client and a PrefixStore, reads it back through a HashStore-free path, and prints it.
+// second client and a PrefixStore, reads it back; then a world of one: init_process_group, an
+// all_reduce, and one engine step (what a worker program does).
 #include <cstdio>
 #include <memory>
+#include <vector>
 
+#include "comm/init.h"
+#include "ddp/engine.h"
 #include "rendezvous/hash_store.h"
 #include "rendezvous/prefix_store.h"
 #include "rendezvous/tcp_store.h"
@@ -23,5 +27,22 @@ int main() {
   local.set("n", "40");
   int64_t n = local.add("n", 2);
   std::printf("consumer: %s, %lld\n", server->get_string("app/greeting").c_str(), static_cast<long long>(n));
-  return server->get_string("app/greeting") == "hello from libddp" && n == 42 ? 0 : 1;
+  if (server->get_string("app/greeting") != "hello from libddp" || n != 42) return 1;
+
+  ddp::InitOptions init;
+  init.rank = 0;
+  init.world_size = 1;
+  auto group = ddp::init_process_group(init);
+  std::vector<float> x{1.0f, 2.0f};
+  group->all_reduce(ddp::comm::view(x.data(), x.size()))->wait();
+  std::vector<float> w{0.5f}, g{4.0f};
+  {
+    ddp::Engine engine(group);
+    engine.register_param({"w", ddp::comm::view(w.data(), w.size()), ddp::comm::view(g.data(), g.size()), {}});
+    engine.finalize();
+    engine.finish_backward();  // average over one rank: unchanged
+  }
+  ddp::destroy_process_group();
+  std::printf("consumer: %s all_reduce %g %g, averaged gradient %g\n", group->backend_name().c_str(), x[0], x[1], g[0]);
+  return x[0] == 1.0f && x[1] == 2.0f && g[0] == 4.0f ? 0 : 1;
 }
