@@ -52,6 +52,10 @@ class ProcessGroup {
   int size() const { return size_; }
   Millis timeout() const { return options_.timeout; }
   virtual std::string backend_name() const = 0;
+  // Where this group's buffers must live: the host for host backends (tcp, gloo, mpi; tcp may
+  // also stage CUDA buffers), the group's GPU for nccl. Small bookkeeping collectives on host
+  // values (the DDP engine's checks and join votes) stage through it when it is not the host.
+  virtual Device buffer_device() const { return Device{}; }
 
   virtual WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) = 0;
   virtual WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) = 0;

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "ddp/engine.h"
+#include "ddp/host_collectives.h"
 
 namespace ddp {
 
@@ -14,7 +15,7 @@ JoinRound join_round(comm::ProcessGroup& group, bool active, bool sync) {
     votes[0] = sync ? 1 : 0;
     votes[1 + group.rank()] = 1;
   }
-  group.all_reduce(comm::view(votes.data(), votes.size()), {comm::ReduceOp::kSum})->wait();
+  all_reduce_host(group, comm::view(votes.data(), votes.size()), comm::ReduceOp::kSum);
   JoinRound round;
   round.authority = -1;
   for (int r = 0; r < n; ++r) {
@@ -34,7 +35,7 @@ JoinRound join_round(comm::ProcessGroup& group, bool active, bool sync) {
 
 int last_joiner(comm::ProcessGroup& group, bool is_last_joiner) {
   int32_t rank = is_last_joiner ? group.rank() : -1;
-  group.all_reduce(comm::view(&rank, 1), {comm::ReduceOp::kMax})->wait();
+  all_reduce_host(group, comm::view(&rank, 1), comm::ReduceOp::kMax);
   DDP_CHECK(rank >= 0, "join: no rank joined last");
   return rank;
 }

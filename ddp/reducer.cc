@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "ddp/host_collectives.h"
 
 namespace ddp {
 
@@ -222,7 +223,7 @@ void Reducer::rebuild_once() {
   }
   ready_order_.clear();
   ready_order_.shrink_to_fit();
-  group_->broadcast(comm::view(msg.data(), msg.size()), {0})->wait();
+  broadcast_host(*group_, comm::view(msg.data(), msg.size()), 0);
   if (msg[0] <= 0) return;
   std::vector<size_t> order;
   std::vector<char> seen(n, 0);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "ddp/host_collectives.h"
 
 namespace ddp {
 namespace {
@@ -27,11 +28,11 @@ std::vector<std::string> gather_texts(comm::ProcessGroup& group, const std::stri
   const int n = group.size();
   int64_t len = static_cast<int64_t>(text.size());
   std::vector<int64_t> lens(n);
-  group.all_gather(comm::view(&len, 1), comm::view(lens.data(), lens.size()))->wait();
+  all_gather_host(group, comm::view(&len, 1), comm::view(lens.data(), lens.size()));
   size_t max_len = static_cast<size_t>(*std::max_element(lens.begin(), lens.end()));
   std::vector<uint8_t> mine(max_len, 0), all(max_len * n, 0);
   std::copy(text.begin(), text.end(), mine.begin());
-  group.all_gather(comm::view(mine.data(), mine.size()), comm::view(all.data(), all.size()))->wait();
+  all_gather_host(group, comm::view(mine.data(), mine.size()), comm::view(all.data(), all.size()));
   std::vector<std::string> out;
   for (int r = 0; r < n; ++r) {
     const char* begin = reinterpret_cast<const char*>(all.data()) + r * max_len;
@@ -63,7 +64,7 @@ void verify_same_across_ranks(comm::ProcessGroup& group, const std::vector<std::
   const std::string text = join_lines(lines);
   int64_t hash = static_cast<int64_t>(fnv1a(text));
   std::vector<int64_t> hashes(group.size());
-  group.all_gather(comm::view(&hash, 1), comm::view(hashes.data(), hashes.size()))->wait();
+  all_gather_host(group, comm::view(&hash, 1), comm::view(hashes.data(), hashes.size()));
   if (std::all_of(hashes.begin(), hashes.end(), [&](int64_t h) { return h == hashes[0]; })) return;
 
   std::vector<std::vector<std::string>> per_rank;

@@ -38,6 +38,7 @@ class NcclProcessGroup final : public ProcessGroup {
 
   std::string backend_name() const override { return "nccl"; }
   int device() const { return device_; }
+  Device buffer_device() const override { return Device{DeviceType::kCuda, device_}; }
 
   WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) override;
   WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) override;
