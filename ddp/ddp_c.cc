@@ -71,6 +71,14 @@ Millis millis_of(int64_t timeout_ms) { return timeout_ms <= 0 ? kUseDefault : Mi
 
 namespace {
 
+// A collective's buffer lives where the group's buffers do: host memory, or the GPU of an
+// nccl group (so C callers pass device pointers to nccl and host pointers elsewhere).
+comm::Buffer group_buffer(const comm::ProcessGroup& pg, const void* data, size_t count, int dtype) {
+  comm::Buffer b = buffer_of(data, count, dtype);
+  b.device = pg.buffer_device();
+  return b;
+}
+
 comm::ReduceOp op_of(int op) {
   if (op < DDP_SUM || op > DDP_BXOR) DDP_THROW(InvalidArgument, "unknown ddp_reduce_op ", op);
   return static_cast<comm::ReduceOp>(op);
@@ -162,21 +170,33 @@ int ddp_new_group(const int* ranks, int n, ddp_group_t** group) {
 void ddp_group_free(ddp_group_t* group) { delete group; }
 
 int ddp_isend(ddp_group_t* g, const void* buf, size_t count, int dtype, int dst, int tag, ddp_work_t** work) {
-  return run_op(work, [&] { return group_of(g)->send(buffer_of(buf, count, dtype), dst, {tag}); });
+  return run_op(work, [&] {
+    auto pg = group_of(g);
+    return pg->send(group_buffer(*pg, buf, count, dtype), dst, {tag});
+  });
 }
 int ddp_irecv(ddp_group_t* g, void* buf, size_t count, int dtype, int src, int tag, ddp_work_t** work) {
-  return run_op(work, [&] { return group_of(g)->recv(buffer_of(buf, count, dtype), src, {tag}); });
+  return run_op(work, [&] {
+    auto pg = group_of(g);
+    return pg->recv(group_buffer(*pg, buf, count, dtype), src, {tag});
+  });
 }
 int ddp_ibroadcast(ddp_group_t* g, void* buf, size_t count, int dtype, int root, ddp_work_t** work) {
-  return run_op(work, [&] { return group_of(g)->broadcast(buffer_of(buf, count, dtype), {root}); });
+  return run_op(work, [&] {
+    auto pg = group_of(g);
+    return pg->broadcast(group_buffer(*pg, buf, count, dtype), {root});
+  });
 }
 int ddp_iall_reduce(ddp_group_t* g, void* buf, size_t count, int dtype, int op, ddp_work_t** work) {
-  return run_op(work, [&] { return group_of(g)->all_reduce(buffer_of(buf, count, dtype), {op_of(op)}); });
+  return run_op(work, [&] {
+    auto pg = group_of(g);
+    return pg->all_reduce(group_buffer(*pg, buf, count, dtype), {op_of(op)});
+  });
 }
 int ddp_iall_gather(ddp_group_t* g, const void* in, void* out, size_t count, int dtype, ddp_work_t** work) {
   return run_op(work, [&] {
     auto pg = group_of(g);
-    return pg->all_gather(buffer_of(in, count, dtype), buffer_of(out, count * pg->size(), dtype));
+    return pg->all_gather(group_buffer(*pg, in, count, dtype), group_buffer(*pg, out, count * pg->size(), dtype));
   });
 }
 
@@ -196,31 +216,37 @@ int ddp_all_gather(ddp_group_t* g, const void* in, void* out, size_t count, int 
   return ddp_iall_gather(g, in, out, count, dtype, nullptr);
 }
 int ddp_reduce(ddp_group_t* g, void* buf, size_t count, int dtype, int op, int root) {
-  return run_op(nullptr, [&] { return group_of(g)->reduce(buffer_of(buf, count, dtype), {root, op_of(op)}); });
+  return run_op(nullptr, [&] {
+    auto pg = group_of(g);
+    return pg->reduce(group_buffer(*pg, buf, count, dtype), {root, op_of(op)});
+  });
 }
 int ddp_gather(ddp_group_t* g, const void* in, void* out, size_t count, int dtype, int root) {
   return run_op(nullptr, [&] {
     auto pg = group_of(g);
     // Only the root needs the large buffer (torch.distributed's gather_list): NULL elsewhere.
     size_t big = out ? count * pg->size() : 0;
-    return pg->gather(buffer_of(in, count, dtype), buffer_of(out, big, dtype), {root});
+    return pg->gather(group_buffer(*pg, in, count, dtype), group_buffer(*pg, out, big, dtype), {root});
   });
 }
 int ddp_scatter(ddp_group_t* g, const void* in, void* out, size_t count, int dtype, int root) {
   return run_op(nullptr, [&] {
     auto pg = group_of(g);
     size_t big = in ? count * pg->size() : 0;
-    return pg->scatter(buffer_of(in, big, dtype), buffer_of(out, count, dtype), {root});
+    return pg->scatter(group_buffer(*pg, in, big, dtype), group_buffer(*pg, out, count, dtype), {root});
   });
 }
 int ddp_reduce_scatter(ddp_group_t* g, const void* in, void* out, size_t count, int dtype, int op) {
   return run_op(nullptr, [&] {
     auto pg = group_of(g);
-    return pg->reduce_scatter(buffer_of(in, count * pg->size(), dtype), buffer_of(out, count, dtype), {op_of(op)});
+    return pg->reduce_scatter(group_buffer(*pg, in, count * pg->size(), dtype), group_buffer(*pg, out, count, dtype), {op_of(op)});
   });
 }
 int ddp_all_to_all(ddp_group_t* g, const void* in, void* out, size_t count, int dtype) {
-  return run_op(nullptr, [&] { return group_of(g)->all_to_all(buffer_of(in, count, dtype), buffer_of(out, count, dtype)); });
+  return run_op(nullptr, [&] {
+    auto pg = group_of(g);
+    return pg->all_to_all(group_buffer(*pg, in, count, dtype), group_buffer(*pg, out, count, dtype));
+  });
 }
 int ddp_barrier(ddp_group_t* g) {
   return run_op(nullptr, [&] { return group_of(g)->barrier(); });

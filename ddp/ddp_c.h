@@ -8,8 +8,10 @@
  *   only on success. Functions never abort the process.
  * - Objects are opaque handles created and freed by the library (ddp_*_free / _destroy).
  * - A NULL ddp_group_t* means the default group of ddp_init_process_group.
- * - Buffers are host memory unless a device index >= 0 is given (CUDA, nccl backend builds);
- *   the caller keeps them alive and untouched until the op (or its ddp_work_t) completes.
+ * - Buffers of collectives live where the group's do: host memory, or for an nccl group its
+ *   GPU (device pointers). Engine parameters and buffers name their device (-1 host, >= 0 a
+ *   CUDA ordinal; CUDA needs an nccl backend build). The caller keeps buffers alive and
+ *   untouched until the op (or its ddp_work_t) completes.
  * - Collectives follow torch.distributed: every rank calls them in the same order; count is
  *   per rank for all_gather/gather/scatter/reduce_scatter (the large buffer holds
  *   world_size * count elements), and the total input count for all_to_all.
