@@ -77,6 +77,9 @@ Registration decode(const std::string& key, const Bytes& bytes) {
             arrived.empty() ? "none" : arrived);
 }
 
+// Set by a node that found the round unusable (a rank claimed twice): the reason, for the others.
+std::string failed_key(const std::string& prefix) { return prefix + "failed"; }
+
 // Claims a node rank: the requested one (static), else the arrival index.
 int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOptions& o, const Registration& mine) {
   const int64_t arrival = store.add(prefix + "arrived", 1) - 1;
@@ -93,9 +96,16 @@ int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOpti
   Bytes now = store.compare_set(node_key(prefix, rank), {}, Store::to_bytes(text));
   if (Store::to_string(now) != text) {
     auto other = decode(node_key(prefix, rank), now);
-    DDP_THROW(InvalidArgument, "node rendezvous (run '", o.run_id, "', round ", o.round, "): node rank ",
-              rank, " claimed twice, by host ", other.info.host, " and by host ", mine.info.host,
-              " (each node needs its own --node-rank, or none for ranks by arrival)");
+    const std::string head = detail::str("node rendezvous (run '", o.run_id, "', round ", o.round, "): ");
+    const std::string why =
+        (other.info.requested_rank < 0) != (mine.info.requested_rank < 0)
+            ? detail::str(head, "some nodes give --node-rank and others do not (host ", other.info.host, " and host ",
+                          mine.info.host, "): give it on all nodes or on none")
+            : detail::str(head, "node rank ", rank, " claimed twice, by host ", other.info.host, " and by host ",
+                          mine.info.host, " (each node needs its own --node-rank, or none for ranks by arrival)");
+    // The nodes already waiting in this round would otherwise wait out their timeout.
+    store.set(failed_key(prefix), why);
+    DDP_THROW(InvalidArgument, why);
   }
   return rank;
 }
@@ -106,11 +116,15 @@ void wait_all(Store& store, const std::vector<std::string>& keys, const Deadline
   const std::string prefix = round_prefix(o);
   while (true) {
     if (o.check_interrupt) o.check_interrupt();
-    Millis slice = o.check_interrupt ? std::min(kNodeRendezvousSlice, deadline.remaining()) : deadline.remaining();
+    // Slices: between them, a round another node found broken (failed_key) ends the wait.
+    Millis slice = std::min(kNodeRendezvousSlice, deadline.remaining());
     try {
       store.wait(keys, std::max(Millis(1), slice));
       return;
     } catch (const TimeoutError&) {
+      if (store.check({failed_key(prefix)})) {
+        DDP_THROW(InvalidArgument, store.get_string(failed_key(prefix)));
+      }
       if (deadline.expired()) throw_incomplete(store, prefix, o, deadline.elapsed());
     }
   }

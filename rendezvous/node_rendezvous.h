@@ -28,7 +28,8 @@ struct NodeRendezvousOptions {
   int round = 0;  // restart count
   Millis timeout = kDefaultRendezvousTimeout;
   // Called about every kNodeRendezvousSlice while waiting for other nodes; it may throw to abort
-  // the wait (the launcher checks for Ctrl-C here). Empty: one uninterrupted wait.
+  // the wait (the launcher checks for Ctrl-C here). Between slices the wait also ends, with
+  // InvalidArgument, when another node found the round broken (a node rank claimed twice).
   std::function<void()> check_interrupt;
 };
 

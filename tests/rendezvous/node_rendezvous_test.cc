@@ -108,7 +108,13 @@ TEST_CASE("duplicate node rank is an error naming both hosts") {
   } catch (const InvalidArgument& e) {
     msg = e.message();
   }
-  CHECK_THROWS_AS(first.get(), TimeoutError);  // the winner waits for node 1, who never comes
+  // The winner is told too (the round is marked failed), not left to wait out its timeout.
+  try {
+    first.get();
+    FAIL("the winner was not told");
+  } catch (const InvalidArgument& e) {
+    CHECK(std::string(e.message()).find("claimed twice") != std::string::npos);
+  }
   CHECK(msg.find("claimed twice") != std::string::npos);
   CHECK(msg.find("h0") != std::string::npos);
   CHECK(msg.find("h7") != std::string::npos);
@@ -123,10 +129,29 @@ TEST_CASE("nodes that disagree on nnodes, or mix static and dynamic ranks, are t
   CHECK_THROWS(node_rendezvous(store, node("h0", 1, 0), o3));
   CHECK_THROWS_AS(f.get(), InvalidArgument);
 
-  HashStore store2;
-  auto g = std::async(std::launch::async, [&] { return node_rendezvous(store2, node("h1", 1, 1), opts(2, 0, Millis(5000))); });
-  CHECK_THROWS_AS(node_rendezvous(store2, node("h0", 1), opts(2, 0, Millis(5000))), InvalidArgument);
-  CHECK_THROWS_AS(g.get(), InvalidArgument);
+  // Static and dynamic mixed, in both orders of arrival: both nodes are told, naming the mix.
+  for (bool static_first : {true, false}) {
+    CAPTURE(static_first);
+    HashStore store2;
+    const auto o = opts(2, 0, Millis(30'000));
+    auto first = std::async(std::launch::async, [&] {
+      return node_rendezvous(store2, static_first ? node("h1", 1, 1) : node("h0", 1), o);
+    });
+    store2.wait({"job/round/0/arrived"});
+    std::string second_msg, first_msg;
+    try {
+      node_rendezvous(store2, static_first ? node("h0", 1) : node("h1", 1, 1), o);
+    } catch (const InvalidArgument& e) {
+      second_msg = e.message();
+    }
+    try {
+      first.get();
+    } catch (const InvalidArgument& e) {
+      first_msg = e.message();
+    }
+    CHECK(second_msg.find("give it on all nodes or on none") != std::string::npos);
+    CHECK(first_msg.find("give it on all nodes or on none") != std::string::npos);
+  }
 }
 
 TEST_CASE("more dynamic nodes than nnodes: the extra one is refused") {
