@@ -26,6 +26,12 @@ comm::WorkPtr chain_work(const comm::WorkPtr& inner, std::function<void()> then,
 
 CommHook allreduce_hook() {
   return [](comm::ProcessGroup& group, GradBucket& bucket) -> comm::WorkPtr {
+    // The plain average over the group: the backend divides as it reduces (its AVG), which
+    // saves a pass over the bucket after the collective.
+    if (bucket.pre_divide == 1.0 && bucket.post_divide == static_cast<double>(group.size()) &&
+        !comm::is_integer(bucket.buffer.dtype)) {
+      return group.all_reduce(bucket.buffer, {comm::ReduceOp::kAvg});
+    }
     scale_buffer(bucket.buffer, 1.0 / bucket.pre_divide);
     comm::WorkPtr work = group.all_reduce(bucket.buffer, {comm::ReduceOp::kSum});
     if (bucket.post_divide == 1.0) return work;

@@ -8,9 +8,12 @@
 // number of ranks that contributed under join). A user hook decides for itself.
 //
 // Contract: every rank runs the same hook; the hook issues the same collectives on every rank
-// (joined ranks run it on zero-filled buckets to match). A hook runs on the thread that made
-// the bucket ready; its Work may complete on a backend thread. The buffer stays valid and
-// untouched by the engine until the returned Work completes.
+// (joined ranks run it on zero-filled buckets to match). Hooks run one bucket after another in
+// bucket order: on the engine's bucket thread when gradients are copied into buckets, on the
+// thread that made the bucket ready under gradient_as_bucket_view (and on a joined rank's own
+// thread); the Work may complete on a backend thread. An exception from a hook or its Work surfaces
+// from finish_backward(). The buffer stays valid and untouched by the engine until the
+// returned Work completes.
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -31,7 +34,7 @@ struct GradBucket {
 
 using CommHook = std::function<comm::WorkPtr(comm::ProcessGroup& group, GradBucket& bucket)>;
 
-// The default: sum-all_reduce in place, averaged.
+// The default: all_reduce in place, averaged (the backend's AVG when dividing by the group size).
 CommHook allreduce_hook();
 // Casts to float16 / bfloat16 (already divided by the divisor, so sums cannot overflow),
 // all_reduces the half-size buffer, casts back into the bucket. float32/float64 buckets only.

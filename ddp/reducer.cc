@@ -13,7 +13,8 @@ Reducer::Reducer(comm::ProcessGroupPtr group, std::vector<ParamSpec> params, Opt
       options_(options),
       hook_(allreduce_hook()),
       divisor_(group_->size()),
-      ready_(params_.size(), 0) {
+      ready_(params_.size(), 0),
+      fill_(params_.size(), Fill::kCopy) {
   DDP_CHECK(options_.predivide > 0, "gradient_predivide_factor must be positive, got ", options_.predivide);
   std::vector<ParamSize> sizes;
   for (const auto& p : params_) sizes.push_back({p.data.count, {p.data.dtype, p.data.device}});
@@ -21,6 +22,18 @@ Reducer::Reducer(comm::ProcessGroupPtr group, std::vector<ParamSpec> params, Opt
   // A program that never marks anything has nothing to learn the order from; a single
   // rank has nobody to agree with, but goes through the same steps for uniformity.
   if (!options_.rebuild_buckets) rebuilt_ = true;
+}
+
+Reducer::~Reducer() noexcept {
+  // Launched buckets finish (their ops end by completion, error or deadline) before the
+  // buffers, the group and the bucket thread they use go away.
+  for (auto& b : buckets_) {
+    if (!b.done) continue;
+    try {
+      b.done->wait();
+    } catch (...) {  // reported by finish(), or nobody is left to report it to
+    }
+  }
 }
 
 void Reducer::set_hook(CommHook hook) {
@@ -95,7 +108,7 @@ void Reducer::begin_iteration() {
   next_launch_ = 0;
   for (auto& b : buckets_) {
     b.pending = b.params.size();
-    b.work.reset();
+    b.done.reset();
   }
   // static_graph: the parameters found unused in iteration 1 are ready from the start, so the
   // buckets holding them do not wait for finish().
@@ -121,24 +134,70 @@ void Reducer::mark_ready(size_t param) {
 
 void Reducer::mark_locked(size_t param, Fill fill) {
   ready_[param] = 1;
-  comm::Buffer slot = slot_view(param);
-  if (fill == Fill::kZero) {
-    zero_buffer(slot);
-  } else if (!options_.gradient_as_bucket_view) {
-    copy_buffer(slot, params_[param].grad);
-  }
+  fill_[param] = fill;
   Bucket& b = buckets_[slots_[param].bucket];
   if (--b.pending == 0) launch_ready();
 }
 
 void Reducer::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    buckets_[next_launch_].work = run_hook(next_launch_, buckets_[next_launch_].flat);
+    buckets_[next_launch_].done = launch(next_launch_);
     ++next_launch_;
   }
 }
 
-comm::WorkPtr Reducer::run_hook(size_t bucket, const comm::Buffer& buffer) {
+// Launched in bucket order, so the hooks' collectives are issued in bucket order. Bucket views
+// need no copies: the hook runs right here (a hop to another thread costs a scheduler wake-up
+// per bucket, milliseconds on a loaded machine). Copies go to the bucket thread. Its tasks
+// take no lock: buckets, slots and fills stay put until finish() has waited for every bucket.
+comm::WorkPtr Reducer::launch(size_t bucket) {
+  auto done = std::make_shared<comm::Work>("ddp bucket " + std::to_string(bucket));
+  if (options_.gradient_as_bucket_view) {
+    try {
+      GradBucket gb = grad_bucket(bucket, buckets_[bucket].flat);
+      fill(bucket);
+      return run_hook(gb);
+    } catch (...) {
+      done->finish(std::current_exception());
+      return done;
+    }
+  }
+  bucket_thread_.post([this, gb = grad_bucket(bucket, buckets_[bucket].flat), done]() mutable {
+    try {
+      fill(gb.index);
+      run_hook(gb)->then([this, bucket = gb.index, done](comm::Work& work) {
+        if (std::exception_ptr error = work.exception()) return done->finish(error);
+        bucket_thread_.post([this, bucket, done] {
+          try {
+            copy_out(bucket);
+            done->finish();
+          } catch (...) {
+            done->finish(std::current_exception());
+          }
+        });
+      });
+    } catch (...) {
+      done->finish(std::current_exception());
+    }
+  });
+  return done;
+}
+
+void Reducer::fill(size_t bucket) const {
+  for (size_t p : buckets_[bucket].params) {
+    if (fill_[p] == Fill::kZero) {
+      zero_buffer(slot_view(p));
+    } else if (!options_.gradient_as_bucket_view) {
+      copy_buffer(slot_view(p), params_[p].grad);
+    }
+  }
+}
+
+void Reducer::copy_out(size_t bucket) const {
+  for (size_t p : buckets_[bucket].params) copy_buffer(params_[p].grad, slot_view(p));
+}
+
+GradBucket Reducer::grad_bucket(size_t bucket, const comm::Buffer& buffer) const {
   GradBucket gb;
   gb.index = bucket;
   gb.is_last = bucket + 1 == buckets_.size();
@@ -146,8 +205,12 @@ comm::WorkPtr Reducer::run_hook(size_t bucket, const comm::Buffer& buffer) {
   gb.params = buckets_[bucket].params;
   gb.pre_divide = options_.predivide;
   gb.post_divide = static_cast<double>(divisor_) / options_.predivide;
-  comm::WorkPtr work = hook_(*group_, gb);
-  if (!work) DDP_THROW(InvalidArgument, "comm hook returned no Work for bucket ", bucket);
+  return gb;
+}
+
+comm::WorkPtr Reducer::run_hook(GradBucket& bucket) const {
+  comm::WorkPtr work = hook_(*group_, bucket);
+  if (!work) DDP_THROW(InvalidArgument, "comm hook returned no Work for bucket ", bucket.index);
   return work;
 }
 
@@ -177,19 +240,9 @@ void Reducer::finish() {
   if (!fairseq_mode && !unready.empty() && !options_.find_unused_parameters) usage_error = unready_message(unready);
 
   std::vector<comm::WorkPtr> works;
-  for (auto& b : buckets_) {
-    if (b.work) works.push_back(b.work);
-  }
-  if (works.size() != buckets_.size()) {
-    in_iteration_ = false;
-    DDP_THROW(InvalidArgument, "finish_backward: ", buckets_.size() - works.size(),
-              " bucket(s) were never launched (a comm hook failed earlier in this iteration)");
-  }
+  for (auto& b : buckets_) works.push_back(b.done);  // every parameter is ready: all launched
   in_iteration_ = false;
   comm::wait_all(works);
-  if (!options_.gradient_as_bucket_view) {
-    for (size_t p = 0; p < params_.size(); ++p) copy_buffer(params_[p].grad, slot_view(p));
-  }
   if (options_.static_graph && !unused_known_ && !fairseq_mode) {
     known_unused_ = unready;
     unused_known_ = true;
@@ -205,7 +258,8 @@ void Reducer::shadow() {
   std::vector<comm::WorkPtr> works;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     zeros.emplace_back(buckets_[b].memory.bytes(), buckets_[b].memory.device());
-    works.push_back(run_hook(b, zeros.back().view(buckets_[b].flat.count, buckets_[b].flat.dtype)));
+    GradBucket gb = grad_bucket(b, zeros.back().view(buckets_[b].flat.count, buckets_[b].flat.dtype));
+    works.push_back(run_hook(gb));
   }
   comm::wait_all(works);
   rebuild_once();

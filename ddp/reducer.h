@@ -1,16 +1,21 @@
 #pragma once
 // Reducer: the buckets and the per-iteration state machine of gradient averaging.
 //
-// One iteration: mark_ready(p) for each parameter whose gradient is final (copied into its
-// bucket slot unless gradients are bucket views); when a bucket's last parameter is ready, the
-// bucket is launched through the comm hook — strictly in bucket order, so a ready later bucket
-// waits for the earlier ones and every rank issues the same collectives in the same order.
+// One iteration: mark_ready(p) for each parameter whose gradient is final; when a bucket's
+// last parameter is ready, the bucket is launched — strictly in bucket order, so a ready later
+// bucket waits for the earlier ones and every rank issues the same collectives in the same
+// order. With gradient copies a launched bucket goes to the reducer's bucket thread
+// (TaskThread), which copies its gradients in, runs the comm hook, and once the hook's Work
+// completes copies the averages back out: the caller's backward pass only does bookkeeping,
+// and the copies overlap both the compute and the other buckets' communication. With bucket
+// views there is nothing to copy and the hook runs on the caller's thread.
 // finish() marks what is left (the fairseq mode when nothing was marked; zeros for unused
-// parameters), waits for every bucket, copies the averages out, and after the first iteration
-// rebuilds the buckets once from rank 0's ready order (broadcast, so identical everywhere).
+// parameters), waits for every bucket, and after the first iteration rebuilds the buckets once
+// from rank 0's ready order (broadcast, so identical everywhere).
 //
-// Thread-safe: mark_ready may be called from several threads (e.g. autograd workers).
-// Errors from communication propagate from finish(); the group is then unusable.
+// Thread-safe: mark_ready may be called from several threads (e.g. autograd workers). In copy
+// mode a gradient is read after mark_ready, until finish() returns: leave it alone meanwhile.
+// Errors from communication or from a hook propagate from finish(); the group is then unusable.
 #include <cstddef>
 #include <mutex>
 #include <vector>
@@ -20,6 +25,7 @@
 #include "ddp/comm_hook.h"
 #include "ddp/device_ops.h"
 #include "ddp/param.h"
+#include "ddp/task_thread.h"
 
 namespace ddp {
 
@@ -36,6 +42,7 @@ class Reducer {
   };
 
   Reducer(comm::ProcessGroupPtr group, std::vector<ParamSpec> params, Options options);
+  ~Reducer() noexcept;
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
@@ -64,14 +71,18 @@ class Reducer {
     DeviceMemory memory;
     comm::Buffer flat;
     size_t pending = 0;
-    comm::WorkPtr work;
+    comm::WorkPtr done;  // completes when the gradients are final: reduced and copied out
   };
 
   void build(const BucketAssignment& assignment);
   void begin_iteration();
   void mark_locked(size_t param, Fill fill);
   void launch_ready();
-  comm::WorkPtr run_hook(size_t bucket, const comm::Buffer& buffer);
+  comm::WorkPtr launch(size_t bucket);
+  void fill(size_t bucket) const;
+  void copy_out(size_t bucket) const;
+  GradBucket grad_bucket(size_t bucket, const comm::Buffer& buffer) const;
+  comm::WorkPtr run_hook(GradBucket& bucket) const;
   void rebuild_once();
   std::string unready_message(const std::vector<size_t>& unready) const;
   comm::Buffer slot_view(size_t param) const;
@@ -87,12 +98,14 @@ class Reducer {
   int divisor_;
   bool in_iteration_ = false;
   std::vector<char> ready_;
+  std::vector<Fill> fill_;  // how each ready parameter enters its bucket; read by the bucket thread
   size_t user_marks_ = 0;
   size_t next_launch_ = 0;
   bool rebuilt_ = false;
   std::vector<size_t> ready_order_;   // the first iteration's, for the rebuild
   bool unused_known_ = false;         // static_graph: the unused set was found in iteration 1
   std::vector<size_t> known_unused_;
+  TaskThread bucket_thread_;  // last: destroyed first, while what its tasks touch still lives
 };
 
 }  // namespace ddp
