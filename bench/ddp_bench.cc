@@ -21,7 +21,6 @@
 
 #include "bench/bench.h"
 #include "comm/init.h"
-#include "common/env.h"
 #include "ddp/engine.h"
 
 namespace {
@@ -176,7 +175,7 @@ int worker(const Config& c, int rank, int world) {
 }
 
 int run(Config c) {
-  if (ddp::env::get("RANK") && ddp::env::get("WORLD_SIZE")) return worker(c, -1, -1);  // under ddp-launch
+  if (ddp::ranks_from_env().world_size > 0) return worker(c, -1, -1);  // under ddp-launch, mpirun, srun
   auto dir = std::filesystem::temp_directory_path() / ("ddp-bench-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   c.init_method = "file://" + (dir / "store").string();

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "comm/init.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "ddp/engine.h"
 #include "examples/dataset.h"
@@ -148,7 +147,7 @@ struct Job {
 int train(const Config& c) {
   ddp::InitOptions init;
   init.backend = c.backend;
-  if (!ddp::env::get("RANK") && !ddp::env::get("WORLD_SIZE")) {  // run by hand: a world of one
+  if (ddp::ranks_from_env().world_size < 0) {  // no launcher (ddp-launch, mpirun, srun): a world of one
     init.rank = 0;
     init.world_size = 1;
   }

@@ -3,11 +3,17 @@
 # Promises checked: exit 0; one progress line per epoch; the loss falls from the first epoch to
 # the last; test accuracy well above chance (8 classes: 12.5%); the final weights are identical
 # on every rank (the job all-gathers their checksums and says so).
-# Usage: train_mlp_test.sh BIN_DIR BACKEND
+# The mpi backend runs under Open MPI's own launcher instead (the job reads OMPI_COMM_WORLD_*).
+# Usage: train_mlp_test.sh BIN_DIR BACKEND [MPIRUN]
 set -euo pipefail
 bin=$1 backend=$2
-out=$("$bin/ddp-launch" --standalone --nproc-per-node 2 "$bin/ddp-train-mlp" --backend "$backend" --epochs 4 --samples 8192 2>&1) || {
-  echo "$out"; echo "FAIL: the job exited non-zero"; exit 1; }
+job=("$bin/ddp-train-mlp" --backend "$backend" --epochs 4 --samples 8192)
+if [[ $backend == mpi ]]; then
+  launch=("${3:-mpirun}" -np 2 --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+else
+  launch=("$bin/ddp-launch" --standalone --nproc-per-node 2)
+fi
+out=$("${launch[@]}" "${job[@]}" 2>&1) || { echo "$out"; echo "FAIL: the job exited non-zero"; exit 1; }
 echo "$out"
 fail() { echo "FAIL: $*"; exit 1; }
 [[ $(grep -c '^epoch ' <<<"$out") == 4 ]] || fail "expected 4 epoch lines"
