@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -107,6 +108,18 @@ std::string checked_run(CollectiveRunner& r, CollOp op, std::vector<float>& in, 
   return "";
 }
 
+// Runs small all_reduces for 100 ms before anything is timed (every backend alike): freshly
+// started ranks often share one core until the scheduler's balancer spreads them, and the
+// first sizes would otherwise measure that. The ranks stop together: all agree it is time.
+void settle(CollectiveRunner& runner) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    float done = std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(100) ? 1.f : 0.f;
+    runner.run(CollOp::kAllReduce, &done, nullptr, 1);
+    if (done == static_cast<float>(runner.size())) return;
+  }
+}
+
 int run_rank(const Flags& f) {
   const CollOp op = parse_coll_op(f.op);
   auto runner = make_runner(f.backend);
@@ -116,6 +129,7 @@ int run_rank(const Flags& f) {
     std::printf("%-14s %-12s %5s %12s %12s %12s %12s\n", "op", "backend", "world", "bytes", "median_us", "algbw_GBps",
                 "busbw_GBps");
   }
+  settle(*runner);
   for (size_t bytes : parse_sizes(f.sizes)) {
     // Per-rank count; the full buffer is rounded down to whole elements per rank.
     const bool split = op == CollOp::kAllGather || op == CollOp::kReduceScatter;
@@ -161,15 +175,17 @@ int run_rank(const Flags& f) {
   return wrong ? 1 : 0;
 }
 
-// mpi and mpi-direct need MPI's own launcher: re-run this command line under mpirun.
-int exec_mpirun(int world, int argc, char** argv) {
-  std::vector<std::string> args = {"mpirun", "-np", std::to_string(world), "--allow-run-as-root", "--oversubscribe",
-                                   "--bind-to", "none"};
+std::string self_exe() {
   char self[4096];
   const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (len <= 0) DDP_THROW_ERRNO("readlink(/proc/self/exe)");
-  self[len] = '\0';
-  args.push_back(self);
+  return std::string(self, static_cast<size_t>(len));
+}
+
+// mpi and mpi-direct need MPI's own launcher: re-run this command line under mpirun.
+int exec_mpirun(int world, int argc, char** argv) {
+  std::vector<std::string> args = {"mpirun", "-np", std::to_string(world), "--allow-run-as-root", "--oversubscribe",
+                                   "--bind-to", "none", self_exe()};
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--world-size" || a == "-n") {
@@ -186,39 +202,58 @@ int exec_mpirun(int world, int argc, char** argv) {
   DDP_THROW_ERRNO("execvp(mpirun)");
 }
 
-// Forks `world` ranks that meet in a TCPStore hosted here; returns the worst exit status.
-int fork_ranks(const Flags& f) {
+// Starts `world` ranks that meet in a TCPStore hosted here; returns the worst exit status.
+// Each rank re-executes this command line, as launchers start workers: the kernel places a
+// process on the idlest CPU at exec, while forked children start stacked on their parent's
+// (and stay there for the first milliseconds: a short run measured nothing but that).
+int fork_ranks(const Flags& f, int argc, char** argv) {
   rdzv::TCPStoreOptions so;
   so.host = "127.0.0.1";
   so.is_server = true;
-  rdzv::TCPStore store(so);
-  const std::string endpoint = "127.0.0.1:" + std::to_string(store.port());
+  rdzv::TCPStore store(so);  // serves from its own threads: the children only exec
+  std::vector<std::string> args = {self_exe()};
+  for (int i = 0; i < argc; ++i) args.emplace_back(argv[i]);
+  std::vector<char*> cargv;
+  for (auto& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
   std::vector<pid_t> pids;
   for (int r = 0; r < f.world_size; ++r) {
+    // Everything is built before fork: the child of a threaded process may not allocate.
+    std::vector<std::string> env = {"DDP_STORE=127.0.0.1:" + std::to_string(store.port()),
+                                    "RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(f.world_size),
+                                    "LOCAL_RANK=" + std::to_string(r), "DDP_RUN_ID=bench-" + std::to_string(::getpid())};
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv = *e;
+      const std::string key = kv.substr(0, kv.find('='));
+      if (key != "DDP_STORE" && key != "RANK" && key != "WORLD_SIZE" && key != "LOCAL_RANK" && key != "DDP_RUN_ID") {
+        env.push_back(kv);
+      }
+    }
+    std::vector<char*> cenv;
+    for (auto& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) DDP_THROW_ERRNO("fork");
     if (pid == 0) {
-      int rc = 1;
-      try {
-        ::setenv("DDP_STORE", endpoint.c_str(), 1);
-        ::setenv("RANK", std::to_string(r).c_str(), 1);
-        ::setenv("WORLD_SIZE", std::to_string(f.world_size).c_str(), 1);
-        ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-        ::setenv("DDP_RUN_ID", ("bench-" + std::to_string(::getppid())).c_str(), 1);
-        rc = run_rank(f);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "ddp-bench collective: rank %d: %s\n", r, e.what());
-      }
-      std::fflush(stdout);
-      ::_exit(rc);
+      ::execve(cargv[0], cargv.data(), cenv.data());
+      const char msg[] = "ddp-bench collective: execve of a rank failed\n";
+      (void)!::write(2, msg, sizeof(msg) - 1);
+      ::_exit(127);
     }
     pids.push_back(pid);
   }
+  // A rank that fails takes the others down: they would wait for it until the group's timeout.
   int worst = 0;
-  for (pid_t pid : pids) {
+  for (size_t left = pids.size(); left > 0; --left) {
     int status = 0;
-    ::waitpid(pid, &status, 0);
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) break;
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0 && worst == 0) {
+      for (pid_t other : pids) {
+        if (other != pid) ::kill(other, SIGTERM);
+      }
+    }
     worst = std::max(worst, code);
   }
   return worst;
@@ -247,7 +282,7 @@ int collective_main(int argc, char** argv) {
     const bool has_rank = env::get("RANK") || env::get("OMPI_COMM_WORLD_RANK") || env::get("SLURM_PROCID");
     if (f.world_size > 0 && !has_rank) {
       if (f.backend == "mpi" || f.backend == "mpi-direct") return exec_mpirun(f.world_size, argc, argv);  // argv[0] is "collective"
-      return fork_ranks(f);
+      return fork_ranks(f, argc, argv);
     }
     return run_rank(f);
   } catch (const std::exception& e) {

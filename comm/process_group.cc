@@ -49,6 +49,13 @@ void ProcessGroup::monitored_barrier(Millis timeout) {
   Deadline deadline(resolve(timeout));
   uint8_t token = 1;
   if (size_ == 1) return;
+  if (buffer_device().is_cuda()) {
+    // Device-side p2p completes in issue order, so a late rank would hide which later ones
+    // arrived; PyTorch offers monitored_barrier on gloo only, for the same reason.
+    DDP_THROW(InvalidArgument, "monitored_barrier: not available on a ", backend_name(),
+              " group (its buffers live on ", buffer_device().str(), "); run it on a host group over the same ranks: "
+              "new_group(ranks, {.backend = \"tcp\"}) or \"gloo\"");
+  }
   if (rank_ != 0) {
     send(view(&token, 1), 0, {kMonitoredBarrierTag, deadline.remaining()})->wait();
     recv(view(&token, 1), 0, {kMonitoredBarrierTag, deadline.remaining()})->wait();

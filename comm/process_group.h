@@ -70,7 +70,8 @@ class ProcessGroup {
   virtual WorkPtr barrier(BarrierOptions opts = {}) = 0;
 
   // Barrier through rank 0 with send/recv; on timeout the error names every rank that did not
-  // arrive. Synchronous. Implemented once here on top of send/recv.
+  // arrive. Synchronous. Implemented once here on top of send/recv, with host tokens: a group
+  // whose buffers live on a GPU (nccl) refuses it (InvalidArgument naming the way out).
   void monitored_barrier(Millis timeout = kUseDefault);
 
  protected:

@@ -26,23 +26,29 @@ Part part(size_t n, int w, int p) {
 char* at(const Buffer& b, size_t elems) { return static_cast<char*>(b.data) + elems * dtype_size(b.dtype); }
 
 // Busy-waits for `ready`: pause-spins for spin_us, then yields the core (staying runnable, so
-// a descheduled peer gets it and we are back the moment it publishes) until budget_us.
-template <typename Ready>
-bool spin_until(Ready ready, int spin_us, int budget_us) {
+// a descheduled peer gets it and we are back the moment it publishes) until budget_us. While
+// `crowded()` (a peer we wait for shares our CPU) spinning would only hold the core that peer
+// needs: yield at once.
+template <typename Ready, typename Crowded>
+bool spin_until(Ready ready, Crowded crowded, int spin_us, int budget_us) {
   if (ready()) return true;
   if (budget_us <= 0) return false;
   const auto start = Clock::now();
   const auto spin_end = start + std::chrono::microseconds(std::min(spin_us, budget_us));
   const auto end = start + std::chrono::microseconds(budget_us);
+  bool yield = crowded();
   for (unsigned i = 1;; ++i) {
     if (ready()) return true;
-    if ((i & 31) != 0) {
+    if (yield) {
+      sched_yield();
+    } else if ((i & 31) != 0) {
       _mm_pause();
       continue;
     }
+    if ((i & 31) != 0) continue;
     const auto now = Clock::now();
     if (now >= end) return false;
-    if (now >= spin_end) sched_yield();
+    yield = now >= spin_end || crowded();
   }
 }
 
@@ -74,7 +80,7 @@ bool ShmCollectives::step(const OpContext& ctx, const Buffer& buf, FastState& st
 // Barrier, or all_reduce of a message that fits one slot: every rank stages all of it and
 // reduces every slot in rank order (bitwise-identical results everywhere).
 bool ShmCollectives::step_oneshot(const OpContext& ctx, const Buffer& buf, FastState& st, bool block, int budget_us) {
-  auto poll = [&](auto ready) { return block || spin_until(ready, opt_.spin_us, budget_us); };
+  auto poll = [&](auto ready) { return block || spin_until(ready, [&] { return crowded(); }, opt_.spin_us, budget_us); };
   const bool reduce = ctx.desc.kind == OpKind::kAllReduce;
   if (st.phase == 0) {
     st.ticket = ticket_++;
@@ -90,7 +96,7 @@ bool ShmCollectives::step_oneshot(const OpContext& ctx, const Buffer& buf, FastS
     publish(Counter::kStaged, t + 1);
     st.phase = 2;
   }
-  if (!poll([&] { return below(Counter::kStaged, t + 1).empty(); })) return false;
+  if (!poll([&] { return reached(Counter::kStaged, t + 1); })) return false;
   wait_all(Counter::kStaged, t + 1, ctx);
   if (reduce) {
     combine3(buf.data, slot(0, t), slot(1, t), buf.count, buf.dtype, ctx.desc.rop);
@@ -107,7 +113,7 @@ bool ShmCollectives::step_oneshot(const OpContext& ctx, const Buffer& buf, FastS
 // then. The last chunk's copy-out waits on "reduced".
 bool ShmCollectives::step_pipelined(const OpContext& ctx, const Buffer& buf, FastState& st, bool block,
                                     int budget_us) {
-  auto poll = [&](auto ready) { return block || spin_until(ready, opt_.spin_us, budget_us); };
+  auto poll = [&](auto ready) { return block || spin_until(ready, [&] { return crowded(); }, opt_.spin_us, budget_us); };
   const size_t es = dtype_size(buf.dtype);
   const size_t chunk = segment_.geometry().slot_bytes / es;
   const int r = opt_.rank, w = opt_.world;
@@ -143,7 +149,7 @@ bool ShmCollectives::step_pipelined(const OpContext& ctx, const Buffer& buf, Fas
       st.phase = 2;
     }
     // Everyone staged chunk k (and so reduced chunk k-1): copy k-1 out, reduce my slice of k.
-    if (!poll([&] { return below(Counter::kStaged, t + 1).empty(); })) return false;
+    if (!poll([&] { return reached(Counter::kStaged, t + 1); })) return false;
     wait_all(Counter::kStaged, t + 1, ctx);
     if (st.off > 0) copy_out(st.off - chunk, t - 1);
     const Part me = part(m, w, r);
@@ -175,7 +181,7 @@ bool ShmCollectives::step_pipelined(const OpContext& ctx, const Buffer& buf, Fas
 
 bool ShmCollectives::slot_free(uint64_t ticket) const {
   const auto depth = static_cast<uint64_t>(segment_.geometry().depth);
-  return ticket < depth || below(Counter::kDone, ticket - depth + 1).empty();
+  return ticket < depth || reached(Counter::kDone, ticket - depth + 1);
 }
 
 void ShmCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
@@ -205,7 +211,7 @@ void ShmCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& o
 
 template <typename Ready, typename Missing>
 void ShmCollectives::wait(Ready ready, Missing missing, const OpContext& ctx) {
-  if (spin_until(ready, opt_.spin_us, opt_.spin_us + opt_.yield_us)) return;
+  if (spin_until(ready, [&] { return crowded(); }, opt_.spin_us, opt_.spin_us + opt_.yield_us)) return;
   SegmentHeader& h = segment_.header();
   auto list = [](const std::vector<int>& ranks) {
     std::string out;
@@ -232,6 +238,25 @@ void ShmCollectives::wait(Ready ready, Missing missing, const OpContext& ctx) {
   }
 }
 
+bool ShmCollectives::reached(Counter c, uint64_t value) const {
+  for (int p = 0; p < opt_.world; ++p) {
+    if (p != opt_.rank && segment_.counter(p, c).load(std::memory_order_acquire) < value) return false;
+  }
+  return true;
+}
+
+// Whether a peer last waited on the CPU we run on (so it is queued behind us, or was). Our own
+// CPU is published only when it changes: the line is the one peers poll.
+bool ShmCollectives::crowded() const {
+  const int cpu = sched_getcpu();
+  auto& mine = segment_.control(opt_.rank).cpu;
+  if (mine.load(std::memory_order_relaxed) != cpu) mine.store(cpu, std::memory_order_relaxed);
+  for (int p = 0; p < opt_.world; ++p) {
+    if (p != opt_.rank && segment_.control(p).cpu.load(std::memory_order_relaxed) == cpu) return true;
+  }
+  return false;
+}
+
 std::vector<int> ShmCollectives::below(Counter c, uint64_t value) const {
   std::vector<int> out;
   for (int p = 0; p < opt_.world; ++p) {
@@ -247,12 +272,7 @@ void ShmCollectives::wait_for(int peer, Counter c, uint64_t value, const OpConte
 }
 
 void ShmCollectives::wait_all(Counter c, uint64_t value, const OpContext& ctx) {
-  auto ready = [&] {
-    for (int p = 0; p < opt_.world; ++p) {
-      if (p != opt_.rank && segment_.counter(p, c).load(std::memory_order_acquire) < value) return false;
-    }
-    return true;
-  };
+  auto ready = [&] { return reached(c, value); };
   auto missing = [&] { return below(c, value); };
   wait(ready, missing, ctx);
   for (int p = 0; p < opt_.world; ++p) verify(p, ctx);
@@ -262,12 +282,7 @@ void ShmCollectives::acquire(uint64_t ticket, const OpContext& ctx) {
   const auto depth = static_cast<uint64_t>(segment_.geometry().depth);
   if (ticket < depth) return;
   const uint64_t need = ticket - depth + 1;  // peers finished reading the slot's last use
-  auto ready = [&] {
-    for (int p = 0; p < opt_.world; ++p) {
-      if (p != opt_.rank && segment_.counter(p, Counter::kDone).load(std::memory_order_acquire) < need) return false;
-    }
-    return true;
-  };
+  auto ready = [&] { return reached(Counter::kDone, need); };
   auto missing = [&] { return below(Counter::kDone, need); };
   wait(ready, missing, ctx);
 }

@@ -13,7 +13,9 @@
 //   depends on a peer within an op it compares the peer's, and every op ends by checking all
 //   (so no rank runs more than one op ahead). A mismatch is InvalidArgument naming both sides.
 // Waits spin briefly, then yield the core for a while (both short when ranks outnumber cores:
-// a spinning rank would steal the core of the peer it waits for), then futex-sleep in slices,
+// a spinning rank would steal the core of the peer it waits for; no spinning either while a
+// peer last waited on this rank's CPU, as when the scheduler stacks two ranks on one core),
+// then futex-sleep in slices,
 // checking GroupHealth (a lost peer: NetworkError) and the op's deadline (TimeoutError naming
 // the ranks that had not arrived). Called by one thread at a time (the group's worker).
 #include <vector>
@@ -73,6 +75,8 @@ class ShmCollectives {
   void wait_for(int peer, Counter c, uint64_t value, const OpContext& ctx);
   void wait_all(Counter c, uint64_t value, const OpContext& ctx);
   std::vector<int> below(Counter c, uint64_t value) const;  // peers whose counter is < value
+  bool reached(Counter c, uint64_t value) const;            // every peer's counter is >= value
+  bool crowded() const;                                     // a peer waited on our CPU last
   void publish(Counter c, uint64_t value) { segment_.publish(opt_.rank, c, value); }
   template <typename Ready, typename Missing>
   void wait(Ready ready, Missing missing, const OpContext& ctx);

@@ -31,6 +31,9 @@ struct alignas(64) RankControl {
   // A hash of the fingerprint of op seq at [seq % 2], on the counters' line: the common check
   // costs no extra cache miss. The full fingerprints (for the error message) follow.
   std::atomic<uint64_t> hashes[2] = {};
+  // The CPU this rank last waited on (-1: not yet): a waiter whose peer shares its CPU yields
+  // at once instead of spinning on the core the peer needs.
+  std::atomic<int32_t> cpu{-1};
   alignas(64) Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
 };
 
