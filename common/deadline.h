@@ -10,6 +10,8 @@ namespace ddp {
 class Deadline {
  public:
   explicit Deadline(Millis timeout) : start_(Clock::now()), end_(start_ + timeout) {}
+  // One that has already passed, without reading the clock (a placeholder to assign later).
+  Deadline() = default;
   static Deadline never() { return Deadline(Millis(1000LL * 3600 * 24 * 365)); }
 
   bool expired() const { return Clock::now() >= end_; }
@@ -24,8 +26,8 @@ class Deadline {
   Clock::time_point end() const { return end_; }
 
  private:
-  Clock::time_point start_;
-  Clock::time_point end_;
+  Clock::time_point start_{};
+  Clock::time_point end_{};
 };
 
 }  // namespace ddp

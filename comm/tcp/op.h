@@ -82,7 +82,7 @@ class GroupHealth {
 struct OpContext {
   OpDesc desc;
   const std::string* group = nullptr;  // the group's name (outlives the op)
-  Deadline deadline{Millis(0)};
+  Deadline deadline;  // set when the op is queued (an op run inline on the caller needs none)
   Millis timeout{0};
   // "all_reduce (seq 5) on group 'world'": built on first use (errors), not on the fast path.
   const std::string& label() const;

@@ -86,6 +86,7 @@ class ShmCollectives {
   Options opt_;
   GroupHealth* health_;
   uint64_t ticket_ = 0;
+  uint64_t my_hash_ = 0;  // the fingerprint hash of the running op (enter)
   std::vector<bool> verified_;
 };
 

@@ -65,7 +65,6 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
   Task task;
   task.ctx.desc = desc;
   task.ctx.group = &group_;
-  task.ctx.deadline = Deadline(limit);
   task.ctx.timeout = limit;
   task.in = in;
   task.out = out;
@@ -73,17 +72,24 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
       in.bytes() <= inline_max_bytes_) {
     busy_ = true;
     lock.unlock();
+    // The inline attempt only polls, within its own budget: the op's deadline starts when
+    // the worker takes over (a clock read saved on the fast path; the budget is microseconds
+    // to milliseconds, timeouts are seconds).
     const bool finished = try_inline(task);
     lock.lock();
     busy_ = false;
     // Wake the worker only when it has something to do: a needless wake-up steals a core
     // from a peer rank on a small machine.
     const bool wake = !finished || !queue_.empty();
-    if (!finished) queue_.push_front(task);  // the worker completes it, before anything newer
+    if (!finished) {
+      task.ctx.deadline = Deadline(limit);
+      queue_.push_front(task);  // the worker completes it, before anything newer
+    }
     lock.unlock();
     if (wake) cv_.notify_one();
     return task.work;
   }
+  task.ctx.deadline = Deadline(limit);
   task.work = std::make_shared<Work>(detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group_, "'"));
   WorkPtr work = task.work;
   queue_.push_back(std::move(task));
