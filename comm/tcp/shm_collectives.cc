@@ -62,54 +62,87 @@ bool spin_until(Ready ready, Crowded crowded, int spin_us, int budget_us) {
 ShmCollectives::ShmCollectives(ShmSegment segment, Options options, GroupHealth* health)
     : segment_(std::move(segment)), opt_(options), health_(health) {}
 
-bool ShmCollectives::resumable(const OpDesc& d) {
-  return d.kind == OpKind::kBarrier || d.kind == OpKind::kAllReduce;
+bool ShmCollectives::resumable(const OpDesc& d, const Buffer& in) const {
+  switch (d.kind) {
+    case OpKind::kBarrier:
+    case OpKind::kAllReduce: return true;
+    case OpKind::kBroadcast:
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter: return in.bytes() <= segment_.geometry().slot_bytes;  // no extra work one-shot
+    default: return false;
+  }
 }
 
-bool ShmCollectives::step(const OpContext& ctx, const Buffer& buf, FastState& st, bool block, int budget_us) {
+bool ShmCollectives::step(const OpContext& ctx, const Buffer& in, const Buffer& out, FastState& st, bool block,
+                          int budget_us) {
   if (st.stage == 0) {
     verified_.assign(static_cast<size_t>(opt_.world), false);
     verified_[static_cast<size_t>(opt_.rank)] = true;
     enter(ctx);
     st.stage = 1;
   }
-  const bool ok = ctx.desc.kind == OpKind::kAllReduce && buf.bytes() > segment_.geometry().oneshot_bytes
-                      ? step_pipelined(ctx, buf, st, block, budget_us)
-                      : step_oneshot(ctx, buf, st, block, budget_us);
+  const bool ok = ctx.desc.kind == OpKind::kAllReduce && in.bytes() > segment_.geometry().oneshot_bytes
+                      ? step_pipelined(ctx, in, st, block, budget_us)
+                      : step_oneshot(ctx, in, out, st, block, budget_us);
   if (!ok) return false;
   verify_all(ctx);
   st.stage = 2;
   return true;
 }
 
-// Barrier, or all_reduce of a message that fits one slot: every rank stages all of it and
-// reduces every slot in rank order (bitwise-identical results everywhere).
-bool ShmCollectives::step_oneshot(const OpContext& ctx, const Buffer& buf, FastState& st, bool block, int budget_us) {
+// A message that fits one slot: the ranks that have data stage all of it, every rank waits
+// for every rank, then takes what it needs from the slots. all_reduce reduces every slot in
+// rank order (bitwise-identical results everywhere).
+bool ShmCollectives::step_oneshot(const OpContext& ctx, const Buffer& in, const Buffer& out, FastState& st,
+                                  bool block, int budget_us) {
   auto poll = [&](auto ready) { return block || spin_until(ready, [&] { return crowded(); }, opt_.spin_us, budget_us); };
-  const bool reduce = ctx.desc.kind == OpKind::kAllReduce;
+  const OpKind kind = ctx.desc.kind;
+  const bool stages = kind != OpKind::kBarrier && (kind != OpKind::kBroadcast || ctx.desc.root == opt_.rank);
   if (st.phase == 0) {
     st.ticket = ticket_++;
     st.phase = 1;
   }
   const uint64_t t = st.ticket;
   if (st.phase == 1) {
-    if (reduce) {
+    if (stages) {
       if (!poll([&] { return slot_free(t); })) return false;
       acquire(t, ctx);
-      std::memcpy(slot(opt_.rank, t), buf.data, buf.bytes());
+      std::memcpy(slot(opt_.rank, t), in.data, in.bytes());
     }
     publish(Counter::kStaged, t + 1);
     st.phase = 2;
   }
   if (!poll([&] { return reached(Counter::kStaged, t + 1); })) return false;
   wait_all(Counter::kStaged, t + 1, ctx);
-  if (reduce) {
-    combine3(buf.data, slot(0, t), slot(1, t), buf.count, buf.dtype, ctx.desc.rop);
-    for (int p = 2; p < opt_.world; ++p) combine(buf.data, slot(p, t), buf.count, buf.dtype, ctx.desc.rop);
-    if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, opt_.world);
-  }
+  consume_oneshot(ctx, in, out, t);
   publish(Counter::kDone, t + 1);
   return true;
+}
+
+void ShmCollectives::consume_oneshot(const OpContext& ctx, const Buffer& in, const Buffer& out, uint64_t t) {
+  const int r = opt_.rank, w = opt_.world;
+  const ReduceOp rop = ctx.desc.rop;
+  switch (ctx.desc.kind) {
+    case OpKind::kAllReduce:
+      combine3(in.data, slot(0, t), slot(1, t), in.count, in.dtype, rop);
+      for (int p = 2; p < w; ++p) combine(in.data, slot(p, t), in.count, in.dtype, rop);
+      if (rop == ReduceOp::kAvg) finish_avg(in.data, in.count, in.dtype, w);
+      break;
+    case OpKind::kBroadcast:
+      if (r != ctx.desc.root) std::memcpy(in.data, slot(ctx.desc.root, t), in.bytes());
+      break;
+    case OpKind::kAllGather:
+      for (int p = 0; p < w; ++p) std::memcpy(at(out, in.count * static_cast<size_t>(p)), slot(p, t), in.bytes());
+      break;
+    case OpKind::kReduceScatter: {
+      const size_t off = out.bytes() * static_cast<size_t>(r);
+      combine3(out.data, slot(0, t) + off, slot(1, t) + off, out.count, out.dtype, rop);
+      for (int p = 2; p < w; ++p) combine(out.data, slot(p, t) + off, out.count, out.dtype, rop);
+      if (rop == ReduceOp::kAvg) finish_avg(out.data, out.count, out.dtype, w);
+      break;
+    }
+    default: break;  // barrier
+  }
 }
 
 // all_reduce as chunked reduce-scatter + all-gather (see the header), resumable per phase.
@@ -190,9 +223,9 @@ bool ShmCollectives::slot_free(uint64_t ticket) const {
 }
 
 void ShmCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
-  if (resumable(ctx.desc)) {
+  if (resumable(ctx.desc, in)) {
     FastState st;
-    step(ctx, in, st, true, 0);
+    step(ctx, in, out, st, true, 0);
     return;
   }
   verified_.assign(static_cast<size_t>(opt_.world), false);

@@ -8,7 +8,8 @@
 //   slice reading its buffer and the peers' slots, publishes it, and copies the peers' reduced
 //   slices out. Staged data stays in cache, so memory sees one read and one write per byte.
 // - broadcast, reduce, (all_)gather, scatter, reduce_scatter, all_to_all: the same chunked
-//   stage / consume scheme; barrier: counters only.
+//   stage / consume scheme; broadcast, all_gather and reduce_scatter whose input fits one
+//   slot go one-shot (stage all, wait for all, take what is needed); barrier: counters only.
 // - Fingerprints: each op writes its OpDesc before it touches data; the first time a rank
 //   depends on a peer within an op it compares the peer's, and every op ends by checking all
 //   (so no rank runs more than one op ahead). A mismatch is InvalidArgument naming both sides.
@@ -40,8 +41,8 @@ class ShmCollectives {
   // Runs ctx.desc.kind. Buffers as ProcessGroup defines them (out unused where the op has none).
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
-  // Resumable ops (barrier, all_reduce): the caller's thread can run them without a hand-off
-  // to the worker. step() runs the op as far as it can; with `block` false it stops when a
+  // Resumable ops (barrier, all_reduce; broadcast, all_gather and reduce_scatter whose input
+  // fits one slot): the caller's thread can run them without a hand-off to the worker. step() runs the op as far as it can; with `block` false it stops when a
   // wait on a peer exceeds budget_us and returns false, its place kept in `state`;
   // step(..., true) later (on the worker) completes it.
   struct FastState {
@@ -53,12 +54,14 @@ class ShmCollectives {
     size_t last_off = 0;
     uint64_t last_ticket = 0;
   };
-  static bool resumable(const OpDesc& d);
-  bool step(const OpContext& ctx, const Buffer& buf, FastState& state, bool block, int budget_us);
+  bool resumable(const OpDesc& d, const Buffer& in) const;
+  bool step(const OpContext& ctx, const Buffer& in, const Buffer& out, FastState& state, bool block, int budget_us);
   const ShmSegment& segment() const { return segment_; }
 
  private:
-  bool step_oneshot(const OpContext& ctx, const Buffer& buf, FastState& st, bool block, int budget_us);
+  bool step_oneshot(const OpContext& ctx, const Buffer& in, const Buffer& out, FastState& st, bool block,
+                    int budget_us);
+  void consume_oneshot(const OpContext& ctx, const Buffer& in, const Buffer& out, uint64_t ticket);
   bool step_pipelined(const OpContext& ctx, const Buffer& buf, FastState& st, bool block, int budget_us);
   bool slot_free(uint64_t ticket) const;
   void reduce(const OpContext& ctx, const Buffer& buf);

@@ -68,7 +68,7 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
   task.ctx.timeout = limit;
   task.in = in;
   task.out = out;
-  if (inline_spin_us_ >= 0 && shm_ && queue_.empty() && !busy_ && ShmCollectives::resumable(desc) &&
+  if (inline_spin_us_ >= 0 && shm_ && queue_.empty() && !busy_ && shm_->resumable(desc, in) &&
       in.bytes() <= inline_max_bytes_) {
     busy_ = true;
     lock.unlock();
@@ -103,7 +103,7 @@ bool TcpProcessGroup::try_inline(Task& task) {
   bool finished = false;
   std::exception_ptr error = guarded([&] {
     if (health_.broken()) health_.rethrow(task.ctx.label());
-    finished = shm_->step(task.ctx, task.in, task.fast, false, inline_spin_us_);
+    finished = shm_->step(task.ctx, task.in, task.out, task.fast, false, inline_spin_us_);
   });
   if (error || finished) {
     task.work = std::make_shared<Work>(to_string(task.ctx.desc.kind));
@@ -263,7 +263,7 @@ void TcpProcessGroup::execute(Task& task) {
     if (transport_ == Transport::kLocal) {
       run_local(task);
     } else if (task.fast.stage > 0) {
-      shm_->step(task.ctx, task.in, task.fast, true, 0);
+      shm_->step(task.ctx, task.in, task.out, task.fast, true, 0);
     } else if (shm_) {
       shm_->run(task.ctx, task.in, task.out);
     } else {
