@@ -32,7 +32,6 @@ struct SocketEngine::Header {
   uint64_t bytes = 0;
 };
 
-
 static_assert(sizeof(uint32_t) + 4 + sizeof(int64_t) + sizeof(uint64_t) == 24);
 
 struct SocketEngine::SendOp {
@@ -500,10 +499,8 @@ void SocketEngine::expire(Done& done) {
         done.emplace_back(it->work, timeout(it->label, p, "sending to"));
         it = peer.sendq.erase(it);
       } else {  // partly written: keep the stream whole, stop using the caller's buffer
-        size_t off = it->sent > sizeof(Header) ? it->sent - sizeof(Header) : 0;
         it->owned.assign(it->data, it->data + it->bytes);
         it->data = it->owned.data();
-        (void)off;
         done.emplace_back(it->work, timeout(it->label, p, "sending to"));
         it->work.reset();
         ++it;
@@ -541,13 +538,13 @@ void SocketEngine::close_peer(int p, Done& done) {
   Peer& peer = *peers_[p];
   if (!peer.alive) return;
   peer.alive = false;
-  fail_peer_ops(peer, detail::str(options_.peer_names[p], " left the group (destroyed it) before this op completed"),
-                done);
+  const std::string reason =
+      detail::str(options_.peer_names[p], " left the group (destroyed it) before this op completed");
+  fail_ops(peer, [&](const std::string& label) { return error<NetworkError>(detail::str(label, ": ", reason)); }, done);
 }
 
-// Under mu_.
-void SocketEngine::fail_peer_ops(Peer& peer, const std::string& reason, Done& done) {
-  auto err = [&](const std::string& label) { return error<NetworkError>(detail::str(label, ": ", reason)); };
+// Under mu_: fails every operation that involves the peer, each with err(its label).
+void SocketEngine::fail_ops(Peer& peer, const ErrorFor& err, Done& done) {
   for (auto& op : peer.sendq) {
     if (op.work) done.emplace_back(op.work, err(op.label));
   }
@@ -590,26 +587,7 @@ void SocketEngine::fail_all(Done& done, const std::string& reason) {
     }
     return error<NetworkError>(detail::str(label, ": ", reason));
   };
-  for (auto& peer : peers_) {
-    for (auto& op : peer->sendq) {
-      if (op.work) done.emplace_back(op.work, err(op.label));
-    }
-    peer->sendq.clear();
-    for (auto& [key, q] : peer->posted) {
-      for (auto& op : q) done.emplace_back(op.work, err(op.label));
-    }
-    peer->posted.clear();
-    for (auto& [key, q] : peer->unexpected) {
-      for (auto& in : q) {
-        if (in->waiter) done.emplace_back(in->waiter->work, err(in->waiter->label));
-        in->waiter.reset();
-      }
-    }
-    if (peer->active) {
-      done.emplace_back(peer->active->work, err(peer->active->label));
-      peer->active.reset();
-    }
-  }
+  for (auto& peer : peers_) fail_ops(*peer, err, done);
 }
 
 }  // namespace ddp::comm::tcp

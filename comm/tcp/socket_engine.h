@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,7 @@ class SocketEngine {
   struct Peer;
   using Key = std::pair<uint8_t, int64_t>;
   using Done = std::vector<std::pair<WorkPtr, std::exception_ptr>>;
+  using ErrorFor = std::function<std::exception_ptr(const std::string& label)>;
 
   void loop();
   void wake();
@@ -74,7 +76,7 @@ class SocketEngine {
   void expire(Done& done);
   void lose_peer(int p, const std::string& why, Done& done);
   void close_peer(int p, Done& done);  // EOF after goodbye
-  void fail_peer_ops(Peer& peer, const std::string& reason, Done& done);
+  void fail_ops(Peer& peer, const ErrorFor& err, Done& done);
   void fail_all(Done& done, const std::string& reason);
   static void finish_all(Done& done);
 
