@@ -105,9 +105,13 @@ bool TcpProcessGroup::try_inline(Task& task) {
     if (health_.broken()) health_.rethrow(task.ctx.label());
     finished = shm_->step(task.ctx, task.in, task.out, task.fast, false, inline_spin_us_);
   });
-  if (error || finished) {
-    task.work = std::make_shared<Work>(to_string(task.ctx.desc.kind));
-    if (!error) collectives_run_.fetch_add(1);
+  if (!error && finished) {
+    collectives_run_.fetch_add(1, std::memory_order_relaxed);
+    task.work = inline_done_;
+    return true;
+  }
+  if (error) {
+    task.work = std::make_shared<Work>(task.ctx.label());
     task.work->finish(error);
     return true;
   }

@@ -106,6 +106,9 @@ class TcpProcessGroup final : public ProcessGroup {
   int inline_spin_us_ = -1;  // < 0: never run ops on the caller's thread
   size_t inline_max_bytes_ = 0;
   std::atomic<uint64_t> collectives_run_{0};
+  // Returned for every op that completed on the caller's thread: a finished Work carries no
+  // per-op state, and sharing one saves an allocation on the fast path.
+  const WorkPtr inline_done_ = Work::completed("collective (completed on the caller's thread)");
   std::thread worker_;
 };
 
