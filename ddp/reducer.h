@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "common/task_thread.h"
 #include "ddp/bucket_assignment.h"
 #include "ddp/comm_hook.h"
 #include "ddp/device_ops.h"
 #include "ddp/param.h"
-#include "ddp/task_thread.h"
 
 namespace ddp {
 

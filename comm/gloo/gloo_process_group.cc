@@ -53,7 +53,7 @@ GlooProcessGroup::GlooProcessGroup(const GroupSetup& setup)
     DDP_CHECK(setup.store != nullptr, "gloo: group '", setup.name, "' needs a store");
     context_ = std::make_unique<GlooContext>(setup);
   }
-  worker_ = std::make_unique<OpWorker>();
+  worker_ = std::make_unique<TaskThread>();
 }
 
 GlooProcessGroup::~GlooProcessGroup() {

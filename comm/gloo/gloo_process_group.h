@@ -24,7 +24,7 @@
 #include "comm/backend.h"
 #include "comm/gloo/gloo_collectives.h"
 #include "comm/gloo/gloo_context.h"
-#include "comm/gloo/op_worker.h"
+#include "common/task_thread.h"
 
 namespace ddp::comm::gloo_backend {
 
@@ -73,7 +73,7 @@ class GlooProcessGroup final : public ProcessGroup {
   uint64_t next_seq_ = 1;
   std::mutex broken_mu_;
   std::exception_ptr broken_;
-  std::unique_ptr<OpWorker> worker_;  // declared last: joined before the rest is destroyed
+  std::unique_ptr<TaskThread> worker_;  // declared last: joined before the rest is destroyed
 };
 
 }  // namespace ddp::comm::gloo_backend

@@ -1,4 +1,4 @@
-#include "ddp/task_thread.h"
+#include "common/task_thread.h"
 
 #include <exception>
 
@@ -25,6 +25,11 @@ void TaskThread::post(std::function<void()> task) {
   cv_.notify_one();
 }
 
+size_t TaskThread::pending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tasks_.size() + running_;
+}
+
 void TaskThread::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -32,16 +37,18 @@ void TaskThread::loop() {
     if (tasks_.empty()) return;  // stopping, and drained
     std::function<void()> task = std::move(tasks_.front());
     tasks_.pop_front();
+    ++running_;
     lock.unlock();
     try {
       task();
     } catch (const std::exception& e) {
-      logger("ddp")->error("a task on the engine's bucket thread threw (a bug): {}", e.what());
+      logger("common")->error("a task on a TaskThread threw (a bug): {}", e.what());
     } catch (...) {
-      logger("ddp")->error("a task on the engine's bucket thread threw (a bug)");
+      logger("common")->error("a task on a TaskThread threw (a bug)");
     }
-    task = nullptr;  // captured state dies here, not under the lock
+    task = nullptr;  // captured buffers are released before the task counts as done
     lock.lock();
+    --running_;
   }
 }
 

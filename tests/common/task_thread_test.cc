@@ -1,4 +1,4 @@
-#include "ddp/task_thread.h"
+#include "common/task_thread.h"
 
 #include <doctest/doctest.h>
 
@@ -69,4 +69,26 @@ TEST_CASE("a task that throws (a bug) is logged; the thread goes on with the nex
     t.post([&] { ++ran; });
   }
   CHECK(ran == 1);
+}
+
+TEST_CASE("pending counts queued and running tasks, down to zero once they are done") {
+  TaskThread t;
+  CHECK(t.pending() == 0);
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  std::promise<void> started;
+  t.post([&, gate] {
+    started.set_value();
+    gate.wait();
+  });
+  t.post([] {});
+  started.get_future().wait();
+  CHECK(t.pending() == 2);  // one running, one queued
+  release.set_value();
+  std::promise<void> last;
+  t.post([&] { last.set_value(); });
+  last.get_future().wait();
+  // The task that set `last` may still be counted for a moment: wait for it to retire.
+  while (t.pending() != 0) std::this_thread::yield();
+  CHECK(t.pending() == 0);
 }

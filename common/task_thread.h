@@ -1,12 +1,13 @@
 #pragma once
-// TaskThread: one thread that runs posted tasks in the order they were posted — the engine's
-// bucket thread, where gradient copies and comm hooks run so the caller's backward pass never
-// waits on them.
+// TaskThread: one thread that runs posted tasks one at a time, in the order they were posted.
+// The gloo backend runs a group's ops on one (so they complete in issue order); the DDP engine
+// runs gradient copies and comm hooks on one (so the backward pass never waits on them).
 //
 // Tasks must not throw: they report errors through their own Work (an escaping exception is
 // swallowed and logged as a bug). post() is safe from any thread, tasks included. The
-// destructor runs what is still queued, then joins.
+// destructor runs what is still queued (owners first make pending work fail fast), then joins.
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -22,6 +23,8 @@ class TaskThread {
   TaskThread& operator=(const TaskThread&) = delete;
 
   void post(std::function<void()> task);
+  // Tasks queued or running.
+  size_t pending();
 
  private:
   void loop();
@@ -29,6 +32,7 @@ class TaskThread {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
+  size_t running_ = 0;
   bool stop_ = false;
   std::thread thread_;
 };
