@@ -11,9 +11,9 @@
 // (joined ranks run it on zero-filled buckets to match). Hooks run one bucket after another in
 // bucket order: on the engine's bucket thread when gradients are copied into buckets, on the
 // thread that made the bucket ready under gradient_as_bucket_view (and on a joined rank's own
-// thread); the Work may complete on a backend thread. An exception from a hook or its Work surfaces
-// from finish_backward(). The buffer stays valid and untouched by the engine until the
-// returned Work completes.
+// thread); the Work may complete on a backend thread. An exception from a hook or its Work
+// surfaces from finish_backward(). The buffer stays valid and untouched by the engine until
+// the returned Work completes.
 #include <cstddef>
 #include <functional>
 #include <vector>

@@ -6,6 +6,19 @@
 #include "ddp/host_collectives.h"
 
 namespace ddp {
+namespace {
+
+// Runs f, which finishes `work` itself when it succeeds; an exception finishes it with that error.
+template <typename F>
+void finish_with(comm::Work& work, F&& f) {
+  try {
+    f();
+  } catch (...) {
+    work.finish(std::current_exception());
+  }
+}
+
+}  // namespace
 
 Reducer::Reducer(comm::ProcessGroupPtr group, std::vector<ParamSpec> params, Options options)
     : group_(std::move(group)),
@@ -151,34 +164,26 @@ void Reducer::launch_ready() {
 // per bucket, milliseconds on a loaded machine). Copies go to the bucket thread. Its tasks
 // take no lock: buckets, slots and fills stay put until finish() has waited for every bucket.
 comm::WorkPtr Reducer::launch(size_t bucket) {
-  auto done = std::make_shared<comm::Work>("ddp bucket " + std::to_string(bucket));
+  GradBucket gb = grad_bucket(bucket, buckets_[bucket].flat);
   if (options_.gradient_as_bucket_view) {
     try {
-      GradBucket gb = grad_bucket(bucket, buckets_[bucket].flat);
-      fill(bucket);
+      fill(bucket);  // zeros for unused parameters; the gradients are already in place
       return run_hook(gb);
     } catch (...) {
-      done->finish(std::current_exception());
-      return done;
+      auto failed = std::make_shared<comm::Work>("ddp bucket " + std::to_string(bucket));
+      failed->finish(std::current_exception());
+      return failed;
     }
   }
-  bucket_thread_.post([this, gb = grad_bucket(bucket, buckets_[bucket].flat), done]() mutable {
-    try {
+  auto done = std::make_shared<comm::Work>("ddp bucket " + std::to_string(bucket));
+  bucket_thread_.post([this, gb = std::move(gb), done]() mutable {
+    finish_with(*done, [&] {
       fill(gb.index);
       run_hook(gb)->then([this, bucket = gb.index, done](comm::Work& work) {
         if (std::exception_ptr error = work.exception()) return done->finish(error);
-        bucket_thread_.post([this, bucket, done] {
-          try {
-            copy_out(bucket);
-            done->finish();
-          } catch (...) {
-            done->finish(std::current_exception());
-          }
-        });
+        bucket_thread_.post([this, bucket, done] { finish_with(*done, [&] { copy_out(bucket); done->finish(); }); });
       });
-    } catch (...) {
-      done->finish(std::current_exception());
-    }
+    });
   });
   return done;
 }

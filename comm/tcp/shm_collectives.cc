@@ -46,9 +46,8 @@ bool spin_until(Ready ready, Crowded crowded, int spin_us, int budget_us) {
     if (ready()) return true;
     if (yield) {
       sched_yield();
-    } else if ((i & 31) != 0) {
+    } else {
       _mm_pause();
-      continue;
     }
     if ((i & 31) != 0) continue;
     const auto now = Clock::now();
@@ -61,6 +60,11 @@ bool spin_until(Ready ready, Crowded crowded, int spin_us, int budget_us) {
 
 ShmCollectives::ShmCollectives(ShmSegment segment, Options options, GroupHealth* health)
     : segment_(std::move(segment)), opt_(options), health_(health) {}
+
+template <typename Ready>
+bool ShmCollectives::spin(Ready ready, int budget_us) const {
+  return spin_until(ready, [this] { return crowded(); }, opt_.spin_us, budget_us);
+}
 
 bool ShmCollectives::resumable(const OpDesc& d, const Buffer& in) const {
   switch (d.kind) {
@@ -95,7 +99,7 @@ bool ShmCollectives::step(const OpContext& ctx, const Buffer& in, const Buffer& 
 // rank order (bitwise-identical results everywhere).
 bool ShmCollectives::step_oneshot(const OpContext& ctx, const Buffer& in, const Buffer& out, FastState& st,
                                   bool block, int budget_us) {
-  auto poll = [&](auto ready) { return block || spin_until(ready, [&] { return crowded(); }, opt_.spin_us, budget_us); };
+  auto poll = [&](auto ready) { return block || spin(ready, budget_us); };
   const OpKind kind = ctx.desc.kind;
   const bool stages = kind != OpKind::kBarrier && (kind != OpKind::kBroadcast || ctx.desc.root == opt_.rank);
   if (st.phase == 0) {
@@ -151,7 +155,7 @@ void ShmCollectives::consume_oneshot(const OpContext& ctx, const Buffer& in, con
 // then. The last chunk's copy-out waits on "reduced".
 bool ShmCollectives::step_pipelined(const OpContext& ctx, const Buffer& buf, FastState& st, bool block,
                                     int budget_us) {
-  auto poll = [&](auto ready) { return block || spin_until(ready, [&] { return crowded(); }, opt_.spin_us, budget_us); };
+  auto poll = [&](auto ready) { return block || spin(ready, budget_us); };
   const size_t es = dtype_size(buf.dtype);
   const size_t chunk = segment_.geometry().slot_bytes / es;
   const int r = opt_.rank, w = opt_.world;
@@ -249,7 +253,7 @@ void ShmCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& o
 
 template <typename Ready, typename Missing>
 void ShmCollectives::wait(Ready ready, Missing missing, const OpContext& ctx) {
-  if (spin_until(ready, [&] { return crowded(); }, opt_.spin_us, opt_.spin_us + opt_.yield_us)) return;
+  if (spin(ready, opt_.spin_us + opt_.yield_us)) return;
   SegmentHeader& h = segment_.header();
   auto list = [](const std::vector<int>& ranks) {
     std::string out;

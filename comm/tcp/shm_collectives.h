@@ -16,9 +16,9 @@
 // Waits spin briefly, then yield the core for a while (both short when ranks outnumber cores:
 // a spinning rank would steal the core of the peer it waits for; no spinning either while a
 // peer last waited on this rank's CPU, as when the scheduler stacks two ranks on one core),
-// then futex-sleep in slices,
-// checking GroupHealth (a lost peer: NetworkError) and the op's deadline (TimeoutError naming
-// the ranks that had not arrived). Called by one thread at a time (the group's worker).
+// then futex-sleep in slices, checking GroupHealth (a lost peer: NetworkError) and the op's
+// deadline (TimeoutError naming the ranks that had not arrived). Called by one thread at a
+// time (the group's worker).
 #include <vector>
 
 #include "comm/tcp/op.h"
@@ -42,9 +42,10 @@ class ShmCollectives {
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
   // Resumable ops (barrier, all_reduce; broadcast, all_gather and reduce_scatter whose input
-  // fits one slot): the caller's thread can run them without a hand-off to the worker. step() runs the op as far as it can; with `block` false it stops when a
-  // wait on a peer exceeds budget_us and returns false, its place kept in `state`;
-  // step(..., true) later (on the worker) completes it.
+  // fits one slot): the caller's thread can run them without a hand-off to the worker.
+  // step() runs the op as far as it can; with `block` false it stops when a wait on a peer
+  // exceeds budget_us and returns false, its place kept in `state`; step(..., true) later (on
+  // the worker) completes it.
   struct FastState {
     int stage = 0;  // 0: not started, 1: running, 2: done
     int phase = 0;  // within the current ticket
@@ -81,6 +82,8 @@ class ShmCollectives {
   bool reached(Counter c, uint64_t value) const;            // every peer's counter is >= value
   bool crowded() const;                                     // a peer waited on our CPU last
   void publish(Counter c, uint64_t value) { segment_.publish(opt_.rank, c, value); }
+  template <typename Ready>
+  bool spin(Ready ready, int budget_us) const;  // spin_until with this group's policy
   template <typename Ready, typename Missing>
   void wait(Ready ready, Missing missing, const OpContext& ctx);
   char* slot(int rank, uint64_t ticket) const { return segment_.slot(rank, ticket); }
