@@ -55,7 +55,7 @@ void ModuleEngine::register_state(const comm::ProcessGroup& group) {
       frozen_.emplace_back(item.key(), t);
       continue;
     }
-    Param p{item.key(), t, {}, 0};
+    Param p{item.key(), t, {}, 0, data.data};
     ParamSpec spec{p.name, data, {}, shape_of(t)};
     if (!engine_.options().gradient_as_bucket_view) {
       p.home = at::zeros_like(t);
@@ -66,8 +66,9 @@ void ModuleEngine::register_state(const comm::ProcessGroup& group) {
   }
   for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
     const std::string what = "buffer '" + item.key() + "'" + where;
-    engine_.register_buffer(BufferSpec{item.key(), buffer_of(item.value(), what), shape_of(item.value())});
-    buffers_.push_back(item.value());
+    comm::Buffer data = buffer_of(item.value(), what);
+    engine_.register_buffer(BufferSpec{item.key(), data, shape_of(item.value())});
+    buffers_.push_back({item.key(), item.value(), data.data});
   }
 }
 
@@ -94,7 +95,15 @@ void ModuleEngine::point_homes() {
   }
 }
 
-void ModuleEngine::check_requires_grad() const {
+void ModuleEngine::check_state() const {
+  auto moved = [&](const std::string& what, const at::Tensor& t, const void* registered) {
+    if (t.data_ptr() == registered) return;
+    DDP_THROW(InvalidArgument, what, " (rank ", rank(),
+              ") no longer lives where DistributedDataParallel registered it (its storage was replaced, e.g. by "
+              "torch::load or set_data after wrapping): load state and move the model before wrapping it");
+  };
+  for (const auto& p : params_) moved("parameter '" + p.name + "'", p.tensor, p.data);
+  for (const auto& b : buffers_) moved("buffer '" + b.name + "'", b.tensor, b.data);
   for (const auto& p : params_) {
     if (!p.tensor.requires_grad()) {
       DDP_THROW(InvalidArgument, "parameter '", p.name, "' (rank ", rank(),
@@ -111,7 +120,7 @@ void ModuleEngine::check_requires_grad() const {
 }
 
 void ModuleEngine::pre_forward() {
-  check_requires_grad();
+  check_state();
   const bool training = ::torch::autograd::GradMode::is_enabled() && module_->is_training() && !engine_.in_no_sync();
   if (training) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -19,7 +19,8 @@
 // A parameter no rank used gets a zero gradient (find_unused_parameters).
 //
 // Misuse is an InvalidArgument naming the parameter and the rank: a model that differs across
-// ranks, requires_grad changed after construction, parameters on different devices or on a
+// ranks, requires_grad changed after construction, a parameter or buffer whose storage was
+// replaced after construction (torch::load into the wrapped model: load before wrapping), parameters on different devices or on a
 // device the group cannot reach, a second training forward before backward without
 // find_unused_parameters.
 // Threading: as the Engine (the hooks may run on autograd's device threads).
@@ -61,7 +62,13 @@ class ModuleEngine {
     std::string name;
     at::Tensor tensor;
     at::Tensor home;  // where .grad lives between iterations
-    size_t index = 0; // the Engine's
+    size_t index = 0;              // the Engine's
+    const void* data = nullptr;    // where it was registered
+  };
+  struct Buffer {
+    std::string name;
+    at::Tensor tensor;
+    const void* data = nullptr;
   };
 
   void register_state(const comm::ProcessGroup& group);
@@ -69,14 +76,14 @@ class ModuleEngine {
   void point_homes();
   void on_grad_ready(size_t param);
   void after_backward();
-  void check_requires_grad() const;
+  void check_state() const;
 
   std::shared_ptr<::torch::nn::Module> module_;
   Engine engine_;
   at::Device device_{at::kCPU};
   std::vector<Param> params_;
   std::vector<std::pair<std::string, at::Tensor>> frozen_;
-  std::vector<at::Tensor> buffers_;
+  std::vector<Buffer> buffers_;
   std::unique_ptr<GradHooks> hooks_;
   std::mutex mu_;
   bool callback_queued_ = false;

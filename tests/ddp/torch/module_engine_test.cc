@@ -124,3 +124,15 @@ TEST_CASE("parameters on two devices are refused by name") {
   });
   CHECK(errors[0].find("'fc2.elsewhere' (rank 0) is on meta") != std::string::npos);
 }
+
+TEST_CASE("state loaded into the wrapped model after construction is an error, not a crash") {
+  at::set_num_threads(1);
+  auto errors = errors_of(1, [](int, comm::ProcessGroupPtr group) {
+    auto net = seeded_net(1);
+    ddp::torch::ModuleEngine engine(net.ptr(), group);
+    ::torch::NoGradGuard no_grad;
+    net->fc1->weight.set_(::torch::zeros_like(net->fc1->weight));  // what torch::load does
+    engine.pre_forward();
+  });
+  CHECK(errors[0].find("'fc1.weight' (rank 0) no longer lives where") != std::string::npos);
+}
