@@ -19,6 +19,7 @@
 // pure state machine over frame payloads (no socket): fuzzable on a byte buffer.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/auth.h"
@@ -52,8 +53,7 @@ class ServerHandshake {
     Outcome outcome = Outcome::kContinue;
     std::string refusal;         // why, when kRefused (for the server's log)
   };
-  // `token` must outlive the handshake.
-  explicit ServerHandshake(const std::string& token) : token_(token) {}
+  explicit ServerHandshake(std::string token) : token_(std::move(token)) {}
   // Handles one frame payload (type byte first). ProtocolError when the frame is malformed or
   // out of turn; after kAuthenticated or kRefused no more frames are expected.
   Step on_frame(const uint8_t* payload, size_t size);
@@ -62,7 +62,7 @@ class ServerHandshake {
   Step on_hello(Reader& r);
   Step on_auth(Reader& r);
 
-  const std::string& token_;
+  std::string token_;
   enum class State { kHello, kAuth, kDone } state_ = State::kHello;
   auth::Nonce client_nonce_{};
   auth::Nonce server_nonce_{};
