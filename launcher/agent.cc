@@ -91,7 +91,11 @@ struct Agent::Impl {
     if (!o.job_token.empty()) token = o.job_token;
     else if (auto t = env::get("DDP_JOB_TOKEN")) token = *t;
     else if (!multi()) token = random_hex(16);
-    else if (l().rdzv_backend != "file") token = derive_job_token(l().run_id);
+    else if (l().rdzv_backend != "file") {
+      token = derive_job_token(l().run_id);
+      log->warn("DDP_JOB_TOKEN is not set: the job token is derived from --rdzv-id '{}', which anyone who can "
+                "guess the id can derive too; set DDP_JOB_TOKEN to the same secret on every node", l().run_id);
+    }
   }
 
   void open_store() {

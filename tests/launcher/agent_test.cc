@@ -69,6 +69,11 @@ TEST_CASE("static: two nodes with different nproc, contiguous ranks, one store, 
   CHECK(tokens.size() == 1);
   // every worker reached DDP_STORE with the token and met the others there
   CHECK(slurp(d / "node1.out").find("all 3 ranks met") != std::string::npos);
+  // The token came from the guessable id: each launcher says so, naming the fix.
+  for (const char* err : {"node0.err", "node1.err"}) {
+    CAPTURE(err);
+    CHECK(slurp(d / err).find("DDP_JOB_TOKEN is not set") != std::string::npos);
+  }
 }
 
 TEST_CASE("static: DDP_JOB_TOKEN given to every launcher is the job's token") {
@@ -80,6 +85,7 @@ TEST_CASE("static: DDP_JOB_TOKEN given to every launcher is the job's token") {
                          {{"DDP_JOB_TOKEN", "0123456789abcdef0123456789abcdef"}});
   CHECK(codes == std::vector<int>{0, 0});
   CHECK(env_of(d, 1)["DDP_JOB_TOKEN"] == "0123456789abcdef0123456789abcdef");
+  CHECK(slurp(d / "node0.err").find("DDP_JOB_TOKEN is not set") == std::string::npos);
 }
 
 TEST_CASE("tcp: ranks assigned at the rendezvous, the same command on every node") {
