@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "common/auth.h"
 #include "common/env.h"
@@ -52,7 +53,7 @@ TCPStore::~TCPStore() = default;
 // refusal, a version mismatch or a server that cannot prove the token is final.
 void TCPStore::connect(const std::string& token) {
   Deadline deadline(options_.connect_timeout);
-  while (true) {
+  for (Millis backoff{10};; backoff = std::min(backoff * 2, Millis(1000))) {
     fd_ = net::connect_tcp(endpoint_, deadline);
     net::set_keepalive(fd_.get());
     broken_.clear();
@@ -62,6 +63,7 @@ void TCPStore::connect(const std::string& token) {
       fd_.reset();
       if (deadline.expired()) throw;
       logger("store")->debug("store handshake with {} lost ({}); retrying", endpoint_.str(), e.message());
+      std::this_thread::sleep_for(std::min(backoff, deadline.remaining()));
     } catch (const Error&) {
       fd_.reset();
       throw;

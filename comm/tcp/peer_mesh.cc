@@ -111,73 +111,90 @@ bool advance(Pending& p) {
             "] did not connect within the setup timeout");
 }
 
-// Serves every pending handshake at once: a silent or slow stranger holds only its own slot.
-void accept_peers(int listener, const MeshOptions& o, std::vector<Fd>& fds, const Deadline& deadline) {
-  auto log = logger("tcp");
-  std::vector<bool> have(o.size, false);
-  int missing = o.size - 1 - o.rank;
-  std::vector<std::unique_ptr<Pending>> pending;
-  std::vector<pollfd> polled;
-  auto drop = [&](size_t i, const std::string& why) {
-    const auto& h = pending[i]->handshake;
-    if (h.state() == AcceptorHandshake::State::kAccepted) have[h.peer_rank()] = false;  // its verdict was lost
-    log->warn("tcp backend: dropped a connection on group '{}': {}", o.group, why);
-    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
-  };
-  while (missing > 0) {
-    if (deadline.expired()) throw_missing(o, have);
-    polled.assign(1, pollfd{listener, POLLIN, 0});
-    auto wake = deadline.end();
-    for (auto& p : pending) {
-      polled.push_back({p->fd.get(), static_cast<short>(p->out.empty() ? POLLIN : POLLIN | POLLOUT), 0});
-      wake = std::min(wake, p->deadline);
-    }
-    int ms = static_cast<int>(std::clamp<int64_t>(
-        std::chrono::ceil<Millis>(wake - Clock::now()).count(), 0, 500));
-    int rc = ::poll(polled.data(), polled.size(), ms);
-    if (rc < 0 && errno != EINTR) DDP_THROW_ERRNO("poll(listener)");
-    // Handshakes first (indices match `polled` until the vector changes), newest last.
-    for (size_t i = pending.size(); rc > 0 && i-- > 0;) {
-      Pending& p = *pending[i];
-      if (!polled[i + 1].revents) continue;
-      try {
-        if (!advance(p)) {
-          drop(i, "closed during the handshake");
-          continue;
-        }
-      } catch (const Error& e) {
-        drop(i, e.message());
-        continue;
+// The acceptor's side of the mesh: every pending handshake is served at once, so a silent or
+// slow stranger holds only its own slot (kTcpHandshakeTimeout, at most kMaxPendingHandshakes).
+class Acceptor {
+ public:
+  Acceptor(int listener, const MeshOptions& o, std::vector<Fd>& fds)
+      : listener_(listener), o_(o), fds_(fds), have_(o.size, false), missing_(o.size - 1 - o.rank) {}
+
+  void run(const Deadline& deadline) {
+    while (missing_ > 0) {
+      if (deadline.expired()) throw_missing(o_, have_);
+      int rc = poll_once(deadline);
+      // Handshakes first, newest last (indices match `polled_` until the vector changes).
+      for (size_t i = pending_.size(); rc > 0 && i-- > 0;) {
+        if (polled_[i + 1].revents) step(i);
       }
-      using State = AcceptorHandshake::State;
-      if (p.handshake.state() == State::kAccepted && !have[p.handshake.peer_rank()]) {
-        have[p.handshake.peer_rank()] = true;
+      const auto now = Clock::now();
+      for (size_t i = pending_.size(); i-- > 0;) {
+        if (pending_[i]->deadline <= now) drop(i, "no handshake within the handshake timeout");
       }
-      if (!p.out.empty()) continue;  // the verdict is still on its way
-      if (p.handshake.state() == State::kRefused) {
-        drop(i, detail::str("refused rank ", p.handshake.peer_rank(), ": ", p.handshake.refusal()));
-      } else if (p.handshake.state() == State::kAccepted) {
-        net::set_nonblocking(p.fd.get(), false);
-        fds[p.handshake.peer_rank()] = std::move(p.fd);
-        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
-        --missing;
-      }
-    }
-    const auto now = Clock::now();
-    for (size_t i = pending.size(); i-- > 0;) {
-      if (pending[i]->deadline <= now) drop(i, "no handshake within the handshake timeout");
-    }
-    if (rc > 0 && (polled[0].revents & POLLIN)) {
-      while (true) {
-        Fd fd(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-        if (!fd) break;
-        if (pending.size() >= kMaxPendingHandshakes) drop(0, "too many connections in their handshake");
-        pending.push_back(std::make_unique<Pending>(
-            Pending{std::move(fd), AcceptorHandshake(o, &have), {}, Clock::now() + kTcpHandshakeTimeout}));
-      }
+      if (rc > 0 && (polled_[0].revents & POLLIN)) accept_new();
     }
   }
-}
+
+ private:
+  int poll_once(const Deadline& deadline) {
+    polled_.assign(1, pollfd{listener_, POLLIN, 0});
+    auto wake = deadline.end();
+    for (auto& p : pending_) {
+      polled_.push_back({p->fd.get(), static_cast<short>(p->out.empty() ? POLLIN : POLLIN | POLLOUT), 0});
+      wake = std::min(wake, p->deadline);
+    }
+    const auto ms = std::clamp<int64_t>(std::chrono::ceil<Millis>(wake - Clock::now()).count(), 0, 500);
+    int rc = ::poll(polled_.data(), polled_.size(), static_cast<int>(ms));
+    if (rc < 0 && errno != EINTR) DDP_THROW_ERRNO("poll(listener)");
+    return rc;
+  }
+
+  // Moves one pending connection on: reads, answers, and settles it once its verdict is out.
+  void step(size_t i) {
+    Pending& p = *pending_[i];
+    try {
+      if (!advance(p)) return drop(i, "closed during the handshake");
+    } catch (const Error& e) {
+      return drop(i, e.message());
+    }
+    using State = AcceptorHandshake::State;
+    const int rank = p.handshake.peer_rank();
+    if (p.handshake.state() == State::kAccepted) have_[rank] = true;  // a second claim is refused
+    if (!p.out.empty()) return;  // the verdict is still on its way
+    if (p.handshake.state() == State::kRefused) {
+      drop(i, detail::str("refused rank ", rank, ": ", p.handshake.refusal()));
+    } else if (p.handshake.state() == State::kAccepted) {
+      net::set_nonblocking(p.fd.get(), false);
+      fds_[rank] = std::move(p.fd);
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      --missing_;
+    }
+  }
+
+  void accept_new() {
+    while (true) {
+      Fd fd(::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (!fd) return;
+      if (pending_.size() >= kMaxPendingHandshakes) drop(0, "too many connections in their handshake");
+      pending_.push_back(std::make_unique<Pending>(
+          Pending{std::move(fd), AcceptorHandshake(o_, &have_), {}, Clock::now() + kTcpHandshakeTimeout}));
+    }
+  }
+
+  void drop(size_t i, const std::string& why) {
+    const auto& h = pending_[i]->handshake;
+    if (h.state() == AcceptorHandshake::State::kAccepted) have_[h.peer_rank()] = false;  // its verdict was lost
+    logger("tcp")->warn("tcp backend: dropped a connection on group '{}': {}", o_.group, why);
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+
+  int listener_;
+  const MeshOptions& o_;
+  std::vector<Fd>& fds_;
+  std::vector<bool> have_;
+  int missing_;
+  std::vector<std::unique_ptr<Pending>> pending_;
+  std::vector<pollfd> polled_;
+};
 
 }  // namespace
 
@@ -237,7 +254,7 @@ Mesh build_mesh(rdzv::Store& store, const MeshOptions& o, const Deadline& deadli
     connect_handshake(fd.get(), o, r, deadline);
     mesh.fds[r] = std::move(fd);
   }
-  accept_peers(listener.get(), o, mesh.fds, deadline);
+  Acceptor(listener.get(), o, mesh.fds).run(deadline);
   for (int r = 0; r < o.size; ++r) {
     if (r == o.rank) continue;
     net::set_nodelay(mesh.fds[r].get());
