@@ -354,3 +354,25 @@ TEST_CASE("out of descriptors: the server pauses accepting and recovers") {
   good->set("still", "serving");
   CHECK(good->get_string("still", kLong) == "serving");
 }
+
+TEST_CASE("out of descriptors because of strangers: the oldest stranger makes room for a real client") {
+  Pipe port_pipe;
+  Child server_proc([&] {
+    TCPStoreServerOptions o{"127.0.0.1", 0, "t0k3n"};
+    o.handshake_timeout = Millis(600'000);  // no help from the deadline: eviction alone
+    TCPStoreServer server(o);
+    rlimit tight{32, 32};
+    if (::setrlimit(RLIMIT_NOFILE, &tight) != 0) return 3;
+    port_pipe.write_u32(server.port());
+    ::pause();
+    return 0;
+  });
+  auto port = static_cast<uint16_t>(port_pipe.read_u32());
+  REQUIRE(port != 0);
+  // More silent strangers than the server has descriptors; none of them ever leaves.
+  std::vector<std::unique_ptr<RawClient>> strangers;
+  for (int i = 0; i < 60; ++i) strangers.push_back(std::make_unique<RawClient>(port));
+  auto good = client_of(port);
+  good->set("still", "serving");
+  CHECK(good->get_string("still", kLong) == "serving");
+}
