@@ -59,7 +59,14 @@ void put_u32(std::string& out, uint32_t v) {
 TEST_CASE("strangers on a rank's port during set-up delay and fail nobody") {
   rdzv::HashStore store;
   std::vector<Mesh> meshes(2);
-  std::thread rank0([&] { meshes[0] = build_mesh(store, {0, 2, "tok", "g"}, Deadline(Millis(60'000))); });
+  std::string error0, error1;  // failures are checked, not left to escape a thread
+  std::thread rank0([&] {
+    try {
+      meshes[0] = build_mesh(store, {0, 2, "tok", "g"}, Deadline(Millis(60'000)));
+    } catch (const Error& e) {
+      error0 = e.message();
+    }
+  });
   const uint16_t port = port_of(store, 0);
   // Ahead of rank 1 in the listen queue: silent ones, one with garbage, one with half a hello.
   std::vector<Fd> strangers;
@@ -70,8 +77,15 @@ TEST_CASE("strangers on a rank's port during set-up delay and fail nobody") {
   net::send_all(strangers.back().get(), "DDPTCP02", 8, Deadline(Millis(1000)), "stranger");
   // Served one at a time, the strangers would hold rank 1 back for 7 handshake timeouts, past
   // this generous deadline; served together they hold it back not at all.
-  meshes[1] = build_mesh(store, {1, 2, "tok", "g"}, Deadline(Millis(30'000)));
+  try {
+    meshes[1] = build_mesh(store, {1, 2, "tok", "g"}, Deadline(Millis(30'000)));
+  } catch (const Error& e) {
+    error1 = e.message();
+  }
   rank0.join();
+  CHECK(error0 == "");
+  REQUIRE(error1 == "");
+  REQUIRE(error0 == "");
   CHECK(meshes[0].fds[1].valid());
   CHECK(meshes[1].fds[0].valid());
 }
