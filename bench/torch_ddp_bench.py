@@ -91,15 +91,8 @@ def main():
         args.port = s.getsockname()[1]
     argv = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--port", str(args.port)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    others = [subprocess.Popen(argv, env=dict(env, RANK=str(r))) for r in range(1, args.world)]
-    rc = rank_main_in_child(argv, env)
-    for o in others:
-        rc |= o.wait()
-    return rc
-
-
-def rank_main_in_child(argv, env):
-    return subprocess.call(argv, env=dict(env, RANK="0"))
+    procs = [subprocess.Popen(argv, env=dict(env, RANK=str(r))) for r in range(args.world)]
+    return max(proc.wait() for proc in procs)
 
 
 if __name__ == "__main__":
