@@ -247,3 +247,40 @@ TEST_CASE("a .py program runs with python3") {
   CHECK(r.code == 0);
   CHECK(slurp(d / "py.1") == "ok");
 }
+
+namespace {
+
+// Entries of `dir` whose names start with `prefix`.
+std::vector<std::string> entries_starting(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().starts_with(prefix)) out.push_back(e.path().string());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("unusual input never crashes the launcher: numbers in a config, a worker's error file") {
+  ScratchDir d;
+  // 1e400 used to abort the launcher with an uncaught nlohmann exception (exit 134, core).
+  write_file(d / "huge.json", "{\n  \"standalone\": true,\n  \"max_restarts\": 1e400\n}\n");
+  auto huge = launch(d, {"--config", d / "huge.json", "true"});
+  CHECK(huge.code == 2);
+  CHECK(huge.err.find(d / "huge.json" + " line 3, column") != std::string::npos);
+  // Whole numbers written as 3.0 or -0 are integers.
+  write_file(d / "whole.json", "{\"standalone\": true, \"nproc_per_node\": 2.0, \"max_restarts\": -0}");
+  CHECK(launch(d, {"--config", d / "whole.json", "true"}).code == 0);
+
+  // An error file nested 100,000 deep used to crash the launcher (SIGSEGV): no summary, and
+  // its temp directory left behind. Now: the summary, the worker's exit code, nothing left.
+  write_file(d / "deep.json", "{\"message\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  const std::string tmp = d / "tmp";
+  std::filesystem::create_directory(tmp);
+  auto deep = launch(d, cat({"--standalone"}, sh("cp " + d.path() + "/deep.json \"$TORCHELASTIC_ERROR_FILE\"; exit 3")),
+                     {{"TMPDIR", tmp}});
+  CHECK(deep.code == 3);
+  CHECK(deep.err.find("Root Cause") != std::string::npos);
+  CHECK(deep.err.find("traceback : {\"message\": [[[") != std::string::npos);
+  CHECK(entries_starting(tmp, "ddp-launch-").empty());
+}
