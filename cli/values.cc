@@ -9,6 +9,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -282,6 +283,20 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
     }
   }
   return out;
+}
+
+std::string parse_run_id(const std::string& text, const std::string& what) {
+  auto allowed = [](unsigned char c) { return std::isalnum(c) || std::strchr("._-:@+", c) != nullptr; };
+  const bool ok = !text.empty() && text.size() <= kMaxRunIdLength && text[0] != '.' &&
+                  std::all_of(text.begin(), text.end(), [&](char c) { return c != '\0' && allowed(static_cast<unsigned char>(c)); });
+  if (!ok) {
+    std::string shown = text.substr(0, kMaxRunIdLength + 8);
+    for (char& c : shown) c = std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+    DDP_THROW(InvalidArgument, what, ": '", shown, text.size() > shown.size() ? "..." : "",
+              "' is not a run id: use 1 to ", kMaxRunIdLength,
+              " letters, digits and . _ - : @ + (not starting with '.'), e.g. the scheduler's job id");
+  }
+  return text;
 }
 
 std::pair<std::string, std::string> parse_key_value(const std::string& text, const std::string& what) {

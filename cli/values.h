@@ -47,6 +47,12 @@ RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what);
 // Slurm host lists: "node[01-03],gpu7" -> node01 node02 node03 gpu7.
 std::vector<std::string> expand_hostlist(const std::string& text);
 
+// A run id (--rdzv-id) names directories (<log_dir>/<id>, the file store's <dir>/<id>.store) and
+// store keys: letters, digits and . _ - : @ + only, not starting with '.', at most
+// kMaxRunIdLength characters — so no id can climb out of a directory ("../../x").
+inline constexpr size_t kMaxRunIdLength = 128;
+std::string parse_run_id(const std::string& text, const std::string& what);
+
 // "KEY=VALUE" -> {KEY, VALUE}; the key must be a valid variable name.
 std::pair<std::string, std::string> parse_key_value(const std::string& text, const std::string& what);
 

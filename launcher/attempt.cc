@@ -73,12 +73,12 @@ void Attempt::spawn_worker(int local_rank) {
   std::string worker_dir = attempt_log_dir(root, run_id_, attempt_.restart_count) + "/" + rank;
   WorkerRoutes routes = plan_routes(o, local_rank, worker_dir);
   if (user_logs) {
-    make_dirs(worker_dir);
+    make_worker_dir(root, worker_dir);
     w.error_file = worker_dir + "/error.json";
   } else {
     w.error_file = root + "/attempt_" + std::to_string(attempt_.restart_count) + "_rank_" + rank + "_error.json";
     if (!routes.out.file.empty() || !routes.err.file.empty()) {
-      make_dirs(worker_dir);
+      make_worker_dir(root, worker_dir);
       if (!state_.keep_temp_dir) {
         logger("launcher")->info("--redirects/--tee without --log-dir: worker logs go to {}", root);
       }

@@ -132,7 +132,13 @@ void OutputRelay::emit_lines(bool flush_partial) {
 }
 
 Fd open_log_file(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644));
+  // O_EXCL: the file is new, in a directory this launcher just made, so it truncates nothing of
+  // anyone's; O_NOFOLLOW: a symlink planted at the path is refused, not followed.
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0640));
+  if (!fd && errno == EEXIST) {
+    DDP_THROW_ERRNO("open log file ", path, ": it exists already (a log file is always new; is another launcher ",
+                    "writing this directory?)");
+  }
   if (!fd) DDP_THROW_ERRNO("open log file ", path);
   return fd;
 }
@@ -144,7 +150,35 @@ void make_dirs(const std::string& path) {
     pos = path.find('/', pos + 1);
     partial = path.substr(0, pos);
     if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) DDP_THROW_ERRNO("mkdir ", partial);
+    if (::mkdir(partial.c_str(), 0750) != 0 && errno != EEXIST) DDP_THROW_ERRNO("mkdir ", partial);
+  }
+}
+
+void make_worker_dir(const std::string& root, const std::string& worker_dir) {
+  DDP_CHECK(worker_dir.starts_with(root + "/"), "worker dir ", worker_dir, " is not under ", root);
+  make_dirs(root);
+  // Below the root every directory is ours: made here, or (the run and attempt levels, shared by
+  // the ranks and by nodes on a shared file system) a real directory, never a symlink.
+  size_t pos = root.size();
+  while (true) {
+    pos = worker_dir.find('/', pos + 1);
+    const std::string partial = worker_dir.substr(0, pos);
+    const bool last = pos == std::string::npos;
+    if (::mkdir(partial.c_str(), 0750) == 0) {
+      if (last) return;
+      continue;
+    }
+    if (errno != EEXIST) DDP_THROW_ERRNO("mkdir ", partial);
+    if (last) {
+      DDP_THROW_ERRNO("log directory ", partial, " exists already: a job with the same run id wrote logs here ",
+                      "(use a new --rdzv-id per job, or another --log-dir)");
+    }
+    struct stat st {};
+    if (::lstat(partial.c_str(), &st) != 0) DDP_THROW_ERRNO("lstat ", partial);
+    if (!S_ISDIR(st.st_mode)) {
+      errno = ENOTDIR;
+      DDP_THROW_ERRNO("log directory ", partial, " is not a directory (a symlink or a file: refused)");
+    }
   }
 }
 

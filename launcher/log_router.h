@@ -73,10 +73,17 @@ class OutputRelay {
   std::string pending_;  // bytes after the last newline
 };
 
-// Opens (creating, truncating) a log file for a worker to write. Throws SystemError.
+// Creates a log file for a worker to write (0640): a new file only (O_EXCL, so nothing of
+// anyone's is truncated), never through a symlink (O_NOFOLLOW). Throws SystemError.
 Fd open_log_file(const std::string& path);
 
-// mkdir -p. Throws SystemError naming the directory.
+// mkdir -p (0750 for what it creates). Throws SystemError naming the directory.
 void make_dirs(const std::string& path);
+
+// A worker's log directory "<root>/<run_id>/attempt_<n>/<rank>": root made like mkdir -p; the
+// levels below it may exist (other ranks, other nodes) but must be real directories, not
+// symlinks; the rank directory itself must be new — an existing one means another job with the
+// same run id wrote there, refused with a SystemError saying so.
+void make_worker_dir(const std::string& root, const std::string& worker_dir);
 
 }  // namespace ddp::launcher

@@ -284,3 +284,31 @@ TEST_CASE("unusual input never crashes the launcher: numbers in a config, a work
   CHECK(deep.err.find("traceback : {\"message\": [[[") != std::string::npos);
   CHECK(entries_starting(tmp, "ddp-launch-").empty());
 }
+
+TEST_CASE("run ids cannot climb out of the log dir; log files never follow or truncate what is there") {
+  ScratchDir d;
+  auto escape = launch(d, {"--standalone", "--rdzv-id", "../../x", "--log-dir", d / "logs", "true"});
+  CHECK(escape.code == 2);
+  CHECK(escape.err.find("'../../x' is not a run id") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(d / "logs"));
+
+  // A symlink planted where a log directory level goes is refused; its target stays untouched.
+  std::filesystem::create_directories(d / "logs/job1");
+  std::filesystem::create_directory(d / "victim");
+  write_file(d / "victim/stdout.log", "keep me");
+  std::filesystem::create_directory_symlink(d / "victim", d / "logs/job1/attempt_0");
+  auto planted = launch(d, {"--standalone", "--rdzv-id", "job1", "--log-dir", d / "logs", "echo", "hi"});
+  CHECK(planted.code == 123);
+  CHECK(planted.err.find("not a directory") != std::string::npos);
+  CHECK(slurp(d / "victim/stdout.log") == "keep me");
+
+  // A second job with the same run id and log dir does not overwrite the first one's logs.
+  CHECK(launch(d, {"--standalone", "--rdzv-id", "job2", "--log-dir", d / "logs", "echo", "first"}).code == 0);
+  auto again = launch(d, {"--standalone", "--rdzv-id", "job2", "--log-dir", d / "logs", "echo", "second"});
+  CHECK(again.code == 123);
+  CHECK(again.err.find("exists already") != std::string::npos);
+  CHECK(slurp(d / "logs/job2/attempt_0/0/stdout.log") == "first\n");
+  using std::filesystem::perms;
+  const perms mode = std::filesystem::status(d / "logs/job2/attempt_0/0/stdout.log").permissions();
+  CHECK((mode & (perms::group_write | perms::others_all)) == perms::none);  // 0640 at most
+}
