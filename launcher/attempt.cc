@@ -113,8 +113,10 @@ Fd Attempt::wire_stream(const StreamRoute& route, int console_fd, const std::str
   if (route.relay) {
     auto [read_end, write_end] = make_pipe("worker output");
     Fd file = route.file.empty() ? Fd() : open_log_file(route.file);
+    auto& sink = state_.consoles[console_fd == STDOUT_FILENO ? 0 : 1];
+    if (route.console && !sink) sink = std::make_unique<ConsoleSink>(console_fd, console_fd == STDOUT_FILENO ? "stdout" : "stderr");
     relays_.push_back(std::make_unique<OutputRelay>(std::move(read_end), std::move(file),
-                                                    route.console ? console_fd : -1, "[" + rank + "]:"));
+                                                    route.console ? sink.get() : nullptr, "[" + rank + "]:"));
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = kTagRelay + relays_.size() - 1;
@@ -141,6 +143,7 @@ AttemptResult Attempt::wait() {
       DDP_THROW_ERRNO("epoll_wait in the supervisor loop");
     }
     for (int i = 0; i < n; ++i) dispatch(events[i].data.u64);
+    watch_consoles();
   }
   // Every worker is gone: now anything they left behind goes, then their output drains.
   kill_all_descendants();
@@ -171,6 +174,8 @@ void Attempt::dispatch(uint64_t tag) {
     logger("launcher")->warn("workers still running {} ms after the stop signal: sending SIGKILL",
                              state_.options.shutdown_timeout.count());
     signal_groups(SIGKILL);
+  } else if (tag < kTagRelay) {
+    if (auto& sink = state_.consoles[tag - kTagConsole]) sink->flush();
   } else {
     OutputRelay& relay = *relays_[tag - kTagRelay];
     if (relay.open()) relay.pump();  // at EOF it closes its pipe, which leaves the epoll set
@@ -277,11 +282,32 @@ void Attempt::set_timer(int fd, Millis first, Millis interval) {
   ::timerfd_settime(fd, 0, &spec, nullptr);
 }
 
+void Attempt::watch_consoles() {
+  for (int i = 0; i < 2; ++i) {
+    const auto& sink = state_.consoles[i];
+    const bool want = sink && sink->pending() && sink->poll_fd() >= 0;
+    if (want == state_.console_watched[i]) continue;
+    epoll_event ev{};
+    ev.events = EPOLLOUT;
+    ev.data.u64 = kTagConsole + static_cast<uint64_t>(i);
+    // A failure leaves the sink unwatched: its buffer still drains with the next output.
+    if (::epoll_ctl(state_.epoll.get(), want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, sink->poll_fd(), &ev) == 0) {
+      state_.console_watched[i] = want;
+    }
+  }
+}
+
 void Attempt::finish_output() {
   for (auto& relay : relays_) {
     if (relay->open()) relay->finish();
   }
   relays_.clear();
+  // What a console has not taken yet goes now, unless it takes nothing for a while: a reader
+  // that stopped must not keep the launcher (and the job's end) waiting forever.
+  for (auto& sink : state_.consoles) {
+    if (sink) sink->drain(kConsoleDrainStall);
+  }
+  watch_consoles();
 }
 
 }  // namespace ddp::launcher

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,8 +15,8 @@ constexpr int kErr = 2;
 
 bool selection_given(const StreamSelection& s) { return s.all != 0 || !s.per_rank.empty(); }
 
-// Writes everything, waiting when the destination is a full non-blocking pipe. A destination
-// that is gone (EPIPE, closed console) drops the output rather than failing the job.
+// Writes everything to a log file (a regular file: it does not block). A destination that is
+// gone drops the output rather than failing the job.
 void write_all(int fd, const char* data, size_t size) {
   while (size > 0) {
     ssize_t n = ::write(fd, data, size);
@@ -26,9 +25,6 @@ void write_all(int fd, const char* data, size_t size) {
       size -= static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {
       continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, -1);
     } else {
       return;
     }
@@ -63,8 +59,8 @@ WorkerRoutes plan_routes(const LaunchOptions& o, int local_rank, const std::stri
   return WorkerRoutes{route(kOut, "stdout.log"), route(kErr, "stderr.log")};
 }
 
-OutputRelay::OutputRelay(Fd pipe_read, Fd file, int console_fd, std::string prefix)
-    : pipe_(std::move(pipe_read)), file_(std::move(file)), console_(console_fd), prefix_(std::move(prefix)) {
+OutputRelay::OutputRelay(Fd pipe_read, Fd file, ConsoleSink* console, std::string prefix)
+    : pipe_(std::move(pipe_read)), file_(std::move(file)), console_(console), prefix_(std::move(prefix)) {
   int flags = ::fcntl(pipe_.get(), F_GETFL);
   if (flags < 0 || ::fcntl(pipe_.get(), F_SETFL, flags | O_NONBLOCK) < 0) {
     DDP_THROW_ERRNO("fcntl(O_NONBLOCK) on a worker output pipe");
@@ -79,7 +75,7 @@ bool OutputRelay::pump() {
     ssize_t n = ::read(pipe_.get(), buf, sizeof buf);
     if (n > 0) {
       if (file_.valid()) write_all(file_.get(), buf, static_cast<size_t>(n));
-      if (console_ >= 0) {
+      if (console_ != nullptr) {
         pending_.append(buf, static_cast<size_t>(n));
         emit_lines(false);
       }
@@ -128,7 +124,7 @@ void OutputRelay::emit_lines(bool flush_partial) {
     start = nl + 1;
   }
   pending_.erase(0, start);
-  if (!out.empty()) write_all(console_, out.data(), out.size());
+  if (!out.empty()) console_->write(out);
 }
 
 Fd open_log_file(const std::string& path) {

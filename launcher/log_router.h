@@ -14,12 +14,14 @@
 // inherit the launcher's stdout/stderr directly, like torchrun: no pipes, no copies, a tty
 // stays a tty (colours, progress bars, pdb), and start-up stays at fork/exec cost.
 //
-// The relay writes whole lines only, each read's complete lines in one write(2), so lines of
-// different ranks never interleave mid-line; a partial line is held until its newline (or
-// kMaxLine bytes, or the stream's end, when it is flushed with a newline added).
+// The relay writes whole lines only, each read's complete lines in one chunk to the console's
+// ConsoleSink (never blocking: see launcher/console_sink.h), so lines of different ranks never
+// interleave mid-line; a partial line is held until its newline (or kMaxLine bytes, or the
+// stream's end, when it is flushed with a newline added). Files get the raw bytes.
 #include <string>
 
 #include "common/fd.h"
+#include "launcher/console_sink.h"
 #include "launcher/launch_options.h"
 
 namespace ddp::launcher {
@@ -49,8 +51,8 @@ class OutputRelay {
  public:
   static constexpr size_t kMaxLine = 64 * 1024;
 
-  // console_fd -1: no console; file invalid: no file.
-  OutputRelay(Fd pipe_read, Fd file, int console_fd, std::string prefix);
+  // console nullptr: no console (not owned; it outlives the relay); file invalid: no file.
+  OutputRelay(Fd pipe_read, Fd file, ConsoleSink* console, std::string prefix);
   OutputRelay(const OutputRelay&) = delete;
   OutputRelay& operator=(const OutputRelay&) = delete;
   ~OutputRelay();
@@ -68,7 +70,7 @@ class OutputRelay {
 
   Fd pipe_;
   Fd file_;
-  int console_;
+  ConsoleSink* console_;
   std::string prefix_;
   std::string pending_;  // bytes after the last newline
 };

@@ -2,6 +2,7 @@
 // line (environment, exit codes, stopping, no survivors, signals, restarts, logs, configs, dry
 // run, DDP_LAUNCH_* variables). Workers are small sh scripts. Multi-node: ddp_launch_nodes_test.
 #include <doctest/doctest.h>
+#include <sys/ioctl.h>
 
 #include <set>
 
@@ -311,4 +312,48 @@ TEST_CASE("run ids cannot climb out of the log dir; log files never follow or tr
   using std::filesystem::perms;
   const perms mode = std::filesystem::status(d / "logs/job2/attempt_0/0/stdout.log").permissions();
   CHECK((mode & (perms::group_write | perms::others_all)) == perms::none);  // 0640 at most
+}
+
+TEST_CASE("a console nobody reads does not freeze the launcher: SIGTERM still stops the job") {
+  ScratchDir d;
+  const std::string id = unique_id("stall");
+  int p[2];
+  REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+  ddp::Fd reader(p[0]), writer(p[1]);
+  // ddp-launch's stdout is the pipe's write end; this test never reads the other end.
+  std::vector<std::string> argv = cat({launcher_path(), "--standalone", "--nproc-per-node", "2", "--tee", "3",
+                                       "--rdzv-id", id, "--shutdown-timeout", "5"},
+                                      sh("echo $$ > " + d.path() + "/pid.$RANK; exec yes 'a line of worker output'"));
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, writer.get(), 1);
+  posix_spawn_file_actions_addopen(&fa, 2, (d / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t launcher = -1;
+  REQUIRE(posix_spawn(&launcher, args[0], &fa, nullptr, args.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  writer.reset();
+  // Both workers run and the pipe is full: a blocking relay would now be stuck in write(2).
+  const int capacity = ::fcntl(reader.get(), F_GETPIPE_SZ);
+  REQUIRE(eventually([&] {
+    int queued = 0;
+    return std::filesystem::exists(d / "pid.1") && ::ioctl(reader.get(), FIONREAD, &queued) == 0 && queued >= capacity;
+  }));
+  REQUIRE(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).size() == 2; }));
+  ::kill(launcher, SIGTERM);
+  int status = 0;
+  // Generous: only a launcher frozen by its console would take this long (not a timing check).
+  const bool exited = eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, std::chrono::seconds(60));
+  if (!exited) {
+    ::kill(launcher, SIGKILL);
+    ::waitpid(launcher, &status, 0);
+  }
+  CHECK(exited);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM));
+  CHECK(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).empty(); }));
+  const std::string err = slurp(d / "err");
+  CHECK(err.find("bytes of worker output: stdout blocked") != std::string::npos);
 }

@@ -46,7 +46,8 @@ TEST_CASE("the relay writes whole prefixed lines, joins pieces, flushes the tail
   int p[2];
   REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
   Fd console(::open((dir / "console").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  OutputRelay relay{Fd(p[0]), open_log_file(dir / "file"), console.get(), "[7]:"};
+  ConsoleSink sink(console.get(), "stdout");
+  OutputRelay relay{Fd(p[0]), open_log_file(dir / "file"), &sink, "[7]:"};
   Fd writer(p[1]);
   auto put = [&](const std::string& s) { REQUIRE(::write(writer.get(), s.data(), s.size()) == static_cast<ssize_t>(s.size())); };
   put("hel");
@@ -69,7 +70,8 @@ TEST_CASE("an endless line is cut at kMaxLine, not held without bound") {
   int p[2];
   REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
   Fd console(::open((dir / "console").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  OutputRelay relay{Fd(p[0]), Fd(), console.get(), "[0]:"};
+  ConsoleSink sink(console.get(), "stdout");
+  OutputRelay relay{Fd(p[0]), Fd(), &sink, "[0]:"};
   Fd writer(p[1]);
   std::string big(OutputRelay::kMaxLine + 10, 'x');
   size_t off = 0;
