@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/shm_names.h"
 #include "launcher/error_file.h"
 #include "launcher/process_tree.h"
 #include "launcher/spawn.h"
@@ -146,7 +147,9 @@ AttemptResult Attempt::wait() {
     watch_consoles();
   }
   // Every worker is gone: now anything they left behind goes, then their output drains.
-  kill_all_descendants();
+  std::vector<pid_t> reaped;
+  kill_all_descendants(&reaped);
+  shm_names::remove_tcp_segments(reaped);
   finish_output();
   set_timer(state_.monitor_timer.get(), Millis(0), Millis(0));
   set_timer(state_.grace_timer.get(), Millis(0), Millis(0));
@@ -204,11 +207,13 @@ void Attempt::on_signal(int sig) {
 
 void Attempt::reap() {
   bool new_failure = false;
+  std::vector<pid_t> reaped;
   while (true) {
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid < 0 && errno == EINTR) continue;
     if (pid <= 0) break;  // 0: none ready; ECHILD: no children at all
+    reaped.push_back(pid);
     Worker* w = nullptr;
     for (auto& candidate : workers_) {
       if (candidate.pid == pid && candidate.alive) w = &candidate;
@@ -223,6 +228,8 @@ void Attempt::reap() {
       new_failure = true;
     }
   }
+  // A process killed while it set up a tcp group leaves its shm segment named: remove it.
+  shm_names::remove_tcp_segments(reaped);
   if (new_failure) begin_stop(SIGTERM);
 }
 

@@ -2,6 +2,7 @@
 // line (environment, exit codes, stopping, no survivors, signals, restarts, logs, configs, dry
 // run, DDP_LAUNCH_* variables). Workers are small sh scripts. Multi-node: ddp_launch_nodes_test.
 #include <doctest/doctest.h>
+#include <limits.h>
 #include <sys/ioctl.h>
 
 #include <set>
@@ -336,11 +337,13 @@ TEST_CASE("a console nobody reads does not freeze the launcher: SIGTERM still st
   REQUIRE(posix_spawn(&launcher, args[0], &fa, nullptr, args.data(), environ) == 0);
   posix_spawn_file_actions_destroy(&fa);
   writer.reset();
-  // Both workers run and the pipe is full: a blocking relay would now be stuck in write(2).
+  // Both workers run and the pipe is full (less room than one atomic write, PIPE_BUF): a
+  // blocking relay would now be stuck in write(2).
   const int capacity = ::fcntl(reader.get(), F_GETPIPE_SZ);
   REQUIRE(eventually([&] {
     int queued = 0;
-    return std::filesystem::exists(d / "pid.1") && ::ioctl(reader.get(), FIONREAD, &queued) == 0 && queued >= capacity;
+    return std::filesystem::exists(d / "pid.1") && ::ioctl(reader.get(), FIONREAD, &queued) == 0 &&
+           queued > capacity - PIPE_BUF;
   }));
   REQUIRE(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).size() == 2; }));
   ::kill(launcher, SIGTERM);
@@ -356,4 +359,20 @@ TEST_CASE("a console nobody reads does not freeze the launcher: SIGTERM still st
   CHECK(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).empty(); }));
   const std::string err = slurp(d / "err");
   CHECK(err.find("bytes of worker output: stdout blocked") != std::string::npos);
+}
+
+TEST_CASE("a worker killed while it set up a tcp group: its shm segment is removed, nobody else's") {
+  ScratchDir d;
+  // The worker creates a segment by the tcp backend's naming rule (common/shm_names.h), as rank
+  // 0 does before every rank has mapped and unlinked it, and dies there.
+  const std::string decoy = "/dev/shm/ddp-tcp-999999003-00000000000000aa";  // no worker's pid
+  write_file(decoy, "");
+  auto r = launch(d, cat({"--standalone"}, sh("name=/dev/shm/ddp-tcp-$$-0123456789abcdef; : > $name; echo $name > " +
+                                              d.path() + "/name; kill -9 $$")));
+  CHECK(r.code == 137);
+  const std::string name = slurp(d / "name").substr(0, slurp(d / "name").find('\n'));
+  REQUIRE(name.starts_with("/dev/shm/ddp-tcp-"));
+  CHECK_FALSE(std::filesystem::exists(name));
+  CHECK(std::filesystem::exists(decoy));
+  std::filesystem::remove(decoy);
 }
