@@ -321,10 +321,13 @@ TEST_CASE("a console nobody reads does not freeze the launcher: SIGTERM still st
   int p[2];
   REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
   ddp::Fd reader(p[0]), writer(p[1]);
-  // ddp-launch's stdout is the pipe's write end; this test never reads the other end.
-  std::vector<std::string> argv = cat({launcher_path(), "--standalone", "--nproc-per-node", "2", "--tee", "3",
-                                       "--rdzv-id", id, "--shutdown-timeout", "5"},
-                                      sh("echo $$ > " + d.path() + "/pid.$RANK; exec yes 'a line of worker output'"));
+  // ddp-launch's stdout is the pipe's write end; this test never reads the other end. The
+  // console is relayed (prefixed, --local-ranks-filter) without log files; each worker writes
+  // 8 MB, more than the pipe and the launcher's buffer hold, then waits.
+  std::vector<std::string> argv = cat({launcher_path(), "--standalone", "--nproc-per-node", "2", "--local-ranks-filter",
+                                       "0,1", "--rdzv-id", id, "--shutdown-timeout", "5"},
+                                      sh("echo $$ > " + d.path() + "/pid.$RANK; yes 'a line of worker output' | head -c 8000000; "
+                                         "exec sleep 300"));
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
