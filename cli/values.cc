@@ -275,6 +275,10 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
         out.push_back(prefix + range + suffix);
         continue;
       }
+      if (out.size() + static_cast<size_t>(hi - lo) + 1 > kMaxHosts) {
+        DDP_THROW(InvalidArgument, "Slurm host list '", text.substr(0, 64), text.size() > 64 ? "..." : "",
+                  "' names more than ", kMaxHosts, " hosts");
+      }
       for (int i = lo; i <= hi; ++i) {
         std::string num = std::to_string(i);
         if (num.size() < a.size()) num = std::string(a.size() - num.size(), '0') + num;
