@@ -9,6 +9,10 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin
   iproute2 procps python3
 )
+# `make fuzz` (DDP_FUZZ_DEPS=1): clang 14 and libFuzzer.
+if [ "${DDP_FUZZ_DEPS:-0}" = 1 ]; then
+  packages+=(clang libfuzzer-14-dev libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
