@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
@@ -69,9 +70,17 @@ std::optional<FileHead> read_file_head(const std::string& path, const ReadOption
   if (o.regular_only && !S_ISREG(st.st_mode)) return fail("it is not a regular file");
   if (S_ISDIR(st.st_mode)) return fail("it is a directory");
   FileHead head;
-  head.bytes.resize(o.max_bytes + 1);  // one more byte tells "exactly max" from "more"
+  // Up to one byte more than max_bytes tells "exactly max" from "more". The buffer starts at
+  // the file's size (small error files stay cheap) and grows, if the file does, to that bound.
+  const size_t limit = o.max_bytes + 1;
+  const size_t expected = S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) + 1 : size_t{64} << 10;
+  head.bytes.resize(std::min(limit, std::max<size_t>(expected, 4096)));
   size_t got = 0;
-  while (got < head.bytes.size()) {
+  while (true) {
+    if (got == head.bytes.size()) {
+      if (head.bytes.size() == limit) break;
+      head.bytes.resize(std::min(limit, head.bytes.size() * 2));
+    }
     ssize_t n = ::read(fd.get(), head.bytes.data() + got, head.bytes.size() - got);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) break;  // a regular file never says this; be safe anyway
