@@ -109,7 +109,7 @@ TEST_CASE("SIGKILL to the launcher takes every worker down") {
   const std::string id = unique_id("sigkill");
   Child c(cat({launcher_path(), "--standalone", "--nproc-per-node", "3", "--rdzv-id", id},
               sh("echo $$ > " + d.path() + "/pid.$RANK; exec sleep 300")),
-          {}, d / "out", d / "err");
+          {{"TMPDIR", d.path()}}, d / "out", d / "err");  // a SIGKILLed launcher cannot remove its temp dir
   REQUIRE(eventually([&] {
     return std::filesystem::exists(d / "pid.0") && std::filesystem::exists(d / "pid.1") && std::filesystem::exists(d / "pid.2");
   }));
