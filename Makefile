@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= config_file error_file init_method hostlist store_protocol
+FUZZ_TARGETS ?= config_file error_file init_method hostlist store_protocol wire_header
 
 .PHONY: all deps configure build test demo bench clean fuzz
 
