@@ -8,7 +8,8 @@ build=$1
 seconds=$2
 shift 2
 cd "$(dirname "$0")/.."
-mkdir -p "$build/crashes"
+mkdir -p "$build/crashes" "$build/tmp"
+export TMPDIR; TMPDIR="$(cd "$build/tmp" && pwd)"  # the targets' scratch files (error_file writes one) stay here
 status=0
 for target in "$@"; do
   bin="$build/fuzz/${target}_fuzz"
