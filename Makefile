@@ -5,7 +5,10 @@ BUILD_DIR := $(if $(filter release,$(PRESET)),build,build-$(PRESET))
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo bench clean
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= config_file error_file init_method hostlist store_protocol wire_header
+
+.PHONY: all deps configure build test demo bench clean fuzz
 
 all: build
 
@@ -22,8 +25,20 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
 
+# libFuzzer, each target FUZZ_SECONDS over its seeds in tests/fuzz/corpus/<target>/; clang, in
+# build-fuzz (only the fuzz targets and the libraries they need are built; -O1 with line tables
+# only and asserts on: quick to build, stack traces still name lines).
+fuzz:
+	@DDP_FUZZ_DEPS=1 bash scripts/install-deps.sh
+	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_FUZZ=ON \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+	  -DDDP_BUILD_TESTS=OFF -DDDP_WITH_GLOO=OFF -DDDP_WITH_MPI=OFF -DDDP_WITH_NCCL=OFF $(FUZZ_CMAKE_FLAGS) \
+	  > build-fuzz.configure.log 2>&1 || (cat build-fuzz.configure.log; exit 1)
+	@cmake --build build-fuzz -j $(JOBS) --target ddp_fuzz_targets
+	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR)
 
 clean:
-	rm -rf build build-debug build-asan build-tsan build*.configure.log
+	rm -rf build build-debug build-asan build-tsan build-fuzz build*.configure.log

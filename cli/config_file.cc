@@ -1,18 +1,23 @@
 #include "cli/config_file.h"
 
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <set>
-#include <sstream>
 
 #include "cli/option_specs.h"
 #include "cli/suggest.h"
 #include "common/error.h"
+#include "common/safe_json.h"
 
 namespace ddp::cli {
 namespace {
 
-using nlohmann::json;
+using json = safe_json::Json;
+
+// A config is a page of settings: anything near these sizes is not one.
+constexpr size_t kMaxConfigBytes = 1 << 20;
+constexpr int kMaxConfigDepth = 16;
 
 // Keys a config may carry that are not settings: a schema reference and free text.
 const std::set<std::string> kMetaKeys = {"$schema", "description"};
@@ -63,12 +68,6 @@ std::vector<KeyPos> key_positions(const std::string& text) {
   return out;
 }
 
-std::string type_name(const json& v) {
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number()) return "a number";
-  return std::string("a") + (v.is_array() || v.is_object() ? "n " : " ") + v.type_name();
-}
-
 std::vector<std::string> known_keys() {
   std::vector<std::string> out(kMetaKeys.begin(), kMetaKeys.end());
   for (const auto& s : option_specs()) {
@@ -77,49 +76,67 @@ std::vector<std::string> known_keys() {
   return out;
 }
 
-// Converts one typed JSON value to the setting's text items, or returns false on a type mismatch.
-bool to_items(const OptionSpec& spec, const json& v, std::vector<std::string>* items, std::string* bad_inner) {
+// A JSON number as an int setting's text: whole numbers within int (3.0 and -0 included).
+std::optional<std::string> int_text(const json& v) {
+  auto n = safe_json::as_int(v, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+  if (!n) return std::nullopt;
+  return std::to_string(*n);
+}
+
+// Converts one typed JSON value to the setting's text items; on a mismatch returns what is
+// wrong ("must be ..., not ..."), with *bad_inner set to the inner key at fault for objects.
+std::string to_items(const OptionSpec& spec, const json& v, std::vector<std::string>* items, std::string* bad_inner) {
+  const std::string expected = "must be " + std::string(kind_text(spec.kind)) + ", not ";
+  auto mismatch = [&]() { return expected + safe_json::type_name(v); };
+  auto out_of_range = [&]() {
+    return "must be an integer in " + std::to_string(std::numeric_limits<int>::min()) + ".." +
+           std::to_string(std::numeric_limits<int>::max()) + ", not " + safe_json::to_text(v, 64);
+  };
   switch (spec.kind) {
     case ValueKind::kInt:
-      if (!v.is_number_integer()) return false;
-      items->push_back(v.dump());
-      return true;
-    case ValueKind::kSeconds:
-      if (!v.is_number()) return false;
-      items->push_back(v.dump());
-      return true;
-    case ValueKind::kString:
-      if (!v.is_string()) return false;
-      items->push_back(v.get<std::string>());
-      return true;
     case ValueKind::kIntOrString:
-      if (v.is_number_integer()) items->push_back(v.dump());
-      else if (v.is_string()) items->push_back(v.get<std::string>());
-      else return false;
-      return true;
+      if (v.is_string() && spec.kind == ValueKind::kIntOrString) {
+        items->push_back(v.get<std::string>());
+        return "";
+      }
+      if (!v.is_number()) return mismatch();
+      if (auto text = int_text(v)) {
+        items->push_back(*text);
+        return "";
+      }
+      // A fraction is the wrong type; a whole number too large for an int is out of range.
+      return v.is_number_float() && v.get<double>() != std::floor(v.get<double>()) ? mismatch() : out_of_range();
+    case ValueKind::kSeconds:
+      if (!v.is_number()) return mismatch();
+      items->push_back(safe_json::to_text(v));  // parse_seconds checks the range
+      return "";
+    case ValueKind::kString:
+      if (!v.is_string()) return mismatch();
+      items->push_back(v.get<std::string>());
+      return "";
     case ValueKind::kBool:
-      if (!v.is_boolean()) return false;
+      if (!v.is_boolean()) return mismatch();
       items->push_back(v.get<bool>() ? "true" : "false");
-      return true;
+      return "";
     case ValueKind::kKeyValues:
-      if (!v.is_object()) return false;
+      if (!v.is_object()) return mismatch();
       for (const auto& [k, val] : v.items()) {
         if (!val.is_string()) {
           *bad_inner = k;
-          return false;
+          return "must be a string, not " + safe_json::type_name(val);
         }
         items->push_back(k + "=" + val.get<std::string>());
       }
-      return true;
+      return "";
     case ValueKind::kStringList:
-      if (!v.is_array() || v.empty()) return false;
+      if (!v.is_array() || v.empty()) return mismatch();
       for (const auto& word : v) {
-        if (!word.is_string()) return false;
+        if (!word.is_string()) return expected + "an array holding " + safe_json::type_name(word);
         items->push_back(word.get<std::string>());
       }
-      return true;
+      return "";
   }
-  return false;
+  return mismatch();
 }
 
 int line_of(const std::vector<KeyPos>& pos, const std::string& parent, const std::string& key) {
@@ -136,21 +153,9 @@ std::string where(const std::string& path, int line) {
 }  // namespace
 
 SettingLayer parse_config(const std::string& text, const std::string& path) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    size_t upto = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-    int line = 1, col = 1;
-    for (size_t i = 0; i < upto; ++i) {
-      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
-    }
-    std::string msg = e.what();
-    if (auto p = msg.find(": "); p != std::string::npos) msg = msg.substr(p + 2);
-    DDP_THROW(InvalidArgument, path, " line ", line, ", column ", col, ": malformed JSON: ", msg);
-  }
+  const json doc = safe_json::parse(text, path, {.max_bytes = kMaxConfigBytes, .max_depth = kMaxConfigDepth});
   if (!doc.is_object()) {
-    DDP_THROW(InvalidArgument, path, ": a config must be a JSON object of settings, not ", type_name(doc));
+    DDP_THROW(InvalidArgument, path, ": a config must be a JSON object of settings, not ", safe_json::type_name(doc));
   }
   const auto positions = key_positions(text);
   std::set<std::string> seen;
@@ -172,13 +177,12 @@ SettingLayer parse_config(const std::string& text, const std::string& path) {
     SettingValue sv;
     sv.source = where(path, line) + " (key '" + key + "')";
     std::string bad_inner;
-    if (!to_items(*spec, value, &sv.items, &bad_inner)) {
+    if (std::string wrong = to_items(*spec, value, &sv.items, &bad_inner); !wrong.empty()) {
       if (!bad_inner.empty()) {
-        DDP_THROW(InvalidArgument, where(path, line_of(positions, key, bad_inner)), ": key '", key,
-                  ".", bad_inner, "' must be a string, not ", type_name(value[bad_inner]));
+        DDP_THROW(InvalidArgument, where(path, line_of(positions, key, bad_inner)), ": key '", key, ".", bad_inner,
+                  "' ", wrong);
       }
-      DDP_THROW(InvalidArgument, where(path, line), ": key '", key, "' must be ",
-                kind_text(spec->kind), ", not ", type_name(value));
+      DDP_THROW(InvalidArgument, where(path, line), ": key '", key, "' ", wrong);
     }
     layer[key] = std::move(sv);
   }
@@ -186,11 +190,14 @@ SettingLayer parse_config(const std::string& text, const std::string& path) {
 }
 
 SettingLayer load_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) DDP_THROW(InvalidArgument, "cannot read config file '", path, "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_config(ss.str(), path);
+  std::string why;
+  auto head = safe_json::read_file_head(path, {.max_bytes = kMaxConfigBytes}, &why);
+  if (!head) DDP_THROW(InvalidArgument, "cannot read config file '", path, "': ", why);
+  if (head->truncated) {
+    DDP_THROW(InvalidArgument, "config file '", path, "' is larger than ", kMaxConfigBytes,
+              " bytes: not a ddp-launch config");
+  }
+  return parse_config(head->bytes, path);
 }
 
 }  // namespace ddp::cli

@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
   } catch (const InvalidArgument& e) {
     say(e.message());
     return cli::kExitRendezvous;
+  } catch (const SystemError& e) {
+    say(e.message());  // a system call failed: its message names the call and the file
+    return cli::kExitInternal;
   } catch (const std::exception& e) {
     say(std::string("internal error: ") + e.what());
     return cli::kExitInternal;

@@ -209,7 +209,7 @@ launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<s
   integer("master_port", l.master_port);
   l.rdzv_backend = normalize_backend(s);
   str("rdzv_endpoint", l.rdzv_endpoint);
-  str("rdzv_id", l.rdzv_id);
+  if (s.has("rdzv_id")) l.rdzv_id = parse_run_id(s.text("rdzv_id"), s.what("rdzv_id"));
   if (s.has("rdzv_conf")) {
     RdzvConf conf = parse_rdzv_conf(s.text("rdzv_conf"), s.what("rdzv_conf"));
     if (conf.timeout) l.rdzv_timeout = *conf.timeout;

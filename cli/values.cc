@@ -9,6 +9,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -274,6 +275,10 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
         out.push_back(prefix + range + suffix);
         continue;
       }
+      if (out.size() + static_cast<size_t>(hi - lo) + 1 > kMaxHosts) {
+        DDP_THROW(InvalidArgument, "Slurm host list '", text.substr(0, 64), text.size() > 64 ? "..." : "",
+                  "' names more than ", kMaxHosts, " hosts");
+      }
       for (int i = lo; i <= hi; ++i) {
         std::string num = std::to_string(i);
         if (num.size() < a.size()) num = std::string(a.size() - num.size(), '0') + num;
@@ -282,6 +287,20 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
     }
   }
   return out;
+}
+
+std::string parse_run_id(const std::string& text, const std::string& what) {
+  auto allowed = [](unsigned char c) { return std::isalnum(c) || std::strchr("._-:@+", c) != nullptr; };
+  const bool ok = !text.empty() && text.size() <= kMaxRunIdLength && text[0] != '.' &&
+                  std::all_of(text.begin(), text.end(), [&](char c) { return c != '\0' && allowed(static_cast<unsigned char>(c)); });
+  if (!ok) {
+    std::string shown = text.substr(0, kMaxRunIdLength + 8);
+    for (char& c : shown) c = std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+    DDP_THROW(InvalidArgument, what, ": '", shown, text.size() > shown.size() ? "..." : "",
+              "' is not a run id: use 1 to ", kMaxRunIdLength,
+              " letters, digits and . _ - : @ + (not starting with '.'), e.g. the scheduler's job id");
+  }
+  return text;
 }
 
 std::pair<std::string, std::string> parse_key_value(const std::string& text, const std::string& what) {

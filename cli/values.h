@@ -44,8 +44,17 @@ struct RdzvConf {
 // torchrun's --rdzv-conf "k1=v1,k2=v2"; unknown keys are errors with a "did you mean".
 RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what);
 
-// Slurm host lists: "node[01-03],gpu7" -> node01 node02 node03 gpu7.
+// Slurm host lists: "node[01-03],gpu7" -> node01 node02 node03 gpu7. A list that expands to
+// more than kMaxHosts names is an InvalidArgument (it comes from the environment: a short
+// variable must not make the launcher build millions of strings).
+inline constexpr size_t kMaxHosts = 1 << 16;
 std::vector<std::string> expand_hostlist(const std::string& text);
+
+// A run id (--rdzv-id) names directories (<log_dir>/<id>, the file store's <dir>/<id>.store) and
+// store keys: letters, digits and . _ - : @ + only, not starting with '.', at most
+// kMaxRunIdLength characters — so no id can climb out of a directory ("../../x").
+inline constexpr size_t kMaxRunIdLength = 128;
+std::string parse_run_id(const std::string& text, const std::string& what);
 
 // "KEY=VALUE" -> {KEY, VALUE}; the key must be a valid variable name.
 std::pair<std::string, std::string> parse_key_value(const std::string& text, const std::string& what);

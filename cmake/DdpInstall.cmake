@@ -18,7 +18,8 @@ install(TARGETS ddp EXPORT ddpTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR
 foreach(_dir common rendezvous comm ddp)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddp/${_dir}
           FILES_MATCHING PATTERN "*.h"
-          PATTERN "log.h" EXCLUDE)  # internal: the only header that needs spdlog
+          PATTERN "log.h" EXCLUDE         # internal: the only header that needs spdlog
+          PATTERN "safe_json.h" EXCLUDE)  # internal: exposes nlohmann::json
 endforeach()
 install(EXPORT ddpTargets NAMESPACE ddp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
 include(CMakePackageConfigHelpers)

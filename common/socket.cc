@@ -240,4 +240,18 @@ std::string boot_id() {
   return id.empty() ? hostname() : id;
 }
 
+std::string same_host_key() {
+  std::string key = boot_id();
+  for (const char* ns : {"ipc", "net"}) {
+    char link[128] = {};
+    const std::string path = std::string("/proc/self/ns/") + ns;
+    ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
+    if (n > 0) {
+      key.push_back('/');
+      key.append(link, static_cast<size_t>(n));  // "ipc:[4026531839]"
+    }
+  }
+  return key;
+}
+
 }  // namespace ddp::net

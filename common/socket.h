@@ -46,5 +46,9 @@ void recv_all(int fd, void* data, size_t size, const Deadline& deadline, const s
 // Host identity: hostname, and the kernel's boot id (same value <=> same host, same boot).
 std::string hostname();
 std::string boot_id();
+// Who can share memory and loopback with whom: the boot id plus this process's IPC and network
+// namespaces ("<boot id>/ipc:[N]/net:[M]"). Two processes in different containers on one host
+// share the boot id but not /dev/shm or 127.0.0.1: their keys differ, so they use sockets.
+std::string same_host_key();
 
 }  // namespace ddp::net

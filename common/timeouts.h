@@ -33,6 +33,9 @@ inline constexpr Millis kDefaultShutdownGrace{30'000};
 // Launcher hosting the store: how long, beyond the shutdown grace, it waits for the other
 // nodes' launchers to report their outcome before it takes the store down.
 inline constexpr Millis kStoreHostLeaveGrace{10'000};
+// Launcher: at the end of an attempt, how long relayed output waits for a console that takes
+// nothing (a reader that stopped) before the rest is dropped and counted.
+inline constexpr Millis kConsoleDrainStall{2'000};
 // Launcher: how often workers are checked when nothing else wakes the loop.
 inline constexpr Millis kDefaultMonitorInterval{100};
 

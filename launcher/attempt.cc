@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/shm_names.h"
 #include "launcher/error_file.h"
 #include "launcher/process_tree.h"
 #include "launcher/spawn.h"
@@ -73,12 +74,12 @@ void Attempt::spawn_worker(int local_rank) {
   std::string worker_dir = attempt_log_dir(root, run_id_, attempt_.restart_count) + "/" + rank;
   WorkerRoutes routes = plan_routes(o, local_rank, worker_dir);
   if (user_logs) {
-    make_dirs(worker_dir);
+    make_worker_dir(root, worker_dir);
     w.error_file = worker_dir + "/error.json";
   } else {
     w.error_file = root + "/attempt_" + std::to_string(attempt_.restart_count) + "_rank_" + rank + "_error.json";
     if (!routes.out.file.empty() || !routes.err.file.empty()) {
-      make_dirs(worker_dir);
+      make_worker_dir(root, worker_dir);
       if (!state_.keep_temp_dir) {
         logger("launcher")->info("--redirects/--tee without --log-dir: worker logs go to {}", root);
       }
@@ -113,8 +114,10 @@ Fd Attempt::wire_stream(const StreamRoute& route, int console_fd, const std::str
   if (route.relay) {
     auto [read_end, write_end] = make_pipe("worker output");
     Fd file = route.file.empty() ? Fd() : open_log_file(route.file);
+    auto& sink = state_.consoles[console_fd == STDOUT_FILENO ? 0 : 1];
+    if (route.console && !sink) sink = std::make_unique<ConsoleSink>(console_fd, console_fd == STDOUT_FILENO ? "stdout" : "stderr");
     relays_.push_back(std::make_unique<OutputRelay>(std::move(read_end), std::move(file),
-                                                    route.console ? console_fd : -1, "[" + rank + "]:"));
+                                                    route.console ? sink.get() : nullptr, "[" + rank + "]:"));
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = kTagRelay + relays_.size() - 1;
@@ -141,9 +144,12 @@ AttemptResult Attempt::wait() {
       DDP_THROW_ERRNO("epoll_wait in the supervisor loop");
     }
     for (int i = 0; i < n; ++i) dispatch(events[i].data.u64);
+    watch_consoles();
   }
   // Every worker is gone: now anything they left behind goes, then their output drains.
-  kill_all_descendants();
+  std::vector<pid_t> reaped;
+  kill_all_descendants(&reaped);
+  shm_names::remove_tcp_segments(reaped);
   finish_output();
   set_timer(state_.monitor_timer.get(), Millis(0), Millis(0));
   set_timer(state_.grace_timer.get(), Millis(0), Millis(0));
@@ -171,6 +177,8 @@ void Attempt::dispatch(uint64_t tag) {
     logger("launcher")->warn("workers still running {} ms after the stop signal: sending SIGKILL",
                              state_.options.shutdown_timeout.count());
     signal_groups(SIGKILL);
+  } else if (tag < kTagRelay) {
+    if (auto& sink = state_.consoles[tag - kTagConsole]) sink->flush();
   } else {
     OutputRelay& relay = *relays_[tag - kTagRelay];
     if (relay.open()) relay.pump();  // at EOF it closes its pipe, which leaves the epoll set
@@ -199,11 +207,13 @@ void Attempt::on_signal(int sig) {
 
 void Attempt::reap() {
   bool new_failure = false;
+  std::vector<pid_t> reaped;
   while (true) {
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid < 0 && errno == EINTR) continue;
     if (pid <= 0) break;  // 0: none ready; ECHILD: no children at all
+    reaped.push_back(pid);
     Worker* w = nullptr;
     for (auto& candidate : workers_) {
       if (candidate.pid == pid && candidate.alive) w = &candidate;
@@ -218,6 +228,8 @@ void Attempt::reap() {
       new_failure = true;
     }
   }
+  // A process killed while it set up a tcp group leaves its shm segment named: remove it.
+  shm_names::remove_tcp_segments(reaped);
   if (new_failure) begin_stop(SIGTERM);
 }
 
@@ -277,11 +289,32 @@ void Attempt::set_timer(int fd, Millis first, Millis interval) {
   ::timerfd_settime(fd, 0, &spec, nullptr);
 }
 
+void Attempt::watch_consoles() {
+  for (int i = 0; i < 2; ++i) {
+    const auto& sink = state_.consoles[i];
+    const bool want = sink && sink->pending() && sink->poll_fd() >= 0;
+    if (want == state_.console_watched[i]) continue;
+    epoll_event ev{};
+    ev.events = EPOLLOUT;
+    ev.data.u64 = kTagConsole + static_cast<uint64_t>(i);
+    // A failure leaves the sink unwatched: its buffer still drains with the next output.
+    if (::epoll_ctl(state_.epoll.get(), want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, sink->poll_fd(), &ev) == 0) {
+      state_.console_watched[i] = want;
+    }
+  }
+}
+
 void Attempt::finish_output() {
   for (auto& relay : relays_) {
     if (relay->open()) relay->finish();
   }
   relays_.clear();
+  // What a console has not taken yet goes now, unless it takes nothing for a while: a reader
+  // that stopped must not keep the launcher (and the job's end) waiting forever.
+  for (auto& sink : state_.consoles) {
+    if (sink) sink->drain(kConsoleDrainStall);
+  }
+  watch_consoles();
 }
 
 }  // namespace ddp::launcher

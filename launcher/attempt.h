@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/fd.h"
+#include "launcher/console_sink.h"
 #include "launcher/cpu_bind.h"
 #include "launcher/log_router.h"
 #include "launcher/supervisor.h"
@@ -18,7 +19,8 @@ namespace ddp::launcher {
 inline constexpr uint64_t kTagSignal = 0;
 inline constexpr uint64_t kTagMonitor = 1;
 inline constexpr uint64_t kTagGrace = 2;
-inline constexpr uint64_t kTagRelay = 3;  // + relay index
+inline constexpr uint64_t kTagConsole = 3;  // + 0 stdout, + 1 stderr: room to write again
+inline constexpr uint64_t kTagRelay = 5;    // + relay index
 
 // Lives as long as the Supervisor.
 struct SupervisorState {
@@ -47,6 +49,9 @@ struct SupervisorState {
   bool keep_temp_dir = false;  // it holds log files the user asked for
   std::vector<std::vector<int>> cpus;
   int cpus_world_size = -1;
+  // The launcher's stdout and stderr when it relays worker output (else null); never block.
+  std::unique_ptr<ConsoleSink> consoles[2];
+  bool console_watched[2] = {false, false};  // in the epoll set for EPOLLOUT
 };
 
 // One run of the node's workers. The destructor kills and reaps whatever is left, so an
@@ -81,6 +86,8 @@ class Attempt {
   void begin_stop(int sig);
   void signal_groups(int sig);
   void set_timer(int fd, Millis first, Millis interval);
+  // Watches a console for room (EPOLLOUT) exactly while it holds buffered output.
+  void watch_consoles();
   void finish_output();
 
   enum class Phase { kRunning, kStopping };

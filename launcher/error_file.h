@@ -3,6 +3,9 @@
 // format, {"message": {"message": "...", "extraInfo": {"py_callstack": "...", "timestamp":
 // "..."}}}, the plain {"message": "...", "timestamp": ...} form, and falls back to the raw text
 // of a file that is not JSON. Never throws: a missing or unreadable file is "no error file".
+// The file is the worker's, so it is input: only a regular file is read (a FIFO would block,
+// a symlink could point anywhere), at most 1 MiB of it, JSON nested at most 32 deep; values of
+// the wrong type are shown as JSON text; error_head makes what it returns printable.
 #include <optional>
 #include <string>
 
@@ -17,7 +20,8 @@ struct ErrorFileContent {
 std::optional<ErrorFileContent> read_error_file(const std::string& path);
 
 // What a failure summary shows: the traceback if any, else the message, cut to at most
-// max_lines lines (the head: where the Python traceback starts) and max_bytes bytes.
+// max_lines lines (the head: where the Python traceback starts) and max_bytes bytes; invalid
+// UTF-8 becomes U+FFFD and control characters other than newline, tab and CR '?'.
 std::string error_head(const ErrorFileContent& content, int max_lines = 40, size_t max_bytes = 8192);
 
 }  // namespace ddp::launcher

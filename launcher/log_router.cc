@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,8 +15,8 @@ constexpr int kErr = 2;
 
 bool selection_given(const StreamSelection& s) { return s.all != 0 || !s.per_rank.empty(); }
 
-// Writes everything, waiting when the destination is a full non-blocking pipe. A destination
-// that is gone (EPIPE, closed console) drops the output rather than failing the job.
+// Writes everything to a log file (a regular file: it does not block). A destination that is
+// gone drops the output rather than failing the job.
 void write_all(int fd, const char* data, size_t size) {
   while (size > 0) {
     ssize_t n = ::write(fd, data, size);
@@ -26,9 +25,6 @@ void write_all(int fd, const char* data, size_t size) {
       size -= static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {
       continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, -1);
     } else {
       return;
     }
@@ -63,8 +59,8 @@ WorkerRoutes plan_routes(const LaunchOptions& o, int local_rank, const std::stri
   return WorkerRoutes{route(kOut, "stdout.log"), route(kErr, "stderr.log")};
 }
 
-OutputRelay::OutputRelay(Fd pipe_read, Fd file, int console_fd, std::string prefix)
-    : pipe_(std::move(pipe_read)), file_(std::move(file)), console_(console_fd), prefix_(std::move(prefix)) {
+OutputRelay::OutputRelay(Fd pipe_read, Fd file, ConsoleSink* console, std::string prefix)
+    : pipe_(std::move(pipe_read)), file_(std::move(file)), console_(console), prefix_(std::move(prefix)) {
   int flags = ::fcntl(pipe_.get(), F_GETFL);
   if (flags < 0 || ::fcntl(pipe_.get(), F_SETFL, flags | O_NONBLOCK) < 0) {
     DDP_THROW_ERRNO("fcntl(O_NONBLOCK) on a worker output pipe");
@@ -79,7 +75,7 @@ bool OutputRelay::pump() {
     ssize_t n = ::read(pipe_.get(), buf, sizeof buf);
     if (n > 0) {
       if (file_.valid()) write_all(file_.get(), buf, static_cast<size_t>(n));
-      if (console_ >= 0) {
+      if (console_ != nullptr) {
         pending_.append(buf, static_cast<size_t>(n));
         emit_lines(false);
       }
@@ -128,11 +124,17 @@ void OutputRelay::emit_lines(bool flush_partial) {
     start = nl + 1;
   }
   pending_.erase(0, start);
-  if (!out.empty()) write_all(console_, out.data(), out.size());
+  if (!out.empty()) console_->write(out);
 }
 
 Fd open_log_file(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644));
+  // O_EXCL: the file is new, in a directory this launcher just made, so it truncates nothing of
+  // anyone's; O_NOFOLLOW: a symlink planted at the path is refused, not followed.
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0640));
+  if (!fd && errno == EEXIST) {
+    DDP_THROW_ERRNO("open log file ", path, ": it exists already (a log file is always new; is another launcher ",
+                    "writing this directory?)");
+  }
   if (!fd) DDP_THROW_ERRNO("open log file ", path);
   return fd;
 }
@@ -144,7 +146,35 @@ void make_dirs(const std::string& path) {
     pos = path.find('/', pos + 1);
     partial = path.substr(0, pos);
     if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) DDP_THROW_ERRNO("mkdir ", partial);
+    if (::mkdir(partial.c_str(), 0750) != 0 && errno != EEXIST) DDP_THROW_ERRNO("mkdir ", partial);
+  }
+}
+
+void make_worker_dir(const std::string& root, const std::string& worker_dir) {
+  DDP_CHECK(worker_dir.starts_with(root + "/"), "worker dir ", worker_dir, " is not under ", root);
+  make_dirs(root);
+  // Below the root every directory is ours: made here, or (the run and attempt levels, shared by
+  // the ranks and by nodes on a shared file system) a real directory, never a symlink.
+  size_t pos = root.size();
+  while (true) {
+    pos = worker_dir.find('/', pos + 1);
+    const std::string partial = worker_dir.substr(0, pos);
+    const bool last = pos == std::string::npos;
+    if (::mkdir(partial.c_str(), 0750) == 0) {
+      if (last) return;
+      continue;
+    }
+    if (errno != EEXIST) DDP_THROW_ERRNO("mkdir ", partial);
+    if (last) {
+      DDP_THROW_ERRNO("log directory ", partial, " exists already: a job with the same run id wrote logs here ",
+                      "(use a new --rdzv-id per job, or another --log-dir)");
+    }
+    struct stat st {};
+    if (::lstat(partial.c_str(), &st) != 0) DDP_THROW_ERRNO("lstat ", partial);
+    if (!S_ISDIR(st.st_mode)) {
+      errno = ENOTDIR;
+      DDP_THROW_ERRNO("log directory ", partial, " is not a directory (a symlink or a file: refused)");
+    }
   }
 }
 

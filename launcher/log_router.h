@@ -14,12 +14,14 @@
 // inherit the launcher's stdout/stderr directly, like torchrun: no pipes, no copies, a tty
 // stays a tty (colours, progress bars, pdb), and start-up stays at fork/exec cost.
 //
-// The relay writes whole lines only, each read's complete lines in one write(2), so lines of
-// different ranks never interleave mid-line; a partial line is held until its newline (or
-// kMaxLine bytes, or the stream's end, when it is flushed with a newline added).
+// The relay writes whole lines only, each read's complete lines in one chunk to the console's
+// ConsoleSink (never blocking: see launcher/console_sink.h), so lines of different ranks never
+// interleave mid-line; a partial line is held until its newline (or kMaxLine bytes, or the
+// stream's end, when it is flushed with a newline added). Files get the raw bytes.
 #include <string>
 
 #include "common/fd.h"
+#include "launcher/console_sink.h"
 #include "launcher/launch_options.h"
 
 namespace ddp::launcher {
@@ -49,8 +51,8 @@ class OutputRelay {
  public:
   static constexpr size_t kMaxLine = 64 * 1024;
 
-  // console_fd -1: no console; file invalid: no file.
-  OutputRelay(Fd pipe_read, Fd file, int console_fd, std::string prefix);
+  // console nullptr: no console (not owned; it outlives the relay); file invalid: no file.
+  OutputRelay(Fd pipe_read, Fd file, ConsoleSink* console, std::string prefix);
   OutputRelay(const OutputRelay&) = delete;
   OutputRelay& operator=(const OutputRelay&) = delete;
   ~OutputRelay();
@@ -68,15 +70,22 @@ class OutputRelay {
 
   Fd pipe_;
   Fd file_;
-  int console_;
+  ConsoleSink* console_;
   std::string prefix_;
   std::string pending_;  // bytes after the last newline
 };
 
-// Opens (creating, truncating) a log file for a worker to write. Throws SystemError.
+// Creates a log file for a worker to write (0640): a new file only (O_EXCL, so nothing of
+// anyone's is truncated), never through a symlink (O_NOFOLLOW). Throws SystemError.
 Fd open_log_file(const std::string& path);
 
-// mkdir -p. Throws SystemError naming the directory.
+// mkdir -p (0750 for what it creates). Throws SystemError naming the directory.
 void make_dirs(const std::string& path);
+
+// A worker's log directory "<root>/<run_id>/attempt_<n>/<rank>": root made like mkdir -p; the
+// levels below it may exist (other ranks, other nodes) but must be real directories, not
+// symlinks; the rank directory itself must be new — an existing one means another job with the
+// same run id wrote there, refused with a SystemError saying so.
+void make_worker_dir(const std::string& root, const std::string& worker_dir);
 
 }  // namespace ddp::launcher

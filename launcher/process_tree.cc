@@ -44,7 +44,7 @@ std::vector<pid_t> descendants(pid_t root) {
   return out;
 }
 
-int kill_all_descendants() {
+int kill_all_descendants(std::vector<pid_t>* reaped) {
   int killed = 0;
   // Each pass kills what it sees; orphans of killed processes re-parent to us and show up in
   // the next pass. Zombies (already dead, awaiting our reap) are listed too: kill is harmless.
@@ -56,8 +56,10 @@ int kill_all_descendants() {
     }
     // Reap our direct children, blocking: they were SIGKILLed, so this is short.
     for (pid_t pid : children_of(::getpid())) {
-      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      pid_t got;
+      while ((got = ::waitpid(pid, nullptr, 0)) < 0 && errno == EINTR) {
       }
+      if (got == pid && reaped != nullptr) reaped->push_back(pid);
     }
   }
   return killed;

@@ -18,7 +18,8 @@ std::vector<pid_t> descendants(pid_t root);
 
 // SIGKILLs every descendant of this process until none is left, reaping the ones that are our
 // own children. Returns how many processes were killed. Used at the end of every attempt so no
-// process of the job (daemonized grandchildren included) outlives it.
-int kill_all_descendants();
+// process of the job (daemonized grandchildren included) outlives it. `reaped`, when given,
+// receives the pids this call reaped (for clean-up of what they left, e.g. shm segments).
+int kill_all_descendants(std::vector<pid_t>* reaped = nullptr);
 
 }  // namespace ddp::launcher

@@ -96,6 +96,17 @@ SupervisorState::SupervisorState(const LaunchOptions& opts) : options(opts) {
 }
 
 SupervisorState::~SupervisorState() {
+  // Said once, at the end: how much worker output a console that did not read cost.
+  for (auto& sink : consoles) {
+    if (!sink || sink->dropped() == 0) continue;
+    const std::string line = sink->dropped_message();
+    if (consoles[1]) {
+      consoles[1]->write(line);
+      consoles[1]->drain(kConsoleDrainStall);
+    } else {
+      [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+    }
+  }
   // Drop queued signals before unblocking them: their default action would kill us now.
   signalfd_siginfo info;
   while (signal_fd && ::read(signal_fd.get(), &info, sizeof info) == sizeof info) {

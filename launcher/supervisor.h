@@ -17,6 +17,9 @@
 //   process still alive (orphaned or daemonized grandchildren included) is SIGKILLed and
 //   reaped, so no process of the job outlives the attempt. run() is the process's only
 //   reaper (waitpid(-1)): the launcher must not have children of its own besides workers.
+// - Every process it reaps (workers, orphans, killed descendants) also loses the tcp backend's
+//   shm segments it created and had not unlinked yet (a rank killed during the group's set-up):
+//   see common/shm_names.h.
 // - Between run() calls handled signals stay blocked and queued: poll_signal() lets the
 //   caller (rendezvous, restarts) see them; a signal left queued stops the next run() at once.
 // - Files: per attempt, TORCHELASTIC_ERROR_FILE is <log_dir>/<run_id>/attempt_<n>/<rank>/

@@ -1,17 +1,17 @@
 #include "rendezvous/node_rendezvous.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
 #include "common/deadline.h"
 #include "common/error.h"
+#include "common/safe_json.h"
 
 namespace ddp::rdzv {
 namespace {
 
-using nlohmann::json;
+using json = safe_json::Json;
 
 std::string round_prefix(const NodeRendezvousOptions& o) {
   return o.run_id + "/round/" + std::to_string(o.round) + "/";
@@ -40,19 +40,22 @@ std::string encode(const Registration& r) {
   return j.dump();
 }
 
+// A registration is input from another launcher (or anyone holding the token): typed, bounded.
 Registration decode(const std::string& key, const Bytes& bytes) {
+  const std::string source = "node rendezvous: registration under '" + key + "'";
   try {
-    json j = json::parse(Store::to_string(bytes));
+    const json j = safe_json::parse(Store::to_string(bytes), source, {.max_bytes = 64 << 10, .max_depth = 4});
+    constexpr int64_t kMax = 1 << 20;  // nodes or workers per node: sums stay far from overflow
     Registration r;
-    r.info.host = j.at("host").get<std::string>();
-    r.info.addresses = j.at("addresses").get<std::vector<std::string>>();
-    r.info.nproc = j.at("nproc").get<int>();
-    r.info.requested_rank = j.at("requested_rank").get<int>();
-    r.nnodes = j.at("nnodes").get<int>();
-    r.nonce = j.at("nonce").get<std::string>();
+    r.info.host = safe_json::get_string(j, "host", source);
+    r.info.addresses = safe_json::get_strings(j, "addresses", source);
+    r.info.nproc = static_cast<int>(safe_json::get_int(j, "nproc", source, 1, kMax));
+    r.info.requested_rank = static_cast<int>(safe_json::get_int(j, "requested_rank", source, -1, kMax));
+    r.nnodes = static_cast<int>(safe_json::get_int(j, "nnodes", source, 1, kMax));
+    r.nonce = safe_json::get_string(j, "nonce", source);
     return r;
-  } catch (const json::exception& e) {
-    DDP_THROW(StoreError, "node rendezvous: malformed registration under '", key, "': ", e.what());
+  } catch (const InvalidArgument& e) {
+    DDP_THROW(StoreError, e.message());
   }
 }
 

@@ -11,6 +11,10 @@ packages=(
   # LibTorch and PyTorch for ddp/torch and its comparisons; the demo's data set.
   libtorch-dev python3-torch zlib1g-dev dataset-fashion-mnist
 )
+# `make fuzz` (DDP_FUZZ_DEPS=1): clang 14 and libFuzzer.
+if [ "${DDP_FUZZ_DEPS:-0}" = 1 ]; then
+  packages+=(clang libfuzzer-14-dev libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

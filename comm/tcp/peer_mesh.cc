@@ -229,7 +229,7 @@ PeerAddress PeerAddress::decode(const std::string& text) {
 PeerAddress PeerAddress::local(uint16_t port) {
   PeerAddress a;
   a.port = port;
-  a.boot_id = net::boot_id();
+  a.boot_id = net::same_host_key();  // boot id + IPC and net namespaces: containers on one host use sockets
   a.pid = ::getpid();
   a.host = net::hostname();
   a.addrs = interface_addresses();

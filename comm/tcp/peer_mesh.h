@@ -25,7 +25,7 @@ namespace ddp::comm::tcp {
 
 struct PeerAddress {
   uint16_t port = 0;
-  std::string boot_id;
+  std::string boot_id;  // net::same_host_key(): equal <=> shm and loopback are shared
   int64_t pid = 0;
   std::string host;
   std::vector<std::string> addrs;  // numeric; loopback last

@@ -1,5 +1,6 @@
 #include "comm/tcp/shm_segment.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -8,12 +9,14 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstring>
 #include <new>
 #include <random>
 #include <utility>
 
 #include "common/error.h"
 #include "common/fd.h"
+#include "common/shm_names.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -25,13 +28,11 @@ size_t control_bytes(int world) {
   return (b + 4095) / 4096 * 4096;
 }
 
+// The launcher removes segments its dead workers left by this name: common/shm_names.h.
 std::string unique_name() {
   std::random_device rd;
   uint64_t r = (uint64_t{rd()} << 32) ^ rd();
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "/ddp-tcp-%d-%016llx", static_cast<int>(::getpid()),
-                static_cast<unsigned long long>(r));
-  return buf;
+  return shm_names::tcp_segment(::getpid(), r);
 }
 
 void* map(int fd, size_t bytes, const std::string& name) {
@@ -58,6 +59,22 @@ ShmSegment ShmSegment::create(const ShmGeometry& g) {
     ::shm_unlink(s.name_.c_str());
     errno = err;
     DDP_THROW_ERRNO("ftruncate(", s.name_, ", ", s.bytes_, ")");
+  }
+  // Reserve the pages now: tmpfs allocates on first touch, so a /dev/shm too small for the
+  // segment (Docker's default is 64 MiB) would otherwise be a SIGBUS in the middle of a
+  // collective instead of this error at set-up.
+  if (int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(s.bytes_)); err != 0) {
+    if (err != EOPNOTSUPP && err != EINVAL) ::shm_unlink(s.name_.c_str());
+    if (err == ENOSPC || err == ENOMEM || err == EFBIG) {
+      DDP_THROW(BackendError, "tcp backend: cannot reserve ", s.bytes_, " bytes of shared memory for a group of ",
+                g.world, " ranks in /dev/shm (", ::strerror(err), "; /dev/shm is too small — Docker's default is 64 MiB: ",
+                "run with --shm-size=1g or more, or set DDP_TCP_TRANSPORT=socket)");
+    }
+    if (err != EOPNOTSUPP && err != EINVAL) {
+      errno = err;
+      DDP_THROW_ERRNO("posix_fallocate(", s.name_, ", ", s.bytes_, " bytes in /dev/shm)");
+    }
+    // A file system without fallocate: carry on as before (pages allocated on first touch).
   }
   try {
     s.base_ = map(fd.get(), s.bytes_, s.name_);

@@ -1,6 +1,10 @@
 #include "cli/config_file.h"
 
 #include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "common/error.h"
 
@@ -86,4 +90,38 @@ TEST_CASE("strings with braces, colons and escapes do not confuse line tracking"
 
 TEST_CASE("a missing file is an error naming it") {
   CHECK_THROWS_WITH_AS(load_config_file("/nonexistent/x.json"), doctest::Contains("/nonexistent/x.json"), InvalidArgument);
+}
+
+TEST_CASE("unusual but valid numbers: whole numbers are integers, the rest are clear errors") {
+  // 1e400 overflows a double: nlohmann throws its own out_of_range, which used to abort.
+  auto overflow = error_of("{\n  \"max_restarts\": 1e400\n}");
+  CHECK(overflow.find("job.json line 2, column 19") != std::string::npos);
+  CHECK(overflow.find("1e400") != std::string::npos);
+  CHECK(parse_config(R"({"max_restarts": 3.0})", "j").at("max_restarts").items[0] == "3");
+  CHECK(parse_config(R"({"node_rank": -0})", "j").at("node_rank").items[0] == "0");
+  CHECK(parse_config(R"({"nproc_per_node": 2.0})", "j").at("nproc_per_node").items[0] == "2");
+  CHECK(parse_config(R"({"monitor_interval": -0.0})", "j").at("monitor_interval").items[0] == "-0.0");
+  for (const char* big : {"99999999999999999999", "18446744073709551615", "-9223372036854775809", "2147483648", "1e300"}) {
+    CAPTURE(big);
+    auto msg = error_of(std::string("{\"master_port\": ") + big + "}");
+    CHECK(msg.find("'master_port' must be an integer in -2147483648..2147483647") != std::string::npos);
+  }
+  CHECK(error_of(R"({"max_restarts": 2.5})").find("must be an integer, not a number") != std::string::npos);
+}
+
+TEST_CASE("configs past the limits: deep nesting, invalid UTF-8, huge files") {
+  auto deep = error_of("{\"env\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  CHECK(deep.find("nested deeper than") != std::string::npos);
+  CHECK(error_of("{\"role\": \"\xc3\x28\"}").find("malformed JSON") != std::string::npos);
+  CHECK(error_of(R"({"command": ["a", 1]})").find("must be an array of strings, not an array holding an integer") !=
+        std::string::npos);
+  char dir[] = "/tmp/ddp-config-test-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string big = std::string(dir) + "/big.json";
+  {
+    std::ofstream out(big);
+    out << "{\"description\": \"" << std::string(2 << 20, 'x') << "\"}";
+  }
+  CHECK_THROWS_WITH_AS(load_config_file(big), doctest::Contains("is larger than 1048576 bytes"), InvalidArgument);
+  std::filesystem::remove_all(dir);
 }

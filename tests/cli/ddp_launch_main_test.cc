@@ -2,6 +2,8 @@
 // line (environment, exit codes, stopping, no survivors, signals, restarts, logs, configs, dry
 // run, DDP_LAUNCH_* variables). Workers are small sh scripts. Multi-node: ddp_launch_nodes_test.
 #include <doctest/doctest.h>
+#include <limits.h>
+#include <sys/ioctl.h>
 
 #include <set>
 
@@ -107,7 +109,7 @@ TEST_CASE("SIGKILL to the launcher takes every worker down") {
   const std::string id = unique_id("sigkill");
   Child c(cat({launcher_path(), "--standalone", "--nproc-per-node", "3", "--rdzv-id", id},
               sh("echo $$ > " + d.path() + "/pid.$RANK; exec sleep 300")),
-          {}, d / "out", d / "err");
+          {{"TMPDIR", d.path()}}, d / "out", d / "err");  // a SIGKILLed launcher cannot remove its temp dir
   REQUIRE(eventually([&] {
     return std::filesystem::exists(d / "pid.0") && std::filesystem::exists(d / "pid.1") && std::filesystem::exists(d / "pid.2");
   }));
@@ -246,4 +248,134 @@ TEST_CASE("a .py program runs with python3") {
   auto r = launch(d, {"--standalone", "--nproc-per-node", "2", "--env", "OUT=" + d.path(), d / "w.py"});
   CHECK(r.code == 0);
   CHECK(slurp(d / "py.1") == "ok");
+}
+
+namespace {
+
+// Entries of `dir` whose names start with `prefix`.
+std::vector<std::string> entries_starting(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().starts_with(prefix)) out.push_back(e.path().string());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("unusual input never crashes the launcher: numbers in a config, a worker's error file") {
+  ScratchDir d;
+  // 1e400 used to abort the launcher with an uncaught nlohmann exception (exit 134, core).
+  write_file(d / "huge.json", "{\n  \"standalone\": true,\n  \"max_restarts\": 1e400\n}\n");
+  auto huge = launch(d, {"--config", d / "huge.json", "true"});
+  CHECK(huge.code == 2);
+  CHECK(huge.err.find(d / "huge.json" + " line 3, column") != std::string::npos);
+  // Whole numbers written as 3.0 or -0 are integers.
+  write_file(d / "whole.json", "{\"standalone\": true, \"nproc_per_node\": 2.0, \"max_restarts\": -0}");
+  CHECK(launch(d, {"--config", d / "whole.json", "true"}).code == 0);
+
+  // An error file nested 100,000 deep used to crash the launcher (SIGSEGV): no summary, and
+  // its temp directory left behind. Now: the summary, the worker's exit code, nothing left.
+  write_file(d / "deep.json", "{\"message\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  const std::string tmp = d / "tmp";
+  std::filesystem::create_directory(tmp);
+  auto deep = launch(d, cat({"--standalone"}, sh("cp " + d.path() + "/deep.json \"$TORCHELASTIC_ERROR_FILE\"; exit 3")),
+                     {{"TMPDIR", tmp}});
+  CHECK(deep.code == 3);
+  CHECK(deep.err.find("Root Cause") != std::string::npos);
+  CHECK(deep.err.find("traceback : {\"message\": [[[") != std::string::npos);
+  CHECK(entries_starting(tmp, "ddp-launch-").empty());
+}
+
+TEST_CASE("run ids cannot climb out of the log dir; log files never follow or truncate what is there") {
+  ScratchDir d;
+  auto escape = launch(d, {"--standalone", "--rdzv-id", "../../x", "--log-dir", d / "logs", "true"});
+  CHECK(escape.code == 2);
+  CHECK(escape.err.find("'../../x' is not a run id") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(d / "logs"));
+
+  // A symlink planted where a log directory level goes is refused; its target stays untouched.
+  std::filesystem::create_directories(d / "logs/job1");
+  std::filesystem::create_directory(d / "victim");
+  write_file(d / "victim/stdout.log", "keep me");
+  std::filesystem::create_directory_symlink(d / "victim", d / "logs/job1/attempt_0");
+  auto planted = launch(d, {"--standalone", "--rdzv-id", "job1", "--log-dir", d / "logs", "echo", "hi"});
+  CHECK(planted.code == 123);
+  CHECK(planted.err.find("not a directory") != std::string::npos);
+  CHECK(slurp(d / "victim/stdout.log") == "keep me");
+
+  // A second job with the same run id and log dir does not overwrite the first one's logs.
+  CHECK(launch(d, {"--standalone", "--rdzv-id", "job2", "--log-dir", d / "logs", "echo", "first"}).code == 0);
+  auto again = launch(d, {"--standalone", "--rdzv-id", "job2", "--log-dir", d / "logs", "echo", "second"});
+  CHECK(again.code == 123);
+  CHECK(again.err.find("exists already") != std::string::npos);
+  CHECK(slurp(d / "logs/job2/attempt_0/0/stdout.log") == "first\n");
+  using std::filesystem::perms;
+  const perms mode = std::filesystem::status(d / "logs/job2/attempt_0/0/stdout.log").permissions();
+  CHECK((mode & (perms::group_write | perms::others_all)) == perms::none);  // 0640 at most
+}
+
+TEST_CASE("a console nobody reads does not freeze the launcher: SIGTERM still stops the job") {
+  ScratchDir d;
+  const std::string id = unique_id("stall");
+  int p[2];
+  REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+  ddp::Fd reader(p[0]), writer(p[1]);
+  // ddp-launch's stdout is the pipe's write end; this test never reads the other end. The
+  // console is relayed (prefixed, --local-ranks-filter) without log files; each worker writes
+  // 8 MB, more than the pipe and the launcher's buffer hold, then waits.
+  std::vector<std::string> argv = cat({launcher_path(), "--standalone", "--nproc-per-node", "2", "--local-ranks-filter",
+                                       "0,1", "--rdzv-id", id, "--shutdown-timeout", "5"},
+                                      sh("echo $$ > " + d.path() + "/pid.$RANK; yes 'a line of worker output' | head -c 8000000; "
+                                         "exec sleep 300"));
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, writer.get(), 1);
+  posix_spawn_file_actions_addopen(&fa, 2, (d / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t launcher = -1;
+  REQUIRE(posix_spawn(&launcher, args[0], &fa, nullptr, args.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  writer.reset();
+  // Both workers run and the pipe is full (less room than one atomic write, PIPE_BUF): a
+  // blocking relay would now be stuck in write(2).
+  const int capacity = ::fcntl(reader.get(), F_GETPIPE_SZ);
+  REQUIRE(eventually([&] {
+    int queued = 0;
+    return std::filesystem::exists(d / "pid.1") && ::ioctl(reader.get(), FIONREAD, &queued) == 0 &&
+           queued > capacity - PIPE_BUF;
+  }));
+  REQUIRE(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).size() == 2; }));
+  ::kill(launcher, SIGTERM);
+  int status = 0;
+  // Generous: only a launcher frozen by its console would take this long (not a timing check).
+  const bool exited = eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, std::chrono::seconds(60));
+  if (!exited) {
+    ::kill(launcher, SIGKILL);
+    ::waitpid(launcher, &status, 0);
+  }
+  CHECK(exited);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM));
+  CHECK(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).empty(); }));
+  const std::string err = slurp(d / "err");
+  CHECK(err.find("bytes of worker output: stdout blocked") != std::string::npos);
+}
+
+TEST_CASE("a worker killed while it set up a tcp group: its shm segment is removed, nobody else's") {
+  ScratchDir d;
+  // The worker creates a segment by the tcp backend's naming rule (common/shm_names.h), as rank
+  // 0 does before every rank has mapped and unlinked it, and dies there.
+  const std::string decoy = "/dev/shm/ddp-tcp-999999003-00000000000000aa";  // no worker's pid
+  write_file(decoy, "");
+  auto r = launch(d, cat({"--standalone"}, sh("name=/dev/shm/ddp-tcp-$$-0123456789abcdef; : > $name; echo $name > " +
+                                              d.path() + "/name; kill -9 $$")));
+  CHECK(r.code == 137);
+  const std::string name = slurp(d / "name").substr(0, slurp(d / "name").find('\n'));
+  REQUIRE(name.starts_with("/dev/shm/ddp-tcp-"));
+  CHECK_FALSE(std::filesystem::exists(name));
+  CHECK(std::filesystem::exists(decoy));
+  std::filesystem::remove(decoy);
 }

@@ -103,3 +103,28 @@ TEST_CASE("Slurm host lists") {
   CHECK(expand_hostlist("single") == std::vector<std::string>{"single"});
   CHECK(expand_hostlist("gpu[9-11]").at(2) == "gpu11");
 }
+
+TEST_CASE("Slurm host lists are bounded: a short variable cannot make millions of names") {
+  CHECK(expand_hostlist("n[1-65536]").size() == kMaxHosts);
+  CHECK_THROWS_WITH_AS(expand_hostlist("n[1-65537]"), doctest::Contains("more than 65536 hosts"), InvalidArgument);
+  // Each range alone is allowed; together they used to expand to 30 million strings.
+  std::string many;
+  for (int i = 0; i < 300; ++i) {
+    if (i > 0) many += ',';
+    many += "a[0-99999]";
+  }
+  CHECK_THROWS_AS(expand_hostlist(many), InvalidArgument);
+}
+
+TEST_CASE("run ids: a safe charset, no path components, bounded length") {
+  for (const char* ok : {"none", "job-42", "12345.batch", "user@host:7+a_b", "A"}) {
+    CAPTURE(ok);
+    CHECK(parse_run_id(ok, "x") == ok);
+  }
+  CHECK(parse_run_id(std::string(kMaxRunIdLength, 'a'), "x").size() == kMaxRunIdLength);
+  for (const std::string& bad : std::vector<std::string>{"../../x", "a/b", "..", ".hidden", "", "sp ace", "semi;colon", "new\nline",
+                                std::string("nul\0x", 5), std::string(kMaxRunIdLength + 1, 'a')}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(parse_run_id(bad, "rdzv_id (from --rdzv-id)"), doctest::Contains("is not a run id"), InvalidArgument);
+  }
+}

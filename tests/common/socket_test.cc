@@ -1,7 +1,10 @@
 #include "common/socket.h"
 
 #include <doctest/doctest.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -55,4 +58,37 @@ TEST_CASE("a silent peer is a TimeoutError; nobody listening times out the conne
 TEST_CASE("host identity") {
   CHECK_FALSE(net::hostname().empty());
   CHECK(net::boot_id() == net::boot_id());
+}
+
+TEST_CASE("same-host key: boot id plus IPC and network namespaces; another IPC namespace differs") {
+  const std::string key = net::same_host_key();
+  CHECK(key.starts_with(net::boot_id()));
+  CHECK(key.find("/ipc:[") != std::string::npos);
+  CHECK(key.find("/net:[") != std::string::npos);
+  CHECK(key == net::same_host_key());
+  // A process in its own IPC namespace (a container without --ipc=host) has no /dev/shm in
+  // common with us: its key must differ. Needs CAP_SYS_ADMIN; elsewhere: skipped.
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(p[0]);
+    std::string out = ::unshare(CLONE_NEWIPC) == 0 ? net::same_host_key() : "skip";
+    [[maybe_unused]] ssize_t n = ::write(p[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  std::string got;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(p[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+  ::close(p[0]);
+  ::waitpid(child, nullptr, 0);
+  if (got == "skip") {
+    MESSAGE("unshare(CLONE_NEWIPC) refused: skipped");
+    return;
+  }
+  CHECK(got.starts_with(net::boot_id()));
+  CHECK(got != key);
 }

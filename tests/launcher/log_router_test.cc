@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 
+#include "common/error.h"
 #include "launcher_test_util.h"
 
 using namespace ddp;
@@ -45,7 +46,8 @@ TEST_CASE("the relay writes whole prefixed lines, joins pieces, flushes the tail
   int p[2];
   REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
   Fd console(::open((dir / "console").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  OutputRelay relay{Fd(p[0]), open_log_file(dir / "file"), console.get(), "[7]:"};
+  ConsoleSink sink(console.get(), "stdout");
+  OutputRelay relay{Fd(p[0]), open_log_file(dir / "file"), &sink, "[7]:"};
   Fd writer(p[1]);
   auto put = [&](const std::string& s) { REQUIRE(::write(writer.get(), s.data(), s.size()) == static_cast<ssize_t>(s.size())); };
   put("hel");
@@ -68,7 +70,8 @@ TEST_CASE("an endless line is cut at kMaxLine, not held without bound") {
   int p[2];
   REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
   Fd console(::open((dir / "console").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  OutputRelay relay{Fd(p[0]), Fd(), console.get(), "[0]:"};
+  ConsoleSink sink(console.get(), "stdout");
+  OutputRelay relay{Fd(p[0]), Fd(), &sink, "[0]:"};
   Fd writer(p[1]);
   std::string big(OutputRelay::kMaxLine + 10, 'x');
   size_t off = 0;
@@ -83,4 +86,38 @@ TEST_CASE("an endless line is cut at kMaxLine, not held without bound") {
   std::string text = read_file(dir / "console");
   CHECK(text == "[0]:" + std::string(OutputRelay::kMaxLine, 'x') + "\n[0]:" + std::string(10, 'x') + "\n");
   CHECK(attempt_log_dir("/l", "job", 2) == "/l/job/attempt_2");
+}
+
+TEST_CASE("log files: always new, never through a symlink, 0640; worker dirs fresh, 0750") {
+  TempDir dir;
+  const mode_t old_umask = ::umask(022);  // the modes asked for, not the test runner's umask
+  std::ofstream(dir / "precious") << "keep me";
+  // An existing file is refused, not truncated; a symlink is refused, not followed.
+  std::ofstream(dir / "existing.log") << "old";
+  CHECK_THROWS_WITH_AS(open_log_file(dir / "existing.log"), doctest::Contains("exists already"), SystemError);
+  CHECK(read_file(dir / "existing.log") == "old");
+  REQUIRE(::symlink((dir / "precious").c_str(), (dir / "link.log").c_str()) == 0);
+  CHECK_THROWS_AS(open_log_file(dir / "link.log"), SystemError);
+  CHECK(read_file(dir / "precious") == "keep me");
+  {
+    Fd fd = open_log_file(dir / "new.log");
+    struct stat st {};
+    REQUIRE(::fstat(fd.get(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0640);
+  }
+
+  const std::string logs = dir / "logs";
+  make_worker_dir(logs, logs + "/job/attempt_0/0");
+  make_worker_dir(logs, logs + "/job/attempt_0/1");  // a second rank shares the attempt dir
+  struct stat st {};
+  REQUIRE(::stat((logs + "/job/attempt_0/0").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0750);
+  // The same rank again: another job with this run id wrote here.
+  CHECK_THROWS_WITH_AS(make_worker_dir(logs, logs + "/job/attempt_0/0"), doctest::Contains("exists already"), SystemError);
+  // A symlink planted for a level below the log dir is refused.
+  std::filesystem::create_directory(dir / "elsewhere");
+  REQUIRE(::symlink((dir / "elsewhere").c_str(), (logs + "/job/attempt_1").c_str()) == 0);
+  CHECK_THROWS_WITH_AS(make_worker_dir(logs, logs + "/job/attempt_1/0"), doctest::Contains("not a directory"), SystemError);
+  CHECK(std::filesystem::is_empty(dir / "elsewhere"));
+  ::umask(old_umask);
 }

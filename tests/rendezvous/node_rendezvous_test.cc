@@ -201,3 +201,16 @@ TEST_CASE("over a real TCPStore: two clients and the server's own client") {
   }
   CHECK(ranks.size() == 3);
 }
+
+TEST_CASE("a malformed registration in the store is a StoreError naming its key, not a wrapped number") {
+  // nproc 2^32+1 used to be read as int 1; 1e400 and a string were other shapes of the same.
+  for (const char* nproc : {"4294967297", "1.5", "\"2\"", "1e400"}) {
+    CAPTURE(nproc);
+    HashStore s;
+    s.set("job/round/0/node/1", Store::to_bytes(
+          std::string(R"({"host":"h1","addresses":["10.0.0.1"],"requested_rank":1,"nnodes":2,"nonce":"n","nproc":)") +
+              nproc + "}"));
+    CHECK_THROWS_WITH_AS(node_rendezvous(s, node("h0", 1, 0), opts(2)),
+                         doctest::Contains("registration under 'job/round/0/node/1'"), StoreError);
+  }
+}
