@@ -88,7 +88,8 @@ std::string capture(const std::vector<std::string>& argv) {
   ::waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     DDP_THROW(Error, argv[0], " (PyTorch's TCPStore, the peer) failed with status ", WEXITSTATUS(status),
-              WEXITSTATUS(status) == 127 ? " (not installed?)" : " (see its message above)");
+              WEXITSTATUS(status) == 127 ? " (not installed?)" : " (see its message above)",
+              "; --python names another, --no-peers measures ours alone");
   }
   return out;
 }
