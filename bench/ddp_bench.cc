@@ -96,8 +96,13 @@ void write_grads(const ddp::Engine& e, int step) {
 }
 
 // Every element of every gradient against the average over ranks; throws on the first wrong.
+// The negative control of the bench's own ctest (hidden --inject-wrong-result RANK): that
+// rank's average of step 3 gets one wrong element before the check, which must then fail.
+int g_corrupt_rank = -1;
+
 void check_grads(const ddp::Engine& e, int step) {
   const int world = e.group()->size();
+  if (e.group()->rank() == g_corrupt_rank && step == 3) static_cast<float*>(e.grad(0).data)[0] += 1.0f;
   for (size_t p = 0; p < e.num_params(); ++p) {
     ddp::comm::Buffer b = e.grad(p);
     const float* d = static_cast<const float*>(b.data);
@@ -272,6 +277,7 @@ int ddp_main(int argc, char** argv) {
   app.add_option("--bucket-cap-mb", c.bucket_cap_mb, "engine bucket cap")->capture_default_str();
   app.add_option("--models", c.models, "1M, 25M, 100M")->capture_default_str();
   app.add_flag("--bucket-view", c.bucket_view, "gradient_as_bucket_view (no gradient copies)");
+  app.add_option("--inject-wrong-result", g_corrupt_rank, "")->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
