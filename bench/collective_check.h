@@ -29,7 +29,7 @@ struct OpShape {
   size_t count = 0;  // per rank, as CollectiveRunner::run takes it
   bool result_in_input = false;
   size_t in_count() const;
-  size_t out_count() const;   // 0 when the op works in place
+  size_t out_count() const;  // 0 when the op works in place
   size_t result_count() const;
 };
 

@@ -79,9 +79,13 @@ std::string capture(const std::vector<std::string>& argv) {
   ::close(fds[1]);
   std::string out;
   char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) != 0;) {
-    if (n > 0) out.append(buf, static_cast<size_t>(n));
-    else if (errno != EINTR) break;
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof(buf));
+    if (n > 0) {
+      out.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0 || errno != EINTR) break;
   }
   ::close(fds[0]);
   int status = 0;
@@ -104,8 +108,9 @@ std::string value_of(const std::string& key, size_t size) {
 }
 
 TorchStoreRun run_torch_tcpstore(const TorchStoreOptions& o) {
-  const std::string out = capture({o.python, "-c", kScript, std::to_string(o.clients), std::to_string(o.ops_per_client),
-                                   std::to_string(o.value_size), std::to_string(o.repeat)});
+  const std::string out =
+      capture({o.python, "-c", kScript, std::to_string(o.clients), std::to_string(o.ops_per_client),
+               std::to_string(o.value_size), std::to_string(o.repeat)});
   TorchStoreRun run;
   size_t start = 0;
   while (start < out.size()) {
@@ -123,7 +128,8 @@ TorchStoreRun run_torch_tcpstore(const TorchStoreOptions& o) {
                           j["p50_us"].get<double>(), j["p99_us"].get<double>()});
   }
   if (run.phases.size() != static_cast<size_t>(3 * o.repeat)) {
-    DDP_THROW(Error, "PyTorch's TCPStore peer reported ", run.phases.size(), " phases, expected ", 3 * o.repeat);
+    DDP_THROW(Error, "PyTorch's TCPStore peer reported ", run.phases.size(), " phases, expected ",
+              3 * o.repeat);
   }
   return run;
 }
