@@ -133,6 +133,22 @@ void print_row(const Flags& f, CollOp op, int n, size_t bytes, const SizeResult&
   std::fflush(stdout);
 }
 
+// A wrong result somewhere (every rank knows): no row, non-zero exit. The ranks leave together,
+// after every message is out (a launcher may kill the others once one rank has exited).
+int refuse(CollectiveRunner& runner, const SizeResult& r) {
+  if (!r.error.empty()) {
+    std::fprintf(stderr, "ddp-bench collective: rank %d: WRONG RESULT: %s\n", runner.rank(), r.error.c_str());
+  } else {
+    std::fprintf(stderr, "ddp-bench collective: rank %d: stopping: another rank's result was wrong\n", runner.rank());
+  }
+  std::fflush(stderr);
+  try {
+    runner.barrier();
+  } catch (const std::exception&) {  // leaving anyway
+  }
+  return 1;
+}
+
 int run_rank(const Flags& f) {
   const CollOp op = parse_coll_op(f.op);
   TimingOptions t;
@@ -158,10 +174,7 @@ int run_rank(const Flags& f) {
       continue;
     }
     const SizeResult r = measure_size(*runner, op, count, t);
-    if (!r.error.empty()) {
-      std::fprintf(stderr, "ddp-bench collective: rank %d: WRONG RESULT: %s\n", runner->rank(), r.error.c_str());
-    }
-    if (r.wrong) return 1;  // every rank knows: no row, non-zero exit
+    if (r.wrong) return refuse(*runner, r);
     if (runner->rank() == 0) print_row(f, op, n, (split ? count * n : count) * sizeof(float), r);
   }
   return 0;
