@@ -61,8 +61,8 @@ int run_rank(const Flags& f, const std::string& path, int rank) {
   s.job_token = "bench";
   auto pg = comm::tcp::TcpProcessGroup::create(s);
   if (rank == 0) {
-    std::printf("tcp all_reduce, %d ranks, transport %s, float32 sum, median of %d (slowest rank per op)\n", f.world_size,
-                comm::tcp::to_string(pg->transport()), f.iters);
+    std::printf("tcp all_reduce, %d ranks, transport %s, float32 sum, median of %d (slowest rank per op)\n",
+                f.world_size, comm::tcp::to_string(pg->transport()), f.iters);
     std::printf("%12s %12s %12s %12s\n", "bytes", "median_us", "min_us", "algbw_GBps");
   }
   int wrong = 0;
