@@ -14,7 +14,7 @@ deps:
 
 configure: deps
 	@cmake --preset $(PRESET) $(CMAKE_FLAGS) > $(BUILD_DIR).configure.log 2>&1 || (cat $(BUILD_DIR).configure.log; exit 1)
-	@grep -E "ddp backends" $(BUILD_DIR).configure.log || true
+	@grep -E "ddp (backends|torch)" $(BUILD_DIR).configure.log || true
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)

@@ -19,6 +19,13 @@ inline constexpr Millis kDefaultCollectiveTimeout{600'000};
 inline constexpr Millis kPeerLossDetection{2'000};
 // A store client that cancelled a wait gives the server this long to answer before calling it lost.
 inline constexpr Millis kStoreCancelGrace{10'000};
+// A connection to the store server must finish its handshake within this (strangers that
+// stay silent are dropped; a real client needs two round trips).
+inline constexpr Millis kDefaultStoreHandshakeTimeout{10'000};
+// The tcp backend's set-up: an accepted connection must finish its handshake within this.
+// Handshakes are served concurrently, so a silent stranger delays nobody; this only bounds
+// what it holds.
+inline constexpr Millis kTcpHandshakeTimeout{5'000};
 // Node-level rendezvous: all launchers must arrive within this.
 inline constexpr Millis kDefaultRendezvousTimeout{900'000};
 // Launcher: grace between SIGTERM and SIGKILL when stopping workers.

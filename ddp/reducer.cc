@@ -242,7 +242,12 @@ void Reducer::finish() {
   // stay aligned with the other ranks, so they fail on their own terms instead of waiting.
   for (size_t p : unready) mark_locked(p, fairseq_mode ? Fill::kCopy : Fill::kZero);
   std::string usage_error;
-  if (!fairseq_mode && !unready.empty() && !options_.find_unused_parameters) usage_error = unready_message(unready);
+  // static_graph learns the unused set in iteration 1 (c10d's static_graph needs no
+  // find_unused_parameters); from then on those are premarked and anything else is an error.
+  const bool learning_unused = options_.static_graph && !unused_known_;
+  if (!fairseq_mode && !unready.empty() && !options_.find_unused_parameters && !learning_unused) {
+    usage_error = unready_message(unready);
+  }
 
   std::vector<comm::WorkPtr> works;
   for (auto& b : buckets_) works.push_back(b.done);  // every parameter is ready: all launched

@@ -25,6 +25,9 @@ std::string round_key(const std::string& run_id, int round, const std::string& n
 }
 
 bool is_interrupt(const std::string& outcome) { return outcome.starts_with("interrupted"); }
+// A node lost at the exit barrier: its workers may have succeeded, its launcher is gone; a
+// restart would wait for it in vain.
+bool is_lost(const std::string& outcome) { return outcome.starts_with("lost"); }
 
 std::string describe(const AttemptResult& r) {
   if (r.failures.empty()) return "workers stopped";
@@ -48,6 +51,7 @@ struct Agent::Impl {
   std::string token;
   int standalone_port = 0;
   int round = 0;  // the round in progress
+  bool lost_nodes = false;  // the round ended with nodes lost at the exit barrier
   rdzv::NodeInfo self;
   std::shared_ptr<spdlog::logger> log = logger("agent");
 
@@ -91,7 +95,11 @@ struct Agent::Impl {
     if (!o.job_token.empty()) token = o.job_token;
     else if (auto t = env::get("DDP_JOB_TOKEN")) token = *t;
     else if (!multi()) token = random_hex(16);
-    else if (l().rdzv_backend != "file") token = derive_job_token(l().run_id);
+    else if (l().rdzv_backend != "file") {
+      token = derive_job_token(l().run_id);
+      log->warn("DDP_JOB_TOKEN is not set: the job token is derived from --rdzv-id '{}', which anyone who can "
+                "guess the id can derive too; set DDP_JOB_TOKEN to the same secret on every node", l().run_id);
+    }
   }
 
   void open_store() {
@@ -204,10 +212,25 @@ struct Agent::Impl {
   }
 
   // Exit barrier of a node whose workers succeeded: "done" once every node is, or a failure.
-  std::string wait_outcome(int round) {
+  // Bounded by the rendezvous timeout: a node whose launcher died (SIGKILL) after its workers
+  // succeeded never reports, and the others must not wait for it forever; the first node to
+  // give up announces which nodes are missing, and every node stops with that outcome.
+  std::string wait_outcome(int round, int node_rank) {
+    store->set(round_key(l().run_id, round, "done/" + std::to_string(node_rank)), "1");
     int64_t done = store->add(round_key(l().run_id, round, "done"), 1);
     if (done == l().nnodes_max) announce(round, "done");
-    return wait_key(round_key(l().run_id, round, "outcome"), std::nullopt);
+    try {
+      return wait_key(round_key(l().run_id, round, "outcome"), l().rdzv_timeout);
+    } catch (const TimeoutError&) {
+      std::string missing;
+      for (int k = 0; k < l().nnodes_max; ++k) {
+        if (store->check({round_key(l().run_id, round, "done/" + std::to_string(k))})) continue;
+        missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+      }
+      return announce(round, detail::str("lost: node(s) ", missing, " did not reach the exit barrier within ",
+                                         l().rdzv_timeout.count(), " ms of node ", node_rank,
+                                         " (the rendezvous timeout; did their launcher die?)"));
+    }
   }
 
   // The store host outlives every client: before leaving it waits (bounded) for each node that
@@ -218,7 +241,7 @@ struct Agent::Impl {
     try {
       const std::string key = l().run_id + "/left";
       store->set(key + "/" + std::to_string(store->add(key, 1)), "1");
-      if (!hosting) return;
+      if (!hosting || lost_nodes) return;  // nodes lost at the exit barrier will not say goodbye
       const int64_t joined = std::min<int64_t>(l().nnodes_max, store->add(round_key(l().run_id, round, "arrived"), 0));
       const std::string last = key + "/" + std::to_string(std::max<int64_t>(1, joined));
       const Deadline deadline(l().shutdown_timeout + kStoreHostLeaveGrace);
@@ -273,8 +296,9 @@ AgentOutcome Agent::Impl::run_rounds() {
     }
     std::string outcome;
     if (r.success) {
-      outcome = multi() ? wait_outcome(n) : "done";
+      outcome = multi() ? wait_outcome(n, a.node_rank) : "done";
       if (outcome == "done") return out;
+      lost_nodes = is_lost(outcome);
     } else {
       const std::string mine = "failed: " + who + ": " + describe(r);
       outcome = multi() ? announce(n, mine) : mine;
@@ -286,7 +310,7 @@ AgentOutcome Agent::Impl::run_rounds() {
         return out;
       }
     }
-    if (is_interrupt(outcome) || !can_restart) {
+    if (is_interrupt(outcome) || is_lost(outcome) || !can_restart) {
       out.status = AgentStatus::kPeerFailed;
       out.detail = outcome;
       return out;

@@ -19,7 +19,8 @@
 // The job token (DDP_JOB_TOKEN, checked by the TCPStore handshake): DDP_JOB_TOKEN from the
 // launcher's environment when set; else single node: fresh random 128 bits; file: the first
 // launcher's random token, shared through the FileStore; static/tcp multi-node: derived from
-// --rdzv-id (only as secret as the id: set DDP_JOB_TOKEN on every node for a real secret).
+// --rdzv-id (only as secret as the id, and the launcher warns so: set DDP_JOB_TOKEN on every
+// node for a real secret).
 //
 // Errors: rendezvous and store failures propagate as TimeoutError/NetworkError/StoreError;
 // inconsistent nodes (duplicate node rank, different --nnodes) as InvalidArgument.
@@ -67,7 +68,7 @@ struct StorePlan {
 };
 StorePlan plan_store(const AgentOptions& options);
 
-// Token for a static/tcp multi-node job without DDP_JOB_TOKEN: 32 hex chars derived from the id.
+// Token for a static/tcp multi-node job without DDP_JOB_TOKEN: 32 hex chars, SHA-256 of the id.
 std::string derive_job_token(const std::string& rdzv_id);
 std::string random_hex(size_t bytes);
 

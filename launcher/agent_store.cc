@@ -7,10 +7,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <boost/uuid/detail/sha1.hpp>
 #include <cstdio>
 #include <random>
 
+#include "common/auth.h"
 #include "common/error.h"
 #include "common/socket.h"
 #include "launcher/agent.h"
@@ -141,15 +141,10 @@ StorePlan plan_store(const AgentOptions& o) {
   return p;
 }
 
+// SHA-256 from libcrypto: the same digest whatever library versions a launcher was built with
+// (Boost's detail SHA-1 changed its digest type in 1.86, and launchers silently disagreed).
 std::string derive_job_token(const std::string& rdzv_id) {
-  boost::uuids::detail::sha1 h;
-  const std::string text = "ddp-launch job token v1:" + rdzv_id;
-  h.process_bytes(text.data(), text.size());
-  boost::uuids::detail::sha1::digest_type d;
-  h.get_digest(d);
-  char buf[33] = {};
-  for (int i = 0; i < 4; ++i) std::snprintf(buf + 8 * i, 9, "%08x", static_cast<unsigned>(d[i]));
-  return buf;
+  return auth::hex(auth::sha256("ddp-launch job token v2:" + rdzv_id), 16);
 }
 
 std::string random_hex(size_t bytes) {

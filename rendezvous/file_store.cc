@@ -200,7 +200,7 @@ int64_t FileStore::do_add(const std::string& key, int64_t delta) {
   WriteLock file_lock(fd_.get(), path_, timeout());
   refresh_locked();
   int64_t value = delta;
-  if (auto it = data_.find(key); it != data_.end()) value += parse_counter(key, it->second);
+  if (auto it = data_.find(key); it != data_.end()) value = checked_add(key, parse_counter(key, it->second), delta);
   append_locked(Op::kSet, key, Store::to_bytes(std::to_string(value)));
   return value;
 }

@@ -23,7 +23,7 @@ int64_t HashStore::do_add(const std::string& key, int64_t delta) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = data_.find(key);
-    if (it != data_.end()) value += parse_counter(key, it->second);
+    if (it != data_.end()) value = checked_add(key, parse_counter(key, it->second), delta);
     data_[key] = Store::to_bytes(std::to_string(value));
   }
   cv_.notify_all();

@@ -86,4 +86,13 @@ int64_t parse_counter(const std::string& key, const Bytes& value) {
   return out;
 }
 
+int64_t checked_add(const std::string& key, int64_t current, int64_t delta) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(current, delta, &out)) {
+    DDP_THROW(InvalidArgument, "store add('", key, "', ", delta, "): the counter holds ", current,
+              " and the sum overflows a 64-bit integer; the value is unchanged");
+  }
+  return out;
+}
+
 }  // namespace ddp::rdzv

@@ -4,7 +4,8 @@
 // Contract (every implementation: HashStore, FileStore, TCPStore, PrefixStore):
 // - set(key, value) overwrites; get(key) blocks until the key exists or the timeout passes.
 // - add(key, delta) is an atomic int64 counter stored as its decimal text; a missing key is 0.
-//   add on a key whose value is not an integer is an InvalidArgument.
+//   add on a key whose value is not an integer, or whose result would overflow int64, is an
+//   InvalidArgument and leaves the value as it was.
 // - compare_set(key, expected, desired): if the current value equals `expected` (or the key is
 //   missing and `expected` is empty), store `desired`. Returns the value after the call.
 // - check(keys) is true when all exist; wait(keys) blocks until all exist.
@@ -75,5 +76,7 @@ class Store {
                                      Millis waited);
 // Shared by implementations: parses a counter value for add(); InvalidArgument when not an int.
 int64_t parse_counter(const std::string& key, const Bytes& value);
+// Shared by implementations: current + delta, InvalidArgument (naming the key) on int64 overflow.
+int64_t checked_add(const std::string& key, int64_t current, int64_t delta);
 
 }  // namespace ddp::rdzv

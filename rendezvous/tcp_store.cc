@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
+#include "common/auth.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "rendezvous/tcp_store_handshake.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous/tcp_store_server.h"
 
@@ -45,25 +48,56 @@ TCPStore::TCPStore(TCPStoreOptions options) : Store(options.timeout), options_(s
 
 TCPStore::~TCPStore() = default;
 
+// Connects and shakes hands (tcp_store_handshake.h). A connection closed during the handshake
+// (a server shedding connections under a flood of strangers) is retried until the deadline; a
+// refusal, a version mismatch or a server that cannot prove the token is final.
 void TCPStore::connect(const std::string& token) {
   Deadline deadline(options_.connect_timeout);
-  fd_ = net::connect_tcp(endpoint_, deadline);
-  net::set_keepalive(fd_.get());
-  Writer hello(MsgType::kHello);
-  hello.u32(proto::kMagic).u16(proto::kVersion).str(token);
-  std::string what = "store handshake with " + endpoint_.str();
-  std::vector<uint8_t> reply;
-  try {
-    const auto& frame = hello.finish();
-    net::send_all(fd_.get(), frame.data(), frame.size(), deadline, what);
-    reply = read_frame(deadline, "handshake");
-  } catch (const Error&) {
-    fd_.reset();
-    throw;
+  for (Millis backoff{10};; backoff = std::min(backoff * 2, Millis(1000))) {
+    fd_ = net::connect_tcp(endpoint_, deadline);
+    net::set_keepalive(fd_.get());
+    broken_.clear();
+    try {
+      return handshake(token, deadline);
+    } catch (const NetworkError& e) {
+      fd_.reset();
+      if (deadline.expired()) throw;
+      logger("store")->debug("store handshake with {} lost ({}); retrying", endpoint_.str(), e.message());
+      std::this_thread::sleep_for(std::min(backoff, deadline.remaining()));
+    } catch (const Error&) {
+      fd_.reset();
+      throw;
+    }
   }
+}
+
+void TCPStore::handshake(const std::string& token, const Deadline& deadline) {
+  const auth::Nonce nonce = auth::random_nonce();
+  const auto hello = proto::hello_frame(nonce);
+  net::send_all(fd_.get(), hello.data(), hello.size(), deadline, "store handshake with " + endpoint_.str());
+  auto reply = read_frame(deadline, "handshake");
+  proto::Challenge challenge;
+  try {
+    challenge = proto::parse_challenge(reply.data(), reply.size());
+  } catch (const proto::ProtocolError& e) {
+    DDP_THROW(StoreError, "store at ", endpoint_.str(), " answered the handshake with something else (",
+              e.message(), "): is it a ddp store of this version?");
+  }
+  if (!auth::equal(challenge.proof, auth::prove(token, proto::kServerLabel, nonce, challenge.server_nonce))) {
+    // Nothing was proven to it, and the token never travels: a squatter learned nothing.
+    if (token.empty()) {
+      DDP_THROW(StoreError, "store at ", endpoint_.str(),
+                " requires a job token and this client has none: the job token is missing (set DDP_JOB_TOKEN)");
+    }
+    DDP_THROW(StoreError, "store at ", endpoint_.str(),
+              " could not prove it holds this client's job token: the tokens differ, or another program "
+              "listens on that port; the job token was refused");
+  }
+  const auto proof = proto::auth_frame(token, nonce, challenge.server_nonce);
+  net::send_all(fd_.get(), proof.data(), proof.size(), deadline, "store handshake with " + endpoint_.str());
+  reply = read_frame(deadline, "handshake");
   Reader r = reply_fields(reply);
-  if (r.u16() != proto::kVersion) {
-    fd_.reset();
+  if (static_cast<MsgType>(reply[0]) != MsgType::kOk || r.u16() != proto::kVersion) {
     DDP_THROW(StoreError, "store at ", endpoint_.str(), " answered the handshake with another protocol version");
   }
 }
@@ -97,7 +131,7 @@ std::vector<uint8_t> TCPStore::read_frame(const Deadline& deadline, const char* 
     throw;
   }
   auto type = static_cast<MsgType>(payload[0]);
-  if (type == MsgType::kOk || type == MsgType::kTimedOut) return payload;
+  if (type == MsgType::kOk || type == MsgType::kTimedOut || type == MsgType::kChallenge) return payload;
   if (type != MsgType::kError) lost(op, detail::str("unexpected reply type ", static_cast<int>(type)));
   Reader r = reply_fields(payload);
   auto code = static_cast<ErrorCode>(r.u8());

@@ -3,9 +3,10 @@
 //
 // - TCPStore(options) with is_server=true hosts a TCPStoreServer on options.host:options.port
 //   (port 0: ephemeral, read it back with port()) and connects to it like any other client.
-// - Clients connect with backoff and jitter until connect_timeout, then shake hands with the
-//   protocol version and the job token (options.job_token, else DDP_JOB_TOKEN). A refused token
-//   is a StoreError saying so; the server logs the refusal too.
+// - Clients connect with backoff and jitter until connect_timeout, then shake hands: protocol
+//   version, then a mutual proof of the job token (options.job_token, else DDP_JOB_TOKEN) that
+//   never sends the token (tcp_store_handshake.h). A refused token, or a server that cannot
+//   prove it holds the token (another program on the port), is a StoreError saying so.
 // - get/wait block on the server, which answers by notification; at the deadline the client
 //   cancels its wait on the server and throws TimeoutError naming the missing keys.
 // - A lost server (or connection) is a NetworkError naming the server endpoint, never a hang.
@@ -61,6 +62,7 @@ class TCPStore : public Store {
 
  private:
   void connect(const std::string& token);
+  void handshake(const std::string& token, const Deadline& deadline);
   // Sends one request frame and returns the Ok payload (past its type byte); Error replies are
   // rethrown. `op` and `key` name the request in errors.
   std::vector<uint8_t> call(const std::vector<uint8_t>& frame, const char* op, const std::string& key);

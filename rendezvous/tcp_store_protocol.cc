@@ -151,6 +151,8 @@ const char* type_name(MsgType t) {
     case MsgType::kDelete: return "delete_key";
     case MsgType::kNumKeys: return "num_keys";
     case MsgType::kCancel: return "cancel";
+    case MsgType::kAuth: return "auth";
+    case MsgType::kChallenge: return "challenge";
     case MsgType::kOk: return "ok";
     case MsgType::kTimedOut: return "timed_out";
     case MsgType::kError: return "error";

@@ -4,8 +4,8 @@
 //   frame   := u32 payload_length (little-endian) | payload
 //   payload := u8 type | fields...      integers little-endian; bytes/strings as u32 length | data
 //
-// The first client frame is Hello{magic, version, job token}; the server answers Ok{version}
-// or Error{kRefused|kBadVersion, message} and closes. After that the client sends one request at
+// The connection opens with the handshake of tcp_store_handshake.h (Hello, Challenge, Auth,
+// then Ok{version} or Error{kRefused|kBadVersion, message} and close). After that the client sends one request at
 // a time and reads exactly one reply, with one exception: while a Get/Wait is pending, the client
 // may send Cancel; the server then answers the pending request with TimedOut (if it was still
 // pending) and ignores a Cancel that finds nothing pending, so each request has exactly one reply.
@@ -22,7 +22,8 @@
 namespace ddp::rdzv::proto {
 
 inline constexpr uint32_t kMagic = 0x53504444;  // "DDPS"
-inline constexpr uint16_t kVersion = 1;
+// 2: challenge-response handshake (1 sent the job token in clear).
+inline constexpr uint16_t kVersion = 2;
 inline constexpr size_t kMaxWaitKeys = 65536;
 inline constexpr size_t kMaxFrameSize = 2 * kMaxValueSize + kMaxKeySize + 1024;
 inline constexpr size_t kFrameHeaderSize = 4;
@@ -38,10 +39,12 @@ enum class MsgType : uint8_t {
   kDelete = 8,
   kNumKeys = 9,
   kCancel = 10,
+  kAuth = 11,  // handshake: the client's proof
   // Replies.
   kOk = 100,
   kTimedOut = 101,  // u32 n, n missing keys
   kError = 102,     // u8 ErrorCode, string message
+  kChallenge = 103,  // handshake: the server's nonce and proof
 };
 
 enum class ErrorCode : uint8_t {

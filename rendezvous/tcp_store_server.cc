@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <unordered_map>
 #include <vector>
 
@@ -17,27 +18,14 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/socket.h"
-#include "rendezvous/tcp_store_protocol.h"
+#include "rendezvous/tcp_store_server_loop.h"
 
 namespace ddp::rdzv {
 namespace {
 
-using proto::ErrorCode;
-using proto::MsgType;
+using namespace server_detail;
 using proto::ProtocolError;
-using proto::Reader;
 using proto::Writer;
-
-constexpr uint64_t kListenerId = 0;
-constexpr uint64_t kWakeId = 1;
-constexpr size_t kReadChunk = 64 * 1024;
-constexpr size_t kReadBudget = 16 * kReadChunk;
-// Stop reading from a connection whose replies pile up (it does not read): back-pressure.
-constexpr size_t kOutHighWater = 4u << 20;
-// Before the handshake a client gets no more than this: no large buffers for strangers.
-constexpr size_t kMaxHelloSize = 8192;
-// Out of descriptors: how long to stop accepting before trying again.
-constexpr Millis kAcceptPause{50};
 
 std::string peer_name(int fd) {
   sockaddr_storage ss{};
@@ -57,98 +45,17 @@ std::string peer_name(int fd) {
   return net::Endpoint{host, port}.str();
 }
 
-// Compares without an early exit so the token cannot be guessed byte by byte from timing.
-bool token_equal(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+// A buffer that drained gives back what a large frame made it grow to.
+void release_if_large(std::vector<uint8_t>& buf) {
+  if (buf.capacity() > kReadChunk) std::vector<uint8_t>().swap(buf);
 }
 
-struct Conn {
-  uint64_t id = 0;
-  Fd fd;
-  std::string peer;
-  std::vector<uint8_t> in;
-  size_t in_pos = 0;
-  std::vector<uint8_t> out;
-  size_t out_pos = 0;
-  uint32_t events = 0;
-  bool authed = false;
-  bool close_after_flush = false;
-  // The one pending get/wait of this connection, parked under waiting_on.
-  bool waiting = false;
-  MsgType wait_type = MsgType::kWait;
-  std::vector<std::string> wait_keys;
-  std::string waiting_on;
-
-  size_t out_pending() const { return out.size() - out_pos; }
-};
-
 }  // namespace
-
-class TCPStoreServer::Loop {
- public:
-  Loop(TCPStoreServer* owner, Fd listener, std::string token)
-      : owner_(owner), listener_(std::move(listener)), token_(std::move(token)), log_(logger("store")) {
-    epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
-    if (!epoll_) DDP_THROW_ERRNO("epoll_create1 (store server)");
-    net::set_nonblocking(listener_.get());
-    add_fd(listener_.get(), kListenerId, EPOLLIN);
-    add_fd(owner_->wake_.get(), kWakeId, EPOLLIN);
-  }
-
-  void run() noexcept;
-
- private:
-  void add_fd(int fd, uint64_t id, uint32_t events) {
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.u64 = id;
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) DDP_THROW_ERRNO("epoll_ctl(ADD)");
-  }
-  void accept_all();
-  void on_event(Conn& c, uint32_t events);
-  bool read_some(Conn& c);
-  size_t process_input(Conn& c);
-  void handle_frame(Conn& c, Reader& r);
-  void handle_hello(Conn& c, Reader& r);
-  void handle_request(Conn& c, MsgType type, Reader& r);
-  void handle_add(Conn& c, Reader& r);
-  void handle_compare_set(Conn& c, Reader& r);
-  void handle_query(Conn& c, MsgType type, Reader& r);
-  void start_wait(Conn& c, MsgType type, std::vector<std::string> keys);
-  bool try_finish_wait(Conn& c);
-  void park(Conn& c, const std::string& key);
-  void unpark(Conn& c);
-  void notify(const std::string& key);
-  void reply_error(Conn& c, ErrorCode code, const std::string& message);
-  void send(Conn& c, const std::vector<uint8_t>& frame);
-  bool flush(Conn& c);
-  void update_interest(Conn& c);
-  void close_conn(uint64_t id, const std::string& why, bool warn);
-  std::vector<std::string> missing(const std::vector<std::string>& keys) const;
-
-  TCPStoreServer* owner_;
-  Fd listener_;
-  Fd epoll_;
-  std::string token_;
-  std::shared_ptr<spdlog::logger> log_;
-  bool listener_paused_ = false;
-  Clock::time_point resume_accept_;
-  bool stopping_ = false;
-  uint64_t next_id_ = 2;
-  std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
-  std::unordered_map<std::string, Bytes> data_;
-  std::unordered_map<std::string, std::vector<uint64_t>> waiters_;  // key -> parked conn ids
-  std::vector<uint64_t> to_close_;
-};
 
 void TCPStoreServer::Loop::run() noexcept {
   std::vector<epoll_event> events(256);
   while (!stopping_) {
-    int timeout = listener_paused_ ? static_cast<int>(kAcceptPause.count()) : -1;
-    int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout);
+    int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), next_timeout_ms());
     if (n < 0) {
       if (errno == EINTR) continue;
       log_->error("store server: epoll_wait failed: {}; stopping", std::strerror(errno));
@@ -177,6 +84,7 @@ void TCPStoreServer::Loop::run() noexcept {
     }
     for (uint64_t id : to_close_) close_conn(id, "closed after its last reply", false);
     to_close_.clear();
+    expire_handshakes();
   }
   log_->debug("store server on port {}: stopped with {} connections", owner_->port_, conns_.size());
 }
@@ -188,7 +96,9 @@ void TCPStoreServer::Loop::accept_all() {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // Out of descriptors: stop accepting for a moment instead of spinning on the listener.
+        // Out of descriptors: a stranger's descriptor goes first, to a client that may be real.
+        if (evict_oldest_stranger("out of descriptors")) continue;
+        // Else stop accepting for a moment instead of spinning on the listener.
         log_->warn("store server: accept failed ({}) with {} connections; pausing accepts",
                    std::strerror(errno), conns_.size());
         ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
@@ -203,12 +113,66 @@ void TCPStoreServer::Loop::accept_all() {
     c->id = next_id_++;
     c->fd = Fd(fd);
     c->peer = peer_name(fd);
+    c->handshake = std::make_unique<proto::ServerHandshake>(token_);
     net::set_nodelay(fd);
     c->events = EPOLLIN;
     add_fd(fd, c->id, c->events);
+    if (unauthenticated_ >= max_unauthenticated_) evict_oldest_stranger("too many connections in their handshake");
+    strangers_.emplace_back(c->id, Clock::now() + handshake_timeout_);
+    ++unauthenticated_;
+    owner_->num_unauthenticated_.store(unauthenticated_);
     conns_.emplace(c->id, std::move(c));
     owner_->num_connections_.store(conns_.size());
   }
+}
+
+// Closes the connection that has been in its handshake longest; false when there is none.
+bool TCPStoreServer::Loop::evict_oldest_stranger(const char* why) {
+  while (!strangers_.empty()) {
+    uint64_t id = strangers_.front().first;
+    strangers_.pop_front();
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second->authed) continue;
+    close_conn(id, detail::str("dropped before finishing its handshake (", why, ")"), false);
+    return true;
+  }
+  return false;
+}
+
+// Closes the connections whose handshake deadline passed (all share one timeout: oldest first).
+void TCPStoreServer::Loop::expire_handshakes() {
+  const auto now = Clock::now();
+  while (!strangers_.empty()) {
+    auto [id, deadline] = strangers_.front();
+    auto it = conns_.find(id);
+    if (it != conns_.end() && !it->second->authed) {
+      if (deadline > now) return;
+      close_conn(id, "no handshake within the handshake timeout", false);
+    }
+    strangers_.pop_front();
+  }
+}
+
+int TCPStoreServer::Loop::next_timeout_ms() const {
+  Millis wait{-1};
+  if (listener_paused_) wait = kAcceptPause;
+  if (!strangers_.empty()) {
+    auto until = std::chrono::ceil<Millis>(strangers_.front().second - Clock::now());
+    until = std::max(Millis(0), until);
+    wait = wait.count() < 0 ? until : std::min(wait, until);
+  }
+  return static_cast<int>(wait.count());
+}
+
+// Keeps the buffered-bytes figure of the stats current for one connection.
+void TCPStoreServer::Loop::account(Conn& c) {
+  size_t now = c.in.capacity() + c.out.capacity();
+  if (now >= c.accounted) {
+    owner_->buffered_bytes_.fetch_add(now - c.accounted);
+  } else {
+    owner_->buffered_bytes_.fetch_sub(c.accounted - now);
+  }
+  c.accounted = now;
 }
 
 void TCPStoreServer::Loop::on_event(Conn& c, uint32_t events) {
@@ -231,22 +195,29 @@ void TCPStoreServer::Loop::on_event(Conn& c, uint32_t events) {
     if (!flush(c)) return close_conn(id, "send failed", false);
   } while (handled > 0 && c.out_pending() < kOutHighWater && !c.close_after_flush);
   update_interest(c);
+  account(c);
 }
 
 // Reads what is available, at most kReadBudget per event so one fast sender cannot starve the
 // others (level-triggered epoll calls again); false when the peer closed or the socket failed.
+// Before authentication it reads only up to one handshake frame; the buffer grows only by what
+// arrived (reads land in the loop's one scratch buffer first).
 bool TCPStoreServer::Loop::read_some(Conn& c) {
   for (size_t budget = kReadBudget; budget > 0; budget -= std::min(budget, kReadChunk)) {
     if (c.in_pos > 0 && c.in_pos == c.in.size()) {
       c.in.clear();
       c.in_pos = 0;
     }
-    size_t old = c.in.size();
-    c.in.resize(old + kReadChunk);
-    ssize_t n = ::recv(c.fd.get(), c.in.data() + old, kReadChunk, 0);
-    c.in.resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    size_t want = kReadChunk;
+    if (!c.authed) {
+      size_t held = c.in.size() - c.in_pos;
+      if (held >= kPreAuthBuffer) return true;  // process_input refuses what this cannot hold
+      want = kPreAuthBuffer - held;
+    }
+    ssize_t n = ::recv(c.fd.get(), scratch_.data(), want, 0);
     if (n > 0) {
-      if (static_cast<size_t>(n) < kReadChunk) return true;
+      c.in.insert(c.in.end(), scratch_.data(), scratch_.data() + n);
+      if (static_cast<size_t>(n) < want || !c.authed) return true;
       continue;
     }
     if (n == 0) return false;
@@ -264,232 +235,44 @@ size_t TCPStoreServer::Loop::process_input(Conn& c) {
     size_t avail = c.in.size() - c.in_pos;
     if (avail < proto::kFrameHeaderSize) break;
     uint32_t len = proto::decode_length(c.in.data() + c.in_pos);
-    size_t limit = c.authed ? proto::kMaxFrameSize : kMaxHelloSize;
+    size_t limit = c.authed ? proto::kMaxFrameSize : proto::kMaxHandshakeFrame;
     if (len == 0 || len > limit) {
       DDP_THROW(rdzv::proto::ProtocolError, "frame length ", len, " is outside 1..", limit);
     }
     if (avail < proto::kFrameHeaderSize + len) break;
-    Reader r(c.in.data() + c.in_pos + proto::kFrameHeaderSize, len);
+    const uint8_t* payload = c.in.data() + c.in_pos + proto::kFrameHeaderSize;
     c.in_pos += proto::kFrameHeaderSize + len;
-    handle_frame(c, r);
+    if (!c.authed) {
+      handle_handshake(c, payload, len);
+    } else {
+      Reader r(payload, len);
+      handle_frame(c, r);
+    }
     ++handled;
   }
-  if (c.in_pos > 0 && c.in_pos * 2 >= c.in.size()) {
+  if (c.in_pos > 0 && c.in_pos == c.in.size()) {
+    c.in.clear();
+    c.in_pos = 0;
+    release_if_large(c.in);
+  } else if (c.in_pos > 0 && c.in_pos * 2 >= c.in.size()) {
     c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(c.in_pos));
     c.in_pos = 0;
   }
   return handled;
 }
 
-void TCPStoreServer::Loop::handle_frame(Conn& c, Reader& r) {
-  MsgType type = r.type();
-  if (!c.authed) {
-    if (type != MsgType::kHello) {
-      DDP_THROW(rdzv::proto::ProtocolError, "expected hello, got message type ", static_cast<int>(type));
-    }
-    return handle_hello(c, r);
+void TCPStoreServer::Loop::handle_handshake(Conn& c, const uint8_t* payload, size_t size) {
+  auto step = c.handshake->on_frame(payload, size);
+  send(c, step.reply);
+  if (step.outcome == proto::ServerHandshake::Outcome::kRefused) {
+    log_->warn("store server: refused client {}: {}", c.peer, step.refusal);
+    c.close_after_flush = true;
+  } else if (step.outcome == proto::ServerHandshake::Outcome::kAuthenticated) {
+    c.authed = true;
+    c.handshake.reset();
+    --unauthenticated_;
+    owner_->num_unauthenticated_.store(unauthenticated_);
   }
-  if (type == MsgType::kCancel) {
-    r.done();
-    if (c.waiting) {
-      unpark(c);
-      Writer w(MsgType::kTimedOut);
-      w.strs(missing(c.wait_keys));
-      c.waiting = false;
-      c.wait_keys.clear();
-      owner_->num_waiting_.fetch_sub(1);
-      send(c, w.finish());
-    }
-    return;  // a Cancel that finds nothing pending lost the race with the reply: ignored
-  }
-  if (c.waiting) {
-    DDP_THROW(rdzv::proto::ProtocolError, proto::type_name(type), " request while a wait is pending");
-  }
-  handle_request(c, type, r);
-}
-
-void TCPStoreServer::Loop::handle_hello(Conn& c, Reader& r) {
-  uint32_t magic = r.u32();
-  if (magic != proto::kMagic) DDP_THROW(rdzv::proto::ProtocolError, "bad magic in hello: ", magic);
-  uint16_t version = r.u16();
-  std::string token = r.str(4096);
-  r.done();
-  if (version != proto::kVersion) {
-    log_->warn("store server: refused client {}: protocol version {} (server speaks {})", c.peer,
-               version, proto::kVersion);
-    return reply_error(c, ErrorCode::kBadVersion,
-                       detail::str("protocol version ", version, " is not supported (server speaks ",
-                                   proto::kVersion, ")"));
-  }
-  if (!token_.empty() && !token_equal(token, token_)) {
-    log_->warn("store server: refused client {}: {} job token", c.peer, token.empty() ? "missing" : "wrong");
-    return reply_error(c, ErrorCode::kRefused,
-                       token.empty() ? "the job token is missing (set DDP_JOB_TOKEN)"
-                                     : "the job token was refused");
-  }
-  c.authed = true;
-  Writer w(MsgType::kOk);
-  w.u16(proto::kVersion);
-  send(c, w.finish());
-}
-
-void TCPStoreServer::Loop::handle_request(Conn& c, MsgType type, Reader& r) {
-  switch (type) {
-    case MsgType::kSet: {
-      std::string key = r.key();
-      Bytes value = r.bytes(kMaxValueSize);
-      r.done();
-      data_[key] = std::move(value);
-      send(c, Writer(MsgType::kOk).finish());
-      return notify(key);
-    }
-    case MsgType::kGet: {
-      std::string key = r.key();
-      r.done();
-      return start_wait(c, type, {std::move(key)});
-    }
-    case MsgType::kWait: {
-      auto keys = r.keys();
-      r.done();
-      return start_wait(c, type, std::move(keys));
-    }
-    case MsgType::kAdd:
-      return handle_add(c, r);
-    case MsgType::kCompareSet:
-      return handle_compare_set(c, r);
-    default:
-      return handle_query(c, type, r);
-  }
-}
-
-void TCPStoreServer::Loop::handle_add(Conn& c, Reader& r) {
-  std::string key = r.key();
-  int64_t delta = r.i64();
-  r.done();
-  int64_t value = delta;
-  if (auto it = data_.find(key); it != data_.end()) {
-    try {
-      value += parse_counter(key, it->second);
-    } catch (const InvalidArgument& e) {
-      return reply_error(c, ErrorCode::kInvalidArgument, e.message());
-    }
-  }
-  data_[key] = Store::to_bytes(std::to_string(value));
-  send(c, Writer(MsgType::kOk).i64(value).finish());
-  notify(key);
-}
-
-void TCPStoreServer::Loop::handle_compare_set(Conn& c, Reader& r) {
-  std::string key = r.key();
-  Bytes expected = r.bytes(kMaxValueSize);
-  Bytes desired = r.bytes(kMaxValueSize);
-  r.done();
-  auto it = data_.find(key);
-  if (it == data_.end() ? !expected.empty() : it->second != expected) {
-    send(c, Writer(MsgType::kOk).bytes(it == data_.end() ? expected : it->second).finish());
-    return;
-  }
-  data_[key] = desired;
-  send(c, Writer(MsgType::kOk).bytes(desired).finish());
-  notify(key);
-}
-
-// Requests that only read (or delete, which wakes nobody).
-void TCPStoreServer::Loop::handle_query(Conn& c, MsgType type, Reader& r) {
-  Writer w(MsgType::kOk);
-  switch (type) {
-    case MsgType::kCheck: {
-      auto keys = r.keys();
-      r.done();
-      w.u8(missing(keys).empty() ? 1 : 0);
-      break;
-    }
-    case MsgType::kDelete: {
-      std::string key = r.key();
-      r.done();
-      w.u8(data_.erase(key) > 0 ? 1 : 0);
-      break;
-    }
-    case MsgType::kNumKeys:
-      r.done();
-      w.i64(static_cast<int64_t>(data_.size()));
-      break;
-    default:
-      DDP_THROW(rdzv::proto::ProtocolError, "unknown request type ", static_cast<int>(type));
-  }
-  send(c, w.finish());
-}
-
-void TCPStoreServer::Loop::start_wait(Conn& c, MsgType type, std::vector<std::string> keys) {
-  c.waiting = true;
-  c.wait_type = type;
-  c.wait_keys = std::move(keys);
-  owner_->num_waiting_.fetch_add(1);
-  try_finish_wait(c);
-}
-
-// Answers the pending wait when every key exists, else parks it under the first missing key.
-bool TCPStoreServer::Loop::try_finish_wait(Conn& c) {
-  for (const auto& k : c.wait_keys) {
-    if (!data_.count(k)) {
-      park(c, k);
-      return false;
-    }
-  }
-  Writer w(MsgType::kOk);
-  if (c.wait_type == MsgType::kGet) w.bytes(data_.at(c.wait_keys.front()));
-  c.waiting = false;
-  c.wait_keys.clear();
-  owner_->num_waiting_.fetch_sub(1);
-  send(c, w.finish());
-  return true;
-}
-
-void TCPStoreServer::Loop::park(Conn& c, const std::string& key) {
-  waiters_[key].push_back(c.id);
-  c.waiting_on = key;
-}
-
-void TCPStoreServer::Loop::unpark(Conn& c) {
-  auto it = waiters_.find(c.waiting_on);
-  if (it == waiters_.end()) return;
-  auto& ids = it->second;
-  ids.erase(std::remove(ids.begin(), ids.end(), c.id), ids.end());
-  if (ids.empty()) waiters_.erase(it);
-}
-
-void TCPStoreServer::Loop::notify(const std::string& key) {
-  auto it = waiters_.find(key);
-  if (it == waiters_.end()) return;
-  std::vector<uint64_t> ids = std::move(it->second);
-  waiters_.erase(it);
-  for (uint64_t id : ids) {
-    auto cit = conns_.find(id);
-    if (cit == conns_.end() || !cit->second->waiting) continue;
-    Conn& waiter = *cit->second;
-    if (try_finish_wait(waiter)) {
-      if (!flush(waiter)) {
-        to_close_.push_back(id);
-      } else {
-        update_interest(waiter);
-      }
-    }
-  }
-}
-
-std::vector<std::string> TCPStoreServer::Loop::missing(const std::vector<std::string>& keys) const {
-  std::vector<std::string> out;
-  for (const auto& k : keys) {
-    if (!data_.count(k)) out.push_back(k);
-  }
-  return out;
-}
-
-void TCPStoreServer::Loop::reply_error(Conn& c, ErrorCode code, const std::string& message) {
-  Writer w(MsgType::kError);
-  w.u8(static_cast<uint8_t>(code)).str(message);
-  send(c, w.finish());
-  if (code != ErrorCode::kInvalidArgument) c.close_after_flush = true;
 }
 
 void TCPStoreServer::Loop::send(Conn& c, const std::vector<uint8_t>& frame) {
@@ -516,6 +299,7 @@ bool TCPStoreServer::Loop::flush(Conn& c) {
   }
   c.out.clear();
   c.out_pos = 0;
+  release_if_large(c.out);
   if (c.close_after_flush) to_close_.push_back(c.id);
   return true;
 }
@@ -544,6 +328,11 @@ void TCPStoreServer::Loop::close_conn(uint64_t id, const std::string& why, bool 
     unpark(c);
     owner_->num_waiting_.fetch_sub(1);
   }
+  if (!c.authed) {
+    --unauthenticated_;
+    owner_->num_unauthenticated_.store(unauthenticated_);
+  }
+  owner_->buffered_bytes_.fetch_sub(c.accounted);
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
   conns_.erase(it);
   owner_->num_connections_.store(conns_.size());
@@ -566,7 +355,7 @@ TCPStoreServer::TCPStoreServer(const TCPStoreServerOptions& options) {
   port_ = net::local_port(listener.get());
   wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_) DDP_THROW_ERRNO("eventfd (store server)");
-  loop_ = std::make_unique<Loop>(this, std::move(listener), options.job_token);
+  loop_ = std::make_unique<Loop>(this, std::move(listener), options);
   thread_ = std::thread([this] { loop_->run(); });
   logger("store")->debug("store server listening on port {}", port_);
 }

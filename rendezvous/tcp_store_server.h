@@ -6,8 +6,14 @@
 // - get/wait are answered by notification: a waiting connection is parked under one missing key
 //   and re-examined only when that key is written. A client that gives up sends Cancel and the
 //   server drops its wait (see tcp_store_protocol.h).
-// - The handshake checks the protocol version and the job token; a refused client gets an Error
-//   frame saying why and is closed, and the server logs it (logger "store").
+// - The handshake (tcp_store_handshake.h) checks the protocol version and proves the job token
+//   both ways; a refused client gets an Error frame saying why and is closed, and the server
+//   logs it (logger "store").
+// - Strangers cost little and never crowd out real clients: before it is authenticated a
+//   connection has at most one small handshake frame buffered, must finish the handshake within
+//   handshake_timeout, and at most max_unauthenticated such connections are kept (the oldest is
+//   dropped for a new one, and when descriptors run out). Buffers are sized to what a
+//   connection has pending and released when it drains or closes.
 // - A malformed, oversize or truncated frame, or a client vanishing mid-request, closes that
 //   one connection (logged); other clients and their data are unaffected.
 // - Serves thousands of connections: the RLIMIT_NOFILE soft limit is raised to the hard limit.
@@ -19,14 +25,25 @@
 #include <thread>
 
 #include "common/fd.h"
+#include "common/timeouts.h"
 
 namespace ddp::rdzv {
 
 struct TCPStoreServerOptions {
   std::string host;   // interface to bind; empty: all interfaces
   uint16_t port = 0;  // 0: an ephemeral port, see TCPStoreServer::port()
-  // Clients must present this token; empty: every client is accepted.
+  // Clients must prove this token; empty: every client is accepted.
   std::string job_token;
+  // A connection that has not authenticated by then is closed.
+  Millis handshake_timeout = kDefaultStoreHandshakeTimeout;
+  // Connections still in their handshake; beyond this the oldest is dropped.
+  size_t max_unauthenticated = 4096;
+};
+
+struct TCPStoreServerStats {
+  size_t connections = 0;
+  size_t unauthenticated = 0;  // still in their handshake
+  size_t buffered_bytes = 0;   // capacity of every connection's input and output buffers
 };
 
 class TCPStoreServer {
@@ -40,6 +57,9 @@ class TCPStoreServer {
   // Observability for tests and logs (updated by the loop thread).
   size_t num_connections() const { return num_connections_.load(); }
   size_t num_waiting() const { return num_waiting_.load(); }
+  TCPStoreServerStats stats() const {
+    return {num_connections_.load(), num_unauthenticated_.load(), buffered_bytes_.load()};
+  }
 
   class Loop;  // the event loop and its state (tcp_store_server.cc)
 
@@ -47,6 +67,8 @@ class TCPStoreServer {
   uint16_t port_ = 0;
   std::atomic<size_t> num_connections_{0};
   std::atomic<size_t> num_waiting_{0};
+  std::atomic<size_t> num_unauthenticated_{0};
+  std::atomic<size_t> buffered_bytes_{0};
   Fd wake_;  // eventfd: written by the destructor to stop the loop
   std::unique_ptr<Loop> loop_;
   std::thread thread_;

@@ -5,9 +5,11 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config ccache
-  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev doctest-dev
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev doctest-dev libssl-dev
   libgloo-dev libopenmpi-dev openmpi-bin
   iproute2 procps python3
+  # LibTorch and PyTorch for ddp/torch and its comparisons; the demo's data set.
+  libtorch-dev python3-torch zlib1g-dev dataset-fashion-mnist
 )
 
 missing=()

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <sstream>
 
 #include "common/error.h"
@@ -18,9 +19,6 @@
 namespace ddp::comm::tcp {
 namespace {
 
-constexpr char kHelloMagic[8] = {'D', 'D', 'P', 'T', 'C', 'P', '0', '1'};
-constexpr uint32_t kMaxField = 4096;
-constexpr Millis kHandshakeTimeout{10'000};
 constexpr Millis kConnectAttempt{3'000};
 
 std::vector<std::string> interface_addresses() {
@@ -49,77 +47,6 @@ std::vector<std::string> interface_addresses() {
   return out;
 }
 
-void put_u32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
-
-uint32_t get_u32(int fd, const Deadline& d, const std::string& what) {
-  uint32_t v = 0;
-  net::recv_all(fd, &v, 4, d, what);
-  return v;
-}
-
-std::string get_field(int fd, const Deadline& d, const std::string& what) {
-  uint32_t n = get_u32(fd, d, what);
-  if (n > kMaxField) DDP_THROW(InvalidArgument, what, ": field of ", n, " bytes exceeds ", kMaxField);
-  std::string s(n, '\0');
-  if (n) net::recv_all(fd, s.data(), n, d, what);
-  return s;
-}
-
-bool equal_ct(const std::string& a, const std::string& b) {  // constant time in the content
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
-// Client side: hello, then the acceptor's verdict.
-void client_handshake(int fd, const MeshOptions& o, int peer, const Deadline& deadline) {
-  std::string hello(kHelloMagic, sizeof(kHelloMagic));
-  put_u32(hello, static_cast<uint32_t>(o.rank));
-  put_u32(hello, static_cast<uint32_t>(o.size));
-  put_u32(hello, static_cast<uint32_t>(o.job_token.size()));
-  hello += o.job_token;
-  put_u32(hello, static_cast<uint32_t>(o.group.size()));
-  hello += o.group;
-  const std::string what = detail::str("tcp backend: handshake with rank ", peer, " of group '", o.group, "'");
-  Deadline d(std::min(deadline.remaining(), kHandshakeTimeout));
-  net::send_all(fd, hello.data(), hello.size(), d, what);
-  uint32_t status = get_u32(fd, d, what);
-  std::string message = get_field(fd, d, what);
-  if (status != 0) DDP_THROW(NetworkError, what, ": rank ", peer, " refused the connection: ", message);
-}
-
-// Server side: returns the peer's rank, or -1 after refusing the connection.
-int server_handshake(int fd, const MeshOptions& o, const std::vector<bool>& have, const Deadline& deadline) {
-  const std::string what = detail::str("tcp backend: handshake on group '", o.group, "'");
-  Deadline d(std::min(deadline.remaining(), kHandshakeTimeout));
-  char magic[sizeof(kHelloMagic)];
-  net::recv_all(fd, magic, sizeof(magic), d, what);
-  if (std::memcmp(magic, kHelloMagic, sizeof(magic)) != 0) DDP_THROW(InvalidArgument, what, ": not a ddp tcp hello");
-  int rank = static_cast<int>(get_u32(fd, d, what));
-  int size = static_cast<int>(get_u32(fd, d, what));
-  std::string token = get_field(fd, d, what);
-  std::string group = get_field(fd, d, what);
-  std::string refusal;
-  if (!equal_ct(token, o.job_token)) {
-    refusal = "job token does not match";
-  } else if (group != o.group || size != o.size) {
-    refusal = detail::str("peer belongs to group '", group, "' of size ", size, ", expected '", o.group, "' of size ", o.size);
-  } else if (rank <= o.rank || rank >= o.size || have[rank]) {
-    refusal = detail::str("unexpected rank ", rank);
-  }
-  std::string reply;
-  put_u32(reply, refusal.empty() ? 0 : 1);
-  put_u32(reply, static_cast<uint32_t>(refusal.size()));
-  reply += refusal;
-  net::send_all(fd, reply.data(), reply.size(), d, what);
-  if (!refusal.empty()) {
-    logger("tcp")->warn("{}: refused a connection from rank {}: {}", what, rank, refusal);
-    return -1;
-  }
-  return rank;
-}
-
 Fd connect_peer(const PeerAddress& peer, bool same_host, const Deadline& deadline, int rank) {
   std::vector<std::string> candidates = peer.addrs;
   if (same_host) {
@@ -143,38 +70,131 @@ Fd connect_peer(const PeerAddress& peer, bool same_host, const Deadline& deadlin
   }
 }
 
-void accept_peers(int listener, const MeshOptions& o, std::vector<Fd>& fds, const Deadline& deadline) {
-  std::vector<bool> have(o.size, false);
-  int missing = o.size - 1 - o.rank;
-  while (missing > 0) {
-    pollfd p{listener, POLLIN, 0};
-    int rc = ::poll(&p, 1, deadline.poll_ms(Millis(500)));
-    if (rc < 0 && errno != EINTR) DDP_THROW_ERRNO("poll(listener)");
-    if (rc <= 0) {
-      if (deadline.expired()) {
-        std::string list;
-        for (int r = o.rank + 1; r < o.size; ++r) {
-          if (!have[r]) list += (list.empty() ? "" : ", ") + std::to_string(r);
-        }
-        DDP_THROW(TimeoutError, "tcp backend: group '", o.group, "' rank ", o.rank, ": ranks [", list,
-                  "] did not connect within the setup timeout");
+// One accepted connection whose handshake is under way.
+struct Pending {
+  Fd fd;
+  AcceptorHandshake handshake;
+  std::string out;  // bytes still to send
+  Clock::time_point deadline;
+};
+
+// Sends what the socket takes now; false when the connection broke.
+bool flush(Pending& p) {
+  while (!p.out.empty()) {
+    ssize_t n = ::send(p.fd.get(), p.out.data(), p.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK;
+    p.out.erase(0, static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Reads what the handshake wants and answers; false when the connection closed or broke.
+bool advance(Pending& p) {
+  uint8_t buf[256];
+  while (size_t want = std::min(p.handshake.wanted(), sizeof(buf))) {
+    ssize_t n = ::recv(p.fd.get(), buf, want, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) return false;
+    p.out += p.handshake.feed(buf, static_cast<size_t>(n));
+  }
+  return flush(p);
+}
+
+[[noreturn]] void throw_missing(const MeshOptions& o, const std::vector<bool>& have) {
+  std::string list;
+  for (int r = o.rank + 1; r < o.size; ++r) {
+    if (!have[r]) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  DDP_THROW(TimeoutError, "tcp backend: group '", o.group, "' rank ", o.rank, ": ranks [", list,
+            "] did not connect within the setup timeout");
+}
+
+// The acceptor's side of the mesh: every pending handshake is served at once, so a silent or
+// slow stranger holds only its own slot (kTcpHandshakeTimeout, at most kMaxPendingHandshakes).
+class Acceptor {
+ public:
+  Acceptor(int listener, const MeshOptions& o, std::vector<Fd>& fds)
+      : listener_(listener), o_(o), fds_(fds), have_(o.size, false), missing_(o.size - 1 - o.rank) {}
+
+  void run(const Deadline& deadline) {
+    while (missing_ > 0) {
+      if (deadline.expired()) throw_missing(o_, have_);
+      int rc = poll_once(deadline);
+      // Handshakes first, newest last (indices match `polled_` until the vector changes).
+      for (size_t i = pending_.size(); rc > 0 && i-- > 0;) {
+        if (polled_[i + 1].revents) step(i);
       }
-      continue;
-    }
-    Fd fd(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
-    if (!fd) continue;
-    try {
-      int peer = server_handshake(fd.get(), o, have, deadline);
-      if (peer < 0) continue;
-      net::set_nodelay(fd.get());
-      have[peer] = true;
-      fds[peer] = std::move(fd);
-      --missing;
-    } catch (const Error& e) {
-      logger("tcp")->warn("tcp backend: dropped a bad connection on group '{}': {}", o.group, e.message());
+      const auto now = Clock::now();
+      for (size_t i = pending_.size(); i-- > 0;) {
+        if (pending_[i]->deadline <= now) drop(i, "no handshake within the handshake timeout");
+      }
+      if (rc > 0 && (polled_[0].revents & POLLIN)) accept_new();
     }
   }
-}
+
+ private:
+  int poll_once(const Deadline& deadline) {
+    polled_.assign(1, pollfd{listener_, POLLIN, 0});
+    auto wake = deadline.end();
+    for (auto& p : pending_) {
+      polled_.push_back({p->fd.get(), static_cast<short>(p->out.empty() ? POLLIN : POLLIN | POLLOUT), 0});
+      wake = std::min(wake, p->deadline);
+    }
+    const auto ms = std::clamp<int64_t>(std::chrono::ceil<Millis>(wake - Clock::now()).count(), 0, 500);
+    int rc = ::poll(polled_.data(), polled_.size(), static_cast<int>(ms));
+    if (rc < 0 && errno != EINTR) DDP_THROW_ERRNO("poll(listener)");
+    return rc;
+  }
+
+  // Moves one pending connection on: reads, answers, and settles it once its verdict is out.
+  void step(size_t i) {
+    Pending& p = *pending_[i];
+    try {
+      if (!advance(p)) return drop(i, "closed during the handshake");
+    } catch (const Error& e) {
+      return drop(i, e.message());
+    }
+    using State = AcceptorHandshake::State;
+    const int rank = p.handshake.peer_rank();
+    if (p.handshake.state() == State::kAccepted) have_[rank] = true;  // a second claim is refused
+    if (!p.out.empty()) return;  // the verdict is still on its way
+    if (p.handshake.state() == State::kRefused) {
+      drop(i, detail::str("refused rank ", rank, ": ", p.handshake.refusal()));
+    } else if (p.handshake.state() == State::kAccepted) {
+      net::set_nonblocking(p.fd.get(), false);
+      fds_[rank] = std::move(p.fd);
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      --missing_;
+    }
+  }
+
+  void accept_new() {
+    while (true) {
+      Fd fd(::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (!fd) return;
+      if (pending_.size() >= kMaxPendingHandshakes) drop(0, "too many connections in their handshake");
+      pending_.push_back(std::make_unique<Pending>(
+          Pending{std::move(fd), AcceptorHandshake(o_, &have_), {}, Clock::now() + kTcpHandshakeTimeout}));
+    }
+  }
+
+  void drop(size_t i, const std::string& why) {
+    const auto& h = pending_[i]->handshake;
+    if (h.state() == AcceptorHandshake::State::kAccepted) have_[h.peer_rank()] = false;  // its verdict was lost
+    logger("tcp")->warn("tcp backend: dropped a connection on group '{}': {}", o_.group, why);
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+
+  int listener_;
+  const MeshOptions& o_;
+  std::vector<Fd>& fds_;
+  std::vector<bool> have_;
+  int missing_;
+  std::vector<std::unique_ptr<Pending>> pending_;
+  std::vector<pollfd> polled_;
+};
 
 }  // namespace
 
@@ -231,10 +251,10 @@ Mesh build_mesh(rdzv::Store& store, const MeshOptions& o, const Deadline& deadli
   for (int r = 0; r < o.rank; ++r) {
     const bool same_host = mesh.peers[r].boot_id == mesh.peers[o.rank].boot_id;
     Fd fd = connect_peer(mesh.peers[r], same_host, deadline, r);
-    client_handshake(fd.get(), o, r, deadline);
+    connect_handshake(fd.get(), o, r, deadline);
     mesh.fds[r] = std::move(fd);
   }
-  accept_peers(listener.get(), o, mesh.fds, deadline);
+  Acceptor(listener.get(), o, mesh.fds).run(deadline);
   for (int r = 0; r < o.size; ++r) {
     if (r == o.rank) continue;
     net::set_nodelay(mesh.fds[r].get());

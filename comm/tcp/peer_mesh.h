@@ -3,16 +3,20 @@
 //
 // Each rank listens on an ephemeral port and publishes "tcp/addr/<rank>" (port, boot id, pid,
 // host name, interface addresses) in the group's store. Rank i connects to every j < i and
-// accepts every j > i; the connector opens with a hello carrying the job token, the group name,
-// its rank and the world size, and the acceptor answers OK or refuses (wrong token, wrong group
-// or size, unexpected rank). A refused connector throws NetworkError naming the peer; an
-// acceptor drops refused or malformed connections and keeps waiting for the real peer.
+// accepts every j > i; each connection opens with the handshake of mesh_handshake.h (a mutual
+// proof of the job token, then the group name, rank and world size), and the acceptor answers
+// OK or refuses (wrong token, wrong group or size, unexpected rank). A refused connector throws
+// NetworkError naming the peer; an acceptor drops refused or malformed connections and keeps
+// waiting for the real peer. The acceptor serves every pending handshake at once (poll), each
+// bounded by kTcpHandshakeTimeout and at most kMaxPendingHandshakes of them (the oldest is
+// dropped), so connections from strangers neither delay nor fail the real ranks.
 // Peers with our boot id are reached over loopback first. Everything is bounded by the deadline
 // (TimeoutError naming the ranks that did not connect).
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "comm/tcp/mesh_handshake.h"
 #include "common/deadline.h"
 #include "common/fd.h"
 #include "rendezvous/store.h"
@@ -30,12 +34,8 @@ struct PeerAddress {
   static PeerAddress local(uint16_t port);
 };
 
-struct MeshOptions {
-  int rank = 0;
-  int size = 1;
-  std::string job_token;
-  std::string group = "world";
-};
+using MeshOptions = HandshakeIdentity;
+inline constexpr size_t kMaxPendingHandshakes = 64;
 
 struct Mesh {
   std::vector<Fd> fds;             // fds[rank] is empty (self)

@@ -8,72 +8,16 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/tcp/socket_engine_state.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/socket.h"
 
 namespace ddp::comm::tcp {
 namespace {
-constexpr uint32_t kMsgMagic = 0x54504444;  // "DDPT"
-constexpr uint64_t kMaxMessage = uint64_t{1} << 40;
 constexpr size_t kDiscardChunk = 64 << 10;
 constexpr Millis kByeFlush{500};
-
-template <typename E>
-std::exception_ptr error(const std::string& what) {
-  return std::make_exception_ptr(E(what, __FILE__, __LINE__));
-}
 }  // namespace
-
-struct SocketEngine::Header {
-  uint32_t magic = kMsgMagic;
-  uint8_t channel = 0;
-  uint8_t pad[3] = {};
-  int64_t tag = 0;
-  uint64_t bytes = 0;
-};
-
-static_assert(sizeof(uint32_t) + 4 + sizeof(int64_t) + sizeof(uint64_t) == 24);
-
-struct SocketEngine::SendOp {
-  Header hdr;
-  const char* data = nullptr;
-  size_t bytes = 0;
-  size_t sent = 0;  // header and payload bytes written
-  Clock::time_point deadline;
-  WorkPtr work;  // null once finished early (timed out while in progress)
-  std::string label;
-  std::vector<char> owned;
-};
-
-struct SocketEngine::RecvOp {
-  char* data = nullptr;
-  size_t bytes = 0;
-  Clock::time_point deadline;
-  WorkPtr work;
-  std::string label;
-};
-
-struct SocketEngine::Inbound {
-  std::vector<char> data;
-  bool complete = false;
-  std::optional<RecvOp> waiter;
-};
-
-struct SocketEngine::Peer {
-  Fd fd;
-  bool alive = false;
-  std::deque<SendOp> sendq;
-  std::map<Key, std::deque<RecvOp>> posted;
-  std::map<Key, std::deque<std::shared_ptr<Inbound>>> unexpected;
-  // Reader state: touched only by the engine thread.
-  Header hdr;
-  size_t hdr_got = 0;
-  bool in_payload = false;
-  bool said_bye = false;
-  std::optional<RecvOp> active;       // payload goes straight into a posted buffer
-  std::shared_ptr<Inbound> inbound;   // ... or into an unexpected message
-  size_t got = 0, want = 0;           // payload progress; neither target: discard
-};
 
 SocketEngine::SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* health)
     : options_(std::move(options)), health_(health) {
@@ -158,7 +102,7 @@ void SocketEngine::send(int p, Channel ch, int64_t tag, const void* data, size_t
         err = std::current_exception();
       }
     } else if (!peer.alive || stop_ || peer.said_bye) {
-      err = error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
+      err = engine_error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
                                             peer.said_bye ? " (it left the group)" : ""));
     } else {
       SendOp op;
@@ -204,9 +148,10 @@ void SocketEngine::recv(int p, Channel ch, int64_t tag, void* data, size_t bytes
       }
       it->second.pop_front();
       if (it->second.empty()) peer.unexpected.erase(it);
+      peer.unexpected_bytes -= in->data.size();
       finished = true;
       if (in->data.size() != bytes) {
-        err = error<InvalidArgument>(detail::str(op.label, ": the message from ", options_.peer_names[p], " holds ",
+        err = engine_error<InvalidArgument>(detail::str(op.label, ": the message from ", options_.peer_names[p], " holds ",
                                                  in->data.size(), " bytes but the buffer holds ", bytes));
       } else if (bytes) {
         std::memcpy(data, in->data.data(), bytes);
@@ -220,7 +165,7 @@ void SocketEngine::recv(int p, Channel ch, int64_t tag, void* data, size_t bytes
       }
     } else if (!peer.alive || stop_) {
       finished = true;
-      err = error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
+      err = engine_error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
                                             peer.said_bye ? " (it left the group)" : ""));
     } else {
       peer.posted[key].push_back(RecvOp{static_cast<char*>(data), bytes, deadline.end(), work, std::move(label)});
@@ -253,10 +198,22 @@ int SocketEngine::next_timeout_ms() {
   return static_cast<int>(std::clamp<int64_t>(ms, 0, 1000));
 }
 
-void SocketEngine::loop() {
+// The thread's top: nothing escapes it (an exception would terminate the process).
+void SocketEngine::loop() noexcept {
+  Done done;
+  try {
+    run_loop(done);
+    finish_all(done);
+  } catch (const std::exception& e) {
+    fail_engine(done, e.what());
+  } catch (...) {
+    fail_engine(done, "unknown exception");
+  }
+}
+
+void SocketEngine::run_loop(Done& done) {
   std::vector<pollfd> fds;
   std::vector<int> ranks;
-  Done done;
   while (true) {
     fds.clear();
     ranks.clear();
@@ -311,7 +268,7 @@ void SocketEngine::on_readable(int p, Done& done) {
 bool SocketEngine::read_header(int p, Done& done) {
   Peer& peer = *peers_[p];
   auto* dst = reinterpret_cast<char*>(&peer.hdr) + peer.hdr_got;
-  ssize_t n = ::recv(peer.fd.get(), dst, sizeof(Header) - peer.hdr_got, MSG_DONTWAIT);
+  ssize_t n = ::recv(peer.fd.get(), dst, sizeof(WireHeader) - peer.hdr_got, MSG_DONTWAIT);
   if (n == 0 && peer.hdr_got == 0 && peer.said_bye) {
     std::lock_guard<std::mutex> lock(mu_);
     close_peer(p, done);
@@ -324,12 +281,11 @@ bool SocketEngine::read_header(int p, Done& done) {
   }
   if (n < 0) return errno == EINTR;
   peer.hdr_got += static_cast<size_t>(n);
-  if (peer.hdr_got < sizeof(Header)) return true;
+  if (peer.hdr_got < sizeof(WireHeader)) return true;
   peer.hdr_got = 0;
   std::lock_guard<std::mutex> lock(mu_);
-  if (peer.hdr.magic != kMsgMagic || peer.hdr.channel > 3 || peer.hdr.bytes > kMaxMessage ||
-      (peer.hdr.channel == static_cast<uint8_t>(Channel::kBye) && peer.hdr.bytes != 0)) {
-    lose_peer(p, "malformed message header (protocol error)", done);
+  if (std::string bad = check_header(peer.hdr); !bad.empty()) {
+    lose_peer(p, "malformed message header (protocol error: " + bad + ")", done);
     return false;
   }
   if (peer.hdr.channel == static_cast<uint8_t>(Channel::kBye)) {
@@ -337,12 +293,13 @@ bool SocketEngine::read_header(int p, Done& done) {
     health_->mark_departed(p);
     return true;
   }
-  match_header(peer, done);
-  return true;
+  return match_header(p, done);
 }
 
-// Under mu_: decides where the payload of the header just read goes.
-void SocketEngine::match_header(Peer& peer, Done& done) {
+// Under mu_: decides where the payload of the header just read goes; false when the peer had
+// to be dropped (more unexpected bytes than may be buffered).
+bool SocketEngine::match_header(int p, Done& done) {
+  Peer& peer = *peers_[p];
   const Key key{peer.hdr.channel, peer.hdr.tag};
   const size_t bytes = peer.hdr.bytes;
   peer.got = 0;
@@ -355,14 +312,27 @@ void SocketEngine::match_header(Peer& peer, Done& done) {
     it->second.pop_front();
     if (it->second.empty()) peer.posted.erase(it);
     if (op.bytes != bytes) {
-      done.emplace_back(op.work, error<InvalidArgument>(detail::str(op.label, ": the message holds ", bytes,
+      done.emplace_back(op.work, engine_error<InvalidArgument>(detail::str(op.label, ": the message holds ", bytes,
                                                                     " bytes but the buffer holds ", op.bytes)));
     } else {
       peer.active = std::move(op);
     }
   } else {
-    peer.inbound = std::make_shared<Inbound>();
-    peer.inbound->data.resize(bytes);
+    std::string why = check_unexpected(bytes, peer.unexpected_bytes, options_.max_unexpected_bytes);
+    if (why.empty()) {
+      try {
+        auto in = std::make_shared<Inbound>();
+        in->data.resize(bytes);
+        peer.inbound = std::move(in);
+      } catch (const std::bad_alloc&) {
+        why = detail::str("no memory to buffer its message of ", bytes, " bytes");
+      }
+    }
+    if (!why.empty()) {
+      lose_peer(p, why, done);
+      return false;
+    }
+    peer.unexpected_bytes += bytes;
     peer.unexpected[key].push_back(peer.inbound);
   }
   peer.in_payload = true;
@@ -383,6 +353,7 @@ void SocketEngine::match_header(Peer& peer, Done& done) {
       peer.inbound.reset();
     }
   }
+  return true;
 }
 
 bool SocketEngine::read_payload(int p, Done& done) {
@@ -421,6 +392,7 @@ bool SocketEngine::read_payload(int p, Done& done) {
       auto& q = peer.unexpected[key];
       q.erase(std::find(q.begin(), q.end(), in));
       if (q.empty()) peer.unexpected.erase(key);
+      peer.unexpected_bytes -= in->data.size();
       // A recv queued behind the waiter may now take the next complete message.
       auto pit = peer.posted.find(key);
       auto uit = peer.unexpected.find(key);
@@ -432,11 +404,12 @@ bool SocketEngine::read_payload(int p, Done& done) {
         if (next->complete) {
           uit->second.pop_front();
           if (uit->second.empty()) peer.unexpected.erase(uit);
+          peer.unexpected_bytes -= next->data.size();
           if (next->data.size() == op.bytes) {
             if (op.bytes) std::memcpy(op.data, next->data.data(), op.bytes);
             done.emplace_back(op.work, nullptr);
           } else {
-            done.emplace_back(op.work, error<InvalidArgument>(detail::str(op.label, ": the message holds ",
+            done.emplace_back(op.work, engine_error<InvalidArgument>(detail::str(op.label, ": the message holds ",
                                                                           next->data.size(), " bytes but the buffer holds ", op.bytes)));
           }
         } else {
@@ -457,11 +430,11 @@ void SocketEngine::on_writable(int p, Done& done) {
       std::lock_guard<std::mutex> lock(mu_);
       if (peer.sendq.empty() || !peer.alive) return;
       SendOp& op = peer.sendq.front();
-      if (op.sent < sizeof(Header)) {
-        iov[cnt++] = {reinterpret_cast<char*>(&op.hdr) + op.sent, sizeof(Header) - op.sent};
+      if (op.sent < sizeof(WireHeader)) {
+        iov[cnt++] = {reinterpret_cast<char*>(&op.hdr) + op.sent, sizeof(WireHeader) - op.sent};
         if (op.bytes) iov[cnt++] = {const_cast<char*>(op.data), op.bytes};
       } else {
-        size_t off = op.sent - sizeof(Header);
+        size_t off = op.sent - sizeof(WireHeader);
         iov[cnt++] = {const_cast<char*>(op.data) + off, op.bytes - off};
       }
     }
@@ -477,117 +450,10 @@ void SocketEngine::on_writable(int p, Done& done) {
     }
     SendOp& op = peer.sendq.front();
     op.sent += static_cast<size_t>(n);
-    if (op.sent < sizeof(Header) + op.bytes) continue;
+    if (op.sent < sizeof(WireHeader) + op.bytes) continue;
     if (op.work) done.emplace_back(op.work, nullptr);
     peer.sendq.pop_front();
   }
-}
-
-// Under mu_: ends every operation whose deadline passed.
-void SocketEngine::expire(Done& done) {
-  const auto now = Clock::now();
-  auto timeout = [&](const std::string& label, int p, const char* what) {
-    return error<TimeoutError>(detail::str(label, ": timed out ", what, " ", options_.peer_names[p]));
-  };
-  for (size_t r = 0; r < peers_.size(); ++r) {
-    Peer& peer = *peers_[r];
-    const int p = static_cast<int>(r);
-    for (auto it = peer.sendq.begin(); it != peer.sendq.end();) {
-      if (!it->work || it->deadline > now) {
-        ++it;
-      } else if (it->sent == 0) {
-        done.emplace_back(it->work, timeout(it->label, p, "sending to"));
-        it = peer.sendq.erase(it);
-      } else {  // partly written: keep the stream whole, stop using the caller's buffer
-        it->owned.assign(it->data, it->data + it->bytes);
-        it->data = it->owned.data();
-        done.emplace_back(it->work, timeout(it->label, p, "sending to"));
-        it->work.reset();
-        ++it;
-      }
-    }
-    for (auto it = peer.posted.begin(); it != peer.posted.end();) {
-      auto& q = it->second;
-      for (auto op = q.begin(); op != q.end();) {
-        if (op->deadline > now) {
-          ++op;
-        } else {
-          done.emplace_back(op->work, timeout(op->label, p, "waiting for a message from"));
-          op = q.erase(op);
-        }
-      }
-      it = q.empty() ? peer.posted.erase(it) : std::next(it);
-    }
-    for (auto& [key, q] : peer.unexpected) {
-      for (auto& in : q) {
-        if (in->waiter && in->waiter->deadline <= now) {
-          done.emplace_back(in->waiter->work, timeout(in->waiter->label, p, "receiving from"));
-          in->waiter.reset();
-        }
-      }
-    }
-    if (peer.active && peer.active->deadline <= now) {  // the rest of the payload is discarded
-      done.emplace_back(peer.active->work, timeout(peer.active->label, p, "receiving from"));
-      peer.active.reset();
-    }
-  }
-}
-
-// Under mu_: the peer destroyed its group; only what still needs it fails.
-void SocketEngine::close_peer(int p, Done& done) {
-  Peer& peer = *peers_[p];
-  if (!peer.alive) return;
-  peer.alive = false;
-  const std::string reason =
-      detail::str(options_.peer_names[p], " left the group (destroyed it) before this op completed");
-  fail_ops(peer, [&](const std::string& label) { return error<NetworkError>(detail::str(label, ": ", reason)); }, done);
-}
-
-// Under mu_: fails every operation that involves the peer, each with err(its label).
-void SocketEngine::fail_ops(Peer& peer, const ErrorFor& err, Done& done) {
-  for (auto& op : peer.sendq) {
-    if (op.work) done.emplace_back(op.work, err(op.label));
-  }
-  peer.sendq.clear();
-  for (auto& [key, q] : peer.posted) {
-    for (auto& op : q) done.emplace_back(op.work, err(op.label));
-  }
-  peer.posted.clear();
-  for (auto& [key, q] : peer.unexpected) {
-    for (auto& in : q) {
-      if (in->waiter) done.emplace_back(in->waiter->work, err(in->waiter->label));
-      in->waiter.reset();
-    }
-  }
-  if (peer.active) {
-    done.emplace_back(peer.active->work, err(peer.active->label));
-    peer.active.reset();
-  }
-}
-
-// Under mu_.
-void SocketEngine::lose_peer(int p, const std::string& why, Done& done) {
-  Peer& peer = *peers_[p];
-  if (!peer.alive) return;
-  peer.alive = false;
-  const std::string reason = detail::str(options_.peer_names[p], " was lost: ", why);
-  health_->fail(FailureKind::kNetwork, p, reason);
-  fail_all(done, reason);
-}
-
-// Under mu_: every pending operation fails with the group's failure, seen from its label.
-void SocketEngine::fail_all(Done& done, const std::string& reason) {
-  auto err = [&](const std::string& label) {
-    if (health_->broken()) {
-      try {
-        health_->rethrow(label);
-      } catch (...) {
-        return std::current_exception();
-      }
-    }
-    return error<NetworkError>(detail::str(label, ": ", reason));
-  };
-  for (auto& peer : peers_) fail_ops(*peer, err, done);
 }
 
 }  // namespace ddp::comm::tcp

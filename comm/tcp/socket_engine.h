@@ -14,6 +14,11 @@
 //   (GroupHealth): every pending and
 //   later operation fails with NetworkError naming that rank. Data that arrived before the
 //   loss still matches later recvs.
+// - A peer that breaks the wire format (wire_header.h: a bad header, an impossible size) or
+//   sends more unexpected bytes than Options::max_unexpected_bytes may buffer fails the group
+//   the same way, naming it and what it sent; nothing is allocated for it first.
+// - The progress thread never lets an exception escape: should anything throw there, the group
+//   fails (kOther) and every pending Work completes with the error.
 // Thread-safe: any thread may post. Works finish outside the engine's lock.
 #include <condition_variable>
 #include <cstdint>
@@ -28,12 +33,11 @@
 #include <vector>
 
 #include "comm/tcp/op.h"
+#include "comm/tcp/wire_header.h"
 #include "comm/work.h"
 #include "common/fd.h"
 
 namespace ddp::comm::tcp {
-
-enum class Channel : uint8_t { kUser = 0, kCollective = 1, kFingerprint = 2, kBye = 3 };
 
 class SocketEngine {
  public:
@@ -41,6 +45,8 @@ class SocketEngine {
     int rank = 0;
     std::string group = "world";
     std::vector<std::string> peer_names;  // "rank 1 (pid 42 on host)", for errors
+    // Per peer: bytes of messages that arrived before their recv, buffered at most.
+    uint64_t max_unexpected_bytes = kDefaultMaxUnexpectedBytes;
   };
   SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* health);
   ~SocketEngine();
@@ -56,7 +62,6 @@ class SocketEngine {
             WorkPtr work, std::string label);
 
  private:
-  struct Header;
   struct SendOp;
   struct RecvOp;
   struct Inbound;
@@ -65,13 +70,15 @@ class SocketEngine {
   using Done = std::vector<std::pair<WorkPtr, std::exception_ptr>>;
   using ErrorFor = std::function<std::exception_ptr(const std::string& label)>;
 
-  void loop();
+  void loop() noexcept;
+  void run_loop(Done& done);
+  void fail_engine(Done& done, const std::string& why) noexcept;
   void wake();
   int next_timeout_ms();
   void on_readable(int p, Done& done);
   bool read_header(int p, Done& done);
   bool read_payload(int p, Done& done);
-  void match_header(Peer& peer, Done& done);
+  bool match_header(int p, Done& done);
   void on_writable(int p, Done& done);
   void expire(Done& done);
   void lose_peer(int p, const std::string& why, Done& done);

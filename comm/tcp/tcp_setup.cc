@@ -102,6 +102,12 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
   SocketEngine::Options eo;
   eo.rank = setup.rank;
   eo.group = setup.name;
+  const int64_t max_unexpected = env::get_int_or("DDP_TCP_MAX_UNEXPECTED_BYTES",
+                                                 static_cast<int64_t>(kDefaultMaxUnexpectedBytes));
+  if (max_unexpected <= 0) {
+    DDP_THROW(InvalidArgument, "DDP_TCP_MAX_UNEXPECTED_BYTES=", max_unexpected, ": must be a positive byte count");
+  }
+  eo.max_unexpected_bytes = static_cast<uint64_t>(max_unexpected);
   for (int r = 0; r < setup.size; ++r) {
     eo.peer_names.push_back(detail::str("rank ", r, " (pid ", mesh.peers[r].pid, " on ", mesh.peers[r].host, ")"));
   }

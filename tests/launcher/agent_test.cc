@@ -4,6 +4,7 @@
 // scripts and ddp_store_probe (a real client of DDP_STORE with DDP_JOB_TOKEN).
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <memory>
 #include <set>
 
@@ -69,6 +70,11 @@ TEST_CASE("static: two nodes with different nproc, contiguous ranks, one store, 
   CHECK(tokens.size() == 1);
   // every worker reached DDP_STORE with the token and met the others there
   CHECK(slurp(d / "node1.out").find("all 3 ranks met") != std::string::npos);
+  // The token came from the guessable id: each launcher says so, naming the fix.
+  for (const char* err : {"node0.err", "node1.err"}) {
+    CAPTURE(err);
+    CHECK(slurp(d / err).find("DDP_JOB_TOKEN is not set") != std::string::npos);
+  }
 }
 
 TEST_CASE("static: DDP_JOB_TOKEN given to every launcher is the job's token") {
@@ -80,6 +86,7 @@ TEST_CASE("static: DDP_JOB_TOKEN given to every launcher is the job's token") {
                          {{"DDP_JOB_TOKEN", "0123456789abcdef0123456789abcdef"}});
   CHECK(codes == std::vector<int>{0, 0});
   CHECK(env_of(d, 1)["DDP_JOB_TOKEN"] == "0123456789abcdef0123456789abcdef");
+  CHECK(slurp(d / "node0.err").find("DDP_JOB_TOKEN is not set") == std::string::npos);
 }
 
 TEST_CASE("tcp: ranks assigned at the rendezvous, the same command on every node") {
@@ -144,6 +151,21 @@ TEST_CASE("a failure on one node stops every node: its code there, 122 elsewhere
   std::string errs = slurp(d / "node0.err") + slurp(d / "node1.err");
   CHECK(errs.find("another node") != std::string::npos);
   CHECK(errs.find("exitcode  : 7") != std::string::npos);
+}
+
+TEST_CASE("a node whose launcher dies before the exit barrier: the others stop, naming it, not hang") {
+  ScratchDir d;
+  const int port = free_port_pair();
+  auto common = std::vector<std::string>{"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port),
+                                         "--rdzv-conf", "timeout=10", "--shutdown-timeout", "1"};
+  // Node 1's worker SIGKILLs its own launcher, which so never reports at the exit barrier.
+  auto codes = run_nodes(d, {with(common, {"--node-rank", "0", "true"}),
+                             with(common, {"--node-rank", "1", "sh", "-c", "kill -KILL $PPID; exit 0"})});
+  CHECK(codes[0] == 122);
+  CHECK(codes[1] == 128 + SIGKILL);
+  std::string err = slurp(d / "node0.err");
+  CAPTURE(err);
+  CHECK(err.find("node(s) 1 did not reach the exit barrier") != std::string::npos);
 }
 
 TEST_CASE("restarts happen on every node together") {

@@ -7,6 +7,8 @@
 
 #include "common/error.h"
 #include "common/socket.h"
+#include "common/auth.h"
+#include "rendezvous/tcp_store_handshake.h"
 #include "rendezvous/tcp_store_protocol.h"
 
 namespace ddp::rdzv::testing {
@@ -24,10 +26,24 @@ class RawClient {
     const auto& f = w.finish();
     send_bytes(f.data(), f.size());
   }
+  // The whole handshake but its last reply (Ok or Error: read it with read_frame()). With
+  // another version only the hello is sent (the server answers kBadVersion).
   void hello(const std::string& token, uint16_t version = proto::kVersion) {
-    proto::Writer w(proto::MsgType::kHello);
-    w.u32(proto::kMagic).u16(version).str(token);
-    send_frame(w);
+    send_hello(version);
+    if (version == proto::kVersion) finish_hello(token);
+  }
+  // The two halves, for tests that must not block between them.
+  void send_hello(uint16_t version = proto::kVersion) {
+    nonce_ = auth::random_nonce();
+    auto f = proto::hello_frame(nonce_, version);
+    send_bytes(f.data(), f.size());
+  }
+  void finish_hello(const std::string& token) {
+    auto reply = read_frame();
+    if (!reply) DDP_THROW(NetworkError, "raw client: no challenge from the server");
+    auto c = proto::parse_challenge(reply->data(), reply->size());
+    auto f = proto::auth_frame(token, nonce_, c.server_nonce);
+    send_bytes(f.data(), f.size());
   }
   // The next reply payload (type byte first); nullopt when the server closed the connection.
   std::optional<std::vector<uint8_t>> read_frame(Millis timeout = Millis(30'000)) {
@@ -51,6 +67,7 @@ class RawClient {
 
  private:
   Fd fd_;
+  auth::Nonce nonce_{};
 };
 
 }  // namespace ddp::rdzv::testing

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -103,6 +104,26 @@ TEST_CASE_TEMPLATE("add counts from zero and rejects non-integers", F, STORE_FIX
   s->set("num", "41");
   CHECK(s->add("num", 1) == 42);
   CHECK(s->add("big", int64_t{1} << 40) == int64_t{1} << 40);
+}
+
+TEST_CASE_TEMPLATE("add that would overflow int64 is refused and the store keeps serving", F, STORE_FIXTURES) {
+  F f;
+  auto s = f.main();
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  const int64_t min = std::numeric_limits<int64_t>::min();
+  CHECK(s->add("c", max) == max);
+  try {
+    s->add("c", 1);
+    FAIL("add past INT64_MAX did not throw");
+  } catch (const InvalidArgument& e) {
+    CHECK(contains(e.message(), "overflow"));
+    CHECK(contains(e.message(), "c'"));  // the key (under its prefix for a PrefixStore)
+  }
+  CHECK(s->get_string("c", kLong) == std::to_string(max));  // unchanged
+  CHECK(s->add("c", -1) == max - 1);                        // still served
+  CHECK(s->add("d", min) == min);
+  CHECK_THROWS_AS(f.client()->add("d", -1), InvalidArgument);
+  CHECK(f.client()->add("d", 1) == min + 1);
 }
 
 TEST_CASE_TEMPLATE("compare_set semantics", F, STORE_FIXTURES) {

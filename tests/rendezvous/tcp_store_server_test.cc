@@ -25,6 +25,16 @@ namespace {
 
 constexpr Millis kLong{30'000};
 
+template <typename F>
+bool eventually(F done) {  // bounded wait for what the server does on its own thread
+  Deadline d(kLong);
+  while (!done()) {
+    if (d.expired()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 std::unique_ptr<TCPStore> client_of(uint16_t port, const std::string& token = "t0k3n") {
   TCPStoreOptions o;
   o.port = port;
@@ -120,7 +130,7 @@ TEST_CASE("garbage frames close only that connection") {
   SUBCASE("bad magic") {
     RawClient raw(s.server.port());
     Writer w(MsgType::kHello);
-    w.u32(0xdeadbeef).u16(proto::kVersion).str("t0k3n");
+    w.u32(0xdeadbeef).u16(proto::kVersion).bytes(std::vector<uint8_t>(32));
     raw.send_frame(w);
     CHECK(raw.closed_by_server());
   }
@@ -258,6 +268,55 @@ TEST_CASE("1000 concurrent clients: connect, add, and all woken by one set") {
   s.check_intact();
 }
 
+TEST_CASE("a client that proves the wrong token is refused by the server") {
+  Server s;
+  RawClient raw(s.server.port());
+  raw.hello("not-the-token");  // the server's proof does not convince it, but it answers anyway
+  auto reply = raw.read_frame();
+  REQUIRE(reply);
+  CHECK(static_cast<MsgType>((*reply)[0]) == MsgType::kError);
+  CHECK(static_cast<proto::ErrorCode>((*reply)[1]) == proto::ErrorCode::kRefused);
+  CHECK(raw.closed_by_server());
+  s.check_intact();
+}
+
+TEST_CASE("a silent stranger is dropped at the handshake deadline") {
+  TCPStoreServerOptions o{"127.0.0.1", 0, "t0k3n"};
+  o.handshake_timeout = Millis(200);
+  TCPStoreServer server(o);
+  RawClient silent(server.port());
+  CHECK(silent.closed_by_server());
+  RawClient half(server.port());
+  half.send_hello();  // starts, never proves
+  CHECK(half.closed_by_server());
+  CHECK(eventually([&] { return server.stats().connections == 0; }));
+}
+
+TEST_CASE("a thousand silent and one-byte strangers: real clients still served, memory given back") {
+  TCPStoreServerOptions o{"127.0.0.1", 0, "t0k3n"};
+  o.max_unauthenticated = 64;
+  TCPStoreServer server(o);
+  std::vector<std::unique_ptr<RawClient>> strangers;
+  for (int i = 0; i < 1000; ++i) {
+    strangers.push_back(std::make_unique<RawClient>(server.port()));
+    if (i % 2) strangers.back()->send_bytes("x", 1);
+  }
+  // Accepted after every stranger (one listen queue): by now the cap has been applied to them.
+  auto good = client_of(server.port());
+  good->set("k", "v");
+  CHECK(good->get_string("k", kLong) == "v");
+  auto st = server.stats();
+  CHECK(st.unauthenticated <= 64);
+  CHECK(st.connections <= 64 + 1);
+  CHECK(st.buffered_bytes < (1u << 20));  // was 64 KiB per stranger
+  strangers.clear();
+  CHECK(eventually([&] { return server.stats().connections == 1; }));
+  CHECK(server.stats().unauthenticated == 0);
+  CHECK(server.stats().buffered_bytes < (256u << 10));
+  auto fresh = client_of(server.port());
+  CHECK(fresh->get_string("k", kLong) == "v");
+}
+
 TEST_CASE("raise_fd_limit reaches the hard limit") {
   rlimit rl{};
   ::getrlimit(RLIMIT_NOFILE, &rl);
@@ -281,15 +340,38 @@ TEST_CASE("out of descriptors: the server pauses accepting and recovers") {
   std::vector<std::unique_ptr<RawClient>> raws;
   for (int i = 0; i < kClients; ++i) {
     raws.push_back(std::make_unique<RawClient>(port));
-    raws.back()->hello("t0k3n");
+    raws.back()->send_hello();
   }
   // Free the server's descriptors by leaving with most clients; the rest must then be served.
   raws.erase(raws.begin(), raws.begin() + 50);
   for (auto& r : raws) {
+    r->finish_hello("t0k3n");
     auto reply = r->read_frame();
     REQUIRE(reply);
     CHECK(static_cast<MsgType>((*reply)[0]) == MsgType::kOk);
   }
+  auto good = client_of(port);
+  good->set("still", "serving");
+  CHECK(good->get_string("still", kLong) == "serving");
+}
+
+TEST_CASE("out of descriptors because of strangers: the oldest stranger makes room for a real client") {
+  Pipe port_pipe;
+  Child server_proc([&] {
+    TCPStoreServerOptions o{"127.0.0.1", 0, "t0k3n"};
+    o.handshake_timeout = Millis(600'000);  // no help from the deadline: eviction alone
+    TCPStoreServer server(o);
+    rlimit tight{32, 32};
+    if (::setrlimit(RLIMIT_NOFILE, &tight) != 0) return 3;
+    port_pipe.write_u32(server.port());
+    ::pause();
+    return 0;
+  });
+  auto port = static_cast<uint16_t>(port_pipe.read_u32());
+  REQUIRE(port != 0);
+  // More silent strangers than the server has descriptors; none of them ever leaves.
+  std::vector<std::unique_ptr<RawClient>> strangers;
+  for (int i = 0; i < 60; ++i) strangers.push_back(std::make_unique<RawClient>(port));
   auto good = client_of(port);
   good->set("still", "serving");
   CHECK(good->get_string("still", kLong) == "serving");

@@ -3,16 +3,20 @@
 #include "rendezvous/tcp_store.h"
 
 #include <doctest/doctest.h>
+#include <poll.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
 #include <optional>
 #include <thread>
 
+#include "common/auth.h"
 #include "common/error.h"
 #include "common/socket.h"
 #include "process.h"
+#include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous/tcp_store_server.h"
 
 using namespace ddp;
@@ -41,6 +45,17 @@ TCPStoreOptions client_options(uint16_t port, const std::string& token = "") {
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Waits (bounded, generously) for something the server does on its own thread.
+template <typename F>
+bool eventually(F done) {
+  Deadline d(kLong);
+  while (!done()) {
+    if (d.expired()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -75,15 +90,87 @@ TEST_CASE("the job token: a wrong or missing token is refused with a clear error
   ::unsetenv("DDP_JOB_TOKEN");
   from_env.set("k", "v");
   CHECK(server.get_string("k", kLong) == "v");
-  CHECK(server.server()->num_connections() == 2);  // refused clients are gone
+  // Refused clients are gone (they hang up; the server notices on its own time).
+  CHECK(eventually([&] { return server.server()->num_connections() == 2; }));
 }
 
-TEST_CASE("a server without a token accepts every client") {
+TEST_CASE("a server without a token accepts clients without one; a client with a token refuses it") {
   ::unsetenv("DDP_JOB_TOKEN");
   TCPStore server(server_options());
-  TCPStore client(client_options(server.port(), "any"));
+  TCPStore client(client_options(server.port()));
   client.set("a", "b");
   CHECK(server.get_string("a", kLong) == "b");
+  // It cannot prove a token it does not hold: to this client it is a stranger.
+  CHECK_THROWS_AS(TCPStore(client_options(server.port(), "any")), StoreError);
+}
+
+TEST_CASE("a fake store that does not know the token is detected and learns nothing") {
+  const std::string token = "sup3r-s3cret-t0ken";
+  Fd listener = net::listen_tcp({"127.0.0.1", 0});
+  const uint16_t port = net::local_port(listener.get());
+  std::string heard;  // every byte the client sent
+  std::thread fake([&] {
+    Fd c(::accept(listener.get(), nullptr, nullptr));
+    char buf[4096];
+    // Read the hello, answer with a challenge whose proof is made up, then listen to the end.
+    ssize_t n = ::recv(c.get(), buf, sizeof(buf), 0);
+    if (n > 0) heard.append(buf, static_cast<size_t>(n));
+    proto::Writer w(proto::MsgType::kChallenge);
+    auth::Nonce nonce = auth::random_nonce();
+    auth::Digest proof = auth::sha256("a guess");
+    w.bytes(nonce.data(), nonce.size()).bytes(proof.data(), proof.size());
+    const auto& f = w.finish();
+    net::send_all(c.get(), f.data(), f.size(), Deadline(kLong), "fake store");
+    while ((n = ::recv(c.get(), buf, sizeof(buf), 0)) > 0) heard.append(buf, static_cast<size_t>(n));
+  });
+  std::string error;
+  try {
+    TCPStore victim(client_options(port, token));
+  } catch (const StoreError& e) {
+    error = e.message();
+  }
+  fake.join();
+  CAPTURE(error);
+  CHECK(contains(error, "could not prove"));
+  CHECK(contains(error, std::to_string(port)));
+  CHECK_FALSE(heard.empty());
+  CHECK_FALSE(contains(heard, token));
+}
+
+TEST_CASE("the job token never crosses the wire, all through a real session") {
+  const std::string token = "sup3r-s3cret-t0ken";
+  TCPStore server(server_options(token));
+  // A relay between client and server that records what the client sends.
+  Fd listener = net::listen_tcp({"127.0.0.1", 0});
+  const uint16_t port = net::local_port(listener.get());
+  std::string heard;
+  std::thread relay([&] {
+    Fd c(::accept(listener.get(), nullptr, nullptr));
+    Fd s = net::connect_tcp({"127.0.0.1", server.port()}, Deadline(kLong));
+    pollfd p[2] = {{c.get(), POLLIN, 0}, {s.get(), POLLIN, 0}};
+    char buf[65536];
+    while (::poll(p, 2, 30'000) > 0) {
+      if (p[0].revents) {
+        ssize_t n = ::recv(c.get(), buf, sizeof(buf), 0);
+        if (n <= 0) return;
+        heard.append(buf, static_cast<size_t>(n));
+        net::send_all(s.get(), buf, static_cast<size_t>(n), Deadline(kLong), "relay");
+      }
+      if (p[1].revents) {
+        ssize_t n = ::recv(s.get(), buf, sizeof(buf), 0);
+        if (n <= 0) return;
+        net::send_all(c.get(), buf, static_cast<size_t>(n), Deadline(kLong), "relay");
+      }
+    }
+  });
+  {
+    TCPStore client(client_options(port, token));
+    client.set("k", "v");
+    CHECK(server.get_string("k", kLong) == "v");
+  }  // closes: the relay ends
+  relay.join();
+  CHECK(heard.size() > 40);
+  CHECK_FALSE(contains(heard, token));
 }
 
 TEST_CASE("nobody listening: connect times out naming the endpoint") {

@@ -1,0 +1,131 @@
+// SocketEngine: how operations end when things go wrong (deadlines, peers that leave or are
+// lost, an engine that fails). Every routine here runs under the engine's mutex.
+#include "comm/tcp/socket_engine_state.h"
+#include "common/log.h"
+
+namespace ddp::comm::tcp {
+
+// Under mu_: ends every operation whose deadline passed.
+void SocketEngine::expire(Done& done) {
+  const auto now = Clock::now();
+  auto timeout = [&](const std::string& label, int p, const char* what) {
+    return engine_error<TimeoutError>(detail::str(label, ": timed out ", what, " ", options_.peer_names[p]));
+  };
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    Peer& peer = *peers_[r];
+    const int p = static_cast<int>(r);
+    for (auto it = peer.sendq.begin(); it != peer.sendq.end();) {
+      if (!it->work || it->deadline > now) {
+        ++it;
+      } else if (it->sent == 0) {
+        done.emplace_back(it->work, timeout(it->label, p, "sending to"));
+        it = peer.sendq.erase(it);
+      } else {  // partly written: keep the stream whole, stop using the caller's buffer
+        it->owned.assign(it->data, it->data + it->bytes);
+        it->data = it->owned.data();
+        done.emplace_back(it->work, timeout(it->label, p, "sending to"));
+        it->work.reset();
+        ++it;
+      }
+    }
+    for (auto it = peer.posted.begin(); it != peer.posted.end();) {
+      auto& q = it->second;
+      for (auto op = q.begin(); op != q.end();) {
+        if (op->deadline > now) {
+          ++op;
+        } else {
+          done.emplace_back(op->work, timeout(op->label, p, "waiting for a message from"));
+          op = q.erase(op);
+        }
+      }
+      it = q.empty() ? peer.posted.erase(it) : std::next(it);
+    }
+    for (auto& [key, q] : peer.unexpected) {
+      for (auto& in : q) {
+        if (in->waiter && in->waiter->deadline <= now) {
+          done.emplace_back(in->waiter->work, timeout(in->waiter->label, p, "receiving from"));
+          in->waiter.reset();
+        }
+      }
+    }
+    if (peer.active && peer.active->deadline <= now) {  // the rest of the payload is discarded
+      done.emplace_back(peer.active->work, timeout(peer.active->label, p, "receiving from"));
+      peer.active.reset();
+    }
+  }
+}
+
+// Under mu_: the peer destroyed its group; only what still needs it fails.
+void SocketEngine::close_peer(int p, Done& done) {
+  Peer& peer = *peers_[p];
+  if (!peer.alive) return;
+  peer.alive = false;
+  const std::string reason =
+      detail::str(options_.peer_names[p], " left the group (destroyed it) before this op completed");
+  fail_ops(peer, [&](const std::string& label) { return engine_error<NetworkError>(detail::str(label, ": ", reason)); }, done);
+}
+
+// Under mu_: fails every operation that involves the peer, each with err(its label).
+void SocketEngine::fail_ops(Peer& peer, const ErrorFor& err, Done& done) {
+  for (auto& op : peer.sendq) {
+    if (op.work) done.emplace_back(op.work, err(op.label));
+  }
+  peer.sendq.clear();
+  for (auto& [key, q] : peer.posted) {
+    for (auto& op : q) done.emplace_back(op.work, err(op.label));
+  }
+  peer.posted.clear();
+  for (auto& [key, q] : peer.unexpected) {
+    for (auto& in : q) {
+      if (in->waiter) done.emplace_back(in->waiter->work, err(in->waiter->label));
+      in->waiter.reset();
+    }
+  }
+  if (peer.active) {
+    done.emplace_back(peer.active->work, err(peer.active->label));
+    peer.active.reset();
+  }
+}
+
+// Under mu_.
+void SocketEngine::lose_peer(int p, const std::string& why, Done& done) {
+  Peer& peer = *peers_[p];
+  if (!peer.alive) return;
+  peer.alive = false;
+  const std::string reason = detail::str(options_.peer_names[p], " was lost: ", why);
+  health_->fail(FailureKind::kNetwork, p, reason);
+  fail_all(done, reason);
+}
+
+// Under mu_: every pending operation fails with the group's failure, seen from its label.
+void SocketEngine::fail_all(Done& done, const std::string& reason) {
+  auto err = [&](const std::string& label) {
+    if (health_->broken()) {
+      try {
+        health_->rethrow(label);
+      } catch (...) {
+        return std::current_exception();
+      }
+    }
+    return engine_error<NetworkError>(detail::str(label, ": ", reason));
+  };
+  for (auto& peer : peers_) fail_ops(*peer, err, done);
+}
+
+// Not under mu_: the progress thread caught an exception; the group fails and every pending
+// op completes with the error (the thread then ends).
+void SocketEngine::fail_engine(Done& done, const std::string& why) noexcept {
+  try {
+    const std::string reason = detail::str("the progress engine of group '", options_.group, "' failed: ", why);
+    logger("tcp")->error("tcp backend: {}", reason);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      health_->fail(FailureKind::kOther, -1, reason);
+      fail_all(done, reason);
+    }
+    finish_all(done);
+  } catch (...) {  // out of memory even for the error: nothing more can be done from here
+  }
+}
+
+}  // namespace ddp::comm::tcp

@@ -1,0 +1,190 @@
+// ddp-train-fashion-mnist: the main demo job (`make demo`). A convolutional network trained
+// data-parallel on Fashion-MNIST with LibTorch and ddp::torch::DistributedDataParallel:
+//
+//   ddp-launch --standalone --nproc-per-node 2 build/bin/ddp-train-fashion-mnist
+//
+// Each rank reads the real IDX files and trains on its shard (DistributedRandomSampler,
+// reshuffled every epoch); loss.backward() returns with gradients averaged over ranks, the
+// all_reduce overlapping the backward pass. Rank 0 prints one line per epoch — training loss,
+// test accuracy over the whole test set, samples/s over all ranks — and saves a checkpoint
+// (--checkpoint), which every rank loads at start: a job restarted by ddp-launch
+// (--max-restarts) continues where the last finished epoch left it.
+#include <CLI/CLI.hpp>
+#include <torch/data.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "comm/init.h"
+#include "common/env.h"
+#include "ddp/torch/distributed_data_parallel.h"
+#include "examples/checkpoint.h"
+#include "examples/cnn.h"
+#include "examples/fashion_mnist.h"
+
+namespace {
+
+using demo::FashionMnist;
+
+struct Config {
+  std::string backend = "tcp";
+  std::string data_dir = demo::kFashionMnistDir;
+  std::string checkpoint;
+  int epochs = 2;
+  int batch = 32;  // per rank
+  double lr = 0.05;
+  double momentum = 0.9;
+  size_t train_limit = 0;  // 0: all 60,000
+  size_t test_limit = 0;   // 0: all 10,000
+  int threads = 0;         // 0: LibTorch's default (OMP_NUM_THREADS)
+  bool bucket_view = false;
+  int fail_at_epoch = 0;   // tests: the last rank exits after this epoch, in the first attempt only
+};
+
+struct Totals {
+  double loss = 0, correct = 0, count = 0;
+};
+
+Totals sum_over_ranks(ddp::comm::ProcessGroup& group, Totals t) {
+  std::vector<double> v{t.loss, t.correct, t.count};
+  group.all_reduce(ddp::comm::view(v.data(), v.size()))->wait();
+  return {v[0], v[1], v[2]};
+}
+
+template <typename Model, typename Loader>
+Totals train_epoch(Model& model, Loader& loader, ::torch::optim::Optimizer& opt) {
+  Totals t;
+  model->train();
+  for (auto& batch : *loader) {
+    opt.zero_grad();
+    auto loss = ::torch::nn::functional::nll_loss(model(batch.data), batch.target);
+    loss.backward();  // averaged gradients when it returns
+    opt.step();
+    const double n = static_cast<double>(batch.data.size(0));
+    t.loss += loss.template item<double>() * n;
+    t.count += n;
+  }
+  return t;
+}
+
+// The local module, no collectives: each rank scores its share of the test set.
+template <typename Loader>
+Totals evaluate(demo::Cnn& model, Loader& loader) {
+  Totals t;
+  ::torch::NoGradGuard no_grad;
+  model->eval();
+  for (auto& batch : *loader) {
+    auto out = model(batch.data);
+    t.loss += ::torch::nn::functional::nll_loss(out, batch.target,
+                                                ::torch::nn::functional::NLLLossFuncOptions().reduction(::torch::kSum))
+                  .template item<double>();
+    t.correct += out.argmax(1).eq(batch.target).sum().template item<double>();
+    t.count += static_cast<double>(batch.data.size(0));
+  }
+  return t;
+}
+
+ddp::comm::ProcessGroupPtr init_group(const Config& c) {
+  ddp::InitOptions init;
+  init.backend = c.backend;
+  if (ddp::ranks_from_env().world_size < 0) {  // no launcher: a world of one
+    init.rank = 0;
+    init.world_size = 1;
+  }
+  return ddp::init_process_group(init);
+}
+
+int train(const Config& c) {
+  if (c.threads > 0) ::torch::set_num_threads(c.threads);
+  auto group = init_group(c);
+  const int rank = group->rank(), world = group->size();
+  auto train_set = FashionMnist(c.data_dir, FashionMnist::Split::kTrain, c.train_limit ? std::optional(c.train_limit) : std::nullopt);
+  auto test_set = FashionMnist(c.data_dir, FashionMnist::Split::kTest, c.test_limit ? std::optional(c.test_limit) : std::nullopt);
+  const size_t train_size = *train_set.size(), test_size = *test_set.size();
+
+  ::torch::manual_seed(1 + rank);  // different on purpose: DDP starts every rank from rank 0's weights
+  demo::Cnn cnn;
+  ::torch::optim::SGD opt(cnn->parameters(), ::torch::optim::SGDOptions(c.lr).momentum(c.momentum));
+  // Before wrapping: loading replaces the tensors' storage, and DDP registers where they live.
+  const int done = demo::load_checkpoint(c.checkpoint, *cnn, opt);
+  ddp::EngineOptions options;
+  options.gradient_as_bucket_view = c.bucket_view;
+  ddp::torch::DistributedDataParallel model(cnn, group, options);
+  if (rank == 0) {
+    size_t params = 0;
+    for (const auto& p : cnn->parameters()) params += static_cast<size_t>(p.numel());
+    std::printf("ddp-train-fashion-mnist: %d rank(s), backend %s, CNN with %zu parameters, %zu train / %zu test images, "
+                "batch %d/rank\n", world, group->backend_name().c_str(), params, train_size, test_size, c.batch);
+    if (done > 0) std::printf("resumed from %s after epoch %d\n", c.checkpoint.c_str(), done);
+    std::fflush(stdout);
+  }
+
+  auto train_batches = train_set.map(::torch::data::transforms::Stack<>());
+  auto test_loader = ::torch::data::make_data_loader(
+      test_set.map(::torch::data::transforms::Stack<>()),
+      ::torch::data::samplers::DistributedSequentialSampler(test_size, world, rank, /*allow_duplicates=*/false),
+      ::torch::data::DataLoaderOptions(256));
+
+  const auto restart = ddp::env::get("TORCHELASTIC_RESTART_COUNT").value_or("0");
+  for (int epoch = done + 1; epoch <= c.epochs; ++epoch) {
+    // A loader per epoch: the sampler's permutation is seeded by the epoch (the loader keeps
+    // its own copy of the sampler). The data set copy shares its tensors.
+    ::torch::data::samplers::DistributedRandomSampler sampler(train_size, world, rank);
+    sampler.set_epoch(static_cast<size_t>(epoch));
+    auto train_loader =
+        ::torch::data::make_data_loader(train_batches, std::move(sampler), ::torch::data::DataLoaderOptions(c.batch));
+    auto start = std::chrono::steady_clock::now();
+    Totals tr = sum_over_ranks(*group, train_epoch(model, train_loader, opt));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    Totals te = sum_over_ranks(*group, evaluate(cnn, test_loader));
+    if (rank == 0) {
+      std::printf("epoch %d/%d  loss %.4f  test-loss %.4f  test-acc %.1f%%  samples/s %.0f  (%.1f s)\n", epoch, c.epochs,
+                  tr.loss / tr.count, te.loss / te.count, 100 * te.correct / te.count, tr.count / secs, secs);
+      std::fflush(stdout);
+      if (!c.checkpoint.empty()) demo::save_checkpoint(c.checkpoint, *cnn, opt, epoch);
+    }
+    group->barrier()->wait();  // the checkpoint is on disk before anyone moves on
+    if (epoch == c.fail_at_epoch && restart == "0" && rank == world - 1) {
+      std::fprintf(stderr, "ddp-train-fashion-mnist: rank %d: failing after epoch %d as asked (--fail-at-epoch)\n",
+                   rank, epoch);
+      std::exit(3);
+    }
+  }
+  ddp::destroy_process_group();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config c;
+  CLI::App app{"ddp-train-fashion-mnist: a CNN trained data-parallel on Fashion-MNIST (LibTorch + ddp::torch)"};
+  app.add_option("--backend", c.backend, "tcp, gloo, mpi or nccl")->capture_default_str();
+  app.add_option("--data-dir", c.data_dir, "directory of the Fashion-MNIST IDX files (.gz or plain)")->capture_default_str();
+  app.add_option("--epochs", c.epochs, "passes over the training set")->capture_default_str();
+  app.add_option("--batch", c.batch, "batch size per rank")->capture_default_str();
+  app.add_option("--lr", c.lr, "SGD learning rate")->capture_default_str();
+  app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--checkpoint", c.checkpoint, "file to save after every epoch and resume from (empty: none)");
+  app.add_option("--train-limit", c.train_limit, "use only the first N training images (0: all)")->capture_default_str();
+  app.add_option("--test-limit", c.test_limit, "use only the first N test images (0: all)")->capture_default_str();
+  app.add_option("--threads", c.threads, "LibTorch threads per rank (0: OMP_NUM_THREADS)")->capture_default_str();
+  app.add_flag("--bucket-view", c.bucket_view, "gradients live in the all_reduce buckets (no copies)");
+  app.add_option("--fail-at-epoch", c.fail_at_epoch, "testing: the last rank exits after this epoch in attempt 0");
+  CLI11_PARSE(app, argc, argv);
+  if (c.epochs < 1 || c.batch < 1 || c.lr <= 0) {
+    std::fprintf(stderr, "ddp-train-fashion-mnist: epochs, batch and lr must be positive\n");
+    return 2;
+  }
+  try {
+    return train(c);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp-train-fashion-mnist: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,113 @@
+#include "rendezvous/tcp_store_handshake.h"
+
+#include <algorithm>
+
+namespace ddp::rdzv::proto {
+namespace {
+
+auth::Nonce read_nonce(Reader& r) {
+  Bytes b = r.bytes(auth::kNonceSize);
+  if (b.size() != auth::kNonceSize) DDP_THROW(rdzv::proto::ProtocolError, "nonce of ", b.size(), " bytes");
+  auth::Nonce n{};
+  std::copy(b.begin(), b.end(), n.begin());
+  return n;
+}
+
+auth::Digest read_digest(Reader& r) {
+  Bytes b = r.bytes(auth::kDigestSize);
+  if (b.size() != auth::kDigestSize) DDP_THROW(rdzv::proto::ProtocolError, "proof of ", b.size(), " bytes");
+  auth::Digest d{};
+  std::copy(b.begin(), b.end(), d.begin());
+  return d;
+}
+
+std::vector<uint8_t> error_frame(ErrorCode code, const std::string& message) {
+  Writer w(MsgType::kError);
+  w.u8(static_cast<uint8_t>(code)).str(message);
+  return w.finish();
+}
+
+}  // namespace
+
+std::vector<uint8_t> hello_frame(const auth::Nonce& client_nonce, uint16_t version) {
+  Writer w(MsgType::kHello);
+  w.u32(kMagic).u16(version).bytes(client_nonce.data(), client_nonce.size());
+  return w.finish();
+}
+
+Challenge parse_challenge(const uint8_t* payload, size_t size) {
+  Reader r(payload, size);
+  MsgType type = r.type();
+  if (type != MsgType::kChallenge) {
+    DDP_THROW(rdzv::proto::ProtocolError, "expected a challenge, got message type ", static_cast<int>(type));
+  }
+  Challenge c;
+  c.server_nonce = read_nonce(r);
+  c.proof = read_digest(r);
+  r.done();
+  return c;
+}
+
+std::vector<uint8_t> auth_frame(const std::string& token, const auth::Nonce& client_nonce,
+                                const auth::Nonce& server_nonce) {
+  auth::Digest proof = auth::prove(token, kClientLabel, client_nonce, server_nonce);
+  Writer w(MsgType::kAuth);
+  w.bytes(proof.data(), proof.size());
+  return w.finish();
+}
+
+ServerHandshake::Step ServerHandshake::on_frame(const uint8_t* payload, size_t size) {
+  if (size > kMaxHandshakeFrame) {
+    DDP_THROW(rdzv::proto::ProtocolError, "handshake frame of ", size, " bytes (limit ", kMaxHandshakeFrame, ")");
+  }
+  Reader r(payload, size);
+  MsgType type = r.type();
+  if (state_ == State::kHello && type == MsgType::kHello) return on_hello(r);
+  if (state_ == State::kAuth && type == MsgType::kAuth) return on_auth(r);
+  DDP_THROW(rdzv::proto::ProtocolError, "unexpected ", type_name(type), " frame (type ", static_cast<int>(type),
+            ") during the handshake");
+}
+
+ServerHandshake::Step ServerHandshake::on_hello(Reader& r) {
+  uint32_t magic = r.u32();
+  if (magic != kMagic) DDP_THROW(rdzv::proto::ProtocolError, "bad magic in hello: ", magic);
+  uint16_t version = r.u16();
+  Step step;
+  if (version != kVersion) {  // the rest of the frame is in that version's format: unread
+    state_ = State::kDone;
+    step.outcome = Outcome::kRefused;
+    step.refusal = detail::str("protocol version ", version, " (server speaks ", kVersion, ")");
+    step.reply = error_frame(ErrorCode::kBadVersion, detail::str("protocol version ", version,
+                                                                 " is not supported (server speaks ", kVersion, ")"));
+    return step;
+  }
+  client_nonce_ = read_nonce(r);
+  r.done();
+  server_nonce_ = auth::random_nonce();
+  auth::Digest proof = auth::prove(token_, kServerLabel, client_nonce_, server_nonce_);
+  Writer w(MsgType::kChallenge);
+  w.bytes(server_nonce_.data(), server_nonce_.size()).bytes(proof.data(), proof.size());
+  step.reply = w.finish();
+  state_ = State::kAuth;
+  return step;
+}
+
+ServerHandshake::Step ServerHandshake::on_auth(Reader& r) {
+  auth::Digest proof = read_digest(r);
+  r.done();
+  state_ = State::kDone;
+  Step step;
+  if (!token_.empty() && !auth::equal(proof, auth::prove(token_, kClientLabel, client_nonce_, server_nonce_))) {
+    step.outcome = Outcome::kRefused;
+    step.refusal = "wrong job token";
+    step.reply = error_frame(ErrorCode::kRefused, "the job token was refused");
+    return step;
+  }
+  step.outcome = Outcome::kAuthenticated;
+  Writer w(MsgType::kOk);
+  w.u16(kVersion);
+  step.reply = w.finish();
+  return step;
+}
+
+}  // namespace ddp::rdzv::proto

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The main demo job end to end under ddp-launch, two workers, on the real Fashion-MNIST files.
+# Usage: train_fashion_mnist_test.sh BIN_DIR MODE [BACKEND]
+#   quick:   a slice of the data; exit 0, one line per epoch, accuracy far above chance (10%);
+#            then a restart: the last rank fails after epoch 1 in the first attempt, ddp-launch
+#            restarts the job (--max-restarts 1) and it resumes from the checkpoint — epoch 1 is
+#            not trained again, epoch 2 is.
+#   full:    what `make demo` runs: 2 epochs on all 60,000 images; test accuracy >= 85%.
+set -euo pipefail
+bin=$1 mode=$2 backend=${3:-tcp}
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+job=("$bin/ddp-train-fashion-mnist" --backend "$backend" --threads 1)
+launch=("$bin/ddp-launch" --standalone --nproc-per-node 2)
+
+accuracy() { sed -nE "s/^epoch $1\/$2 .*test-acc +([0-9.]+)%.*/\1/p" <<<"$3"; }
+
+if [[ $mode == full ]]; then
+  out=$("${launch[@]}" "${job[@]}" --epochs 2 2>&1) || { echo "$out"; fail "the job exited non-zero"; }
+  echo "$out"
+  acc=$(accuracy 2 2 "$out")
+  [[ -n $acc ]] || fail "no line for epoch 2"
+  awk -v a="$acc" 'BEGIN { exit !(a >= 85) }' || fail "test accuracy $acc% < 85%"
+  echo "ok: test accuracy $acc% after 2 epochs"
+  exit 0
+fi
+
+slice=(--train-limit 6000 --test-limit 2000)
+out=$("${launch[@]}" "${job[@]}" "${slice[@]}" --epochs 1 2>&1) || { echo "$out"; fail "the job exited non-zero"; }
+echo "$out"
+acc=$(accuracy 1 1 "$out")
+[[ -n $acc ]] || fail "no epoch line"
+awk -v a="$acc" 'BEGIN { exit !(a > 50) }' || fail "test accuracy $acc% is near chance"
+grep -qE 'samples/s [0-9]+' <<<"$out" || fail "no samples/s figure"
+
+ckpt=$tmp/job.ckpt
+out=$("$bin/ddp-launch" --standalone --nproc-per-node 2 --max-restarts 1 "${job[@]}" "${slice[@]}" --epochs 2 \
+        --checkpoint "$ckpt" --fail-at-epoch 1 2>&1) || { echo "$out"; fail "the restarted job exited non-zero"; }
+echo "$out"
+[[ $(grep -c '^epoch 1/2' <<<"$out") == 1 ]] || fail "epoch 1 ran more than once: the restart did not resume"
+grep -q 'resumed from .* after epoch 1' <<<"$out" || fail "no resume line"
+[[ $(grep -c '^epoch 2/2' <<<"$out") == 1 ]] || fail "epoch 2 did not run after the restart"
+[[ -f $ckpt && ! -e $ckpt.tmp ]] || fail "no checkpoint, or a temporary one left behind"
+echo "ok: accuracy $acc% on the slice; a failed attempt resumed from its checkpoint"
