@@ -1,5 +1,8 @@
 #include "bench/collective_runners.h"
 
+#include <cstring>
+#include <vector>
+
 #include "comm/init.h"
 #include "comm/init_store.h"
 #include "common/env.h"
@@ -10,6 +13,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/math.h>
 #include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -26,10 +30,14 @@ namespace {
 
 class OursRunner final : public CollectiveRunner {
  public:
-  explicit OursRunner(const std::string& backend) {
+  explicit OursRunner(const RunnerOptions& options) : memory_(options.memory) {
     InitOptions o;
-    o.backend = backend;
+    o.backend = options.backend;
     pg_ = init_process_group(o);
+    if (memory_.kind == MemoryKind::kCuda) {
+      device_ = comm::Device{comm::DeviceType::kCuda, memory_.device};
+      scratch_ = std::make_unique<BenchBuffer>(kScratch, memory_);
+    }
   }
   ~OursRunner() override { destroy_process_group(); }
   int rank() const override { return pg_->rank(); }
@@ -38,16 +46,33 @@ class OursRunner final : public CollectiveRunner {
   void run(CollOp op, float* in, float* out, size_t count) override {
     const size_t n = static_cast<size_t>(size());
     switch (op) {
-      case CollOp::kAllReduce: pg_->all_reduce(comm::view(in, count))->wait(); break;
-      case CollOp::kBroadcast: pg_->broadcast(comm::view(in, count))->wait(); break;
-      case CollOp::kAllGather: pg_->all_gather(comm::view(in, count), comm::view(out, count * n))->wait(); break;
-      case CollOp::kReduceScatter:
-        pg_->reduce_scatter(comm::view(in, count * n), comm::view(out, count))->wait();
-        break;
+      case CollOp::kAllReduce: pg_->all_reduce(buf(in, count))->wait(); break;
+      case CollOp::kBroadcast: pg_->broadcast(buf(in, count))->wait(); break;
+      case CollOp::kAllGather: pg_->all_gather(buf(in, count), buf(out, count * n))->wait(); break;
+      case CollOp::kReduceScatter: pg_->reduce_scatter(buf(in, count * n), buf(out, count))->wait(); break;
     }
+  }
+  void max_over_ranks(double* v, size_t n) override {
+    DDP_CHECK(n <= kScratch / 2, "max_over_ranks of ", n, " values");
+    if (!scratch_) {
+      pg_->all_reduce(comm::view(v, n), {comm::ReduceOp::kMax})->wait();
+      return;
+    }
+    // nccl reduces device memory only: the doubles go through a device scratch buffer.
+    std::vector<float> words(kScratch);
+    std::memcpy(words.data(), v, n * sizeof(double));
+    scratch_->upload(words);
+    pg_->all_reduce(comm::Buffer{scratch_->data(), n, comm::DType::kFloat64, device_}, {comm::ReduceOp::kMax})->wait();
+    scratch_->download(words);
+    std::memcpy(v, words.data(), n * sizeof(double));
   }
 
  private:
+  static constexpr size_t kScratch = 16;  // floats: room for 8 doubles
+  comm::Buffer buf(float* p, size_t count) const { return comm::Buffer{p, count, comm::DType::kFloat32, device_}; }
+  BufferOptions memory_;
+  comm::Device device_{};
+  std::unique_ptr<BenchBuffer> scratch_;
   comm::ProcessGroupPtr pg_;
 };
 
@@ -95,6 +120,14 @@ class GlooDirectRunner final : public CollectiveRunner {
     o.setTag(tag_++);
     gloo::barrier(o);
   }
+  void max_over_ranks(double* v, size_t n) override {
+    gloo::AllreduceOptions o(context_);
+    o.setOutput(v, n);
+    o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
+    o.setTag(tag_++);
+    gloo::allreduce(o);
+  }
+  bool result_in_input(CollOp op) const override { return op == CollOp::kReduceScatter; }
   void run(CollOp op, float* in, float* out, size_t count) override {
     const size_t n = static_cast<size_t>(size());
     switch (op) {
@@ -133,8 +166,7 @@ class GlooDirectRunner final : public CollectiveRunner {
           rs_ptr_ = in;
           rs_count_ = count;
         }
-        rs_->run();
-        std::copy(in, in + count, out);  // the algorithm leaves this rank's block at the front
+        rs_->run();  // leaves this rank's block at the front of `in`: result_in_input()
         break;
       }
     }
@@ -171,6 +203,9 @@ class MpiDirectRunner final : public CollectiveRunner {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void max_over_ranks(double* v, size_t n) override {
+    check(MPI_Allreduce(MPI_IN_PLACE, v, static_cast<int>(n), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  }
   void run(CollOp op, float* in, float* out, size_t count) override {
     const int c = static_cast<int>(count);
     switch (op) {
@@ -216,7 +251,12 @@ const char* to_string(CollOp op) {
   return "?";
 }
 
-std::unique_ptr<CollectiveRunner> make_runner(const std::string& backend) {
+std::unique_ptr<CollectiveRunner> make_runner(const RunnerOptions& options) {
+  const std::string& backend = options.backend;
+  const bool direct = backend == "gloo-direct" || backend == "mpi-direct";
+  if (direct && options.memory.kind != MemoryKind::kHost) {
+    DDP_THROW(InvalidArgument, backend, " measures host buffers only (--device cpu)");
+  }
   if (backend == "gloo-direct") {
 #ifdef DDP_WITH_GLOO
     return std::make_unique<GlooDirectRunner>();
@@ -231,7 +271,7 @@ std::unique_ptr<CollectiveRunner> make_runner(const std::string& backend) {
     DDP_THROW(InvalidArgument, "mpi-direct: this ddp-bench was built without MPI");
 #endif
   }
-  return std::make_unique<OursRunner>(backend);
+  return std::make_unique<OursRunner>(options);
 }
 
 }  // namespace ddp::bench

@@ -3,9 +3,13 @@
 // ours (any backend of the registry, through init_process_group), and the peers called
 // directly: Gloo's own algorithms over its own TCP device ("gloo-direct") and Open MPI
 // ("mpi-direct", run under mpirun). All on float32, blocking, root 0 where there is a root.
+// Buffers are host memory, or CUDA device memory for ours (nccl; tcp and gloo stage them
+// through the host) when RunnerOptions::memory says so; the peers take host memory only.
 #include <cstddef>
 #include <memory>
 #include <string>
+
+#include "bench/bench_buffer.h"
 
 namespace ddp::bench {
 
@@ -19,13 +23,23 @@ class CollectiveRunner {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // all_reduce, broadcast: in place on `in` (count elements). all_gather: `in` (count) -> `out`
-  // (count x size). reduce_scatter: `in` (count x size) -> `out` (count), summed.
+  // (count x size). reduce_scatter: `in` (count x size) -> `out` (count), summed, unless
+  // result_in_input(): then the runner reduces in place and leaves this rank's block at the
+  // front of `in` (Gloo's algorithm does; copying it out would time a copy Gloo never makes).
   virtual void run(CollOp op, float* in, float* out, size_t count) = 0;
+  virtual bool result_in_input(CollOp) const { return false; }
   virtual void barrier() = 0;
+  // Element-wise max over ranks of v[0..n), in place, through the implementation under test
+  // (host doubles whatever the buffers' memory): how the harness takes the slowest rank's time.
+  virtual void max_over_ranks(double* v, size_t n) = 0;
 };
 
-// backend: a registry name ("tcp", "gloo", "mpi", "nccl"), "gloo-direct" or "mpi-direct".
+struct RunnerOptions {
+  std::string backend = "tcp";  // a registry name ("tcp", "gloo", "mpi", "nccl"), "gloo-direct", "mpi-direct"
+  BufferOptions memory;         // where the buffers passed to run() live
+};
+
 // Rank, size and the meeting point come from the environment (see comm/init.h).
-std::unique_ptr<CollectiveRunner> make_runner(const std::string& backend);
+std::unique_ptr<CollectiveRunner> make_runner(const RunnerOptions& options);
 
 }  // namespace ddp::bench

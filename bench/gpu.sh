@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu.sh: on a machine with an NVIDIA GPU, build, run the `gpu` tests, then the NCCL and
-# CUDA-staging benchmarks. Prints everything; exits non-zero if the build or a test fails.
+# CUDA-staging benchmarks (ddp-bench collective --device cuda). Prints everything; exits
+# non-zero, saying why, when there is no GPU, when CUDA/NCCL were not found, or when the build,
+# a test or a benchmark (a wrong result included) fails.
 #
 #   bench/gpu.sh [build-dir]        (default: build; uses the release preset)
 #
@@ -33,20 +35,19 @@ echo "== gpu tests"
 ctest --test-dir "$build" -L gpu --output-on-failure
 
 bench="$build/bin/ddp-bench"
-echo "== benchmarks (medians; busbw as nccl-tests defines it)"
+echo "== benchmarks (device buffers; max over ranks of per-op time, medians; busbw as nccl-tests defines it)"
 if ! "$bench" collective --help 2>&1 | grep -q -- "--device"; then
-  # ddp-bench collective measures host buffers; device buffers need its --device flag.
-  echo "bench/gpu.sh: this ddp-bench has no --device flag; NCCL and staging benchmarks skipped" >&2
-  exit 0
+  echo "bench/gpu.sh: $bench has no --device flag: cannot measure device buffers" >&2
+  exit 1
+fi
+# NCCL: one rank per GPU (NCCL refuses two ranks on one GPU); with one GPU that is world size 1.
+nccl_world=$gpus
+if [ "$gpus" -lt 2 ]; then
+  echo "bench/gpu.sh: one GPU: the NCCL rows are world size 1 (no inter-GPU traffic)" >&2
 fi
 for op in all_reduce all_gather reduce_scatter broadcast; do
-  # NCCL: one rank per GPU (two ranks cannot share one GPU under NCCL).
-  if [ "$gpus" -ge 2 ]; then
-    "$bench" collective --backend nccl --device cuda -n "$gpus" --op "$op" --sizes "$sizes" --iters "$iters" --format table
-  else
-    "$bench" collective --backend nccl --device cuda -n 1 --op "$op" --sizes "$sizes" --iters "$iters" --format table
-  fi
+  "$bench" collective --backend nccl --device cuda -n "$nccl_world" --op "$op" --sizes "$sizes" --iters "$iters" --format table
   # CUDA staging: tcp with device buffers, two ranks sharing GPU 0, side by side with host tcp.
   "$bench" collective --backend tcp --device cuda -n 2 --op "$op" --sizes "$sizes" --iters "$iters" --format table
-  "$bench" collective --backend tcp -n 2 --op "$op" --sizes "$sizes" --iters "$iters" --format table
+  "$bench" collective --backend tcp --device cpu -n 2 --op "$op" --sizes "$sizes" --iters "$iters" --format table
 done

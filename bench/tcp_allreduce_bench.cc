@@ -1,6 +1,8 @@
 // ddp-bench tcp-allreduce: the tcp backend's all_reduce alone, N forked local ranks meeting
-// in a FileStore. A quick tool for tuning the backend; `ddp-bench collective` is the
-// side-by-side benchmark (with --backend mpi-direct / gloo-direct as the peers).
+// in a FileStore. A quick tool for tuning the backend (one op at a time, after a barrier);
+// `ddp-bench collective` is the side-by-side benchmark (nccl-tests' timing, with
+// --backend mpi-direct / gloo-direct as the peers). Each figure is still the slowest rank's
+// (a max all_reduce of every op's time, untimed), and every element of every op is checked.
 //
 //   ddp-bench tcp-allreduce --world-size 2 --sizes 4,1K,64K,1M,16M,64M,256M --iters 20
 #include <sched.h>
@@ -59,8 +61,8 @@ int run_rank(const Flags& f, const std::string& path, int rank) {
   s.job_token = "bench";
   auto pg = comm::tcp::TcpProcessGroup::create(s);
   if (rank == 0) {
-    std::printf("tcp all_reduce, %d ranks, transport %s, float32 sum, median of %d\n", f.world_size,
-                comm::tcp::to_string(pg->transport()), f.iters);
+    std::printf("tcp all_reduce, %d ranks, transport %s, float32 sum, median of %d (slowest rank per op)\n",
+                f.world_size, comm::tcp::to_string(pg->transport()), f.iters);
     std::printf("%12s %12s %12s %12s\n", "bytes", "median_us", "min_us", "algbw_GBps");
   }
   int wrong = 0;
@@ -74,9 +76,16 @@ int run_rank(const Flags& f, const std::string& path, int rank) {
       const auto t0 = std::chrono::steady_clock::now();
       pg->all_reduce(comm::view(buf.data(), buf.size()))->wait();
       const auto t1 = std::chrono::steady_clock::now();
-      if (it >= f.warmup) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      double dt = std::chrono::duration<double, std::micro>(t1 - t0).count();
+      pg->all_reduce(comm::view(&dt, 1), {comm::ReduceOp::kMax})->wait();  // the slowest rank's time
+      if (it >= f.warmup) us.push_back(dt);
+      for (float x : buf) {
+        if (x != static_cast<float>(f.world_size)) {
+          ++wrong;
+          break;
+        }
+      }
     }
-    if (buf[count / 2] != static_cast<float>(f.world_size)) ++wrong;
     if (rank == 0) {
       const double med = median(us);
       std::printf("%12zu %12.1f %12.1f %12.3f\n", count * sizeof(float), med, percentile(us, 0),

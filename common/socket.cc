@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -128,6 +129,12 @@ uint16_t local_port(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
 }
 
+namespace {
+std::atomic<uint64_t> g_failed_connects{0};
+}  // namespace
+
+uint64_t failed_connect_attempts() { return g_failed_connects.load(); }
+
 Fd connect_tcp(const Endpoint& peer, const Deadline& deadline) {
   std::mt19937 rng(std::random_device{}());
   Millis backoff(10);
@@ -155,6 +162,7 @@ Fd connect_tcp(const Endpoint& peer, const Deadline& deadline) {
           return fd;
         }
         last_error = std::strerror(errno);
+        g_failed_connects.fetch_add(1);
       }
     } catch (const NetworkError& e) {
       last_error = e.message();

@@ -31,6 +31,9 @@ uint16_t local_port(int fd);
 
 // Connects, retrying refused/unreachable with exponential backoff and jitter until the deadline.
 Fd connect_tcp(const Endpoint& peer, const Deadline& deadline);
+// Attempts of connect_tcp in this process that failed (and were retried or given up on): lets
+// a test see the retry path taken instead of sleeping and hoping.
+uint64_t failed_connect_attempts();
 
 void set_nonblocking(int fd, bool on = true);
 void set_nodelay(int fd);

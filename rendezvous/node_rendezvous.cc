@@ -83,6 +83,13 @@ Registration decode(const std::string& key, const Bytes& bytes) {
 // Set by a node that found the round unusable (a rank claimed twice): the reason, for the others.
 std::string failed_key(const std::string& prefix) { return prefix + "failed"; }
 
+// Marks the round unusable and throws `why`: the nodes already waiting in this round would
+// otherwise wait out their timeout.
+[[noreturn]] void fail_round(Store& store, const std::string& prefix, const std::string& why) {
+  store.set(failed_key(prefix), why);
+  DDP_THROW(InvalidArgument, why);
+}
+
 // Claims a node rank: the requested one (static), else the arrival index.
 int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOptions& o, const Registration& mine) {
   const int64_t arrival = store.add(prefix + "arrived", 1) - 1;
@@ -106,9 +113,7 @@ int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOpti
                           mine.info.host, "): give it on all nodes or on none")
             : detail::str(head, "node rank ", rank, " claimed twice, by host ", other.info.host, " and by host ",
                           mine.info.host, " (each node needs its own --node-rank, or none for ranks by arrival)");
-    // The nodes already waiting in this round would otherwise wait out their timeout.
-    store.set(failed_key(prefix), why);
-    DDP_THROW(InvalidArgument, why);
+    fail_round(store, prefix, why);
   }
   return rank;
 }
@@ -160,12 +165,15 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
   for (int r = 0; r < o.nnodes; ++r) {
     Registration reg = decode(keys[r], store.get(keys[r]));
     if (reg.nnodes != o.nnodes) {
-      DDP_THROW(InvalidArgument, "node rendezvous (run '", o.run_id, "'): host ", reg.info.host, " (node ", r,
-                ") was started with --nnodes ", reg.nnodes, " but host ", self.host, " with --nnodes ", o.nnodes);
+      fail_round(store, prefix,
+                 detail::str("node rendezvous (run '", o.run_id, "'): host ", reg.info.host, " (node ", r,
+                             ") was started with --nnodes ", reg.nnodes, " but host ", self.host, " with --nnodes ",
+                             o.nnodes));
     }
     if ((reg.info.requested_rank < 0) != (self.requested_rank < 0)) {
-      DDP_THROW(InvalidArgument, "node rendezvous (run '", o.run_id, "'): some nodes give --node-rank and others do not (host ",
-                reg.info.host, " and host ", self.host, "): give it on all nodes or on none");
+      fail_round(store, prefix,
+                 detail::str("node rendezvous (run '", o.run_id, "'): some nodes give --node-rank and others do not (host ",
+                             reg.info.host, " and host ", self.host, "): give it on all nodes or on none"));
     }
     if (r == rank) a.rank_offset = a.world_size;
     if (r == 0) a.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();

@@ -88,7 +88,8 @@ struct RankResult {
   bool rebuilt = false;
 };
 
-RankResult train_rank(const Case& c, int rank, comm::ProcessGroupPtr group, EngineOptions options) {
+RankResult train_rank(const Case& c, int rank, comm::ProcessGroupPtr group, EngineOptions options,
+                      const CommHook& hook = nullptr) {
   Dataset data(kSizes.front(), kSizes.back(), kSeed);
   Mlp m(kSizes, kSeed + 1000 * rank);  // different on every rank: the broadcast must fix it
   Sgd sgd({0.1f, 0.9f});
@@ -96,6 +97,7 @@ RankResult train_rank(const Case& c, int rank, comm::ProcessGroupPtr group, Engi
   options.bucket_cap_mb = c.cap_mb;
   Engine engine(group, options);
   auto ids = register_mlp(engine, m);
+  if (hook) engine.register_comm_hook(hook);
   engine.finalize();
   RankResult r;
   r.initial = engine.buckets();
@@ -130,18 +132,24 @@ RankResult train_rank(const Case& c, int rank, comm::ProcessGroupPtr group, Engi
   return r;
 }
 
-void check_close(const std::vector<float>& got, const std::vector<float>& want, double tol) {
+constexpr double kTolerance = 1e-4;  // of the equivalence checks, relative to 1 + |weight|
+
+double worst_error(const std::vector<float>& got, const std::vector<float>& want) {
   REQUIRE(got.size() == want.size());
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]) / (1.0 + std::abs(want[i])));
   }
-  CHECK(worst < tol);
+  return worst;
 }
 
-std::vector<RankResult> run_case(const Case& c, EngineOptions options = {}) {
+void check_close(const std::vector<float>& got, const std::vector<float>& want, double tol = kTolerance) {
+  CHECK(worst_error(got, want) < tol);
+}
+
+std::vector<RankResult> run_case(const Case& c, EngineOptions options = {}, const CommHook& hook = nullptr) {
   std::vector<RankResult> results(c.world);
-  run_ranks(c.world, [&](int rank, comm::ProcessGroupPtr g) { results[rank] = train_rank(c, rank, g, options); });
+  run_ranks(c.world, [&](int rank, comm::ProcessGroupPtr g) { results[rank] = train_rank(c, rank, g, options, hook); });
   return results;
 }
 
@@ -160,7 +168,7 @@ TEST_CASE("equivalence: W ranks x batch B == one process x batch W*B") {
         auto want = reference(c);
         auto results = run_case(c);
         for (const auto& r : results) {
-          check_close(r.weights, want, 1e-4);
+          check_close(r.weights, want);
           CHECK(r.weights == results[0].weights);  // bit-identical across ranks
           CHECK(r.rebuilt);
           CHECK(r.final == results[0].final);
@@ -176,6 +184,20 @@ TEST_CASE("equivalence: W ranks x batch B == one process x batch W*B") {
       }
     }
   }
+}
+
+// The negative control of the equivalence checks: the default hook, except that one bucket is
+// averaged over n - 1 ranks instead of n. Training must come out measurably different, so the
+// tolerance above is tight enough to catch a wrong scale in a single bucket.
+TEST_CASE("negative control: a wrong scale in one bucket fails the equivalence check") {
+  Case c{3, 1, 256.0 / (1 << 20), 1024.0 / (1 << 20)};
+  auto want = reference(c);
+  CommHook wrong = [base = allreduce_hook()](comm::ProcessGroup& g, GradBucket& b) {
+    if (b.index == 0) b.post_divide *= static_cast<double>(g.size() - 1) / g.size();
+    return base(g, b);
+  };
+  for (const auto& r : run_case(c, {}, wrong)) CHECK(worst_error(r.weights, want) > 10 * kTolerance);
+  for (const auto& r : run_case(c, {}, allreduce_hook())) CHECK(worst_error(r.weights, want) < kTolerance);
 }
 
 TEST_CASE("equivalence in the fairseq mode (no mark_ready) and with a gradient pre-divide factor") {
@@ -206,7 +228,7 @@ TEST_CASE("equivalence in the fairseq mode (no mark_ready) and with a gradient p
     }
     got[rank] = flatten(m);
   });
-  for (const auto& w : got) check_close(w, want, 1e-4);
+  for (const auto& w : got) check_close(w, want);
 }
 
 TEST_CASE("construction check: a differing parameter is named with the ranks, on every rank") {

@@ -11,8 +11,10 @@ trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 
 cmake --install "$build" --prefix "$prefix" > "$work/install.log" || { cat "$work/install.log"; exit 1; }
-libdir=$(dirname "$(find "$prefix" -name 'libddp.so' -print -quit)")
-[ -n "$libdir" ] || { echo "libddp.so was not installed"; exit 1; }
+# Checked before dirname: dirname "" is ".", so a check on the directory could never fail.
+lib=$(find "$prefix" -name 'libddp.so' -print -quit)
+[ -n "$lib" ] || { echo "libddp.so was not installed under $prefix"; exit 1; }
+libdir=$(dirname "$lib")
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 echo "== find_package(ddp)"

@@ -2,7 +2,8 @@
 // they see each other only through a veth pair (10.77.0.1 <-> 10.77.0.2), so a launcher that
 // used a loopback address or this host's name for the other node would fail here. Static and
 // dynamic (tcp) rendezvous; the workers are ddp_store_probe (a real DDP_STORE client).
-// Skipped (doctest skip) when not root or iproute2 is missing.
+// Skipped when not root or iproute2 is missing: every case skips, the binary exits 77 and ctest
+// reports Skipped (test_main.cc).
 #include <doctest/doctest.h>
 
 #include <memory>

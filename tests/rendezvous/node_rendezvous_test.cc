@@ -124,10 +124,22 @@ TEST_CASE("nodes that disagree on nnodes, or mix static and dynamic ranks, are t
   HashStore store;
   auto o2 = opts(2, 0, Millis(5000));
   auto f = std::async(std::launch::async, [&] { return node_rendezvous(store, node("h1", 1, 1), o2); });
-  NodeRendezvousOptions o3 = opts(3, 0, Millis(300));
-  // h0 with nnodes 3 registers as node 0; h1 sees its nnodes 3 and fails.
-  CHECK_THROWS(node_rendezvous(store, node("h0", 1, 0), o3));
-  CHECK_THROWS_AS(f.get(), InvalidArgument);
+  // A timeout long enough that a TimeoutError cannot pass for the answer: h0 must be told.
+  NodeRendezvousOptions o3 = opts(3, 0, Millis(5000));
+  // h0 with nnodes 3 registers as node 0; h1 sees its nnodes 3 and fails, and so must h0
+  // (the round is marked failed), each with InvalidArgument naming the disagreement.
+  try {
+    node_rendezvous(store, node("h0", 1, 0), o3);
+    FAIL("h0 was not told that the nodes disagree on nnodes");
+  } catch (const InvalidArgument& e) {
+    CHECK(std::string(e.message()).find("nnodes") != std::string::npos);
+  }
+  try {
+    f.get();
+    FAIL("h1 was not told that the nodes disagree on nnodes");
+  } catch (const InvalidArgument& e) {
+    CHECK(std::string(e.message()).find("nnodes") != std::string::npos);
+  }
 
   // Static and dynamic mixed, in both orders of arrival: both nodes are told, naming the mix.
   for (bool static_first : {true, false}) {

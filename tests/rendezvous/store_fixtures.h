@@ -6,13 +6,17 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "rendezvous/file_store.h"
 #include "rendezvous/hash_store.h"
 #include "rendezvous/prefix_store.h"
 #include "rendezvous/tcp_store.h"
+#include "rendezvous/tcp_store_server.h"
 
 namespace ddp::rdzv::testing {
 
@@ -43,6 +47,8 @@ struct HashFixture {
   std::shared_ptr<HashStore> store = std::make_shared<HashStore>(Millis(30'000));
   std::shared_ptr<Store> main() { return store; }
   std::shared_ptr<Store> client() { return store; }
+  // Clients blocked in get/wait, where the implementation shows it (nullopt: it does not).
+  std::optional<size_t> parked() const { return std::nullopt; }
 };
 
 struct FileFixture {
@@ -51,6 +57,7 @@ struct FileFixture {
   std::shared_ptr<Store> first = std::make_shared<FileStore>(dir.file("store"), Millis(30'000));
   std::shared_ptr<Store> main() { return first; }
   std::shared_ptr<Store> client() { return std::make_shared<FileStore>(dir.file("store"), Millis(30'000)); }
+  std::optional<size_t> parked() const { return std::nullopt; }
 };
 
 struct TcpFixture {
@@ -65,6 +72,8 @@ struct TcpFixture {
     o.job_token = "conformance";
     return std::make_shared<TCPStore>(o);
   }
+  // The server parks a get/wait on a missing key: the blocking path, seen from outside.
+  std::optional<size_t> parked() const { return server->server()->num_waiting(); }
   static std::shared_ptr<TCPStore> make_server() {
     TCPStoreOptions o;
     o.is_server = true;
@@ -80,6 +89,21 @@ struct Prefixed {
   Base base;
   std::shared_ptr<Store> main() { return std::make_shared<PrefixStore>("round/3", base.main()); }
   std::shared_ptr<Store> client() { return std::make_shared<PrefixStore>("round/3", base.client()); }
+  std::optional<size_t> parked() const { return base.parked(); }
 };
+
+// Where the fixture shows parked clients: waits (up to 30 s, no fixed sleep) until `n` are
+// parked and returns whether they were, so a test can prove its get/wait really blocked.
+// Where it does not, returns true at once (nothing to prove it with).
+template <typename F>
+bool until_parked(const F& f, size_t n) {
+  if (!f.parked()) return true;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (*f.parked() < n) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
 
 }  // namespace ddp::rdzv::testing

@@ -80,8 +80,13 @@ TEST_CASE_TEMPLATE("get blocks until another client sets the key", F, STORE_FIXT
     CHECK(s->get_string("late", kLong) == "here");
     got = true;
   });
+  // The set comes only once the get is parked on the missing key (where the store shows it):
+  // the get returns by being woken, not by finding the key already there.
+  const bool blocked = until_parked(f, 1);
+  CHECK_FALSE(got);
   other->set("late", "here");
   waiter.join();
+  CHECK(blocked);
   CHECK(got);
 }
 
@@ -226,7 +231,9 @@ TEST_CASE_TEMPLATE("many waiters on one key are all woken", F, STORE_FIXTURES) {
       if (c->get_string("go", kLong) == "now") ++woken;
     });
   }
+  const bool all_parked = until_parked(f, kWaiters);  // every waiter is blocked before the set
   f.main()->set("go", "now");
   for (auto& t : threads) t.join();
+  CHECK(all_parked);
   CHECK(woken == kWaiters);
 }

@@ -15,8 +15,8 @@
 #include "common/auth.h"
 #include "common/error.h"
 #include "common/socket.h"
-#include "rendezvous/tcp_store_protocol.h"
 #include "process.h"
+#include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous/tcp_store_server.h"
 
 using namespace ddp;
@@ -198,8 +198,16 @@ TEST_CASE("a client started before its server retries until the server listens")
     port = probe.port();
   }  // nothing listens on port now; the client's first attempts are refused
   std::unique_ptr<TCPStoreServer> server;
+  // The server starts once the client has been refused at least once (no sleep decides it):
+  // the retry path is seen taken, not hoped for.
+  const uint64_t failed_before = net::failed_connect_attempts();
+  std::atomic<bool> refused{false};
   std::thread late([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (net::failed_connect_attempts() == failed_before && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::yield();
+    }
+    refused = net::failed_connect_attempts() > failed_before;
     try {
       server = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{"127.0.0.1", port, ""});
     } catch (const std::exception&) {  // port taken meanwhile: the REQUIRE below reports it
@@ -213,6 +221,7 @@ TEST_CASE("a client started before its server retries until the server listens")
     throw;
   }
   late.join();
+  CHECK(refused);
   REQUIRE(server != nullptr);
   client->set("k", "v");
   CHECK(client->get_string("k", kLong) == "v");

@@ -9,9 +9,8 @@
 #include "cases.h"
 #include "comm/init.h"
 #include "harness.h"
+#include "reference.h"
 #ifdef DDP_CONFORMANCE_CUDA
-#include <cstdio>
-
 #include "comm/nccl/cuda_memory.h"
 #include "device_mirror.h"
 #endif
@@ -59,6 +58,25 @@ void report(const std::vector<std::string>& failures) {
 
 }  // namespace
 
+// The oracle itself: for every reduce op and world size above 1 no single rank's input is the
+// reduced result, so a backend that returns one rank's buffer (the first, the last, its own)
+// cannot pass the matrix.
+TEST_CASE("conformance oracle: no rank's input is the reduction (worlds 2..8)" * doctest::skip(!runnable())) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
+    for (DType d : {DType::kFloat32, DType::kUInt8, DType::kInt8}) {
+      for (int n = 2; n <= 8; ++n) {
+        for (int r = 0; r < n; ++r) {
+          bool differs = false;
+          for (size_t i = 0; i < 33 && !differs; ++i) differs = reduced_value(d, op, n, i) != input_value(d, op, r, i);
+          CAPTURE(to_string(op));
+          CAPTURE(n);
+          CHECK_MESSAGE(differs, "rank ", r, "'s input equals the reduction");
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("conformance: every op, dtype and reduce op at small counts, worlds 1..5" *
           doctest::skip(!runnable())) {
   INFO("backend ", backend_under_test());
@@ -90,11 +108,11 @@ std::vector<Case> without_bitwise(std::vector<Case> cases) {
   return cases;
 }
 
+// Worlds [first, last] capped at the GPUs visible (and 5).
 template <typename CasesFn>
-std::vector<std::string> run_nccl_worlds(CasesFn&& cases) {
+std::vector<std::string> run_nccl_worlds(int first, int last, CasesFn&& cases) {
   std::vector<std::string> failures;
-  const int gpus = cuda::device_count();
-  for (int n = 1; n <= std::min(gpus, 5); ++n) {
+  for (int n = first; n <= std::min({last, cuda::device_count(), 5}); ++n) {
     auto f = run_threads(n, [&](GroupFactory& gf) {
       auto world = gf.world();
       auto mirrored = mirror_on_device(world, cuda::default_device(world->rank()));
@@ -105,25 +123,31 @@ std::vector<std::string> run_nccl_worlds(CasesFn&& cases) {
   return failures;
 }
 
-// Without a GPU the nccl run prints the line ctest's SKIP_REGULAR_EXPRESSION turns into Skipped.
-bool nccl_runnable() {
-  static const bool yes = [] {
-    if (backend_under_test() != "nccl") return false;
-    if (cuda::device_count() > 0) return true;
-    std::printf("DDP_GPU_TESTS_SKIPPED: no CUDA device is visible\n");
-    return false;
-  }();
-  return yes;
-}
+// Without a GPU every nccl case skips: the binary exits 77 and ctest says Skipped.
+bool nccl_runnable() { return backend_under_test() == "nccl" && cuda::device_count() > 0; }
+// Worlds above 1 need a GPU per rank: these cases have their own ctest (conformance_nccl_multi_gpu),
+// Skipped with fewer than two GPUs rather than quietly reduced to world size 1.
+bool nccl_multi_gpu() { return nccl_runnable() && cuda::device_count() >= 2; }
 
 }  // namespace
 
-TEST_CASE("conformance (nccl, device buffers): every op, dtype and reduce op, worlds 1..GPUs" *
+TEST_CASE("conformance (nccl, device buffers): every op, dtype and reduce op, world 1" *
           doctest::skip(!nccl_runnable())) {
-  report(run_nccl_worlds([](int n) { return full_matrix(n, {0, 1, 7, 4096 + 3}); }));
+  report(run_nccl_worlds(1, 1, [](int n) { return full_matrix(n, {0, 1, 7, 4096 + 3}); }));
 }
 
-TEST_CASE("conformance (nccl, device buffers): large counts (1 Mi + 5 elements)" * doctest::skip(!nccl_runnable())) {
-  report(run_nccl_worlds([](int n) { return large_matrix(n, kMi + 5); }));
+TEST_CASE("conformance (nccl, device buffers): large counts (1 Mi + 5 elements), world 1" *
+          doctest::skip(!nccl_runnable())) {
+  report(run_nccl_worlds(1, 1, [](int n) { return large_matrix(n, kMi + 5); }));
+}
+
+TEST_CASE("conformance (nccl, device buffers, multi-GPU): every op, dtype and reduce op, worlds 2..GPUs" *
+          doctest::skip(!nccl_multi_gpu())) {
+  report(run_nccl_worlds(2, 5, [](int n) { return full_matrix(n, {0, 1, 7, 4096 + 3}); }));
+}
+
+TEST_CASE("conformance (nccl, device buffers, multi-GPU): large counts (1 Mi + 5 elements), worlds 2..GPUs" *
+          doctest::skip(!nccl_multi_gpu())) {
+  report(run_nccl_worlds(2, 5, [](int n) { return large_matrix(n, kMi + 5); }));
 }
 #endif

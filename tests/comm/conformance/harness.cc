@@ -145,7 +145,16 @@ std::vector<std::string> run_processes(const ProcessOptions& o, const ProcessFn&
   for (int r = 0; r < o.world; ++r) {
     const bool expected_dead = std::find(o.expect_killed.begin(), o.expect_killed.end(), r) != o.expect_killed.end();
     const std::string how = reap(pids[r], deadline);
-    if (expected_dead) continue;
+    if (expected_dead) {
+      // It must have died of SIGKILL before reporting: a rank that lived on proves nothing.
+      if (how != "died of signal " + std::to_string(SIGKILL)) {
+        out.push_back("rank " + std::to_string(r) + " was to die of SIGKILL but " + (how.empty() ? "exited normally" : how));
+      }
+      if (store.check({run + "/result/" + std::to_string(r)})) {
+        out.push_back("rank " + std::to_string(r) + " was to die of SIGKILL but reported a result");
+      }
+      continue;
+    }
     if (o.tolerate_abort && how == "died of signal " + std::to_string(SIGABRT)) continue;
     if (!how.empty()) out.push_back("rank " + std::to_string(r) + " " + how);
     const std::string key = run + "/result/" + std::to_string(r);

@@ -33,7 +33,7 @@ struct ProcessOptions {
   int world = 2;
   Millis timeout = kSuiteTimeout;     // the group's collective timeout (DDP_TIMEOUT_MS)
   Millis deadline{240'000};           // after this every child still running is SIGKILLed
-  std::vector<int> expect_killed;     // ranks that kill themselves: no report expected
+  std::vector<int> expect_killed;     // ranks that kill themselves: checked to die of SIGKILL, unreported
   bool tolerate_abort = false;        // a rank dying of SIGABRT is no failure (still: no hang)
 };
 // Processes as ranks. body runs on every rank with the default group (built by

@@ -58,7 +58,17 @@ void Array::set(size_t i, double v) {
 
 double input_value(DType dtype, ReduceOp op, int rank, size_t index) {
   if (op == ReduceOp::kProduct) return (index + static_cast<size_t>(rank)) % 3 == 0 ? 2 : 1;
-  const double base = static_cast<double>((index * 7 + 3) % 11) + 2.0 * rank;
+  if (op == ReduceOp::kMin || op == ReduceOp::kMax) {
+    // 3r mod 11 differs for r < 11: at every index the ranks hold distinct values, and each
+    // rank holds the largest (10) at one index and the smallest (0) at another.
+    const double v = static_cast<double>((index + 3 * static_cast<size_t>(rank)) % 11);
+    return is_signed(dtype) ? v - 5 : v;
+  }
+  // Per-rank offsets, found by search: for every world n in 2..8 their sum over ranks 0..n-1 is
+  // a multiple of n (AVG stays exact) and their mean is no rank's offset (so no rank's input is
+  // the average; with 2r, the middle rank of an odd world held exactly the average).
+  constexpr int kOffsets[] = {0, 2, 10, 0, 8, 10, 12, 14};
+  const double base = static_cast<double>((index * 7 + 3) % 11) + kOffsets[static_cast<size_t>(rank) % 8];
   return is_signed(dtype) ? base - 9 : base;
 }
 

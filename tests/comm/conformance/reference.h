@@ -2,9 +2,16 @@
 // The conformance suite's ground truth: deterministic inputs and the results every backend must
 // produce, computed locally. Inputs are small integers chosen so that every result is exact in
 // every dtype (bfloat16 included) for world sizes up to 8:
-//   general(r, i) = ((7i + 3) mod 11) + 2r, minus 9 for signed types  -> |sum| < 128
-//   product(r, i) = 2 when (i + r) mod 3 == 0, else 1                 -> product <= 2^8 / 2
-// and AVG is exact because sum_r 2r = n(n-1) is a multiple of n.
+//   general(r, i) = ((7i + 3) mod 11) + c_r, minus 9 for signed types  -> |sum| < 128
+//                   with c = 0, 2, 10, 0, 8, 10, 12, 14 (rank 0..7)
+//   product(r, i) = 2 when (i + r) mod 3 == 0, else 1                  -> product <= 2^8 / 2
+//   minmax(r, i)  = (i + 3r) mod 11, minus 5 for signed types           (MIN and MAX)
+// AVG is exact because sum_{r<n} c_r is a multiple of n for every n in 1..8.
+// No rank's input is the answer for n >= 2 (collectives_test.cc checks this oracle): the mean
+// of the c_r is none of them, the product's 2s move with the rank, and for MIN and MAX every
+// rank wins at some index (distinct values per index for n <= 11; rank r holds the maximum
+// where i = 10 - 3r mod 11), so returning one rank's buffer (an end one, the middle one, its
+// own) fails.
 #include <cstddef>
 #include <string>
 #include <vector>

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include <future>
+#include <latch>
 
 #include "common/error.h"
 #include "tcp_ops_check.h"
@@ -184,24 +185,57 @@ TEST_CASE("many async ops in flight complete in order with the right results") {
       for (auto& x : bufs[k]) x = static_cast<float>(r + k);
       works.push_back(pg.all_reduce(view(bufs[k].data(), bufs[k].size())));
     }
+    // In order: whenever op j is seen complete, every earlier op already is. Reading the flags
+    // from the last op down, a later op seen done before an earlier one seen pending is a
+    // completion out of order (completion is monotonic, so no false alarm).
+    for (bool all_done = false; !all_done;) {
+      bool later_done = false;
+      all_done = true;
+      for (size_t k = works.size(); k-- > 0;) {
+        const bool done = works[k]->is_completed();
+        if (!done && later_done) throw std::runtime_error("op " + std::to_string(k) + " completed after a later op");
+        later_done = later_done || done;
+        all_done = all_done && done;
+      }
+    }
     wait_all(works);
     for (size_t k = 0; k < bufs.size(); ++k) {
-      if (bufs[k][17] != static_cast<float>(3 * k + 3)) throw std::runtime_error("wrong async result");
+      for (float x : bufs[k]) {
+        if (x != static_cast<float>(3 * k + 3)) throw std::runtime_error("wrong async result in op " + std::to_string(k));
+      }
     }
   });
 }
 
 TEST_CASE("an inline op that must wait for a late peer is finished by the worker, correctly") {
   ScopedEnv env({{"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")}, {"DDP_TCP_INLINE_SPIN_US", std::string("10")}});
-  run_ranks(2, [](TcpProcessGroup& pg, int r) {
+  // Rank 1 calls only after rank 0's call has returned: rank 0's op cannot finish inline (its
+  // peer has not arrived), so it must come back pending (handed off), and the worker must then
+  // finish it with the right values. No sleep decides the path; the test sees it taken.
+  std::latch returned_small(1), returned_large(1);
+  std::latch* returned[] = {&returned_small, &returned_large};
+  run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+    int step = 0;
     for (size_t n : {size_t{10}, size_t{50000}}) {
       std::vector<float> f(n, static_cast<float>(r + 1));
-      if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // not sync: makes rank 0 hand off
-      WorkPtr w = pg.all_reduce(view(f.data(), n));
+      if (r == 1) returned[step]->wait();
+      WorkPtr w;
+      try {
+        w = pg.all_reduce(view(f.data(), n));
+      } catch (...) {
+        if (r == 0) returned[step]->count_down();  // never leave rank 1 waiting
+        throw;
+      }
+      if (r == 0) {
+        const bool pending = !w->is_completed();
+        returned[step]->count_down();
+        if (!pending) throw std::runtime_error("completed inline without its peer: no hand-off happened");
+      }
       w->wait();
       for (float x : f) {
         if (x != 3.0f) throw std::runtime_error("wrong result after a hand-off");
       }
+      ++step;
     }
   });
 }
