@@ -36,6 +36,15 @@ std::string Participant::describe() const {
   return out + ")";
 }
 
+std::vector<std::string> Participant::reachable_at() const {
+  std::vector<std::string> out;
+  if (!source.empty()) out.push_back(source);
+  for (const auto& a : addresses) {
+    if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  }
+  return out;
+}
+
 std::string DiscoveryStats::describe() const {
   std::string parts;
   auto add = [&](uint64_t n, const char* what) {
@@ -204,10 +213,7 @@ struct MulticastDiscovery::State {
     p.instance = id;
     p.host = a.host;
     p.addresses = a.addresses;
-    if (!from.empty()) {
-      p.addresses.erase(std::remove(p.addresses.begin(), p.addresses.end(), from), p.addresses.end());
-      p.addresses.insert(p.addresses.begin(), from);
-    }
+    if (from != "0.0.0.0" && from != "::") p.source = from;
     p.requested_rank = a.requested_rank;
     p.store_port = a.store_port;
     const bool is_new = peers.emplace(id, p).second;

@@ -60,11 +60,15 @@ struct DiscoveryOptions {
 struct Participant {
   std::string instance;  // hex
   std::string host;
-  std::vector<std::string> addresses;  // the datagram's source address first
+  std::vector<std::string> addresses;  // as announced (the rank order uses the first)
+  std::string source;                  // the datagram's source address ("" for oneself)
   int requested_rank = -1;
   uint16_t store_port = 0;
   int rank = -1;
   std::string describe() const;  // "host (10.0.0.1, rank 1 requested)"
+  // Where to try reaching it, best first: the source address (it routes back to us), then the
+  // announced ones.
+  std::vector<std::string> reachable_at() const;
 };
 
 struct DiscoveryResult {
