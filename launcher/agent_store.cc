@@ -85,7 +85,8 @@ std::string route_source(const std::string& host) {
     sockaddr_storage local{};
     socklen_t llen = sizeof local;
     if (::getsockname(s.get(), reinterpret_cast<sockaddr*>(&local), &llen) == 0) {
-      return ip_text(reinterpret_cast<sockaddr*>(&local));
+      std::string src = ip_text(reinterpret_cast<sockaddr*>(&local));
+      if (src != "0.0.0.0" && src != "::") return src;  // no source: e.g. a multicast route via lo
     }
   }
   return "";
@@ -117,6 +118,13 @@ StorePlan plan_store(const AgentOptions& o) {
   if (l.rdzv_backend == "file") {
     p.kind = StorePlan::Kind::kFile;
     p.file_path = l.rdzv_endpoint + "/" + l.run_id + ".store";
+    return p;
+  }
+  if (l.rdzv_backend == "multicast") {
+    net::Endpoint ep = net::parse_endpoint(l.rdzv_endpoint);
+    p.kind = StorePlan::Kind::kMulticast;
+    p.group = ep.host;
+    p.port = ep.port;
     return p;
   }
   if (l.rdzv_backend == "tcp") {
