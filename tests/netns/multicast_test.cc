@@ -127,6 +127,29 @@ TEST_CASE("requested node ranks are honoured, the others assigned") {
   CHECK(parse_env_dump(slurp(d / "env.2"))["MASTER_ADDR"] == "10.78.0.3");
 }
 
+TEST_CASE("a failed attempt restarts every node through node 0's store, as with tcp") {
+  Subnet net;
+  REQUIRE(net.ok());
+  ScratchDir d;
+  const std::string id = unique_id("mcrestart");
+  // Attempt 0: rank 1 fails; attempt 1: every rank meets.
+  const std::string worker = "if [ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 1 ]; then exit 3; fi; " + probe(d);
+  std::vector<std::unique_ptr<Child>> nodes;
+  for (int h = 1; h <= 2; ++h) {
+    nodes.push_back(std::make_unique<Child>(
+        in_ns(net.ns(h), job("239.255.78.7:29406", id, 2, {"--max-restarts", "1", "--rdzv-conf", "timeout=20"}, worker)),
+        std::map<std::string, std::string>{}, d / ("n" + std::to_string(h) + ".out"), d / ("n" + std::to_string(h) + ".err")));
+  }
+  for (auto& n : nodes) {
+    INFO(n->err());
+    CHECK(n->wait(std::chrono::seconds(60)) == 0);
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(parse_env_dump(slurp(d / ("env." + std::to_string(rank))))["TORCHELASTIC_RESTART_COUNT"] == "1");
+  }
+  CHECK(contains(nodes[0]->err() + nodes[1]->err(), "restarting the workers (1 of 1)"));
+}
+
 TEST_CASE("two jobs with different ids on the same group and port at the same moment never mix") {
   Subnet net;
   REQUIRE(net.ok());
