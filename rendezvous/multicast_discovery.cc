@@ -227,6 +227,10 @@ MulticastDiscovery::MulticastDiscovery(DiscoveryOptions options) {
   if (options.requested_rank >= options.world) {
     DDP_THROW(InvalidArgument, "multicast rendezvous: rank ", options.requested_rank, " is not below ", options.world);
   }
+  // A host with many interfaces announces its first kMaxAddresses (best first); a long host name
+  // is cut: neither may stop the job.
+  if (options.addresses.size() > kMaxAddresses) options.addresses.resize(kMaxAddresses);
+  if (options.host.size() > kMaxNameSize) options.host.resize(kMaxNameSize);
   state_ = std::make_unique<State>(std::move(options));
   auto& s = *state_;
   auth::random_bytes(s.instance.data(), s.instance.size());

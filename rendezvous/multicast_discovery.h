@@ -47,7 +47,7 @@ struct DiscoveryOptions {
   int world = 1;                       // participants expected
   int requested_rank = -1;             // -1: assigned
   std::string host;                    // shown in messages
-  std::vector<std::string> addresses;  // where the others can reach this participant
+  std::vector<std::string> addresses;  // where the others can reach this participant, best first (16 used)
   uint16_t store_port = 0;             // the TCPStore this participant would serve as rank 0
   Millis timeout = kDefaultRendezvousTimeout;
   Millis initial_interval{20};

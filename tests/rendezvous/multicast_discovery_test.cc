@@ -250,6 +250,22 @@ TEST_CASE("garbage, wrong-token, stale and replayed datagrams during a rendezvou
   CHECK(contains(out[0].stats.describe(), "ignored"));
 }
 
+TEST_CASE("a host with more addresses than a datagram carries announces the first ones") {
+  std::vector<DiscoveryOptions> all = {options(29618, "many", 2, "h0"), options(29618, "many", 2, "h1")};
+  all[1].addresses.clear();
+  for (int i = 0; i < 40; ++i) all[1].addresses.push_back("10.0.0." + std::to_string(i + 1));
+  all[1].host = std::string(300, 'h');
+  auto out = run_all(all);
+  for (const auto& o : out) {
+    INFO(o.error);
+    REQUIRE(o.error.empty());
+  }
+  const auto& far = out[0].result.by_rank[out[1].result.rank];
+  CHECK(far.addresses.size() == kMaxAddresses);
+  CHECK(far.addresses.front() == "10.0.0.1");
+  CHECK(far.host.size() == kMaxNameSize);
+}
+
 TEST_CASE("bad options are refused before anything is sent") {
   auto o = options(29617, "bad", 2, "h");
   o.socket.group = "10.0.0.1";
