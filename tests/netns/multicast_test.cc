@@ -260,6 +260,28 @@ TEST_CASE("garbage and wrong-token datagrams during a rendezvous change nothing"
   CHECK(contains(intruder.err(), "wrong MAC"));
 }
 
+TEST_CASE("workers without ddp-launch: init_process_group over [ff15::]:PORT across hosts, ranks assigned") {
+  Subnet net;
+  REQUIRE(net.ok());
+  ScratchDir d;
+  const std::string url = "tcp://[ff15::78:9]:29407?world_size=4&group_name=" + unique_id("w6") + "&timeout=20";
+  std::vector<std::unique_ptr<Child>> ranks;
+  for (int i = 0; i < 4; ++i) {  // host 1 runs two
+    ranks.push_back(std::make_unique<Child>(
+        std::vector<std::string>{"ip", "netns", "exec", net.ns(i == 3 ? 1 : i + 1), bin_dir() + "/../tests/ddp_init_probe", url},
+        std::map<std::string, std::string>{{"DDP_JOB_TOKEN", "w6-token"}}, d / ("r" + std::to_string(i) + ".out"),
+        d / ("r" + std::to_string(i) + ".err")));
+  }
+  std::set<std::string> lines;
+  for (auto& r : ranks) {
+    INFO(r->err());
+    CHECK(r->wait(std::chrono::seconds(60)) == 0);
+    lines.insert(r->out());
+  }
+  CHECK(lines == std::set<std::string>{"rank 0 of 4: sum 10\n", "rank 1 of 4: sum 10\n", "rank 2 of 4: sum 10\n",
+                                       "rank 3 of 4: sum 10\n"});
+}
+
 int main(int argc, char** argv) {
   if (!can_run()) {
     std::puts("netns_multicast_test: skipped (needs root and iproute2 to create network namespaces)");
