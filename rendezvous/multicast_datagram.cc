@@ -26,7 +26,8 @@ class Writer {
     out_.insert(out_.end(), b, b + n);
   }
   void name(const std::string& s, const char* what) {
-    if (s.size() > kMaxNameSize) DDP_THROW(InvalidArgument, "multicast announcement: ", what, " longer than 255 bytes");
+    if (s.size() > kMaxNameSize)
+      DDP_THROW(InvalidArgument, "multicast announcement: ", what, " longer than 255 bytes");
     u8(static_cast<uint8_t>(s.size()));
     raw(s.data(), s.size());
   }
@@ -81,13 +82,20 @@ auth::Digest mac_of(std::string_view token, std::span<const uint8_t> body) {
 
 const char* to_string(DecodeStatus s) {
   switch (s) {
-    case DecodeStatus::kOk: return "ok";
-    case DecodeStatus::kTruncated: return "truncated";
-    case DecodeStatus::kOversized: return "oversized";
-    case DecodeStatus::kBadMagic: return "not ours";
-    case DecodeStatus::kBadVersion: return "unknown version";
-    case DecodeStatus::kMalformed: return "malformed";
-    case DecodeStatus::kBadMac: return "wrong MAC";
+    case DecodeStatus::kOk:
+      return "ok";
+    case DecodeStatus::kTruncated:
+      return "truncated";
+    case DecodeStatus::kOversized:
+      return "oversized";
+    case DecodeStatus::kBadMagic:
+      return "not ours";
+    case DecodeStatus::kBadVersion:
+      return "unknown version";
+    case DecodeStatus::kMalformed:
+      return "malformed";
+    case DecodeStatus::kBadMac:
+      return "wrong MAC";
   }
   return "?";
 }
@@ -103,7 +111,8 @@ std::string hex(const InstanceId& id) {
 }
 
 std::vector<uint8_t> encode(const Announcement& a, std::string_view token) {
-  if (a.addresses.size() > kMaxAddresses) DDP_THROW(InvalidArgument, "multicast announcement: more than ", kMaxAddresses, " addresses");
+  if (a.addresses.size() > kMaxAddresses)
+    DDP_THROW(InvalidArgument, "multicast announcement: more than ", kMaxAddresses, " addresses");
   Writer w;
   w.raw(kMagic, sizeof kMagic);
   w.u8(kVersion);
@@ -132,7 +141,8 @@ std::vector<uint8_t> encode(const Announcement& a, std::string_view token) {
   auth::Digest mac = mac_of(token, w.bytes());
   w.raw(mac.data(), mac.size());
   if (w.bytes().size() > kMaxDatagramSize) {
-    DDP_THROW(InvalidArgument, "multicast announcement of ", w.bytes().size(), " bytes exceeds ", kMaxDatagramSize);
+    DDP_THROW(InvalidArgument, "multicast announcement of ", w.bytes().size(), " bytes exceeds ",
+              kMaxDatagramSize);
   }
   return std::move(w.bytes());
 }
@@ -176,7 +186,8 @@ Decoded decode(std::span<const uint8_t> bytes, std::string_view token) {
   if (!r.at_end()) return {DecodeStatus::kMalformed, {}};
   if (a.requested_rank < -1 || a.world == 0) return {DecodeStatus::kMalformed, {}};
   const auth::Digest want = mac_of(token, body);
-  if (!auth::equal(want.data(), bytes.data() + body.size(), auth::kDigestSize)) return {DecodeStatus::kBadMac, {}};
+  if (!auth::equal(want.data(), bytes.data() + body.size(), auth::kDigestSize))
+    return {DecodeStatus::kBadMac, {}};
   d.status = DecodeStatus::kOk;
   return d;
 }

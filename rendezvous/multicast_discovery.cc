@@ -17,8 +17,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 uint64_t unix_ms() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
 }
 
 std::string list(const std::vector<Participant>& ps) {
@@ -72,7 +73,8 @@ void assign_ranks(std::vector<Participant>& ps, int world) {
     }
     if (Participant* other = by_rank[p.requested_rank]) {
       DDP_THROW(InvalidArgument, "multicast rendezvous: rank ", p.requested_rank, " requested twice, by ",
-                other->describe(), " and by ", p.describe(), ": give each node its own --node-rank (or none)");
+                other->describe(), " and by ", p.describe(),
+                ": give each node its own --node-rank (or none)");
     }
     by_rank[p.requested_rank] = &p;
   }
@@ -113,7 +115,8 @@ struct MulticastDiscovery::State {
   Clock::time_point conflict_at{};
 
   std::string where() const {
-    return options.socket.group + ":" + std::to_string(options.socket.port) + " (job '" + options.job_id + "')";
+    return options.socket.group + ":" + std::to_string(options.socket.port) + " (job '" + options.job_id +
+           "')";
   }
 
   std::vector<uint8_t> announcement() {
@@ -144,8 +147,9 @@ struct MulticastDiscovery::State {
     for (const auto& [id, p] : peers) ps.push_back(p);
     try {
       if (static_cast<int>(ps.size()) > options.world) {
-        DDP_THROW(InvalidArgument, "multicast rendezvous on ", where(), ": ", ps.size(), " participants for a world of ",
-                  options.world, ": ", list(ps), " (two jobs with the same id and token?)");
+        DDP_THROW(InvalidArgument, "multicast rendezvous on ", where(), ": ", ps.size(),
+                  " participants for a world of ", options.world, ": ", list(ps),
+                  " (two jobs with the same id and token?)");
       }
       // A duplicate request is an error as soon as it is seen, whoever else is missing.
       std::vector<Participant> requested;
@@ -174,13 +178,26 @@ struct MulticastDiscovery::State {
     ++stats.received;
     Decoded d = truncated ? Decoded{DecodeStatus::kOversized, {}} : decode(bytes, options.token);
     switch (d.status) {
-      case DecodeStatus::kOk: break;
-      case DecodeStatus::kTruncated: ++stats.truncated; return false;
-      case DecodeStatus::kOversized: ++stats.oversized; return false;
-      case DecodeStatus::kBadMagic: ++stats.not_ours; return false;
-      case DecodeStatus::kBadVersion: ++stats.bad_version; return false;
-      case DecodeStatus::kMalformed: ++stats.malformed; return false;
-      case DecodeStatus::kBadMac: ++stats.bad_mac; return false;
+      case DecodeStatus::kOk:
+        break;
+      case DecodeStatus::kTruncated:
+        ++stats.truncated;
+        return false;
+      case DecodeStatus::kOversized:
+        ++stats.oversized;
+        return false;
+      case DecodeStatus::kBadMagic:
+        ++stats.not_ours;
+        return false;
+      case DecodeStatus::kBadVersion:
+        ++stats.bad_version;
+        return false;
+      case DecodeStatus::kMalformed:
+        ++stats.malformed;
+        return false;
+      case DecodeStatus::kBadMac:
+        ++stats.bad_mac;
+        return false;
     }
     const Announcement& a = d.announcement;
     if (a.job_id != options.job_id) {
@@ -203,10 +220,11 @@ struct MulticastDiscovery::State {
     last_seq[id] = a.seq;
     ++stats.accepted;
     if (static_cast<int>(a.world) != options.world) {
-      set_conflict(std::make_exception_ptr(InvalidArgument(
-          detail::str("multicast rendezvous on ", where(), ": ", a.host, " (", from, ") expects ", a.world,
-                      " participants, this one ", options.world, ": give every node the same --nnodes / world_size"),
-          __FILE__, __LINE__)));
+      set_conflict(std::make_exception_ptr(
+          InvalidArgument(detail::str("multicast rendezvous on ", where(), ": ", a.host, " (", from,
+                                      ") expects ", a.world, " participants, this one ", options.world,
+                                      ": give every node the same --nnodes / world_size"),
+                          __FILE__, __LINE__)));
       return false;
     }
     Participant p;
@@ -223,9 +241,11 @@ struct MulticastDiscovery::State {
 };
 
 MulticastDiscovery::MulticastDiscovery(DiscoveryOptions options) {
-  if (options.world < 1) DDP_THROW(InvalidArgument, "multicast rendezvous: world size ", options.world, " must be >= 1");
+  if (options.world < 1)
+    DDP_THROW(InvalidArgument, "multicast rendezvous: world size ", options.world, " must be >= 1");
   if (options.requested_rank >= options.world) {
-    DDP_THROW(InvalidArgument, "multicast rendezvous: rank ", options.requested_rank, " is not below ", options.world);
+    DDP_THROW(InvalidArgument, "multicast rendezvous: rank ", options.requested_rank, " is not below ",
+              options.world);
   }
   // A host with many interfaces announces its first kMaxAddresses (best first); a long host name
   // is cut: neither may stop the job.
@@ -274,7 +294,8 @@ void MulticastDiscovery::loop() {
       pollfd p{s.socket.fd(), POLLIN, 0};
       ::poll(&p, 1, static_cast<int>(std::clamp(wait, Millis(1), Millis(50)).count()));
       while (auto r = s.socket.receive(buffer)) {
-        if (s.handle(std::span<const uint8_t>(buffer.data(), r->size), r->truncated || r->size > kMaxDatagramSize, r->from)) {
+        if (s.handle(std::span<const uint8_t>(buffer.data(), r->size),
+                     r->truncated || r->size > kMaxDatagramSize, r->from)) {
           interval = s.options.initial_interval;  // someone new: answer now, so they learn about us
           next_send = Clock::now();
         }

@@ -53,7 +53,7 @@ struct DiscoveryOptions {
   Millis initial_interval{20};
   Millis max_interval{500};
   Millis max_clock_skew{60'000};
-  Millis conflict_linger{1'500};       // keep announcing this long before a conflict is thrown
+  Millis conflict_linger{1'500};          // keep announcing this long before a conflict is thrown
   std::function<void()> check_interrupt;  // called about every 100 ms in wait(); may throw
 };
 
@@ -72,8 +72,8 @@ struct Participant {
 };
 
 struct DiscoveryResult {
-  int rank = -1;                       // this participant's
-  std::vector<Participant> by_rank;    // every participant, indexed by rank
+  int rank = -1;                     // this participant's
+  std::vector<Participant> by_rank;  // every participant, indexed by rank
 };
 
 struct DiscoveryStats {

@@ -12,7 +12,8 @@
 namespace ddp::rdzv {
 namespace {
 
-TCPStoreOptions store_options(const std::string& host, uint16_t port, bool server, const std::string& token, Millis connect) {
+TCPStoreOptions store_options(const std::string& host, uint16_t port, bool server, const std::string& token,
+                              Millis connect) {
   TCPStoreOptions o;
   o.host = host;
   o.port = port;
@@ -23,8 +24,8 @@ TCPStoreOptions store_options(const std::string& host, uint16_t port, bool serve
 }
 
 // The first of `hosts` whose store answers, each tried in turn until the deadline.
-std::shared_ptr<TCPStore> connect_any(const mcast::Participant& rank0, const std::string& token, const Deadline& deadline,
-                                      std::string* endpoint) {
+std::shared_ptr<TCPStore> connect_any(const mcast::Participant& rank0, const std::string& token,
+                                      const Deadline& deadline, std::string* endpoint) {
   const auto hosts = rank0.reachable_at();
   std::string last;
   while (true) {
@@ -38,8 +39,8 @@ std::shared_ptr<TCPStore> connect_any(const mcast::Participant& rank0, const std
         last = e.message();
       }
       if (deadline.expired()) {
-        DDP_THROW(TimeoutError, "multicast rendezvous: rank 0's store (", rank0.describe(), ", port ", rank0.store_port,
-                  ") did not answer at any of its addresses; last error: ", last);
+        DDP_THROW(TimeoutError, "multicast rendezvous: rank 0's store (", rank0.describe(), ", port ",
+                  rank0.store_port, ") did not answer at any of its addresses; last error: ", last);
       }
     }
   }
@@ -58,8 +59,11 @@ MulticastRendezvous multicast_rendezvous(const MulticastRendezvousOptions& o) {
   out.job_token = o.job_token;
   if (out.job_token.empty()) {
     out.job_token = derive_group_token(m.group_name);
-    logger("rendezvous")->warn("{}: no job token (DDP_JOB_TOKEN): the token is derived from group_name '{}', which "
-                               "anyone who knows the name can derive too", m.url, m.group_name);
+    logger("rendezvous")
+        ->warn(
+            "{}: no job token (DDP_JOB_TOKEN): the token is derived from group_name '{}', which "
+            "anyone who knows the name can derive too",
+            m.url, m.group_name);
   }
   const Millis timeout = m.timeout_s ? Millis(int64_t{*m.timeout_s} * 1000) : o.timeout;
   const Deadline deadline(timeout);

@@ -21,10 +21,10 @@
 namespace ddp::rdzv {
 
 struct MulticastRendezvousOptions {
-  InitMethod method;       // a multicast tcp:// init method
-  int rank = -1;           // -1: assigned
+  InitMethod method;  // a multicast tcp:// init method
+  int rank = -1;      // -1: assigned
   int world_size = 1;
-  std::string job_token;   // empty: derived from the group name
+  std::string job_token;                       // empty: derived from the group name
   Millis timeout = kDefaultRendezvousTimeout;  // method.timeout_s, when given, wins
 };
 

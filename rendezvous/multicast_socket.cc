@@ -17,24 +17,28 @@ namespace {
 [[noreturn]] void fail(const SocketOptions& o, const char* call) {
   const int err = errno;
   DDP_THROW(NetworkError, "multicast group ", o.group, ":", o.port,
-            o.interface.empty() ? std::string() : " on interface " + o.interface, ": ", call, ": ", std::strerror(err));
+            o.interface.empty() ? std::string() : " on interface " + o.interface, ": ", call, ": ",
+            std::strerror(err));
 }
 
-void set(int fd, int level, int name, const void* value, socklen_t size, const SocketOptions& o, const char* call) {
+void set(int fd, int level, int name, const void* value, socklen_t size, const SocketOptions& o,
+         const char* call) {
   if (::setsockopt(fd, level, name, value, size) != 0) fail(o, call);
 }
 
 unsigned interface_index(const SocketOptions& o) {
   if (o.interface.empty()) return 0;
   unsigned index = ::if_nametoindex(o.interface.c_str());
-  if (index == 0) DDP_THROW(InvalidArgument, "multicast rendezvous: no network interface named '", o.interface, "'");
+  if (index == 0)
+    DDP_THROW(InvalidArgument, "multicast rendezvous: no network interface named '", o.interface, "'");
   return index;
 }
 
 }  // namespace
 
 MulticastSocket::MulticastSocket(const SocketOptions& o) {
-  if (!is_multicast_address(o.group)) DDP_THROW(InvalidArgument, "'", o.group, "' is not an IP multicast group");
+  if (!is_multicast_address(o.group))
+    DDP_THROW(InvalidArgument, "'", o.group, "' is not an IP multicast group");
   if (o.ttl < 1 || o.ttl > 255) DDP_THROW(InvalidArgument, "multicast ttl ", o.ttl, " is not in 1..255");
   if (o.port == 0) DDP_THROW(InvalidArgument, "multicast group ", o.group, " needs a port");
   in6_addr g6{};
@@ -70,8 +74,10 @@ MulticastSocket::MulticastSocket(const SocketOptions& o) {
   m.imr_multiaddr = g4;
   if (!o.interface.empty()) {
     in_addr local{};
-    if (::inet_pton(AF_INET, o.interface.c_str(), &local) == 1) m.imr_address = local;
-    else m.imr_ifindex = static_cast<int>(interface_index(o));
+    if (::inet_pton(AF_INET, o.interface.c_str(), &local) == 1)
+      m.imr_address = local;
+    else
+      m.imr_ifindex = static_cast<int>(interface_index(o));
   }
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -89,15 +95,17 @@ MulticastSocket::MulticastSocket(const SocketOptions& o) {
 }
 
 bool MulticastSocket::send(std::span<const uint8_t> bytes) const {
-  const ssize_t n = ::sendto(fd(), bytes.data(), bytes.size(), MSG_NOSIGNAL,
-                             reinterpret_cast<const sockaddr*>(dest_.data()), static_cast<socklen_t>(dest_.size()));
+  const ssize_t n =
+      ::sendto(fd(), bytes.data(), bytes.size(), MSG_NOSIGNAL,
+               reinterpret_cast<const sockaddr*>(dest_.data()), static_cast<socklen_t>(dest_.size()));
   return n == static_cast<ssize_t>(bytes.size());
 }
 
 std::optional<MulticastSocket::Received> MulticastSocket::receive(std::span<uint8_t> buffer) const {
   sockaddr_storage from{};
   socklen_t len = sizeof from;
-  const ssize_t n = ::recvfrom(fd(), buffer.data(), buffer.size(), MSG_TRUNC, reinterpret_cast<sockaddr*>(&from), &len);
+  const ssize_t n =
+      ::recvfrom(fd(), buffer.data(), buffer.size(), MSG_TRUNC, reinterpret_cast<sockaddr*>(&from), &len);
   if (n < 0) return std::nullopt;  // EAGAIN, or an error the next poll shows again: nothing to read now
   Received r;
   r.truncated = static_cast<size_t>(n) > buffer.size();

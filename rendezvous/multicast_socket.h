@@ -18,11 +18,11 @@
 namespace ddp::rdzv::mcast {
 
 struct SocketOptions {
-  std::string group;       // 239.x.y.z or ff15::... (IPv6 without brackets)
+  std::string group;  // 239.x.y.z or ff15::... (IPv6 without brackets)
   uint16_t port = 0;
-  int ttl = 1;             // IPv4 TTL / IPv6 hop limit: 1 stays on the local subnet
-  std::string interface;   // name ("eth0") or, for IPv4, one of its addresses; empty: the kernel's choice
-  bool loopback = true;    // IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP
+  int ttl = 1;            // IPv4 TTL / IPv6 hop limit: 1 stays on the local subnet
+  std::string interface;  // name ("eth0") or, for IPv4, one of its addresses; empty: the kernel's choice
+  bool loopback = true;   // IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP
 };
 
 class MulticastSocket {

@@ -50,10 +50,12 @@ std::vector<std::string> in_ns(const std::string& ns, std::vector<std::string> a
   return out;
 }
 
-std::vector<std::string> job(const std::string& endpoint, const std::string& id, int nnodes, std::vector<std::string> extra,
-                             const std::string& worker) {
-  std::vector<std::string> a = {"--nnodes", std::to_string(nnodes), "--rdzv-backend", "multicast",
-                                "--rdzv-endpoint", endpoint, "--rdzv-id", id};
+std::vector<std::string> job(const std::string& endpoint, const std::string& id, int nnodes,
+                             std::vector<std::string> extra, const std::string& worker) {
+  std::vector<std::string> a = {"--nnodes",        std::to_string(nnodes),
+                                "--rdzv-backend",  "multicast",
+                                "--rdzv-endpoint", endpoint,
+                                "--rdzv-id",       id};
   a.insert(a.end(), extra.begin(), extra.end());
   a.insert(a.end(), {"sh", "-c", worker});
   return a;
@@ -74,9 +76,10 @@ void three_nodes(const std::string& endpoint, const std::string& store_prefix) {
   const std::string id = unique_id("mc3");
   for (int h = 1; h <= 3; ++h) {
     nodes.push_back(std::make_unique<Child>(
-        in_ns(net.ns(h), job(endpoint, id, 3, {"--nproc-per-node", "2", "--rdzv-conf", "timeout=20"}, probe(d))),
-        std::map<std::string, std::string>{{"DDP_JOB_TOKEN", "secret-" + id}}, d / ("n" + std::to_string(h) + ".out"),
-        d / ("n" + std::to_string(h) + ".err")));
+        in_ns(net.ns(h),
+              job(endpoint, id, 3, {"--nproc-per-node", "2", "--rdzv-conf", "timeout=20"}, probe(d))),
+        std::map<std::string, std::string>{{"DDP_JOB_TOKEN", "secret-" + id}},
+        d / ("n" + std::to_string(h) + ".out"), d / ("n" + std::to_string(h) + ".err")));
   }
   for (int h = 0; h < 3; ++h) {
     INFO(nodes[h]->err());
@@ -100,9 +103,13 @@ void three_nodes(const std::string& endpoint, const std::string& store_prefix) {
 
 }  // namespace
 
-TEST_CASE("IPv4: three hosts x two workers find each other on 239.x") { three_nodes("239.255.78.1:29400", "10.78.0."); }
+TEST_CASE("IPv4: three hosts x two workers find each other on 239.x") {
+  three_nodes("239.255.78.1:29400", "10.78.0.");
+}
 
-TEST_CASE("IPv6: three hosts x two workers find each other on ff15::") { three_nodes("[ff15::78:1]:29400", "[fd78::"); }
+TEST_CASE("IPv6: three hosts x two workers find each other on ff15::") {
+  three_nodes("[ff15::78:1]:29400", "[fd78::");
+}
 
 TEST_CASE("requested node ranks are honoured, the others assigned") {
   Subnet net;
@@ -113,9 +120,10 @@ TEST_CASE("requested node ranks are honoured, the others assigned") {
   for (int h = 1; h <= 3; ++h) {
     std::vector<std::string> extra = {"--rdzv-conf", "timeout=20"};
     if (h == 3) extra.insert(extra.end(), {"--node-rank", "0"});
-    nodes.push_back(std::make_unique<Child>(in_ns(net.ns(h), job("239.255.78.2:29401", id, 3, extra, probe(d))),
-                                            std::map<std::string, std::string>{}, d / ("n" + std::to_string(h) + ".out"),
-                                            d / ("n" + std::to_string(h) + ".err")));
+    nodes.push_back(
+        std::make_unique<Child>(in_ns(net.ns(h), job("239.255.78.2:29401", id, 3, extra, probe(d))),
+                                std::map<std::string, std::string>{}, d / ("n" + std::to_string(h) + ".out"),
+                                d / ("n" + std::to_string(h) + ".err")));
   }
   for (auto& n : nodes) {
     INFO(n->err());
@@ -133,12 +141,15 @@ TEST_CASE("a failed attempt restarts every node through node 0's store, as with 
   ScratchDir d;
   const std::string id = unique_id("mcrestart");
   // Attempt 0: rank 1 fails; attempt 1: every rank meets.
-  const std::string worker = "if [ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 1 ]; then exit 3; fi; " + probe(d);
+  const std::string worker =
+      "if [ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 1 ]; then exit 3; fi; " + probe(d);
   std::vector<std::unique_ptr<Child>> nodes;
   for (int h = 1; h <= 2; ++h) {
     nodes.push_back(std::make_unique<Child>(
-        in_ns(net.ns(h), job("239.255.78.7:29406", id, 2, {"--max-restarts", "1", "--rdzv-conf", "timeout=20"}, worker)),
-        std::map<std::string, std::string>{}, d / ("n" + std::to_string(h) + ".out"), d / ("n" + std::to_string(h) + ".err")));
+        in_ns(net.ns(h),
+              job("239.255.78.7:29406", id, 2, {"--max-restarts", "1", "--rdzv-conf", "timeout=20"}, worker)),
+        std::map<std::string, std::string>{}, d / ("n" + std::to_string(h) + ".out"),
+        d / ("n" + std::to_string(h) + ".err")));
   }
   for (auto& n : nodes) {
     INFO(n->err());
@@ -161,8 +172,10 @@ TEST_CASE("two jobs with different ids on the same group and port at the same mo
   for (auto [h, id] : std::vector<std::pair<int, std::string>>{{1, a}, {2, a}, {2, b}, {3, b}}) {
     const std::string tag = id == a ? "A" : "B";
     nodes.push_back(std::make_unique<Child>(
-        in_ns(net.ns(h), job("239.255.78.3:29402", id, 2, {"--nproc-per-node", "1", "--rdzv-conf", "timeout=20"}, probe(d, tag))),
-        std::map<std::string, std::string>{}, d / ("n" + std::to_string(k) + ".out"), d / ("n" + std::to_string(k) + ".err")));
+        in_ns(net.ns(h), job("239.255.78.3:29402", id, 2,
+                             {"--nproc-per-node", "1", "--rdzv-conf", "timeout=20"}, probe(d, tag))),
+        std::map<std::string, std::string>{}, d / ("n" + std::to_string(k) + ".out"),
+        d / ("n" + std::to_string(k) + ".err")));
     ++k;
   }
   for (auto& n : nodes) {
@@ -186,8 +199,10 @@ TEST_CASE("a node that never shows up: the others exit 121 within the deadline, 
   REQUIRE(net.ok());
   ScratchDir d;
   const std::string id = unique_id("mcmiss");
-  Child n1(in_ns(net.ns(1), job("239.255.78.4:29403", id, 3, {"--rdzv-conf", "timeout=2"}, "true")), {}, d / "1.out", d / "1.err");
-  Child n2(in_ns(net.ns(2), job("239.255.78.4:29403", id, 3, {"--rdzv-conf", "timeout=2"}, "true")), {}, d / "2.out", d / "2.err");
+  Child n1(in_ns(net.ns(1), job("239.255.78.4:29403", id, 3, {"--rdzv-conf", "timeout=2"}, "true")), {},
+           d / "1.out", d / "1.err");
+  Child n2(in_ns(net.ns(2), job("239.255.78.4:29403", id, 3, {"--rdzv-conf", "timeout=2"}, "true")), {},
+           d / "2.out", d / "2.err");
   for (Child* c : {&n1, &n2}) {
     CHECK(c->wait(std::chrono::seconds(30)) == 121);
     INFO(c->err());
@@ -207,7 +222,8 @@ TEST_CASE("a node rank requested twice: every node exits 121 naming both") {
     std::vector<std::string> extra = {"--rdzv-conf", "timeout=10"};
     if (h != 3) extra.insert(extra.end(), {"--node-rank", "1"});
     nodes.push_back(std::make_unique<Child>(in_ns(net.ns(h), job("239.255.78.5:29404", id, 3, extra, "true")),
-                                            std::map<std::string, std::string>{}, d / ("n" + std::to_string(h) + ".out"),
+                                            std::map<std::string, std::string>{},
+                                            d / ("n" + std::to_string(h) + ".out"),
                                             d / ("n" + std::to_string(h) + ".err")));
   }
   for (auto& n : nodes) {
@@ -225,8 +241,9 @@ TEST_CASE("garbage and wrong-token datagrams during a rendezvous change nothing"
   const std::string group = "239.255.78.6:29405";
   // An intruder with the right id but the wrong token (its announcements fail every MAC; it
   // never completes), and raw garbage, both from host 3 while hosts 1 and 2 meet.
-  Child intruder(in_ns(net.ns(3), job(group, id, 2, {"--rdzv-conf", "timeout=4", "--node-rank", "0"}, "true")),
-                 {{"DDP_JOB_TOKEN", "not-the-token"}}, d / "x.out", d / "x.err");
+  Child intruder(
+      in_ns(net.ns(3), job(group, id, 2, {"--rdzv-conf", "timeout=4", "--node-rank", "0"}, "true")),
+      {{"DDP_JOB_TOKEN", "not-the-token"}}, d / "x.out", d / "x.err");
   Child garbage({"ip", "netns", "exec", net.ns(3), "python3", "-c",
                  "import socket,os,time\n"
                  "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
@@ -264,13 +281,15 @@ TEST_CASE("workers without ddp-launch: init_process_group over [ff15::]:PORT acr
   Subnet net;
   REQUIRE(net.ok());
   ScratchDir d;
-  const std::string url = "tcp://[ff15::78:9]:29407?world_size=4&group_name=" + unique_id("w6") + "&timeout=20";
+  const std::string url =
+      "tcp://[ff15::78:9]:29407?world_size=4&group_name=" + unique_id("w6") + "&timeout=20";
   std::vector<std::unique_ptr<Child>> ranks;
   for (int i = 0; i < 4; ++i) {  // host 1 runs two
     ranks.push_back(std::make_unique<Child>(
-        std::vector<std::string>{"ip", "netns", "exec", net.ns(i == 3 ? 1 : i + 1), bin_dir() + "/../tests/ddp_init_probe", url},
-        std::map<std::string, std::string>{{"DDP_JOB_TOKEN", "w6-token"}}, d / ("r" + std::to_string(i) + ".out"),
-        d / ("r" + std::to_string(i) + ".err")));
+        std::vector<std::string>{"ip", "netns", "exec", net.ns(i == 3 ? 1 : i + 1),
+                                 bin_dir() + "/../tests/ddp_init_probe", url},
+        std::map<std::string, std::string>{{"DDP_JOB_TOKEN", "w6-token"}},
+        d / ("r" + std::to_string(i) + ".out"), d / ("r" + std::to_string(i) + ".err")));
   }
   std::set<std::string> lines;
   for (auto& r : ranks) {
@@ -278,8 +297,8 @@ TEST_CASE("workers without ddp-launch: init_process_group over [ff15::]:PORT acr
     CHECK(r->wait(std::chrono::seconds(60)) == 0);
     lines.insert(r->out());
   }
-  CHECK(lines == std::set<std::string>{"rank 0 of 4: sum 10\n", "rank 1 of 4: sum 10\n", "rank 2 of 4: sum 10\n",
-                                       "rank 3 of 4: sum 10\n"});
+  CHECK(lines == std::set<std::string>{"rank 0 of 4: sum 10\n", "rank 1 of 4: sum 10\n",
+                                       "rank 2 of 4: sum 10\n", "rank 3 of 4: sum 10\n"});
 }
 
 int main(int argc, char** argv) {

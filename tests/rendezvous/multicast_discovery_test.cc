@@ -25,12 +25,14 @@ const std::string kToken = "discovery-test-token";
 void private_network() {
   static bool done = [] {
     if (::geteuid() != 0 || ::unshare(CLONE_NEWNET) != 0) return false;
-    return ::system("ip link set lo up && ip link set lo multicast on && ip route add 239.0.0.0/8 dev lo") == 0;
+    return ::system("ip link set lo up && ip link set lo multicast on && ip route add 239.0.0.0/8 dev lo") ==
+           0;
   }();
   (void)done;
 }
 
-DiscoveryOptions options(uint16_t port, const std::string& job, int world, const std::string& host, int rank = -1) {
+DiscoveryOptions options(uint16_t port, const std::string& job, int world, const std::string& host,
+                         int rank = -1) {
   private_network();
   DiscoveryOptions o;
   o.socket.group = "239.255.77.1";
@@ -213,7 +215,8 @@ TEST_CASE("garbage, wrong-token, stale and replayed datagrams during a rendezvou
       ddp::auth::random_bytes(forged.instance.data(), forged.instance.size());
       forged.seq = ++seq;
       forged.time_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 std::chrono::system_clock::now().time_since_epoch()).count());
+                                                 std::chrono::system_clock::now().time_since_epoch())
+                                                 .count());
       s.send(encode(forged, "a guessed token"));
       auto stale = forged;
       stale.time_ms -= 3'600'000;
@@ -272,7 +275,8 @@ TEST_CASE("bad options are refused before anything is sent") {
   CHECK_THROWS_AS(MulticastDiscovery{o}, InvalidArgument);
   o = options(29617, "bad", 2, "h");
   o.socket.interface = "no-such-if0";
-  CHECK_THROWS_WITH_AS(MulticastDiscovery{o}, doctest::Contains("no network interface named"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(MulticastDiscovery{o}, doctest::Contains("no network interface named"),
+                       InvalidArgument);
   o = options(29617, "bad", 2, "h", 5);
   CHECK_THROWS_AS(MulticastDiscovery{o}, InvalidArgument);
   o = options(29617, "bad", 2, "h");

@@ -20,7 +20,8 @@ namespace {
 void private_network() {
   static bool done = [] {
     if (::geteuid() != 0 || ::unshare(CLONE_NEWNET) != 0) return false;
-    return ::system("ip link set lo up && ip link set lo multicast on && ip route add 239.0.0.0/8 dev lo") == 0;
+    return ::system("ip link set lo up && ip link set lo multicast on && ip route add 239.0.0.0/8 dev lo") ==
+           0;
   }();
   (void)done;
 }

@@ -16,7 +16,8 @@ namespace {
 void private_network() {
   static bool done = [] {
     if (::geteuid() != 0 || ::unshare(CLONE_NEWNET) != 0) return false;
-    return ::system("ip link set lo up && ip link set lo multicast on && ip route add 239.0.0.0/8 dev lo") == 0;
+    return ::system("ip link set lo up && ip link set lo multicast on && ip route add 239.0.0.0/8 dev lo") ==
+           0;
   }();
   (void)done;
 }
@@ -80,5 +81,6 @@ TEST_CASE("bad options are clear errors") {
   CHECK_THROWS_WITH_AS(MulticastSocket{o}, doctest::Contains("needs a port"), InvalidArgument);
   o = on_lo(29803);
   o.interface = "nope0";
-  CHECK_THROWS_WITH_AS(MulticastSocket{o}, doctest::Contains("no network interface named 'nope0'"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(MulticastSocket{o}, doctest::Contains("no network interface named 'nope0'"),
+                       InvalidArgument);
 }
