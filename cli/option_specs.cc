@@ -34,16 +34,18 @@ std::vector<OptionSpec> build() {
        "Single node, nothing else needed: a private store on 127.0.0.1 and a free MASTER_PORT", "",
        "", true, true},
       {"rdzv_backend", K::kString, kRdzv,
-       "static | tcp (alias c10d) | file | multicast (not supported yet)", "static", "", true, true},
+       "static | tcp (alias c10d) | file | multicast", "static", "", true, true},
       {"rdzv_endpoint", K::kString, kRdzv,
        "tcp: HOST[:PORT] of the store (default port 29400), hosted by the launcher on that host "
        "or the first to bind it; static: overrides MASTER_ADDR:MASTER_PORT+1; file: a shared "
-       "directory", "", "", true, true},
+       "directory; multicast: GROUP:PORT (239.x.y.z:PORT or [ff15::...]:PORT) where the launchers "
+       "find each other", "", "", true, true},
       {"rdzv_id", K::kString, kRdzv,
        "Job id shared by every node (e.g. $SLURM_JOB_ID): names the rendezvous and, without "
        "DDP_JOB_TOKEN, seeds the job token", "none", "", true, true},
       {"rdzv_conf", K::kString, kRdzv,
-       "KEY=VALUE,...: timeout=SECONDS (join_timeout too), is_host=true|false", "", "", true,
+       "KEY=VALUE,...: timeout=SECONDS (join_timeout too), is_host=true|false; multicast: "
+       "ttl=N (default 1), interface=NAME|IPV4", "", "", true,
        true},
       {"local_addr", K::kString, kRdzv,
        "The address other nodes reach this node at; unset: the source address of the route to the "

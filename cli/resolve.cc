@@ -6,6 +6,8 @@
 #include "cli/option_specs.h"
 #include "cli/suggest.h"
 #include "common/error.h"
+#include "common/socket.h"
+#include "rendezvous/init_method.h"
 
 namespace ddp::cli {
 namespace {
@@ -38,13 +40,9 @@ std::string normalize_backend(const Settings& s) {
   std::string b = s.text("rdzv_backend");
   std::transform(b.begin(), b.end(), b.begin(), [](unsigned char c) { return std::tolower(c); });
   if (b == "c10d") return "tcp";
-  if (b == "static" || b == "tcp" || b == "file") return b;
-  if (b == "multicast") {
-    DDP_THROW(InvalidArgument, s.what("rdzv_backend"),
-              ": the multicast rendezvous is not supported yet; use static, tcp (c10d) or file");
-  }
+  if (b == "static" || b == "tcp" || b == "file" || b == "multicast") return b;
   DDP_THROW(InvalidArgument, s.what("rdzv_backend"), ": unknown rendezvous backend '", b,
-            "' (static, tcp, c10d, file)", did_you_mean(b, {"static", "tcp", "c10d", "file"}));
+            "' (static, tcp, c10d, file, multicast)", did_you_mean(b, {"static", "tcp", "c10d", "file", "multicast"}));
 }
 
 // Slurm (srun, one task per node) and Open MPI (mpirun, one process per node) fill in the node
@@ -107,6 +105,22 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
   }
   if (l.rdzv_backend == "tcp" && l.rdzv_endpoint.empty()) {
     DDP_THROW(InvalidArgument, "rdzv_backend tcp (from ", s.what("rdzv_backend"), ") needs rdzv_endpoint: HOST[:PORT] of the store");
+  }
+  if (l.rdzv_backend == "multicast") {
+    const std::string why = "rdzv_backend multicast (from " + s.what("rdzv_backend") +
+                            ") needs rdzv_endpoint GROUP:PORT, a multicast group and port (239.x.y.z:PORT or [ff15::...]:PORT)";
+    if (l.rdzv_endpoint.empty()) DDP_THROW(InvalidArgument, why);
+    net::Endpoint ep;
+    try {
+      ep = net::parse_endpoint(l.rdzv_endpoint);
+    } catch (const InvalidArgument& e) {
+      DDP_THROW(InvalidArgument, why, "; ", e.message());
+    }
+    if (!rdzv::is_multicast_address(ep.host) || ep.port == 0) {
+      DDP_THROW(InvalidArgument, why, "; got '", l.rdzv_endpoint, "' (from ", s.what("rdzv_endpoint"), ")");
+    }
+  } else if (o.multicast_ttl != 1 || !o.multicast_interface.empty()) {
+    DDP_THROW(InvalidArgument, s.what("rdzv_conf"), ": ttl= and interface= apply to rdzv_backend multicast only");
   }
   if (l.rdzv_backend == "static" && l.nnodes_max > 1) {
     if (l.node_rank < 0) {
@@ -214,6 +228,8 @@ launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<s
     RdzvConf conf = parse_rdzv_conf(s.text("rdzv_conf"), s.what("rdzv_conf"));
     if (conf.timeout) l.rdzv_timeout = *conf.timeout;
     o.rdzv_is_host = conf.is_host;
+    if (conf.ttl) o.multicast_ttl = *conf.ttl;
+    if (conf.interface) o.multicast_interface = *conf.interface;
   }
   str("local_addr", o.local_addr);
   integer("max_restarts", l.max_restarts);

@@ -225,7 +225,7 @@ RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what) {
   static const std::vector<std::string> kIgnored = {"last_call_timeout", "close_timeout", "read_timeout",
                                                     "keep_alive_interval", "keep_alive_max_attempt",
                                                     "use_agent_store"};
-  std::vector<std::string> known = {"timeout", "join_timeout", "is_host"};
+  std::vector<std::string> known = {"timeout", "join_timeout", "is_host", "ttl", "interface"};
   known.insert(known.end(), kIgnored.begin(), kIgnored.end());
   if (trim(text).empty()) return conf;
   for (const auto& item : split(text, ',')) {
@@ -236,6 +236,12 @@ RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what) {
       conf.timeout = parse_seconds(value, what + " " + key);
     } else if (key == "is_host") {
       conf.is_host = parse_bool(value, what + " is_host");
+    } else if (key == "ttl") {
+      conf.ttl = parse_int(value, what + " ttl");
+      if (*conf.ttl < 1 || *conf.ttl > 255) DDP_THROW(InvalidArgument, what, ": ttl ", value, " is not in 1..255");
+    } else if (key == "interface") {
+      if (value.empty()) DDP_THROW(InvalidArgument, what, ": interface= needs a name (eth0) or an IPv4 address");
+      conf.interface = value;
     } else if (std::find(kIgnored.begin(), kIgnored.end(), key) == kIgnored.end()) {
       DDP_THROW(InvalidArgument, what, ": unknown key '", key, "'", did_you_mean(key, known));
     }

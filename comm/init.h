@@ -13,6 +13,9 @@
 //            MASTER_ADDR:MASTER_PORT and the others connect; a world of one needs no store, and
 //            the mpi backend runs without one (MPI_COMM_WORLD is the rendezvous).
 // - tcp://host:port?rank=R&world_size=N   rank 0 hosts the store at host:port.
+// - tcp://239.x.y.z:PORT?world_size=N&group_name=G (or [ff15::...]:PORT)   multicast discovery:
+//            ranks assigned when not given, the rank-0 process hosts a store on an ephemeral port
+//            and announces it (rendezvous/multicast_rendezvous.h); ttl=, interface=, timeout=.
 // - file:///path                          a FileStore shared by every rank.
 // Keys live under "run/<DDP_RUN_ID>/<TORCHELASTIC_RESTART_COUNT>/<init #>" so a restarted
 // worker never reads keys of the attempt before it.

@@ -7,6 +7,7 @@
 
 #include "rendezvous/file_store.h"
 #include "rendezvous/init_method.h"
+#include "rendezvous/multicast_rendezvous.h"
 #include "rendezvous/tcp_store.h"
 
 namespace ddp::comm {
@@ -75,6 +76,31 @@ StoreHandle open_env(const StoreRequest& req) {
             "to say where the ", h.world_size, " ranks meet");
 }
 
+// Ranks may be left to the discovery; the world size must be known.
+StoreHandle open_multicast(const rdzv::InitMethod& m, StoreHandle h, const StoreRequest& req) {
+  const EnvRanks e = env_ranks();
+  if (h.rank < 0) h.rank = e.rank;
+  if (h.world_size < 0) h.world_size = e.world_size;
+  if (h.world_size < 1) {
+    DDP_THROW(InvalidArgument, "init_process_group(", m.url, "): a multicast rendezvous needs the world size: "
+              "?world_size=N, the world_size option or WORLD_SIZE");
+  }
+  if (h.rank >= h.world_size) {
+    DDP_THROW(InvalidArgument, "init_process_group: rank ", h.rank, " is outside [0, ", h.world_size, ")");
+  }
+  rdzv::MulticastRendezvousOptions o;
+  o.method = m;
+  o.rank = h.rank;
+  o.world_size = h.world_size;
+  o.job_token = req.job_token;
+  rdzv::MulticastRendezvous r = rdzv::multicast_rendezvous(o);
+  h.store = r.store;
+  h.rank = r.rank;
+  h.hosts_server = r.hosts_server;
+  h.description = r.description;
+  return h;
+}
+
 }  // namespace
 
 EnvRanks env_ranks() {
@@ -103,6 +129,7 @@ StoreHandle open_init_store(const StoreRequest& req) {
   StoreHandle h;
   h.rank = req.rank >= 0 ? req.rank : m.rank.value_or(-1);
   h.world_size = req.world_size >= 0 ? req.world_size : m.world_size.value_or(-1);
+  if (m.multicast) return open_multicast(m, h, req);
   fill_ranks_from_env(h);
   if (m.scheme == rdzv::InitScheme::kTcp) {
     net::Endpoint at{m.host, m.port};

@@ -8,6 +8,7 @@
 #include "common/socket.h"
 #include "launcher/worker_env.h"
 #include "rendezvous/file_store.h"
+#include "rendezvous/multicast_discovery.h"
 #include "rendezvous/tcp_store.h"
 
 namespace ddp::launcher {
@@ -46,6 +47,8 @@ struct Agent::Impl {
   Supervisor supervisor;  // first: blocks the handled signals before any thread exists
   std::unique_ptr<rdzv::Store> store;
   std::unique_ptr<rdzv::TCPStore> worker_store;  // file backend: the TCPStore for the workers
+  std::unique_ptr<rdzv::mcast::MulticastDiscovery> discovery;  // multicast: alive until round 0 is done
+  int multicast_rank = -1;                       // multicast: the node rank agreed on the group
   bool hosting = false;                          // this process serves the rendezvous TCPStore
   std::string store_endpoint;                    // DDP_STORE
   std::string token;
@@ -102,9 +105,70 @@ struct Agent::Impl {
     }
   }
 
+  // Every launcher hosts a store and announces it; node 0's is kept, the others connect to it.
+  void open_multicast_store(const StorePlan& plan) {
+    auto own = std::make_unique<rdzv::TCPStore>(tcp_options("", 0, true, kDefaultConnectTimeout));
+    rdzv::mcast::DiscoveryOptions d;
+    d.socket.group = plan.group;
+    d.socket.port = plan.port;
+    d.socket.ttl = o.multicast_ttl;
+    d.socket.interface = o.multicast_interface;
+    d.job_id = l().run_id;
+    d.token = token;
+    d.world = l().nnodes_max;
+    d.requested_rank = l().node_rank;
+    d.host = self.host;
+    d.addresses = self.addresses;
+    d.store_port = own->port();
+    d.timeout = l().rdzv_timeout;
+    d.check_interrupt = [this] { check_interrupt(); };
+    discovery = std::make_unique<rdzv::mcast::MulticastDiscovery>(d);
+    const rdzv::mcast::DiscoveryResult r = discovery->wait();
+    multicast_rank = r.rank;
+    self.requested_rank = r.rank;  // the node rendezvous confirms the ranks agreed on the group
+    log->info("multicast rendezvous on {}: node rank {} of {}; node 0 is {}", plan.group, r.rank, l().nnodes_max,
+              r.by_rank[0].describe());
+    if (r.rank == 0) {
+      store_endpoint = net::Endpoint{self.addresses.front(), own->port()}.str();
+      store = std::move(own);
+      hosting = true;
+      log->info("hosting the rendezvous store on {}", store_endpoint);
+      return;
+    }
+    own.reset();
+    store = connect_any(r.by_rank[0].reachable_at(), r.by_rank[0].store_port);
+  }
+
+  // The first of `hosts` whose store answers, tried in turn until the rendezvous deadline.
+  std::unique_ptr<rdzv::TCPStore> connect_any(const std::vector<std::string>& hosts, uint16_t port) {
+    const Deadline deadline(l().rdzv_timeout);
+    std::string errors;
+    while (true) {
+      for (const auto& h : hosts) {
+        check_interrupt();
+        try {
+          auto s = std::make_unique<rdzv::TCPStore>(tcp_options(h, port, false, std::max(Millis(1), std::min(Millis(1000), deadline.remaining()))));
+          store_endpoint = net::Endpoint{h, port}.str();
+          log->info("node 0's store answers at {}", store_endpoint);
+          return s;
+        } catch (const Error& e) {
+          errors = e.message();
+          log->debug("node 0's store at {}: {}", net::Endpoint{h, port}.str(), e.message());
+        }
+        if (deadline.expired()) {
+          std::string all;
+          for (const auto& x : hosts) all += (all.empty() ? "" : ", ") + x;
+          DDP_THROW(TimeoutError, "multicast rendezvous: node 0's store (port ", port, ") did not answer at any of its addresses (",
+                    all, ") within ", l().rdzv_timeout.count(), " ms; last error: ", errors);
+        }
+      }
+    }
+  }
+
   void open_store() {
     const StorePlan plan = plan_store(o);
     using K = StorePlan::Kind;
+    if (plan.kind == K::kMulticast) return open_multicast_store(plan);
     if (plan.kind == K::kFile) {
       std::error_code ec;
       std::filesystem::create_directories(std::filesystem::path(plan.file_path).parent_path(), ec);
@@ -147,7 +211,8 @@ struct Agent::Impl {
     else if (l().rdzv_backend == "static") {
       self.addresses = local_addresses(l().master_addr);
       if (l().node_rank == 0) self.addresses.insert(self.addresses.begin(), l().master_addr);
-    } else if (l().rdzv_backend == "tcp") {
+    } else if (l().rdzv_backend == "tcp" || l().rdzv_backend == "multicast") {
+      // multicast: the source address of the route to the group first (the interface it uses).
       self.addresses = local_addresses(net::parse_endpoint(l().rdzv_endpoint, 29400).host);
     } else {
       self.addresses = local_addresses("");
@@ -272,6 +337,7 @@ AgentOutcome Agent::Impl::run_rounds() {
   for (int n = 0;; ++n) {
     round = n;
     rdzv::NodeAssignment a = rendezvous(n);
+    discovery.reset();  // every node reached the store: announcing is over
     const std::string who = "node " + std::to_string(a.node_rank) + " (" + self.host + ")";
     AttemptOptions ao;
     ao.restart_count = n;

@@ -14,13 +14,17 @@
 // port); static multi-node: node 0 hosts on master_port+1 (or the --rdzv-endpoint port), the
 // others connect to master_addr; tcp: the launcher that binds the endpoint port hosts, the
 // others connect; file: a FileStore "<dir>/<run_id>.store" for the rendezvous, and the first
-// launcher to claim it also hosts a TCPStore for the workers (DDP_STORE).
+// launcher to claim it also hosts a TCPStore for the workers (DDP_STORE); multicast: every
+// launcher opens a TCPStore on an ephemeral port and announces it, with its addresses, on the
+// group (rendezvous/multicast_discovery.h); the launchers agree on node ranks there, node 0 keeps
+// its store and the others connect to the first of node 0's addresses that answers. From then on
+// the job runs exactly as with tcp (the discovery keeps announcing until round 0 is complete).
 //
 // The job token (DDP_JOB_TOKEN, checked by the TCPStore handshake): DDP_JOB_TOKEN from the
 // launcher's environment when set; else single node: fresh random 128 bits; file: the first
 // launcher's random token, shared through the FileStore; static/tcp multi-node: derived from
 // --rdzv-id (only as secret as the id, and the launcher warns so: set DDP_JOB_TOKEN on every
-// node for a real secret).
+// node for a real secret). Multicast announcements are authenticated with the same token.
 //
 // Errors: rendezvous and store failures propagate as TimeoutError/NetworkError/StoreError;
 // inconsistent nodes (duplicate node rank, different --nnodes) as InvalidArgument.
@@ -41,6 +45,8 @@ struct AgentOptions {
   std::optional<bool> rdzv_is_host;  // --rdzv-conf is_host=: force hosting (or not) the store
   std::string job_token;             // empty: resolved by the agent (see header comment)
   std::string local_addr;            // --local-addr: where other nodes reach this one; empty: found
+  int multicast_ttl = 1;             // --rdzv-conf ttl=: TTL / hop limit of the announcements
+  std::string multicast_interface;   // --rdzv-conf interface=: where to join the group; empty: the kernel's choice
 };
 
 enum class AgentStatus {
@@ -59,12 +65,13 @@ struct AgentOutcome {
 
 // Where the store lives and how this launcher reaches it. Pure: decided from the options.
 struct StorePlan {
-  enum class Kind { kHost, kConnect, kHostOrConnect, kFile };
+  enum class Kind { kHost, kConnect, kHostOrConnect, kFile, kMulticast };
   Kind kind = Kind::kHost;
   std::string bind_host;     // kHost/kHostOrConnect: interface to bind ("" all)
   std::string connect_host;  // where clients (other nodes, workers) reach the store
   uint16_t port = 0;         // 0: ephemeral
   std::string file_path;     // kFile
+  std::string group;         // kMulticast: the group (port: its port)
 };
 StorePlan plan_store(const AgentOptions& options);
 

@@ -1,10 +1,5 @@
 // The agent's pure decisions and host facts: where the store lives, the job token, this host's
 // addresses, a free port. Kept apart from the loop (agent.cc) so tests can check them directly.
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netdb.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +7,7 @@
 
 #include "common/auth.h"
 #include "common/error.h"
+#include "common/host_addresses.h"
 #include "common/socket.h"
 #include "launcher/agent.h"
 
@@ -20,76 +16,7 @@ namespace {
 
 constexpr uint16_t kDefaultTcpRdzvPort = 29400;  // torchrun's c10d default
 
-std::string ip_text(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (sa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
-  } else if (sa->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
-  }
-  return buf;
-}
-
-// Every address of every interface that is up, non-loopback first; IPv6 link-local left out.
-std::vector<std::string> interface_addresses() {
-  std::vector<std::string> outer, loop;
-  ifaddrs* head = nullptr;
-  if (getifaddrs(&head) != 0) return {};
-  for (ifaddrs* i = head; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP)) continue;
-    int family = i->ifa_addr->sa_family;
-    if (family != AF_INET && family != AF_INET6) continue;
-    std::string ip = ip_text(i->ifa_addr);
-    if (ip.empty() || ip.starts_with("fe80")) continue;
-    ((i->ifa_flags & IFF_LOOPBACK) ? loop : outer).push_back(ip);
-  }
-  freeifaddrs(head);
-  outer.insert(outer.end(), loop.begin(), loop.end());
-  return outer;
-}
-
-std::vector<std::string> resolve_all(const std::string& host) {
-  std::vector<std::string> out;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) out.push_back(ip_text(a->ai_addr));
-  freeaddrinfo(res);
-  return out;
-}
-
-// The source address the kernel would use to reach `host` (a UDP connect sends nothing).
-std::string route_source(const std::string& host) {
-  for (const auto& ip : resolve_all(host)) {
-    bool v6 = ip.find(':') != std::string::npos;
-    Fd s(::socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    if (!s) continue;
-    sockaddr_storage ss{};
-    socklen_t len = 0;
-    if (v6) {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-      a->sin6_family = AF_INET6;
-      a->sin6_port = htons(9);
-      inet_pton(AF_INET6, ip.c_str(), &a->sin6_addr);
-      len = sizeof *a;
-    } else {
-      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-      a->sin_family = AF_INET;
-      a->sin_port = htons(9);
-      inet_pton(AF_INET, ip.c_str(), &a->sin_addr);
-      len = sizeof *a;
-    }
-    if (::connect(s.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) continue;
-    sockaddr_storage local{};
-    socklen_t llen = sizeof local;
-    if (::getsockname(s.get(), reinterpret_cast<sockaddr*>(&local), &llen) == 0) {
-      return ip_text(reinterpret_cast<sockaddr*>(&local));
-    }
-  }
-  return "";
-}
+std::vector<std::string> resolve_all(const std::string& host) { return net::resolve_addresses(host); }
 
 bool single_node(const AgentOptions& o) { return o.launch.standalone || o.launch.nnodes_max == 1; }
 
@@ -99,7 +26,7 @@ std::vector<std::string> resolve_host(const std::string& host) { return resolve_
 
 bool is_local_host(const std::string& host) {
   if (host == "localhost" || host == net::hostname()) return true;
-  auto mine = interface_addresses();
+  auto mine = net::interface_addresses();
   for (const auto& ip : resolve_all(host)) {
     if (std::find(mine.begin(), mine.end(), ip) != mine.end()) return true;
   }
@@ -117,6 +44,13 @@ StorePlan plan_store(const AgentOptions& o) {
   if (l.rdzv_backend == "file") {
     p.kind = StorePlan::Kind::kFile;
     p.file_path = l.rdzv_endpoint + "/" + l.run_id + ".store";
+    return p;
+  }
+  if (l.rdzv_backend == "multicast") {
+    net::Endpoint ep = net::parse_endpoint(l.rdzv_endpoint);
+    p.kind = StorePlan::Kind::kMulticast;
+    p.group = ep.host;
+    p.port = ep.port;
     return p;
   }
   if (l.rdzv_backend == "tcp") {
@@ -164,16 +98,6 @@ int free_port() {
   return net::local_port(s.get());
 }
 
-std::vector<std::string> local_addresses(const std::string& peer_host) {
-  std::vector<std::string> out;
-  if (!peer_host.empty()) {
-    if (auto src = route_source(peer_host); !src.empty()) out.push_back(src);
-  }
-  for (const auto& ip : interface_addresses()) {
-    if (std::find(out.begin(), out.end(), ip) == out.end()) out.push_back(ip);
-  }
-  if (out.empty()) out.push_back("127.0.0.1");
-  return out;
-}
+std::vector<std::string> local_addresses(const std::string& peer_host) { return net::local_addresses(peer_host); }
 
 }  // namespace ddp::launcher

@@ -37,7 +37,7 @@ struct LaunchOptions {
   std::string master_addr;           // empty: this host for single node
   int master_port = 29500;
   std::string rdzv_backend = "static";  // static | tcp | file | multicast
-  std::string rdzv_endpoint;            // host:port (tcp), directory (file)
+  std::string rdzv_endpoint;            // host:port (tcp), directory (file), group:port (multicast)
   std::string rdzv_id = "none";
   Millis rdzv_timeout = kDefaultRendezvousTimeout;
   bool standalone = false;

@@ -88,9 +88,18 @@ void parse_tcp(const std::string& url, const std::string& authority, InitMethod*
   if (ep.port == 0) bad(url, "port 0 is not a port a peer can reach");
   m->host = ep.host;
   m->port = ep.port;
-  if (is_multicast_address(ep.host)) {
-    bad(url, "'" + ep.host + "' is an IP multicast group: multicast rendezvous is not supported yet");
+  if (!is_multicast_address(ep.host)) return;
+  m->multicast = true;
+  if (auto it = m->params.find("group_name"); it != m->params.end()) {
+    if (it->second.empty() || it->second.size() > 255) bad(url, "group_name must have 1 to 255 characters");
+    m->group_name = it->second;
   }
+  if (auto it = m->params.find("ttl"); it != m->params.end()) {
+    m->ttl = parse_int_param(url, "ttl", it->second, 1);
+    if (m->ttl > 255) bad(url, "ttl=" + it->second + " must be <= 255");
+  }
+  if (auto it = m->params.find("interface"); it != m->params.end()) m->interface = it->second;
+  if (auto it = m->params.find("timeout"); it != m->params.end()) m->timeout_s = parse_int_param(url, "timeout", it->second, 1);
 }
 
 }  // namespace

@@ -196,7 +196,9 @@ TEST_CASE("usage errors exit 2 with a did-you-mean; --help and --version exit 0"
   auto typo = launch(d, {"--nproc-per-nod", "2", "true"});
   CHECK(typo.code == 2);
   CHECK(typo.err.find("did you mean '--nproc-per-node'?") != std::string::npos);
-  CHECK(launch(d, {"--rdzv-backend", "multicast", "true"}).err.find("not supported yet") != std::string::npos);
+  auto mcast = launch(d, {"--rdzv-backend", "multicast", "true"});
+  CHECK(mcast.code == 2);
+  CHECK(mcast.err.find("needs rdzv_endpoint GROUP:PORT") != std::string::npos);
   CHECK(launch(d, {}).code == 2);
   auto help = launch(d, {"--help"});
   CHECK(help.code == 0);
@@ -220,6 +222,17 @@ TEST_CASE("--dry-run prints each rank's command and environment and starts nothi
   CHECK(r.out.find("MASTER_ADDR=10.1.2.3") != std::string::npos);
   CHECK(r.out.find("A=1") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(d / "ran"));
+}
+
+TEST_CASE("--dry-run explains a multicast rendezvous") {
+  ScratchDir d;
+  auto r = launch(d, {"--dry-run", "--nnodes", "2", "--rdzv-backend", "multicast", "--rdzv-endpoint", "239.7.7.7:29400",
+                      "--rdzv-id", "job9", "--rdzv-conf", "timeout=3", "true"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("multicast rendezvous on 239.7.7.7:29400 (TTL 1") != std::string::npos);
+  CHECK(r.out.find("only launchers of job 'job9' are counted") != std::string::npos);
+  CHECK(r.out.find("a free rank in the order of the launchers' addresses") != std::string::npos);
+  CHECK(r.out.find("within 3000 ms: every launcher exits 121") != std::string::npos);
 }
 
 TEST_CASE("DDP_LAUNCH_* variables set flags; the command line wins") {

@@ -131,7 +131,7 @@ TEST_CASE("impossible combinations") {
   CHECK(error_of({"--nnodes", "2", "--master-addr", "h", "./p"}).find("needs node_rank") != std::string::npos);
   CHECK(error_of({"--nnodes", "2", "--node-rank", "1", "./p"}).find("needs master_addr") != std::string::npos);
   CHECK(error_of({"--rdzv-backend", "file", "./p"}).find("needs rdzv_endpoint") != std::string::npos);
-  CHECK(error_of({"--rdzv-backend", "multicast", "./p"}).find("not supported yet") != std::string::npos);
+  CHECK(error_of({"--rdzv-backend", "multicast", "./p"}).find("needs rdzv_endpoint GROUP:PORT") != std::string::npos);
   CHECK(error_of({"--rdzv-backend", "tpc", "./p"}).find("did you mean 'tcp'") != std::string::npos);
   CHECK(error_of({"--nnodes", "1:4", "./p"}).find("elastic") != std::string::npos);
   CHECK(error_of({}).find("no PROGRAM") != std::string::npos);
@@ -173,4 +173,25 @@ TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
   CHECK(per_node.launch.node_rank == 1);
   // standalone ignores the scheduler
   CHECK(resolve({"--standalone", "./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}}).launch.nnodes_max == 1);
+}
+
+TEST_CASE("multicast: a group and port, ttl and interface from --rdzv-conf") {
+  auto o = resolve({"--rdzv-backend", "multicast", "--rdzv-endpoint", "239.1.2.3:29400", "--nnodes", "3", "--rdzv-id",
+                    "j", "--rdzv-conf", "ttl=2,interface=eth1,timeout=5", "./p"});
+  CHECK(o.launch.rdzv_backend == "multicast");
+  CHECK(o.launch.rdzv_endpoint == "239.1.2.3:29400");
+  CHECK(o.multicast_ttl == 2);
+  CHECK(o.multicast_interface == "eth1");
+  CHECK(o.launch.rdzv_timeout == Millis(5000));
+  CHECK(o.launch.node_rank == -1);  // assigned on the group
+  auto v6 = resolve({"--rdzv-backend", "multicast", "--rdzv-endpoint", "[ff15::1:7]:29400", "--nnodes", "2", "./p"});
+  CHECK(v6.multicast_ttl == 1);
+  CHECK(error_of({"--rdzv-backend", "multicast", "--rdzv-endpoint", "10.0.0.1:29400", "--nnodes", "2", "./p"})
+            .find("got '10.0.0.1:29400'") != std::string::npos);
+  CHECK(error_of({"--rdzv-backend", "multicast", "--rdzv-endpoint", "239.1.2.3", "--nnodes", "2", "./p"})
+            .find("needs rdzv_endpoint GROUP:PORT") != std::string::npos);
+  CHECK(error_of({"--rdzv-backend", "tcp", "--rdzv-endpoint", "h:1", "--rdzv-conf", "ttl=2", "./p"})
+            .find("multicast only") != std::string::npos);
+  CHECK(error_of({"--rdzv-backend", "multicast", "--rdzv-endpoint", "239.1.2.3:1", "--rdzv-conf", "ttl=0", "./p"})
+            .find("not in 1..255") != std::string::npos);
 }

@@ -89,6 +89,11 @@ TEST_CASE("local ranks, cpu bind, rdzv conf, KEY=VALUE") {
   CHECK(conf.timeout == Millis(30'000));
   CHECK(conf.is_host == true);
   CHECK(parse_rdzv_conf("join_timeout=2", "x").timeout == Millis(2000));
+  auto mc = parse_rdzv_conf("ttl=3,interface=10.0.0.1", "x");
+  CHECK(mc.ttl == 3);
+  CHECK(mc.interface == "10.0.0.1");
+  CHECK_THROWS_WITH_AS(parse_rdzv_conf("ttl=300", "x"), doctest::Contains("not in 1..255"), InvalidArgument);
+  CHECK_THROWS_AS(parse_rdzv_conf("interface=", "x"), InvalidArgument);
   CHECK_THROWS_WITH_AS(parse_rdzv_conf("timout=3", "x"), doctest::Contains("did you mean 'timeout'"), InvalidArgument);
   CHECK_THROWS_AS(parse_rdzv_conf("timeout", "x"), InvalidArgument);
   CHECK(parse_key_value("A=b=c", "x") == std::pair<std::string, std::string>{"A", "b=c"});

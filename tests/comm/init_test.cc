@@ -10,10 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "common/error.h"
@@ -227,13 +230,15 @@ uint16_t free_port() {
     InitOptions o;
     o.backend = backend;
     o.init_method = init_method;
+    const bool assigned = init_method.find("group_name=") != std::string::npos;  // multicast: ranks assigned
     if (init_method == "env://") {
       ::setenv("RANK", std::to_string(rank).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-    } else {
+    } else if (!assigned) {
       o.rank = rank;  // the URL carries world_size
     }
     auto pg = init_process_group(o);
+    if (assigned) rank = pg->rank();
     if (!is_initialized() || default_group() != pg || pg->rank() != rank || pg->size() != world) rc = 10;
     float x = static_cast<float>(rank + 1);
     pg->all_reduce(view(&x, 1))->wait();
@@ -285,4 +290,77 @@ TEST_CASE("init_process_group end to end: env:// with rank 0 hosting, and tcp://
   ScopedEnv env(kClean);
   const std::string url = "tcp://127.0.0.1:" + std::to_string(free_port()) + "?world_size=2";
   CHECK(run_ranks(backend, 2, url) == std::vector<int>{0, 0});
+}
+
+namespace {
+
+// Multicast on loopback: as root, a private network namespace first (only lo, multicast on, a
+// route for 239.0.0.0/8), so nothing leaves it; the URLs pin the group to lo with TTL 1 anyway.
+// Last in this file: every test after it would run in that namespace.
+void private_network() {
+  static bool done = [] {
+    if (::geteuid() != 0 || ::unshare(CLONE_NEWNET) != 0) return false;
+    return ::system("ip link set lo up && ip link set lo multicast on && ip route add 239.0.0.0/8 dev lo") == 0;
+  }();
+  (void)done;
+}
+
+}  // namespace
+
+TEST_CASE("tcp://239.x:PORT: ranks assigned by discovery, the rank-0 process hosts the store") {
+  private_network();
+  ScopedEnv env(kClean);
+  const std::string url = "tcp://239.255.79.1:29701?world_size=3&group_name=threads&interface=lo&timeout=10";
+  std::vector<StoreHandle> handles(3);
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        StoreRequest req;
+        req.init_method = url;
+        req.job_token = "t0k3n";
+        if (i == 2) req.rank = 0;  // a given rank is honoured
+        handles[i] = open_init_store(req);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<int> ranks;
+  int hosts = 0;
+  for (int i = 0; i < 3; ++i) {
+    INFO(errors[i]);
+    REQUIRE(errors[i].empty());
+    ranks.insert(handles[i].rank);
+    CHECK(handles[i].world_size == 3);
+    hosts += handles[i].hosts_server ? 1 : 0;
+  }
+  CHECK(ranks == std::set<int>{0, 1, 2});
+  CHECK(handles[2].rank == 0);
+  CHECK(handles[2].hosts_server);
+  CHECK(hosts == 1);
+  handles[0].store->set("from-0", "x");
+  CHECK(handles[1].store->get_string("from-0") == "x");
+  CHECK(handles[2].description.find("(hosted here)") != std::string::npos);
+}
+
+TEST_CASE("tcp://239.x:PORT: a missing process is a TimeoutError naming who came; no world size is refused") {
+  private_network();
+  ScopedEnv env(kClean);
+  StoreRequest req;
+  req.init_method = "tcp://239.255.79.1:29702?world_size=2&group_name=alone&interface=lo&timeout=1";
+  CHECK_THROWS_WITH_AS(open_init_store(req), doctest::Contains("1 of 2 participants arrived within 1000 ms"), TimeoutError);
+  req.init_method = "tcp://239.255.79.1:29702?group_name=alone&interface=lo";
+  CHECK_THROWS_WITH_AS(open_init_store(req), doctest::Contains("needs the world size"), InvalidArgument);
+}
+
+TEST_CASE("init_process_group end to end over a multicast group, ranks assigned" *
+          doctest::skip(!has_backend("tcp") && !has_backend("gloo"))) {
+  private_network();
+  const std::string backend = has_backend("tcp") ? "tcp" : "gloo";
+  ScopedEnv env(with({{"DDP_JOB_TOKEN", "e2e-token"}}));
+  CHECK(run_ranks(backend, 3, "tcp://239.255.79.2:29703?world_size=3&group_name=e2e&interface=lo&timeout=20") ==
+        std::vector<int>{0, 0, 0});
 }

@@ -75,6 +75,20 @@ TEST_CASE("file: a store file per run id in the shared directory") {
   CHECK(p.file_path == "/shared/rdzv/job1.store");
 }
 
+TEST_CASE("multicast: the group and port, decided on the group who hosts") {
+  auto o = multi("multicast");
+  o.launch.rdzv_endpoint = "239.255.1.2:29400";
+  auto p = plan_store(o);
+  CHECK(p.kind == K::kMulticast);
+  CHECK(p.group == "239.255.1.2");
+  CHECK(p.port == 29400);
+  o.launch.rdzv_endpoint = "[ff15::9]:29401";
+  CHECK(plan_store(o).group == "ff15::9");
+  CHECK(plan_store(o).port == 29401);
+  o.launch.nnodes_min = o.launch.nnodes_max = 1;  // one node: a private store, no discovery
+  CHECK(plan_store(o).kind == K::kHost);
+}
+
 TEST_CASE("tokens: derived ones are stable per id; random ones are fresh") {
   CHECK(derive_job_token("a") == derive_job_token("a"));
   CHECK(derive_job_token("a") != derive_job_token("b"));

@@ -82,12 +82,26 @@ TEST_CASE("tcp:// errors name the URL and the problem") {
   CHECK(contains(error_of("tcp://user@h:1"), "user info"));
 }
 
-TEST_CASE("multicast groups are recognised and rejected clearly") {
-  std::string e = error_of("tcp://[ff02::1:3]:29500?group_name=job");
-  CHECK(contains(e, "multicast rendezvous is not supported yet"));
-  CHECK(contains(e, "ff02::1:3"));
-  CHECK(contains(error_of("tcp://239.255.0.1:29500?group_name=job"), "multicast rendezvous is not supported yet"));
-  CHECK(contains(error_of("tcp://224.0.0.1:1"), "multicast"));
+TEST_CASE("multicast groups: discovery with group_name, ttl, interface, timeout") {
+  auto v6 = parse_init_method("tcp://[ff15::1:3]:29500?group_name=job&world_size=4");
+  CHECK(v6.multicast);
+  CHECK(v6.host == "ff15::1:3");
+  CHECK(v6.group_name == "job");
+  CHECK(v6.world_size == 4);
+  CHECK(v6.ttl == 1);
+  CHECK_FALSE(v6.rank);
+  auto v4 = parse_init_method("tcp://239.255.0.1:29500?ttl=2&interface=eth1&timeout=5&rank=1");
+  CHECK(v4.multicast);
+  CHECK(v4.group_name == "default");
+  CHECK(v4.ttl == 2);
+  CHECK(v4.interface == "eth1");
+  CHECK(v4.timeout_s == 5);
+  CHECK(v4.rank == 1);
+  CHECK_FALSE(parse_init_method("tcp://10.0.0.1:29500").multicast);
+  CHECK(contains(error_of("tcp://239.1.1.1:1?ttl=256"), "must be <= 255"));
+  CHECK(contains(error_of("tcp://239.1.1.1:1?ttl=0"), "must be >= 1"));
+  CHECK(contains(error_of("tcp://239.1.1.1:1?group_name="), "group_name"));
+  CHECK(contains(error_of("tcp://239.1.1.1:1?timeout=x"), "not an integer"));
   CHECK(is_multicast_address("239.1.2.3"));
   CHECK(is_multicast_address("ff05::2"));
   CHECK_FALSE(is_multicast_address("223.255.255.255"));
