@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= config_file error_file init_method hostlist store_protocol wire_header
+FUZZ_TARGETS ?= config_file error_file init_method hostlist store_protocol wire_header multicast_datagram
 
 .PHONY: all deps configure build test demo bench clean fuzz
 
