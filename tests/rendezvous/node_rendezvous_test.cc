@@ -122,10 +122,10 @@ TEST_CASE("duplicate node rank is an error naming both hosts") {
 
 TEST_CASE("nodes that disagree on nnodes, or mix static and dynamic ranks, are told so") {
   HashStore store;
-  auto o2 = opts(2, 0, Millis(5000));
+  auto o2 = opts(2, 0, Millis(30'000));
   auto f = std::async(std::launch::async, [&] { return node_rendezvous(store, node("h1", 1, 1), o2); });
   // A timeout long enough that a TimeoutError cannot pass for the answer: h0 must be told.
-  NodeRendezvousOptions o3 = opts(3, 0, Millis(5000));
+  NodeRendezvousOptions o3 = opts(3, 0, Millis(30'000));
   // h0 with nnodes 3 registers as node 0; h1 sees its nnodes 3 and fails, and so must h0
   // (the round is marked failed), each with InvalidArgument naming the disagreement.
   try {
