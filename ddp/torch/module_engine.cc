@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "ddp/coalesce.h"
+#include "ddp/verify.h"
 #include "ddp/torch/tensor_buffer.h"
 
 namespace ddp::torch {
@@ -73,12 +74,19 @@ void ModuleEngine::register_state(const comm::ProcessGroup& group) {
 }
 
 void ModuleEngine::broadcast_frozen() {
-  // Part of the model, never reduced: rank 0's values once. The Engine's finalize() already
-  // checked the registered part; the frozen names are checked by the broadcast's sizes only.
-  if (frozen_.empty() || !engine_.options().broadcast_at_construction) return;
+  // Part of the model, never reduced: rank 0's values once. The Engine's finalize() checked
+  // the registered part; the frozen part is checked the same way before the broadcast, so
+  // ranks that differ get an error naming the parameter instead of mismatched collectives.
+  if (!engine_.options().broadcast_at_construction) return;
+  std::vector<std::string> lines;
   std::vector<comm::Buffer> bufs;
-  for (const auto& [name, t] : frozen_) bufs.push_back(buffer_of(t, "frozen parameter '" + name + "'"));
-  broadcast_coalesced(*engine_.group(), bufs, 0);
+  for (const auto& [name, t] : frozen_) {
+    bufs.push_back(buffer_of(t, "frozen parameter '" + name + "'"));
+    lines.push_back(detail::str("frozen parameter '", name, "' ", shape_string(shape_of(t)), " ",
+                                comm::to_string(bufs.back().dtype)));
+  }
+  verify_same_across_ranks(*engine_.group(), lines, "DistributedDataParallel (frozen parameters)");
+  if (!bufs.empty()) broadcast_coalesced(*engine_.group(), bufs, 0);
 }
 
 // With bucket views the engine owns the gradients; their views move once (the rebuild after
@@ -96,14 +104,15 @@ void ModuleEngine::point_homes() {
 }
 
 void ModuleEngine::check_state() const {
-  auto moved = [&](const std::string& what, const at::Tensor& t, const void* registered) {
+  // Runs every forward: compare first, build a message only for the one that moved.
+  auto moved = [&](const char* kind, const std::string& name, const at::Tensor& t, const void* registered) {
     if (t.data_ptr() == registered) return;
-    DDP_THROW(InvalidArgument, what, " (rank ", rank(),
+    DDP_THROW(InvalidArgument, kind, " '", name, "' (rank ", rank(),
               ") no longer lives where DistributedDataParallel registered it (its storage was replaced, e.g. by "
               "torch::load or set_data after wrapping): load state and move the model before wrapping it");
   };
-  for (const auto& p : params_) moved("parameter '" + p.name + "'", p.tensor, p.data);
-  for (const auto& b : buffers_) moved("buffer '" + b.name + "'", b.tensor, b.data);
+  for (const auto& p : params_) moved("parameter", p.name, p.tensor, p.data);
+  for (const auto& b : buffers_) moved("buffer", b.name, b.tensor, b.data);
   for (const auto& p : params_) {
     if (!p.tensor.requires_grad()) {
       DDP_THROW(InvalidArgument, "parameter '", p.name, "' (rank ", rank(),

@@ -136,3 +136,13 @@ TEST_CASE("state loaded into the wrapped model after construction is an error, n
   });
   CHECK(errors[0].find("'fc1.weight' (rank 0) no longer lives where") != std::string::npos);
 }
+
+TEST_CASE("frozen parameters that differ across ranks are an error naming them, not a broken broadcast") {
+  at::set_num_threads(1);
+  auto errors = errors_of(2, [](int rank, comm::ProcessGroupPtr group) {
+    auto net = seeded_net(1);
+    net->register_parameter("frozen", ::torch::zeros({rank == 0 ? 3 : 4}), /*requires_grad=*/false);
+    ddp::torch::ModuleEngine engine(net.ptr(), group);
+  });
+  for (const auto& e : errors) CHECK(e.find("frozen parameter 'frozen'") != std::string::npos);
+}
