@@ -1,0 +1,40 @@
+#pragma once
+// What this machine is, read once from /proc and sysfs: the CPU model, the cores this process
+// may run on, and the data-cache sizes. Benchmarks print it beside every figure (a figure
+// without its machine means little: machines of one "kind" differ from day to day), and code
+// that sizes buffers or picks a wait policy reads it instead of assuming one machine's values.
+// Values that cannot be read are 0 / "" (a container without sysfs): callers keep a default.
+#include <cstddef>
+#include <string>
+
+namespace ddp {
+
+struct MachineProfile {
+  std::string cpu_model;    // /proc/cpuinfo "model name" ("" when absent, e.g. some ARM)
+  int online_cpus = 0;      // CPUs online on the machine
+  int usable_cpus = 0;      // CPUs this process may run on (its affinity mask)
+  size_t l1d_bytes = 0;     // per core
+  size_t l2_bytes = 0;      // per instance (usually per core)
+  size_t l3_bytes = 0;      // per instance (a socket, or an AMD CCX)
+  int l2_shared_by = 0;     // CPUs sharing one L2 (hyper-threads)
+  int l3_shared_by = 0;     // CPUs sharing one L3
+
+  // "AMD EPYC 7B13, 2/2 CPUs, L1d 32 KiB, L2 512 KiB, L3 32 MiB (2 CPUs share it)"
+  std::string summary() const;
+};
+
+struct MachineProfileOptions {
+  std::string proc_root = "/proc";  // tests point these at a fake tree
+  std::string sys_cpu_root = "/sys/devices/system/cpu";
+};
+
+// Reads the profile (no caching: callers keep it). Never throws for missing files.
+MachineProfile read_machine_profile(const MachineProfileOptions& options = {});
+
+// This machine's profile, read on first use (thread-safe).
+const MachineProfile& machine_profile();
+
+// "32K" / "1024K" / "32M" (sysfs cache sizes) in bytes; 0 when not a size.
+size_t parse_cache_size(const std::string& text);
+
+}  // namespace ddp
