@@ -1,32 +1,32 @@
 // ddp-bench collective: latency and bandwidth of one collective over a list of sizes.
 //
 //   ddp-bench collective --op all_reduce --backend tcp --sizes 4,1K,1M,256M --iters 20 --world-size 2
+//   ddp-bench collective -n 2 --compare mpi,gloo     # ours beside Open MPI and Gloo, same run
 //
 // Ranks: under ddp-launch / mpirun / by hand (RANK, WORLD_SIZE, DDP_STORE or MASTER_ADDR/PORT)
 // every process is one rank; with --world-size N and no rank in the environment this process
-// forks N local ranks that meet in a TCPStore it hosts (mpi and mpi-direct re-run themselves
-// under mpirun instead). Rank 0 prints one line per size: JSON objects, or a table. Sizes are
+// starts N local ranks (bench/local_ranks.h; under mpirun when MPI is among the measured).
+// --compare measures peers in the same processes, interleaved repeat by repeat. Rank 0 prints
+// one line per implementation and size, with the machine's profile (common/machine.h) and, for
+// the peers, their time ratio to --backend: JSON objects, or a table. Sizes are
 // the bytes of the full buffer (all_gather: the output, reduce_scatter: the input), float32.
 // Timing and checks: collective_timing.h (nccl-tests' method: per-op time of a loop of N ops,
 // max over ranks, median of R repeats). algbw = bytes / time; busbw as nccl-tests defines it:
 // all_reduce x 2(n-1)/n, all_gather and reduce_scatter x (n-1)/n, broadcast x 1. A wrong result
 // on any rank prints no row and exits non-zero.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "bench/bench.h"
 #include "bench/collective_runners.h"
 #include "bench/collective_timing.h"
+#include "bench/local_ranks.h"
 #include "common/env.h"
 #include "common/error.h"
-#include "rendezvous/tcp_store.h"
+#include "common/machine.h"
 
 namespace ddp::bench {
 namespace {
@@ -42,7 +42,38 @@ struct Flags {
   std::string format = "json";
   int world_size = 0;
   int corrupt_rank = -1;
+  std::string compare;  // peers measured in the same run, interleaved: "mpi,gloo"
 };
+
+// The implementations one run measures: --backend first, then each --compare peer (Open MPI's
+// and Gloo's own algorithms, called directly).
+std::vector<std::string> implementations(const Flags& f) {
+  std::vector<std::string> out = {f.backend};
+  size_t start = 0;
+  while (start < f.compare.size()) {
+    size_t comma = f.compare.find(',', start);
+    if (comma == std::string::npos) comma = f.compare.size();
+    const std::string name = f.compare.substr(start, comma - start);
+    start = comma + 1;
+    if (name.empty()) continue;
+    std::string runner;
+    if (name == "mpi" || name == "mpi-direct") runner = "mpi-direct";
+    else if (name == "gloo" || name == "gloo-direct") runner = "gloo-direct";
+    else DDP_THROW(InvalidArgument, "--compare: unknown peer '", name, "' (choices: mpi, gloo)");
+    if (std::find(out.begin(), out.end(), runner) != out.end()) {
+      DDP_THROW(InvalidArgument, "--compare: ", runner, " is measured already");
+    }
+    out.push_back(runner);
+  }
+  return out;
+}
+
+bool needs_mpirun(const std::vector<std::string>& impls) {
+  for (const auto& i : impls) {
+    if (i == "mpi" || i == "mpi-direct") return true;
+  }
+  return false;
+}
 
 size_t parse_size(const std::string& text) {
   size_t pos = 0;
@@ -108,27 +139,54 @@ BufferOptions memory_of(const Flags& f) {
 
 void print_header(const Flags& f) {
   if (f.format != "table") return;
-  std::printf("%-14s %-12s %-4s %5s %12s %11s %11s %11s %11s %11s\n", "op", "backend", "dev", "world", "bytes",
-              "median_us", "min_us", "max_us", "algbw_GBps", "busbw_GBps");
+  std::printf("# machine: %s\n", machine_profile().summary().c_str());
+  std::printf("%-14s %-12s %-4s %5s %12s %11s %11s %11s %11s %11s %9s\n", "op", "impl", "dev", "world", "bytes",
+              "median_us", "min_us", "max_us", "algbw_GBps", "busbw_GBps", "x_first");
 }
 
-void print_row(const Flags& f, CollOp op, int n, size_t bytes, const SizeResult& r) {
-  const double med = median(r.per_op_us);
-  const double lo = *std::min_element(r.per_op_us.begin(), r.per_op_us.end());
-  const double hi = *std::max_element(r.per_op_us.begin(), r.per_op_us.end());
-  const double algbw = med > 0 ? static_cast<double>(bytes) / (med * 1e-6) / 1e9 : 0;
-  const double busbw = algbw * busbw_factor(op, n);
+// One implementation's figures for one size; `first` is the run's first implementation (the
+// one the others are compared with), empty on its own row.
+struct Row {
+  std::string impl;
+  CollOp op = CollOp::kAllReduce;
+  int world = 0;
+  size_t bytes = 0;
+  std::vector<double> samples_us;
+  std::string first;
+  double first_median_us = 0;
+};
+
+nlohmann::json machine_json() {
+  const MachineProfile& m = machine_profile();
+  return {{"cpu", m.cpu_model}, {"cpus", m.usable_cpus}, {"online_cpus", m.online_cpus},
+          {"l1d_bytes", m.l1d_bytes}, {"l2_bytes", m.l2_bytes}, {"l3_bytes", m.l3_bytes},
+          {"l3_shared_by", m.l3_shared_by}};
+}
+
+void print_row(const Flags& f, const Row& row) {
+  const auto& r = row.samples_us;
+  const double med = median(r);
+  const double lo = *std::min_element(r.begin(), r.end());
+  const double hi = *std::max_element(r.begin(), r.end());
+  const double algbw = med > 0 ? static_cast<double>(row.bytes) / (med * 1e-6) / 1e9 : 0;
+  const double busbw = algbw * busbw_factor(row.op, row.world);
+  // How many times the first implementation's time this one takes (> 1: the first is faster).
+  const double x_first = row.first.empty() || row.first_median_us <= 0 ? 1.0 : med / row.first_median_us;
   if (f.format == "json") {
-    nlohmann::json j = {{"op", to_string(op)},   {"backend", f.backend},  {"device", f.device},
-                        {"world_size", n},       {"bytes", bytes},        {"iters", f.iters},
-                        {"repeats", f.repeats},  {"median_us", med},      {"min_us", lo},
-                        {"max_us", hi},          {"samples_us", r.per_op_us}, {"algbw_GBps", algbw},
-                        {"busbw_GBps", busbw},   {"timing", "max over ranks of per-op time, loop of iters ops"},
-                        {"correct", true}};
+    nlohmann::json j = {{"op", to_string(row.op)}, {"backend", row.impl},   {"device", f.device},
+                        {"world_size", row.world}, {"bytes", row.bytes},    {"iters", f.iters},
+                        {"repeats", f.repeats},    {"median_us", med},      {"min_us", lo},
+                        {"max_us", hi},            {"samples_us", r},       {"algbw_GBps", algbw},
+                        {"busbw_GBps", busbw},     {"timing", "max over ranks of per-op time, loop of iters ops"},
+                        {"correct", true},         {"machine", machine_json()}};
+    if (!row.first.empty()) {
+      j["compared_with"] = row.first;
+      j["time_ratio"] = x_first;
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%-14s %-12s %-4s %5d %12zu %11.2f %11.2f %11.2f %11.3f %11.3f\n", to_string(op), f.backend.c_str(),
-                f.device.c_str(), n, bytes, med, lo, hi, algbw, busbw);
+    std::printf("%-14s %-12s %-4s %5d %12zu %11.2f %11.2f %11.2f %11.3f %11.3f %9.2f\n", to_string(row.op),
+                row.impl.c_str(), f.device.c_str(), row.world, row.bytes, med, lo, hi, algbw, busbw, x_first);
   }
   std::fflush(stdout);
 }
@@ -149,119 +207,58 @@ int refuse(CollectiveRunner& runner, const SizeResult& r) {
   return 1;
 }
 
+// Every implementation measures each size in turn, one repeat at a time (A B A B ...), so a
+// slow minute of the machine falls on all of them alike: the ratios compare like with like.
 int run_rank(const Flags& f) {
   const CollOp op = parse_coll_op(f.op);
   TimingOptions t;
   t.warmup = f.warmup;
   t.iters = f.iters;
-  t.repeats = f.repeats;
+  t.repeats = 1;
   t.memory = memory_of(f);
   t.corrupt_rank = f.corrupt_rank;
-  RunnerOptions ro;
-  ro.backend = f.backend;
-  ro.memory = t.memory;
-  auto runner = make_runner(ro);
-  const int n = runner->size();
-  if (runner->rank() == 0) print_header(f);
-  settle(*runner);
+  std::vector<std::unique_ptr<CollectiveRunner>> runners;
+  const std::vector<std::string> impls = implementations(f);
+  for (const auto& impl : impls) {
+    RunnerOptions ro;
+    ro.backend = impl;
+    ro.memory = t.memory;
+    runners.push_back(make_runner(ro));
+  }
+  CollectiveRunner& lead = *runners.front();
+  const int n = lead.size();
+  if (lead.rank() == 0) print_header(f);
+  settle(lead);
   for (size_t bytes : parse_sizes(f.sizes)) {
     // Per-rank count; the full buffer is rounded down to whole elements per rank.
     const bool split = op == CollOp::kAllGather || op == CollOp::kReduceScatter;
     const size_t count = split ? bytes / sizeof(float) / n : bytes / sizeof(float);
     if (count == 0) {
       // Below one element per rank there is nothing to move (and Gloo divides by the count).
-      if (runner->rank() == 0) std::fprintf(stderr, "ddp-bench collective: %zu bytes is under one float per rank: skipped\n", bytes);
+      if (lead.rank() == 0) std::fprintf(stderr, "ddp-bench collective: %zu bytes is under one float per rank: skipped\n", bytes);
       continue;
     }
-    const SizeResult r = measure_size(*runner, op, count, t);
-    if (r.wrong) return refuse(*runner, r);
-    if (runner->rank() == 0) print_row(f, op, n, (split ? count * n : count) * sizeof(float), r);
+    std::vector<Row> rows(runners.size());
+    for (int rep = 0; rep < f.repeats; ++rep) {
+      for (size_t i = 0; i < runners.size(); ++i) {
+        const SizeResult r = measure_size(*runners[i], op, count, t);
+        if (r.wrong) return refuse(*runners[i], r);
+        rows[i].samples_us.push_back(r.per_op_us.front());
+      }
+    }
+    for (size_t i = 0; i < rows.size(); ++i) {
+      rows[i].impl = impls[i];
+      rows[i].op = op;
+      rows[i].world = n;
+      rows[i].bytes = (split ? count * n : count) * sizeof(float);
+      if (i > 0) {
+        rows[i].first = impls.front();
+        rows[i].first_median_us = median(rows.front().samples_us);
+      }
+      if (lead.rank() == 0) print_row(f, rows[i]);
+    }
   }
   return 0;
-}
-
-std::string self_exe() {
-  char self[4096];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (len <= 0) DDP_THROW_ERRNO("readlink(/proc/self/exe)");
-  return std::string(self, static_cast<size_t>(len));
-}
-
-// mpi and mpi-direct need MPI's own launcher: re-run this command line under mpirun.
-int exec_mpirun(int world, int argc, char** argv) {
-  std::vector<std::string> args = {"mpirun", "-np", std::to_string(world), "--allow-run-as-root", "--oversubscribe",
-                                   "--bind-to", "none", self_exe()};
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--world-size" || a == "-n") {
-      ++i;  // drop the flag and its value: mpirun gives the size now
-      continue;
-    }
-    if (a.rfind("--world-size=", 0) == 0) continue;
-    args.push_back(a);
-  }
-  std::vector<char*> cargv;
-  for (auto& a : args) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  ::execvp("mpirun", cargv.data());
-  DDP_THROW_ERRNO("execvp(mpirun)");
-}
-
-// Starts `world` ranks that meet in a TCPStore hosted here; returns the worst exit status.
-// Each rank re-executes this command line, as launchers start workers: the kernel places a
-// process on the idlest CPU at exec, while forked children start stacked on their parent's
-// (and stay there for the first milliseconds: a short run measured nothing but that).
-int fork_ranks(const Flags& f, int argc, char** argv) {
-  rdzv::TCPStoreOptions so;
-  so.host = "127.0.0.1";
-  so.is_server = true;
-  rdzv::TCPStore store(so);  // serves from its own threads: the children only exec
-  std::vector<std::string> args = {self_exe()};
-  for (int i = 0; i < argc; ++i) args.emplace_back(argv[i]);
-  std::vector<char*> cargv;
-  for (auto& a : args) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < f.world_size; ++r) {
-    // Everything is built before fork: the child of a threaded process may not allocate.
-    std::vector<std::string> env = {"DDP_STORE=127.0.0.1:" + std::to_string(store.port()),
-                                    "RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(f.world_size),
-                                    "LOCAL_RANK=" + std::to_string(r), "DDP_RUN_ID=bench-" + std::to_string(::getpid())};
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv = *e;
-      const std::string key = kv.substr(0, kv.find('='));
-      if (key != "DDP_STORE" && key != "RANK" && key != "WORLD_SIZE" && key != "LOCAL_RANK" && key != "DDP_RUN_ID") {
-        env.push_back(kv);
-      }
-    }
-    std::vector<char*> cenv;
-    for (auto& e : env) cenv.push_back(e.data());
-    cenv.push_back(nullptr);
-    const pid_t pid = ::fork();
-    if (pid < 0) DDP_THROW_ERRNO("fork");
-    if (pid == 0) {
-      ::execve(cargv[0], cargv.data(), cenv.data());
-      const char msg[] = "ddp-bench collective: execve of a rank failed\n";
-      (void)!::write(2, msg, sizeof(msg) - 1);
-      ::_exit(127);
-    }
-    pids.push_back(pid);
-  }
-  // A rank that fails takes the others down: they would wait for it until the group's timeout.
-  int worst = 0;
-  for (size_t left = pids.size(); left > 0; --left) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
-    if (pid < 0) break;
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (code != 0 && worst == 0) {
-      for (pid_t other : pids) {
-        if (other != pid) ::kill(other, SIGTERM);
-      }
-    }
-    worst = std::max(worst, code);
-  }
-  return worst;
 }
 
 int collective_main(int argc, char** argv) {
@@ -279,6 +276,9 @@ int collective_main(int argc, char** argv) {
   app.add_option("--device", f.device, "cpu (host buffers) or cuda (device buffers: nccl, or tcp/gloo staged)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--compare", f.compare,
+                 "peers measured in the same run, interleaved repeat by repeat, each row with its time "
+                 "ratio to --backend: mpi (Open MPI's MPI_* calls), gloo (Gloo's own algorithms); e.g. mpi,gloo");
   app.add_option("--format", f.format, "json or table")->capture_default_str()->check(CLI::IsMember({"json", "table"}));
   // Hidden: the negative control of the bench's own ctest (a wrong result must be refused).
   app.add_option("--inject-wrong-result", f.corrupt_rank, "")->group("");
@@ -292,10 +292,15 @@ int collective_main(int argc, char** argv) {
   try {
     parse_coll_op(f.op);
     parse_sizes(f.sizes);
+    implementations(f);
     const bool has_rank = env::get("RANK") || env::get("OMPI_COMM_WORLD_RANK") || env::get("SLURM_PROCID");
     if (f.world_size > 0 && !has_rank) {
-      if (f.backend == "mpi" || f.backend == "mpi-direct") return exec_mpirun(f.world_size, argc, argv);  // argv[0] is "collective"
-      return fork_ranks(f, argc, argv);
+      LocalRanksOptions lo;
+      lo.world = f.world_size;
+      lo.mpirun = needs_mpirun(implementations(f));
+      lo.args.assign(argv, argv + argc);  // argv[0] is "collective"
+      lo.who = "ddp-bench collective";
+      return run_local_ranks(lo);
     }
     return run_rank(f);
   } catch (const std::exception& e) {
