@@ -1,5 +1,6 @@
-// The ops of MpiProcessGroup: argument checks on the calling thread, then one nonblocking MPI
-// call each, started on the MPI thread (see mpi_process_group.h).
+// The ops of MpiProcessGroup: argument checks on the calling thread, then one MPI call each on
+// the MPI thread (see mpi_process_group.h): a collective's start makes the nonblocking call
+// when given a request, the blocking one when given none (mpi_runtime.h says which runs).
 #include "comm/mpi/mpi_process_group.h"
 #include "comm/mpi/mpi_types.h"
 #include "common/error.h"
@@ -31,7 +32,8 @@ WorkPtr MpiProcessGroup::broadcast(Buffer buf, BroadcastOptions opts) {
   check_buffer("broadcast", buf);
   check_peer("broadcast", opts.root);
   return submit("broadcast", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
-    return MPI_Ibcast(buf.data, n(buf), mpi_dtype(buf.dtype), opts.root, c, r);
+    const MPI_Datatype t = mpi_dtype(buf.dtype);
+    return r ? MPI_Ibcast(buf.data, n(buf), t, opts.root, c, r) : MPI_Bcast(buf.data, n(buf), t, opts.root, c);
   });
 }
 
@@ -41,7 +43,10 @@ WorkPtr MpiProcessGroup::all_reduce(Buffer buf, AllReduceOptions opts) {
   MpiRuntime* rt = &runtime_;
   const int world = size();
   return submit("all_reduce", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, buf.data, n(buf), mpi_dtype(buf.dtype), mpi_op(*rt, buf.dtype, opts.op), c, r);
+    const MPI_Datatype t = mpi_dtype(buf.dtype);
+    const MPI_Op o = mpi_op(*rt, buf.dtype, opts.op);
+    return r ? MPI_Iallreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c, r)
+             : MPI_Allreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c);
   }, [=] { if (opts.op == ReduceOp::kAvg) divide_by(buf, world); });
 }
 
@@ -53,8 +58,11 @@ WorkPtr MpiProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
   const bool root = rank() == opts.root;
   const int world = size();
   return submit("reduce", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
-    return MPI_Ireduce(root ? MPI_IN_PLACE : buf.data, root ? buf.data : nullptr, n(buf), mpi_dtype(buf.dtype),
-                       mpi_op(*rt, buf.dtype, opts.op), opts.root, c, r);
+    const void* send = root ? MPI_IN_PLACE : buf.data;
+    void* recv = root ? buf.data : nullptr;
+    const MPI_Datatype t = mpi_dtype(buf.dtype);
+    const MPI_Op o = mpi_op(*rt, buf.dtype, opts.op);
+    return r ? MPI_Ireduce(send, recv, n(buf), t, o, opts.root, c, r) : MPI_Reduce(send, recv, n(buf), t, o, opts.root, c);
   }, [=] { if (root && opts.op == ReduceOp::kAvg) divide_by(buf, world); });
 }
 
@@ -64,7 +72,8 @@ WorkPtr MpiProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOption
   check_sizes("all_gather", input, output);
   return submit("all_gather", opts.timeout, input.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     MPI_Datatype t = mpi_dtype(input.dtype);
-    return MPI_Iallgather(input.data, n(input), t, output.data, n(input), t, c, r);
+    return r ? MPI_Iallgather(input.data, n(input), t, output.data, n(input), t, c, r)
+             : MPI_Allgather(input.data, n(input), t, output.data, n(input), t, c);
   });
 }
 
@@ -78,7 +87,9 @@ WorkPtr MpiProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts)
   }
   return submit("gather", opts.timeout, input.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     MPI_Datatype t = mpi_dtype(input.dtype);
-    return MPI_Igather(input.data, n(input), t, root ? output.data : nullptr, n(input), t, opts.root, c, r);
+    void* recv = root ? output.data : nullptr;
+    return r ? MPI_Igather(input.data, n(input), t, recv, n(input), t, opts.root, c, r)
+             : MPI_Gather(input.data, n(input), t, recv, n(input), t, opts.root, c);
   });
 }
 
@@ -92,7 +103,9 @@ WorkPtr MpiProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions opt
   }
   return submit("scatter", opts.timeout, output.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     MPI_Datatype t = mpi_dtype(output.dtype);
-    return MPI_Iscatter(root ? input.data : nullptr, n(output), t, output.data, n(output), t, opts.root, c, r);
+    const void* send = root ? input.data : nullptr;
+    return r ? MPI_Iscatter(send, n(output), t, output.data, n(output), t, opts.root, c, r)
+             : MPI_Scatter(send, n(output), t, output.data, n(output), t, opts.root, c);
   });
 }
 
@@ -104,8 +117,10 @@ WorkPtr MpiProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScatt
   MpiRuntime* rt = &runtime_;
   const int world = size();
   return submit("reduce_scatter", opts.timeout, output.count == 0, [=](MPI_Comm c, MPI_Request* r) {
-    return MPI_Ireduce_scatter_block(input.data, output.data, n(output), mpi_dtype(output.dtype),
-                                     mpi_op(*rt, output.dtype, opts.op), c, r);
+    const MPI_Datatype t = mpi_dtype(output.dtype);
+    const MPI_Op o = mpi_op(*rt, output.dtype, opts.op);
+    return r ? MPI_Ireduce_scatter_block(input.data, output.data, n(output), t, o, c, r)
+             : MPI_Reduce_scatter_block(input.data, output.data, n(output), t, o, c);
   }, [=] { if (opts.op == ReduceOp::kAvg) divide_by(output, world); });
 }
 
@@ -119,12 +134,15 @@ WorkPtr MpiProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOptions
   const int per = static_cast<int>(input.count / static_cast<size_t>(size()));
   return submit("all_to_all", opts.timeout, input.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     MPI_Datatype t = mpi_dtype(input.dtype);
-    return MPI_Ialltoall(input.data, per, t, output.data, per, t, c, r);
+    return r ? MPI_Ialltoall(input.data, per, t, output.data, per, t, c, r)
+             : MPI_Alltoall(input.data, per, t, output.data, per, t, c);
   });
 }
 
 WorkPtr MpiProcessGroup::barrier(BarrierOptions opts) {
-  return submit("barrier", opts.timeout, false, [](MPI_Comm c, MPI_Request* r) { return MPI_Ibarrier(c, r); });
+  return submit("barrier", opts.timeout, false, [](MPI_Comm c, MPI_Request* r) {
+    return r ? MPI_Ibarrier(c, r) : MPI_Barrier(c);
+  });
 }
 
 }  // namespace ddp::comm::mpi_backend

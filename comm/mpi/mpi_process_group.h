@@ -7,8 +7,10 @@
 //   (collective over its members only). Under ddp-launch under mpirun the worker takes its
 //   launcher's MPI identity, so only one worker per launcher (RANK == OMPI_COMM_WORLD_RANK)
 //   is supported; anything else is a BackendError before MPI is touched.
-// - Ops are MPI nonblocking calls run by the process's MPI thread (mpi_runtime.h), in issue
-//   order; Work completes when MPI_Test says so, in issue order. AVG = SUM then divide;
+// - Ops are MPI calls run by the process's MPI thread (mpi_runtime.h), in issue order; Works
+//   complete in issue order. The world group's collectives are MPI's blocking calls (its tuned
+//   algorithms), other groups' and every send/recv are nonblocking calls completed by MPI_Test
+//   (DDP_MPI_COLLECTIVES=nonblocking makes the world's nonblocking too). AVG = SUM then divide;
 //   float16/bfloat16 reduce through user-defined MPI_Ops.
 // - Errors: MPI error codes are BackendErrors naming the op and sequence number (the group's
 //   communicator returns errors instead of aborting); a deadline passing is a TimeoutError
@@ -44,6 +46,7 @@ class MpiProcessGroup final : public ProcessGroup {
   WorkPtr barrier(BarrierOptions opts = {}) override;
 
  private:
+  // Makes the op's MPI call: the nonblocking one with a request, the blocking one without.
   using Start = std::function<int(MPI_Comm, MPI_Request*)>;
   // Takes the next sequence number; posts start (and done) to the MPI thread unless `local`.
   WorkPtr submit(const char* name, Millis timeout, bool local, Start start, std::function<void()> done = {},

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/mpi/mpi_watchdog.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -55,6 +56,7 @@ struct Inflight {
 };
 
 struct Channel {
+  bool blocking = false;  // collectives as blocking calls (open_channel)
   std::deque<Inflight> inflight;
   std::exception_ptr broken;
   bool closing = false;
@@ -73,7 +75,10 @@ struct MpiRuntime::Impl {
   bool stop = false;
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> next_channel{1};
+  std::map<uint64_t, bool> opened;  // channel -> blocking collectives, until its first use
+  std::string stuck_in;             // the timed-out blocking call the MPI thread is in, if any
   std::thread thread;
+  MpiWatchdog watchdog;
 
   // MPI thread only.
   std::map<uint64_t, Channel> channels;
@@ -82,6 +87,8 @@ struct MpiRuntime::Impl {
   MPI_Comm world = MPI_COMM_WORLD;
 
   void start(uint64_t id, MpiOp op);
+  void run_blocking(Channel& ch, Inflight f);
+  void on_stuck(const MpiOp& op, const std::vector<WorkPtr>& others);
   bool progress(Channel& ch);
   void break_channel(Channel& ch, std::exception_ptr error);
   void finish_front(Channel& ch);
@@ -113,14 +120,28 @@ void MpiRuntime::Impl::break_channel(Channel& ch, std::exception_ptr error) {
   }
 }
 
+std::exception_ptr timeout_error(const MpiOp& op) {
+  return std::make_exception_ptr(TimeoutError(
+      op.what + ": timed out after " + std::to_string(op.timeout.count()) +
+          " ms (MPI cannot say which ranks are missing, nor cancel the op: the group is broken, rebuild it)",
+      __FILE__, __LINE__));
+}
+
 void MpiRuntime::Impl::start(uint64_t id, MpiOp op) {
-  Channel& ch = channels[id];
+  auto [it, created] = channels.try_emplace(id);
+  Channel& ch = it->second;
+  if (created) {
+    std::lock_guard<std::mutex> lock(mu);
+    ch.blocking = opened[id];
+    opened.erase(id);
+  }
   if (ch.broken) {
     op.work->finish(ch.broken);
     return;
   }
   Inflight f{std::move(op), MPI_REQUEST_NULL, false, Clock::now()};
   f.deadline += f.op.timeout;
+  if (ch.blocking && f.op.can_block) return run_blocking(ch, std::move(f));
   std::exception_ptr error;
   try {
     int rc = f.op.start(&f.request);
@@ -134,6 +155,60 @@ void MpiRuntime::Impl::start(uint64_t id, MpiOp op) {
     return;
   }
   ch.inflight.push_back(std::move(f));
+}
+
+// The blocking form of a collective, watched: completed ops join the channel's queue done (so
+// Works still finish in post order, after any earlier send/recv still in flight).
+void MpiRuntime::Impl::run_blocking(Channel& ch, Inflight f) {
+  std::vector<WorkPtr> others;  // in flight elsewhere: failed too if this call gets stuck
+  for (auto& [id, c] : channels) {
+    for (auto& g : c.inflight) {
+      if (!g.done) others.push_back(g.op.work);
+    }
+  }
+  watchdog.arm(f.deadline, [this, &op = f.op, others] { on_stuck(op, others); });
+  int rc = MPI_ERR_OTHER;
+  std::exception_ptr error;
+  try {
+    rc = f.op.start(nullptr);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!watchdog.disarm()) {  // the Work failed at its deadline; the call returned since
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stuck_in.clear();
+    }
+    break_channel(ch, timeout_error(f.op));
+    return;
+  }
+  if (!error && rc != MPI_SUCCESS) {
+    error = std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
+  }
+  if (error) {
+    break_channel(ch, error);
+    f.op.work->finish(error);
+    return;
+  }
+  f.done = true;
+  ch.inflight.push_back(std::move(f));
+}
+
+// On the watchdog's thread, while the MPI thread is stuck in `op`'s blocking call: fail it, the
+// ops in flight and posted, and refuse new ones until the call returns.
+void MpiRuntime::Impl::on_stuck(const MpiOp& op, const std::vector<WorkPtr>& others) {
+  op.work->finish(timeout_error(op));
+  auto blocked = std::make_exception_ptr(TimeoutError(
+      "mpi: the MPI thread is stuck in " + op.what + ", which timed out (MPI cannot interrupt it)", __FILE__, __LINE__));
+  std::deque<std::pair<uint64_t, MpiOp>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stuck_in = op.what;
+    dropped.swap(posted);
+    commands.clear();  // their callers get a broken promise: an error, not a hang
+  }
+  for (auto& w : others) w->finish(blocked);
+  for (auto& [id, o] : dropped) o.work->finish(blocked);
 }
 
 void MpiRuntime::Impl::finish_front(Channel& ch) {
@@ -168,11 +243,7 @@ bool MpiRuntime::Impl::progress(Channel& ch) {
   const auto now = Clock::now();
   for (auto& f : ch.inflight) {
     if (!f.done && now >= f.deadline) {
-      break_channel(ch, std::make_exception_ptr(TimeoutError(
-                            f.op.what + ": timed out after " + std::to_string(f.op.timeout.count()) +
-                                " ms (MPI cannot say which ranks are missing, nor cancel the op: the group is "
-                                "broken, rebuild it)",
-                            __FILE__, __LINE__)));
+      break_channel(ch, timeout_error(f.op));
       return true;
     }
   }
@@ -237,6 +308,8 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
     for (auto& [id, fn] : closes_now) {
       channels[id].closing = true;
       channels[id].on_drained = std::move(fn);
+      std::lock_guard<std::mutex> lock(mu);
+      opened.erase(id);  // closed before any op started
     }
     bool progressed = false;
     for (auto it = channels.begin(); it != channels.end();) {
@@ -315,20 +388,35 @@ void MpiRuntime::submit_command(std::function<void()> command) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->stopped || impl_->stop) DDP_THROW(BackendError, "mpi: MPI was already finalized (process exit)");
+    if (!impl_->stuck_in.empty()) {
+      DDP_THROW(TimeoutError, "mpi: the MPI thread is stuck in ", impl_->stuck_in, ", which timed out");
+    }
     impl_->commands.push_back(std::move(command));
   }
   impl_->cv.notify_all();
 }
 
-uint64_t MpiRuntime::open_channel() { return impl_->next_channel++; }
+uint64_t MpiRuntime::open_channel(bool blocking_collectives) {
+  const uint64_t id = impl_->next_channel++;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->opened[id] = blocking_collectives;
+  return id;
+}
 
 void MpiRuntime::post(uint64_t channel, MpiOp op) {
+  std::string stuck;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    if (!impl_->stopped && !impl_->stop) {
+    stuck = impl_->stuck_in;
+    if (!impl_->stopped && !impl_->stop && stuck.empty()) {
       impl_->posted.emplace_back(channel, std::move(op));
       op.work = nullptr;
     }
+  }
+  if (op.work && !stuck.empty()) {
+    op.work->finish(std::make_exception_ptr(
+        TimeoutError(op.what + ": the MPI thread is stuck in " + stuck + ", which timed out", __FILE__, __LINE__)));
+    return;
   }
   if (op.work) {
     op.work->finish(std::make_exception_ptr(BackendError(op.what + ": MPI was already finalized", __FILE__, __LINE__)));
@@ -356,6 +444,12 @@ void MpiRuntime::shutdown() noexcept {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->stop) return;
     impl_->stop = true;
+    if (!impl_->stuck_in.empty()) {
+      // Joining would wait for a call that may never return; MPI is not finalized either.
+      logger("mpi")->warn("mpi: the MPI thread is stuck in {}; MPI_Finalize skipped", impl_->stuck_in);
+      impl_->thread.detach();
+      return;
+    }
   }
   impl_->cv.notify_all();
   if (impl_->thread.joinable()) impl_->thread.join();

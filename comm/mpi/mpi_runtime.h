@@ -5,14 +5,22 @@
 //   in DDP_MPI_THREAD_LEVEL) and makes every later MPI call, so any provided level is correct:
 //   with less than MULTIPLE this *is* the serialized fallback, with MULTIPLE the application may
 //   also use MPI itself. If the application initialized MPI first, MULTIPLE is required.
-// - Ops are nonblocking MPI calls (MPI_Iallreduce, MPI_Isend, ...) started in post order per
-//   channel (one channel per group, so every rank starts a communicator's collectives in the
-//   same order) and progressed with MPI_Test; a channel's Works finish in post order. Groups
-//   never block each other, so ranks that interleave two groups differently cannot deadlock.
+// - Ops are started in post order per channel (one channel per group, so every rank starts a
+//   communicator's collectives in the same order); a channel's Works finish in post order.
+//   Nonblocking MPI calls (MPI_Iallreduce, MPI_Isend, ...) are progressed with MPI_Test, and
+//   groups using them never block each other (ranks that interleave two such groups
+//   differently cannot deadlock). A channel opened with blocking collectives runs them as the
+//   blocking calls (MPI_Allreduce, ...): MPI's tuned algorithms instead of its nonblocking
+//   ones (several times faster in Open MPI), at the price that the MPI thread waits inside the
+//   call. At most one such channel should exist (the world group's): a blocked call still
+//   progresses every started nonblocking op, so it can only wait for its own peers.
 // - MPI has no timeouts: an op past its deadline fails with a TimeoutError and breaks its
 //   channel (every pending and later op fails with it). A timed-out send/recv is cancelled; a
 //   collective cannot be, so it stays tested in the background, and if it never completes MPI
-//   is not finalized at exit (it would hang).
+//   is not finalized at exit (it would hang). A blocking call is watched by MpiWatchdog: at its
+//   deadline its Work fails, and so does every op in flight or posted while the MPI thread is
+//   stuck in it (other ops' deadlines are checked when the call returns); new ops fail at once
+//   until it returns.
 // - Finalize: at exit (atexit), if this runtime initialized MPI and nothing is in flight.
 //   After that every use is a BackendError; MPI is never called after finalize.
 #include <mpi.h>
@@ -38,6 +46,10 @@ struct MpiOp {
   std::function<void()> done;
   // Point-to-point ops can be MPI_Cancel()ed when they time out; collectives cannot.
   bool cancellable = false;
+  // A collective with a blocking form: start(nullptr) makes the blocking call. Run blocking
+  // on a channel opened with blocking collectives (on every rank alike: MPI never matches a
+  // blocking collective with a nonblocking one).
+  bool can_block = false;
 };
 
 class MpiRuntime {
@@ -61,9 +73,10 @@ class MpiRuntime {
     return result.get();
   }
 
-  // Channels: one per group. close_channel runs on_drained on the MPI thread once the
+  // Channels: one per group; `blocking_collectives` as described above (the same on every
+  // rank of the group). close_channel runs on_drained on the MPI thread once the
   // channel's ops are finished (immediately if none), unless a timed-out op never completes.
-  uint64_t open_channel();
+  uint64_t open_channel(bool blocking_collectives = false);
   void post(uint64_t channel, MpiOp op);
   void close_channel(uint64_t channel, std::function<void()> on_drained);
 
@@ -78,6 +91,7 @@ class MpiRuntime {
   void set_world_comm(MPI_Comm comm);
 
   // Stops the thread; finalizes MPI if we initialized it and nothing is in flight. Idempotent.
+  // A thread stuck in a timed-out blocking call is left behind (joining it would hang).
   void shutdown() noexcept;
 
   struct Impl;

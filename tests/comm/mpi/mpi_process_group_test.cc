@@ -223,3 +223,47 @@ TEST_CASE("mpi: an unmatched recv times out naming the op; the group stays broke
   // this test otherwise).
   world()->barrier()->wait();
 }
+
+TEST_CASE("mpi: a blocking world collective past its deadline is a TimeoutError, not a hang; the thread "
+          "is free again once the late rank arrives" * doctest::skip(!multi())) {
+  // A second group named "world" runs its collectives blocking (the first world() is warm).
+  world()->barrier()->wait();
+  auto pg = make_mpi_group(setup(all_ranks(), "world", Millis(400)));
+  std::vector<float> v(1024, 1.0f);
+  if (world_rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // late, but it does come
+    CHECK(pg->all_reduce(view(v.data(), v.size()))->wait());
+    CHECK(v[0] == static_cast<float>(world_size()));
+  } else {
+    try {
+      pg->all_reduce(view(v.data(), v.size()))->wait();
+      FAIL("all_reduce should have timed out");
+    } catch (const TimeoutError& e) {
+      CHECK(std::string(e.what()).find("mpi all_reduce #1 in group 'world'") != std::string::npos);
+    }
+    // The MPI thread is still inside MPI_Allreduce: new ops fail at once, without reaching MPI
+    // (so no rank counts them), until the late rank's arrival lets the call return.
+    std::vector<float> x(4, 1.0f);
+    bool refused = false;
+    try {
+      world()->all_reduce(view(x.data(), 4))->wait();
+    } catch (const TimeoutError& e) {
+      refused = std::string(e.what()).find("stuck in mpi all_reduce #1") != std::string::npos;
+    }
+    CHECK(refused);
+    // The group whose op timed out stays broken, even after the call returned.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+    CHECK_THROWS_AS(pg->barrier()->wait(), TimeoutError);
+  }
+  // Everyone meets again on the world group once the stuck call returned.
+  bool met = false;
+  for (int i = 0; i < 200 && !met; ++i) {
+    try {
+      world()->barrier()->wait();
+      met = true;
+    } catch (const TimeoutError&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  CHECK(met);
+}
