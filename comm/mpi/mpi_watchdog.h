@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/deadline.h"
@@ -36,6 +37,7 @@ class MpiWatchdog {
   bool fired_ = false;
   bool stop_ = false;
   Clock::time_point deadline_{};
+  std::optional<Clock::time_point> sleeping_until_;  // the thread's wake-up time; none: asleep until notified
   std::function<void()> on_expiry_;
   std::thread thread_;
 };
