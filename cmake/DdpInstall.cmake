@@ -11,16 +11,29 @@ foreach(_m ${_modules})
 endforeach()
 target_link_libraries(ddp PRIVATE ${_modules})
 target_link_libraries(ddp INTERFACE Threads::Threads)
-target_include_directories(ddp INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/ddp>)
+target_include_directories(ddp INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 set_target_properties(ddp PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0 OUTPUT_NAME ddp)
+# Only the API is exported (cmake/libddp.map): no std::/fmt/spdlog/nlohmann instantiations.
+target_link_options(ddp PRIVATE "LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/libddp.map")
+set_property(TARGET ddp APPEND PROPERTY LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/libddp.map)
 
 install(TARGETS ddp EXPORT ddpTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# Public headers only: each module's top folder (backends' folders are private), less the few
+# that expose an internal dependency or a private seam. Installed as <ddp/module/x.h> (the
+# engine's as <ddp/x.h>), their includes rewritten to match (cmake/DdpRewriteIncludes.cmake).
 foreach(_dir common rendezvous comm ddp)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddp/${_dir}
-          FILES_MATCHING PATTERN "*.h"
-          PATTERN "log.h" EXCLUDE         # internal: the only header that needs spdlog
-          PATTERN "safe_json.h" EXCLUDE)  # internal: exposes nlohmann::json
+  set(_dest ${CMAKE_INSTALL_INCLUDEDIR}/ddp/${_dir})
+  if(_dir STREQUAL "ddp")
+    set(_dest ${CMAKE_INSTALL_INCLUDEDIR}/ddp)
+  endif()
+  file(GLOB _headers ${PROJECT_SOURCE_DIR}/${_dir}/*.h)
+  list(FILTER _headers EXCLUDE REGEX "/(log|safe_json|tcp_store_server_loop|ddp_c_internal)\\.h$")
+  install(FILES ${_headers} DESTINATION ${_dest})
 endforeach()
+install(CODE "include(\"${PROJECT_SOURCE_DIR}/cmake/DdpRewriteIncludes.cmake\")
+ddp_rewrite_includes(\"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}/ddp\")")
+# The job config's JSON Schema, for editors and CI checks of configs.
+install(FILES ${PROJECT_SOURCE_DIR}/configs/ddp-launch.schema.json DESTINATION ${CMAKE_INSTALL_DATADIR}/ddp)
 install(EXPORT ddpTargets NAMESPACE ddp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
 include(CMakePackageConfigHelpers)
 configure_package_config_file(cmake/ddpConfig.cmake.in ${CMAKE_BINARY_DIR}/ddpConfig.cmake

@@ -15,6 +15,24 @@ cmake --install "$build" --prefix "$prefix" > "$work/install.log" || { cat "$wor
 lib=$(find "$prefix" -name 'libddp.so' -print -quit)
 [ -n "$lib" ] || { echo "libddp.so was not installed under $prefix"; exit 1; }
 libdir=$(dirname "$lib")
+
+echo "== what libddp.so exports"
+# The API only: no instantiation of std::, fmt, spdlog or nlohmann templates (a program's own
+# copies of those libraries must never bind to ours).
+leaked=$(nm -DC --defined-only "$lib" | awk '{$1=""; $2=""; sub(/^ +/, ""); print}' \
+  | grep -E '^(std::|fmt::|spdlog::|nlohmann::|gloo::|typeinfo (name )?for std::|vtable for std::)' || true)
+if [ -n "$leaked" ]; then echo "libddp.so exports what is not its API:"; echo "$leaked" | head -20; exit 1; fi
+nm -D --defined-only "$lib" | grep -q ' T ddp_init_process_group$' || { echo "the C ABI is not exported"; exit 1; }
+echo "exports: $(nm -D --defined-only "$lib" | wc -l) symbols, none of std/fmt/spdlog/nlohmann"
+
+echo "== headers as <ddp/...>"
+inc=$prefix/include
+[ -f "$inc/ddp/comm/init.h" ] && [ -f "$inc/ddp/engine.h" ] || { echo "headers not under include/ddp"; exit 1; }
+for private in ddp/comm/tcp ddp/comm/gloo ddp/comm/mpi ddp/comm/nccl ddp/common/log.h ddp/common/safe_json.h; do
+  [ ! -e "$inc/$private" ] || { echo "a private header was installed: $private"; exit 1; }
+done
+if grep -rEn '#include "(common|rendezvous|comm)/' "$inc/ddp"; then echo "an installed header includes outside ddp/"; exit 1; fi
+[ -f "$prefix/share/ddp/ddp-launch.schema.json" ] || { echo "the config schema was not installed"; exit 1; }
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 echo "== find_package(ddp)"
@@ -27,5 +45,6 @@ echo "== pkg-config --cflags --libs ddp"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 flags=$(pkg-config --cflags --libs ddp)
 echo "flags: $flags"
+# -I<prefix>/include only (from the .pc): <ddp/...> must be all a program needs.
 ${CXX:-c++} -std=c++20 $flags_of_build "$here/consumer/main.cc" -o "$work/pc-consumer" $flags
 "$work/pc-consumer"

@@ -1,15 +1,18 @@
 // An outside program built against the installed libddp: hosts a TCPStore, writes through a
 // second client and a PrefixStore, reads it back; then a world of one: init_process_group, an
-// all_reduce, and one engine step (what a worker program does).
+// all_reduce, one engine step (what a worker program does), and an exception of the library
+// caught by its type. Headers as installed: <ddp/module/x.h>, nothing but <prefix>/include.
 #include <cstdio>
 #include <memory>
 #include <vector>
 
-#include "comm/init.h"
-#include "ddp/engine.h"
-#include "rendezvous/hash_store.h"
-#include "rendezvous/prefix_store.h"
-#include "rendezvous/tcp_store.h"
+#include <ddp/comm/init.h>
+#include <ddp/common/error.h>
+#include <ddp/ddp_c.h>
+#include <ddp/engine.h>
+#include <ddp/rendezvous/hash_store.h>
+#include <ddp/rendezvous/prefix_store.h>
+#include <ddp/rendezvous/tcp_store.h>
 
 int main() {
   using namespace ddp::rdzv;
@@ -42,7 +45,19 @@ int main() {
     engine.finalize();
     engine.finish_backward();  // average over one rank: unchanged
   }
+  // The library's exceptions cross into the program as their own types (their typeinfo is
+  // exported): a second default group is an InvalidArgument.
+  bool caught = false;
+  try {
+    ddp::init_process_group(init);
+  } catch (const ddp::InvalidArgument&) {
+    caught = true;
+  }
   ddp::destroy_process_group();
+  if (!caught) {
+    std::printf("consumer: InvalidArgument did not arrive as its type\n");
+    return 1;
+  }
   std::printf("consumer: %s all_reduce %g %g, averaged gradient %g\n", group->backend_name().c_str(), x[0], x[1], g[0]);
   return x[0] == 1.0f && x[1] == 2.0f && g[0] == 4.0f ? 0 : 1;
 }
