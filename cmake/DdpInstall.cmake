@@ -1,15 +1,23 @@
-# libddp.so: every library module (not the launcher) folded into one shared library, plus the
-# public headers, a CMake package (find_package(ddp) -> ddp::ddp) and a pkg-config file.
+# libddp.so: the library modules folded into one shared library with the tcp backend; gloo,
+# mpi and nccl are plugins beside it (libddp_backend_<name>.so, comm/backend_plugin.h), loaded
+# on first use, so libddp itself needs neither MPI, Gloo, NCCL nor CUDA. Plus the public
+# headers, a CMake package (find_package(ddp) -> ddp::ddp) and a pkg-config file.
 get_property(_modules GLOBAL PROPERTY DDP_LIB_MODULES)
-list(REMOVE_ITEM _modules ddp_launcher)
-add_library(ddp SHARED cmake/libddp.cc)
+# Not folded in: the launcher, the plugin backends, and ddp_init, whose compile-time registry
+# is replaced by the plugin registry (its other sources are compiled again below).
+list(REMOVE_ITEM _modules ddp_launcher ddp_init ddp_comm_gloo ddp_comm_mpi ddp_comm_nccl)
+add_library(ddp SHARED cmake/libddp.cc
+  comm/init.cc comm/init_store.cc comm/group_factory.cc comm/backend_plugins.cc)
 add_library(ddp::ddp ALIAS ddp)
-# Every module's objects go in whole; linking the modules too brings their outside dependencies
-# (spdlog, Gloo, MPI, CUDA) without pulling any object twice.
 foreach(_m ${_modules})
   target_sources(ddp PRIVATE $<TARGET_OBJECTS:${_m}>)
 endforeach()
-target_link_libraries(ddp PRIVATE ${_modules})
+# The folded modules' outside dependencies, named here: linking the module targets would drag
+# the backends in through ddp_init.
+find_library(DDP_LIBRT_SHARED rt)
+target_include_directories(ddp PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(ddp PRIVATE spdlog::spdlog nlohmann_json::nlohmann_json OpenSSL::Crypto Threads::Threads
+  ${CMAKE_DL_LIBS} $<$<BOOL:${DDP_LIBRT_SHARED}>:${DDP_LIBRT_SHARED}>)
 target_link_libraries(ddp INTERFACE Threads::Threads)
 target_include_directories(ddp INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 set_target_properties(ddp PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0 OUTPUT_NAME ddp)
@@ -18,6 +26,22 @@ target_link_options(ddp PRIVATE "LINKER:--version-script=${PROJECT_SOURCE_DIR}/c
 set_property(TARGET ddp APPEND PROPERTY LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/libddp.map)
 
 install(TARGETS ddp EXPORT ddpTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+# The plugins: each backend's objects and its entry point, linked against libddp.so and the
+# backend's own dependency; they export the entry point only.
+set(_plugin_deps_gloo gloo spdlog::spdlog)
+set(_plugin_deps_mpi MPI::MPI_C spdlog::spdlog)
+set(_plugin_deps_nccl CUDA::cudart ${NCCL_LIBRARY} spdlog::spdlog)
+foreach(_b gloo mpi nccl)
+  if(TARGET ddp_comm_${_b})
+    add_library(ddp_backend_${_b} MODULE comm/${_b}/plugin.cc $<TARGET_OBJECTS:ddp_comm_${_b}>)
+    target_include_directories(ddp_backend_${_b} PRIVATE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(ddp_backend_${_b} PRIVATE ddp ${_plugin_deps_${_b}})
+    set_target_properties(ddp_backend_${_b} PROPERTIES PREFIX "lib" OUTPUT_NAME ddp_backend_${_b})
+    target_link_options(ddp_backend_${_b} PRIVATE "LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/backend_plugin.map")
+    install(TARGETS ddp_backend_${_b} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  endif()
+endforeach()
 # Public headers only: each module's top folder (backends' folders are private), less the few
 # that expose an internal dependency or a private seam. Installed as <ddp/module/x.h> (the
 # engine's as <ddp/x.h>), their includes rewritten to match (cmake/DdpRewriteIncludes.cmake).

@@ -25,6 +25,9 @@ if [ -n "$leaked" ]; then echo "libddp.so exports what is not its API:"; echo "$
 nm -D --defined-only "$lib" | grep -q ' T ddp_init_process_group$' || { echo "the C ABI is not exported"; exit 1; }
 echo "exports: $(nm -D --defined-only "$lib" | wc -l) symbols, none of std/fmt/spdlog/nlohmann"
 
+echo "== libddp.so needs no backend's dependency"
+if ldd "$lib" | grep -E 'libmpi|libgloo|libnccl|libcudart'; then echo "libddp.so links a backend's dependency"; exit 1; fi
+
 echo "== headers as <ddp/...>"
 inc=$prefix/include
 [ -f "$inc/ddp/comm/init.h" ] && [ -f "$inc/ddp/engine.h" ] || { echo "headers not under include/ddp"; exit 1; }
@@ -40,6 +43,20 @@ cmake -S "$here/consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$flags_of_build" > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/cmake-build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 "$work/cmake-build/consumer"
+
+echo "== backends as plugins"
+for plugin in "$libdir"/libddp_backend_*.so; do
+  [ -e "$plugin" ] || continue
+  backend=$(basename "$plugin" .so); backend=${backend#libddp_backend_}
+  [ "$backend" = nccl ] && continue  # needs a GPU: the gpu-labelled tests cover nccl
+  echo "-- $backend"
+  "$work/cmake-build/consumer" "$backend"
+  # Without its plugin, the backend is an error naming the file, not a crash.
+  mv "$plugin" "$plugin.away"
+  if "$work/cmake-build/consumer" "$backend" > "$work/missing.log" 2>&1; then echo "$backend ran without its plugin"; exit 1; fi
+  grep -q "libddp_backend_$backend.so" "$work/missing.log" || { cat "$work/missing.log"; echo "the error does not name the plugin"; exit 1; }
+  mv "$plugin.away" "$plugin"
+done
 
 echo "== pkg-config --cflags --libs ddp"
 export PKG_CONFIG_PATH=$libdir/pkgconfig

@@ -3,7 +3,9 @@
 // all_reduce, one engine step (what a worker program does), and an exception of the library
 // caught by its type. Headers as installed: <ddp/module/x.h>, nothing but <prefix>/include.
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ddp/comm/init.h>
@@ -14,7 +16,23 @@
 #include <ddp/rendezvous/prefix_store.h>
 #include <ddp/rendezvous/tcp_store.h>
 
-int main() {
+namespace {
+
+// The shared libraries of other backends' dependencies this process has mapped.
+std::string foreign_libraries() {
+  std::ifstream maps("/proc/self/maps");
+  std::string out;
+  for (std::string line; std::getline(maps, line);) {
+    for (const char* lib : {"libmpi.so", "libgloo.so", "libnccl.so", "libcudart.so"}) {
+      if (line.find(lib) != std::string::npos && out.find(lib) == std::string::npos) out += std::string(lib) + " ";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int run(const std::string& backend) {
   using namespace ddp::rdzv;
   TCPStoreOptions server_opts;
   server_opts.is_server = true;
@@ -33,6 +51,7 @@ int main() {
   if (server->get_string("app/greeting") != "hello from libddp" || n != 42) return 1;
 
   ddp::InitOptions init;
+  init.backend = backend;
   init.rank = 0;
   init.world_size = 1;
   auto group = ddp::init_process_group(init);
@@ -54,10 +73,24 @@ int main() {
     caught = true;
   }
   ddp::destroy_process_group();
+  if (backend == "tcp" && !foreign_libraries().empty()) {
+    std::printf("consumer: a tcp program loaded %s\n", foreign_libraries().c_str());
+    return 1;
+  }
   if (!caught) {
     std::printf("consumer: InvalidArgument did not arrive as its type\n");
     return 1;
   }
   std::printf("consumer: %s all_reduce %g %g, averaged gradient %g\n", group->backend_name().c_str(), x[0], x[1], g[0]);
   return x[0] == 1.0f && x[1] == 2.0f && g[0] == 4.0f ? 0 : 1;
+}
+
+// usage: consumer [backend]   (default tcp; another backend is loaded as libddp's plugin)
+int main(int argc, char** argv) {
+  try {
+    return run(argc > 1 ? argv[1] : "tcp");
+  } catch (const std::exception& e) {
+    std::printf("consumer: error: %s\n", e.what());
+    return 1;
+  }
 }
