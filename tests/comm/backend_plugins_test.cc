@@ -1,0 +1,67 @@
+// The shared libddp's registry (comm/backend_plugins.cc): linked against libddp.so, as a
+// program would be, so tcp is built in and the other backends load as plugins from beside it.
+#include "comm/backend_plugin.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "common/error.h"
+#include "rendezvous/hash_store.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+
+namespace {
+
+GroupSetup world_of_one() {
+  GroupSetup s;
+  s.store = std::make_shared<rdzv::HashStore>();
+  return s;
+}
+
+bool listed(const std::string& backend) {
+  const auto all = available_backends();
+  return std::find(all.begin(), all.end(), backend) != all.end();
+}
+
+bool mapped(const std::string& lib) {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find(lib) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("tcp is built in; listing the plugins loads none of them") {
+  CHECK(available_backends().front() == "tcp");
+  auto g = create_group("tcp", world_of_one());
+  CHECK(g->backend_name() == "tcp");
+  CHECK_FALSE(mapped("libddp_backend_"));
+}
+
+TEST_CASE("a built plugin loads on first use, once, and makes a working group") {
+  for (const std::string b : {"gloo", "mpi"}) {
+    if (!listed(b)) continue;
+    CAPTURE(b);
+    CHECK(plugin_file(b) == "libddp_backend_" + b + ".so");
+    const BackendPlugin& p = load_backend_plugin(b);
+    CHECK(&p == &load_backend_plugin(b));
+    CHECK(std::string(p.name) == b);
+    CHECK(mapped(plugin_file(b)));
+    auto g = create_group(b, world_of_one());
+    std::vector<float> x{3.0f};
+    g->all_reduce(view(x.data(), 1))->wait();
+    CHECK(x[0] == 3.0f);
+  }
+}
+
+TEST_CASE("unknown backends and missing plugins are errors naming what is missing") {
+  CHECK_THROWS_WITH_AS(create_group("carrier-pigeon", world_of_one()), doctest::Contains("unknown"), InvalidArgument);
+  GroupSetup no_store;
+  CHECK_THROWS_AS(create_group("tcp", no_store), InvalidArgument);
+  CHECK_THROWS_WITH_AS(load_backend_plugin("nonesuch"), doctest::Contains("libddp_backend_nonesuch.so"), BackendError);
+}
