@@ -76,3 +76,23 @@ foreach(_bin ddp-launch ddp-bench)
     install(TARGETS ${_bin} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()
 endforeach()
+
+# ddp-launch(1), generated from --help and --version by help2man (so it never drifts from the
+# program), and the bash completion (which reads --help at completion time).
+find_program(DDP_HELP2MAN help2man)
+if(DDP_HELP2MAN AND TARGET ddp-launch)
+  set(_man ${CMAKE_BINARY_DIR}/man/ddp-launch.1)
+  add_custom_command(OUTPUT ${_man}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man
+    COMMAND ${DDP_HELP2MAN} --no-info --no-discard-stderr --section 1
+            --name "launch and supervise data-parallel training workers (a drop-in for torchrun)"
+            --output ${_man} $<TARGET_FILE:ddp-launch>
+    DEPENDS ddp-launch VERBATIM)
+  add_custom_target(ddp-launch-man ALL DEPENDS ${_man})
+  install(FILES ${_man} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+else()
+  message(STATUS "ddp-launch.1: not generated (no help2man: apt-get install help2man)")
+endif()
+install(FILES ${PROJECT_SOURCE_DIR}/scripts/completion/ddp-launch.bash
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME ddp-launch)
+

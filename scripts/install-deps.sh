@@ -8,6 +8,7 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev doctest-dev libssl-dev
   libgloo-dev libopenmpi-dev openmpi-bin
   iproute2 procps python3
+  help2man  # ddp-launch.1, generated from --help
   # LibTorch and PyTorch for ddp/torch and its comparisons; the demo's data set.
   libtorch-dev python3-torch zlib1g-dev dataset-fashion-mnist
 )

@@ -36,6 +36,14 @@ for private in ddp/comm/tcp ddp/comm/gloo ddp/comm/mpi ddp/comm/nccl ddp/common/
 done
 if grep -rEn '#include "(common|rendezvous|comm)/' "$inc/ddp"; then echo "an installed header includes outside ddp/"; exit 1; fi
 [ -f "$prefix/share/ddp/ddp-launch.schema.json" ] || { echo "the config schema was not installed"; exit 1; }
+
+echo "== man page and bash completion"
+[ -f "$prefix/share/bash-completion/completions/ddp-launch" ] || { echo "no bash completion installed"; exit 1; }
+if command -v help2man > /dev/null; then
+  man=$prefix/share/man/man1/ddp-launch.1
+  [ -f "$man" ] || { echo "no man page installed"; exit 1; }
+  grep -q '^\.TH DDP-LAUNCH "1"' "$man" && grep -q 'nproc\\-per\\-node' "$man" || { echo "the man page is not ddp-launch --help"; head "$man"; exit 1; }
+fi
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 echo "== find_package(ddp)"
