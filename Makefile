@@ -4,6 +4,8 @@ PRESET ?= release
 BUILD_DIR := $(if $(filter release,$(PRESET)),build,build-$(PRESET))
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# The build prints its progress, not every sub-make's "Entering directory" line.
+MAKEFLAGS += --no-print-directory
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= config_file error_file init_method hostlist store_protocol wire_header multicast_datagram
