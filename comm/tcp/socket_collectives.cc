@@ -61,6 +61,17 @@ void SocketCollectives::wait(Batch& b, const OpContext& ctx) {
   }
 }
 
+// Waits for the k-th message of the batch only; the batch is waited for as a whole later.
+void SocketCollectives::wait_one(Batch& b, size_t k, const OpContext& ctx) {
+  auto& [work, peer] = b.works[k];
+  try {
+    work->wait();
+  } catch (const TimeoutError&) {
+    DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [", peer,
+              "] (sockets)");
+  }
+}
+
 void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
   const Fingerprint mine = Fingerprint::of(ctx.desc);
   std::vector<Fingerprint> theirs(static_cast<size_t>(opt_.world));
@@ -106,45 +117,67 @@ void SocketCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer
 
 void SocketCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
   const int r = opt_.rank, w = opt_.world;
-  const size_t es = dtype_size(buf.dtype), n = buf.count;
+  const size_t n = buf.count;
   const ReduceOp rop = ctx.desc.rop;
+  if (n >= static_cast<size_t>(w) && buf.bytes() > opt_.oneshot_bytes) return pipelined_all_reduce(ctx, buf);
+  // Small: everyone's whole buffer to everyone, combined in rank order everywhere.
   Batch b;
-  if (n < static_cast<size_t>(w) || buf.bytes() <= opt_.oneshot_bytes) {
-    std::vector<std::vector<char>> c(static_cast<size_t>(w), std::vector<char>(buf.bytes()));
-    for (int p = 0; p < w; ++p) {
-      if (p == r) continue;
-      send(b, p, 0, buf.data, buf.bytes(), ctx);
-      recv(b, p, 0, c[static_cast<size_t>(p)].data(), buf.bytes(), ctx);
-    }
-    wait(b, ctx);
-    std::memcpy(c[static_cast<size_t>(r)].data(), buf.data, buf.bytes());
-    combine3(buf.data, c[0].data(), c[1].data(), n, buf.dtype, rop);  // rank order everywhere
-    for (int p = 2; p < w; ++p) combine(buf.data, c[static_cast<size_t>(p)].data(), n, buf.dtype, rop);
-  } else {
-    const Part me = part(n, w, r);
-    std::vector<std::vector<char>> c(static_cast<size_t>(w));
-    for (int p = 0; p < w; ++p) {
-      if (p == r) continue;
-      const Part s = part(n, w, p);
-      send(b, p, 0, at(buf, s.off), s.len * es, ctx);
-      c[static_cast<size_t>(p)].resize(me.len * es);
-      recv(b, p, 0, c[static_cast<size_t>(p)].data(), me.len * es, ctx);
-    }
-    wait(b, ctx);
-    for (int p = 0; p < w; ++p) {
-      if (p != r) combine(at(buf, me.off), c[static_cast<size_t>(p)].data(), me.len, buf.dtype, rop);
-    }
-    if (rop == ReduceOp::kAvg) finish_avg(at(buf, me.off), me.len, buf.dtype, w);
-    for (int p = 0; p < w; ++p) {
-      if (p == r) continue;
-      const Part s = part(n, w, p);
-      send(b, p, 1, at(buf, me.off), me.len * es, ctx);
-      recv(b, p, 1, at(buf, s.off), s.len * es, ctx);
-    }
-    wait(b, ctx);
-    return;
+  std::vector<std::vector<char>> c(static_cast<size_t>(w), std::vector<char>(buf.bytes()));
+  for (int p = 0; p < w; ++p) {
+    if (p == r) continue;
+    send(b, p, 0, buf.data, buf.bytes(), ctx);
+    recv(b, p, 0, c[static_cast<size_t>(p)].data(), buf.bytes(), ctx);
   }
+  wait(b, ctx);
+  std::memcpy(c[static_cast<size_t>(r)].data(), buf.data, buf.bytes());
+  combine3(buf.data, c[0].data(), c[1].data(), n, buf.dtype, rop);
+  for (int p = 2; p < w; ++p) combine(buf.data, c[static_cast<size_t>(p)].data(), n, buf.dtype, rop);
   if (rop == ReduceOp::kAvg) finish_avg(buf.data, n, buf.dtype, w);
+}
+
+// Reduce-scatter then all-gather, each rank's part cut into chunks of Options::chunk_bytes (the same on
+// every rank: chunk boundaries are part of the protocol) so the phases overlap the transfers:
+// every message of the op is posted first (each peer's contributions land in this group's
+// scratch, never in the engine's unexpected queue), then each chunk of this rank's part is
+// reduced as soon as every peer's copy of it arrived (own value first, then the peers in rank
+// order: the same bits on every run) and sent on to every peer at once, while later chunks are
+// still on the wire. The all-gather lands straight in the caller's buffer.
+void SocketCollectives::pipelined_all_reduce(const OpContext& ctx, const Buffer& buf) {
+  const int r = opt_.rank, w = opt_.world;
+  const size_t es = dtype_size(buf.dtype), n = buf.count;
+  const size_t chunk = std::max<size_t>(1, opt_.chunk_bytes / es);
+  const Part me = part(n, w, r);
+  scratch_.resize(static_cast<size_t>(w));
+  Batch rest;  // sends, and the all-gather's recvs: waited for at the end
+  std::vector<Batch> arrivals(static_cast<size_t>(w));  // per peer: one recv per chunk of my part
+  for (int p = 0; p < w; ++p) {
+    if (p == r) continue;
+    auto& slot = scratch_[static_cast<size_t>(p)];
+    if (slot.size() < me.len * es) slot.resize(me.len * es);
+    const Part theirs = part(n, w, p);
+    for (size_t off = 0; off < theirs.len; off += chunk) {
+      const size_t len = std::min(chunk, theirs.len - off);
+      send(rest, p, 0, at(buf, theirs.off + off), len * es, ctx);
+      recv(rest, p, 1, at(buf, theirs.off + off), len * es, ctx);
+    }
+    for (size_t off = 0; off < me.len; off += chunk) {
+      recv(arrivals[static_cast<size_t>(p)], p, 0, slot.data() + off * es, std::min(chunk, me.len - off) * es, ctx);
+    }
+  }
+  for (size_t k = 0, off = 0; off < me.len; ++k, off += chunk) {
+    const size_t len = std::min(chunk, me.len - off);
+    for (int p = 0; p < w; ++p) {
+      if (p == r) continue;
+      wait_one(arrivals[static_cast<size_t>(p)], k, ctx);
+      combine(at(buf, me.off + off), scratch_[static_cast<size_t>(p)].data() + off * es, len, buf.dtype, ctx.desc.rop);
+    }
+    if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(at(buf, me.off + off), len, buf.dtype, w);
+    for (int p = 0; p < w; ++p) {
+      if (p != r) send(rest, p, 1, at(buf, me.off + off), len * es, ctx);
+    }
+  }
+  for (auto& a : arrivals) wait(a, ctx);
+  wait(rest, ctx);
 }
 
 void SocketCollectives::broadcast(const OpContext& ctx, const Buffer& buf) {

@@ -1,8 +1,9 @@
 #pragma once
 // SocketCollectives: every collective over the SocketEngine, for groups that span hosts or
 // when DDP_TCP_TRANSPORT=socket. Direct algorithms (each rank talks to each peer once per
-// phase): reduce-scatter + all-gather for large all_reduce, one-shot exchange for small, root
-// fan-out/fan-in for the rooted ops. Reductions happen in a fixed order so every rank that
+// phase): reduce-scatter + all-gather for large all_reduce, pipelined in chunks so reducing
+// and sending overlap the transfers; one-shot exchange for small; root fan-out/fan-in for the
+// rooted ops. Reductions happen in a fixed order so every rank that
 // computes a value computes the same bits.
 //
 // Fingerprints: each op first exchanges its OpDesc with every peer (channel kFingerprint,
@@ -26,6 +27,8 @@ class SocketCollectives {
     int world = 1;
     bool fingerprints = true;
     size_t oneshot_bytes = 64 << 10;
+    // all_reduce's pipeline step: part of the wire protocol, the same on every rank.
+    size_t chunk_bytes = 256 << 10;
   };
   SocketCollectives(SocketEngine* engine, Options options) : engine_(engine), opt_(options) {}
 
@@ -38,9 +41,11 @@ class SocketCollectives {
   void send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx);
   void recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx);
   void wait(Batch& b, const OpContext& ctx);
+  void wait_one(Batch& b, size_t k, const OpContext& ctx);
   void exchange_fingerprints(const OpContext& ctx);
 
   void all_reduce(const OpContext& ctx, const Buffer& buf);
+  void pipelined_all_reduce(const OpContext& ctx, const Buffer& buf);
   void broadcast(const OpContext& ctx, const Buffer& buf);
   void reduce(const OpContext& ctx, const Buffer& buf);
   void all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out, bool all);
@@ -50,6 +55,7 @@ class SocketCollectives {
 
   SocketEngine* engine_;
   Options opt_;
+  std::vector<std::vector<char>> scratch_;  // per peer: its contributions to this rank's part (kept)
 };
 
 }  // namespace ddp::comm::tcp

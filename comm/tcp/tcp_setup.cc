@@ -134,6 +134,10 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.rank = setup.rank;
     so.world = setup.size;
     so.fingerprints = fingerprints_;
+    // Both must be the same on every rank (a mismatch is an InvalidArgument on the size of a
+    // message, never a wrong result).
+    so.oneshot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SOCKET_ONESHOT_BYTES", 64 << 10));
+    so.chunk_bytes = static_cast<size_t>(std::max<int64_t>(1, env::get_int_or("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10)));
     sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
   }
 }
