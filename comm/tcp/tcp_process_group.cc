@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "comm/tcp/hierarchical_collectives.h"
 #include "comm/tcp/shm_collectives.h"
 #include "comm/tcp/socket_collectives.h"
 #include "comm/tcp/socket_engine.h"
@@ -14,6 +15,7 @@ const char* to_string(Transport t) {
     case Transport::kLocal: return "local";
     case Transport::kShm: return "shm";
     case Transport::kSocket: return "socket";
+    case Transport::kHierarchical: return "hierarchical";
   }
   return "unknown";
 }
@@ -270,6 +272,8 @@ void TcpProcessGroup::execute(Task& task) {
       shm_->step(task.ctx, task.in, task.out, task.fast, true, 0);
     } else if (shm_) {
       shm_->run(task.ctx, task.in, task.out);
+    } else if (hierarchy_) {
+      hierarchy_->run(task.ctx, task.in, task.out);
     } else {
       sockets_->run(task.ctx, task.in, task.out);
     }

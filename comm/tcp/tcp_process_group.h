@@ -3,7 +3,9 @@
 //
 // - Setup: peers meet through the group's store; every pair of ranks gets one TCP connection
 //   authenticated with the job token (peer_mesh.h). When every rank shares this host's boot id
-//   the collectives run over shared memory (shm_collectives.h); otherwise, or with
+//   the collectives run over shared memory (shm_collectives.h); when the group spans hosts with
+//   several ranks on each (the same number), over shared memory within each host and sockets
+//   between (hierarchical_collectives.h, two child groups); otherwise, or with
 //   DDP_TCP_TRANSPORT=socket, over the sockets (socket_collectives.h). send/recv always use the
 //   sockets; the sockets also carry liveness: a peer's EOF fails the group at once.
 // - Execution: collectives run on one worker thread per group, in issue order, each with the
@@ -18,7 +20,7 @@
 // - Errors: see process_group.h. Once any collective fails (lost peer, timeout, mismatch) the
 //   group is broken and every pending and later op fails naming itself.
 // - Environment (read by rank 0 and published, so all ranks agree): DDP_TCP_TRANSPORT
-//   (auto|shm|socket), DDP_TCP_FINGERPRINT (default 1). Per rank: DDP_TCP_SPIN_US.
+//   (auto|shm|socket|hierarchical), DDP_TCP_FINGERPRINT (default 1). Per rank: DDP_TCP_SPIN_US.
 // - AVG on integer dtypes is the wrapped sum divided by the world size, truncating.
 // - CUDA buffers are rejected (InvalidArgument); where CUDA was built, the registry wraps every
 //   tcp group in the staging decorator (comm/nccl/cuda_staging.h), which handles them.
@@ -39,8 +41,10 @@ namespace ddp::comm::tcp {
 
 class SocketEngine;
 class SocketCollectives;
+class HierarchicalCollectives;
+struct HostLayout;
 
-enum class Transport : uint8_t { kLocal, kShm, kSocket };
+enum class Transport : uint8_t { kLocal, kShm, kSocket, kHierarchical };
 const char* to_string(Transport t);
 
 class TcpProcessGroup final : public ProcessGroup {
@@ -76,6 +80,7 @@ class TcpProcessGroup final : public ProcessGroup {
   };
   TcpProcessGroup(const GroupSetup& setup);
   void connect(const GroupSetup& setup);
+  void connect_hierarchy(const GroupSetup& setup, const HostLayout& layout);
   WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout);
   WorkPtr post_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout);
   void check_buffer(const char* op, const Buffer& b) const;
@@ -95,6 +100,7 @@ class TcpProcessGroup final : public ProcessGroup {
   std::unique_ptr<SocketEngine> engine_;
   std::unique_ptr<ShmCollectives> shm_;
   std::unique_ptr<SocketCollectives> sockets_;
+  std::unique_ptr<HierarchicalCollectives> hierarchy_;  // kHierarchical: the child groups
 
   std::mutex mu_;  // guards the sequence numbers and the queue
   std::condition_variable cv_;

@@ -1,6 +1,7 @@
 // TcpProcessGroup set-up: the mesh, the transport choice and the shared-memory segment.
 #include <thread>
 
+#include "comm/tcp/hierarchical_collectives.h"
 #include "comm/tcp/peer_mesh.h"
 #include "comm/tcp/shm_collectives.h"
 #include "comm/tcp/socket_collectives.h"
@@ -9,6 +10,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "rendezvous/prefix_store.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -20,32 +22,44 @@ struct Config {
   std::string shm_name;
 
   std::string encode() const {
-    return detail::str(transport == Transport::kShm ? "shm" : "socket", "\n", fingerprints ? 1 : 0, "\n", shm_name);
+    return detail::str(to_string(transport), "\n", fingerprints ? 1 : 0, "\n", shm_name);
   }
   static Config decode(const std::string& text) {
     Config c;
     auto a = text.find('\n');
     auto b = a == std::string::npos ? a : text.find('\n', a + 1);
     if (b == std::string::npos) DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "'");
-    c.transport = text.substr(0, a) == "shm" ? Transport::kShm : Transport::kSocket;
+    const std::string t = text.substr(0, a);
+    c.transport = t == "shm" ? Transport::kShm : t == "hierarchical" ? Transport::kHierarchical : Transport::kSocket;
     c.fingerprints = text.substr(a + 1, b - a - 1) == "1";
     c.shm_name = text.substr(b + 1);
     return c;
   }
 };
 
+HostLayout layout_of(const Mesh& mesh) {
+  std::vector<std::string> keys;
+  for (const auto& p : mesh.peers) keys.push_back(p.boot_id);
+  return HostLayout::of(keys);
+}
+
+// One host: shared memory. Several, with several ranks on each (the same number): shared
+// memory within, sockets between (hierarchical). Otherwise sockets.
 Transport choose_transport(const Mesh& mesh) {
   const std::string wanted = env::get_or("DDP_TCP_TRANSPORT", "auto");
-  if (wanted != "auto" && wanted != "shm" && wanted != "socket") {
-    DDP_THROW(InvalidArgument, "DDP_TCP_TRANSPORT='", wanted, "': choose auto, shm or socket");
+  if (wanted != "auto" && wanted != "shm" && wanted != "socket" && wanted != "hierarchical") {
+    DDP_THROW(InvalidArgument, "DDP_TCP_TRANSPORT='", wanted, "': choose auto, shm, socket or hierarchical");
   }
-  bool one_host = true;
-  for (const auto& p : mesh.peers) one_host = one_host && p.boot_id == mesh.peers[0].boot_id;
+  const HostLayout layout = layout_of(mesh);
   if (wanted == "socket") return Transport::kSocket;
-  if (!one_host && wanted == "shm") {
-    logger("tcp")->warn("DDP_TCP_TRANSPORT=shm but the group spans hosts: using sockets");
+  if (layout.hosts == 1) return Transport::kShm;
+  if (wanted == "shm") logger("tcp")->warn("DDP_TCP_TRANSPORT=shm but the group spans hosts: using sockets between them");
+  if (layout.hierarchical()) return Transport::kHierarchical;
+  if (wanted == "hierarchical" && layout.per_host != 1) {
+    logger("tcp")->warn("DDP_TCP_TRANSPORT=hierarchical needs several ranks on each host, the same number on all: "
+                        "using sockets");
   }
-  return one_host ? Transport::kShm : Transport::kSocket;
+  return Transport::kSocket;
 }
 
 ShmGeometry geometry(int world) {
@@ -140,6 +154,40 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.chunk_bytes = static_cast<size_t>(std::max<int64_t>(1, env::get_int_or("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10)));
     sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
   }
+  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout_of(mesh));
+}
+
+// The two child groups of a hierarchical group (hierarchical_collectives.h), made by every rank
+// in the same order: this host's ranks, then the ranks with this rank's local index.
+void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayout& layout) {
+  const auto me = static_cast<size_t>(setup.rank);
+  const int host = layout.host_of[me], local = layout.local_of[me], cross = layout.cross_of[me];
+  auto child = [&](const std::string& part, int index, auto member, int rank) {
+    GroupSetup c = setup;
+    c.store = std::make_shared<rdzv::PrefixStore>(detail::str("tcp/", part, "/", index), setup.store);
+    c.name = detail::str(setup.name, "/", part, index);
+    c.global_ranks.clear();
+    for (int r = 0; r < setup.size; ++r) {
+      if (member(static_cast<size_t>(r))) {
+        c.global_ranks.push_back(setup.global_ranks.empty() ? r : setup.global_ranks[static_cast<size_t>(r)]);
+      }
+    }
+    c.size = static_cast<int>(c.global_ranks.size());
+    c.rank = rank;
+    return ProcessGroupPtr(TcpProcessGroup::create(c));
+  };
+  auto local_group = child("host", host, [&](size_t r) { return layout.host_of[r] == host; }, local);
+  auto cross_group = child("across", local, [&](size_t r) { return layout.local_of[r] == local; }, cross);
+  HierarchicalCollectives::Options ho;
+  ho.rank = setup.rank;
+  ho.world = setup.size;
+  ho.layout = layout;
+  // The same on every rank (it picks the children's ops: a mismatch is their error, no result).
+  ho.small_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_HIERARCHY_SMALL_BYTES", 64 << 10));
+  logger("tcp")->debug("group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}", setup.name,
+                       layout.hosts, layout.per_host, host, local);
+  hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group), std::move(cross_group),
+                                                         sockets_.get());
 }
 
 ProcessGroupPtr make_tcp_group(const GroupSetup& setup) { return TcpProcessGroup::create(setup); }

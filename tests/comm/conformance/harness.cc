@@ -86,7 +86,9 @@ const std::string& backend_under_test() {
 }
 
 bool threads_as_ranks() { return backend_under_test() == "tcp" || backend_under_test() == "gloo"; }
-bool under_mpirun() { return env::get("OMPI_COMM_WORLD_SIZE").has_value(); }
+bool under_mpirun() {
+  return env::get("OMPI_COMM_WORLD_SIZE").has_value() || (env::get("RANK") && env::get("WORLD_SIZE"));
+}
 bool gpu_visible() { return ::access("/dev/nvidia0", F_OK) == 0 || ::access("/dev/nvidiactl", F_OK) == 0; }
 
 ProcessGroupPtr mpirun_world() {

@@ -4,7 +4,9 @@
 // - threads as ranks over one HashStore (tcp, gloo): fast, for the big matrix;
 // - processes as ranks: fork()ed children joining through init_process_group(env://) with
 //   DDP_STORE pointing at a TCPStore this process hosts; each child reports through it;
-// - under mpirun (the mpi backend): the MPI ranks themselves, one default group for the run.
+// - under mpirun (the mpi backend) or a launcher (RANK and WORLD_SIZE set: ddp-launch across
+//   network namespaces, tests/netns): the launched ranks themselves, one default group for
+//   the run.
 // A rank that hangs is killed at the harness deadline and reported, so no test hangs.
 #include <functional>
 #include <string>
@@ -17,7 +19,7 @@ namespace ddp::comm::conformance {
 
 const std::string& backend_under_test();
 bool threads_as_ranks();  // the backend can run several ranks in one process
-bool under_mpirun();
+bool under_mpirun();  // or under a launcher: see above
 bool gpu_visible();
 // Under mpirun: the default group over MPI_COMM_WORLD, built once for the whole run.
 ProcessGroupPtr mpirun_world();

@@ -1,0 +1,68 @@
+#pragma once
+// HierarchicalCollectives: the collectives of a tcp group whose ranks sit L > 1 to a host on
+// H > 1 hosts, decomposed as NCCL, Horovod and Open MPI's han do, over two child tcp groups:
+// `local` (this host's ranks: shared memory) and `cross` (the ranks with this rank's local
+// index, one per host: sockets). Every rank's NIC share carries 1/L of the data.
+//
+// - all_reduce: reduce_scatter within the host (each local rank gets 1/L of the host's sum),
+//   all_reduce of that share across hosts, all_gather within the host. The n % L trailing
+//   elements, and buffers up to Options::small_bytes whole, take an all_reduce within the
+//   host then across hosts. AVG is summed and divided once by the world size at the end.
+//   Every rank computes or receives the same bits (each share's sum is taken once, in host
+//   order, by the cross group).
+// - broadcast: across hosts among the ranks with the root's local index, then within each host
+//   from that rank. barrier: within the host, across, within again.
+// - The other ops run flat over the group's own sockets (SocketCollectives).
+// Children's ops carry the outer op's remaining time; a child's failure is the outer op's
+// error (and breaks the outer group, as any failure does). Called by the group's worker only.
+#include <memory>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "comm/tcp/op.h"
+#include "comm/tcp/socket_collectives.h"
+
+namespace ddp::comm::tcp {
+
+// Where each rank of a group sits: hosts ordered by their lowest rank; a rank's local index is
+// its position among its host's ranks, its cross index its position among the ranks with its
+// local index (both in rank order: its rank in the two child groups).
+struct HostLayout {
+  std::vector<int> host_of;   // rank -> host index
+  std::vector<int> local_of;  // rank -> local index
+  std::vector<int> cross_of;  // rank -> cross index
+  int hosts = 0;
+  int per_host = 0;  // 0 when hosts hold different numbers of ranks
+  // From each rank's same-host key (equal keys: one host).
+  static HostLayout of(const std::vector<std::string>& host_keys);
+  // Several hosts, several ranks on each, the same number on all.
+  bool hierarchical() const { return hosts > 1 && per_host > 1; }
+};
+
+class HierarchicalCollectives {
+ public:
+  struct Options {
+    int rank = 0;
+    int world = 1;
+    HostLayout layout;
+    size_t small_bytes = 64 << 10;
+  };
+  HierarchicalCollectives(Options options, ProcessGroupPtr local, ProcessGroupPtr cross, SocketCollectives* flat);
+
+  void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
+
+  const ProcessGroupPtr& local() const { return local_; }
+  const ProcessGroupPtr& cross() const { return cross_; }
+
+ private:
+  void all_reduce(const OpContext& ctx, const Buffer& buf);
+  void broadcast(const OpContext& ctx, const Buffer& buf);
+  void barrier(const OpContext& ctx);
+
+  Options opt_;
+  ProcessGroupPtr local_, cross_;
+  SocketCollectives* flat_;
+  std::vector<char> share_;  // this rank's 1/L of an all_reduce (kept between ops)
+};
+
+}  // namespace ddp::comm::tcp
