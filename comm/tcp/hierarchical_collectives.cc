@@ -1,6 +1,7 @@
 #include "comm/tcp/hierarchical_collectives.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "comm/tcp/reduce_kernels.h"
@@ -50,6 +51,8 @@ void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const 
     case OpKind::kAllReduce: return all_reduce(ctx, in);
     case OpKind::kBroadcast: return broadcast(ctx, in);
     case OpKind::kBarrier: return barrier(ctx);
+    case OpKind::kAllGather: return all_gather(ctx, in, out);
+    case OpKind::kReduceScatter: return reduce_scatter(ctx, in, out);
     default: return flat_->run(ctx, in, out);
   }
 }
@@ -60,8 +63,7 @@ void HierarchicalCollectives::all_reduce(const OpContext& ctx, const Buffer& buf
   const size_t es = dtype_size(buf.dtype);
   const size_t q = buf.bytes() <= opt_.small_bytes ? 0 : buf.count / per;
   if (q > 0) {
-    if (share_.size() < q * es) share_.resize(q * es);
-    const Buffer share{share_.data(), q, buf.dtype, buf.device};
+    const Buffer share{scratch(q * es).data(), q, buf.dtype, buf.device};
     const Buffer body = slice(buf, 0, q * per);
     local_->reduce_scatter(body, share, {op, left(ctx)})->wait();
     cross_->all_reduce(share, {op, left(ctx)})->wait();
@@ -84,6 +86,55 @@ void HierarchicalCollectives::broadcast(const OpContext& ctx, const Buffer& buf)
     cross_->broadcast(buf, {opt_.layout.cross_of[root], left(ctx)})->wait();
   }
   local_->broadcast(buf, {root_local, left(ctx)})->wait();
+}
+
+// Block (l, h) of a [local][cross] arrangement: where the rank with local index l and cross
+// index h keeps its `count` elements.
+size_t HierarchicalCollectives::block(int rank) const {
+  const auto r = static_cast<size_t>(rank);
+  return static_cast<size_t>(opt_.layout.local_of[r]) * static_cast<size_t>(opt_.layout.hosts) +
+         static_cast<size_t>(opt_.layout.cross_of[r]);
+}
+
+// all_gather: across hosts among the ranks with this local index (each rank's own input crosses
+// the network once per host), then within the host; the blocks arrive as [local][cross] and are
+// put in group-rank order.
+void HierarchicalCollectives::all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  const size_t c = in.count, hosts = static_cast<size_t>(opt_.layout.hosts);
+  const size_t es = dtype_size(in.dtype);
+  std::vector<char>& t = scratch(2 * static_cast<size_t>(opt_.world) * c * es);
+  const Buffer across{t.data(), hosts * c, in.dtype, in.device};
+  const Buffer gathered{t.data() + hosts * c * es, static_cast<size_t>(opt_.world) * c, in.dtype, in.device};
+  cross_->all_gather(in, across, {left(ctx)})->wait();
+  local_->all_gather(across, gathered, {left(ctx)})->wait();
+  for (int r = 0; r < opt_.world; ++r) {
+    std::memcpy(static_cast<char*>(out.data) + static_cast<size_t>(r) * c * es, t.data() + (hosts + block(r)) * c * es,
+                c * es);
+  }
+}
+
+// reduce_scatter: the input's blocks put in [local][cross] order, reduce_scatter within the host
+// (local index l gets the host's sum of the blocks bound for local index l on every host), then
+// across hosts (this rank gets the sum of its own block). AVG: summed, divided once at the end.
+void HierarchicalCollectives::reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
+  const size_t c = out.count, hosts = static_cast<size_t>(opt_.layout.hosts);
+  const size_t es = dtype_size(in.dtype);
+  std::vector<char>& t = scratch((static_cast<size_t>(opt_.world) + hosts) * c * es);
+  for (int r = 0; r < opt_.world; ++r) {
+    std::memcpy(t.data() + block(r) * c * es, static_cast<const char*>(in.data) + static_cast<size_t>(r) * c * es,
+                c * es);
+  }
+  const Buffer arranged{t.data(), static_cast<size_t>(opt_.world) * c, in.dtype, in.device};
+  const Buffer host_sums{t.data() + static_cast<size_t>(opt_.world) * c * es, hosts * c, in.dtype, in.device};
+  local_->reduce_scatter(arranged, host_sums, {op, left(ctx)})->wait();
+  cross_->reduce_scatter(host_sums, out, {op, left(ctx)})->wait();
+  if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(out.data, c, out.dtype, opt_.world);
+}
+
+std::vector<char>& HierarchicalCollectives::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_;
 }
 
 void HierarchicalCollectives::barrier(const OpContext& ctx) {

@@ -12,7 +12,12 @@
 //   order, by the cross group).
 // - broadcast: across hosts among the ranks with the root's local index, then within each host
 //   from that rank. barrier: within the host, across, within again.
-// - The other ops run flat over the group's own sockets (SocketCollectives).
+// - all_gather: across hosts (each input crosses the network once per host), then within the
+//   host. reduce_scatter: within the host (each local rank gets the host's sum of the blocks
+//   bound for its local index), then across hosts. Both through a scratch copy that puts the
+//   blocks in [local][cross] order.
+// - The other ops (reduce, gather, scatter, all_to_all) run flat over the group's own sockets
+//   (SocketCollectives).
 // Children's ops carry the outer op's remaining time; a child's failure is the outer op's
 // error (and breaks the outer group, as any failure does). Called by the group's worker only.
 #include <memory>
@@ -58,11 +63,15 @@ class HierarchicalCollectives {
   void all_reduce(const OpContext& ctx, const Buffer& buf);
   void broadcast(const OpContext& ctx, const Buffer& buf);
   void barrier(const OpContext& ctx);
+  void all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out);
+  void reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
+  size_t block(int rank) const;
+  std::vector<char>& scratch(size_t bytes);
 
   Options opt_;
   ProcessGroupPtr local_, cross_;
   SocketCollectives* flat_;
-  std::vector<char> share_;  // this rank's 1/L of an all_reduce (kept between ops)
+  std::vector<char> scratch_;  // shares, arranged blocks (kept between ops)
 };
 
 }  // namespace ddp::comm::tcp
