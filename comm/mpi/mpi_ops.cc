@@ -2,6 +2,7 @@
 // call each, started on the MPI thread (see mpi_process_group.h).
 #include "comm/mpi/mpi_process_group.h"
 #include "comm/mpi/mpi_types.h"
+#include "comm/reduce_kernels.h"
 #include "common/error.h"
 
 namespace ddp::comm::mpi_backend {
@@ -42,7 +43,7 @@ WorkPtr MpiProcessGroup::all_reduce(Buffer buf, AllReduceOptions opts) {
   const int world = size();
   return submit("all_reduce", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     return MPI_Iallreduce(MPI_IN_PLACE, buf.data, n(buf), mpi_dtype(buf.dtype), mpi_op(*rt, buf.dtype, opts.op), c, r);
-  }, [=] { if (opts.op == ReduceOp::kAvg) divide_by(buf, world); });
+  }, [=] { if (opts.op == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, world); });
 }
 
 WorkPtr MpiProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
@@ -55,7 +56,7 @@ WorkPtr MpiProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
   return submit("reduce", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     return MPI_Ireduce(root ? MPI_IN_PLACE : buf.data, root ? buf.data : nullptr, n(buf), mpi_dtype(buf.dtype),
                        mpi_op(*rt, buf.dtype, opts.op), opts.root, c, r);
-  }, [=] { if (root && opts.op == ReduceOp::kAvg) divide_by(buf, world); });
+  }, [=] { if (root && opts.op == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, world); });
 }
 
 WorkPtr MpiProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
@@ -106,7 +107,7 @@ WorkPtr MpiProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScatt
   return submit("reduce_scatter", opts.timeout, output.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     return MPI_Ireduce_scatter_block(input.data, output.data, n(output), mpi_dtype(output.dtype),
                                      mpi_op(*rt, output.dtype, opts.op), c, r);
-  }, [=] { if (opts.op == ReduceOp::kAvg) divide_by(output, world); });
+  }, [=] { if (opts.op == ReduceOp::kAvg) finish_avg(output.data, output.count, output.dtype, world); });
 }
 
 WorkPtr MpiProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
