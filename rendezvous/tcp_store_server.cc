@@ -325,7 +325,7 @@ void TCPStoreServer::Loop::close_conn(uint64_t id, const std::string& why, bool 
     log_->debug("store server: closing connection from {}: {}", c.peer, why);
   }
   if (c.waiting) {
-    unpark(c);
+    table_.cancel(c.id);
     owner_->num_waiting_.fetch_sub(1);
   }
   if (!c.authed) {
