@@ -14,10 +14,121 @@ ProcessGroup::ProcessGroup(int rank, int size, Options options)
   DDP_CHECK(rank >= 0 && rank < size, "rank ", rank, " is outside [0, ", size, ")");
 }
 
+// ---- the ops: validate, resolve, hand over ----
+
+WorkPtr ProcessGroup::send(Buffer buf, int dst, SendOptions opts) {
+  check_p2p("send", buf, dst);
+  opts.timeout = resolve(opts.timeout);
+  return do_send(buf, dst, opts);
+}
+
+WorkPtr ProcessGroup::recv(Buffer buf, int src, RecvOptions opts) {
+  check_p2p("recv", buf, src);
+  opts.timeout = resolve(opts.timeout);
+  return do_recv(buf, src, opts);
+}
+
+WorkPtr ProcessGroup::broadcast(Buffer buf, BroadcastOptions opts) {
+  check_peer("broadcast", opts.root);
+  check_buffer("broadcast", buf);
+  opts.timeout = resolve(opts.timeout);
+  return do_broadcast(buf, opts);
+}
+
+WorkPtr ProcessGroup::all_reduce(Buffer buf, AllReduceOptions opts) {
+  check_buffer("all_reduce", buf);
+  check_reduce("all_reduce", buf, opts.op);
+  opts.timeout = resolve(opts.timeout);
+  return do_all_reduce(buf, opts);
+}
+
+WorkPtr ProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
+  check_peer("reduce", opts.root);
+  check_buffer("reduce", buf);
+  check_reduce("reduce", buf, opts.op);
+  opts.timeout = resolve(opts.timeout);
+  return do_reduce(buf, opts);
+}
+
+WorkPtr ProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
+  check_buffer("all_gather", input);
+  check_buffer("all_gather", output);
+  check_sizes("all_gather", input, output);
+  opts.timeout = resolve(opts.timeout);
+  return do_all_gather(input, output, opts);
+}
+
+WorkPtr ProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts) {
+  check_peer("gather", opts.root);
+  check_buffer("gather", input);
+  if (rank_ == opts.root) {  // non-roots need no output
+    check_buffer("gather", output);
+    check_sizes("gather", input, output);
+  }
+  opts.timeout = resolve(opts.timeout);
+  return do_gather(input, output, opts);
+}
+
+WorkPtr ProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions opts) {
+  check_peer("scatter", opts.root);
+  check_buffer("scatter", output);
+  if (rank_ == opts.root) {  // non-roots need no input
+    check_buffer("scatter", input);
+    check_sizes("scatter", output, input);
+  }
+  opts.timeout = resolve(opts.timeout);
+  return do_scatter(input, output, opts);
+}
+
+WorkPtr ProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
+  check_buffer("reduce_scatter", input);
+  check_buffer("reduce_scatter", output);
+  check_reduce("reduce_scatter", input, opts.op);
+  check_sizes("reduce_scatter", output, input);
+  opts.timeout = resolve(opts.timeout);
+  return do_reduce_scatter(input, output, opts);
+}
+
+WorkPtr ProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
+  check_buffer("all_to_all", input);
+  check_buffer("all_to_all", output);
+  check_same("all_to_all", input, output);
+  check_split("all_to_all", input);
+  opts.timeout = resolve(opts.timeout);
+  return do_all_to_all(input, output, opts);
+}
+
+WorkPtr ProcessGroup::barrier(BarrierOptions opts) {
+  opts.timeout = resolve(opts.timeout);
+  return do_barrier(opts);
+}
+
+// ---- checks ----
+
+void ProcessGroup::check_device(const char* op, const Buffer& b) const {
+  if (b.device != buffer_device()) {
+    DDP_THROW(InvalidArgument, backend_name(), " ", op, ": buffer is on ", b.device.str(), "; the ", backend_name(),
+              " backend takes buffers on ", buffer_device().str(),
+              buffer_device().is_cuda() ? " (use gloo or tcp for host memory)"
+                                        : " (use nccl, or tcp with CUDA staging, for device memory)");
+  }
+}
+
+void ProcessGroup::check_buffer(const char* op, const Buffer& b) const {
+  check_device(op, b);
+  if (b.count > 0 && b.data == nullptr) DDP_THROW(InvalidArgument, op, ": null buffer with count ", b.count);
+}
+
 void ProcessGroup::check_peer(const char* op, int peer) const {
   if (peer < 0 || peer >= size_) {
     DDP_THROW(InvalidArgument, op, ": rank ", peer, " is outside the group [0, ", size_, ")");
   }
+}
+
+void ProcessGroup::check_p2p(const char* op, const Buffer& buf, int peer) const {
+  check_peer(op, peer);
+  if (peer == rank_) DDP_THROW(InvalidArgument, op, ": rank ", peer, " is this rank (no send or recv to oneself)");
+  check_buffer(op, buf);
 }
 
 void ProcessGroup::check_reduce(const char* op, const Buffer& buf, ReduceOp rop) const {
@@ -25,7 +136,6 @@ void ProcessGroup::check_reduce(const char* op, const Buffer& buf, ReduceOp rop)
     DDP_THROW(InvalidArgument, op, ": reduce op ", to_string(rop), " needs an integer dtype, got ",
               to_string(buf.dtype));
   }
-  if (buf.count > 0 && buf.data == nullptr) DDP_THROW(InvalidArgument, op, ": null buffer with count ", buf.count);
 }
 
 void ProcessGroup::check_sizes(const char* op, const Buffer& small, const Buffer& large) const {
@@ -44,6 +154,14 @@ void ProcessGroup::check_same(const char* op, const Buffer& a, const Buffer& b) 
               b.count, " x ", to_string(b.dtype), ")");
   }
 }
+
+void ProcessGroup::check_split(const char* op, const Buffer& b) const {
+  if (b.count % static_cast<size_t>(size_) != 0) {
+    DDP_THROW(InvalidArgument, op, ": ", b.count, " elements do not split evenly over ", size_, " ranks");
+  }
+}
+
+// ---- monitored_barrier ----
 
 void ProcessGroup::monitored_barrier(Millis timeout) {
   Deadline deadline(resolve(timeout));

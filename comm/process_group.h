@@ -9,8 +9,9 @@
 // - Buffers are views (pointer, count, dtype, device). Sizes: all_gather/gather output and
 //   scatter/reduce_scatter input hold world_size × the per-rank count; all_to_all sends
 //   input.count / world_size elements to each rank. Zero-length buffers are valid no-ops.
-// - Bitwise reduce ops on floating types, mismatched counts/dtypes, and bad roots are
-//   InvalidArgument thrown by the call itself (validate()).
+// - Bitwise reduce ops on floating types, mismatched counts/dtypes, bad roots, send/recv with
+//   this rank, and buffers on the wrong device are InvalidArgument thrown by the call itself:
+//   the public ops check once, here, for every backend (see below).
 // - Errors: a timeout is a TimeoutError naming the op, its sequence number and the ranks that
 //   were missing; a lost peer is a NetworkError naming it, and every pending and later op of
 //   the group fails with it (membership is fixed: rebuild the group).
@@ -57,17 +58,25 @@ class ProcessGroup {
   // values (the DDP engine's checks and join votes) stage through it when it is not the host.
   virtual Device buffer_device() const { return Device{}; }
 
-  virtual WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) = 0;
-  virtual WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) = 0;
-  virtual WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {}) = 0;
-  virtual WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {}) = 0;
-  virtual WorkPtr reduce(Buffer buf, ReduceOptions opts = {}) = 0;
-  virtual WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts = {}) = 0;
-  virtual WorkPtr gather(Buffer input, Buffer output, GatherOptions opts = {}) = 0;
-  virtual WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {}) = 0;
-  virtual WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {}) = 0;
-  virtual WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {}) = 0;
-  virtual WorkPtr barrier(BarrierOptions opts = {}) = 0;
+  // The ops. Each one validates its arguments on the calling thread (InvalidArgument naming the
+  // op and the problem: a peer or root outside the group, a send or recv to this rank, a buffer
+  // not where the backend takes it (check_device) or null with a count, a bitwise op on a
+  // floating dtype, sizes that disagree, an all_to_all that does not split evenly), resolves
+  // the options' defaults (timeout kUseDefault -> timeout()), then hands the op to the
+  // backend's do_… method. Not virtual: every backend follows the same rules.
+  WorkPtr send(Buffer buf, int dst, SendOptions opts = {});
+  WorkPtr recv(Buffer buf, int src, RecvOptions opts = {});
+  WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {});
+  WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {});
+  WorkPtr reduce(Buffer buf, ReduceOptions opts = {});
+  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts = {});
+  // Non-roots' output is not used (nor checked).
+  WorkPtr gather(Buffer input, Buffer output, GatherOptions opts = {});
+  // Non-roots' input is not used (nor checked).
+  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {});
+  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {});
+  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {});
+  WorkPtr barrier(BarrierOptions opts = {});
 
   // Barrier through rank 0 with send/recv; on timeout the error names every rank that did not
   // arrive. Synchronous. Implemented once here on top of send/recv, with host tokens: a group
@@ -75,14 +84,35 @@ class ProcessGroup {
   void monitored_barrier(Millis timeout = kUseDefault);
 
  protected:
+  // The backend's ops: called with validated arguments and every default resolved (the
+  // timeout is never kUseDefault here).
+  virtual WorkPtr do_send(Buffer buf, int dst, SendOptions opts) = 0;
+  virtual WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) = 0;
+  virtual WorkPtr do_broadcast(Buffer buf, BroadcastOptions opts) = 0;
+  virtual WorkPtr do_all_reduce(Buffer buf, AllReduceOptions opts) = 0;
+  virtual WorkPtr do_reduce(Buffer buf, ReduceOptions opts) = 0;
+  virtual WorkPtr do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) = 0;
+  virtual WorkPtr do_gather(Buffer input, Buffer output, GatherOptions opts) = 0;
+  virtual WorkPtr do_scatter(Buffer input, Buffer output, ScatterOptions opts) = 0;
+  virtual WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) = 0;
+  virtual WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) = 0;
+  virtual WorkPtr do_barrier(BarrierOptions opts) = 0;
+
+  // Whether the backend takes `b` where it lives. Default: on buffer_device(). Backends with a
+  // rule of their own (MPI's int counts, a decorator that stages device buffers) override it.
+  virtual void check_device(const char* op, const Buffer& b) const;
   Millis resolve(Millis timeout) const { return timeout == kUseDefault ? options_.timeout : timeout; }
+
+ private:
   // Shared argument checks; throw InvalidArgument naming the op and the problem.
   void check_peer(const char* op, int peer) const;
+  void check_p2p(const char* op, const Buffer& buf, int peer) const;
+  void check_buffer(const char* op, const Buffer& b) const;  // check_device, then not null
   void check_reduce(const char* op, const Buffer& buf, ReduceOp rop) const;
   void check_sizes(const char* op, const Buffer& small, const Buffer& large) const;  // large = world × small
   void check_same(const char* op, const Buffer& a, const Buffer& b) const;          // same dtype and count
+  void check_split(const char* op, const Buffer& b) const;                          // count % world == 0
 
- private:
   int rank_;
   int size_;
   Options options_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "common/fd.h"
+#include "common/socket.h"
 
 namespace ddp::net {
 namespace {
@@ -58,15 +59,34 @@ std::vector<std::string> resolve_addresses(const std::string& host) {
   return out;
 }
 
-std::string ip_text(const sockaddr* sa) {
+std::string ip_text(int family, const void* address) {
   char buf[INET6_ADDRSTRLEN] = {};
-  if (sa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
-  } else if (sa->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
-  }
+  if (family != AF_INET && family != AF_INET6) return {};
+  if (inet_ntop(family, address, buf, sizeof buf) == nullptr) return {};
   return buf;
 }
+
+std::string ip_text(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) return ip_text(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr);
+  if (sa->sa_family == AF_INET6) return ip_text(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+  return {};
+}
+
+std::string endpoint_text(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) {
+    return Endpoint{ip_text(sa), ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port)}.str();
+  }
+  if (sa->sa_family == AF_INET6) {
+    return Endpoint{ip_text(sa), ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port)}.str();
+  }
+  return "?";
+}
+
+namespace {
+bool link_local(const sockaddr* sa) {
+  return sa->sa_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+}
+}  // namespace
 
 std::vector<std::string> interface_addresses() {
   std::vector<std::string> outer, loop;
@@ -76,8 +96,9 @@ std::vector<std::string> interface_addresses() {
     if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP)) continue;
     int family = i->ifa_addr->sa_family;
     if (family != AF_INET && family != AF_INET6) continue;
+    if (link_local(i->ifa_addr)) continue;
     std::string ip = ip_text(i->ifa_addr);
-    if (ip.empty() || ip.starts_with("fe80")) continue;
+    if (ip.empty()) continue;
     ((i->ifa_flags & IFF_LOOPBACK) ? loop : outer).push_back(ip);
   }
   freeifaddrs(head);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/reduce_kernels.h"
 #include "common/error.h"
 #include "ddp/cuda_ops.h"
 
@@ -43,35 +44,7 @@ void store(const comm::Buffer& b, size_t i, double v) {
   }
 }
 
-template <typename T>
-void scale_ints(void* data, size_t n, double factor) {
-  T* p = static_cast<T*>(data);
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<double>(p[i]) * factor);
-}
-
-void scale_host(const comm::Buffer& buf, double factor) {
-  switch (buf.dtype) {
-    case comm::DType::kFloat32: {
-      float* p = static_cast<float*>(buf.data);
-      const float f = static_cast<float>(factor);
-      for (size_t i = 0; i < buf.count; ++i) p[i] *= f;
-      return;
-    }
-    case comm::DType::kFloat64: {
-      double* p = static_cast<double*>(buf.data);
-      for (size_t i = 0; i < buf.count; ++i) p[i] *= factor;
-      return;
-    }
-    case comm::DType::kFloat16:
-    case comm::DType::kBFloat16:
-      for (size_t i = 0; i < buf.count; ++i) store(buf, i, load(buf, i) * factor);
-      return;
-    case comm::DType::kInt8: return scale_ints<int8_t>(buf.data, buf.count, factor);
-    case comm::DType::kUInt8: return scale_ints<uint8_t>(buf.data, buf.count, factor);
-    case comm::DType::kInt32: return scale_ints<int32_t>(buf.data, buf.count, factor);
-    case comm::DType::kInt64: return scale_ints<int64_t>(buf.data, buf.count, factor);
-  }
-}
+void scale_host(const comm::Buffer& buf, double factor) { comm::scale(buf.data, buf.count, buf.dtype, factor); }
 
 }  // namespace
 

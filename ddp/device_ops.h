@@ -35,7 +35,8 @@ class DeviceMemory {
 // dst <- src (same count and dtype; devices may differ).
 void copy_buffer(const comm::Buffer& dst, const comm::Buffer& src);
 void zero_buffer(const comm::Buffer& buf);
-// buf *= factor (floating dtypes in their own precision; integers truncate toward zero).
+// buf *= factor (comm::scale: floating dtypes in their own precision; integers truncate toward
+// zero).
 void scale_buffer(const comm::Buffer& buf, double factor);
 // Converts between floating dtypes (float32/float64 <-> float16/bfloat16), elementwise, times
 // `factor`: the compression hooks' cast.

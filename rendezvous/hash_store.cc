@@ -4,10 +4,14 @@
 
 namespace ddp::rdzv {
 
+void HashStore::wake(const KeyTable::Woken& woken) {
+  ready_.insert(woken.begin(), woken.end());
+}
+
 void HashStore::do_set(const std::string& key, const Bytes& value) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    data_[key] = value;
+    wake(table_.set(key, value));
   }
   cv_.notify_all();
 }
@@ -15,47 +19,34 @@ void HashStore::do_set(const std::string& key, const Bytes& value) {
 Bytes HashStore::do_get(const std::string& key, Millis timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   wait_locked(lock, "get", {key}, timeout);
-  return data_.at(key);
+  return *table_.find(key);
 }
 
 int64_t HashStore::do_add(const std::string& key, int64_t delta) {
-  int64_t value = delta;
+  KeyTable::AddResult result;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = data_.find(key);
-    if (it != data_.end()) value = checked_add(key, parse_counter(key, it->second), delta);
-    data_[key] = Store::to_bytes(std::to_string(value));
+    result = table_.add(key, delta);
+    wake(result.woken);
   }
   cv_.notify_all();
-  return value;
+  return result.value;
 }
 
 Bytes HashStore::do_compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
-  Bytes result;
+  KeyTable::CompareSetResult result;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = data_.find(key);
-    if (it == data_.end()) {
-      if (!expected.empty()) return expected;  // c10d: missing key and non-empty expected
-      data_[key] = desired;
-      result = desired;
-    } else if (it->second == expected) {
-      it->second = desired;
-      result = desired;
-    } else {
-      return it->second;
-    }
+    result = table_.compare_set(key, expected, desired);
+    wake(result.woken);
   }
   cv_.notify_all();
-  return result;
+  return result.value;
 }
 
 bool HashStore::do_check(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& k : keys) {
-    if (!data_.count(k)) return false;
-  }
-  return true;
+  return table_.missing(keys).empty();
 }
 
 void HashStore::do_wait(const std::vector<std::string>& keys, Millis timeout) {
@@ -65,28 +56,25 @@ void HashStore::do_wait(const std::vector<std::string>& keys, Millis timeout) {
 
 bool HashStore::do_delete_key(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
-  return data_.erase(key) > 0;
+  return table_.erase(key);
 }
 
 int64_t HashStore::do_num_keys() {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(data_.size());
+  return static_cast<int64_t>(table_.size());
 }
 
+// Returns with every key present (checked under the lock, so a key deleted between the write
+// that woke us and now parks us again).
 void HashStore::wait_locked(std::unique_lock<std::mutex>& lock, const std::string& op,
                             const std::vector<std::string>& keys, Millis timeout) {
-  auto all_present = [&] {
-    for (const auto& k : keys) {
-      if (!data_.count(k)) return false;
+  const auto deadline = Clock::now() + timeout;
+  const KeyTable::WaiterId ticket = next_ticket_++;
+  while (!table_.wait(ticket, keys)) {
+    if (!cv_.wait_until(lock, deadline, [&] { return ready_.erase(ticket) > 0; })) {
+      table_.cancel(ticket);
+      throw_wait_timeout(op, table_.missing(keys), timeout);
     }
-    return true;
-  };
-  if (!cv_.wait_for(lock, timeout, all_present)) {
-    std::vector<std::string> missing;
-    for (const auto& k : keys) {
-      if (!data_.count(k)) missing.push_back(k);
-    }
-    throw_wait_timeout(op, missing, timeout);
   }
 }
 

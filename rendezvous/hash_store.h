@@ -1,10 +1,13 @@
 #pragma once
 // HashStore: an in-process Store (threads-as-ranks tests, single-process jobs).
-// Waiters sleep on a condition variable and are woken by set/add/compare_set.
+// The keys and their rules are a KeyTable; a waiting thread parks its ticket there and sleeps
+// on a condition variable until a write completes its wait (or its deadline passes).
 #include <condition_variable>
-#include <map>
+#include <cstdint>
 #include <mutex>
+#include <unordered_set>
 
+#include "rendezvous/key_table.h"
 #include "rendezvous/store.h"
 
 namespace ddp::rdzv {
@@ -26,10 +29,13 @@ class HashStore final : public Store {
  private:
   void wait_locked(std::unique_lock<std::mutex>& lock, const std::string& op,
                    const std::vector<std::string>& keys, Millis timeout);
+  void wake(const KeyTable::Woken& woken);  // under mu_; notifies after
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, Bytes> data_;
+  KeyTable table_;
+  std::unordered_set<KeyTable::WaiterId> ready_;  // tickets whose wait a write completed
+  KeyTable::WaiterId next_ticket_ = 1;
 };
 
 }  // namespace ddp::rdzv

@@ -6,6 +6,7 @@
 
 #include "common/auth.h"
 #include "common/error.h"
+#include "common/host_addresses.h"
 
 namespace ddp::rdzv::mcast {
 namespace {
@@ -170,16 +171,14 @@ Decoded decode(std::span<const uint8_t> bytes, std::string_view token) {
   for (size_t i = 0; i < n && r.ok(); ++i) {
     uint8_t family = static_cast<uint8_t>(r.be(1));
     uint8_t buf[16];
-    char text[INET6_ADDRSTRLEN] = {};
     if (family == 4 && r.raw(buf, 4)) {
-      ::inet_ntop(AF_INET, buf, text, sizeof text);
+      a.addresses.push_back(net::ip_text(AF_INET, buf));
     } else if (family == 6 && r.raw(buf, 16)) {
-      ::inet_ntop(AF_INET6, buf, text, sizeof text);
+      a.addresses.push_back(net::ip_text(AF_INET6, buf));
     } else {
       if (r.ok()) return {DecodeStatus::kMalformed, {}};
       break;
     }
-    a.addresses.emplace_back(text);
   }
   // Structure before MAC: a short body is truncation whatever its MAC says.
   if (!r.ok()) return {DecodeStatus::kTruncated, {}};

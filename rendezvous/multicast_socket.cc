@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/host_addresses.h"
 #include "rendezvous/init_method.h"
 
 namespace ddp::rdzv::mcast {
@@ -110,13 +111,7 @@ std::optional<MulticastSocket::Received> MulticastSocket::receive(std::span<uint
   Received r;
   r.truncated = static_cast<size_t>(n) > buffer.size();
   r.size = r.truncated ? buffer.size() : static_cast<size_t>(n);
-  char text[INET6_ADDRSTRLEN] = {};
-  if (from.ss_family == AF_INET) {
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&from)->sin_addr, text, sizeof text);
-  } else if (from.ss_family == AF_INET6) {
-    ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&from)->sin6_addr, text, sizeof text);
-  }
-  r.from = text;
+  r.from = net::ip_text(reinterpret_cast<const sockaddr*>(&from));
   return r;
 }
 

@@ -16,6 +16,7 @@
 
 #include "common/deadline.h"
 #include "common/error.h"
+#include "common/host_addresses.h"
 #include "common/log.h"
 #include "common/socket.h"
 #include "rendezvous/tcp_store_server_loop.h"
@@ -31,18 +32,7 @@ std::string peer_name(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
-  char host[INET6_ADDRSTRLEN] = {};
-  uint16_t port = 0;
-  if (ss.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-    port = ntohs(a->sin6_port);
-  } else {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    port = ntohs(a->sin_port);
-  }
-  return net::Endpoint{host, port}.str();
+  return net::endpoint_text(reinterpret_cast<const sockaddr*>(&ss));
 }
 
 // A buffer that drained gives back what a large frame made it grow to.
@@ -325,7 +315,7 @@ void TCPStoreServer::Loop::close_conn(uint64_t id, const std::string& why, bool 
     log_->debug("store server: closing connection from {}: {}", c.peer, why);
   }
   if (c.waiting) {
-    unpark(c);
+    table_.cancel(c.id);
     owner_->num_waiting_.fetch_sub(1);
   }
   if (!c.authed) {

@@ -17,6 +17,7 @@
 #include "common/fd.h"
 #include "common/log.h"
 #include "common/socket.h"
+#include "rendezvous/key_table.h"
 #include "rendezvous/store.h"
 #include "rendezvous/tcp_store_handshake.h"
 #include "rendezvous/tcp_store_protocol.h"
@@ -54,11 +55,10 @@ struct Conn {
   std::unique_ptr<proto::ServerHandshake> handshake;  // until authed
   size_t accounted = 0;                               // buffer bytes counted in the stats
   bool close_after_flush = false;
-  // The one pending get/wait of this connection, parked under waiting_on.
+  // The one pending get/wait of this connection, parked in the key table under its id.
   bool waiting = false;
   MsgType wait_type = MsgType::kWait;
   std::vector<std::string> wait_keys;
-  std::string waiting_on;
 
   size_t out_pending() const { return out.size() - out_pos; }
 };
@@ -115,16 +115,13 @@ class TCPStoreServer::Loop {
   void handle_compare_set(Conn& c, Reader& r);
   void handle_query(Conn& c, MsgType type, Reader& r);
   void start_wait(Conn& c, MsgType type, std::vector<std::string> keys);
-  bool try_finish_wait(Conn& c);
-  void park(Conn& c, const std::string& key);
-  void unpark(Conn& c);
-  void notify(const std::string& key);
+  void finish_wait(Conn& c);
+  void answer(const KeyTable::Woken& woken);
   void reply_error(Conn& c, ErrorCode code, const std::string& message);
   void send(Conn& c, const std::vector<uint8_t>& frame);
   bool flush(Conn& c);
   void update_interest(Conn& c);
   void close_conn(uint64_t id, const std::string& why, bool warn);
-  std::vector<std::string> missing(const std::vector<std::string>& keys) const;
 
   TCPStoreServer* owner_;
   Fd listener_;
@@ -138,8 +135,7 @@ class TCPStoreServer::Loop {
   bool stopping_ = false;
   uint64_t next_id_ = 2;
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
-  std::unordered_map<std::string, Bytes> data_;
-  std::unordered_map<std::string, std::vector<uint64_t>> waiters_;  // key -> parked conn ids
+  KeyTable table_;  // the keys and the waits parked on them (by connection id)
   std::vector<uint64_t> to_close_;
   // Connections in their handshake, oldest first, with their deadlines (entries of connections
   // that authenticated or closed since are skipped when met).

@@ -1,6 +1,7 @@
 #include "comm/gloo/gloo_collectives.h"
 
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include <gloo/allgather.h>
@@ -12,13 +13,23 @@
 #include <gloo/reduce.h>
 #include <gloo/scatter.h>
 
-#include "comm/gloo/reduce_kernels.h"
+#include "comm/reduce_kernels.h"
 #include "common/error.h"
 
 namespace ddp::comm::gloo_backend {
 namespace {
 
 uint8_t* bytes(const Buffer& b) { return static_cast<uint8_t*>(b.data); }
+
+// Gloo's reduce function, c[i] = a[i] op b[i], over the shared kernels (Gloo passes c == a or
+// c == b, and byte offsets with no alignment promise; the kernels take both). The op was
+// validated by ProcessGroup::check_reduce; asking for an undefined one is an InvalidArgument.
+std::function<void(void*, const void*, const void*, size_t)> reduce_fn(DType dtype, ReduceOp op) {
+  if (is_bitwise(op) && !is_integer(dtype)) {
+    DDP_THROW(InvalidArgument, "reduce: bitwise ops need an integer dtype, got ", to_string(dtype));
+  }
+  return [dtype, op](void* c, const void* a, const void* b, size_t n) { combine3(c, a, b, n, dtype, op); };
+}
 
 // Gloo sizes reductions by sizeof(T); an unsigned integer of the element's width carries it.
 template <typename F>
@@ -59,7 +70,7 @@ void run_broadcast(const OpArgs& a, const Buffer& buf, int root) {
 
 void run_all_reduce(const OpArgs& a, const Buffer& buf, ReduceOp op) {
   allreduce_into(a, nullptr, buf, op);
-  if (op == ReduceOp::kAvg) divide_by(buf, a.context->size);
+  if (op == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, a.context->size);
 }
 
 void run_reduce(const OpArgs& a, const Buffer& buf, int root, ReduceOp op) {
@@ -76,7 +87,7 @@ void run_reduce(const OpArgs& a, const Buffer& buf, int root, ReduceOp op) {
   o.setTag(a.tag);
   o.setTimeout(a.timeout);
   ::gloo::reduce(o);
-  if (is_root && op == ReduceOp::kAvg) divide_by(buf, a.context->size);
+  if (is_root && op == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, a.context->size);
 }
 
 void run_all_gather(const OpArgs& a, const Buffer& input, const Buffer& output) {
@@ -120,7 +131,7 @@ void run_reduce_scatter(const OpArgs& a, const Buffer& input, const Buffer& outp
   whole.data = scratch.data();
   allreduce_into(a, &input, whole, op);
   std::memcpy(output.data, scratch.data() + static_cast<size_t>(a.context->rank) * output.bytes(), output.bytes());
-  if (op == ReduceOp::kAvg) divide_by(output, a.context->size);
+  if (op == ReduceOp::kAvg) finish_avg(output.data, output.count, output.dtype, a.context->size);
 }
 
 void run_all_to_all(const OpArgs& a, const Buffer& input, const Buffer& output) {

@@ -69,7 +69,7 @@ GlooProcessGroup::~GlooProcessGroup() {
 GlooProcessGroup::Op GlooProcessGroup::next_op(const char* name, Millis timeout, int peer) {
   uint64_t seq = next_seq_++;
   std::string what = detail::str("gloo ", name, " #", seq, " in group '", setup_.name, "' (rank ", rank(), "/", size(), ")");
-  return Op{std::move(what), static_cast<uint32_t>(seq), resolve(timeout), peer};
+  return Op{std::move(what), static_cast<uint32_t>(seq), timeout, peer};
 }
 
 std::exception_ptr GlooProcessGroup::broken() {
@@ -167,10 +167,6 @@ WorkPtr GlooProcessGroup::submit(const char* name, Millis timeout, bool local, u
 
 WorkPtr GlooProcessGroup::submit_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout) {
   const char* name = is_send ? "send" : "recv";
-  check_cpu(name, buf);
-  check_peer(name, peer);
-  if (peer == rank()) DDP_THROW(InvalidArgument, "gloo ", name, ": rank ", peer, " is this rank (no self-send)");
-  if (buf.count > 0 && buf.data == nullptr) DDP_THROW(InvalidArgument, "gloo ", name, ": null buffer with count ", buf.count);
   std::lock_guard<std::mutex> lock(issue_mu_);
   Op op = next_op(name, timeout, peer);
   op.what += detail::str(is_send ? " to rank " : " from rank ", peer, " (tag ", tag, ", ", buf.bytes(), " bytes)");
@@ -207,54 +203,36 @@ WorkPtr GlooProcessGroup::submit_p2p(bool is_send, Buffer buf, int peer, int tag
   return work;
 }
 
-void GlooProcessGroup::check_cpu(const char* op, const Buffer& b) const {
-  if (b.device.is_cuda()) {
-    DDP_THROW(InvalidArgument, "gloo ", op, ": buffer is on ", b.device.str(),
-              "; the gloo backend takes CPU buffers (use nccl, or tcp with CUDA staging)");
-  }
-}
-
-WorkPtr GlooProcessGroup::send(Buffer buf, int dst, SendOptions opts) {
+WorkPtr GlooProcessGroup::do_send(Buffer buf, int dst, SendOptions opts) {
   return submit_p2p(true, buf, dst, opts.tag, opts.timeout);
 }
 
-WorkPtr GlooProcessGroup::recv(Buffer buf, int src, RecvOptions opts) {
+WorkPtr GlooProcessGroup::do_recv(Buffer buf, int src, RecvOptions opts) {
   return submit_p2p(false, buf, src, opts.tag, opts.timeout);
 }
 
-WorkPtr GlooProcessGroup::broadcast(Buffer buf, BroadcastOptions opts) {
-  check_cpu("broadcast", buf);
-  check_peer("broadcast", opts.root);
-  if (buf.count > 0 && buf.data == nullptr) DDP_THROW(InvalidArgument, "broadcast: null buffer with count ", buf.count);
+WorkPtr GlooProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
   bool local = size() == 1 || buf.count == 0;
   return submit("broadcast", opts.timeout, local, signature(buf, -1, opts.root), [=, this](const OpArgs& a) {
     if (!local) run_broadcast(a, buf, opts.root);
   });
 }
 
-WorkPtr GlooProcessGroup::all_reduce(Buffer buf, AllReduceOptions opts) {
-  check_cpu("all_reduce", buf);
-  check_reduce("all_reduce", buf, opts.op);
+WorkPtr GlooProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
   bool local = size() == 1 || buf.count == 0;
   return submit("all_reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), -1), [=, this](const OpArgs& a) {
     if (!local) run_all_reduce(a, buf, opts.op);
   });
 }
 
-WorkPtr GlooProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
-  check_cpu("reduce", buf);
-  check_peer("reduce", opts.root);
-  check_reduce("reduce", buf, opts.op);
+WorkPtr GlooProcessGroup::do_reduce(Buffer buf, ReduceOptions opts) {
   bool local = size() == 1 || buf.count == 0;
   return submit("reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), opts.root), [=, this](const OpArgs& a) {
     if (!local) run_reduce(a, buf, opts.root, opts.op);
   });
 }
 
-WorkPtr GlooProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
-  check_cpu("all_gather", input);
-  check_cpu("all_gather", output);
-  check_sizes("all_gather", input, output);
+WorkPtr GlooProcessGroup::do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
   bool local = size() == 1 || input.count == 0;
   return submit("all_gather", opts.timeout, local, signature(input, -1, -1), [=, this](const OpArgs& a) {
     if (size() == 1) copy(input, output);
@@ -262,13 +240,7 @@ WorkPtr GlooProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOptio
   });
 }
 
-WorkPtr GlooProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts) {
-  check_cpu("gather", input);
-  check_peer("gather", opts.root);
-  if (rank() == opts.root) {
-    check_cpu("gather", output);
-    check_sizes("gather", input, output);
-  }
+WorkPtr GlooProcessGroup::do_gather(Buffer input, Buffer output, GatherOptions opts) {
   bool local = size() == 1 || input.count == 0;
   return submit("gather", opts.timeout, local, signature(input, -1, opts.root), [=, this](const OpArgs& a) {
     if (size() == 1) copy(input, output);
@@ -276,13 +248,7 @@ WorkPtr GlooProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts
   });
 }
 
-WorkPtr GlooProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions opts) {
-  check_cpu("scatter", output);
-  check_peer("scatter", opts.root);
-  if (rank() == opts.root) {
-    check_cpu("scatter", input);
-    check_sizes("scatter", output, input);
-  }
+WorkPtr GlooProcessGroup::do_scatter(Buffer input, Buffer output, ScatterOptions opts) {
   bool local = size() == 1 || output.count == 0;
   return submit("scatter", opts.timeout, local, signature(output, -1, opts.root), [=, this](const OpArgs& a) {
     if (size() == 1) copy(input, output);
@@ -290,11 +256,7 @@ WorkPtr GlooProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions op
   });
 }
 
-WorkPtr GlooProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
-  check_cpu("reduce_scatter", input);
-  check_cpu("reduce_scatter", output);
-  check_reduce("reduce_scatter", input, opts.op);
-  check_sizes("reduce_scatter", output, input);
+WorkPtr GlooProcessGroup::do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
   bool local = size() == 1 || output.count == 0;
   return submit("reduce_scatter", opts.timeout, local, signature(output, static_cast<int>(opts.op), -1), [=, this](const OpArgs& a) {
     if (size() == 1) copy(input, output);
@@ -302,13 +264,7 @@ WorkPtr GlooProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScat
   });
 }
 
-WorkPtr GlooProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
-  check_cpu("all_to_all", input);
-  check_cpu("all_to_all", output);
-  check_same("all_to_all", input, output);
-  if (input.count % static_cast<size_t>(size()) != 0) {
-    DDP_THROW(InvalidArgument, "all_to_all: ", input.count, " elements do not split evenly over ", size(), " ranks");
-  }
+WorkPtr GlooProcessGroup::do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
   bool local = size() == 1 || input.count == 0;
   return submit("all_to_all", opts.timeout, local, signature(input, -1, -1), [=, this](const OpArgs& a) {
     if (size() == 1) copy(input, output);
@@ -316,7 +272,7 @@ WorkPtr GlooProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOption
   });
 }
 
-WorkPtr GlooProcessGroup::barrier(BarrierOptions opts) {
+WorkPtr GlooProcessGroup::do_barrier(BarrierOptions opts) {
   bool local = size() == 1;
   return submit("barrier", opts.timeout, local, 0, [=, this](const OpArgs& a) {
     if (!local) run_barrier(a);

@@ -35,17 +35,19 @@ class GlooProcessGroup final : public ProcessGroup {
 
   std::string backend_name() const override { return "gloo"; }
 
-  WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) override;
-  WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) override;
-  WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {}) override;
-  WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {}) override;
-  WorkPtr reduce(Buffer buf, ReduceOptions opts = {}) override;
-  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts = {}) override;
-  WorkPtr gather(Buffer input, Buffer output, GatherOptions opts = {}) override;
-  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {}) override;
-  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {}) override;
-  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {}) override;
-  WorkPtr barrier(BarrierOptions opts = {}) override;
+
+ protected:
+  WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
+  WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) override;
+  WorkPtr do_broadcast(Buffer buf, BroadcastOptions opts) override;
+  WorkPtr do_all_reduce(Buffer buf, AllReduceOptions opts) override;
+  WorkPtr do_reduce(Buffer buf, ReduceOptions opts) override;
+  WorkPtr do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) override;
+  WorkPtr do_gather(Buffer input, Buffer output, GatherOptions opts) override;
+  WorkPtr do_scatter(Buffer input, Buffer output, ScatterOptions opts) override;
+  WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override;
+  WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override;
+  WorkPtr do_barrier(BarrierOptions opts) override;
 
  private:
   using Body = std::function<void(const OpArgs&)>;
@@ -56,7 +58,7 @@ class GlooProcessGroup final : public ProcessGroup {
     int peer = -1;  // send/recv: the other rank
   };
 
-  // Takes the next sequence number. Must hold issue_mu_.
+  // Takes the next sequence number. Must hold issue_mu_. Timeouts are resolved (ProcessGroup).
   Op next_op(const char* name, Millis timeout, int peer = -1);
   // Queues body to run on the worker; `local` ops (no communication needed) finish at once.
   WorkPtr submit(const char* name, Millis timeout, bool local, uint16_t signature, Body body);
@@ -65,7 +67,6 @@ class GlooProcessGroup final : public ProcessGroup {
   std::exception_ptr translate(const Op& op) noexcept;  // from the exception being handled
   std::exception_ptr broken();
   void break_group(const Op& op, std::exception_ptr error) noexcept;
-  void check_cpu(const char* op, const Buffer& b) const;
 
   GroupSetup setup_;
   std::unique_ptr<GlooContext> context_;  // null when the world size is 1

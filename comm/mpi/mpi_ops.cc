@@ -1,8 +1,9 @@
-// The ops of MpiProcessGroup: argument checks on the calling thread, then one MPI call each on
-// the MPI thread (see mpi_process_group.h): a collective's start makes the nonblocking call
-// when given a request, the blocking one when given none (mpi_runtime.h says which runs).
+// The ops of MpiProcessGroup (arguments checked by ProcessGroup): one MPI call each on the
+// MPI thread (see mpi_process_group.h): a collective's start makes the nonblocking call when
+// given a request, the blocking one when given none (mpi_runtime.h says which runs).
 #include "comm/mpi/mpi_process_group.h"
 #include "comm/mpi/mpi_types.h"
+#include "comm/reduce_kernels.h"
 #include "common/error.h"
 
 namespace ddp::comm::mpi_backend {
@@ -10,36 +11,28 @@ namespace {
 int n(const Buffer& b) { return static_cast<int>(b.count); }
 }  // namespace
 
-WorkPtr MpiProcessGroup::send(Buffer buf, int dst, SendOptions opts) {
-  check_buffer("send", buf);
-  check_peer("send", dst);
+WorkPtr MpiProcessGroup::do_send(Buffer buf, int dst, SendOptions opts) {
   const int tag = mpi_tag("send", opts.tag);
   return submit("send", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     return MPI_Isend(buf.data, n(buf), mpi_dtype(buf.dtype), dst, tag, c, r);
   }, {}, detail::str(" to rank ", dst, " (tag ", opts.tag, ")"), true);
 }
 
-WorkPtr MpiProcessGroup::recv(Buffer buf, int src, RecvOptions opts) {
-  check_buffer("recv", buf);
-  check_peer("recv", src);
+WorkPtr MpiProcessGroup::do_recv(Buffer buf, int src, RecvOptions opts) {
   const int tag = mpi_tag("recv", opts.tag);
   return submit("recv", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     return MPI_Irecv(buf.data, n(buf), mpi_dtype(buf.dtype), src, tag, c, r);
   }, {}, detail::str(" from rank ", src, " (tag ", opts.tag, ")"), true);
 }
 
-WorkPtr MpiProcessGroup::broadcast(Buffer buf, BroadcastOptions opts) {
-  check_buffer("broadcast", buf);
-  check_peer("broadcast", opts.root);
+WorkPtr MpiProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
   return submit("broadcast", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     const MPI_Datatype t = mpi_dtype(buf.dtype);
     return r ? MPI_Ibcast(buf.data, n(buf), t, opts.root, c, r) : MPI_Bcast(buf.data, n(buf), t, opts.root, c);
   });
 }
 
-WorkPtr MpiProcessGroup::all_reduce(Buffer buf, AllReduceOptions opts) {
-  check_buffer("all_reduce", buf);
-  check_reduce("all_reduce", buf, opts.op);
+WorkPtr MpiProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
   MpiRuntime* rt = &runtime_;
   const int world = size();
   return submit("all_reduce", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
@@ -47,13 +40,10 @@ WorkPtr MpiProcessGroup::all_reduce(Buffer buf, AllReduceOptions opts) {
     const MPI_Op o = mpi_op(*rt, buf.dtype, opts.op);
     return r ? MPI_Iallreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c, r)
              : MPI_Allreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c);
-  }, [=] { if (opts.op == ReduceOp::kAvg) divide_by(buf, world); });
+  }, [=] { if (opts.op == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, world); });
 }
 
-WorkPtr MpiProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
-  check_buffer("reduce", buf);
-  check_peer("reduce", opts.root);
-  check_reduce("reduce", buf, opts.op);
+WorkPtr MpiProcessGroup::do_reduce(Buffer buf, ReduceOptions opts) {
   MpiRuntime* rt = &runtime_;
   const bool root = rank() == opts.root;
   const int world = size();
@@ -63,13 +53,10 @@ WorkPtr MpiProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
     const MPI_Datatype t = mpi_dtype(buf.dtype);
     const MPI_Op o = mpi_op(*rt, buf.dtype, opts.op);
     return r ? MPI_Ireduce(send, recv, n(buf), t, o, opts.root, c, r) : MPI_Reduce(send, recv, n(buf), t, o, opts.root, c);
-  }, [=] { if (root && opts.op == ReduceOp::kAvg) divide_by(buf, world); });
+  }, [=] { if (root && opts.op == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, world); });
 }
 
-WorkPtr MpiProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
-  check_buffer("all_gather", input);
-  check_buffer("all_gather", output);
-  check_sizes("all_gather", input, output);
+WorkPtr MpiProcessGroup::do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
   return submit("all_gather", opts.timeout, input.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     MPI_Datatype t = mpi_dtype(input.dtype);
     return r ? MPI_Iallgather(input.data, n(input), t, output.data, n(input), t, c, r)
@@ -77,14 +64,8 @@ WorkPtr MpiProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOption
   });
 }
 
-WorkPtr MpiProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts) {
-  check_buffer("gather", input);
-  check_peer("gather", opts.root);
+WorkPtr MpiProcessGroup::do_gather(Buffer input, Buffer output, GatherOptions opts) {
   const bool root = rank() == opts.root;
-  if (root) {
-    check_buffer("gather", output);
-    check_sizes("gather", input, output);
-  }
   return submit("gather", opts.timeout, input.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     MPI_Datatype t = mpi_dtype(input.dtype);
     void* recv = root ? output.data : nullptr;
@@ -93,14 +74,8 @@ WorkPtr MpiProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts)
   });
 }
 
-WorkPtr MpiProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions opts) {
-  check_buffer("scatter", output);
-  check_peer("scatter", opts.root);
+WorkPtr MpiProcessGroup::do_scatter(Buffer input, Buffer output, ScatterOptions opts) {
   const bool root = rank() == opts.root;
-  if (root) {
-    check_buffer("scatter", input);
-    check_sizes("scatter", output, input);
-  }
   return submit("scatter", opts.timeout, output.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     MPI_Datatype t = mpi_dtype(output.dtype);
     const void* send = root ? input.data : nullptr;
@@ -109,11 +84,7 @@ WorkPtr MpiProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions opt
   });
 }
 
-WorkPtr MpiProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
-  check_buffer("reduce_scatter", input);
-  check_buffer("reduce_scatter", output);
-  check_reduce("reduce_scatter", input, opts.op);
-  check_sizes("reduce_scatter", output, input);
+WorkPtr MpiProcessGroup::do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
   MpiRuntime* rt = &runtime_;
   const int world = size();
   return submit("reduce_scatter", opts.timeout, output.count == 0, [=](MPI_Comm c, MPI_Request* r) {
@@ -121,16 +92,10 @@ WorkPtr MpiProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScatt
     const MPI_Op o = mpi_op(*rt, output.dtype, opts.op);
     return r ? MPI_Ireduce_scatter_block(input.data, output.data, n(output), t, o, c, r)
              : MPI_Reduce_scatter_block(input.data, output.data, n(output), t, o, c);
-  }, [=] { if (opts.op == ReduceOp::kAvg) divide_by(output, world); });
+  }, [=] { if (opts.op == ReduceOp::kAvg) finish_avg(output.data, output.count, output.dtype, world); });
 }
 
-WorkPtr MpiProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
-  check_buffer("all_to_all", input);
-  check_buffer("all_to_all", output);
-  check_same("all_to_all", input, output);
-  if (input.count % static_cast<size_t>(size()) != 0) {
-    DDP_THROW(InvalidArgument, "all_to_all: ", input.count, " elements do not split evenly over ", size(), " ranks");
-  }
+WorkPtr MpiProcessGroup::do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
   const int per = static_cast<int>(input.count / static_cast<size_t>(size()));
   return submit("all_to_all", opts.timeout, input.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     MPI_Datatype t = mpi_dtype(input.dtype);
@@ -139,7 +104,7 @@ WorkPtr MpiProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOptions
   });
 }
 
-WorkPtr MpiProcessGroup::barrier(BarrierOptions opts) {
+WorkPtr MpiProcessGroup::do_barrier(BarrierOptions opts) {
   return submit("barrier", opts.timeout, false, [](MPI_Comm c, MPI_Request* r) {
     return r ? MPI_Ibarrier(c, r) : MPI_Barrier(c);
   });

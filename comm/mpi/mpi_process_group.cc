@@ -121,14 +121,11 @@ MpiProcessGroup::~MpiProcessGroup() {
   }
 }
 
-void MpiProcessGroup::check_buffer(const char* op, const Buffer& b) const {
-  if (b.device.is_cuda()) {
-    DDP_THROW(InvalidArgument, "mpi ", op, ": buffer is on ", b.device.str(), "; the mpi backend takes CPU buffers");
-  }
+void MpiProcessGroup::check_device(const char* op, const Buffer& b) const {
+  ProcessGroup::check_device(op, b);
   if (b.count > static_cast<size_t>(INT_MAX)) {
     DDP_THROW(InvalidArgument, "mpi ", op, ": ", b.count, " elements exceed MPI's int count (", INT_MAX, ")");
   }
-  if (b.count > 0 && b.data == nullptr) DDP_THROW(InvalidArgument, "mpi ", op, ": null buffer with count ", b.count);
 }
 
 int MpiProcessGroup::mpi_tag(const char* op, int tag) const {
@@ -151,7 +148,7 @@ WorkPtr MpiProcessGroup::submit(const char* name, Millis timeout, bool local, St
     op.work->finish();
     return op.work;
   }
-  op.timeout = resolve(timeout);
+  op.timeout = timeout;  // resolved by ProcessGroup
   MPI_Comm comm = comm_;
   op.start = [comm, start = std::move(start)](MPI_Request* req) { return start(comm, req); };
   op.done = std::move(done);

@@ -33,17 +33,21 @@ class MpiProcessGroup final : public ProcessGroup {
 
   std::string backend_name() const override { return "mpi"; }
 
-  WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) override;
-  WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) override;
-  WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {}) override;
-  WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {}) override;
-  WorkPtr reduce(Buffer buf, ReduceOptions opts = {}) override;
-  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts = {}) override;
-  WorkPtr gather(Buffer input, Buffer output, GatherOptions opts = {}) override;
-  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {}) override;
-  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {}) override;
-  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {}) override;
-  WorkPtr barrier(BarrierOptions opts = {}) override;
+
+ protected:
+  WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
+  WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) override;
+  WorkPtr do_broadcast(Buffer buf, BroadcastOptions opts) override;
+  WorkPtr do_all_reduce(Buffer buf, AllReduceOptions opts) override;
+  WorkPtr do_reduce(Buffer buf, ReduceOptions opts) override;
+  WorkPtr do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) override;
+  WorkPtr do_gather(Buffer input, Buffer output, GatherOptions opts) override;
+  WorkPtr do_scatter(Buffer input, Buffer output, ScatterOptions opts) override;
+  WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override;
+  WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override;
+  WorkPtr do_barrier(BarrierOptions opts) override;
+  // Host buffers whose count fits MPI's int.
+  void check_device(const char* op, const Buffer& b) const override;
 
  private:
   // Makes the op's MPI call: the nonblocking one with a request, the blocking one without.
@@ -51,7 +55,6 @@ class MpiProcessGroup final : public ProcessGroup {
   // Takes the next sequence number; posts start (and done) to the MPI thread unless `local`.
   WorkPtr submit(const char* name, Millis timeout, bool local, Start start, std::function<void()> done = {},
                  const std::string& detail = "", bool cancellable = false);
-  void check_buffer(const char* op, const Buffer& b) const;
   int mpi_tag(const char* op, int tag) const;
 
   MpiRuntime& runtime_;

@@ -60,54 +60,58 @@ class CudaStagingGroup final : public ProcessGroup {
 
   std::string backend_name() const override { return inner_->backend_name(); }
 
-  WorkPtr send(Buffer buf, int dst, SendOptions opts) override {
+ protected:
+  // Host buffers pass through; CUDA buffers (on any device) are staged through pinned memory.
+  void check_device(const char*, const Buffer&) const override {}
+
+  WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override {
     auto in = stage(buf, true);
     return after(inner_->send(in.host, dst, opts), {}, {in});
   }
-  WorkPtr recv(Buffer buf, int src, RecvOptions opts) override {
+  WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) override {
     auto out = stage(buf, false);
     return after(inner_->recv(out.host, src, opts), {out}, {});
   }
-  WorkPtr broadcast(Buffer buf, BroadcastOptions opts) override {
+  WorkPtr do_broadcast(Buffer buf, BroadcastOptions opts) override {
     auto io = stage(buf, true);
     return after(inner_->broadcast(io.host, opts), {io}, {});
   }
-  WorkPtr all_reduce(Buffer buf, AllReduceOptions opts) override {
+  WorkPtr do_all_reduce(Buffer buf, AllReduceOptions opts) override {
     auto io = stage(buf, true);
     return after(inner_->all_reduce(io.host, opts), {io}, {});
   }
-  WorkPtr reduce(Buffer buf, ReduceOptions opts) override {
+  WorkPtr do_reduce(Buffer buf, ReduceOptions opts) override {
     auto io = stage(buf, true);
     const bool root = rank() == opts.root;
     return after(inner_->reduce(io.host, opts), root ? std::vector<Staged>{io} : std::vector<Staged>{},
                  root ? std::vector<Staged>{} : std::vector<Staged>{io});
   }
-  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts) override {
+  WorkPtr do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) override {
     auto in = stage(input, true);
     auto out = stage(output, false);
     return after(inner_->all_gather(in.host, out.host, opts), {out}, {in});
   }
-  WorkPtr gather(Buffer input, Buffer output, GatherOptions opts) override {
+  WorkPtr do_gather(Buffer input, Buffer output, GatherOptions opts) override {
     auto in = stage(input, true);
     auto out = stage(output, false);
     return after(inner_->gather(in.host, out.host, opts), {out}, {in});
   }
-  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts) override {
+  WorkPtr do_scatter(Buffer input, Buffer output, ScatterOptions opts) override {
     auto in = stage(input, true);
     auto out = stage(output, false);
     return after(inner_->scatter(in.host, out.host, opts), {out}, {in});
   }
-  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override {
+  WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override {
     auto in = stage(input, true);
     auto out = stage(output, false);
     return after(inner_->reduce_scatter(in.host, out.host, opts), {out}, {in});
   }
-  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override {
+  WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override {
     auto in = stage(input, true);
     auto out = stage(output, false);
     return after(inner_->all_to_all(in.host, out.host, opts), {out}, {in});
   }
-  WorkPtr barrier(BarrierOptions opts) override { return inner_->barrier(opts); }
+  WorkPtr do_barrier(BarrierOptions opts) override { return inner_->barrier(opts); }
 
  private:
   // A host view for `b`: b itself on the host; else pinned memory, filled from the device

@@ -1,5 +1,5 @@
-// The ops of NcclProcessGroup: checks on the calling thread, then NCCL calls queued on the
-// group's stream (see nccl_process_group.h).
+// The ops of NcclProcessGroup (arguments checked by ProcessGroup, buffers on the group's device):
+// NCCL calls queued on the group's stream (see nccl_process_group.h).
 #include "comm/nccl/nccl_process_group.h"
 #include "common/error.h"
 
@@ -42,63 +42,45 @@ void copy_on(cudaStream_t s, void* dst, const void* src, size_t bytes) {
 
 }  // namespace
 
-WorkPtr NcclProcessGroup::send(Buffer buf, int dst, SendOptions opts) {
-  check_device("send", buf);
-  check_peer("send", dst);
+WorkPtr NcclProcessGroup::do_send(Buffer buf, int dst, SendOptions opts) {
   return submit("send", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     settle("ncclSend", ncclSend(buf.data, buf.count, nccl_dtype(buf.dtype), dst, comm_, s), d);
   }, detail::str(" to rank ", dst));
 }
 
-WorkPtr NcclProcessGroup::recv(Buffer buf, int src, RecvOptions opts) {
-  check_device("recv", buf);
-  check_peer("recv", src);
+WorkPtr NcclProcessGroup::do_recv(Buffer buf, int src, RecvOptions opts) {
   return submit("recv", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     settle("ncclRecv", ncclRecv(buf.data, buf.count, nccl_dtype(buf.dtype), src, comm_, s), d);
   }, detail::str(" from rank ", src));
 }
 
-WorkPtr NcclProcessGroup::broadcast(Buffer buf, BroadcastOptions opts) {
-  check_device("broadcast", buf);
-  check_peer("broadcast", opts.root);
+WorkPtr NcclProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
   return submit("broadcast", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     settle("ncclBroadcast", ncclBroadcast(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), opts.root, comm_, s), d);
   });
 }
 
-WorkPtr NcclProcessGroup::all_reduce(Buffer buf, AllReduceOptions opts) {
-  check_device("all_reduce", buf);
-  check_reduce("all_reduce", buf, opts.op);
+WorkPtr NcclProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
   const ncclRedOp_t op = nccl_op("all_reduce", opts.op);
   return submit("all_reduce", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     settle("ncclAllReduce", ncclAllReduce(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), op, comm_, s), d);
   });
 }
 
-WorkPtr NcclProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
-  check_device("reduce", buf);
-  check_peer("reduce", opts.root);
-  check_reduce("reduce", buf, opts.op);
+WorkPtr NcclProcessGroup::do_reduce(Buffer buf, ReduceOptions opts) {
   const ncclRedOp_t op = nccl_op("reduce", opts.op);
   return submit("reduce", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     settle("ncclReduce", ncclReduce(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), op, opts.root, comm_, s), d);
   });
 }
 
-WorkPtr NcclProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
-  check_device("all_gather", input);
-  check_device("all_gather", output);
-  check_sizes("all_gather", input, output);
+WorkPtr NcclProcessGroup::do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
   return submit("all_gather", opts.timeout, input.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     settle("ncclAllGather", ncclAllGather(input.data, output.data, input.count, nccl_dtype(input.dtype), comm_, s), d);
   });
 }
 
-WorkPtr NcclProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
-  check_device("reduce_scatter", input);
-  check_device("reduce_scatter", output);
-  check_reduce("reduce_scatter", input, opts.op);
-  check_sizes("reduce_scatter", output, input);
+WorkPtr NcclProcessGroup::do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
   const ncclRedOp_t op = nccl_op("reduce_scatter", opts.op);
   return submit("reduce_scatter", opts.timeout, output.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     settle("ncclReduceScatter",
@@ -106,14 +88,8 @@ WorkPtr NcclProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScat
   });
 }
 
-WorkPtr NcclProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts) {
-  check_device("gather", input);
-  check_peer("gather", opts.root);
+WorkPtr NcclProcessGroup::do_gather(Buffer input, Buffer output, GatherOptions opts) {
   const bool root = rank() == opts.root;
-  if (root) {
-    check_device("gather", output);
-    check_sizes("gather", input, output);
-  }
   return submit("gather", opts.timeout, input.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     const ncclDataType_t t = nccl_dtype(input.dtype);
     if (root) copy_on(s, at(output, input.count * rank()), input.data, input.bytes());
@@ -129,14 +105,8 @@ WorkPtr NcclProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts
   });
 }
 
-WorkPtr NcclProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions opts) {
-  check_device("scatter", output);
-  check_peer("scatter", opts.root);
+WorkPtr NcclProcessGroup::do_scatter(Buffer input, Buffer output, ScatterOptions opts) {
   const bool root = rank() == opts.root;
-  if (root) {
-    check_device("scatter", input);
-    check_sizes("scatter", output, input);
-  }
   return submit("scatter", opts.timeout, output.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     const ncclDataType_t t = nccl_dtype(output.dtype);
     if (root) copy_on(s, output.data, at(input, output.count * rank()), output.bytes());
@@ -152,13 +122,7 @@ WorkPtr NcclProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions op
   });
 }
 
-WorkPtr NcclProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
-  check_device("all_to_all", input);
-  check_device("all_to_all", output);
-  check_same("all_to_all", input, output);
-  if (input.count % static_cast<size_t>(size()) != 0) {
-    DDP_THROW(InvalidArgument, "all_to_all: ", input.count, " elements do not split evenly over ", size(), " ranks");
-  }
+WorkPtr NcclProcessGroup::do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
   const size_t per = input.count / static_cast<size_t>(size());
   return submit("all_to_all", opts.timeout, input.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     const ncclDataType_t t = nccl_dtype(input.dtype);
@@ -173,7 +137,7 @@ WorkPtr NcclProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOption
   });
 }
 
-WorkPtr NcclProcessGroup::barrier(BarrierOptions opts) {
+WorkPtr NcclProcessGroup::do_barrier(BarrierOptions opts) {
   return submit("barrier", opts.timeout, false, [this](cudaStream_t s, const Deadline& d) {
     settle("barrier (ncclAllReduce of one int)", ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, s), d);
   });

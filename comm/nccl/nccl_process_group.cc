@@ -192,18 +192,6 @@ void NcclProcessGroup::watch() {
   }
 }
 
-void NcclProcessGroup::check_device(const char* op, const Buffer& b) const {
-  if (!b.device.is_cuda()) {
-    DDP_THROW(InvalidArgument, "nccl ", op, ": buffer is on ", b.device.str(),
-              "; the nccl backend takes CUDA buffers (use gloo or tcp for host memory)");
-  }
-  if (b.device.index != device_) {
-    DDP_THROW(InvalidArgument, "nccl ", op, ": buffer is on ", b.device.str(), " but group '", name_, "' uses cuda:",
-              device_);
-  }
-  if (b.count > 0 && b.data == nullptr) DDP_THROW(InvalidArgument, "nccl ", op, ": null buffer with count ", b.count);
-}
-
 WorkPtr NcclProcessGroup::submit(const char* name, Millis timeout, bool local, const Launch& launch,
                                  const std::string& detail) {
   std::lock_guard<std::mutex> issue(issue_mu_);
@@ -211,7 +199,7 @@ WorkPtr NcclProcessGroup::submit(const char* name, Millis timeout, bool local, c
   Pending p;
   p.what = detail::str("nccl ", name, " #", seq, " in group '", name_, "' (rank ", rank(), "/", size(), ")", detail);
   p.work = std::make_shared<Work>(p.what);
-  p.timeout = resolve(timeout);
+  p.timeout = timeout;  // resolved by ProcessGroup
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (broken_) {

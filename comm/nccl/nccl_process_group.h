@@ -40,17 +40,19 @@ class NcclProcessGroup final : public ProcessGroup {
   int device() const { return device_; }
   Device buffer_device() const override { return Device{DeviceType::kCuda, device_}; }
 
-  WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) override;
-  WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) override;
-  WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {}) override;
-  WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {}) override;
-  WorkPtr reduce(Buffer buf, ReduceOptions opts = {}) override;
-  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts = {}) override;
-  WorkPtr gather(Buffer input, Buffer output, GatherOptions opts = {}) override;
-  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {}) override;
-  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {}) override;
-  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {}) override;
-  WorkPtr barrier(BarrierOptions opts = {}) override;
+
+ protected:
+  WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
+  WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) override;
+  WorkPtr do_broadcast(Buffer buf, BroadcastOptions opts) override;
+  WorkPtr do_all_reduce(Buffer buf, AllReduceOptions opts) override;
+  WorkPtr do_reduce(Buffer buf, ReduceOptions opts) override;
+  WorkPtr do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) override;
+  WorkPtr do_gather(Buffer input, Buffer output, GatherOptions opts) override;
+  WorkPtr do_scatter(Buffer input, Buffer output, ScatterOptions opts) override;
+  WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override;
+  WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override;
+  WorkPtr do_barrier(BarrierOptions opts) override;
 
  private:
   // Queues the op's NCCL calls on stream_; throws (via settle) on failure.
@@ -66,7 +68,6 @@ class NcclProcessGroup final : public ProcessGroup {
   WorkPtr submit(const char* name, Millis timeout, bool local, const Launch& launch, const std::string& detail = "");
   // Waits out ncclInProgress (non-blocking communicator) until the deadline; throws mapped errors.
   void settle(const std::string& what, ncclResult_t rc, const Deadline& deadline);
-  void check_device(const char* op, const Buffer& b) const;
   void watch();
   void fail_all(std::exception_ptr error) noexcept;
   std::exception_ptr nccl_error(const std::string& what, ncclResult_t rc) const;

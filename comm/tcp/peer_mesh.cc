@@ -1,7 +1,6 @@
 #include "comm/tcp/peer_mesh.h"
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,6 +12,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/host_addresses.h"
 #include "common/log.h"
 #include "common/socket.h"
 
@@ -20,32 +20,6 @@ namespace ddp::comm::tcp {
 namespace {
 
 constexpr Millis kConnectAttempt{3'000};
-
-std::vector<std::string> interface_addresses() {
-  std::vector<std::string> out, loop;
-  ifaddrs* ifa = nullptr;
-  if (::getifaddrs(&ifa) != 0) return {"127.0.0.1"};
-  for (ifaddrs* i = ifa; i; i = i->ifa_next) {
-    if (!i->ifa_addr) continue;
-    char buf[INET6_ADDRSTRLEN] = {};
-    if (i->ifa_addr->sa_family == AF_INET) {
-      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof(buf));
-    } else if (i->ifa_addr->sa_family == AF_INET6) {
-      auto* a6 = reinterpret_cast<sockaddr_in6*>(i->ifa_addr);
-      if (IN6_IS_ADDR_LINKLOCAL(&a6->sin6_addr)) continue;  // needs a scope id: not portable
-      ::inet_ntop(AF_INET6, &a6->sin6_addr, buf, sizeof(buf));
-    } else {
-      continue;
-    }
-    std::string s(buf);
-    bool loopback = s == "::1" || s.rfind("127.", 0) == 0;
-    (loopback ? loop : out).push_back(s);
-  }
-  ::freeifaddrs(ifa);
-  out.insert(out.end(), loop.begin(), loop.end());
-  if (out.empty()) out.push_back("127.0.0.1");
-  return out;
-}
 
 Fd connect_peer(const PeerAddress& peer, bool same_host, const Deadline& deadline, int rank) {
   std::vector<std::string> candidates = peer.addrs;
@@ -232,7 +206,7 @@ PeerAddress PeerAddress::local(uint16_t port) {
   a.boot_id = net::same_host_key();  // boot id + IPC and net namespaces: containers on one host use sockets
   a.pid = ::getpid();
   a.host = net::hostname();
-  a.addrs = interface_addresses();
+  a.addrs = net::local_addresses("");  // interfaces that are up, loopback last; never empty
   return a;
 }
 

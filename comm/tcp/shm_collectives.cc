@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/tcp/reduce_kernels.h"
+#include "comm/reduce_kernels.h"
 #include "common/error.h"
 
 namespace ddp::comm::tcp {

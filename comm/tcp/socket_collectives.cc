@@ -4,7 +4,7 @@
 #include <cstring>
 #include <set>
 
-#include "comm/tcp/reduce_kernels.h"
+#include "comm/reduce_kernels.h"
 #include "common/error.h"
 
 namespace ddp::comm::tcp {

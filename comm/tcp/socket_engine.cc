@@ -23,17 +23,15 @@ SocketEngine::SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* he
     : options_(std::move(options)), health_(health) {
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_fd_) DDP_THROW_ERRNO("eventfd");
-  for (auto& fd : fds) {
-    auto peer = std::make_unique<Peer>();
-    if (fd) {
-      net::set_nonblocking(fd.get());
+  for (size_t r = options_.peer_names.size(); r < fds.size(); ++r) options_.peer_names.push_back(detail::str("rank ", r));
+  for (size_t r = 0; r < fds.size(); ++r) {
+    auto peer = std::make_unique<Peer>(options_.peer_names[r], options_.max_unexpected_bytes);
+    if (fds[r]) {
+      net::set_nonblocking(fds[r].get());
       peer->alive = true;
     }
-    peer->fd = std::move(fd);
+    peer->fd = std::move(fds[r]);
     peers_.push_back(std::move(peer));
-  }
-  if (options_.peer_names.size() < peers_.size()) {
-    for (size_t r = options_.peer_names.size(); r < peers_.size(); ++r) options_.peer_names.push_back(detail::str("rank ", r));
   }
   thread_ = std::thread([this] { loop(); });
 }
@@ -126,56 +124,34 @@ void SocketEngine::send(int p, Channel ch, int64_t tag, const void* data, size_t
 
 void SocketEngine::recv(int p, Channel ch, int64_t tag, void* data, size_t bytes, const Deadline& deadline,
                         WorkPtr work, std::string label) {
-  std::exception_ptr err;
-  bool finished = false;
+  Done done;
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Peer& peer = *peers_.at(p);
-    const Key key{static_cast<uint8_t>(ch), tag};
-    auto it = peer.unexpected.find(key);
-    if (it != peer.unexpected.end() && !it->second.empty()) {
-      auto in = it->second.front();
-      RecvOp op{static_cast<char*>(data), bytes, deadline.end(), work, std::move(label)};
-      if (!in->complete) {
-        if (!in->waiter) {  // the message is still arriving: take it when it completes
-          in->waiter = std::move(op);
-          return;
-        }
-        // A recv already waits on that message: queue behind it as a posted recv.
-        peer.posted[key].push_back(std::move(op));
-        wake();
-        return;
-      }
-      it->second.pop_front();
-      if (it->second.empty()) peer.unexpected.erase(it);
-      peer.unexpected_bytes -= in->data.size();
-      finished = true;
-      if (in->data.size() != bytes) {
-        err = engine_error<InvalidArgument>(detail::str(op.label, ": the message from ", options_.peer_names[p], " holds ",
-                                                 in->data.size(), " bytes but the buffer holds ", bytes));
-      } else if (bytes) {
-        std::memcpy(data, in->data.data(), bytes);
-      }
+    const MailKey key{static_cast<uint8_t>(ch), tag};
+    std::exception_ptr err;
+    if (peer.mailbox.has_unexpected(key)) {
+      // Data that arrived before a failure still matches.
     } else if (health_->broken()) {
-      finished = true;
       try {
         health_->rethrow(label);
       } catch (...) {
         err = std::current_exception();
       }
     } else if (!peer.alive || stop_) {
-      finished = true;
       err = engine_error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
                                             peer.said_bye ? " (it left the group)" : ""));
+    }
+    if (err) {
+      done.emplace_back(work, err);
     } else {
-      peer.posted[key].push_back(RecvOp{static_cast<char*>(data), bytes, deadline.end(), work, std::move(label)});
+      RecvOp op{static_cast<char*>(data), bytes, deadline.end(), work, std::move(label)};
+      queued = peer.mailbox.post(key, std::move(op), done) == Mailbox::Posted::kQueued;
     }
   }
-  if (finished) {
-    work->finish(err);
-    return;
-  }
-  wake();
+  finish_all(done);
+  if (queued) wake();
 }
 
 int SocketEngine::next_timeout_ms() {
@@ -184,15 +160,7 @@ int SocketEngine::next_timeout_ms() {
     for (auto& op : peer->sendq) {
       if (op.work) next = std::min(next, op.deadline);
     }
-    for (auto& [key, q] : peer->posted) {
-      for (auto& op : q) next = std::min(next, op.deadline);
-    }
-    for (auto& [key, q] : peer->unexpected) {
-      for (auto& in : q) {
-        if (in->waiter) next = std::min(next, in->waiter->deadline);
-      }
-    }
-    if (peer->active) next = std::min(next, peer->active->deadline);
+    next = peer->mailbox.next_deadline(next);
   }
   auto ms = std::chrono::duration_cast<Millis>(next - Clock::now()).count() + 1;
   return static_cast<int>(std::clamp<int64_t>(ms, 0, 1000));
@@ -259,7 +227,7 @@ void SocketEngine::run_loop(Done& done) {
 void SocketEngine::on_readable(int p, Done& done) {
   Peer& peer = *peers_[p];
   while (peer.alive) {
-    bool progressed = peer.in_payload ? read_payload(p, done) : read_header(p, done);
+    bool progressed = peer.mailbox.receiving() ? read_payload(p, done) : read_header(p, done);
     if (!progressed) return;
   }
 }
@@ -293,65 +261,10 @@ bool SocketEngine::read_header(int p, Done& done) {
     health_->mark_departed(p);
     return true;
   }
-  return match_header(p, done);
-}
-
-// Under mu_: decides where the payload of the header just read goes; false when the peer had
-// to be dropped (more unexpected bytes than may be buffered).
-bool SocketEngine::match_header(int p, Done& done) {
-  Peer& peer = *peers_[p];
-  const Key key{peer.hdr.channel, peer.hdr.tag};
-  const size_t bytes = peer.hdr.bytes;
-  peer.got = 0;
-  peer.want = bytes;
-  peer.active.reset();
-  peer.inbound.reset();
-  auto it = peer.posted.find(key);
-  if (it != peer.posted.end() && !it->second.empty()) {
-    RecvOp op = std::move(it->second.front());
-    it->second.pop_front();
-    if (it->second.empty()) peer.posted.erase(it);
-    if (op.bytes != bytes) {
-      done.emplace_back(op.work, engine_error<InvalidArgument>(detail::str(op.label, ": the message holds ", bytes,
-                                                                    " bytes but the buffer holds ", op.bytes)));
-    } else {
-      peer.active = std::move(op);
-    }
-  } else {
-    std::string why = check_unexpected(bytes, peer.unexpected_bytes, options_.max_unexpected_bytes);
-    if (why.empty()) {
-      try {
-        auto in = std::make_shared<Inbound>();
-        in->data.resize(bytes);
-        peer.inbound = std::move(in);
-      } catch (const std::bad_alloc&) {
-        why = detail::str("no memory to buffer its message of ", bytes, " bytes");
-      }
-    }
-    if (!why.empty()) {
-      lose_peer(p, why, done);
-      return false;
-    }
-    peer.unexpected_bytes += bytes;
-    peer.unexpected[key].push_back(peer.inbound);
-  }
-  peer.in_payload = true;
-  if (bytes == 0) {
-    // Complete at once: reuse the payload path's completion.
-    peer.in_payload = false;
-    if (peer.active) {
-      done.emplace_back(peer.active->work, nullptr);
-      peer.active.reset();
-    } else if (peer.inbound) {
-      peer.inbound->complete = true;
-      if (peer.inbound->waiter) {
-        done.emplace_back(peer.inbound->waiter->work, nullptr);
-        auto& q = peer.unexpected[key];
-        q.erase(std::find(q.begin(), q.end(), peer.inbound));
-        if (q.empty()) peer.unexpected.erase(key);
-      }
-      peer.inbound.reset();
-    }
+  const MailKey key{peer.hdr.channel, peer.hdr.tag};
+  if (std::string why = peer.mailbox.arrive(key, peer.hdr.bytes, done); !why.empty()) {
+    lose_peer(p, why, done);
+    return false;
   }
   return true;
 }
@@ -359,65 +272,18 @@ bool SocketEngine::match_header(int p, Done& done) {
 bool SocketEngine::read_payload(int p, Done& done) {
   Peer& peer = *peers_[p];
   static thread_local std::vector<char> scratch(kDiscardChunk);
-  char* dst = scratch.data();
-  size_t room = std::min(peer.want - peer.got, kDiscardChunk);
-  if (peer.active) {
-    dst = peer.active->data + peer.got;
-    room = peer.want - peer.got;
-  } else if (peer.inbound) {
-    dst = peer.inbound->data.data() + peer.got;
-    room = peer.want - peer.got;
-  }
-  ssize_t n = ::recv(peer.fd.get(), dst, room, MSG_DONTWAIT);
+  Mailbox::Target target = peer.mailbox.payload_target(kDiscardChunk);
+  char* dst = target.data != nullptr ? target.data : scratch.data();
+  ssize_t n = ::recv(peer.fd.get(), dst, target.room, MSG_DONTWAIT);
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
     std::lock_guard<std::mutex> lock(mu_);
     lose_peer(p, n == 0 ? "connection closed (process exited or crashed)" : std::strerror(errno), done);
     return false;
   }
   if (n < 0) return errno == EINTR;
-  peer.got += static_cast<size_t>(n);
-  if (peer.got < peer.want) return true;
-  peer.in_payload = false;
+  if (!peer.mailbox.received(static_cast<size_t>(n))) return true;
   std::lock_guard<std::mutex> lock(mu_);
-  if (peer.active) {
-    done.emplace_back(peer.active->work, nullptr);
-    peer.active.reset();
-  } else if (peer.inbound) {
-    auto in = std::move(peer.inbound);
-    in->complete = true;
-    if (in->waiter) {
-      if (!in->data.empty()) std::memcpy(in->waiter->data, in->data.data(), in->data.size());
-      done.emplace_back(in->waiter->work, nullptr);
-      const Key key{peer.hdr.channel, peer.hdr.tag};
-      auto& q = peer.unexpected[key];
-      q.erase(std::find(q.begin(), q.end(), in));
-      if (q.empty()) peer.unexpected.erase(key);
-      peer.unexpected_bytes -= in->data.size();
-      // A recv queued behind the waiter may now take the next complete message.
-      auto pit = peer.posted.find(key);
-      auto uit = peer.unexpected.find(key);
-      if (pit != peer.posted.end() && uit != peer.unexpected.end() && !uit->second.empty()) {
-        RecvOp op = std::move(pit->second.front());
-        pit->second.pop_front();
-        if (pit->second.empty()) peer.posted.erase(pit);
-        auto next = uit->second.front();
-        if (next->complete) {
-          uit->second.pop_front();
-          if (uit->second.empty()) peer.unexpected.erase(uit);
-          peer.unexpected_bytes -= next->data.size();
-          if (next->data.size() == op.bytes) {
-            if (op.bytes) std::memcpy(op.data, next->data.data(), op.bytes);
-            done.emplace_back(op.work, nullptr);
-          } else {
-            done.emplace_back(op.work, engine_error<InvalidArgument>(detail::str(op.label, ": the message holds ",
-                                                                          next->data.size(), " bytes but the buffer holds ", op.bytes)));
-          }
-        } else {
-          next->waiter = std::move(op);
-        }
-      }
-    }
-  }
+  peer.mailbox.complete(done);
   return true;
 }
 

@@ -6,7 +6,8 @@
 //   the kernel (send) or landed in the buffer (recv). Buffers stay the caller's until then.
 // - Messages match on (peer, channel, tag), first posted first matched (no overtaking).
 //   A message that arrives before its recv is kept in an unexpected queue; a recv whose size
-//   differs from the message fails with InvalidArgument.
+//   differs from the message fails with InvalidArgument. The rule lives in mailbox.h (one
+//   Mailbox per peer); this file and its .cc move bytes.
 // - Every operation ends by its deadline: TimeoutError naming it. The engine stops touching
 //   a timed-out op's buffer at once (the rest of its message is discarded or copied aside).
 // - A peer that closes after a goodbye (its group was destroyed) fails only the ops that
@@ -63,11 +64,8 @@ class SocketEngine {
 
  private:
   struct SendOp;
-  struct RecvOp;
-  struct Inbound;
   struct Peer;
-  using Key = std::pair<uint8_t, int64_t>;
-  using Done = std::vector<std::pair<WorkPtr, std::exception_ptr>>;
+  using Done = std::vector<std::pair<WorkPtr, std::exception_ptr>>;  // = Completions (mailbox.h)
   using ErrorFor = std::function<std::exception_ptr(const std::string& label)>;
 
   void loop() noexcept;
@@ -78,7 +76,6 @@ class SocketEngine {
   void on_readable(int p, Done& done);
   bool read_header(int p, Done& done);
   bool read_payload(int p, Done& done);
-  bool match_header(int p, Done& done);
   void on_writable(int p, Done& done);
   void expire(Done& done);
   void lose_peer(int p, const std::string& why, Done& done);

@@ -28,30 +28,7 @@ void SocketEngine::expire(Done& done) {
         ++it;
       }
     }
-    for (auto it = peer.posted.begin(); it != peer.posted.end();) {
-      auto& q = it->second;
-      for (auto op = q.begin(); op != q.end();) {
-        if (op->deadline > now) {
-          ++op;
-        } else {
-          done.emplace_back(op->work, timeout(op->label, p, "waiting for a message from"));
-          op = q.erase(op);
-        }
-      }
-      it = q.empty() ? peer.posted.erase(it) : std::next(it);
-    }
-    for (auto& [key, q] : peer.unexpected) {
-      for (auto& in : q) {
-        if (in->waiter && in->waiter->deadline <= now) {
-          done.emplace_back(in->waiter->work, timeout(in->waiter->label, p, "receiving from"));
-          in->waiter.reset();
-        }
-      }
-    }
-    if (peer.active && peer.active->deadline <= now) {  // the rest of the payload is discarded
-      done.emplace_back(peer.active->work, timeout(peer.active->label, p, "receiving from"));
-      peer.active.reset();
-    }
+    peer.mailbox.expire(now, done);
   }
 }
 
@@ -71,20 +48,7 @@ void SocketEngine::fail_ops(Peer& peer, const ErrorFor& err, Done& done) {
     if (op.work) done.emplace_back(op.work, err(op.label));
   }
   peer.sendq.clear();
-  for (auto& [key, q] : peer.posted) {
-    for (auto& op : q) done.emplace_back(op.work, err(op.label));
-  }
-  peer.posted.clear();
-  for (auto& [key, q] : peer.unexpected) {
-    for (auto& in : q) {
-      if (in->waiter) done.emplace_back(in->waiter->work, err(in->waiter->label));
-      in->waiter.reset();
-    }
-  }
-  if (peer.active) {
-    done.emplace_back(peer.active->work, err(peer.active->label));
-    peer.active.reset();
-  }
+  peer.mailbox.fail(err, done);
 }
 
 // Under mu_.

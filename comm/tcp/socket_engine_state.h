@@ -2,12 +2,11 @@
 // Internal to SocketEngine: its operations and per-peer state, shared by socket_engine.cc (the
 // progress loop, posting, reading, writing) and socket_engine_failure.cc (deadlines, lost peers).
 #include <deque>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/tcp/mailbox.h"
 #include "comm/tcp/socket_engine.h"
 #include "comm/tcp/wire_header.h"
 #include "common/error.h"
@@ -30,35 +29,16 @@ struct SocketEngine::SendOp {
   std::vector<char> owned;
 };
 
-struct SocketEngine::RecvOp {
-  char* data = nullptr;
-  size_t bytes = 0;
-  Clock::time_point deadline;
-  WorkPtr work;
-  std::string label;
-};
-
-struct SocketEngine::Inbound {
-  std::vector<char> data;
-  bool complete = false;
-  std::optional<RecvOp> waiter;
-};
-
 struct SocketEngine::Peer {
+  Peer(std::string name, uint64_t max_unexpected_bytes) : mailbox(std::move(name), max_unexpected_bytes) {}
   Fd fd;
   bool alive = false;
   std::deque<SendOp> sendq;
-  std::map<Key, std::deque<RecvOp>> posted;
-  std::map<Key, std::deque<std::shared_ptr<Inbound>>> unexpected;
+  Mailbox mailbox;  // posted recvs and messages that came first; the payload's target
   // Reader state: touched only by the engine thread.
   WireHeader hdr;
   size_t hdr_got = 0;
-  bool in_payload = false;
   bool said_bye = false;
-  std::optional<RecvOp> active;       // payload goes straight into a posted buffer
-  std::shared_ptr<Inbound> inbound;   // ... or into an unexpected message
-  uint64_t unexpected_bytes = 0;      // buffered in `unexpected`, complete or arriving
-  size_t got = 0, want = 0;           // payload progress; neither target: discard
 };
 
 }  // namespace ddp::comm::tcp

@@ -51,23 +51,15 @@ void TcpProcessGroup::shutdown() noexcept {
   }
 }
 
-// ---- validation and submission ----
-
-void TcpProcessGroup::check_buffer(const char* op, const Buffer& b) const {
-  if (b.device.is_cuda()) {
-    DDP_THROW(InvalidArgument, op, ": the tcp backend takes host buffers, got ", b.device.str());
-  }
-  if (b.count > 0 && b.data == nullptr) DDP_THROW(InvalidArgument, op, ": null buffer with count ", b.count);
-}
+// ---- submission (arguments were validated by ProcessGroup) ----
 
 WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout) {
-  const Millis limit = resolve(timeout);
   std::unique_lock<std::mutex> lock(mu_);
   desc.seq = next_seq_++;
   Task task;
   task.ctx.desc = desc;
   task.ctx.group = &group_;
-  task.ctx.timeout = limit;
+  task.ctx.timeout = timeout;
   task.in = in;
   task.out = out;
   if (inline_spin_us_ >= 0 && shm_ && queue_.empty() && !busy_ && shm_->resumable(desc, in) &&
@@ -84,14 +76,14 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
     // from a peer rank on a small machine.
     const bool wake = !finished || !queue_.empty();
     if (!finished) {
-      task.ctx.deadline = Deadline(limit);
+      task.ctx.deadline = Deadline(timeout);
       queue_.push_front(task);  // the worker completes it, before anything newer
     }
     lock.unlock();
     if (wake) cv_.notify_one();
     return task.work;
   }
-  task.ctx.deadline = Deadline(limit);
+  task.ctx.deadline = Deadline(timeout);
   task.work = std::make_shared<Work>(detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group_, "'"));
   WorkPtr work = task.work;
   queue_.push_back(std::move(task));
@@ -123,9 +115,6 @@ bool TcpProcessGroup::try_inline(Task& task) {
 
 WorkPtr TcpProcessGroup::post_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout) {
   const char* op = is_send ? "send" : "recv";
-  check_peer(op, peer);
-  check_buffer(op, buf);
-  if (peer == rank()) DDP_THROW(InvalidArgument, op, ": rank ", peer, " is this rank");
   uint64_t n;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -135,7 +124,7 @@ WorkPtr TcpProcessGroup::post_p2p(bool is_send, Buffer buf, int peer, int tag, M
                                   ") on group '", group_, "'");
   if (buf.bytes() == 0) return Work::completed(label);
   auto work = std::make_shared<Work>(label);
-  Deadline deadline(resolve(timeout));
+  Deadline deadline(timeout);
   if (is_send) {
     engine_->send(peer, Channel::kUser, tag, buf.data, buf.bytes(), deadline, work, std::move(label));
   } else {
@@ -144,84 +133,56 @@ WorkPtr TcpProcessGroup::post_p2p(bool is_send, Buffer buf, int peer, int tag, M
   return work;
 }
 
-WorkPtr TcpProcessGroup::send(Buffer buf, int dst, SendOptions opts) {
+WorkPtr TcpProcessGroup::do_send(Buffer buf, int dst, SendOptions opts) {
   return post_p2p(true, buf, dst, opts.tag, opts.timeout);
 }
 
-WorkPtr TcpProcessGroup::recv(Buffer buf, int src, RecvOptions opts) {
+WorkPtr TcpProcessGroup::do_recv(Buffer buf, int src, RecvOptions opts) {
   return post_p2p(false, buf, src, opts.tag, opts.timeout);
 }
 
-WorkPtr TcpProcessGroup::broadcast(Buffer buf, BroadcastOptions opts) {
-  check_peer("broadcast", opts.root);
-  check_buffer("broadcast", buf);
+WorkPtr TcpProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
   if (buf.count == 0) return Work::completed("broadcast (empty)");
   return submit({OpKind::kBroadcast, buf.dtype, ReduceOp::kSum, opts.root, buf.count, 0}, buf, {}, opts.timeout);
 }
 
-WorkPtr TcpProcessGroup::all_reduce(Buffer buf, AllReduceOptions opts) {
-  check_buffer("all_reduce", buf);
-  check_reduce("all_reduce", buf, opts.op);
+WorkPtr TcpProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
   if (buf.count == 0) return Work::completed("all_reduce (empty)");
   return submit({OpKind::kAllReduce, buf.dtype, opts.op, -1, buf.count, 0}, buf, {}, opts.timeout);
 }
 
-WorkPtr TcpProcessGroup::reduce(Buffer buf, ReduceOptions opts) {
-  check_peer("reduce", opts.root);
-  check_buffer("reduce", buf);
-  check_reduce("reduce", buf, opts.op);
+WorkPtr TcpProcessGroup::do_reduce(Buffer buf, ReduceOptions opts) {
   if (buf.count == 0) return Work::completed("reduce (empty)");
   return submit({OpKind::kReduce, buf.dtype, opts.op, opts.root, buf.count, 0}, buf, {}, opts.timeout);
 }
 
-WorkPtr TcpProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
-  check_buffer("all_gather", input);
-  check_buffer("all_gather", output);
-  check_sizes("all_gather", input, output);
+WorkPtr TcpProcessGroup::do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
   if (input.count == 0) return Work::completed("all_gather (empty)");
   return submit({OpKind::kAllGather, input.dtype, ReduceOp::kSum, -1, input.count, 0}, input, output, opts.timeout);
 }
 
-WorkPtr TcpProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts) {
-  check_peer("gather", opts.root);
-  check_buffer("gather", input);
-  check_buffer("gather", output);
-  if (rank() == opts.root) check_sizes("gather", input, output);  // non-roots need no output
+WorkPtr TcpProcessGroup::do_gather(Buffer input, Buffer output, GatherOptions opts) {
   if (input.count == 0) return Work::completed("gather (empty)");
   return submit({OpKind::kGather, input.dtype, ReduceOp::kSum, opts.root, input.count, 0}, input, output, opts.timeout);
 }
 
-WorkPtr TcpProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions opts) {
-  check_peer("scatter", opts.root);
-  check_buffer("scatter", input);
-  check_buffer("scatter", output);
-  if (rank() == opts.root) check_sizes("scatter", output, input);  // non-roots need no input
+WorkPtr TcpProcessGroup::do_scatter(Buffer input, Buffer output, ScatterOptions opts) {
   if (output.count == 0) return Work::completed("scatter (empty)");
   return submit({OpKind::kScatter, output.dtype, ReduceOp::kSum, opts.root, output.count, 0}, input, output,
                 opts.timeout);
 }
 
-WorkPtr TcpProcessGroup::reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
-  check_buffer("reduce_scatter", input);
-  check_buffer("reduce_scatter", output);
-  check_sizes("reduce_scatter", output, input);
-  check_reduce("reduce_scatter", output, opts.op);
+WorkPtr TcpProcessGroup::do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
   if (output.count == 0) return Work::completed("reduce_scatter (empty)");
   return submit({OpKind::kReduceScatter, output.dtype, opts.op, -1, output.count, 0}, input, output, opts.timeout);
 }
 
-WorkPtr TcpProcessGroup::all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
-  check_buffer("all_to_all", input);
-  check_buffer("all_to_all", output);
-  check_same("all_to_all", input, output);
-  if (input.count % static_cast<size_t>(size()) != 0) {
-    DDP_THROW(InvalidArgument, "all_to_all: ", input.count, " elements do not split evenly over ", size(), " ranks");
-  }
+WorkPtr TcpProcessGroup::do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
   if (input.count == 0) return Work::completed("all_to_all (empty)");
   return submit({OpKind::kAllToAll, input.dtype, ReduceOp::kSum, -1, input.count, 0}, input, output, opts.timeout);
 }
 
-WorkPtr TcpProcessGroup::barrier(BarrierOptions opts) {
+WorkPtr TcpProcessGroup::do_barrier(BarrierOptions opts) {
   return submit({OpKind::kBarrier, DType::kUInt8, ReduceOp::kSum, -1, 0, 0}, {}, {}, opts.timeout);
 }
 

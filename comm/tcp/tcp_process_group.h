@@ -53,23 +53,25 @@ class TcpProcessGroup final : public ProcessGroup {
   ~TcpProcessGroup() override;
 
   std::string backend_name() const override { return "tcp"; }
-  WorkPtr send(Buffer buf, int dst, SendOptions opts = {}) override;
-  WorkPtr recv(Buffer buf, int src, RecvOptions opts = {}) override;
-  WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {}) override;
-  WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {}) override;
-  WorkPtr reduce(Buffer buf, ReduceOptions opts = {}) override;
-  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions opts = {}) override;
-  WorkPtr gather(Buffer input, Buffer output, GatherOptions opts = {}) override;
-  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {}) override;
-  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {}) override;
-  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {}) override;
-  WorkPtr barrier(BarrierOptions opts = {}) override;
 
   // Introspection (tests, benchmarks).
   Transport transport() const { return transport_; }
   bool fingerprints() const { return fingerprints_; }
   const std::string& shm_name() const { return shm_name_; }  // empty unless kShm
   uint64_t collectives_run() const { return collectives_run_.load(); }
+
+ protected:
+  WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
+  WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) override;
+  WorkPtr do_broadcast(Buffer buf, BroadcastOptions opts) override;
+  WorkPtr do_all_reduce(Buffer buf, AllReduceOptions opts) override;
+  WorkPtr do_reduce(Buffer buf, ReduceOptions opts) override;
+  WorkPtr do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) override;
+  WorkPtr do_gather(Buffer input, Buffer output, GatherOptions opts) override;
+  WorkPtr do_scatter(Buffer input, Buffer output, ScatterOptions opts) override;
+  WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override;
+  WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override;
+  WorkPtr do_barrier(BarrierOptions opts) override;
 
  private:
   struct Task {
@@ -81,9 +83,9 @@ class TcpProcessGroup final : public ProcessGroup {
   TcpProcessGroup(const GroupSetup& setup);
   void connect(const GroupSetup& setup);
   void connect_hierarchy(const GroupSetup& setup, const HostLayout& layout);
+  // Both take a resolved timeout (never kUseDefault).
   WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout);
   WorkPtr post_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout);
-  void check_buffer(const char* op, const Buffer& b) const;
   void worker_loop();
   void execute(Task& task);
   bool try_inline(Task& task);

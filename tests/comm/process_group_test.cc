@@ -2,6 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "common/error.h"
 
 using namespace ddp;
@@ -13,25 +16,30 @@ namespace {
 // the monitored_barrier logic that the base class owns.
 class FakeGroup final : public ProcessGroup {
  public:
-  FakeGroup(int rank, int size, Device device) : ProcessGroup(rank, size, {}), device_(device) {}
+  FakeGroup(int rank, int size, Device device, Options options = {})
+      : ProcessGroup(rank, size, options), device_(device) {}
   std::string backend_name() const override { return "fake"; }
   Device buffer_device() const override { return device_; }
-  WorkPtr send(Buffer, int, SendOptions) override { return count(); }
-  WorkPtr recv(Buffer, int, RecvOptions) override { return count(); }
-  WorkPtr broadcast(Buffer, BroadcastOptions) override { return count(); }
-  WorkPtr all_reduce(Buffer, AllReduceOptions) override { return count(); }
-  WorkPtr reduce(Buffer, ReduceOptions) override { return count(); }
-  WorkPtr all_gather(Buffer, Buffer, AllGatherOptions) override { return count(); }
-  WorkPtr gather(Buffer, Buffer, GatherOptions) override { return count(); }
-  WorkPtr scatter(Buffer, Buffer, ScatterOptions) override { return count(); }
-  WorkPtr reduce_scatter(Buffer, Buffer, ReduceScatterOptions) override { return count(); }
-  WorkPtr all_to_all(Buffer, Buffer, AllToAllOptions) override { return count(); }
-  WorkPtr barrier(BarrierOptions) override { return count(); }
   int calls = 0;
+  Millis last_timeout{0};  // as the backend saw it
+
+ protected:
+  WorkPtr do_send(Buffer, int, SendOptions o) override { return count(o.timeout); }
+  WorkPtr do_recv(Buffer, int, RecvOptions o) override { return count(o.timeout); }
+  WorkPtr do_broadcast(Buffer, BroadcastOptions o) override { return count(o.timeout); }
+  WorkPtr do_all_reduce(Buffer, AllReduceOptions o) override { return count(o.timeout); }
+  WorkPtr do_reduce(Buffer, ReduceOptions o) override { return count(o.timeout); }
+  WorkPtr do_all_gather(Buffer, Buffer, AllGatherOptions o) override { return count(o.timeout); }
+  WorkPtr do_gather(Buffer, Buffer, GatherOptions o) override { return count(o.timeout); }
+  WorkPtr do_scatter(Buffer, Buffer, ScatterOptions o) override { return count(o.timeout); }
+  WorkPtr do_reduce_scatter(Buffer, Buffer, ReduceScatterOptions o) override { return count(o.timeout); }
+  WorkPtr do_all_to_all(Buffer, Buffer, AllToAllOptions o) override { return count(o.timeout); }
+  WorkPtr do_barrier(BarrierOptions o) override { return count(o.timeout); }
 
  private:
-  WorkPtr count() {
+  WorkPtr count(Millis timeout) {
     ++calls;
+    last_timeout = timeout;
     return Work::completed();
   }
   Device device_;
@@ -61,4 +69,122 @@ TEST_CASE("monitored_barrier on a group whose buffers live on a GPU is refused, 
   FakeGroup gpu(0, 2, Device{DeviceType::kCuda, 0});
   CHECK_THROWS_WITH_AS(gpu.monitored_barrier(), doctest::Contains("new_group(ranks"), InvalidArgument);
   CHECK(gpu.calls == 0);
+}
+
+// ---- the argument checks every backend shares (ProcessGroup's public ops) ----
+
+namespace {
+const Device kGpu0{DeviceType::kCuda, 0};
+}  // namespace
+
+TEST_CASE("ops: valid calls reach the backend once each") {
+  FakeGroup pg(1, 4, {});
+  std::vector<float> one(2), four(8);
+  pg.send(view(one.data(), 2), 0);
+  pg.recv(view(one.data(), 2), 3);
+  pg.broadcast(view(one.data(), 2), {.root = 3});
+  pg.all_reduce(view(one.data(), 2));
+  pg.reduce(view(one.data(), 2), {.root = 0, .op = ReduceOp::kMax});
+  pg.all_gather(view(one.data(), 2), view(four.data(), 8));
+  pg.gather(view(one.data(), 2), {}, {.root = 0});   // a non-root passes no output
+  pg.scatter({}, view(one.data(), 2), {.root = 0});  // a non-root passes no input
+  pg.reduce_scatter(view(four.data(), 8), view(one.data(), 2));
+  pg.all_to_all(view(four.data(), 8), view(four.data(), 8));
+  pg.barrier();
+  CHECK(pg.calls == 11);
+}
+
+TEST_CASE("ops: a peer or root outside the group, or this rank for send/recv, is refused before the backend") {
+  FakeGroup pg(1, 4, {});
+  std::vector<float> v(4);
+  Buffer b = view(v.data(), 4);
+  CHECK_THROWS_WITH_AS(pg.send(b, 4), doctest::Contains("rank 4 is outside the group [0, 4)"), InvalidArgument);
+  CHECK_THROWS_AS(pg.recv(b, -1), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg.send(b, 1), doctest::Contains("send: rank 1 is this rank"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg.recv(b, 1), doctest::Contains("recv: rank 1 is this rank"), InvalidArgument);
+  CHECK_THROWS_AS(pg.broadcast(b, {.root = 4}), InvalidArgument);
+  CHECK_THROWS_AS(pg.reduce(b, {.root = -1}), InvalidArgument);
+  CHECK_THROWS_AS(pg.gather(b, {}, {.root = 7}), InvalidArgument);
+  CHECK_THROWS_AS(pg.scatter({}, b, {.root = 7}), InvalidArgument);
+  CHECK(pg.calls == 0);
+}
+
+TEST_CASE("ops: buffers on another device than the backend takes are refused, naming both") {
+  FakeGroup host(0, 2, {});
+  std::vector<float> v(4);
+  Buffer on_gpu{v.data(), 4, DType::kFloat32, kGpu0};
+  CHECK_THROWS_WITH_AS(host.all_reduce(on_gpu), doctest::Contains("fake all_reduce: buffer is on cuda:0"),
+                       InvalidArgument);
+  CHECK_THROWS_AS(host.all_gather(view(v.data(), 2), Buffer{v.data(), 4, DType::kFloat32, kGpu0}), InvalidArgument);
+  FakeGroup gpu(0, 2, kGpu0);
+  CHECK_THROWS_WITH_AS(gpu.broadcast(view(v.data(), 4)), doctest::Contains("takes buffers on cuda:0"),
+                       InvalidArgument);
+  CHECK_THROWS_AS(gpu.all_reduce(Buffer{v.data(), 4, DType::kFloat32, Device{DeviceType::kCuda, 1}}),
+                  InvalidArgument);
+  gpu.all_reduce(on_gpu);
+  CHECK(host.calls == 0);
+  CHECK(gpu.calls == 1);
+}
+
+TEST_CASE("ops: a null buffer with a count is refused; an empty one is a valid no-op for the backend") {
+  FakeGroup pg(0, 2, {});
+  CHECK_THROWS_WITH_AS(pg.all_reduce(Buffer{nullptr, 3, DType::kFloat32, {}}),
+                       doctest::Contains("all_reduce: null buffer with count 3"), InvalidArgument);
+  CHECK_THROWS_AS(pg.send(Buffer{nullptr, 1, DType::kInt8, {}}, 1), InvalidArgument);
+  CHECK(pg.calls == 0);
+  pg.all_reduce(Buffer{nullptr, 0, DType::kFloat32, {}});
+  CHECK(pg.calls == 1);
+}
+
+TEST_CASE("ops: bitwise reductions need an integer dtype") {
+  FakeGroup pg(0, 2, {});
+  std::vector<float> f(4);
+  std::vector<int32_t> i(4);
+  for (ReduceOp op : {ReduceOp::kBand, ReduceOp::kBor, ReduceOp::kBxor}) {
+    CHECK_THROWS_WITH_AS(pg.all_reduce(view(f.data(), 4), {.op = op}), doctest::Contains("needs an integer dtype"),
+                         InvalidArgument);
+    CHECK_THROWS_AS(pg.reduce(view(f.data(), 4), {.op = op}), InvalidArgument);
+    CHECK_THROWS_AS(pg.reduce_scatter(view(f.data(), 4), view(f.data(), 2), {.op = op}), InvalidArgument);
+    pg.all_reduce(view(i.data(), 4), {.op = op});
+  }
+  CHECK(pg.calls == 3);
+}
+
+TEST_CASE("ops: world-sized buffers must hold world_size x the per-rank count, of the same dtype") {
+  FakeGroup root(0, 2, {});
+  std::vector<float> f(5);
+  std::vector<int32_t> i(4);
+  CHECK_THROWS_WITH_AS(root.all_gather(view(f.data(), 2), view(f.data(), 5)),
+                       doctest::Contains("must hold world_size (2) x 2 elements, got 5"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(root.all_gather(view(f.data(), 2), view(i.data(), 4)), doctest::Contains("dtypes differ"),
+                       InvalidArgument);
+  CHECK_THROWS_AS(root.gather(view(f.data(), 2), view(f.data(), 3)), InvalidArgument);
+  CHECK_THROWS_AS(root.scatter(view(f.data(), 3), view(f.data(), 2)), InvalidArgument);
+  CHECK_THROWS_AS(root.reduce_scatter(view(f.data(), 3), view(f.data(), 2)), InvalidArgument);
+  CHECK(root.calls == 0);
+  FakeGroup leaf(1, 2, {});  // the root's buffer is not the leaf's business
+  leaf.gather(view(f.data(), 2), view(f.data(), 3));
+  leaf.scatter(view(f.data(), 3), view(f.data(), 2));
+  CHECK(leaf.calls == 2);
+}
+
+TEST_CASE("ops: all_to_all needs equal buffers that split evenly over the ranks") {
+  FakeGroup pg(0, 3, {});
+  std::vector<float> f(6);
+  CHECK_THROWS_WITH_AS(pg.all_to_all(view(f.data(), 6), view(f.data(), 3)),
+                       doctest::Contains("input and output differ"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg.all_to_all(view(f.data(), 4), view(f.data(), 4)),
+                       doctest::Contains("4 elements do not split evenly over 3 ranks"), InvalidArgument);
+  CHECK(pg.calls == 0);
+}
+
+TEST_CASE("ops: an unset timeout reaches the backend as the group's; a set one as given") {
+  FakeGroup pg(0, 2, {}, {.timeout = Millis(1234)});
+  std::vector<float> f(2);
+  pg.all_reduce(view(f.data(), 2));
+  CHECK(pg.last_timeout == Millis(1234));
+  pg.barrier({.timeout = Millis(7)});
+  CHECK(pg.last_timeout == Millis(7));
+  pg.send(view(f.data(), 2), 1);
+  CHECK(pg.last_timeout == Millis(1234));
 }

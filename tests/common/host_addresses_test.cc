@@ -2,6 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 
 using namespace ddp::net;
@@ -29,4 +32,35 @@ TEST_CASE("interface_addresses: loopback last; resolve_addresses of literals and
   CHECK(resolve_addresses("127.0.0.1").front() == "127.0.0.1");
   CHECK(resolve_addresses("::1").front() == "::1");
   CHECK(resolve_addresses("does-not-resolve.invalid").empty());
+}
+
+TEST_CASE("ip_text and endpoint_text: the one formatting of IPv4 and IPv6 addresses") {
+  sockaddr_in v4{};
+  v4.sin_family = AF_INET;
+  v4.sin_port = htons(29500);
+  REQUIRE(inet_pton(AF_INET, "10.1.2.3", &v4.sin_addr) == 1);
+  CHECK(ip_text(reinterpret_cast<const sockaddr*>(&v4)) == "10.1.2.3");
+  CHECK(ip_text(AF_INET, &v4.sin_addr) == "10.1.2.3");
+  CHECK(endpoint_text(reinterpret_cast<const sockaddr*>(&v4)) == "10.1.2.3:29500");
+  sockaddr_in6 v6{};
+  v6.sin6_family = AF_INET6;
+  v6.sin6_port = htons(7);
+  REQUIRE(inet_pton(AF_INET6, "fd00::1", &v6.sin6_addr) == 1);
+  CHECK(ip_text(reinterpret_cast<const sockaddr*>(&v6)) == "fd00::1");
+  CHECK(ip_text(AF_INET6, &v6.sin6_addr) == "fd00::1");
+  CHECK(endpoint_text(reinterpret_cast<const sockaddr*>(&v6)) == "[fd00::1]:7");
+  sockaddr other{};
+  other.sa_family = AF_UNIX;
+  CHECK(ip_text(&other).empty());
+  CHECK(ip_text(AF_UNIX, &v4.sin_addr).empty());
+  CHECK(endpoint_text(&other) == "?");
+}
+
+TEST_CASE("interface_addresses: no IPv6 link-local address (fe80::/10)") {
+  for (const auto& ip : interface_addresses()) {
+    CHECK_FALSE(ip.starts_with("fe8"));
+    CHECK_FALSE(ip.starts_with("fe9"));
+    CHECK_FALSE(ip.starts_with("fea"));
+    CHECK_FALSE(ip.starts_with("feb"));
+  }
 }

@@ -36,47 +36,48 @@ class DeviceMirror final : public ProcessGroup {
 
   std::string backend_name() const override { return inner_->backend_name(); }
 
-  WorkPtr send(Buffer buf, int dst, SendOptions o) override {
+ protected:
+  WorkPtr do_send(Buffer buf, int dst, SendOptions o) override {
     Mirrored in(buf, device_, true);
     return finish(inner_->send(in.view(), dst, o), {});
   }
-  WorkPtr recv(Buffer buf, int src, RecvOptions o) override {
+  WorkPtr do_recv(Buffer buf, int src, RecvOptions o) override {
     Mirrored out(buf, device_, false);
     return finish(inner_->recv(out.view(), src, o), {&out});
   }
-  WorkPtr broadcast(Buffer buf, BroadcastOptions o) override {
+  WorkPtr do_broadcast(Buffer buf, BroadcastOptions o) override {
     Mirrored io(buf, device_, true);
     return finish(inner_->broadcast(io.view(), o), {&io});
   }
-  WorkPtr all_reduce(Buffer buf, AllReduceOptions o) override {
+  WorkPtr do_all_reduce(Buffer buf, AllReduceOptions o) override {
     Mirrored io(buf, device_, true);
     return finish(inner_->all_reduce(io.view(), o), {&io});
   }
-  WorkPtr reduce(Buffer buf, ReduceOptions o) override {
+  WorkPtr do_reduce(Buffer buf, ReduceOptions o) override {
     Mirrored io(buf, device_, true);
     return finish(inner_->reduce(io.view(), o), {&io});
   }
-  WorkPtr all_gather(Buffer input, Buffer output, AllGatherOptions o) override {
+  WorkPtr do_all_gather(Buffer input, Buffer output, AllGatherOptions o) override {
     Mirrored in(input, device_, true), out(output, device_, false);
     return finish(inner_->all_gather(in.view(), out.view(), o), {&out});
   }
-  WorkPtr gather(Buffer input, Buffer output, GatherOptions o) override {
+  WorkPtr do_gather(Buffer input, Buffer output, GatherOptions o) override {
     Mirrored in(input, device_, true), out(output, device_, false);
     return finish(inner_->gather(in.view(), out.view(), o), {&out});
   }
-  WorkPtr scatter(Buffer input, Buffer output, ScatterOptions o) override {
+  WorkPtr do_scatter(Buffer input, Buffer output, ScatterOptions o) override {
     Mirrored in(input, device_, true), out(output, device_, false);
     return finish(inner_->scatter(in.view(), out.view(), o), {&out});
   }
-  WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions o) override {
+  WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions o) override {
     Mirrored in(input, device_, true), out(output, device_, false);
     return finish(inner_->reduce_scatter(in.view(), out.view(), o), {&out});
   }
-  WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions o) override {
+  WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions o) override {
     Mirrored in(input, device_, true), out(output, device_, false);
     return finish(inner_->all_to_all(in.view(), out.view(), o), {&out});
   }
-  WorkPtr barrier(BarrierOptions o) override { return inner_->barrier(o); }
+  WorkPtr do_barrier(BarrierOptions o) override { return inner_->barrier(o); }
 
  private:
   // Waits for the inner op (rethrowing its error), then brings the outputs home.
