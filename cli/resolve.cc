@@ -1,6 +1,8 @@
 #include "cli/resolve.h"
 
 #include <algorithm>
+#include <cctype>
+#include <string_view>
 
 #include "cli/config_file.h"
 #include "cli/option_specs.h"
@@ -35,19 +37,41 @@ class Settings {
   const SettingLayer& layer_;
 };
 
-std::string normalize_backend(const Settings& s) {
-  if (!s.has("rdzv_backend")) return "static";
+launcher::RdzvBackend parse_backend(const Settings& s) {
+  using B = launcher::RdzvBackend;
+  if (!s.has("rdzv_backend")) return B::kStatic;
   std::string b = s.text("rdzv_backend");
   std::transform(b.begin(), b.end(), b.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (b == "c10d") return "tcp";
-  if (b == "static" || b == "tcp" || b == "file" || b == "multicast") return b;
+  if (b == "static") return B::kStatic;
+  if (b == "tcp" || b == "c10d") return B::kTcp;
+  if (b == "file") return B::kFile;
+  if (b == "multicast") return B::kMulticast;
   DDP_THROW(InvalidArgument, s.what("rdzv_backend"), ": unknown rendezvous backend '", b,
             "' (static, tcp, c10d, file, multicast)", did_you_mean(b, {"static", "tcp", "c10d", "file", "multicast"}));
 }
 
 // Slurm (srun, one task per node) and Open MPI (mpirun, one process per node) fill in the node
 // rank, node count and master address the user did not give.
-void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions& o) {
+// srun with several tasks per node starts several launchers per node: each would be a job of its
+// own (or, told the node count, clash over node ranks). Refused unless the layout is given.
+void check_slurm_tasks(const Settings& s, const EnvLookup& env, std::vector<std::string>& warnings) {
+  auto nodes = env("SLURM_STEP_NUM_NODES"), tasks = env("SLURM_STEP_NUM_TASKS");
+  auto as_int = [](const std::optional<std::string>& v) {
+    try {
+      return v ? parse_int(*v, "") : 0;
+    } catch (const InvalidArgument&) {
+      return 0;
+    }
+  };
+  if (as_int(tasks) <= as_int(nodes)) return;
+  const std::string what = "srun started " + *tasks + " tasks on " + *nodes +
+                           " node(s), but ddp-launch runs once per node and starts the workers itself";
+  const std::string fix = "run `srun --ntasks-per-node=1 ddp-launch --nproc-per-node N ...` (N workers per node)";
+  if (!s.has("nnodes")) DDP_THROW(InvalidArgument, what, ": ", fix);
+  warnings.push_back(what + "; nnodes, node_rank and master_addr are not taken from Slurm (" + fix + ")");
+}
+
+void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions& o, std::vector<std::string>& warnings) {
   auto get = [&](std::initializer_list<const char*> names) -> std::optional<std::string> {
     for (const char* n : names) {
       if (auto v = env(n); v && !v->empty()) return v;
@@ -59,6 +83,7 @@ void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions&
   auto slurm_nodes = get({"SLURM_STEP_NUM_NODES", "SLURM_NNODES"});
   auto slurm_tasks = get({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"});
   auto slurm_node = get({"SLURM_NODEID"});
+  check_slurm_tasks(s, env, warnings);
   bool slurm = slurm_nodes && slurm_node && (!slurm_tasks || *slurm_tasks == *slurm_nodes);
   auto ompi_size = get({"OMPI_COMM_WORLD_SIZE"});
   auto ompi_rank = get({"OMPI_COMM_WORLD_RANK"});
@@ -71,7 +96,7 @@ void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions&
     l.nnodes_min = l.nnodes_max = n;
   }
   if (l.nnodes_max <= 1) return;
-  if (!s.has("node_rank") && l.rdzv_backend == "static") {
+  if (!s.has("node_rank") && l.rdzv_backend == launcher::RdzvBackend::kStatic) {
     l.node_rank = parse_int(slurm ? *slurm_node : *ompi_rank, src);
   }
   if (!s.has("master_addr") && slurm) {
@@ -92,21 +117,18 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
       DDP_THROW(InvalidArgument, "standalone (from ", s.what("standalone"), ") runs one node, but ",
                 s.show("nnodes", std::to_string(l.nnodes_max)));
     }
-    for (const char* k : {"rdzv_endpoint", "rdzv_backend", "node_rank"}) {
-      if (s.has(k)) DDP_THROW(InvalidArgument, "standalone (from ", s.what("standalone"), ") picks its own rendezvous: drop ", k, " (from ", s.what(k), ")");
-    }
   }
   if (l.node_rank >= 0 && l.node_rank >= l.nnodes_max) {
     DDP_THROW(InvalidArgument, s.show("node_rank", std::to_string(l.node_rank)), " must be below ",
               s.show("nnodes", std::to_string(l.nnodes_max)));
   }
-  if (l.rdzv_backend == "file" && l.rdzv_endpoint.empty()) {
+  if (l.rdzv_backend == launcher::RdzvBackend::kFile && l.rdzv_endpoint.empty()) {
     DDP_THROW(InvalidArgument, "rdzv_backend file (from ", s.what("rdzv_backend"), ") needs rdzv_endpoint: a directory every node shares");
   }
-  if (l.rdzv_backend == "tcp" && l.rdzv_endpoint.empty()) {
+  if (l.rdzv_backend == launcher::RdzvBackend::kTcp && l.rdzv_endpoint.empty()) {
     DDP_THROW(InvalidArgument, "rdzv_backend tcp (from ", s.what("rdzv_backend"), ") needs rdzv_endpoint: HOST[:PORT] of the store");
   }
-  if (l.rdzv_backend == "multicast") {
+  if (l.rdzv_backend == launcher::RdzvBackend::kMulticast) {
     const std::string why = "rdzv_backend multicast (from " + s.what("rdzv_backend") +
                             ") needs rdzv_endpoint GROUP:PORT, a multicast group and port (239.x.y.z:PORT or [ff15::...]:PORT)";
     if (l.rdzv_endpoint.empty()) DDP_THROW(InvalidArgument, why);
@@ -122,7 +144,7 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
   } else if (o.multicast_ttl != 1 || !o.multicast_interface.empty()) {
     DDP_THROW(InvalidArgument, s.what("rdzv_conf"), ": ttl= and interface= apply to rdzv_backend multicast only");
   }
-  if (l.rdzv_backend == "static" && l.nnodes_max > 1) {
+  if (l.rdzv_backend == launcher::RdzvBackend::kStatic && l.nnodes_max > 1) {
     if (l.node_rank < 0) {
       DDP_THROW(InvalidArgument, "a static rendezvous over ", l.nnodes_max, " nodes needs node_rank (--node-rank) on every node, or rdzv_backend tcp/file to assign ranks");
     }
@@ -130,8 +152,13 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
       DDP_THROW(InvalidArgument, "a static rendezvous over ", l.nnodes_max, " nodes needs master_addr (--master-addr): node 0's address (under srun Slurm's node list gives it; Open MPI exports none)");
     }
   }
-  if (s.has("module") && s.has("no_python") && s.text("module") == "true" && s.text("no_python") == "true") {
-    DDP_THROW(InvalidArgument, "module (from ", s.what("module"), ") and no_python (from ", s.what("no_python"), ") exclude each other");
+  for (const char* other : {"no_python", "run_path"}) {
+    if (s.has("module") && s.has(other) && s.text("module") == "true" && s.text(other) == "true") {
+      DDP_THROW(InvalidArgument, "module (from ", s.what("module"), ") and ", other, " (from ", s.what(other), ") exclude each other");
+    }
+  }
+  if (s.has("run_path") && s.has("no_python") && s.text("run_path") == "true" && s.text("no_python") == "true") {
+    DDP_THROW(InvalidArgument, "run_path (from ", s.what("run_path"), ") and no_python (from ", s.what("no_python"), ") exclude each other");
   }
   if (l.master_port < 0 || l.master_port > 65534) {
     DDP_THROW(InvalidArgument, s.what("master_port"), ": ", l.master_port, " is not a port in 0..65534");
@@ -141,16 +168,101 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
   if (l.rdzv_timeout.count() <= 0) DDP_THROW(InvalidArgument, s.what("rdzv_conf"), ": timeout must be > 0");
 }
 
-// PROGRAM.py runs with python3 (like torchrun) unless --no-python; --module runs python3 -m.
-void wrap_python(const Settings& s, std::vector<std::string>& command) {
-  bool module = s.has("module") && parse_bool(s.text("module"), s.what("module"));
-  bool no_python = s.has("no_python") && parse_bool(s.text("no_python"), s.what("no_python"));
-  if (module) {
-    command.insert(command.begin(), {"python3", "-u", "-m"});
-  } else if (!no_python && command.front().size() > 3 && command.front().ends_with(".py")) {
-    command.insert(command.begin(), {"python3", "-u"});
+// PROGRAM.py (or any PROGRAM with --run-path) runs with the interpreter, like torchrun, unless
+// --no-python; --module runs it with -m. The interpreter is $PYTHON_EXEC (torchrun's variable:
+// a venv or conda env that is not activated), else python3 from PATH. Messages keep naming the
+// user's PROGRAM, not the interpreter.
+void wrap_python(const Settings& s, const EnvLookup& env, launcher::LaunchOptions& l, std::vector<std::string>& command) {
+  auto flag = [&](const char* name) { return s.has(name) && parse_bool(s.text(name), s.what(name)); };
+  std::string python = "python3";
+  if (auto p = env("PYTHON_EXEC"); p && !p->empty()) python = *p;
+  const bool script = command.front().size() > 3 && command.front().ends_with(".py");
+  if (flag("module")) {
+    l.program = command.front();
+    command.insert(command.begin(), {python, "-u", "-m"});
+  } else if (!flag("no_python") && (script || flag("run_path"))) {
+    l.program = command.front();
+    command.insert(command.begin(), {python, "-u"});
   }
 }
+
+// torchrun's --numa-binding, mapped onto --cpu-bind (giving both is an error).
+void apply_numa_binding(const Settings& s, launcher::LaunchOptions& l) {
+  if (!s.has("numa_binding")) return;
+  std::string t = s.text("numa_binding");
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (s.has("cpu_bind")) {
+    DDP_THROW(InvalidArgument, "numa_binding (from ", s.what("numa_binding"), ") and cpu_bind (from ", s.what("cpu_bind"),
+              ") both bind the workers: give one");
+  }
+  if (t == "node" || t == "socket") {
+    l.cpu_bind = launcher::CpuBind::kNuma;
+    l.numa_memory = true;
+  } else if (t == "exclusive" || t == "core-complex" || t == "core_complex") {
+    l.cpu_bind = launcher::CpuBind::kCores;
+  } else {
+    DDP_THROW(InvalidArgument, s.what("numa_binding"), ": '", s.text("numa_binding"), "' is not node, socket, exclusive or core-complex",
+              did_you_mean(t, {"node", "socket", "exclusive", "core-complex"}));
+  }
+}
+
+void check_start_method(const Settings& s) {
+  if (!s.has("start_method")) return;
+  const std::string& m = s.text("start_method");
+  if (m != "spawn" && m != "fork" && m != "forkserver") {
+    DDP_THROW(InvalidArgument, s.what("start_method"), ": '", m, "' is not spawn, fork or forkserver",
+              did_you_mean(m, {"spawn", "fork", "forkserver"}));
+  }
+}
+
+// torchrun ignores these with --standalone (it picks its own rendezvous): so do we, saying so.
+void drop_standalone_conflicts(const Settings& s, launcher::LaunchOptions& l, std::vector<std::string>& warnings) {
+  if (!l.standalone) return;
+  for (const char* k : {"rdzv_backend", "rdzv_endpoint", "node_rank"}) {
+    if (s.has(k)) warnings.push_back(std::string(k) + " (from " + s.what(k) + ") is ignored: standalone (from " + s.what("standalone") + ") picks its own rendezvous");
+  }
+  l.rdzv_backend = launcher::RdzvBackend::kStatic;
+  l.rdzv_endpoint.clear();
+  l.node_rank = -1;
+}
+
+// The scheduler's id for this job step, made a valid run id; empty outside a scheduler.
+std::string scheduler_job_id(const EnvLookup& env) {
+  std::string id;
+  if (auto j = env("SLURM_JOB_ID"); j && !j->empty()) {
+    id = *j;
+    if (auto step = env("SLURM_STEP_ID"); step && !step->empty()) id += "." + *step;
+  } else {
+    for (const char* var : {"PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID", "COBALT_JOBID"}) {
+      if (auto v = env(var); v && !v->empty()) {
+        id = *v;
+        break;
+      }
+    }
+  }
+  for (char& c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && std::string_view("._-:@+").find(c) == std::string_view::npos) c = '_';
+  }
+  if (id.size() > kMaxRunIdLength - 16) id.resize(kMaxRunIdLength - 16);
+  return id.starts_with(".") ? "_" + id.substr(1) : id;
+}
+
+// Run id: --rdzv-id; else, multi-node, the scheduler's job id (every node of the step sees the
+// same) or torchrun's "none"; a lone node gets a fresh id (the scheduler's as a prefix). The log
+// directory is the run id, except for "none", shared by every job without an id: then
+// "none_<random>" like torchrun's log dirs, so no job writes into another's.
+void resolve_run_id(const EnvLookup& env, launcher::LaunchOptions& l) {
+  const std::string sched = scheduler_job_id(env);
+  l.run_id = l.rdzv_id;
+  if (l.rdzv_id == "none" && l.nnodes_max == 1) {
+    l.run_id = sched.empty() ? launcher::random_hex(8) : sched + "-" + launcher::random_hex(4);
+  } else if (l.rdzv_id == "none" && !sched.empty()) {
+    l.run_id = sched;
+  }
+  l.log_run_dir = l.run_id == "none" ? "none_" + launcher::random_hex(4) : l.run_id;
+}
+
+std::string pet_name(std::string_view option) { return "PET_" + env_name(option).substr(std::string("DDP_LAUNCH_").size()); }
 
 }  // namespace
 
@@ -169,6 +281,10 @@ SettingLayer env_layer(const EnvLookup& env, const std::vector<std::string>& env
     if (!spec.in_cli) continue;
     std::string var = env_name(spec.name);
     auto v = env(var);
+    if ((!v || v->empty()) && spec.name != "config") {  // torchrun's PET_<NAME>, under ours
+      var = pet_name(spec.name);
+      v = env(var);
+    }
     if (!v || v->empty()) continue;
     SettingValue sv{{*v}, var};
     if (spec.kind == ValueKind::kBool) sv.items = {parse_bool(*v, var) ? "true" : "false"};
@@ -200,7 +316,9 @@ SettingLayer merge_settings(const SettingLayer& flags, const SettingLayer& env) 
 }
 
 launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<std::string> command,
-                                       const EnvLookup& env) {
+                                       const EnvLookup& env, std::vector<std::string>* warnings_out) {
+  std::vector<std::string> ignored;
+  std::vector<std::string>& warnings = warnings_out != nullptr ? *warnings_out : ignored;
   Settings s(merged);
   AgentOptions o;
   auto& l = o.launch;
@@ -221,7 +339,7 @@ launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<s
   l.master_addr = "127.0.0.1";
   str("master_addr", l.master_addr);
   integer("master_port", l.master_port);
-  l.rdzv_backend = normalize_backend(s);
+  l.rdzv_backend = parse_backend(s);
   str("rdzv_endpoint", l.rdzv_endpoint);
   if (s.has("rdzv_id")) l.rdzv_id = parse_run_id(s.text("rdzv_id"), s.what("rdzv_id"));
   if (s.has("rdzv_conf")) {
@@ -242,6 +360,9 @@ launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<s
   if (s.has("local_ranks_filter")) l.local_ranks_filter = parse_rank_list(s.text("local_ranks_filter"), s.what("local_ranks_filter"));
   str("role", l.role);
   if (s.has("cpu_bind")) l.cpu_bind = parse_cpu_bind(s.text("cpu_bind"), s.what("cpu_bind"));
+  apply_numa_binding(s, l);
+  check_start_method(s);
+  if (auto t = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) l.log_line_prefix_template = *t;
   if (s.has("env")) {
     for (const auto& item : s.items("env")) l.env.push_back(parse_key_value(item, s.what("env")));
   }
@@ -249,16 +370,19 @@ launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<s
   if (command.empty()) {
     DDP_THROW(InvalidArgument, "no PROGRAM given: ddp-launch [options] [--] PROGRAM [ARGS...] (or \"command\" in a config)");
   }
-  wrap_python(s, command);
+  wrap_python(s, env, l, command);
   l.command = std::move(command);
-  l.no_python = true;  // the command is final: python3 was prepended above where needed
+  l.no_python = true;  // the command is final: the interpreter was prepended above where needed
 
-  infer_from_scheduler(s, env, o);
+  drop_standalone_conflicts(s, l, warnings);
+  infer_from_scheduler(s, env, o, warnings);
   check_combinations(s, o);
-  // Multi-node jobs share the rendezvous id as their run id; a lone node gets a fresh one so that
-  // its log directory and store keys are its own.
-  l.run_id = l.rdzv_id;
-  if (l.rdzv_id == "none" && l.nnodes_max == 1) l.run_id = launcher::random_hex(8);
+  resolve_run_id(env, l);
+  // One node with a rendezvous backend but no port of its own (torchrun's recipe for several
+  // jobs on a host: --rdzv-backend c10d --rdzv-endpoint localhost:0): a free MASTER_PORT, as
+  // torchrun's agent picks one, so two such jobs never share 29500.
+  const bool one_node = l.standalone || l.nnodes_max == 1;
+  l.pick_master_port = one_node && !s.has("master_port") && (l.standalone || s.has("rdzv_backend"));
   return o;
 }
 

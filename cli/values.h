@@ -22,10 +22,7 @@ int parse_int(const std::string& text, const std::string& what);
 Millis parse_seconds(const std::string& text, const std::string& what);  // "0.5" -> 500 ms
 bool parse_bool(const std::string& text, const std::string& what);       // 1/0 true/false yes/no on/off
 
-// GPUs visible to this process: CUDA_VISIBLE_DEVICES when set, else /dev/nvidia<N> devices.
-int count_visible_gpus(const EnvLookup& env);
-int count_cpus();
-// N | auto | gpu | cpu.
+// N | auto (GPUs, else CPUs) | gpu | cpu, counted as cli/device_count.h says.
 int parse_nproc(const std::string& text, const std::string& what, const EnvLookup& env);
 // N | MIN:MAX -> {min, max}.
 std::pair<int, int> parse_nnodes(const std::string& text, const std::string& what);

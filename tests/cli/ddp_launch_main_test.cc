@@ -193,7 +193,7 @@ TEST_CASE("config errors name the file, the line and the key, with a did-you-mea
 
 TEST_CASE("usage errors exit 2 with a did-you-mean; --help and --version exit 0") {
   ScratchDir d;
-  auto typo = launch(d, {"--nproc-per-nod", "2", "true"});
+  auto typo = launch(d, {"--nproc-per-mode", "2", "true"});
   CHECK(typo.code == 2);
   CHECK(typo.err.find("did you mean '--nproc-per-node'?") != std::string::npos);
   auto mcast = launch(d, {"--rdzv-backend", "multicast", "true"});
