@@ -41,7 +41,7 @@ TEST_CASE("long lists are shortened") {
   auto p = waiting();
   p.nnodes = 20;
   p.arrived.clear();
-  for (int i = 0; i < 12; ++i) p.arrived.emplace_back(i, "h" + std::to_string(i));
+  for (int i = 0; i < 12; ++i) p.arrived.emplace_back(i, std::string("h").append(std::to_string(i)));
   p.missing = {12, 13, 14, 15, 16, 17, 18, 19};
   const std::string s = format_progress(p);
   CHECK(s.find("h7 = node 7, and 4 more)") != std::string::npos);
@@ -65,6 +65,9 @@ TEST_CASE("a terminal gets one line rewritten in place; anything else a line per
   }
   w.reset();
   const std::string out = drain(r.get());
-  const std::string line = "ddp-launch: " + format_progress(waiting());
-  CHECK(out == "\r\x1b[K" + line + "\r\x1b[K" + line + "\n" + line + "\n");
+  std::string line = "ddp-launch: ";
+  line.append(format_progress(waiting()));
+  std::string expected;
+  expected.append("\r\x1b[K").append(line).append("\r\x1b[K").append(line).append("\n").append(line).append("\n");
+  CHECK(out == expected);
 }
