@@ -451,3 +451,15 @@ TEST_CASE("queued signals are visible between attempts through poll_signal") {
   CHECK(got == SIGUSR2);
   CHECK(WIFEXITED(status));
 }
+
+TEST_CASE("log_run_dir names the directory under log_dir (run id 'none' gets one of its own); the run id stays") {
+  TempDir dir;
+  const std::string logs = dir / "logs";
+  LaunchOptions o = sh_options("echo out-$RANK; echo run=$TORCHELASTIC_RUN_ID", 1);
+  o.log_dir = logs;
+  o.log_run_dir = "none_1a2b";
+  Outcome out = run_launcher(o, single_node(1, "none"), {}, dir / "console");
+  REQUIRE(out.result["success"] == true);
+  CHECK(read_file(logs + "/none_1a2b/attempt_0/0/stdout.log") == "out-0\nrun=none\n");
+  CHECK_FALSE(std::filesystem::exists(logs + "/none"));
+}
