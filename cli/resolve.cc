@@ -6,6 +6,7 @@
 
 #include "cli/config_file.h"
 #include "cli/option_specs.h"
+#include "cli/run_id.h"
 #include "cli/suggest.h"
 #include "common/error.h"
 #include "common/socket.h"
@@ -226,42 +227,6 @@ void drop_standalone_conflicts(const Settings& s, launcher::LaunchOptions& l, st
   l.node_rank = -1;
 }
 
-// The scheduler's id for this job step, made a valid run id; empty outside a scheduler.
-std::string scheduler_job_id(const EnvLookup& env) {
-  std::string id;
-  if (auto j = env("SLURM_JOB_ID"); j && !j->empty()) {
-    id = *j;
-    if (auto step = env("SLURM_STEP_ID"); step && !step->empty()) id += "." + *step;
-  } else {
-    for (const char* var : {"PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID", "COBALT_JOBID"}) {
-      if (auto v = env(var); v && !v->empty()) {
-        id = *v;
-        break;
-      }
-    }
-  }
-  for (char& c : id) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && std::string_view("._-:@+").find(c) == std::string_view::npos) c = '_';
-  }
-  if (id.size() > kMaxRunIdLength - 16) id.resize(kMaxRunIdLength - 16);
-  return id.starts_with(".") ? "_" + id.substr(1) : id;
-}
-
-// Run id: --rdzv-id; else, multi-node, the scheduler's job id (every node of the step sees the
-// same) or torchrun's "none"; a lone node gets a fresh id (the scheduler's as a prefix). The log
-// directory is the run id, except for "none", shared by every job without an id: then
-// "none_<random>" like torchrun's log dirs, so no job writes into another's.
-void resolve_run_id(const EnvLookup& env, launcher::LaunchOptions& l) {
-  const std::string sched = scheduler_job_id(env);
-  l.run_id = l.rdzv_id;
-  if (l.rdzv_id == "none" && l.nnodes_max == 1) {
-    l.run_id = sched.empty() ? launcher::random_hex(8) : sched + "-" + launcher::random_hex(4);
-  } else if (l.rdzv_id == "none" && !sched.empty()) {
-    l.run_id = sched;
-  }
-  l.log_run_dir = l.run_id == "none" ? "none_" + launcher::random_hex(4) : l.run_id;
-}
-
 std::string pet_name(std::string_view option) { return "PET_" + env_name(option).substr(std::string("DDP_LAUNCH_").size()); }
 
 }  // namespace
@@ -315,32 +280,38 @@ SettingLayer merge_settings(const SettingLayer& flags, const SettingLayer& env) 
   return merge_layers({config, env, flags});
 }
 
-launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<std::string> command,
-                                       const EnvLookup& env, std::vector<std::string>* warnings_out) {
-  std::vector<std::string> ignored;
-  std::vector<std::string>& warnings = warnings_out != nullptr ? *warnings_out : ignored;
-  Settings s(merged);
-  AgentOptions o;
-  auto& l = o.launch;
-  auto str = [&](const char* name, std::string& out) {
-    if (s.has(name)) out = s.text(name);
-  };
-  auto integer = [&](const char* name, int& out) {
-    if (s.has(name)) out = parse_int(s.text(name), s.what(name));
-  };
-  auto flag = [&](const char* name) { return s.has(name) && parse_bool(s.text(name), s.what(name)); };
+namespace {
 
-  l.standalone = flag("standalone");
-  l.dry_run = flag("dry_run");
+// Typed setters over the merged settings, each naming the setting's source in its errors.
+struct Reader {
+  const Settings& s;
+  void str(const char* name, std::string& out) const {
+    if (s.has(name)) out = s.text(name);
+  }
+  void integer(const char* name, int& out) const {
+    if (s.has(name)) out = parse_int(s.text(name), s.what(name));
+  }
+  void seconds(const char* name, Millis& out) const {
+    if (s.has(name)) out = parse_seconds(s.text(name), s.what(name));
+  }
+  bool flag(const char* name) const { return s.has(name) && parse_bool(s.text(name), s.what(name)); }
+};
+
+// Layout and rendezvous: nproc, nodes, ranks, master, backend, endpoint, id, --rdzv-conf.
+void read_layout(const Reader& r, const EnvLookup& env, AgentOptions& o) {
+  const Settings& s = r.s;
+  auto& l = o.launch;
+  l.standalone = r.flag("standalone");
+  l.dry_run = r.flag("dry_run");
   if (s.has("nproc_per_node")) l.nproc_per_node = parse_nproc(s.text("nproc_per_node"), s.what("nproc_per_node"), env);
   if (s.has("nnodes")) std::tie(l.nnodes_min, l.nnodes_max) = parse_nnodes(s.text("nnodes"), s.what("nnodes"));
-  integer("node_rank", l.node_rank);
+  r.integer("node_rank", l.node_rank);
   if (s.has("node_rank") && l.node_rank < 0) DDP_THROW(InvalidArgument, s.what("node_rank"), ": must be >= 0");
   l.master_addr = "127.0.0.1";
-  str("master_addr", l.master_addr);
-  integer("master_port", l.master_port);
+  r.str("master_addr", l.master_addr);
+  r.integer("master_port", l.master_port);
   l.rdzv_backend = parse_backend(s);
-  str("rdzv_endpoint", l.rdzv_endpoint);
+  r.str("rdzv_endpoint", l.rdzv_endpoint);
   if (s.has("rdzv_id")) l.rdzv_id = parse_run_id(s.text("rdzv_id"), s.what("rdzv_id"));
   if (s.has("rdzv_conf")) {
     RdzvConf conf = parse_rdzv_conf(s.text("rdzv_conf"), s.what("rdzv_conf"));
@@ -349,23 +320,42 @@ launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<s
     if (conf.ttl) o.multicast_ttl = *conf.ttl;
     if (conf.interface) o.multicast_interface = *conf.interface;
   }
-  str("local_addr", o.local_addr);
-  integer("max_restarts", l.max_restarts);
-  if (s.has("monitor_interval")) l.monitor_interval = parse_seconds(s.text("monitor_interval"), s.what("monitor_interval"));
-  if (s.has("shutdown_timeout")) l.shutdown_timeout = parse_seconds(s.text("shutdown_timeout"), s.what("shutdown_timeout"));
+  r.str("local_addr", o.local_addr);
+}
+
+// Supervision, logs and the workers' environment.
+void read_supervision(const Reader& r, const EnvLookup& env, launcher::LaunchOptions& l) {
+  const Settings& s = r.s;
+  r.integer("max_restarts", l.max_restarts);
+  r.seconds("monitor_interval", l.monitor_interval);
+  r.seconds("shutdown_timeout", l.shutdown_timeout);
   if (s.has("signals_to_handle")) l.signals_to_handle = parse_signals(s.text("signals_to_handle"), s.what("signals_to_handle"));
-  str("log_dir", l.log_dir);
+  r.str("log_dir", l.log_dir);
   if (s.has("redirects")) l.redirects = parse_streams(s.text("redirects"), s.what("redirects"));
   if (s.has("tee")) l.tee = parse_streams(s.text("tee"), s.what("tee"));
   if (s.has("local_ranks_filter")) l.local_ranks_filter = parse_rank_list(s.text("local_ranks_filter"), s.what("local_ranks_filter"));
-  str("role", l.role);
+  if (auto t = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) l.log_line_prefix_template = *t;
+  r.str("role", l.role);
   if (s.has("cpu_bind")) l.cpu_bind = parse_cpu_bind(s.text("cpu_bind"), s.what("cpu_bind"));
   apply_numa_binding(s, l);
   check_start_method(s);
-  if (auto t = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) l.log_line_prefix_template = *t;
   if (s.has("env")) {
     for (const auto& item : s.items("env")) l.env.push_back(parse_key_value(item, s.what("env")));
   }
+}
+
+}  // namespace
+
+launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<std::string> command,
+                                       const EnvLookup& env, std::vector<std::string>* warnings_out) {
+  std::vector<std::string> ignored;
+  std::vector<std::string>& warnings = warnings_out != nullptr ? *warnings_out : ignored;
+  Settings s(merged);
+  const Reader r{s};
+  AgentOptions o;
+  auto& l = o.launch;
+  read_layout(r, env, o);
+  read_supervision(r, env, l);
   if (command.empty() && s.has("command")) command = s.items("command");
   if (command.empty()) {
     DDP_THROW(InvalidArgument, "no PROGRAM given: ddp-launch [options] [--] PROGRAM [ARGS...] (or \"command\" in a config)");
