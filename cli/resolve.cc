@@ -129,6 +129,11 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
   if (l.rdzv_backend == launcher::RdzvBackend::kTcp && l.rdzv_endpoint.empty()) {
     DDP_THROW(InvalidArgument, "rdzv_backend tcp (from ", s.what("rdzv_backend"), ") needs rdzv_endpoint: HOST[:PORT] of the store");
   }
+  if (l.rdzv_backend == launcher::RdzvBackend::kTcp && l.nnodes_max > 1 && !l.standalone &&
+      net::parse_endpoint(l.rdzv_endpoint, launcher::kDefaultTcpRdzvPort).port == 0) {
+    DDP_THROW(InvalidArgument, "rdzv_endpoint ", l.rdzv_endpoint, " (from ", s.what("rdzv_endpoint"),
+              "): port 0 (any free port) works for one node only; ", l.nnodes_max, " nodes must meet on a port they all know");
+  }
   if (l.rdzv_backend == launcher::RdzvBackend::kMulticast) {
     const std::string why = "rdzv_backend multicast (from " + s.what("rdzv_backend") +
                             ") needs rdzv_endpoint GROUP:PORT, a multicast group and port (239.x.y.z:PORT or [ff15::...]:PORT)";

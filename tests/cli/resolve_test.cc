@@ -163,6 +163,8 @@ TEST_CASE("one node with a rendezvous backend and no port: a free MASTER_PORT (t
   CHECK_FALSE(resolve({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--master-port", "29700", "./p"})
                   .launch.pick_master_port);
   CHECK_FALSE(resolve({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400", "./p"}).launch.pick_master_port);
+  CHECK(error_of({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "./p"})
+            .find("port 0 (any free port) works for one node only") != std::string::npos);
 }
 
 TEST_CASE("run ids: --rdzv-id, else the scheduler's job id, else fresh; log dirs never shared by default") {
