@@ -269,6 +269,10 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
   }
   items.push_back(cur);
   for (const auto& item : items) {
+    if (std::count(item.begin(), item.end(), '[') > static_cast<std::ptrdiff_t>(kMaxHostGroups)) {
+      DDP_THROW(InvalidArgument, "Slurm host list item '", item.substr(0, 64), item.size() > 64 ? "..." : "",
+                "' has more than ", kMaxHostGroups, " bracket groups");
+    }
     if (!trim(item).empty()) expand_item("", trim(item), text, out);
   }
   return out;

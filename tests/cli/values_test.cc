@@ -117,6 +117,10 @@ TEST_CASE("Slurm host lists with several bracket groups expand every combination
   CHECK(expand_hostlist("r[1-2]n[3,5]x,solo") == std::vector<std::string>{"r1n3x", "r1n5x", "r2n3x", "r2n5x", "solo"});
   CHECK(expand_hostlist("a[1-200]b[1-200]").size() == 40000);
   CHECK_THROWS_AS(expand_hostlist("a[1-300]b[1-300]"), InvalidArgument);  // 90,000 > 65,536
+  std::string deep;
+  for (int i = 0; i < 17; ++i) deep += "x[1]";
+  CHECK_THROWS_WITH_AS(expand_hostlist(deep), doctest::Contains("more than 16 bracket groups"), InvalidArgument);
+  CHECK(expand_hostlist(deep.substr(4)).size() == 1);
 }
 
 TEST_CASE("Slurm host lists are bounded: a short variable cannot make millions of names") {
