@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/exit_codes.h"
+#include "cli/flag_prefix.h"
 #include "cli/option_specs.h"
 #include "cli/suggest.h"
 #include "common/error.h"
@@ -20,15 +21,22 @@ constexpr const char* kDescription =
     "ddp-launch: start one worker per GPU (or slot) on this node, run the rendezvous that gives\n"
     "every worker its RANK, WORLD_SIZE, MASTER_ADDR..., supervise them (signals, failures,\n"
     "restarts, logs) and exit with a meaningful code. A drop-in for torchrun: same flags, same\n"
-    "worker environment. Run one ddp-launch per node.\n";
+    "worker environment. Run one ddp-launch per node. Long options may be abbreviated to any\n"
+    "unambiguous prefix (--nproc 4), as torchrun's argparse allows.\n";
 
 constexpr const char* kFooter =
     "Settings come from, strongest first: the command line, DDP_LAUNCH_<NAME> variables\n"
-    "(DDP_LAUNCH_NPROC_PER_NODE=4, DDP_LAUNCH_STANDALONE=1, DDP_LAUNCH_ENV='A=1;B=2'), the JSON\n"
-    "file of --config (keys are the option names in snake_case: {\"nproc_per_node\": 4}; see\n"
-    "configs/ and configs/ddp-launch.schema.json), then the defaults. Under srun (one task per\n"
-    "node) or mpirun (one process per node) the node count, node rank and master address come\n"
-    "from SLURM_* / OMPI_COMM_WORLD_* when not given.\n"
+    "(DDP_LAUNCH_NPROC_PER_NODE=4, DDP_LAUNCH_STANDALONE=1, DDP_LAUNCH_ENV='A=1;B=2'), torchrun's\n"
+    "PET_<NAME> variables (PET_NNODES=2, as Kubeflow's PyTorchJob sets them), the JSON file of\n"
+    "--config (keys are the option names in snake_case: {\"nproc_per_node\": 4}; see configs/ and\n"
+    "configs/ddp-launch.schema.json), then the defaults. Under srun (one task per node: srun\n"
+    "--ntasks-per-node=1) or mpirun (one process per node) the node count, node rank and master\n"
+    "address come from SLURM_* / OMPI_COMM_WORLD_* when not given; the run id (log directory,\n"
+    "store keys) from --rdzv-id, else the scheduler's job id (SLURM_JOB_ID, PBS_JOBID, ...).\n"
+    "PYTHON_EXEC names the interpreter of .py programs (default python3).\n"
+    "Relayed output (--log-dir, --tee, ...) is prefixed like torchrun's, [default0]: or\n"
+    "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (${role_name} ${rank} ${local_rank}); coloured on a\n"
+    "terminal unless NO_COLOR is set.\n"
     "\n"
     "Every worker gets torchrun's variables (RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE\n"
     "GROUP_RANK GROUP_WORLD_SIZE ROLE_NAME ROLE_RANK ROLE_WORLD_SIZE MASTER_ADDR MASTER_PORT\n"
@@ -50,6 +58,8 @@ constexpr const char* kFooter =
     "             --max-restarts 3 --log-dir /shared/logs --tee 3 ./train\n"
     "  ddp-launch --config configs/two_nodes_static.json --node-rank 1 ./train\n"
     "  ddp-launch --dry-run --nproc-per-node 2 ./train    # print what would run\n"
+    "  # torchrun's recipe for several single-node jobs on one host (each gets a free MASTER_PORT):\n"
+    "  ddp-launch --rdzv-backend c10d --rdzv-endpoint localhost:0 --nproc-per-node 2 ./train\n"
     "\n";
 
 struct Bindings {
@@ -105,13 +115,27 @@ std::vector<std::string> all_flag_names() {
   return out;
 }
 
+std::vector<FlagSpelling> flag_spellings() {
+  std::vector<FlagSpelling> out = {{"--help", "help", false}, {"-h", "help", false}, {"--version", "version", false}};
+  for (const auto& spec : option_specs()) {
+    if (!spec.in_cli) continue;
+    const bool value = spec.kind != ValueKind::kBool;
+    const std::string name(spec.name);
+    out.push_back({flag_name(spec.name), name, value});
+    if ("--" + name != flag_name(spec.name)) out.push_back({"--" + name, name, value});
+    if (!spec.short_flag.empty()) out.push_back({std::string(spec.short_flag), name, value});
+  }
+  return out;
+}
+
 }  // namespace
 
 CommandLine parse_command_line(const std::vector<std::string>& args) {
   Bindings b;
   CommandLine out;
   auto app = build_app(b, out.help, out.version);
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
+  const std::vector<std::string> expanded = expand_flag_prefixes(args, flag_spellings());
+  std::vector<std::string> reversed(expanded.rbegin(), expanded.rend());  // CLI11 takes them reversed
   try {
     app->parse(reversed);
   } catch (const CLI::ParseError& e) {

@@ -39,7 +39,7 @@ int run_job(const launcher::AgentOptions& options) {
     case launcher::AgentStatus::kSucceeded:
       return cli::kExitOk;
     case launcher::AgentStatus::kWorkersFailed:
-      std::fputs(launcher::format_failure_summary(out.last, options.launch.command.front()).c_str(), stderr);
+      std::fputs(launcher::format_failure_summary(out.last, options.launch.program_name()).c_str(), stderr);
       return out.last.exit_code();
     case launcher::AgentStatus::kInterrupted:
       say("stopped by " + launcher::signal_name(out.last.interrupted_by));
@@ -67,7 +67,9 @@ int main(int argc, char** argv) {
     }
     const cli::EnvLookup env = cli::process_env();
     cli::SettingLayer merged = cli::merge_settings(cl.flags, cli::env_layer(env, environment_names()));
-    options = cli::resolve_options(merged, cl.command, env);
+    std::vector<std::string> warnings;
+    options = cli::resolve_options(merged, cl.command, env, &warnings);
+    for (const auto& w : warnings) say("warning: " + w);
     if (options.launch.dry_run) {
       std::fputs(cli::format_dry_run(options).c_str(), stdout);
       return cli::kExitOk;

@@ -53,8 +53,8 @@ std::string format_dry_run(const launcher::AgentOptions& options) {
   std::ostringstream os;
   os << "ddp-launch dry run: node " << a.node_rank << " of " << a.nnodes << ", " << l.nproc_per_node
      << " worker(s), world size " << a.world_size << ", run id " << a.run_id << ", rendezvous "
-     << (l.standalone ? "standalone" : l.rdzv_backend) << "\n";
-  if (!l.standalone && l.nnodes_max > 1 && l.rdzv_backend == "multicast") os << explain_multicast(options);
+     << (l.standalone ? "standalone" : launcher::to_string(l.rdzv_backend)) << "\n";
+  if (!l.standalone && l.nnodes_max > 1 && l.rdzv_backend == launcher::RdzvBackend::kMulticast) os << explain_multicast(options);
   std::string command;
   for (const auto& w : l.command) {
     if (!command.empty()) command.push_back(' ');

@@ -17,8 +17,8 @@ std::vector<OptionSpec> build() {
   using K = ValueKind;
   return {
       {"nproc_per_node", K::kIntOrString, kLayout,
-       "Workers on this node: N, auto (one per visible GPU, else 1), gpu (one per GPU), cpu "
-       "(one per core)", "1", "", true, true},
+       "Workers on this node: N, auto (one per visible GPU, else one per usable CPU, as torchrun), "
+       "gpu (one per GPU), cpu (one per usable CPU)", "1", "", true, true},
       {"nnodes", K::kIntOrString, kLayout, "Number of nodes: N, or MIN:MAX with MIN == MAX", "1",
        "", true, true},
       {"node_rank", K::kInt, kLayout,
@@ -31,7 +31,8 @@ std::vector<OptionSpec> build() {
        "MASTER_PORT for the workers (left free for them, e.g. PyTorch rank 0 binds it); the static "
        "rendezvous store listens on master_port+1", "29500", "", true, true},
       {"standalone", K::kBool, kLayout,
-       "Single node, nothing else needed: a private store on 127.0.0.1 and a free MASTER_PORT", "",
+       "Single node, nothing else needed: a private store on 127.0.0.1 and a free MASTER_PORT "
+       "(--rdzv-backend, --rdzv-endpoint and --node-rank are ignored, with a warning)", "",
        "", true, true},
       {"rdzv_backend", K::kString, kRdzv,
        "static | tcp (alias c10d) | file | multicast", "static", "", true, true},
@@ -60,7 +61,8 @@ std::vector<OptionSpec> build() {
        "Signals forwarded to the workers, e.g. SIGINT,SIGTERM or INT,TERM",
        "SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2", "", true, true},
       {"log_dir", K::kString, kLogs,
-       "Write <log-dir>/<run-id>/attempt_<n>/<rank>/{stdout,stderr}.log", "", "", true, true},
+       "Write <log-dir>/<run-id>/attempt_<n>/<rank>/{stdout,stderr}.log (run id 'none': none_<random>, "
+       "per node); another job's files are never opened", "", "", true, true},
       {"redirects", K::kIntOrString, kLogs,
        "Streams to send only to the log files: 0 none, 1 stdout, 2 stderr, 3 both; or per local "
        "rank: 0:3,1:1", "0", "-r", true, true},
@@ -69,6 +71,9 @@ std::vector<OptionSpec> build() {
        true, true},
       {"local_ranks_filter", K::kString, kLogs,
        "Console shows only these local ranks, e.g. 0 or 0,2", "", "", true, true},
+      {"numa_binding", K::kString, kWorkers,
+       "torchrun's --numa-binding: node or socket = --cpu-bind numa with memory preferred on the "
+       "rank's NUMA node; exclusive or core-complex = --cpu-bind cores", "", "", true, true},
       {"role", K::kString, kWorkers, "ROLE_NAME of the workers", "default", "", true, true},
       {"cpu_bind", K::kString, kWorkers,
        "none | cores | numa: split this node's cores among the local ranks", "none", "", true,
@@ -78,7 +83,13 @@ std::vector<OptionSpec> build() {
        true},
       {"no_python", K::kBool, kProgram,
        "Run PROGRAM as given even when it ends in .py", "", "", true, true},
-      {"module", K::kBool, kProgram, "Run PROGRAM as a Python module: python3 -u -m PROGRAM", "",
+      {"run_path", K::kBool, kProgram,
+       "Run PROGRAM with the Python interpreter whatever its name ends in (torchrun's --run-path)",
+       "", "", true, true},
+      {"start_method", K::kString, kProgram,
+       "Accepted for torchrun command lines and ignored: spawn | fork | forkserver mean nothing "
+       "here (every worker is a fork/exec of PROGRAM)", "spawn", "", true, true},
+      {"module", K::kBool, kProgram, "Run PROGRAM as a Python module: python3 -u -m PROGRAM ($PYTHON_EXEC when set)", "",
        "-m", true, true},
       {"dry_run", K::kBool, kProgram,
        "Print, per rank, the command and environment it would start, then exit", "", "", true,

@@ -1,9 +1,12 @@
 #include "cli/resolve.h"
 
 #include <algorithm>
+#include <cctype>
+#include <string_view>
 
 #include "cli/config_file.h"
 #include "cli/option_specs.h"
+#include "cli/run_id.h"
 #include "cli/suggest.h"
 #include "common/error.h"
 #include "common/socket.h"
@@ -35,19 +38,41 @@ class Settings {
   const SettingLayer& layer_;
 };
 
-std::string normalize_backend(const Settings& s) {
-  if (!s.has("rdzv_backend")) return "static";
+launcher::RdzvBackend parse_backend(const Settings& s) {
+  using B = launcher::RdzvBackend;
+  if (!s.has("rdzv_backend")) return B::kStatic;
   std::string b = s.text("rdzv_backend");
   std::transform(b.begin(), b.end(), b.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (b == "c10d") return "tcp";
-  if (b == "static" || b == "tcp" || b == "file" || b == "multicast") return b;
+  if (b == "static") return B::kStatic;
+  if (b == "tcp" || b == "c10d") return B::kTcp;
+  if (b == "file") return B::kFile;
+  if (b == "multicast") return B::kMulticast;
   DDP_THROW(InvalidArgument, s.what("rdzv_backend"), ": unknown rendezvous backend '", b,
             "' (static, tcp, c10d, file, multicast)", did_you_mean(b, {"static", "tcp", "c10d", "file", "multicast"}));
 }
 
 // Slurm (srun, one task per node) and Open MPI (mpirun, one process per node) fill in the node
 // rank, node count and master address the user did not give.
-void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions& o) {
+// srun with several tasks per node starts several launchers per node: each would be a job of its
+// own (or, told the node count, clash over node ranks). Refused unless the layout is given.
+void check_slurm_tasks(const Settings& s, const EnvLookup& env, std::vector<std::string>& warnings) {
+  auto nodes = env("SLURM_STEP_NUM_NODES"), tasks = env("SLURM_STEP_NUM_TASKS");
+  auto as_int = [](const std::optional<std::string>& v) {
+    try {
+      return v ? parse_int(*v, "") : 0;
+    } catch (const InvalidArgument&) {
+      return 0;
+    }
+  };
+  if (as_int(tasks) <= as_int(nodes)) return;
+  const std::string what = "srun started " + *tasks + " tasks on " + *nodes +
+                           " node(s), but ddp-launch runs once per node and starts the workers itself";
+  const std::string fix = "run `srun --ntasks-per-node=1 ddp-launch --nproc-per-node N ...` (N workers per node)";
+  if (!s.has("nnodes")) DDP_THROW(InvalidArgument, what, ": ", fix);
+  warnings.push_back(what + "; nnodes, node_rank and master_addr are not taken from Slurm (" + fix + ")");
+}
+
+void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions& o, std::vector<std::string>& warnings) {
   auto get = [&](std::initializer_list<const char*> names) -> std::optional<std::string> {
     for (const char* n : names) {
       if (auto v = env(n); v && !v->empty()) return v;
@@ -59,6 +84,7 @@ void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions&
   auto slurm_nodes = get({"SLURM_STEP_NUM_NODES", "SLURM_NNODES"});
   auto slurm_tasks = get({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"});
   auto slurm_node = get({"SLURM_NODEID"});
+  check_slurm_tasks(s, env, warnings);
   bool slurm = slurm_nodes && slurm_node && (!slurm_tasks || *slurm_tasks == *slurm_nodes);
   auto ompi_size = get({"OMPI_COMM_WORLD_SIZE"});
   auto ompi_rank = get({"OMPI_COMM_WORLD_RANK"});
@@ -71,7 +97,7 @@ void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions&
     l.nnodes_min = l.nnodes_max = n;
   }
   if (l.nnodes_max <= 1) return;
-  if (!s.has("node_rank") && l.rdzv_backend == "static") {
+  if (!s.has("node_rank") && l.rdzv_backend == launcher::RdzvBackend::kStatic) {
     l.node_rank = parse_int(slurm ? *slurm_node : *ompi_rank, src);
   }
   if (!s.has("master_addr") && slurm) {
@@ -92,21 +118,23 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
       DDP_THROW(InvalidArgument, "standalone (from ", s.what("standalone"), ") runs one node, but ",
                 s.show("nnodes", std::to_string(l.nnodes_max)));
     }
-    for (const char* k : {"rdzv_endpoint", "rdzv_backend", "node_rank"}) {
-      if (s.has(k)) DDP_THROW(InvalidArgument, "standalone (from ", s.what("standalone"), ") picks its own rendezvous: drop ", k, " (from ", s.what(k), ")");
-    }
   }
   if (l.node_rank >= 0 && l.node_rank >= l.nnodes_max) {
     DDP_THROW(InvalidArgument, s.show("node_rank", std::to_string(l.node_rank)), " must be below ",
               s.show("nnodes", std::to_string(l.nnodes_max)));
   }
-  if (l.rdzv_backend == "file" && l.rdzv_endpoint.empty()) {
+  if (l.rdzv_backend == launcher::RdzvBackend::kFile && l.rdzv_endpoint.empty()) {
     DDP_THROW(InvalidArgument, "rdzv_backend file (from ", s.what("rdzv_backend"), ") needs rdzv_endpoint: a directory every node shares");
   }
-  if (l.rdzv_backend == "tcp" && l.rdzv_endpoint.empty()) {
+  if (l.rdzv_backend == launcher::RdzvBackend::kTcp && l.rdzv_endpoint.empty()) {
     DDP_THROW(InvalidArgument, "rdzv_backend tcp (from ", s.what("rdzv_backend"), ") needs rdzv_endpoint: HOST[:PORT] of the store");
   }
-  if (l.rdzv_backend == "multicast") {
+  if (l.rdzv_backend == launcher::RdzvBackend::kTcp && l.nnodes_max > 1 && !l.standalone &&
+      net::parse_endpoint(l.rdzv_endpoint, launcher::kDefaultTcpRdzvPort).port == 0) {
+    DDP_THROW(InvalidArgument, "rdzv_endpoint ", l.rdzv_endpoint, " (from ", s.what("rdzv_endpoint"),
+              "): port 0 (any free port) works for one node only; ", l.nnodes_max, " nodes must meet on a port they all know");
+  }
+  if (l.rdzv_backend == launcher::RdzvBackend::kMulticast) {
     const std::string why = "rdzv_backend multicast (from " + s.what("rdzv_backend") +
                             ") needs rdzv_endpoint GROUP:PORT, a multicast group and port (239.x.y.z:PORT or [ff15::...]:PORT)";
     if (l.rdzv_endpoint.empty()) DDP_THROW(InvalidArgument, why);
@@ -122,7 +150,7 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
   } else if (o.multicast_ttl != 1 || !o.multicast_interface.empty()) {
     DDP_THROW(InvalidArgument, s.what("rdzv_conf"), ": ttl= and interface= apply to rdzv_backend multicast only");
   }
-  if (l.rdzv_backend == "static" && l.nnodes_max > 1) {
+  if (l.rdzv_backend == launcher::RdzvBackend::kStatic && l.nnodes_max > 1) {
     if (l.node_rank < 0) {
       DDP_THROW(InvalidArgument, "a static rendezvous over ", l.nnodes_max, " nodes needs node_rank (--node-rank) on every node, or rdzv_backend tcp/file to assign ranks");
     }
@@ -130,8 +158,13 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
       DDP_THROW(InvalidArgument, "a static rendezvous over ", l.nnodes_max, " nodes needs master_addr (--master-addr): node 0's address (under srun Slurm's node list gives it; Open MPI exports none)");
     }
   }
-  if (s.has("module") && s.has("no_python") && s.text("module") == "true" && s.text("no_python") == "true") {
-    DDP_THROW(InvalidArgument, "module (from ", s.what("module"), ") and no_python (from ", s.what("no_python"), ") exclude each other");
+  for (const char* other : {"no_python", "run_path"}) {
+    if (s.has("module") && s.has(other) && s.text("module") == "true" && s.text(other) == "true") {
+      DDP_THROW(InvalidArgument, "module (from ", s.what("module"), ") and ", other, " (from ", s.what(other), ") exclude each other");
+    }
+  }
+  if (s.has("run_path") && s.has("no_python") && s.text("run_path") == "true" && s.text("no_python") == "true") {
+    DDP_THROW(InvalidArgument, "run_path (from ", s.what("run_path"), ") and no_python (from ", s.what("no_python"), ") exclude each other");
   }
   if (l.master_port < 0 || l.master_port > 65534) {
     DDP_THROW(InvalidArgument, s.what("master_port"), ": ", l.master_port, " is not a port in 0..65534");
@@ -141,16 +174,65 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
   if (l.rdzv_timeout.count() <= 0) DDP_THROW(InvalidArgument, s.what("rdzv_conf"), ": timeout must be > 0");
 }
 
-// PROGRAM.py runs with python3 (like torchrun) unless --no-python; --module runs python3 -m.
-void wrap_python(const Settings& s, std::vector<std::string>& command) {
-  bool module = s.has("module") && parse_bool(s.text("module"), s.what("module"));
-  bool no_python = s.has("no_python") && parse_bool(s.text("no_python"), s.what("no_python"));
-  if (module) {
-    command.insert(command.begin(), {"python3", "-u", "-m"});
-  } else if (!no_python && command.front().size() > 3 && command.front().ends_with(".py")) {
-    command.insert(command.begin(), {"python3", "-u"});
+// PROGRAM.py (or any PROGRAM with --run-path) runs with the interpreter, like torchrun, unless
+// --no-python; --module runs it with -m. The interpreter is $PYTHON_EXEC (torchrun's variable:
+// a venv or conda env that is not activated), else python3 from PATH. Messages keep naming the
+// user's PROGRAM, not the interpreter.
+void wrap_python(const Settings& s, const EnvLookup& env, launcher::LaunchOptions& l, std::vector<std::string>& command) {
+  auto flag = [&](const char* name) { return s.has(name) && parse_bool(s.text(name), s.what(name)); };
+  std::string python = "python3";
+  if (auto p = env("PYTHON_EXEC"); p && !p->empty()) python = *p;
+  const bool script = command.front().size() > 3 && command.front().ends_with(".py");
+  if (flag("module")) {
+    l.program = command.front();
+    command.insert(command.begin(), {python, "-u", "-m"});
+  } else if (!flag("no_python") && (script || flag("run_path"))) {
+    l.program = command.front();
+    command.insert(command.begin(), {python, "-u"});
   }
 }
+
+// torchrun's --numa-binding, mapped onto --cpu-bind (giving both is an error).
+void apply_numa_binding(const Settings& s, launcher::LaunchOptions& l) {
+  if (!s.has("numa_binding")) return;
+  std::string t = s.text("numa_binding");
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (s.has("cpu_bind")) {
+    DDP_THROW(InvalidArgument, "numa_binding (from ", s.what("numa_binding"), ") and cpu_bind (from ", s.what("cpu_bind"),
+              ") both bind the workers: give one");
+  }
+  if (t == "node" || t == "socket") {
+    l.cpu_bind = launcher::CpuBind::kNuma;
+    l.numa_memory = true;
+  } else if (t == "exclusive" || t == "core-complex" || t == "core_complex") {
+    l.cpu_bind = launcher::CpuBind::kCores;
+  } else {
+    DDP_THROW(InvalidArgument, s.what("numa_binding"), ": '", s.text("numa_binding"), "' is not node, socket, exclusive or core-complex",
+              did_you_mean(t, {"node", "socket", "exclusive", "core-complex"}));
+  }
+}
+
+void check_start_method(const Settings& s) {
+  if (!s.has("start_method")) return;
+  const std::string& m = s.text("start_method");
+  if (m != "spawn" && m != "fork" && m != "forkserver") {
+    DDP_THROW(InvalidArgument, s.what("start_method"), ": '", m, "' is not spawn, fork or forkserver",
+              did_you_mean(m, {"spawn", "fork", "forkserver"}));
+  }
+}
+
+// torchrun ignores these with --standalone (it picks its own rendezvous): so do we, saying so.
+void drop_standalone_conflicts(const Settings& s, launcher::LaunchOptions& l, std::vector<std::string>& warnings) {
+  if (!l.standalone) return;
+  for (const char* k : {"rdzv_backend", "rdzv_endpoint", "node_rank"}) {
+    if (s.has(k)) warnings.push_back(std::string(k) + " (from " + s.what(k) + ") is ignored: standalone (from " + s.what("standalone") + ") picks its own rendezvous");
+  }
+  l.rdzv_backend = launcher::RdzvBackend::kStatic;
+  l.rdzv_endpoint.clear();
+  l.node_rank = -1;
+}
+
+std::string pet_name(std::string_view option) { return "PET_" + env_name(option).substr(std::string("DDP_LAUNCH_").size()); }
 
 }  // namespace
 
@@ -169,6 +251,10 @@ SettingLayer env_layer(const EnvLookup& env, const std::vector<std::string>& env
     if (!spec.in_cli) continue;
     std::string var = env_name(spec.name);
     auto v = env(var);
+    if ((!v || v->empty()) && spec.name != "config") {  // torchrun's PET_<NAME>, under ours
+      var = pet_name(spec.name);
+      v = env(var);
+    }
     if (!v || v->empty()) continue;
     SettingValue sv{{*v}, var};
     if (spec.kind == ValueKind::kBool) sv.items = {parse_bool(*v, var) ? "true" : "false"};
@@ -199,30 +285,38 @@ SettingLayer merge_settings(const SettingLayer& flags, const SettingLayer& env) 
   return merge_layers({config, env, flags});
 }
 
-launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<std::string> command,
-                                       const EnvLookup& env) {
-  Settings s(merged);
-  AgentOptions o;
-  auto& l = o.launch;
-  auto str = [&](const char* name, std::string& out) {
-    if (s.has(name)) out = s.text(name);
-  };
-  auto integer = [&](const char* name, int& out) {
-    if (s.has(name)) out = parse_int(s.text(name), s.what(name));
-  };
-  auto flag = [&](const char* name) { return s.has(name) && parse_bool(s.text(name), s.what(name)); };
+namespace {
 
-  l.standalone = flag("standalone");
-  l.dry_run = flag("dry_run");
+// Typed setters over the merged settings, each naming the setting's source in its errors.
+struct Reader {
+  const Settings& s;
+  void str(const char* name, std::string& out) const {
+    if (s.has(name)) out = s.text(name);
+  }
+  void integer(const char* name, int& out) const {
+    if (s.has(name)) out = parse_int(s.text(name), s.what(name));
+  }
+  void seconds(const char* name, Millis& out) const {
+    if (s.has(name)) out = parse_seconds(s.text(name), s.what(name));
+  }
+  bool flag(const char* name) const { return s.has(name) && parse_bool(s.text(name), s.what(name)); }
+};
+
+// Layout and rendezvous: nproc, nodes, ranks, master, backend, endpoint, id, --rdzv-conf.
+void read_layout(const Reader& r, const EnvLookup& env, AgentOptions& o) {
+  const Settings& s = r.s;
+  auto& l = o.launch;
+  l.standalone = r.flag("standalone");
+  l.dry_run = r.flag("dry_run");
   if (s.has("nproc_per_node")) l.nproc_per_node = parse_nproc(s.text("nproc_per_node"), s.what("nproc_per_node"), env);
   if (s.has("nnodes")) std::tie(l.nnodes_min, l.nnodes_max) = parse_nnodes(s.text("nnodes"), s.what("nnodes"));
-  integer("node_rank", l.node_rank);
+  r.integer("node_rank", l.node_rank);
   if (s.has("node_rank") && l.node_rank < 0) DDP_THROW(InvalidArgument, s.what("node_rank"), ": must be >= 0");
   l.master_addr = "127.0.0.1";
-  str("master_addr", l.master_addr);
-  integer("master_port", l.master_port);
-  l.rdzv_backend = normalize_backend(s);
-  str("rdzv_endpoint", l.rdzv_endpoint);
+  r.str("master_addr", l.master_addr);
+  r.integer("master_port", l.master_port);
+  l.rdzv_backend = parse_backend(s);
+  r.str("rdzv_endpoint", l.rdzv_endpoint);
   if (s.has("rdzv_id")) l.rdzv_id = parse_run_id(s.text("rdzv_id"), s.what("rdzv_id"));
   if (s.has("rdzv_conf")) {
     RdzvConf conf = parse_rdzv_conf(s.text("rdzv_conf"), s.what("rdzv_conf"));
@@ -231,34 +325,59 @@ launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<s
     if (conf.ttl) o.multicast_ttl = *conf.ttl;
     if (conf.interface) o.multicast_interface = *conf.interface;
   }
-  str("local_addr", o.local_addr);
-  integer("max_restarts", l.max_restarts);
-  if (s.has("monitor_interval")) l.monitor_interval = parse_seconds(s.text("monitor_interval"), s.what("monitor_interval"));
-  if (s.has("shutdown_timeout")) l.shutdown_timeout = parse_seconds(s.text("shutdown_timeout"), s.what("shutdown_timeout"));
+  r.str("local_addr", o.local_addr);
+}
+
+// Supervision, logs and the workers' environment.
+void read_supervision(const Reader& r, const EnvLookup& env, launcher::LaunchOptions& l) {
+  const Settings& s = r.s;
+  r.integer("max_restarts", l.max_restarts);
+  r.seconds("monitor_interval", l.monitor_interval);
+  r.seconds("shutdown_timeout", l.shutdown_timeout);
   if (s.has("signals_to_handle")) l.signals_to_handle = parse_signals(s.text("signals_to_handle"), s.what("signals_to_handle"));
-  str("log_dir", l.log_dir);
+  r.str("log_dir", l.log_dir);
   if (s.has("redirects")) l.redirects = parse_streams(s.text("redirects"), s.what("redirects"));
   if (s.has("tee")) l.tee = parse_streams(s.text("tee"), s.what("tee"));
   if (s.has("local_ranks_filter")) l.local_ranks_filter = parse_rank_list(s.text("local_ranks_filter"), s.what("local_ranks_filter"));
-  str("role", l.role);
+  if (auto t = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) l.log_line_prefix_template = *t;
+  r.str("role", l.role);
   if (s.has("cpu_bind")) l.cpu_bind = parse_cpu_bind(s.text("cpu_bind"), s.what("cpu_bind"));
+  apply_numa_binding(s, l);
+  check_start_method(s);
   if (s.has("env")) {
     for (const auto& item : s.items("env")) l.env.push_back(parse_key_value(item, s.what("env")));
   }
+}
+
+}  // namespace
+
+launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<std::string> command,
+                                       const EnvLookup& env, std::vector<std::string>* warnings_out) {
+  std::vector<std::string> ignored;
+  std::vector<std::string>& warnings = warnings_out != nullptr ? *warnings_out : ignored;
+  Settings s(merged);
+  const Reader r{s};
+  AgentOptions o;
+  auto& l = o.launch;
+  read_layout(r, env, o);
+  read_supervision(r, env, l);
   if (command.empty() && s.has("command")) command = s.items("command");
   if (command.empty()) {
     DDP_THROW(InvalidArgument, "no PROGRAM given: ddp-launch [options] [--] PROGRAM [ARGS...] (or \"command\" in a config)");
   }
-  wrap_python(s, command);
+  wrap_python(s, env, l, command);
   l.command = std::move(command);
-  l.no_python = true;  // the command is final: python3 was prepended above where needed
+  l.no_python = true;  // the command is final: the interpreter was prepended above where needed
 
-  infer_from_scheduler(s, env, o);
+  drop_standalone_conflicts(s, l, warnings);
+  infer_from_scheduler(s, env, o, warnings);
   check_combinations(s, o);
-  // Multi-node jobs share the rendezvous id as their run id; a lone node gets a fresh one so that
-  // its log directory and store keys are its own.
-  l.run_id = l.rdzv_id;
-  if (l.rdzv_id == "none" && l.nnodes_max == 1) l.run_id = launcher::random_hex(8);
+  resolve_run_id(env, l);
+  // One node with a rendezvous backend but no port of its own (torchrun's recipe for several
+  // jobs on a host: --rdzv-backend c10d --rdzv-endpoint localhost:0): a free MASTER_PORT, as
+  // torchrun's agent picks one, so two such jobs never share 29500.
+  const bool one_node = l.standalone || l.nnodes_max == 1;
+  l.pick_master_port = one_node && !s.has("master_port") && (l.standalone || s.has("rdzv_backend"));
   return o;
 }
 

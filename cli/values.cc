@@ -1,6 +1,5 @@
 #include "cli/values.h"
 
-#include <sched.h>
 #include <string.h>
 
 #include <algorithm>
@@ -10,9 +9,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <thread>
 
+#include "cli/device_count.h"
 #include "cli/suggest.h"
 #include "common/error.h"
 
@@ -40,11 +38,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
-}
-
-bool all_of(const std::string& s, size_t from, int (*pred)(int)) {
-  return from < s.size() && std::all_of(s.begin() + static_cast<std::ptrdiff_t>(from), s.end(),
-                                        [&](unsigned char c) { return pred(c) != 0; });
 }
 
 // [A-Za-z_][A-Za-z0-9_]* (no std::regex: GCC 12 warns inside it under sanitizers).
@@ -93,43 +86,16 @@ bool parse_bool(const std::string& text, const std::string& what) {
   DDP_THROW(InvalidArgument, what, ": '", text, "' is not a boolean (1/0, true/false, yes/no, on/off)");
 }
 
-int count_visible_gpus(const EnvLookup& env) {
-  if (auto cvd = env("CUDA_VISIBLE_DEVICES")) {
-    std::string t = trim(*cvd);
-    if (t.empty() || t == "-1" || lower(t) == "none" || lower(t) == "nodev") return 0;
-    int n = 0;
-    for (const auto& item : split(t, ',')) {
-      if (item.empty() || item.starts_with("-")) break;  // CUDA stops at the first invalid entry
-      ++n;
-    }
-    return n;
-  }
-  int n = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.starts_with("nvidia") && all_of(name, 6, ::isdigit)) ++n;  // nvidia[0-9]+
-  }
-  return n;
-}
-
-int count_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 int parse_nproc(const std::string& text, const std::string& what, const EnvLookup& env) {
   std::string t = lower(trim(text));
   int n = 0;
-  if (t == "auto") {
+  if (t == "auto") {  // torchrun: one per GPU, else one per CPU
     n = count_visible_gpus(env);
-    return n > 0 ? n : 1;
+    return n > 0 ? n : count_cpus();
   }
   if (t == "gpu") {
     n = count_visible_gpus(env);
-    if (n == 0) DDP_THROW(InvalidArgument, what, ": 'gpu' but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*)");
+    if (n == 0) DDP_THROW(InvalidArgument, what, ": 'gpu' but no GPU is visible (CUDA_VISIBLE_DEVICES, NVML, /dev/nvidia*)");
     return n;
   }
   if (t == "cpu") return count_cpus();
@@ -249,6 +215,42 @@ RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what) {
   return conf;
 }
 
+namespace {
+
+// Expands the bracket groups of one host list item left to right, as Slurm does:
+// rack[1-2]-n[01-02] -> rack1-n01 rack1-n02 rack2-n01 rack2-n02. A range that is not numeric
+// stays as written.
+void expand_item(const std::string& done, const std::string& rest, const std::string& text,
+                 std::vector<std::string>& out) {
+  const auto lb = rest.find('[');
+  const auto rb = lb == std::string::npos ? std::string::npos : rest.find(']', lb);
+  if (rb == std::string::npos) {
+    if (out.size() >= kMaxHosts) {
+      DDP_THROW(InvalidArgument, "Slurm host list '", text.substr(0, 64), text.size() > 64 ? "..." : "",
+                "' names more than ", kMaxHosts, " hosts");
+    }
+    out.push_back(done + rest);
+    return;
+  }
+  const std::string head = done + rest.substr(0, lb), tail = rest.substr(rb + 1);
+  for (const auto& range : split(rest.substr(lb + 1, rb - lb - 1), ',')) {
+    auto dash = range.find('-');
+    std::string a = range.substr(0, dash), b = dash == std::string::npos ? a : range.substr(dash + 1);
+    int lo = 0, hi = 0;
+    if (!try_int(a, &lo) || !try_int(b, &hi) || hi < lo || hi - lo > 100000) {
+      expand_item(head + range, tail, text, out);
+      continue;
+    }
+    for (int i = lo; i <= hi; ++i) {
+      std::string num = std::to_string(i);
+      if (num.size() < a.size()) num = std::string(a.size() - num.size(), '0') + num;
+      expand_item(head + num, tail, text, out);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> expand_hostlist(const std::string& text) {
   std::vector<std::string> out;
   // Split on commas outside brackets.
@@ -267,30 +269,11 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
   }
   items.push_back(cur);
   for (const auto& item : items) {
-    auto lb = item.find('['), rb = item.find(']');
-    if (lb == std::string::npos || rb == std::string::npos || rb < lb) {
-      if (!trim(item).empty()) out.push_back(trim(item));
-      continue;
+    if (std::count(item.begin(), item.end(), '[') > static_cast<std::ptrdiff_t>(kMaxHostGroups)) {
+      DDP_THROW(InvalidArgument, "Slurm host list item '", item.substr(0, 64), item.size() > 64 ? "..." : "",
+                "' has more than ", kMaxHostGroups, " bracket groups");
     }
-    std::string prefix = item.substr(0, lb), suffix = item.substr(rb + 1);
-    for (const auto& range : split(item.substr(lb + 1, rb - lb - 1), ',')) {
-      auto dash = range.find('-');
-      std::string a = range.substr(0, dash), b = dash == std::string::npos ? a : range.substr(dash + 1);
-      int lo = 0, hi = 0;
-      if (!try_int(a, &lo) || !try_int(b, &hi) || hi < lo || hi - lo > 100000) {
-        out.push_back(prefix + range + suffix);
-        continue;
-      }
-      if (out.size() + static_cast<size_t>(hi - lo) + 1 > kMaxHosts) {
-        DDP_THROW(InvalidArgument, "Slurm host list '", text.substr(0, 64), text.size() > 64 ? "..." : "",
-                  "' names more than ", kMaxHosts, " hosts");
-      }
-      for (int i = lo; i <= hi; ++i) {
-        std::string num = std::to_string(i);
-        if (num.size() < a.size()) num = std::string(a.size() - num.size(), '0') + num;
-        out.push_back(prefix + num + suffix);
-      }
-    }
+    if (!trim(item).empty()) expand_item("", trim(item), text, out);
   }
   return out;
 }

@@ -22,10 +22,7 @@ int parse_int(const std::string& text, const std::string& what);
 Millis parse_seconds(const std::string& text, const std::string& what);  // "0.5" -> 500 ms
 bool parse_bool(const std::string& text, const std::string& what);       // 1/0 true/false yes/no on/off
 
-// GPUs visible to this process: CUDA_VISIBLE_DEVICES when set, else /dev/nvidia<N> devices.
-int count_visible_gpus(const EnvLookup& env);
-int count_cpus();
-// N | auto | gpu | cpu.
+// N | auto (GPUs, else CPUs) | gpu | cpu, counted as cli/device_count.h says.
 int parse_nproc(const std::string& text, const std::string& what, const EnvLookup& env);
 // N | MIN:MAX -> {min, max}.
 std::pair<int, int> parse_nnodes(const std::string& text, const std::string& what);
@@ -46,10 +43,12 @@ struct RdzvConf {
 // torchrun's --rdzv-conf "k1=v1,k2=v2"; unknown keys are errors with a "did you mean".
 RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what);
 
-// Slurm host lists: "node[01-03],gpu7" -> node01 node02 node03 gpu7. A list that expands to
+// Slurm host lists: "node[01-03],gpu7" -> node01 node02 node03 gpu7; several bracket groups in a
+// name expand left to right, as Slurm does ("r[1-2]n[1-2]" -> r1n1 r1n2 r2n1 r2n2). A list that expands to
 // more than kMaxHosts names is an InvalidArgument (it comes from the environment: a short
 // variable must not make the launcher build millions of strings).
 inline constexpr size_t kMaxHosts = 1 << 16;
+inline constexpr size_t kMaxHostGroups = 16;  // bracket groups per name: rack[1-2]-n[01-04] has 2
 std::vector<std::string> expand_hostlist(const std::string& text);
 
 // A run id (--rdzv-id) names directories (<log_dir>/<id>, the file store's <dir>/<id>.store) and

@@ -1,11 +1,15 @@
 #include "launcher/agent.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/socket.h"
+#include "launcher/node_round.h"
+#include "launcher/wait_progress.h"
 #include "launcher/worker_env.h"
 #include "rendezvous/file_store.h"
 #include "rendezvous/multicast_discovery.h"
@@ -20,15 +24,6 @@ struct Interrupted {
 };
 
 constexpr Millis kSlice{200};  // how often waits between attempts look for a signal
-
-std::string round_key(const std::string& run_id, int round, const std::string& name) {
-  return run_id + "/round/" + std::to_string(round) + "/" + name;
-}
-
-bool is_interrupt(const std::string& outcome) { return outcome.starts_with("interrupted"); }
-// A node lost at the exit barrier: its workers may have succeeded, its launcher is gone; a
-// restart would wait for it in vain.
-bool is_lost(const std::string& outcome) { return outcome.starts_with("lost"); }
 
 std::string describe(const AttemptResult& r) {
   if (r.failures.empty()) return "workers stopped";
@@ -52,7 +47,7 @@ struct Agent::Impl {
   bool hosting = false;                          // this process serves the rendezvous TCPStore
   std::string store_endpoint;                    // DDP_STORE
   std::string token;
-  int standalone_port = 0;
+  int picked_port = 0;  // MASTER_PORT when LaunchOptions::pick_master_port
   int round = 0;  // the round in progress
   bool lost_nodes = false;  // the round ended with nodes lost at the exit barrier
   rdzv::NodeInfo self;
@@ -98,7 +93,7 @@ struct Agent::Impl {
     if (!o.job_token.empty()) token = o.job_token;
     else if (auto t = env::get("DDP_JOB_TOKEN")) token = *t;
     else if (!multi()) token = random_hex(16);
-    else if (l().rdzv_backend != "file") {
+    else if (l().rdzv_backend != RdzvBackend::kFile) {
       token = derive_job_token(l().run_id);
       log->warn("DDP_JOB_TOKEN is not set: the job token is derived from --rdzv-id '{}', which anyone who can "
                 "guess the id can derive too; set DDP_JOB_TOKEN to the same secret on every node", l().run_id);
@@ -208,29 +203,19 @@ struct Agent::Impl {
     self.requested_rank = l().node_rank;
     if (!o.local_addr.empty()) self.addresses = {o.local_addr};
     else if (!multi()) self.addresses = {l().master_addr};
-    else if (l().rdzv_backend == "static") {
+    else if (l().rdzv_backend == RdzvBackend::kStatic) {
       self.addresses = local_addresses(l().master_addr);
       if (l().node_rank == 0) self.addresses.insert(self.addresses.begin(), l().master_addr);
-    } else if (l().rdzv_backend == "tcp" || l().rdzv_backend == "multicast") {
+    } else if (l().rdzv_backend == RdzvBackend::kTcp || l().rdzv_backend == RdzvBackend::kMulticast) {
       // multicast: the source address of the route to the group first (the interface it uses).
-      self.addresses = local_addresses(net::parse_endpoint(l().rdzv_endpoint, 29400).host);
+      self.addresses = local_addresses(net::parse_endpoint(l().rdzv_endpoint, kDefaultTcpRdzvPort).host);
     } else {
       self.addresses = local_addresses("");
     }
   }
 
-  // Blocks until `key` exists (no deadline when `timeout` is nullopt), looking for signals.
-  std::string wait_key(const std::string& key, std::optional<Millis> timeout) {
-    const Deadline deadline(timeout.value_or(Millis(0)));
-    while (true) {
-      check_interrupt();
-      Millis slice = timeout ? std::max(Millis(1), std::min(kSlice, deadline.remaining())) : kSlice;
-      try {
-        return store->get_string(key, slice);
-      } catch (const TimeoutError&) {
-        if (timeout && deadline.expired()) throw;
-      }
-    }
+  std::string wait_for(const std::string& key, std::optional<Millis> timeout) {
+    return wait_key(*store, key, timeout, [this] { check_interrupt(); });
   }
 
   // Values node 0 decides for a multi-node tcp/file round: MASTER_PORT (a free port on node 0)
@@ -238,14 +223,14 @@ struct Agent::Impl {
   void shared_values(rdzv::NodeAssignment& a, int round) {
     const std::string port_key = round_key(l().run_id, round, "master_port");
     if (a.node_rank == 0) store->set(port_key, std::to_string(free_port()));
-    a.master_port = std::stoi(wait_key(port_key, l().rdzv_timeout));
-    if (l().rdzv_backend != "file") return;
+    a.master_port = std::stoi(wait_for(port_key, l().rdzv_timeout));
+    if (l().rdzv_backend != RdzvBackend::kFile) return;
     const std::string ws_key = l().run_id + "/worker_store";
     if (round == 0 && a.node_rank == 0) {
       worker_store = std::make_unique<rdzv::TCPStore>(tcp_options("", 0, true, kDefaultConnectTimeout));
       store->set(ws_key, net::Endpoint{a.master_addr, worker_store->port()}.str());
     }
-    if (store_endpoint.empty()) store_endpoint = wait_key(ws_key, l().rdzv_timeout);
+    if (store_endpoint.empty()) store_endpoint = wait_for(ws_key, l().rdzv_timeout);
   }
 
   rdzv::NodeAssignment rendezvous(int round) {
@@ -255,9 +240,17 @@ struct Agent::Impl {
     ro.round = round;
     ro.timeout = l().rdzv_timeout;
     ro.check_interrupt = [this] { check_interrupt(); };
+    // Who arrived, who is awaited: often on a terminal, now and then in a log (within the timeout).
+    const bool terminal = ::isatty(STDERR_FILENO) == 1;
+    ProgressLine progress(STDERR_FILENO, terminal);
+    if (multi()) {
+      ro.on_progress = [&progress](const rdzv::NodeRendezvousProgress& p) { progress.show(p); };
+      ro.progress_interval = std::min(terminal ? Millis(1000) : Millis(30'000), l().rdzv_timeout / 4);
+    }
     rdzv::NodeAssignment a = rdzv::node_rendezvous(*store, self, ro);
-    a.master_port = l().standalone ? standalone_port : l().master_port;
-    if (multi() && l().rdzv_backend != "static") shared_values(a, round);
+    progress.finish();
+    a.master_port = l().standalone || l().pick_master_port ? picked_port : l().master_port;
+    if (multi() && l().rdzv_backend != RdzvBackend::kStatic) shared_values(a, round);
     if (!multi()) a.master_addr = l().master_addr;
     a.store_endpoint = store_endpoint;
     a.job_token = token;
@@ -270,32 +263,15 @@ struct Agent::Impl {
     return a;
   }
 
-  // First writer wins: returns the outcome of the round as it stands after this call.
-  std::string announce(int round, const std::string& text) {
-    auto v = store->compare_set(round_key(l().run_id, round, "outcome"), {}, rdzv::Store::to_bytes(text));
-    return rdzv::Store::to_string(v);
-  }
-
-  // Exit barrier of a node whose workers succeeded: "done" once every node is, or a failure.
-  // Bounded by the rendezvous timeout: a node whose launcher died (SIGKILL) after its workers
-  // succeeded never reports, and the others must not wait for it forever; the first node to
-  // give up announces which nodes are missing, and every node stops with that outcome.
-  std::string wait_outcome(int round, int node_rank) {
-    store->set(round_key(l().run_id, round, "done/" + std::to_string(node_rank)), "1");
-    int64_t done = store->add(round_key(l().run_id, round, "done"), 1);
-    if (done == l().nnodes_max) announce(round, "done");
-    try {
-      return wait_key(round_key(l().run_id, round, "outcome"), l().rdzv_timeout);
-    } catch (const TimeoutError&) {
-      std::string missing;
-      for (int k = 0; k < l().nnodes_max; ++k) {
-        if (store->check({round_key(l().run_id, round, "done/" + std::to_string(k))})) continue;
-        missing += (missing.empty() ? "" : ", ") + std::to_string(k);
-      }
-      return announce(round, detail::str("lost: node(s) ", missing, " did not reach the exit barrier within ",
-                                         l().rdzv_timeout.count(), " ms of node ", node_rank,
-                                         " (the rendezvous timeout; did their launcher die?)"));
-    }
+  // The cross-node protocol of round n (launcher/node_round.h).
+  NodeRound round_of(int n) {
+    NodeRoundOptions ro;
+    ro.run_id = l().run_id;
+    ro.round = n;
+    ro.nnodes = l().nnodes_max;
+    ro.timeout = l().rdzv_timeout;
+    ro.check_interrupt = [this] { check_interrupt(); };
+    return NodeRound(*store, std::move(ro));
   }
 
   // The store host outlives every client: before leaving it waits (bounded) for each node that
@@ -327,7 +303,7 @@ struct Agent::Impl {
 
 Agent::Agent(AgentOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   auto& d = *impl_;
-  if (d.l().standalone) d.standalone_port = free_port();
+  if (d.l().standalone || d.l().pick_master_port) d.picked_port = free_port();
 }
 
 Agent::~Agent() = default;
@@ -341,47 +317,42 @@ AgentOutcome Agent::Impl::run_rounds() {
     const std::string who = "node " + std::to_string(a.node_rank) + " (" + self.host + ")";
     AttemptOptions ao;
     ao.restart_count = n;
+    std::optional<NodeRound> shared;  // multi-node: the round every node shares
     if (multi()) {
-      const std::string key = round_key(l().run_id, n, "outcome");
-      ao.external_stop = [this, key] {
-        try {
-          return store->check({key});
-        } catch (const Error&) {
-          return true;  // the store is gone: the job cannot go on
-        }
-      };
+      shared.emplace(round_of(n));
+      ao.external_stop = [&shared] { return shared->decided(); };
     }
     AttemptResult r = supervisor.run(a, ao);
     out.last = r;
     out.restarts = n;
     const bool can_restart = n < l().max_restarts;
     if (r.interrupted_by != 0) {
-      if (multi()) announce(n, "interrupted: " + who + " got " + signal_name(r.interrupted_by));
+      if (shared) shared->announce(RoundOutcome::interrupted(who + " got " + signal_name(r.interrupted_by)));
       out.status = AgentStatus::kInterrupted;
       return out;
     }
-    std::string outcome;
+    RoundOutcome outcome;
     if (r.success) {
-      outcome = multi() ? wait_outcome(n, a.node_rank) : "done";
-      if (outcome == "done") return out;
-      lost_nodes = is_lost(outcome);
+      outcome = shared ? shared->wait_outcome(a.node_rank) : RoundOutcome::done();
+      if (outcome.kind == RoundOutcomeKind::kDone) return out;
+      lost_nodes = outcome.kind == RoundOutcomeKind::kLost;
     } else {
-      const std::string mine = "failed: " + who + ": " + describe(r);
-      outcome = multi() ? announce(n, mine) : mine;
+      const RoundOutcome mine = RoundOutcome::failed(who + ": " + describe(r));
+      outcome = shared ? shared->announce(mine) : mine;
       if (outcome == mine && can_restart) {
-        std::fputs(format_failure_summary(r, l().command.front()).c_str(), stderr);
+        std::fputs(format_failure_summary(r, l().program_name()).c_str(), stderr);
       }
       if (outcome == mine && !can_restart) {
         out.status = AgentStatus::kWorkersFailed;
         return out;
       }
     }
-    if (is_interrupt(outcome) || is_lost(outcome) || !can_restart) {
+    if (outcome.final() || !can_restart) {
       out.status = AgentStatus::kPeerFailed;
-      out.detail = outcome;
+      out.detail = outcome.text();
       return out;
     }
-    log->warn("restarting the workers ({} of {}) after: {}", n + 1, l().max_restarts, outcome);
+    log->warn("restarting the workers ({} of {}) after: {}", n + 1, l().max_restarts, outcome.text());
   }
 }
 
@@ -397,7 +368,7 @@ AgentOutcome Agent::run() {
     // Tell the other nodes (best effort) so they stop instead of restarting without us.
     if (d.multi() && d.store) {
       try {
-        d.announce(d.round, "interrupted: " + d.self.host + " got " + signal_name(i.signal));
+        d.round_of(d.round).announce(RoundOutcome::interrupted(d.self.host + " got " + signal_name(i.signal)));
       } catch (const Error&) {
       }
     }
@@ -423,7 +394,7 @@ rdzv::NodeAssignment predicted_assignment(const AgentOptions& options) {
   a.world_size = a.nnodes * l.nproc_per_node;
   a.rank_offset = a.node_rank * l.nproc_per_node;
   a.master_addr = l.master_addr;
-  a.master_port = l.standalone ? free_port() : l.master_port;
+  a.master_port = l.standalone || l.pick_master_port ? free_port() : l.master_port;
   a.store_endpoint = "<host:port, decided at start>";
   a.job_token = "<secret>";
   a.run_id = l.run_id;

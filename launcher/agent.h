@@ -4,11 +4,12 @@
 //   resolve the store (host it or connect to it) -> node rendezvous round n -> Supervisor::run
 //   -> on failure, announce it in the store and start round n+1 (up to max_restarts) -> outcome.
 //
-// Across nodes, restarts happen together: each round has an outcome key
-// "<run_id>/round/<n>/outcome"; the first node whose workers fail (or that is interrupted) writes
-// it, and every other node's Supervisor sees it through external_stop within monitor_interval and
-// stops its workers. A node whose workers all succeed waits at an exit barrier until every node
-// is done (the store host must outlive every client) or some node failed (then it restarts too).
+// Across nodes, restarts happen together (launcher/node_round.h): each round has an outcome;
+// the first node whose workers fail (or that is interrupted) announces it, and every other
+// node's Supervisor sees it through external_stop within monitor_interval and stops its
+// workers. A node whose workers all succeed waits at an exit barrier until every node is done
+// (the store host must outlive every client) or some node failed (then it restarts too).
+// While it waits for the other nodes of a round it prints who arrived (launcher/wait_progress.h).
 //
 // Stores (see plan_store): standalone and single node host a TCPStore on 127.0.0.1 (ephemeral
 // port); static multi-node: node 0 hosts on master_port+1 (or the --rdzv-endpoint port), the

@@ -14,8 +14,6 @@
 namespace ddp::launcher {
 namespace {
 
-constexpr uint16_t kDefaultTcpRdzvPort = 29400;  // torchrun's c10d default
-
 std::vector<std::string> resolve_all(const std::string& host) { return net::resolve_addresses(host); }
 
 bool single_node(const AgentOptions& o) { return o.launch.standalone || o.launch.nnodes_max == 1; }
@@ -41,19 +39,19 @@ StorePlan plan_store(const AgentOptions& o) {
     p.bind_host = p.connect_host = "127.0.0.1";
     return p;
   }
-  if (l.rdzv_backend == "file") {
+  if (l.rdzv_backend == RdzvBackend::kFile) {
     p.kind = StorePlan::Kind::kFile;
     p.file_path = l.rdzv_endpoint + "/" + l.run_id + ".store";
     return p;
   }
-  if (l.rdzv_backend == "multicast") {
+  if (l.rdzv_backend == RdzvBackend::kMulticast) {
     net::Endpoint ep = net::parse_endpoint(l.rdzv_endpoint);
     p.kind = StorePlan::Kind::kMulticast;
     p.group = ep.host;
     p.port = ep.port;
     return p;
   }
-  if (l.rdzv_backend == "tcp") {
+  if (l.rdzv_backend == RdzvBackend::kTcp) {
     net::Endpoint ep = net::parse_endpoint(l.rdzv_endpoint, kDefaultTcpRdzvPort);
     p.connect_host = ep.host;
     p.port = ep.port;

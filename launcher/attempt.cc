@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/shm_names.h"
 #include "launcher/error_file.h"
+#include "launcher/line_prefix.h"
 #include "launcher/process_tree.h"
 #include "launcher/spawn.h"
 #include "launcher/worker_env.h"
@@ -60,6 +61,16 @@ void Attempt::start() {
   }
 }
 
+std::string Attempt::prefix_for(const Worker& worker, int console_fd) const {
+  LinePrefixOptions p;
+  p.template_text = state_.options.log_line_prefix_template;
+  p.role = state_.options.role;
+  p.rank = worker.rank;
+  p.local_rank = worker.local_rank;
+  p.colour = colour_wanted(console_fd);
+  return line_prefix(p);
+}
+
 void Attempt::spawn_worker(int local_rank) {
   const LaunchOptions& o = state_.options;
   Worker w;
@@ -71,7 +82,8 @@ void Attempt::spawn_worker(int local_rank) {
   // --redirects/--tee asked for files without a log dir: then the dir is kept).
   const bool user_logs = !o.log_dir.empty();
   std::string root = user_logs ? o.log_dir : state_.private_dir(run_id_);
-  std::string worker_dir = attempt_log_dir(root, run_id_, attempt_.restart_count) + "/" + rank;
+  const std::string run_dir = user_logs && !o.log_run_dir.empty() ? o.log_run_dir : run_id_;
+  std::string worker_dir = attempt_log_dir(root, run_dir, attempt_.restart_count) + "/" + rank;
   WorkerRoutes routes = plan_routes(o, local_rank, worker_dir);
   if (user_logs) {
     make_worker_dir(root, worker_dir);
@@ -95,10 +107,11 @@ void Attempt::spawn_worker(int local_rank) {
   spawn.sigmask = state_.original_mask;
   const auto& cpus = state_.cpus_for(assignment_.local_world_size);
   if (!cpus.empty()) spawn.cpus = to_cpu_set(cpus[static_cast<size_t>(local_rank)]);
+  if (!cpus.empty() && o.numa_memory) spawn.preferred_numa_node = numa_node_of(cpus[static_cast<size_t>(local_rank)]);
 
   // Child-side descriptors live until the fork is done, then close here.
-  Fd child_out = wire_stream(routes.out, STDOUT_FILENO, rank);
-  Fd child_err = wire_stream(routes.err, STDERR_FILENO, rank);
+  Fd child_out = wire_stream(routes.out, STDOUT_FILENO, w);
+  Fd child_err = wire_stream(routes.err, STDERR_FILENO, w);
   spawn.stdout_fd = child_out.get();  // -1: inherit the launcher's
   spawn.stderr_fd = child_err.get();
 
@@ -110,14 +123,14 @@ void Attempt::spawn_worker(int local_rank) {
   workers_.push_back(std::move(w));
 }
 
-Fd Attempt::wire_stream(const StreamRoute& route, int console_fd, const std::string& rank) {
+Fd Attempt::wire_stream(const StreamRoute& route, int console_fd, const Worker& worker) {
   if (route.relay) {
     auto [read_end, write_end] = make_pipe("worker output");
     Fd file = route.file.empty() ? Fd() : open_log_file(route.file);
     auto& sink = state_.consoles[console_fd == STDOUT_FILENO ? 0 : 1];
     if (route.console && !sink) sink = std::make_unique<ConsoleSink>(console_fd, console_fd == STDOUT_FILENO ? "stdout" : "stderr");
     relays_.push_back(std::make_unique<OutputRelay>(std::move(read_end), std::move(file),
-                                                    route.console ? sink.get() : nullptr, "[" + rank + "]:"));
+                                                    route.console ? sink.get() : nullptr, prefix_for(worker, console_fd)));
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = kTagRelay + relays_.size() - 1;

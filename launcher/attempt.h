@@ -78,7 +78,8 @@ class Attempt {
 
   void spawn_worker(int local_rank);
   // The descriptor a worker's stream gets (invalid: inherit), setting up its relay if any.
-  Fd wire_stream(const StreamRoute& route, int console_fd, const std::string& rank);
+  Fd wire_stream(const StreamRoute& route, int console_fd, const Worker& worker);
+  std::string prefix_for(const Worker& worker, int console_fd) const;  // launcher/line_prefix.h
   void dispatch(uint64_t tag);
   void on_signal(int sig);
   void reap();

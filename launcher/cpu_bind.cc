@@ -161,6 +161,13 @@ std::vector<std::vector<int>> cpu_assignment(CpuBind mode, int local_world_size)
   return split_cpus(mode, local_world_size, cpus, core_of, node_of);
 }
 
+int numa_node_of(const std::vector<int>& cpus) {
+  if (cpus.empty()) return -1;
+  const auto nodes = numa_node_of_cpus();
+  auto it = nodes.find(cpus.front());
+  return it == nodes.end() ? -1 : it->second;
+}
+
 CpuBind parse_cpu_bind(const std::string& name) {
   if (name == "none") return CpuBind::kNone;
   if (name == "cores") return CpuBind::kCores;

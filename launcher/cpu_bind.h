@@ -31,6 +31,9 @@ std::string format_cpu_list(const std::vector<int>& cpus);  // the inverse, comp
 
 cpu_set_t to_cpu_set(const std::vector<int>& cpus);
 
+// The NUMA node of the first of `cpus` (/sys/devices/system/node); -1 when unknown or empty.
+int numa_node_of(const std::vector<int>& cpus);
+
 CpuBind parse_cpu_bind(const std::string& name);  // none|cores|numa, else InvalidArgument
 const char* to_string(CpuBind mode);
 

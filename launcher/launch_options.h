@@ -1,6 +1,7 @@
 #pragma once
 // Everything a launch is made of, after flags, DDP_LAUNCH_* variables and the JSON config have
 // been merged by cli/. Names follow torchrun's flags. Plain data: no I/O here.
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -13,6 +14,13 @@
 namespace ddp::launcher {
 
 enum class CpuBind { kNone, kCores, kNuma };
+
+// How the nodes meet (--rdzv-backend; cli/ parses the text once, "c10d" is kTcp).
+enum class RdzvBackend { kStatic, kTcp, kFile, kMulticast };
+const char* to_string(RdzvBackend backend);  // "static", "tcp", "file", "multicast"
+
+// torchrun's default TCP rendezvous port (--rdzv-endpoint HOST without a port).
+inline constexpr uint16_t kDefaultTcpRdzvPort = 29400;
 
 // torchrun's --redirects/--tee value: 0 none, 1 stdout, 2 stderr, 3 both; per local rank.
 struct StreamSelection {
@@ -28,6 +36,8 @@ struct LaunchOptions {
   // What to run.
   std::vector<std::string> command;  // program and its arguments
   bool no_python = true;             // programs run as given (torchrun's --no-python)
+  std::string program;               // what messages call the job: the user's PROGRAM (a script,
+                                     // not its interpreter); empty: command[0]
 
   // Layout.
   int nproc_per_node = 1;            // resolved from N|auto|gpu|cpu by cli/
@@ -36,7 +46,8 @@ struct LaunchOptions {
   int node_rank = -1;                // -1: assigned by the rendezvous
   std::string master_addr;           // empty: this host for single node
   int master_port = 29500;
-  std::string rdzv_backend = "static";  // static | tcp | file | multicast
+  bool pick_master_port = false;     // MASTER_PORT: a free port on this host (standalone always)
+  RdzvBackend rdzv_backend = RdzvBackend::kStatic;
   std::string rdzv_endpoint;            // host:port (tcp), directory (file), group:port (multicast)
   std::string rdzv_id = "none";
   Millis rdzv_timeout = kDefaultRendezvousTimeout;
@@ -53,14 +64,21 @@ struct LaunchOptions {
   StreamSelection redirects;           // to files only
   StreamSelection tee;                 // to files and the console
   std::optional<std::set<int>> local_ranks_filter;  // console shows only these ranks
+  // torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (${role_name} ${rank} ${local_rank}); empty:
+  // "[<role><local rank>]:" as torchrun.
+  std::string log_line_prefix_template;
+  std::string log_run_dir;             // the directory under log_dir; empty: run_id
 
   // Worker environment.
   std::string role = "default";
   CpuBind cpu_bind = CpuBind::kNone;
+  bool numa_memory = false;            // --numa-binding node: memory preferred on the rank's node
   std::vector<std::pair<std::string, std::string>> env;  // --env KEY=VALUE, in order
-  std::string run_id;                  // resolved: rdzv_id, or a fresh id when "none"
+  std::string run_id;                  // resolved: rdzv_id, the scheduler's job id, or a fresh id
 
   bool dry_run = false;
+
+  const std::string& program_name() const { return program.empty() ? command.front() : program; }
 };
 
 }  // namespace ddp::launcher

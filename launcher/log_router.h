@@ -9,7 +9,8 @@
 //   - otherwise: to the console.
 //   --log-dir with neither --redirects nor --tee tees everything (files + console), so giving a
 //   log dir never hides output. --local-ranks-filter drops the other ranks from the console.
-// Console lines carry a "[<global rank>]:" prefix whenever the launcher relays the console
+// Console lines carry torchrun's "[<role><local rank>]:" prefix (launcher/line_prefix.h)
+// whenever the launcher relays the console
 // (any of --log-dir, --redirects, --tee, --local-ranks-filter). With none of them, workers
 // inherit the launcher's stdout/stderr directly, like torchrun: no pipes, no copies, a tty
 // stays a tty (colours, progress bars, pdb), and start-up stays at fork/exec cost.

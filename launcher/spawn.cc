@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 
 #include "common/error.h"
@@ -15,6 +16,8 @@ namespace ddp::launcher {
 namespace {
 
 // Everything the child touches, prepared before fork: the child must not allocate.
+constexpr int kMpolPreferred = 1;  // <numaif.h>'s MPOL_PREFERRED, without needing libnuma
+
 struct ChildPlan {
   const char* path;
   std::vector<char*> argv;
@@ -22,6 +25,7 @@ struct ChildPlan {
   int stdout_fd;
   int stderr_fd;
   const cpu_set_t* cpus;
+  std::array<unsigned long, 16> numa_mask;  // preferred NUMA node (one bit), all zero: none
   const sigset_t* sigmask;
   pid_t parent;
   int status_fd;
@@ -65,6 +69,11 @@ void reset_signal_dispositions() {
   if (::getppid() != p.parent) _exit(128 + SIGKILL);
   if (p.cpus != nullptr && ::sched_setaffinity(0, sizeof(cpu_set_t), p.cpus) != 0) {
     child_fail(p.status_fd, errno);
+  }
+  // Memory preferred on the rank's NUMA node (a hint: the kernel falls back to other nodes, and
+  // a kernel without NUMA refuses it harmlessly). Kept across exec.
+  if (p.numa_mask != decltype(p.numa_mask){}) {
+    ::syscall(SYS_set_mempolicy, kMpolPreferred, p.numa_mask.data(), p.numa_mask.size() * sizeof(unsigned long) * 8);
   }
   if (p.stdout_fd >= 0 && ::dup2(p.stdout_fd, STDOUT_FILENO) < 0) child_fail(p.status_fd, errno);
   if (p.stderr_fd >= 0 && ::dup2(p.stderr_fd, STDERR_FILENO) < 0) child_fail(p.status_fd, errno);
@@ -113,6 +122,11 @@ Spawned spawn_process(const SpawnOptions& options) {
   plan.stdout_fd = options.stdout_fd;
   plan.stderr_fd = options.stderr_fd;
   plan.cpus = options.cpus ? &*options.cpus : nullptr;
+  plan.numa_mask = {};
+  const int node = options.preferred_numa_node;
+  if (node >= 0 && static_cast<size_t>(node) < plan.numa_mask.size() * sizeof(unsigned long) * 8) {
+    plan.numa_mask[static_cast<size_t>(node) / (sizeof(unsigned long) * 8)] = 1UL << (static_cast<size_t>(node) % (sizeof(unsigned long) * 8));
+  }
   plan.sigmask = &options.sigmask;
   plan.parent = ::getpid();
   plan.status_fd = status_write.get();

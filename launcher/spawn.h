@@ -1,7 +1,7 @@
 #pragma once
 // Starting one worker process: fork + execve with everything a supervised worker needs set up
 // in the child between the two (own session and process group, PR_SET_PDEATHSIG(SIGKILL), signal mask and
-// dispositions restored, CPU affinity, stdout/stderr redirected). Only async-signal-safe calls
+// dispositions restored, CPU affinity, preferred NUMA memory, stdout/stderr redirected). Only async-signal-safe calls
 // run in the child, so spawning is safe from a multi-threaded launcher.
 //
 // Why not Boost.Process or posix_spawn: Boost.Process installs its own SIGCHLD handling and
@@ -31,6 +31,7 @@ struct SpawnOptions {
   int stdout_fd = -1;             // -1: inherit the launcher's
   int stderr_fd = -1;
   std::optional<cpu_set_t> cpus;  // affinity for the child; nullopt: inherited
+  int preferred_numa_node = -1;   // memory policy MPOL_PREFERRED on this node; -1: inherited
   sigset_t sigmask{};             // mask restored in the child before exec
 };
 

@@ -39,7 +39,9 @@ EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& a,
       {"TORCHELASTIC_RESTART_COUNT", s(input.restart_count)},
       {"TORCHELASTIC_MAX_RESTARTS", s(options.max_restarts)},
       {"TORCHELASTIC_RUN_ID", run_id},
-      // PyTorch's rank 0 hosts its own TCPStore on MASTER_PORT (the launcher's store is ours).
+      // PyTorch's rank 0 hosts its own TCPStore on MASTER_PORT. torchrun says True where its agent
+      // serves a c10d TCPStore there; ours speaks another protocol on another port, so True would
+      // leave every PyTorch rank waiting for a server that never answers (docs/launcher.md).
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
   if (!input.error_file.empty()) env.emplace_back("TORCHELASTIC_ERROR_FILE", input.error_file);

@@ -59,23 +59,35 @@ Registration decode(const std::string& key, const Bytes& bytes) {
   }
 }
 
+// The round as it stands: registered nodes (rank, host) and missing ranks.
+NodeRendezvousProgress progress_of(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
+                                   Millis waited) {
+  NodeRendezvousProgress p;
+  p.run_id = o.run_id;
+  p.round = o.round;
+  p.nnodes = o.nnodes;
+  p.waited = waited;
+  p.timeout = o.timeout;
+  for (int r = 0; r < o.nnodes; ++r) {
+    if (!store.check({node_key(prefix, r)})) {
+      p.missing.push_back(r);
+      continue;
+    }
+    p.arrived.emplace_back(r, decode(node_key(prefix, r), store.get(node_key(prefix, r))).info.host);
+  }
+  return p;
+}
+
 // The TimeoutError every waiting node reports: how many arrived, which ranks are missing.
 [[noreturn]] void throw_incomplete(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
                                    Millis waited) {
-  std::vector<int> missing;
+  const NodeRendezvousProgress p = progress_of(store, prefix, o, waited);
   std::string arrived;
-  for (int r = 0; r < o.nnodes; ++r) {
-    if (!store.check({node_key(prefix, r)})) {
-      missing.push_back(r);
-      continue;
-    }
-    auto reg = decode(node_key(prefix, r), store.get(node_key(prefix, r)));
-    arrived += (arrived.empty() ? "" : ", ") + reg.info.host + " (node " + std::to_string(r) + ")";
-  }
+  for (const auto& [r, host] : p.arrived) arrived += (arrived.empty() ? "" : ", ") + host + " (node " + std::to_string(r) + ")";
   std::ostringstream miss;
-  for (size_t i = 0; i < missing.size(); ++i) miss << (i ? "," : "") << missing[i];
+  for (size_t i = 0; i < p.missing.size(); ++i) miss << (i ? "," : "") << p.missing[i];
   DDP_THROW(TimeoutError, "node rendezvous (run '", o.run_id, "', round ", o.round, "): ",
-            o.nnodes - static_cast<int>(missing.size()), " of ", o.nnodes, " nodes arrived within ",
+            o.nnodes - static_cast<int>(p.missing.size()), " of ", o.nnodes, " nodes arrived within ",
             waited.count(), " ms; missing node rank(s) ", miss.str(), "; arrived: ",
             arrived.empty() ? "none" : arrived);
 }
@@ -122,6 +134,7 @@ int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOpti
 void wait_all(Store& store, const std::vector<std::string>& keys, const Deadline& deadline,
               const NodeRendezvousOptions& o) {
   const std::string prefix = round_prefix(o);
+  Millis next_report = o.progress_interval;
   while (true) {
     if (o.check_interrupt) o.check_interrupt();
     // Slices: between them, a round another node found broken (failed_key) ends the wait.
@@ -134,6 +147,10 @@ void wait_all(Store& store, const std::vector<std::string>& keys, const Deadline
         DDP_THROW(InvalidArgument, store.get_string(failed_key(prefix)));
       }
       if (deadline.expired()) throw_incomplete(store, prefix, o, deadline.elapsed());
+      if (o.on_progress && deadline.elapsed() >= next_report) {
+        o.on_progress(progress_of(store, prefix, o, deadline.elapsed()));
+        next_report = deadline.elapsed() + std::max(o.progress_interval, kNodeRendezvousSlice);
+      }
     }
   }
 }

@@ -8,6 +8,7 @@
 // saying how many nodes arrived out of how many.
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/timeouts.h"
@@ -22,6 +23,17 @@ struct NodeInfo {
   int requested_rank = -1;             // --node-rank; -1: assigned by arrival order
 };
 
+// Who has arrived and who is awaited, reported while a node waits (see on_progress).
+struct NodeRendezvousProgress {
+  std::string run_id;
+  int round = 0;
+  int nnodes = 1;
+  std::vector<std::pair<int, std::string>> arrived;  // node rank, host
+  std::vector<int> missing;                          // node ranks not registered yet
+  Millis waited{0};
+  Millis timeout{0};
+};
+
 struct NodeRendezvousOptions {
   int nnodes = 1;
   std::string run_id = "none";
@@ -31,6 +43,11 @@ struct NodeRendezvousOptions {
   // the wait (the launcher checks for Ctrl-C here). Between slices the wait also ends, with
   // InvalidArgument, when another node found the round broken (a node rank claimed twice).
   std::function<void()> check_interrupt;
+  // Called every progress_interval while other nodes are awaited (not at all when every node
+  // arrives sooner), from the waiting thread; it reads the round's registrations, so keep the
+  // interval well above the slice for jobs of many nodes.
+  std::function<void(const NodeRendezvousProgress&)> on_progress;
+  Millis progress_interval{5000};
 };
 
 inline constexpr Millis kNodeRendezvousSlice{200};

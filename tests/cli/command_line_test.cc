@@ -27,10 +27,35 @@ TEST_CASE("torchrun spellings and repeatable --env") {
 }
 
 TEST_CASE("unknown options get a did-you-mean") {
-  CHECK_THROWS_WITH_AS(parse_command_line({"--nproc-per-nod", "2", "p"}),
-                       doctest::Contains("unknown option '--nproc-per-nod' (did you mean '--nproc-per-node'?)"),
+  CHECK_THROWS_WITH_AS(parse_command_line({"--nproc-per-mode", "2", "p"}),
+                       doctest::Contains("unknown option '--nproc-per-mode' (did you mean '--nproc-per-node'?)"),
                        InvalidArgument);
   CHECK_THROWS_AS(parse_command_line({"--max-restarts"}), InvalidArgument);
+}
+
+TEST_CASE("argparse abbreviations: an unambiguous prefix is the flag, an ambiguous one lists the candidates") {
+  auto cl = parse_command_line({"--nproc", "4", "--max_r=2", "--stand", "p", "--nproc", "9"});
+  CHECK(cl.flags.at("nproc_per_node").items[0] == "4");
+  CHECK(cl.flags.at("max_restarts").items[0] == "2");
+  CHECK(cl.flags.at("standalone").items[0] == "true");
+  CHECK(cl.command == std::vector<std::string>{"p", "--nproc", "9"});
+  CHECK_THROWS_WITH_AS(parse_command_line({"--no", "p"}),
+                       doctest::Contains("ambiguous option '--no' could match --node-rank, --no-python"), InvalidArgument);
+  CHECK(parse_command_line({"--he"}).help);
+  // the short flags and their values are skipped over
+  CHECK(parse_command_line({"-r", "3", "--nproc", "2", "p"}).flags.at("nproc_per_node").items[0] == "2");
+}
+
+TEST_CASE("torchrun's --start-method, --run-path and --numa-binding are accepted") {
+  auto cl = parse_command_line({"--start-method", "spawn", "--run-path", "--numa_binding", "node", "p"});
+  CHECK(cl.flags.at("start_method").items[0] == "spawn");
+  CHECK(cl.flags.at("run_path").items[0] == "true");
+  CHECK(cl.flags.at("numa_binding").items[0] == "node");
+  CHECK(cl.command == std::vector<std::string>{"p"});
+  const std::string h = help_text();
+  CHECK(h.find("--start-method") != std::string::npos);
+  CHECK(h.find("ignored") != std::string::npos);
+  CHECK(h.find("PET_") != std::string::npos);
 }
 
 TEST_CASE("help teaches: groups, examples, exit codes") {

@@ -150,7 +150,7 @@ TEST_CASE("a worker that fails only on the first attempt: --max-restarts 1 succe
   CHECK(slurp(d2 / "n") == "x\nx\nx\n");
 }
 
-TEST_CASE("log files per attempt and rank; console lines prefixed with [rank]:") {
+TEST_CASE("log files per attempt and rank; console lines prefixed like torchrun's, [default<local rank>]:") {
   ScratchDir d;
   const std::string id = unique_id("logs");
   auto r = launch(d, cat({"--standalone", "--nproc-per-node", "2", "--rdzv-id", id, "--log-dir", d / "logs", "--tee", "3"},
@@ -161,9 +161,45 @@ TEST_CASE("log files per attempt and rank; console lines prefixed with [rank]:")
     CHECK(slurp(dir + "stdout.log").find("out-" + std::to_string(rank)) != std::string::npos);
     CHECK(slurp(dir + "stderr.log").find("err-" + std::to_string(rank)) != std::string::npos);
   }
-  CHECK(r.out.find("[0]:out-0") != std::string::npos);
-  CHECK(r.out.find("[1]:out-1") != std::string::npos);
-  CHECK(r.err.find("[1]:err-1") != std::string::npos);
+  CHECK(r.out.find("[default0]:out-0") != std::string::npos);
+  CHECK(r.out.find("[default1]:out-1") != std::string::npos);
+  CHECK(r.err.find("[default1]:err-1") != std::string::npos);
+  CHECK(r.out.find('\x1b') == std::string::npos);  // not a terminal: no colour
+  // torchrun's template; a second job with no --rdzv-id writes to a log directory of its own
+  auto t = launch(d, cat({"--standalone", "--nproc-per-node", "2", "--log-dir", d / "logs", "--role", "w"}, sh("echo hi")),
+                  {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<${role_name}:${rank}/${local_rank}> "}});
+  REQUIRE(t.code == 0);
+  CHECK(t.out.find("<w:1/1> hi") != std::string::npos);
+}
+
+TEST_CASE("torchrun command lines: abbreviations, PET_ variables, --standalone with --rdzv-*, PYTHON_EXEC") {
+  ScratchDir d;
+  auto abbrev = launch(d, {"--dry-run", "--nproc", "2", "--start-method", "fork", "true"});
+  REQUIRE(abbrev.code == 0);
+  CHECK(abbrev.out.find("rank 1 (local rank 1)") != std::string::npos);
+  auto ambiguous = launch(d, {"--no", "true"});
+  CHECK(ambiguous.code == 2);
+  CHECK(ambiguous.err.find("ambiguous option '--no' could match") != std::string::npos);
+  auto pet = launch(d, {"--dry-run", "true"}, {{"PET_NPROC_PER_NODE", "3"}});
+  CHECK(pet.out.find("rank 2 (local rank 2)") != std::string::npos);
+  auto standalone = launch(d, {"--standalone", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:29400", "true"});
+  CHECK(standalone.code == 0);
+  CHECK(standalone.err.find("ddp-launch: warning: rdzv_endpoint (from --rdzv-endpoint) is ignored") != std::string::npos);
+  // two single-node jobs with torchrun's recipe get MASTER_PORTs of their own
+  auto port_of = [&](const Result& r) { return r.out.substr(r.out.find("MASTER_PORT=") + 12, 5); };
+  auto one = launch(d, {"--dry-run", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "true"});
+  auto two = launch(d, {"--dry-run", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "true"});
+  CHECK(port_of(one) != "29500");
+  CHECK(port_of(one) != port_of(two));
+  // PYTHON_EXEC runs .py programs (here a shell, so no Python is needed); the summary names the script
+  write_file(d / "fail.py", "exit 3\n");
+  auto py = launch(d, {"--standalone", d / "fail.py"}, {{"PYTHON_EXEC", "/bin/sh"}});
+  CHECK(py.code == 3);
+  CHECK(py.err.find(d / "fail.py" + " FAILED") != std::string::npos);
+  // srun with several tasks per node: a clear error, with what to do
+  auto srun = launch(d, {"true"}, {{"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NODEID", "0"}});
+  CHECK(srun.code == 2);
+  CHECK(srun.err.find("--ntasks-per-node=1") != std::string::npos);
 }
 
 TEST_CASE("config errors name the file, the line and the key, with a did-you-mean; exit 2") {
@@ -193,7 +229,7 @@ TEST_CASE("config errors name the file, the line and the key, with a did-you-mea
 
 TEST_CASE("usage errors exit 2 with a did-you-mean; --help and --version exit 0") {
   ScratchDir d;
-  auto typo = launch(d, {"--nproc-per-nod", "2", "true"});
+  auto typo = launch(d, {"--nproc-per-mode", "2", "true"});
   CHECK(typo.code == 2);
   CHECK(typo.err.find("did you mean '--nproc-per-node'?") != std::string::npos);
   auto mcast = launch(d, {"--rdzv-backend", "multicast", "true"});

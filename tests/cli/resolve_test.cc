@@ -6,6 +6,7 @@
 #include <map>
 
 #include "cli/command_line.h"
+#include "cli/device_count.h"
 #include "common/error.h"
 
 using namespace ddp;
@@ -55,7 +56,8 @@ TEST_CASE("defaults") {
   CHECK(l.node_rank == -1);
   CHECK(l.master_addr == "127.0.0.1");
   CHECK(l.master_port == 29500);
-  CHECK(l.rdzv_backend == "static");
+  CHECK(l.rdzv_backend == launcher::RdzvBackend::kStatic);
+  CHECK_FALSE(l.pick_master_port);  // torchrun's static default: 29500
   CHECK(l.max_restarts == 0);
   CHECK(l.run_id.size() == 16);  // a fresh id for a lone node
   CHECK(l.run_id != resolve({"./prog"}).launch.run_id);
@@ -88,6 +90,112 @@ TEST_CASE("python programs run with python3 unless --no-python; -m runs a module
   CHECK(resolve({"--no-python", "train.py"}).launch.command == std::vector<std::string>{"train.py"});
   CHECK(resolve({"-m", "pkg.train"}).launch.command == std::vector<std::string>{"python3", "-u", "-m", "pkg.train"});
   CHECK(error_of({"-m", "--no-python", "x"}).find("exclude each other") != std::string::npos);
+  CHECK(resolve({"train.py"}).launch.program_name() == "train.py");  // messages name the script
+  CHECK(resolve({"./prog"}).launch.program_name() == "./prog");
+}
+
+TEST_CASE("PYTHON_EXEC is the interpreter, as in torchrun; --run-path runs any file with it") {
+  const Vars venv = {{"PYTHON_EXEC", "/opt/venv/bin/python"}};
+  CHECK(resolve({"train.py", "x"}, venv).launch.command == std::vector<std::string>{"/opt/venv/bin/python", "-u", "train.py", "x"});
+  CHECK(resolve({"-m", "pkg"}, venv).launch.command == std::vector<std::string>{"/opt/venv/bin/python", "-u", "-m", "pkg"});
+  auto rp = resolve({"--run-path", "train_script"}, venv);
+  CHECK(rp.launch.command == std::vector<std::string>{"/opt/venv/bin/python", "-u", "train_script"});
+  CHECK(rp.launch.program_name() == "train_script");
+  CHECK(resolve({"--run-path", "t"}).launch.command.front() == "python3");
+  CHECK(error_of({"--run-path", "--no-python", "t"}).find("exclude each other") != std::string::npos);
+  CHECK(error_of({"--run-path", "-m", "t"}).find("exclude each other") != std::string::npos);
+}
+
+TEST_CASE("torchrun flags with no meaning here: --start-method accepted and checked, nothing else") {
+  for (const char* m : {"spawn", "fork", "forkserver"}) CHECK(resolve({"--start-method", m, "./p"}).launch.command.size() == 1);
+  CHECK(error_of({"--start_method", "thread", "./p"}).find("is not spawn, fork or forkserver") != std::string::npos);
+}
+
+TEST_CASE("--numa-binding maps onto --cpu-bind, with memory preferred on the node for node/socket") {
+  auto node = resolve({"--numa-binding", "node", "./p"}).launch;
+  CHECK(node.cpu_bind == launcher::CpuBind::kNuma);
+  CHECK(node.numa_memory);
+  CHECK(resolve({"--numa-binding", "socket", "./p"}).launch.cpu_bind == launcher::CpuBind::kNuma);
+  for (const char* cores : {"exclusive", "core-complex"}) {
+    auto c = resolve({"--numa-binding", cores, "./p"}).launch;
+    CHECK(c.cpu_bind == launcher::CpuBind::kCores);
+    CHECK_FALSE(c.numa_memory);
+  }
+  CHECK_FALSE(resolve({"--cpu-bind", "numa", "./p"}).launch.numa_memory);
+  CHECK(error_of({"--numa-binding", "nod", "./p"}).find("did you mean 'node'") != std::string::npos);
+  CHECK(error_of({"--numa-binding", "node", "--cpu-bind", "cores", "./p"}).find("give one") != std::string::npos);
+}
+
+TEST_CASE("PET_* variables as torchrun reads them: under DDP_LAUNCH_* and flags, over the config") {
+  auto o = resolve({"./p"}, {{"PET_NPROC_PER_NODE", "3"}, {"PET_MAX_RESTARTS", "2"}, {"PET_STANDALONE", "1"}});
+  CHECK(o.launch.nproc_per_node == 3);
+  CHECK(o.launch.max_restarts == 2);
+  CHECK(o.launch.standalone);
+  CHECK(resolve({"./p"}, {{"PET_NPROC_PER_NODE", "3"}, {"DDP_LAUNCH_NPROC_PER_NODE", "5"}}).launch.nproc_per_node == 5);
+  CHECK(resolve({"--nproc-per-node", "7", "./p"}, {{"PET_NPROC_PER_NODE", "3"}}).launch.nproc_per_node == 7);
+  // Kubeflow's PyTorchJob: the layout comes from PET_ variables
+  auto k = resolve({"./p"}, {{"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"}, {"PET_MASTER_ADDR", "job-master-0"},
+                             {"PET_MASTER_PORT", "23456"}});
+  CHECK(k.launch.nnodes_max == 2);
+  CHECK(k.launch.node_rank == 1);
+  CHECK(k.launch.master_addr == "job-master-0");
+  CHECK(k.launch.master_port == 23456);
+  CHECK(error_of({"./p"}, {{"PET_MAX_RESTARTS", "x"}}).find("PET_MAX_RESTARTS: 'x' is not an integer") != std::string::npos);
+  CHECK(resolve({"./p"}, {{"PET_SOMETHING_TORCHRUN_ONLY", "1"}}).launch.command.size() == 1);  // not ours: ignored
+}
+
+TEST_CASE("--standalone ignores --rdzv-backend, --rdzv-endpoint and --node-rank with a warning, as torchrun") {
+  auto cl = parse_command_line({"--standalone", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--node-rank", "0", "./p"});
+  std::vector<std::string> warnings;
+  auto o = resolve_options(merge_settings(cl.flags, {}), cl.command, env_of({}), &warnings);
+  CHECK(o.launch.standalone);
+  CHECK(o.launch.rdzv_backend == launcher::RdzvBackend::kStatic);
+  CHECK(o.launch.rdzv_endpoint.empty());
+  CHECK(o.launch.node_rank == -1);
+  REQUIRE(warnings.size() == 3);
+  CHECK(warnings[0] == "rdzv_backend (from --rdzv-backend) is ignored: standalone (from --standalone) picks its own rendezvous");
+  CHECK(warnings[2].starts_with("node_rank (from --node-rank) is ignored"));
+}
+
+TEST_CASE("one node with a rendezvous backend and no port: a free MASTER_PORT (torchrun's localhost:0 recipe)") {
+  CHECK(resolve({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "./p"}).launch.pick_master_port);
+  CHECK(resolve({"--standalone", "./p"}).launch.pick_master_port);
+  CHECK_FALSE(resolve({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--master-port", "29700", "./p"})
+                  .launch.pick_master_port);
+  CHECK_FALSE(resolve({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400", "./p"}).launch.pick_master_port);
+  CHECK(error_of({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "./p"})
+            .find("port 0 (any free port) works for one node only") != std::string::npos);
+}
+
+TEST_CASE("run ids: --rdzv-id, else the scheduler's job id, else fresh; log dirs never shared by default") {
+  CHECK(resolve({"--rdzv-id", "j9", "./p"}).launch.run_id == "j9");
+  CHECK(resolve({"--rdzv-id", "j9", "./p"}).launch.log_run_dir == "j9");
+  // multi-node: every node of the step gets the same id from Slurm
+  auto m = resolve({"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h", "./p"},
+                   {{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "3"}});
+  CHECK(m.launch.run_id == "4242.3");
+  CHECK(m.launch.log_run_dir == "4242.3");
+  CHECK(resolve({"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h", "./p"}, {{"PBS_JOBID", "77.pbs/x"}})
+            .launch.run_id == "77.pbs_x");
+  // no id anywhere: torchrun's "none" (shared by every node), but a log directory of our own
+  auto none = resolve({"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h", "./p"});
+  CHECK(none.launch.run_id == "none");
+  CHECK(none.launch.log_run_dir.starts_with("none_"));
+  CHECK(none.launch.log_run_dir != resolve({"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h", "./p"}).launch.log_run_dir);
+  // one node: fresh each time, the scheduler's id first when there is one
+  auto one = resolve({"./p"}, {{"SLURM_JOB_ID", "4242"}});
+  CHECK(one.launch.run_id.starts_with("4242-"));
+  CHECK(one.launch.run_id != resolve({"./p"}, {{"SLURM_JOB_ID", "4242"}}).launch.run_id);
+}
+
+TEST_CASE("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE reaches the launcher") {
+  CHECK(resolve({"./p"}).launch.log_line_prefix_template.empty());
+  CHECK(resolve({"./p"}, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${rank}]"}}).launch.log_line_prefix_template == "[${rank}]");
+}
+
+TEST_CASE("--nproc-per-node auto without a GPU is one worker per CPU, as torchrun") {
+  CHECK(resolve({"--nproc-per-node", "auto", "./p"}, {{"CUDA_VISIBLE_DEVICES", ""}}).launch.nproc_per_node ==
+        count_cpus());
 }
 
 TEST_CASE("precedence: command line > DDP_LAUNCH_* > config file") {
@@ -126,7 +234,6 @@ TEST_CASE("DDP_LAUNCH_ variables: booleans, env lists, unknown names") {
 
 TEST_CASE("impossible combinations") {
   CHECK(error_of({"--standalone", "--nnodes", "2", "./p"}).find("runs one node") != std::string::npos);
-  CHECK(error_of({"--standalone", "--rdzv-endpoint", "h:1", "./p"}).find("drop rdzv_endpoint") != std::string::npos);
   CHECK(error_of({"--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "./p"}).find("must be below") != std::string::npos);
   CHECK(error_of({"--nnodes", "2", "--master-addr", "h", "./p"}).find("needs node_rank") != std::string::npos);
   CHECK(error_of({"--nnodes", "2", "--node-rank", "1", "./p"}).find("needs master_addr") != std::string::npos);
@@ -141,7 +248,7 @@ TEST_CASE("impossible combinations") {
 TEST_CASE("c10d is tcp; rdzv-conf sets the timeout and is_host") {
   auto o = resolve({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400", "--rdzv-id", "j1",
                     "--rdzv-conf", "timeout=12,is_host=0", "./p"});
-  CHECK(o.launch.rdzv_backend == "tcp");
+  CHECK(o.launch.rdzv_backend == launcher::RdzvBackend::kTcp);
   CHECK(o.launch.rdzv_timeout == Millis(12'000));
   CHECK(o.rdzv_is_host == false);
   CHECK(o.launch.run_id == "j1");  // multi-node: the shared id
@@ -153,9 +260,14 @@ TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
   CHECK(s.launch.nnodes_max == 4);
   CHECK(s.launch.node_rank == 2);
   CHECK(s.launch.master_addr == "gpu07");
-  // several tasks per node: not one launcher per node, nothing inferred
+  // several tasks per node in the allocation, outside srun (the batch script): nothing inferred
   auto t = resolve({"./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_NTASKS", "8"}});
   CHECK(t.launch.nnodes_max == 1);
+  // host lists with several bracket groups: the first host is node 0's
+  auto g = resolve({"./p"}, {{"SLURM_STEP_NUM_NODES", "4"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NODEID", "3"},
+                             {"SLURM_STEP_NODELIST", "rack[1-2]-n[01-02]"}});
+  CHECK(g.launch.master_addr == "rack1-n01");
+  CHECK(g.launch.node_rank == 3);
   // flags win over Slurm
   auto u = resolve({"--master-addr", "10.1.1.1", "./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_JOB_NODELIST", "a,b"}});
   CHECK(u.launch.master_addr == "10.1.1.1");
@@ -171,6 +283,17 @@ TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
                           {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}});
   CHECK(per_node.launch.nnodes_max == 2);
   CHECK(per_node.launch.node_rank == 1);
+  // srun with several tasks per node: every task would be a launcher; said, with the fix
+  const Vars srun8 = {{"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_NODEID", "1"}};
+  CHECK(error_of({"./p"}, srun8).find("srun started 8 tasks on 2 node(s), but ddp-launch runs once per node") != std::string::npos);
+  CHECK(error_of({"./p"}, srun8).find("srun --ntasks-per-node=1 ddp-launch") != std::string::npos);
+  {
+    auto cl = parse_command_line({"--nnodes", "1", "./p"});
+    std::vector<std::string> warnings;
+    resolve_options(merge_settings(cl.flags, {}), cl.command, env_of(srun8), &warnings);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].find("not taken from Slurm") != std::string::npos);
+  }
   // standalone ignores the scheduler
   CHECK(resolve({"--standalone", "./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}}).launch.nnodes_max == 1);
 }
@@ -178,7 +301,7 @@ TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
 TEST_CASE("multicast: a group and port, ttl and interface from --rdzv-conf") {
   auto o = resolve({"--rdzv-backend", "multicast", "--rdzv-endpoint", "239.1.2.3:29400", "--nnodes", "3", "--rdzv-id",
                     "j", "--rdzv-conf", "ttl=2,interface=eth1,timeout=5", "./p"});
-  CHECK(o.launch.rdzv_backend == "multicast");
+  CHECK(o.launch.rdzv_backend == launcher::RdzvBackend::kMulticast);
   CHECK(o.launch.rdzv_endpoint == "239.1.2.3:29400");
   CHECK(o.multicast_ttl == 2);
   CHECK(o.multicast_interface == "eth1");

@@ -1,5 +1,7 @@
 #include "cli/values.h"
 
+#include "cli/device_count.h"
+
 #include <doctest/doctest.h>
 
 #include <csignal>
@@ -38,16 +40,16 @@ TEST_CASE("integers, seconds, booleans") {
 TEST_CASE("nproc: N, auto, gpu, cpu") {
   auto none = env_of({{"CUDA_VISIBLE_DEVICES", ""}});
   CHECK(parse_nproc("3", "x", none) == 3);
-  CHECK(parse_nproc("auto", "x", none) == 1);
+  // torchrun: auto without a GPU is one worker per CPU.
+  CHECK(parse_nproc("auto", "x", env_of({{"CUDA_VISIBLE_DEVICES", ""}})) == count_cpus());
   CHECK(parse_nproc("auto", "x", env_of({{"CUDA_VISIBLE_DEVICES", "0,1,3"}})) == 3);
   CHECK(parse_nproc("gpu", "x", env_of({{"CUDA_VISIBLE_DEVICES", "GPU-abc,GPU-def"}})) == 2);
-  CHECK_THROWS_WITH_AS(parse_nproc("gpu", "x", none), doctest::Contains("no GPU"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_nproc("gpu", "x", env_of({{"CUDA_VISIBLE_DEVICES", "-1"}})), doctest::Contains("no GPU"),
+                       InvalidArgument);
   CHECK(parse_nproc("cpu", "x", none) == count_cpus());
   CHECK(count_cpus() >= 1);
   CHECK_THROWS_AS(parse_nproc("0", "x", none), InvalidArgument);
   CHECK_THROWS_AS(parse_nproc("many", "x", none), InvalidArgument);
-  // CUDA stops counting at the first invalid entry.
-  CHECK(count_visible_gpus(env_of({{"CUDA_VISIBLE_DEVICES", "0,-1,2"}})) == 1);
 }
 
 TEST_CASE("nnodes: N and MIN:MAX") {
@@ -107,6 +109,18 @@ TEST_CASE("Slurm host lists") {
   CHECK(expand_hostlist("a[1,3-4]b,c7") == std::vector<std::string>{"a1b", "a3b", "a4b", "c7"});
   CHECK(expand_hostlist("single") == std::vector<std::string>{"single"});
   CHECK(expand_hostlist("gpu[9-11]").at(2) == "gpu11");
+}
+
+TEST_CASE("Slurm host lists with several bracket groups expand every combination, in Slurm's order") {
+  CHECK(expand_hostlist("rack[1-2]-n[01-02]") ==
+        std::vector<std::string>{"rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"});
+  CHECK(expand_hostlist("r[1-2]n[3,5]x,solo") == std::vector<std::string>{"r1n3x", "r1n5x", "r2n3x", "r2n5x", "solo"});
+  CHECK(expand_hostlist("a[1-200]b[1-200]").size() == 40000);
+  CHECK_THROWS_AS(expand_hostlist("a[1-300]b[1-300]"), InvalidArgument);  // 90,000 > 65,536
+  std::string deep;
+  for (int i = 0; i < 17; ++i) deep += "x[1]";
+  CHECK_THROWS_WITH_AS(expand_hostlist(deep), doctest::Contains("more than 16 bracket groups"), InvalidArgument);
+  CHECK(expand_hostlist(deep.substr(4)).size() == 1);
 }
 
 TEST_CASE("Slurm host lists are bounded: a short variable cannot make millions of names") {

@@ -10,7 +10,7 @@ using K = StorePlan::Kind;
 
 namespace {
 
-AgentOptions multi(const std::string& backend, int node_rank = -1) {
+AgentOptions multi(RdzvBackend backend, int node_rank = -1) {
   AgentOptions o;
   o.launch.nnodes_min = o.launch.nnodes_max = 2;
   o.launch.rdzv_backend = backend;
@@ -34,16 +34,16 @@ TEST_CASE("single node and standalone: a private store on 127.0.0.1, ephemeral p
 }
 
 TEST_CASE("static: node 0 hosts on master_port+1, the others connect to master_addr") {
-  auto p0 = plan_store(multi("static", 0));
+  auto p0 = plan_store(multi(RdzvBackend::kStatic, 0));
   CHECK(p0.kind == K::kHost);
   CHECK(p0.port == 29501);
   CHECK(p0.connect_host == "10.9.9.9");
   CHECK(p0.bind_host.empty());  // 10.9.9.9 is not this host: bind every interface
-  auto p1 = plan_store(multi("static", 1));
+  auto p1 = plan_store(multi(RdzvBackend::kStatic, 1));
   CHECK(p1.kind == K::kConnect);
   CHECK(p1.connect_host == "10.9.9.9");
   CHECK(p1.port == 29501);
-  auto e = multi("static", 1);
+  auto e = multi(RdzvBackend::kStatic, 1);
   e.launch.rdzv_endpoint = "10.8.8.8:4000";
   CHECK(plan_store(e).port == 4000);
   CHECK(plan_store(e).connect_host == "10.8.8.8");
@@ -52,13 +52,13 @@ TEST_CASE("static: node 0 hosts on master_port+1, the others connect to master_a
 }
 
 TEST_CASE("tcp: a local endpoint is hosted by whoever binds it first; a remote one is connected to") {
-  auto local = multi("tcp");
+  auto local = multi(RdzvBackend::kTcp);
   local.launch.rdzv_endpoint = "127.0.0.1:29999";
   auto p = plan_store(local);
   CHECK(p.kind == K::kHostOrConnect);
   CHECK(p.bind_host == "127.0.0.1");
   CHECK(p.port == 29999);
-  auto remote = multi("tcp");
+  auto remote = multi(RdzvBackend::kTcp);
   remote.launch.rdzv_endpoint = "192.0.2.1";  // TEST-NET-1: never this host
   auto r = plan_store(remote);
   CHECK(r.kind == K::kConnect);
@@ -68,7 +68,7 @@ TEST_CASE("tcp: a local endpoint is hosted by whoever binds it first; a remote o
 }
 
 TEST_CASE("file: a store file per run id in the shared directory") {
-  auto o = multi("file");
+  auto o = multi(RdzvBackend::kFile);
   o.launch.rdzv_endpoint = "/shared/rdzv";
   auto p = plan_store(o);
   CHECK(p.kind == K::kFile);
@@ -76,7 +76,7 @@ TEST_CASE("file: a store file per run id in the shared directory") {
 }
 
 TEST_CASE("multicast: the group and port, decided on the group who hosts") {
-  auto o = multi("multicast");
+  auto o = multi(RdzvBackend::kMulticast);
   o.launch.rdzv_endpoint = "239.255.1.2:29400";
   auto p = plan_store(o);
   CHECK(p.kind == K::kMulticast);
@@ -114,7 +114,7 @@ TEST_CASE("host facts: free ports, local addresses, local hosts") {
 }
 
 TEST_CASE("predicted assignment for --dry-run: same nproc on every node") {
-  auto o = multi("static", 1);
+  auto o = multi(RdzvBackend::kStatic, 1);
   o.launch.nproc_per_node = 4;
   auto a = predicted_assignment(o);
   CHECK(a.world_size == 8);

@@ -190,6 +190,11 @@ TEST_CASE("a node that never arrives: exit 121 saying how many nodes arrived") {
                       "--rdzv-conf", "timeout=2", "true"});
   CHECK(r.code == 121);
   CHECK(r.err.find("1 of 2 nodes arrived") != std::string::npos);
+  // while it waited it said so (stderr is a file here: whole lines, no carriage returns)
+  CHECK(r.err.find("ddp-launch: waiting for nodes (run 'none', round 0, ") != std::string::npos);
+  CHECK(r.err.find("1 of 2 arrived (") != std::string::npos);
+  CHECK(r.err.find("= node 0); awaiting node rank(s) 1\n") != std::string::npos);
+  CHECK(r.err.find('\r') == std::string::npos);
   // a static node 1 whose node 0 never comes: the store is unreachable
   auto lone = launch(d, {"--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
                          std::to_string(port), "--rdzv-conf", "timeout=2", "true"});

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include "common/error.h"
 
 using namespace ddp;
@@ -59,4 +61,14 @@ TEST_CASE("this machine: every rank gets allowed CPUs") {
     }
   }
   CHECK(cpu_assignment(CpuBind::kNone, 3).empty());
+}
+
+TEST_CASE("NUMA node of a rank's CPUs (for --numa-binding's memory policy): -1 when unknown") {
+  CHECK(numa_node_of({}) == -1);
+  CHECK(numa_node_of({1 << 20}) == -1);  // no such CPU
+  auto split = cpu_assignment(CpuBind::kNuma, 1);
+  REQUIRE(split.size() == 1);
+  const int node = numa_node_of(split[0]);
+  const bool has_numa_info = std::filesystem::exists("/sys/devices/system/node/node0");
+  CHECK(node >= (has_numa_info ? 0 : -1));
 }

@@ -30,13 +30,16 @@ std::map<std::string, std::string> parse_env(const std::string& text) {
 pid_t read_pid(const std::string& path) { return static_cast<pid_t>(std::stol(read_file(path))); }
 
 // "[<d>]:<rest>" -> d and rest; -1 when the line does not start with a one-digit prefix.
+// "[default<d>]:rest" (torchrun's prefix, role "default", one-digit local rank) -> d.
 int prefix_rank(const std::string& line, std::string* rest) {
-  if (line.size() < 4 || line[0] != '[' || !std::isdigit(static_cast<unsigned char>(line[1])) || line[2] != ']' ||
-      line[3] != ':') {
+  const std::string head = "[default";
+  const size_t n = head.size();
+  if (line.size() < n + 3 || line.compare(0, n, head) != 0 || !std::isdigit(static_cast<unsigned char>(line[n])) ||
+      line[n + 1] != ']' || line[n + 2] != ':') {
     return -1;
   }
-  *rest = line.substr(4);
-  return line[1] - '0';
+  *rest = line.substr(n + 3);
+  return line[n] - '0';
 }
 
 bool all_digits(const std::string& s) {
@@ -378,8 +381,8 @@ TEST_CASE("redirects send output to files only; local_ranks_filter limits the co
     CHECK(read_file(base + "/stderr.log") == "err-" + std::to_string(r) + "\n");
   }
   CHECK(out.console.find("out-") == std::string::npos);
-  CHECK(out.console.find("[0]:err-0\n") != std::string::npos);
-  CHECK(out.console.find("[2]:err-2\n") != std::string::npos);
+  CHECK(out.console.find("[default0]:err-0\n") != std::string::npos);  // torchrun's prefix
+  CHECK(out.console.find("[default2]:err-2\n") != std::string::npos);
   CHECK(out.console.find("err-1") == std::string::npos);
 }
 
@@ -447,4 +450,16 @@ TEST_CASE("queued signals are visible between attempts through poll_signal") {
   ::waitpid(child, &status, 0);
   CHECK(got == SIGUSR2);
   CHECK(WIFEXITED(status));
+}
+
+TEST_CASE("log_run_dir names the directory under log_dir (run id 'none' gets one of its own); the run id stays") {
+  TempDir dir;
+  const std::string logs = dir / "logs";
+  LaunchOptions o = sh_options("echo out-$RANK; echo run=$TORCHELASTIC_RUN_ID", 1);
+  o.log_dir = logs;
+  o.log_run_dir = "none_1a2b";
+  Outcome out = run_launcher(o, single_node(1, "none"), {}, dir / "console");
+  REQUIRE(out.result["success"] == true);
+  CHECK(read_file(logs + "/none_1a2b/attempt_0/0/stdout.log") == "out-0\nrun=none\n");
+  CHECK_FALSE(std::filesystem::exists(logs + "/none"));
 }

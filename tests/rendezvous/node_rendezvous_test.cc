@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <future>
 #include <set>
 #include <thread>
@@ -189,6 +190,48 @@ TEST_CASE("check_interrupt can abort the wait") {
   };
   CHECK_THROWS_WITH(node_rendezvous(store, node("h0", 1, 0), o), "interrupted");
   CHECK(calls == 3);
+}
+
+TEST_CASE("while nodes are awaited, progress names who arrived and who is missing; none when all are there") {
+  HashStore store;
+  auto o = opts(3, 0, Millis(60'000));
+  o.progress_interval = Millis(1);
+  std::vector<NodeRendezvousProgress> seen;
+  std::atomic<bool> done{false};
+  o.on_progress = [&](const NodeRendezvousProgress& p) {
+    seen.push_back(p);
+    if (p.arrived.size() == 2) {
+      done = true;
+      throw std::runtime_error("enough");
+    }
+  };
+  auto other = std::async(std::launch::async, [&] {
+    auto q = opts(3, 0, Millis(60'000));
+    q.check_interrupt = [&] {
+      if (done) throw std::runtime_error("stop");
+    };
+    try {
+      node_rendezvous(store, node("h2", 1, 2), q);
+    } catch (const std::runtime_error&) {
+    }
+  });
+  CHECK_THROWS_WITH(node_rendezvous(store, node("h0", 1, 0), o), "enough");
+  other.get();
+  REQUIRE(!seen.empty());
+  CHECK(seen.front().arrived.front() == std::pair<int, std::string>{0, "h0"});
+  const auto& p = seen.back();
+  CHECK(p.run_id == "job");
+  CHECK(p.nnodes == 3);
+  CHECK(p.missing == std::vector<int>{1});
+  CHECK(p.arrived == std::vector<std::pair<int, std::string>>{{0, "h0"}, {2, "h2"}});
+  CHECK(p.timeout == Millis(60'000));
+
+  HashStore quick;
+  auto all = opts(2);
+  int reports = 0;
+  all.on_progress = [&](const NodeRendezvousProgress&) { ++reports; };
+  meet(quick, {node("h0", 1, 0), node("h1", 1, 1)}, all);
+  CHECK(reports == 0);
 }
 
 TEST_CASE("over a real TCPStore: two clients and the server's own client") {

@@ -1,0 +1,92 @@
+// The cross-node round protocol over an in-memory store: typed outcomes, first writer wins, the
+// exit barrier, and the stored text launchers of other versions read.
+#include "launcher/node_round.h"
+
+#include <doctest/doctest.h>
+
+#include <future>
+
+#include "common/error.h"
+#include "rendezvous/hash_store.h"
+
+using namespace ddp;
+using namespace ddp::launcher;
+using K = RoundOutcomeKind;
+
+namespace {
+
+NodeRoundOptions opts(int nnodes, Millis timeout = Millis(20'000)) {
+  NodeRoundOptions o;
+  o.run_id = "job";
+  o.round = 2;
+  o.nnodes = nnodes;
+  o.timeout = timeout;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("outcomes keep their stored text, and decode back to the same kind") {
+  CHECK(RoundOutcome::done().text() == "done");
+  CHECK(RoundOutcome::failed("node 1 (h1): rank 3 exited with code 1").text() == "failed: node 1 (h1): rank 3 exited with code 1");
+  CHECK(RoundOutcome::interrupted("h0 got SIGINT").text() == "interrupted: h0 got SIGINT");
+  CHECK(RoundOutcome::lost("node(s) 1 did not reach").text() == "lost: node(s) 1 did not reach");
+  for (const auto& o : {RoundOutcome::done(), RoundOutcome::failed("x: y"), RoundOutcome::interrupted("z"),
+                        RoundOutcome::lost("w")}) {
+    CHECK(RoundOutcome::decode(o.text()) == o);
+  }
+  CHECK(RoundOutcome::decode("something else") == RoundOutcome::failed("something else"));
+  CHECK(RoundOutcome::interrupted("a").final());
+  CHECK(RoundOutcome::lost("a").final());
+  CHECK_FALSE(RoundOutcome::failed("a").final());
+  CHECK_FALSE(RoundOutcome::done().final());
+}
+
+TEST_CASE("keys live under <run_id>/round/<n>/") { CHECK(round_key("job", 3, "outcome") == "job/round/3/outcome"); }
+
+TEST_CASE("the first announcement wins; every node reads it; decided() sees it") {
+  rdzv::HashStore store;
+  NodeRound a(store, opts(2)), b(store, opts(2));
+  CHECK_FALSE(a.decided());
+  const auto first = RoundOutcome::failed("node 0 (h0): rank 1 exited with code 3");
+  CHECK(a.announce(first) == first);
+  CHECK(b.announce(RoundOutcome::interrupted("h1 got SIGTERM")) == first);
+  CHECK(b.decided());
+  CHECK(store.get_string("job/round/2/outcome", Millis(10)) == first.text());  // the wire text is unchanged
+}
+
+TEST_CASE("exit barrier: done once every node arrives") {
+  rdzv::HashStore store;
+  auto other = std::async(std::launch::async, [&] { return NodeRound(store, opts(2)).wait_outcome(1); });
+  CHECK(NodeRound(store, opts(2)).wait_outcome(0) == RoundOutcome::done());
+  CHECK(other.get() == RoundOutcome::done());
+}
+
+TEST_CASE("exit barrier: a failure elsewhere ends it with that failure") {
+  rdzv::HashStore store;
+  auto waiting = std::async(std::launch::async, [&] { return NodeRound(store, opts(2)).wait_outcome(0); });
+  const auto failed = RoundOutcome::failed("node 1 (h1): rank 2 died of SIGKILL");
+  CHECK(NodeRound(store, opts(2)).announce(failed) == failed);
+  CHECK(waiting.get() == failed);
+}
+
+TEST_CASE("exit barrier: nodes that never come are lost, named, within the timeout") {
+  rdzv::HashStore store;
+  const auto out = NodeRound(store, opts(3, Millis(300))).wait_outcome(1);
+  CHECK(out.kind == K::kLost);
+  CHECK(out.detail.find("node(s) 0, 2 did not reach the exit barrier within 300 ms of node 1") != std::string::npos);
+  CHECK(NodeRound(store, opts(3)).announce(RoundOutcome::done()) == out);  // it is the round's outcome
+}
+
+TEST_CASE("waits end when check_interrupt throws; wait_key times out") {
+  rdzv::HashStore store;
+  auto o = opts(2, Millis(60'000));
+  int calls = 0;
+  o.check_interrupt = [&] {
+    if (++calls == 2) throw std::runtime_error("interrupted");
+  };
+  CHECK_THROWS_WITH(NodeRound(store, o).wait_outcome(0), "interrupted");
+  CHECK_THROWS_AS(wait_key(store, "never", Millis(50), nullptr), TimeoutError);
+  store.set("there", "v");
+  CHECK(wait_key(store, "there", std::nullopt, nullptr) == "v");
+}
