@@ -10,6 +10,8 @@ packages=(
   iproute2 procps python3
   # LibTorch and PyTorch for ddp/torch and its comparisons; the demo's data set.
   libtorch-dev python3-torch zlib1g-dev dataset-fashion-mnist
+  # pybind11 and Python headers for the torch.distributed plugin (ddp/torch/python).
+  pybind11-dev python3-dev
 )
 # `make fuzz` (DDP_FUZZ_DEPS=1): clang 14 and libFuzzer.
 if [ "${DDP_FUZZ_DEPS:-0}" = 1 ]; then
