@@ -36,35 +36,48 @@ def base(rank, dtype, shape=(N,)):
     return (torch.arange(n, dtype=torch.int64) + rank).reshape(shape).to(dtype)
 
 
+def spread(rank, dtype):
+    # Every rank wins MIN and MAX somewhere (for 2 and 3 ranks), so "one rank's input" is wrong.
+    return ((torch.arange(N) * 7 + rank * 3) % 11).to(dtype)
+
+
+def fold(values, fn):
+    out = values[0].clone()
+    for v in values[1:]:
+        out = fn(out, v)
+    return out
+
+
+OFFSETS = [0, 1, 5, 6]  # the AVG of ranks' inputs is no rank's input, and exact in every dtype
+
+
 def check_all_reduce(rank, world, dtype):
     t = base(rank, dtype)
     dist.all_reduce(t)
     expect(f"all_reduce SUM {dtype}", t, world * torch.arange(N) + world * (world - 1) // 2)
-    for op, fn in [(dist.ReduceOp.MIN, min), (dist.ReduceOp.MAX, max)]:
-        t = base(rank, dtype)
+    for op, fn in [(dist.ReduceOp.MIN, torch.minimum), (dist.ReduceOp.MAX, torch.maximum)]:
+        t = spread(rank, dtype)
         dist.all_reduce(t, op=op)
-        expect(f"all_reduce {op} {dtype}", t, torch.arange(N) + fn(range(world)))
-    t = torch.full((N,), rank + 1).to(dtype)
+        expect(f"all_reduce {op.op if hasattr(op, 'op') else op} {dtype}", t,
+               fold([spread(r, torch.int64) for r in range(world)], fn))
+    t = torch.full((N,), rank + 2).to(dtype)  # 2 * 3 (* 4): no rank's input
     dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)
     prod = 1
     for r in range(world):
-        prod *= r + 1
+        prod *= r + 2
     expect(f"all_reduce PRODUCT {dtype}", t, torch.full((N,), prod))
     if dtype in FLOATS:
-        t = base(rank, dtype)
+        t = (torch.arange(N) * 2 + OFFSETS[rank]).to(dtype)
         dist.all_reduce(t, op=dist.ReduceOp.AVG)
-        want = (world * torch.arange(N, dtype=torch.float64) + world * (world - 1) / 2) / world
+        want = torch.arange(N, dtype=torch.float64) * 2 + sum(OFFSETS[:world]) / world
         expect(f"all_reduce AVG {dtype}", t, want)
     else:
-        for op, fold in [(dist.ReduceOp.BAND, lambda a, b: a & b), (dist.ReduceOp.BOR, lambda a, b: a | b),
-                         (dist.ReduceOp.BXOR, lambda a, b: a ^ b)]:
+        for op, bit in [(dist.ReduceOp.BAND, torch.bitwise_and), (dist.ReduceOp.BOR, torch.bitwise_or),
+                        (dist.ReduceOp.BXOR, torch.bitwise_xor)]:
             vals = [torch.tensor([1 | (1 << r), 3, 1 << r, 0, 7]) for r in range(world)]
             t = vals[rank].to(dtype).clone()
             dist.all_reduce(t, op=op)
-            want = vals[0]
-            for v in vals[1:]:
-                want = fold(want, v)
-            expect(f"all_reduce {op} {dtype}", t, want)
+            expect(f"all_reduce bitwise {dtype}", t, fold(vals, bit))
 
 
 def check_rooted(rank, world, dtype):
