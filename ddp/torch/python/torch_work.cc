@@ -51,12 +51,13 @@ void TorchWork::complete(std::exception_ptr error) {
   }
   on_success_ = nullptr;
   keep_alive_.clear();
-  finish(error);
+  // The future first: whoever wait() wakes may read it at once.
   if (error) {
     future_->setError(error);
   } else {
     future_->markCompleted(c10::IValue(outputs_));
   }
+  finish(error);
 }
 
 }  // namespace ddp::torch

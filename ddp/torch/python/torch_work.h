@@ -6,7 +6,8 @@
 //   When the last has finished, on_success runs (copying gathered results into the caller's
 //   tensors, for instance) unless one failed; then the c10d Work finishes with the first error
 //   (ours: TimeoutError, NetworkError naming the peer, ...) and the future completes with
-//   result() or that error. Both happen on the thread that finished the last Work.
+//   result() or that error, the future first (once wait() returns, the future is complete).
+//   Both happen on the thread that finished the last Work; so do the future's callbacks.
 // - The tensors passed in (inputs, outputs, staging copies) stay alive until completion even
 //   when Python drops the Work: the callbacks hold the TorchWork.
 // - wait()/isCompleted()/exception() are c10d's; getFuture() gives an ivalue::Future of the
