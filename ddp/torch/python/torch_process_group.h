@@ -14,7 +14,10 @@
 //   completes. Errors (ours, with op, sequence number and peer) surface from wait() and the
 //   future; argument errors are thrown by the call itself, as InvalidArgument.
 // - Not supported (a clear error, never a silent wrong result): several tensors per call,
-//   PREMUL_SUM, alltoall_base with unequal splits, recvAnysource, allgather_coalesced.
+//   PREMUL_SUM, recvAnysource, allgather_coalesced.
+// - alltoall_base with unequal splits first agrees on every rank's splits (a small blocking
+//   all_gather: splits that do not pair up are an InvalidArgument on every rank), then moves
+//   blocks padded to the largest split.
 // Thread-safety: as c10d's, calls issued from one thread at a time per group.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -76,6 +79,12 @@ class TorchProcessGroup final : public c10d::ProcessGroup {
                                           const c10d::AllToAllOptions& opts) override;
 
  private:
+  // alltoall_base with unequal splits (torch_process_group_alltoall.cc).
+  c10::intrusive_ptr<c10d::Work> alltoall_uneven(at::Tensor& output, at::Tensor& input,
+                                                 const std::vector<int64_t>& output_splits,
+                                                 const std::vector<int64_t>& input_splits,
+                                                 const c10d::AllToAllOptions& opts);
+
   std::unique_ptr<comm::GroupFactory> factory_;
   comm::ProcessGroupPtr group_;
 };

@@ -125,13 +125,13 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall_base(at::Tensor& outp
                                                                 std::vector<int64_t>& output_splits,
                                                                 std::vector<int64_t>& input_splits,
                                                                 const c10d::AllToAllOptions& opts) {
-  if (!equal_splits(input_splits, input.numel(), getSize()) || !equal_splits(output_splits, output.numel(), getSize())) {
-    DDP_THROW(InvalidArgument, "ddp backend alltoall_base: unequal split sizes are not supported (pass no "
-              "splits, or world_size equal ones)");
+  if (!equal_splits(input_splits, input.numel(), getSize()) || !equal_splits(output_splits, output.numel(), getSize()) ||
+      input.numel() != output.numel()) {
+    return alltoall_uneven(output, input, output_splits, input_splits, opts);
   }
-  if (input.numel() != output.numel() || input.numel() % getSize() != 0) {
-    DDP_THROW(InvalidArgument, "ddp backend alltoall_base: input (", input.numel(), " elements) and output (",
-              output.numel(), ") must be equal and divisible by the world size ", getSize());
+  if (input.numel() % getSize() != 0) {
+    DDP_THROW(InvalidArgument, "ddp backend alltoall_base: ", input.numel(),
+              " elements do not split evenly over ", getSize(), " ranks (pass split sizes)");
   }
   auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::ALLTOALL_BASE,
                                              std::vector<at::Tensor>{output}, std::vector<at::Tensor>{input});

@@ -127,6 +127,13 @@ def check_all_to_all(rank, world, dtype):
     out = torch.zeros(2 * world, dtype=dtype)
     dist.all_to_all_single(out, inp)
     expect(f"all_to_all_single {dtype}", out, torch.cat([torch.full((2,), 10 * r + rank) for r in range(world)]))
+    # Unequal splits: rank r sends r + j + 1 rows of two elements, all 10 r + j, to rank j.
+    inp = torch.cat([torch.full((rank + j + 1, 2), 10 * rank + j) for j in range(world)]).to(dtype)
+    want = torch.cat([torch.full((j + rank + 1, 2), 10 * j + rank) for j in range(world)])
+    out = torch.zeros(want.shape, dtype=dtype)
+    splits = [rank + j + 1 for j in range(world)]
+    dist.all_to_all_single(out, inp, output_split_sizes=splits, input_split_sizes=splits)
+    expect(f"all_to_all_single unequal splits {dtype}", out, want)
     outs = [torch.zeros(3, dtype=dtype) for _ in range(world)]
     dist.all_to_all(outs, [torch.full((3,), 10 * rank + j).to(dtype) for j in range(world)])
     for r in range(world):

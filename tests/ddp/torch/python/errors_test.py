@@ -40,8 +40,8 @@ def bad_input(rank):
     raises("non-contiguous", lambda: dist.all_reduce(t.t()), "not contiguous")
     raises("int16 dtype", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16)), "dtype")
     raises("bool dtype", lambda: dist.broadcast(torch.zeros(3, dtype=torch.bool), 0), "dtype")
-    raises("unequal all_to_all splits",
-           lambda: dist.all_to_all_single(torch.zeros(3), torch.zeros(3), [1, 2], [2, 1]), "unequal split")
+    raises("all_to_all splits that do not pair up",
+           lambda: dist.all_to_all_single(torch.zeros(3), torch.zeros(3), [2, 1], [1, 2]), "which expects")
     raises("gather list of the wrong length",
            lambda: dist.all_gather([torch.zeros(2)], torch.zeros(2)), "list holds 1 tensors")
     raises("mismatched list element",
