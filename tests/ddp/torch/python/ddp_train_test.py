@@ -6,7 +6,8 @@ Two processes (torch.multiprocessing), each trains the same seeded MLP on its ow
 few steps, once per backend: plain DDP, then with a comm hook (fp16 compression, which needs
 Work futures), then with uneven inputs under DDP's join(). Every run must leave identical
 parameters on both ranks, and the ddp run must match the gloo run (tolerance 1e-5: both sum the
-same two float32 values per element, so they are in fact bitwise equal on 2 ranks).
+same two float32 values per element, so they are in fact bitwise equal on 2 ranks). A negative
+control (a comm hook that scales the average by 1.5) must be caught by the same comparison.
 
 Exit 0 ok, 1 a mismatch (named), 77 PyTorch or ddp_torch missing.
 """
@@ -40,10 +41,17 @@ def batches(rank, steps):
     return [(torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)) for _ in range(steps)]
 
 
+def wrong_scale_hook(state, bucket):
+    fut = default_hooks.allreduce_hook(state, bucket)
+    return fut.then(lambda f: f.value() * 1.5)
+
+
 def train(rank, variant):
     net = DDP(model())
     if variant == "fp16_hook":
         net.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
+    elif variant == "wrong_scale":  # the negative control: a hook that scales the average wrongly
+        net.register_comm_hook(dist.group.WORLD, wrong_scale_hook)
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     steps = STEPS + (2 * rank if variant == "join" else 0)  # uneven inputs: rank 1 has more
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -65,7 +73,8 @@ def train(rank, variant):
 def worker(rank, backend, init_file, out_dir):
     torch.set_num_threads(1)
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
-    for variant in ("plain", "fp16_hook", "join"):
+    variants = ("plain", "fp16_hook", "join") + (("wrong_scale",) if backend == "ddp" else ())
+    for variant in variants:
         params = train(rank, variant)
         gathered = [torch.zeros_like(params) for _ in range(WORLD)]
         dist.all_gather(gathered, params)
@@ -90,6 +99,12 @@ def main():
             ok = torch.allclose(a, b, rtol=1e-5, atol=1e-6)
             print(f"{variant}: max |gloo - ddp| = {diff:.3g} over {a.numel()} parameters: {'ok' if ok else 'MISMATCH'}")
             failed |= not ok
+        # The negative control: the comparison must see a wrongly scaled average.
+        a = torch.load(os.path.join(tmp, "gloo_plain.pt"))
+        b = torch.load(os.path.join(tmp, "ddp_wrong_scale.pt"))
+        caught = not torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+        print(f"negative control (average scaled by 1.5): {'caught' if caught else 'NOT CAUGHT'}")
+        failed |= not caught
         return 1 if failed else 0
 
 
