@@ -10,6 +10,7 @@
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include <mutex>
@@ -44,13 +45,20 @@ void set_backend(const std::string& name) {
   chosen_backend = name;
 }
 
-// The creator torch.distributed calls: (store, rank, world_size, timeout).
-c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                            int size, std::chrono::milliseconds timeout) {
+// The creator torch.distributed calls (extended API): the group's store, rank, size, timeout,
+// name and its members' ranks in the default group (empty for the default group itself).
+c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(const c10d::DistributedBackendOptions& dist,
+                                                            const py::object& /* pg_options, unused */) {
   PluginOptions options;
   options.backend = backend_for_new_group();
+  const auto timeout = std::chrono::duration_cast<Millis>(dist.timeout);
   if (timeout.count() > 0) options.timeout = timeout;
-  return c10::make_intrusive<TorchProcessGroup>(store, rank, size, options);
+  if (!dist.global_ranks_in_group.empty()) {
+    options.name = "group/" + dist.group_id;
+    options.global_ranks.assign(dist.global_ranks_in_group.begin(), dist.global_ranks_in_group.end());
+  }
+  py::gil_scoped_release no_gil;  // the rendezvous blocks; a store written in Python takes the GIL
+  return c10::make_intrusive<TorchProcessGroup>(dist.store, dist.group_rank, dist.group_size, options);
 }
 
 }  // namespace
@@ -59,13 +67,13 @@ c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(const c10::intrusive
 PYBIND11_MODULE(ddp_torch, m) {
   m.doc() = "torch.distributed backend 'ddp': PyTorch collectives on ddp-launch's backends";
   auto dist = py::module_::import("torch.distributed");
-  m.def("_create_process_group", &ddp::torch::create_process_group, py::arg("store"), py::arg("rank"),
-        py::arg("world_size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
-        "The creator registered with torch.distributed.Backend.register_backend('ddp', ...).");
+  m.def("_create_process_group", &ddp::torch::create_process_group, py::arg("backend_options"),
+        py::arg("pg_options") = py::none(),
+        "The creator registered with torch.distributed.Backend.register_backend('ddp', ..., extended_api=True).");
   m.def("set_backend", &ddp::torch::set_backend, py::arg("name"),
         "Which of our backends groups created from now on run on: 'tcp' (default), 'gloo', 'mpi'.");
   m.def("backend", &ddp::torch::backend_for_new_group, "The backend the next group will run on.");
   m.def("available_backends", &ddp::comm::available_backends, "Our backends built into this module.");
   m.attr("BACKEND_NAME") = "ddp";
-  dist.attr("Backend").attr("register_backend")("ddp", m.attr("_create_process_group"));
+  dist.attr("Backend").attr("register_backend")("ddp", m.attr("_create_process_group"), py::arg("extended_api") = true);
 }

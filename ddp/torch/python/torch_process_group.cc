@@ -3,12 +3,14 @@
 #include <array>
 #include <cstdio>
 
+#include "comm/backend.h"
 #include "common/auth.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "ddp/torch/python/c10d_store.h"
 #include "ddp/torch/python/tensor_lists.h"
 #include "ddp/torch/python/torch_work.h"
+#include "rendezvous/prefix_store.h"
 
 namespace ddp::torch {
 namespace {
@@ -46,16 +48,26 @@ c10::intrusive_ptr<TorchWork> make_work(int rank, c10d::OpType type, std::vector
 TorchProcessGroup::TorchProcessGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                      PluginOptions options)
     : c10d::ProcessGroup(rank, size) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    DDP_THROW(InvalidArgument, "ddp backend: rank ", rank, " is outside a group of ", size);
+  }
+  if (options.timeout.count() <= 0) DDP_THROW(InvalidArgument, "ddp backend: the timeout must be positive");
+  if (!options.global_ranks.empty() && static_cast<int>(options.global_ranks.size()) != size) {
+    DDP_THROW(InvalidArgument, "ddp backend: ", options.global_ranks.size(), " global ranks for a group of ", size);
+  }
   auto ours = std::make_shared<C10dStore>(store);
-  comm::GroupFactoryOptions fo;
-  fo.backend = options.backend;
-  fo.store = ours;
-  fo.rank = rank;
-  fo.world_size = size;
-  fo.timeout = options.timeout;
-  fo.job_token = job_token_for(options, *ours, rank);
-  factory_ = std::make_unique<comm::GroupFactory>(std::move(fo));
-  group_ = factory_->world();
+  comm::GroupSetup setup;
+  setup.store = std::make_shared<rdzv::PrefixStore>("ddp", ours);
+  setup.rank = rank;
+  setup.size = size;
+  setup.options.timeout = options.timeout;
+  setup.job_token = job_token_for(options, *setup.store, rank);
+  setup.global_ranks = options.global_ranks;
+  if (setup.global_ranks.empty()) {
+    for (int r = 0; r < size; ++r) setup.global_ranks.push_back(r);
+  }
+  setup.name = options.name;
+  group_ = comm::create_group(options.backend, setup);
   init();
 }
 

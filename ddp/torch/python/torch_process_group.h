@@ -4,9 +4,10 @@
 // torch.distributed.init_process_group("ddp") returns once `import ddp_torch` registered it.
 //
 // Contract:
-// - The constructor rendezvouses through the c10d::Store PyTorch handed in (already a
-//   PrefixStore per group), so every PyTorch init method works. It blocks until every rank
-//   arrived or the timeout passed (TimeoutError naming the missing keys).
+// - The constructor builds our group through the backend registry (comm/backend.h), meeting in
+//   the c10d::Store PyTorch handed in (already a PrefixStore per group), so every PyTorch init
+//   method works. It blocks until every rank arrived or the timeout passed (TimeoutError
+//   naming the missing keys). Only the group's members construct it, as PyTorch does.
 // - c10d's calling convention: every rank calls every collective in the same order; each call
 //   takes one tensor (one device per process); tensors must be contiguous, of a supported dtype
 //   (float32/64, float16, bfloat16, int8, uint8, int32, int64) and on the group's device.
@@ -24,7 +25,6 @@
 #include <memory>
 #include <string>
 
-#include "comm/group_factory.h"
 #include "comm/process_group.h"
 #include "common/timeouts.h"
 
@@ -34,6 +34,10 @@ struct PluginOptions {
   std::string backend = "tcp";          // ours underneath: "tcp", "gloo", "mpi"
   Millis timeout = kDefaultCollectiveTimeout;
   std::string job_token;                // empty: DDP_JOB_TOKEN, else one made by rank 0
+  std::string name = "world";           // in errors and logs; PyTorch's group name for subgroups
+  // Each group rank's rank in PyTorch's default group (the mpi backend builds its communicator
+  // from them); empty: 0..size-1, the default group itself.
+  std::vector<int> global_ranks;
 };
 
 class TorchProcessGroup final : public c10d::ProcessGroup {
@@ -85,7 +89,6 @@ class TorchProcessGroup final : public c10d::ProcessGroup {
                                                  const std::vector<int64_t>& input_splits,
                                                  const c10d::AllToAllOptions& opts);
 
-  std::unique_ptr<comm::GroupFactory> factory_;
   comm::ProcessGroupPtr group_;
 };
 
