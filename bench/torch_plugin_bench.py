@@ -42,7 +42,7 @@ def label(nbytes):
 
 
 def reps_for(nbytes):
-    return max(5, min(200, (256 << 20) // max(nbytes, 1) // 4))
+    return max(9, min(200, (256 << 20) // max(nbytes, 1) // 4))
 
 
 def timed_all_reduce(t, group, rank, world):
