@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "comm/backend.h"

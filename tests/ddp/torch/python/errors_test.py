@@ -101,6 +101,12 @@ def free_port():
         return s.getsockname()[1]
 
 
+def bad_backend_name():
+    text = raises("unknown backend", lambda: ddp_torch.set_backend("carrier-pigeon"), "carrier-pigeon", "tcp")
+    print(f"set_backend refused: {text.splitlines()[0]}", flush=True)
+
+
 if __name__ == "__main__":
+    bad_backend_name()
     mp.spawn(worker, args=(free_port(),), nprocs=WORLD)
     print("ok: every error case raised a clear error")
