@@ -9,9 +9,9 @@
 // message (the op, its sequence number, the peer or missing ranks, the timeout).
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
-#include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
 #include <mutex>
@@ -70,11 +70,13 @@ PYBIND11_MODULE(ddp_torch, m) {
   auto dist = py::module_::import("torch.distributed");
   m.def("_create_process_group", &ddp::torch::create_process_group, py::arg("backend_options"),
         py::arg("pg_options") = py::none(),
-        "The creator registered with torch.distributed.Backend.register_backend('ddp', ..., extended_api=True).");
+        "The creator registered with torch.distributed.Backend.register_backend('ddp', ..., "
+        "extended_api=True).");
   m.def("set_backend", &ddp::torch::set_backend, py::arg("name"),
         "Which of our backends groups created from now on run on: 'tcp' (default), 'gloo', 'mpi'.");
   m.def("backend", &ddp::torch::backend_for_new_group, "The backend the next group will run on.");
   m.def("available_backends", &ddp::comm::available_backends, "Our backends built into this module.");
   m.attr("BACKEND_NAME") = "ddp";
-  dist.attr("Backend").attr("register_backend")("ddp", m.attr("_create_process_group"), py::arg("extended_api") = true);
+  dist.attr("Backend").attr("register_backend")("ddp", m.attr("_create_process_group"),
+                                                py::arg("extended_api") = true);
 }

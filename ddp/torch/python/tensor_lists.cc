@@ -11,8 +11,8 @@ namespace ddp::torch {
 
 const at::Tensor& only_tensor(const std::vector<at::Tensor>& tensors, const char* op) {
   if (tensors.size() != 1) {
-    DDP_THROW(InvalidArgument, "ddp backend ", op, ": expects exactly one tensor per call (one device per process), got ",
-              tensors.size());
+    DDP_THROW(InvalidArgument, "ddp backend ", op,
+              ": expects exactly one tensor per call (one device per process), got ", tensors.size());
   }
   return tensors.front();
 }
@@ -30,14 +30,22 @@ comm::Buffer empty_like_view(const at::Tensor& tensor, const char* op) {
 
 comm::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const char* name) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return comm::ReduceOp::kSum;
-    case c10d::ReduceOp::AVG: return comm::ReduceOp::kAvg;
-    case c10d::ReduceOp::PRODUCT: return comm::ReduceOp::kProduct;
-    case c10d::ReduceOp::MIN: return comm::ReduceOp::kMin;
-    case c10d::ReduceOp::MAX: return comm::ReduceOp::kMax;
-    case c10d::ReduceOp::BAND: return comm::ReduceOp::kBand;
-    case c10d::ReduceOp::BOR: return comm::ReduceOp::kBor;
-    case c10d::ReduceOp::BXOR: return comm::ReduceOp::kBxor;
+    case c10d::ReduceOp::SUM:
+      return comm::ReduceOp::kSum;
+    case c10d::ReduceOp::AVG:
+      return comm::ReduceOp::kAvg;
+    case c10d::ReduceOp::PRODUCT:
+      return comm::ReduceOp::kProduct;
+    case c10d::ReduceOp::MIN:
+      return comm::ReduceOp::kMin;
+    case c10d::ReduceOp::MAX:
+      return comm::ReduceOp::kMax;
+    case c10d::ReduceOp::BAND:
+      return comm::ReduceOp::kBand;
+    case c10d::ReduceOp::BOR:
+      return comm::ReduceOp::kBor;
+    case c10d::ReduceOp::BXOR:
+      return comm::ReduceOp::kBxor;
     default:
       DDP_THROW(InvalidArgument, "ddp backend ", name, ": reduce op ", static_cast<int>(op.op_),
                 " (PREMUL_SUM) is not supported (SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR)");
@@ -46,7 +54,8 @@ comm::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const char* name) {
 
 int root_of(int64_t root_rank, int64_t root_tensor, int size, const char* op) {
   if (root_tensor != 0) {
-    DDP_THROW(InvalidArgument, "ddp backend ", op, ": root tensor ", root_tensor, " (one tensor per process: 0)");
+    DDP_THROW(InvalidArgument, "ddp backend ", op, ": root tensor ", root_tensor,
+              " (one tensor per process: 0)");
   }
   if (root_rank < 0 || root_rank >= size) {
     DDP_THROW(InvalidArgument, "ddp backend ", op, ": root rank ", root_rank, " is outside [0, ", size, ")");
@@ -65,7 +74,8 @@ void check_list(const std::vector<at::Tensor>& list, const at::Tensor& like, int
         t.device() != like.device()) {
       DDP_THROW(InvalidArgument, "ddp backend ", op, ": tensor ", i, " of the list (",
                 t.defined() ? c10::toString(t.scalar_type()) : "undefined", ", ", t.defined() ? t.numel() : 0,
-                " elements) does not match ", c10::toString(like.scalar_type()), " with ", like.numel(), " elements");
+                " elements) does not match ", c10::toString(like.scalar_type()), " with ", like.numel(),
+                " elements");
     }
   }
 }

@@ -25,7 +25,9 @@ comm::Buffer empty_like_view(const at::Tensor& tensor, const char* op);
 
 comm::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const char* name);
 // c10d's kUnsetTimeout (-1) is our kUseDefault (-1): the group's timeout.
-inline Millis timeout_of(std::chrono::milliseconds timeout) { return timeout.count() < 0 ? kUseDefault : timeout; }
+inline Millis timeout_of(std::chrono::milliseconds timeout) {
+  return timeout.count() < 0 ? kUseDefault : timeout;
+}
 int root_of(int64_t root_rank, int64_t root_tensor, int size, const char* op);
 
 // A list of `size` tensors, each with like's dtype, device and number of elements.

@@ -53,7 +53,8 @@ TorchProcessGroup::TorchProcessGroup(const c10::intrusive_ptr<c10d::Store>& stor
   }
   if (options.timeout.count() <= 0) DDP_THROW(InvalidArgument, "ddp backend: the timeout must be positive");
   if (!options.global_ranks.empty() && static_cast<int>(options.global_ranks.size()) != size) {
-    DDP_THROW(InvalidArgument, "ddp backend: ", options.global_ranks.size(), " global ranks for a group of ", size);
+    DDP_THROW(InvalidArgument, "ddp backend: ", options.global_ranks.size(), " global ranks for a group of ",
+              size);
   }
   auto ours = std::make_shared<C10dStore>(store);
   comm::GroupSetup setup;
@@ -91,8 +92,8 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allreduce(std::vector<at::Tens
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allreduce_coalesced(std::vector<at::Tensor>& tensors,
-                                                                      const c10d::AllreduceCoalescedOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, "allreduce_coalesced");
   std::vector<comm::Buffer> views;
   for (const auto& t : tensors) views.push_back(view_of(t, "allreduce_coalesced"));  // all checked first

@@ -31,10 +31,10 @@
 namespace ddp::torch {
 
 struct PluginOptions {
-  std::string backend = "tcp";          // ours underneath: "tcp", "gloo", "mpi"
+  std::string backend = "tcp";  // ours underneath: "tcp", "gloo", "mpi"
   Millis timeout = kDefaultCollectiveTimeout;
-  std::string job_token;                // empty: DDP_JOB_TOKEN, else one made by rank 0
-  std::string name = "world";           // in errors and logs; PyTorch's group name for subgroups
+  std::string job_token;       // empty: DDP_JOB_TOKEN, else one made by rank 0
+  std::string name = "world";  // in errors and logs; PyTorch's group name for subgroups
   // Each group rank's rank in PyTorch's default group (the mpi backend builds its communicator
   // from them); empty: 0..size-1, the default group itself.
   std::vector<int> global_ranks;
@@ -54,7 +54,8 @@ class TorchProcessGroup final : public c10d::ProcessGroup {
                                            const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceCoalescedOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
@@ -66,7 +67,8 @@ class TorchProcessGroup final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;

@@ -25,29 +25,31 @@ int64_t row_elements(const at::Tensor& t) {
 }
 
 // The given splits, or equal ones; checked against the tensor's rows.
-std::vector<int64_t> splits_of(const std::vector<int64_t>& given, const at::Tensor& t, int size, const char* which) {
+std::vector<int64_t> splits_of(const std::vector<int64_t>& given, const at::Tensor& t, int size,
+                               const char* which) {
   const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
   if (given.empty()) {
     if (rows % size != 0) {
-      DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": ", which, " has ", rows, " rows, not divisible by ", size,
-                " ranks (pass split sizes)");
+      DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": ", which, " has ", rows, " rows, not divisible by ",
+                size, " ranks (pass split sizes)");
     }
     return std::vector<int64_t>(size, rows / size);
   }
   if (static_cast<int>(given.size()) != size) {
-    DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": ", which, " splits list ", given.size(), " sizes for ", size,
-              " ranks");
+    DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": ", which, " splits list ", given.size(), " sizes for ",
+              size, " ranks");
   }
   if (std::any_of(given.begin(), given.end(), [](int64_t s) { return s < 0; }) ||
       std::accumulate(given.begin(), given.end(), int64_t{0}) != rows) {
-    DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": ", which, " splits do not add up to its ", rows, " rows");
+    DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": ", which, " splits do not add up to its ", rows,
+              " rows");
   }
   return given;
 }
 
 // Row r of the result: rank r's input splits, then its output splits.
-at::Tensor all_splits(comm::ProcessGroup& group, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
-                      Millis timeout) {
+at::Tensor all_splits(comm::ProcessGroup& group, const std::vector<int64_t>& in,
+                      const std::vector<int64_t>& out, Millis timeout) {
   const int size = group.size();
   at::Tensor mine = at::empty({2 * size}, at::kLong);
   std::copy(in.begin(), in.end(), mine.data_ptr<int64_t>());
@@ -94,9 +96,11 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall_uneven(at::Tensor& ou
   for (int64_t j = 0, offset = 0; j < size; offset += in[j] * row, ++j) {
     padded_in.narrow(0, j * block, in[j] * row).copy_(in_flat.narrow(0, offset, in[j] * row));
   }
-  auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::ALLTOALL_BASE, std::vector<at::Tensor>{output},
-                                             std::vector<at::Tensor>{input, padded_in, padded_out});
-  auto ours = group_->all_to_all(view_of(padded_in, kOp), view_of(padded_out, kOp), {timeout_of(opts.timeout)});
+  auto work =
+      c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::ALLTOALL_BASE, std::vector<at::Tensor>{output},
+                                     std::vector<at::Tensor>{input, padded_in, padded_out});
+  auto ours =
+      group_->all_to_all(view_of(padded_in, kOp), view_of(padded_out, kOp), {timeout_of(opts.timeout)});
   TorchWork::track(work, {ours}, [=] {
     for (int64_t i = 0, offset = 0; i < size; offset += out[i] * row, ++i) {
       out_flat.narrow(0, offset, out[i] * row).copy_(padded_out.narrow(0, i * block, out[i] * row));

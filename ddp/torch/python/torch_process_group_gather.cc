@@ -13,8 +13,8 @@ namespace {
 // The single list of a c10d vector-of-lists argument (one device per process).
 const std::vector<at::Tensor>& only_list(const std::vector<std::vector<at::Tensor>>& lists, const char* op) {
   if (lists.size() != 1) {
-    DDP_THROW(InvalidArgument, "ddp backend ", op, ": expects one tensor list per call (one device per process), got ",
-              lists.size());
+    DDP_THROW(InvalidArgument, "ddp backend ", op,
+              ": expects one tensor list per call (one device per process), got ", lists.size());
   }
   return lists.front();
 }
@@ -33,8 +33,10 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allgather(std::vector<std::vec
   const std::vector<at::Tensor>& out = only_list(outputs, "allgather");
   check_list(out, in, getSize(), "allgather");
   at::Tensor flat = flat_for(in, getSize());
-  auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::ALLGATHER, out, std::vector<at::Tensor>{in, flat});
-  auto ours = group_->all_gather(view_of(in, "allgather"), view_of(flat, "allgather"), {timeout_of(opts.timeout)});
+  auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::ALLGATHER, out,
+                                             std::vector<at::Tensor>{in, flat});
+  auto ours =
+      group_->all_gather(view_of(in, "allgather"), view_of(flat, "allgather"), {timeout_of(opts.timeout)});
   TorchWork::track(work, {ours}, [flat, out] { unflatten_into(flat, out); });
   return work;
 }
@@ -43,8 +45,9 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::_allgather_base(at::Tensor& ou
                                                                   const c10d::AllgatherOptions& opts) {
   auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::_ALLGATHER_BASE,
                                              std::vector<at::Tensor>{output}, std::vector<at::Tensor>{input});
-  TorchWork::track(work, {group_->all_gather(view_of(input, "_allgather_base"), view_of(output, "_allgather_base"),
-                                             {timeout_of(opts.timeout)})});
+  TorchWork::track(work,
+                   {group_->all_gather(view_of(input, "_allgather_base"), view_of(output, "_allgather_base"),
+                                       {timeout_of(opts.timeout)})});
   return work;
 }
 
@@ -64,7 +67,8 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::gather(std::vector<std::vector
   } else if (!outputs.empty() && !(outputs.size() == 1 && outputs.front().empty())) {
     DDP_THROW(InvalidArgument, "ddp backend gather: only the root (rank ", root, ") passes output tensors");
   }
-  auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::GATHER, out, std::vector<at::Tensor>{in, flat});
+  auto work =
+      c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::GATHER, out, std::vector<at::Tensor>{in, flat});
   auto ours = group_->gather(view_of(in, "gather"), flat_view, {root, timeout_of(opts.timeout)});
   if (getRank() != root) {
     TorchWork::track(work, {ours});
@@ -91,7 +95,8 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::scatter(std::vector<at::Tensor
   }
   auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::SCATTER, std::vector<at::Tensor>{out},
                                              std::vector<at::Tensor>{flat});
-  TorchWork::track(work, {group_->scatter(flat_view, view_of(out, "scatter"), {root, timeout_of(opts.timeout)})});
+  TorchWork::track(work,
+                   {group_->scatter(flat_view, view_of(out, "scatter"), {root, timeout_of(opts.timeout)})});
   return work;
 }
 
@@ -103,15 +108,16 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::reduce_scatter(std::vector<at:
   check_list(in, out, getSize(), "reduce_scatter");
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, "reduce_scatter");
   at::Tensor flat = flatten_list(in);
-  auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::REDUCE_SCATTER, std::vector<at::Tensor>{out},
-                                             std::vector<at::Tensor>{flat});
-  TorchWork::track(work, {group_->reduce_scatter(view_of(flat, "reduce_scatter"), view_of(out, "reduce_scatter"),
-                                                 {op, timeout_of(opts.timeout)})});
+  auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::REDUCE_SCATTER,
+                                             std::vector<at::Tensor>{out}, std::vector<at::Tensor>{flat});
+  TorchWork::track(work,
+                   {group_->reduce_scatter(view_of(flat, "reduce_scatter"), view_of(out, "reduce_scatter"),
+                                           {op, timeout_of(opts.timeout)})});
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                                       const c10d::ReduceScatterOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchProcessGroup::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, "_reduce_scatter_base");
   auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::_REDUCE_SCATTER_BASE,
                                              std::vector<at::Tensor>{output}, std::vector<at::Tensor>{input});
@@ -125,8 +131,8 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall_base(at::Tensor& outp
                                                                 std::vector<int64_t>& output_splits,
                                                                 std::vector<int64_t>& input_splits,
                                                                 const c10d::AllToAllOptions& opts) {
-  if (!equal_splits(input_splits, input.numel(), getSize()) || !equal_splits(output_splits, output.numel(), getSize()) ||
-      input.numel() != output.numel()) {
+  if (!equal_splits(input_splits, input.numel(), getSize()) ||
+      !equal_splits(output_splits, output.numel(), getSize()) || input.numel() != output.numel()) {
     return alltoall_uneven(output, input, output_splits, input_splits, opts);
   }
   if (input.numel() % getSize() != 0) {
@@ -135,8 +141,8 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall_base(at::Tensor& outp
   }
   auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::ALLTOALL_BASE,
                                              std::vector<at::Tensor>{output}, std::vector<at::Tensor>{input});
-  TorchWork::track(work, {group_->all_to_all(view_of(input, "alltoall_base"), view_of(output, "alltoall_base"),
-                                             {timeout_of(opts.timeout)})});
+  TorchWork::track(work, {group_->all_to_all(view_of(input, "alltoall_base"),
+                                             view_of(output, "alltoall_base"), {timeout_of(opts.timeout)})});
   return work;
 }
 
@@ -148,8 +154,10 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall(std::vector<at::Tenso
   check_list(outputs, inputs.front(), getSize(), "alltoall");
   at::Tensor in = flatten_list(inputs);
   at::Tensor flat = flat_for(inputs.front(), getSize());
-  auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::ALLTOALL, outputs, std::vector<at::Tensor>{in, flat});
-  auto ours = group_->all_to_all(view_of(in, "alltoall"), view_of(flat, "alltoall"), {timeout_of(opts.timeout)});
+  auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::ALLTOALL, outputs,
+                                             std::vector<at::Tensor>{in, flat});
+  auto ours =
+      group_->all_to_all(view_of(in, "alltoall"), view_of(flat, "alltoall"), {timeout_of(opts.timeout)});
   TorchWork::track(work, {ours}, [flat, outputs] { unflatten_into(flat, outputs); });
   return work;
 }

@@ -5,10 +5,10 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
-#include <unistd.h>
 
 #include "common/error.h"
 #include "ddp/torch/python/c10d_store.h"
@@ -32,8 +32,10 @@ void exercise(ddp::rdzv::Store& store) {
   CHECK(store.add("n", 3) == 5);
   CHECK(store.check({"a", "n"}));
   CHECK_FALSE(store.check({"a", "missing"}));
-  CHECK(C10dStore::to_string(store.compare_set("a", C10dStore::to_bytes("one"), C10dStore::to_bytes("two"))) == "two");
-  CHECK(C10dStore::to_string(store.compare_set("a", C10dStore::to_bytes("xxx"), C10dStore::to_bytes("three"))) == "two");
+  CHECK(C10dStore::to_string(
+            store.compare_set("a", C10dStore::to_bytes("one"), C10dStore::to_bytes("two"))) == "two");
+  CHECK(C10dStore::to_string(
+            store.compare_set("a", C10dStore::to_bytes("xxx"), C10dStore::to_bytes("three"))) == "two");
   CHECK(store.delete_key("a"));
   CHECK_FALSE(store.check({"a"}));
 }

@@ -1,6 +1,6 @@
 // tensor_lists: c10d's per-device lists and reduce ops checked and laid out flat.
-#include <doctest/doctest.h>
 #include <ATen/Functions.h>
+#include <doctest/doctest.h>
 
 #include "common/error.h"
 #include "ddp/torch/python/tensor_lists.h"
@@ -20,7 +20,8 @@ TEST_CASE("reduce ops map one to one; PREMUL_SUM is refused") {
   CHECK(reduce_op_of(c10d::ReduceOp(c10d::ReduceOp::BXOR), "x") == ddp::comm::ReduceOp::kBxor);
   c10d::ReduceOp premul;
   premul.op_ = c10d::ReduceOp::PREMUL_SUM;
-  CHECK_THROWS_WITH_AS(reduce_op_of(premul, "allreduce"), doctest::Contains("PREMUL_SUM"), ddp::InvalidArgument);
+  CHECK_THROWS_WITH_AS(reduce_op_of(premul, "allreduce"), doctest::Contains("PREMUL_SUM"),
+                       ddp::InvalidArgument);
 }
 
 TEST_CASE("roots and timeouts") {
@@ -35,14 +36,16 @@ TEST_CASE("lists must hold world_size tensors like the input") {
   at::Tensor like = at::zeros({2, 3});
   std::vector<at::Tensor> ok{at::zeros({6}), at::zeros({3, 2})};
   check_list(ok, like, 2, "allgather");
-  CHECK_THROWS_WITH_AS(check_list(ok, like, 3, "allgather"), doctest::Contains("holds 2 tensors"), ddp::InvalidArgument);
+  CHECK_THROWS_WITH_AS(check_list(ok, like, 3, "allgather"), doctest::Contains("holds 2 tensors"),
+                       ddp::InvalidArgument);
   std::vector<at::Tensor> wrong_dtype{at::zeros({6}), at::zeros({6}, at::kDouble)};
   CHECK_THROWS_WITH_AS(check_list(wrong_dtype, like, 2, "allgather"), doctest::Contains("tensor 1"),
                        ddp::InvalidArgument);
 }
 
 TEST_CASE("flatten and unflatten round-trip, into tensors of any strides") {
-  std::vector<at::Tensor> in{at::arange(4, at::kFloat).reshape({2, 2}), at::arange(4, 8, at::kFloat).reshape({2, 2})};
+  std::vector<at::Tensor> in{at::arange(4, at::kFloat).reshape({2, 2}),
+                             at::arange(4, 8, at::kFloat).reshape({2, 2})};
   at::Tensor flat = flatten_list(in);
   CHECK(at::equal(flat, at::arange(8, at::kFloat)));
   at::Tensor wide = at::zeros({2, 4});
@@ -55,7 +58,8 @@ TEST_CASE("flatten and unflatten round-trip, into tensors of any strides") {
 
 TEST_CASE("views refuse what our collectives cannot take") {
   at::Tensor t = at::zeros({3, 4});
-  CHECK_THROWS_WITH_AS(view_of(t.t(), "allreduce"), doctest::Contains("not contiguous"), ddp::InvalidArgument);
+  CHECK_THROWS_WITH_AS(view_of(t.t(), "allreduce"), doctest::Contains("not contiguous"),
+                       ddp::InvalidArgument);
   CHECK_THROWS_WITH_AS(view_of(at::zeros({2}, at::kShort), "allreduce"), doctest::Contains("dtype"),
                        ddp::InvalidArgument);
   CHECK(empty_like_view(t, "gather").count == 0);

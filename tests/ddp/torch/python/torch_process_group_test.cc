@@ -1,7 +1,7 @@
 // TorchProcessGroup: threads as ranks over one c10d::HashStore, through the c10d interface
 // (the same calls torch.distributed makes), on tcp and, where built, gloo underneath.
-#include <doctest/doctest.h>
 #include <ATen/Functions.h>
+#include <doctest/doctest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 

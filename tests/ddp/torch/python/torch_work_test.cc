@@ -1,6 +1,6 @@
 // TorchWork: a c10d::Work and its future follow our Works.
-#include <doctest/doctest.h>
 #include <ATen/Functions.h>
+#include <doctest/doctest.h>
 
 #include <stdexcept>
 
@@ -15,7 +15,10 @@ TEST_CASE("completes when the last of our Works does, then runs on_success, then
   auto a = std::make_shared<ddp::comm::Work>("a");
   auto b = std::make_shared<ddp::comm::Work>("b");
   int ran = 0;
-  TorchWork::track(work, {a, b}, [&] { ++ran; out.fill_(7); });
+  TorchWork::track(work, {a, b}, [&] {
+    ++ran;
+    out.fill_(7);
+  });
   a->finish();
   CHECK_FALSE(work->isCompleted());
   b->finish();
