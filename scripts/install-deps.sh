@@ -11,6 +11,8 @@ packages=(
   help2man  # ddp-launch.1, generated from --help
   # LibTorch and PyTorch for ddp/torch and its comparisons; the demo's data set.
   libtorch-dev python3-torch zlib1g-dev dataset-fashion-mnist
+  # pybind11 and Python headers for the torch.distributed plugin (ddp/torch/python).
+  pybind11-dev python3-dev
 )
 # `make fuzz` (DDP_FUZZ_DEPS=1): clang 14 and libFuzzer.
 if [ "${DDP_FUZZ_DEPS:-0}" = 1 ]; then

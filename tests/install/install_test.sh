@@ -73,3 +73,12 @@ echo "flags: $flags"
 # -I<prefix>/include only (from the .pc): <ddp/...> must be all a program needs.
 ${CXX:-c++} -std=c++20 $flags_of_build "$here/consumer/main.cc" -o "$work/pc-consumer" $flags
 "$work/pc-consumer"
+
+# The torch.distributed plugin, when this build has it: installed, and importable from there.
+if compgen -G "$build/python/ddp_torch*.so" > /dev/null; then
+  echo "== python module ddp_torch"
+  module=$(find "$prefix" -name 'ddp_torch*.so' -print -quit)
+  [ -n "$module" ] || { echo "ddp_torch was not installed under $prefix"; exit 1; }
+  (cd "$work" && PYTHONPATH=$(dirname "$module") /usr/bin/python3 -c \
+    'import ddp_torch, torch.distributed as d; assert "DDP" in d.Backend._plugins; print("ddp_torch from", ddp_torch.__file__)')
+fi

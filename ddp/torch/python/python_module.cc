@@ -1,0 +1,82 @@
+// The Python module ddp_torch: `import ddp_torch` registers the c10d backend "ddp", so
+// torch.distributed.init_process_group("ddp") runs PyTorch's collectives on our backends.
+//
+//   import torch.distributed as dist, ddp_torch
+//   dist.init_process_group("ddp")          # env://, tcp://, file://: any init method
+//
+// Underneath: tcp, unless ddp_torch.set_backend("gloo"|"mpi") or DDP_TORCH_BACKEND says
+// otherwise (read when each group is created). Errors reach Python as RuntimeError with our
+// message (the op, its sequence number, the peer or missing ranks, the timeout).
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <algorithm>
+#include <mutex>
+
+#include "comm/backend.h"
+#include "common/env.h"
+#include "common/error.h"
+#include "ddp/torch/python/torch_process_group.h"
+
+namespace py = pybind11;
+
+namespace ddp::torch {
+namespace {
+
+std::mutex chosen_mu;
+std::string chosen_backend;  // set_backend(); empty: DDP_TORCH_BACKEND, else tcp
+
+std::string backend_for_new_group() {
+  std::lock_guard<std::mutex> lock(chosen_mu);
+  if (!chosen_backend.empty()) return chosen_backend;
+  return env::get_or("DDP_TORCH_BACKEND", "tcp");
+}
+
+void set_backend(const std::string& name) {
+  const auto built = comm::available_backends();
+  if (std::find(built.begin(), built.end(), name) == built.end()) {
+    std::string list;
+    for (const auto& b : built) list += (list.empty() ? "" : ", ") + b;
+    DDP_THROW(InvalidArgument, "ddp_torch.set_backend: '", name, "' is not a built backend (", list, ")");
+  }
+  std::lock_guard<std::mutex> lock(chosen_mu);
+  chosen_backend = name;
+}
+
+// The creator torch.distributed calls (extended API): the group's store, rank, size, timeout,
+// name and its members' ranks in the default group (empty for the default group itself).
+c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(const c10d::DistributedBackendOptions& dist,
+                                                            const py::object& /* pg_options, unused */) {
+  PluginOptions options;
+  options.backend = backend_for_new_group();
+  const auto timeout = std::chrono::duration_cast<Millis>(dist.timeout);
+  if (timeout.count() > 0) options.timeout = timeout;
+  if (!dist.global_ranks_in_group.empty()) {
+    options.name = "group/" + dist.group_id;
+    options.global_ranks.assign(dist.global_ranks_in_group.begin(), dist.global_ranks_in_group.end());
+  }
+  py::gil_scoped_release no_gil;  // the rendezvous blocks; a store written in Python takes the GIL
+  return c10::make_intrusive<TorchProcessGroup>(dist.store, dist.group_rank, dist.group_size, options);
+}
+
+}  // namespace
+}  // namespace ddp::torch
+
+PYBIND11_MODULE(ddp_torch, m) {
+  m.doc() = "torch.distributed backend 'ddp': PyTorch collectives on ddp-launch's backends";
+  auto dist = py::module_::import("torch.distributed");
+  m.def("_create_process_group", &ddp::torch::create_process_group, py::arg("backend_options"),
+        py::arg("pg_options") = py::none(),
+        "The creator registered with torch.distributed.Backend.register_backend('ddp', ..., "
+        "extended_api=True).");
+  m.def("set_backend", &ddp::torch::set_backend, py::arg("name"),
+        "Which of our backends groups created from now on run on: 'tcp' (default), 'gloo', 'mpi'.");
+  m.def("backend", &ddp::torch::backend_for_new_group, "The backend the next group will run on.");
+  m.def("available_backends", &ddp::comm::available_backends, "Our backends built into this module.");
+  m.attr("BACKEND_NAME") = "ddp";
+  dist.attr("Backend").attr("register_backend")("ddp", m.attr("_create_process_group"),
+                                                py::arg("extended_api") = true);
+}

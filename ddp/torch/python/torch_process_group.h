@@ -1,0 +1,97 @@
+#pragma once
+// TorchProcessGroup: one of our process groups (tcp by default; gloo or mpi underneath on
+// request) behind PyTorch's c10d::ProcessGroup interface. This is what
+// torch.distributed.init_process_group("ddp") returns once `import ddp_torch` registered it.
+//
+// Contract:
+// - The constructor builds our group through the backend registry (comm/backend.h), meeting in
+//   the c10d::Store PyTorch handed in (already a PrefixStore per group), so every PyTorch init
+//   method works. It blocks until every rank arrived or the timeout passed (TimeoutError
+//   naming the missing keys). Only the group's members construct it, as PyTorch does.
+// - c10d's calling convention: every rank calls every collective in the same order; each call
+//   takes one tensor (one device per process); tensors must be contiguous, of a supported dtype
+//   (float32/64, float16, bfloat16, int8, uint8, int32, int64) and on the group's device.
+// - Ops return at once with a TorchWork; results land in the caller's tensors when it
+//   completes. Errors (ours, with op, sequence number and peer) surface from wait() and the
+//   future; argument errors are thrown by the call itself, as InvalidArgument.
+// - Not supported (a clear error, never a silent wrong result): several tensors per call,
+//   PREMUL_SUM, recvAnysource, allgather_coalesced.
+// - alltoall_base with unequal splits first agrees on every rank's splits (a small blocking
+//   all_gather: splits that do not pair up are an InvalidArgument on every rank), then moves
+//   blocks padded to the largest split.
+// Thread-safety: as c10d's, calls issued from one thread at a time per group.
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <memory>
+#include <string>
+
+#include "comm/process_group.h"
+#include "common/timeouts.h"
+
+namespace ddp::torch {
+
+struct PluginOptions {
+  std::string backend = "tcp";  // ours underneath: "tcp", "gloo", "mpi"
+  Millis timeout = kDefaultCollectiveTimeout;
+  std::string job_token;       // empty: DDP_JOB_TOKEN, else one made by rank 0
+  std::string name = "world";  // in errors and logs; PyTorch's group name for subgroups
+  // Each group rank's rank in PyTorch's default group (the mpi backend builds its communicator
+  // from them); empty: 0..size-1, the default group itself.
+  std::vector<int> global_ranks;
+};
+
+class TorchProcessGroup final : public c10d::ProcessGroup {
+ public:
+  TorchProcessGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, PluginOptions options);
+  ~TorchProcessGroup() override;
+
+  const std::string getBackendName() const override { return "ddp"; }
+  const comm::ProcessGroupPtr& group() const { return group_; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+
+  // torch_process_group_gather.cc
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+
+ private:
+  // alltoall_base with unequal splits (torch_process_group_alltoall.cc).
+  c10::intrusive_ptr<c10d::Work> alltoall_uneven(at::Tensor& output, at::Tensor& input,
+                                                 const std::vector<int64_t>& output_splits,
+                                                 const std::vector<int64_t>& input_splits,
+                                                 const c10d::AllToAllOptions& opts);
+
+  comm::ProcessGroupPtr group_;
+};
+
+}  // namespace ddp::torch
