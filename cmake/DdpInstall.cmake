@@ -7,7 +7,7 @@ get_property(_modules GLOBAL PROPERTY DDP_LIB_MODULES)
 # is replaced by the plugin registry (its other sources are compiled again below).
 list(REMOVE_ITEM _modules ddp_launcher ddp_init ddp_comm_gloo ddp_comm_mpi ddp_comm_nccl)
 add_library(ddp SHARED cmake/libddp.cc
-  comm/init.cc comm/init_store.cc comm/group_factory.cc comm/backend_plugins.cc)
+  comm/init.cc comm/init_store.cc comm/group_factory.cc comm/backend_plugins.cc comm/staging_on_demand.cc)
 add_library(ddp::ddp ALIAS ddp)
 foreach(_m ${_modules})
   target_sources(ddp PRIVATE $<TARGET_OBJECTS:${_m}>)

@@ -8,6 +8,7 @@
 // A plugin exports one C symbol, ddp_backend_plugin, returning its BackendPlugin. The ABI
 // version guards against a plugin from another build of libddp.
 #include "comm/backend.h"
+#include "comm/staging_on_demand.h"
 
 namespace ddp::comm {
 
@@ -18,6 +19,8 @@ struct BackendPlugin {
   int abi = kBackendPluginAbi;
   const char* name = "";        // "gloo", "mpi", "nccl"
   BackendFactory make_group = nullptr;
+  // nccl only: the decorator that lets a host group (tcp) take CUDA buffers (staging_on_demand.h).
+  StagingFactory wrap_host_group = nullptr;
 };
 
 // "libddp_backend_mpi.so"
@@ -31,8 +34,8 @@ const BackendPlugin& load_backend_plugin(const std::string& backend);
 }  // namespace ddp::comm
 
 // Defines the plugin's entry point in a backend's plugin.cc.
-#define DDP_BACKEND_PLUGIN(backend_name, factory)                                                 \
-  extern "C" __attribute__((visibility("default"))) const ::ddp::comm::BackendPlugin* ddp_backend_plugin() { \
-    static const ::ddp::comm::BackendPlugin plugin{::ddp::comm::kBackendPluginAbi, backend_name, factory};     \
-    return &plugin;                                                                               \
+#define DDP_BACKEND_PLUGIN(backend_name, factory, staging)                                                   \
+  extern "C" __attribute__((visibility("default"))) const ::ddp::comm::BackendPlugin* ddp_backend_plugin() {   \
+    static const ::ddp::comm::BackendPlugin plugin{::ddp::comm::kBackendPluginAbi, backend_name, factory, staging}; \
+    return &plugin;                                                                                              \
   }

@@ -1,5 +1,6 @@
-// The registry of the shared libddp (see comm/backend_plugin.h): tcp built in, the other
-// backends loaded as plugins on first use. Implements comm/backend.h's registry functions in
+// The registry of the shared libddp (see comm/backend_plugin.h): tcp built in (taking CUDA
+// buffers through the nccl plugin's staging, loaded when the first one comes:
+// staging_on_demand.h), the other backends loaded as plugins on first use. Implements comm/backend.h's registry functions in
 // place of comm/backend_registry.cc.
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -56,6 +57,13 @@ const BackendPlugin& open_plugin(const std::string& backend) {
   return *plugin;  // the library stays loaded: groups and their threads live in it
 }
 
+// For tcp groups' CUDA buffers: the nccl plugin's staging decorator, loaded on first need.
+StagingFactory load_cuda_staging() {
+  const BackendPlugin& nccl = load_backend_plugin("nccl");
+  if (nccl.wrap_host_group == nullptr) DDP_THROW(BackendError, plugin_file("nccl"), " has no CUDA staging");
+  return nccl.wrap_host_group;
+}
+
 }  // namespace
 
 std::string plugin_file(const std::string& backend) { return "libddp_backend_" + backend + ".so"; }
@@ -82,7 +90,7 @@ std::vector<std::string> available_backends() {
 
 ProcessGroupPtr create_group(const std::string& backend, const GroupSetup& setup) {
   if (!setup.store) DDP_THROW(InvalidArgument, "create_group(", backend, "): no store given");
-  if (backend == "tcp") return make_tcp_group(setup);
+  if (backend == "tcp") return stage_on_demand(make_tcp_group(setup), &load_cuda_staging);
   for (const auto& b : plugin_backends()) {
     if (b == backend) return load_backend_plugin(backend).make_group(setup);
   }

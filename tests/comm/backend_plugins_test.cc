@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include "common/error.h"
@@ -41,6 +42,21 @@ TEST_CASE("tcp is built in; listing the plugins loads none of them") {
   auto g = create_group("tcp", world_of_one());
   CHECK(g->backend_name() == "tcp");
   CHECK_FALSE(mapped("libddp_backend_"));
+}
+
+TEST_CASE("tcp groups load CUDA only for a CUDA buffer: host buffers never load the nccl plugin") {
+  auto g = create_group("tcp", world_of_one());
+  std::vector<float> x{2.0f};
+  g->all_reduce(view(x.data(), 1))->wait();
+  CHECK(x[0] == 2.0f);
+  CHECK_FALSE(mapped("libddp_backend_nccl"));
+  if (::getenv("CUDA_VISIBLE_DEVICES") != nullptr || std::ifstream("/dev/nvidia0")) return;  // a GPU: gpu tests cover it
+  // No GPU here: a CUDA buffer is an error (from the staging, or its plugin missing), never a crash.
+  float fake = 0;
+  Buffer on_gpu{&fake, 1, DType::kFloat32, Device{DeviceType::kCuda, 0}};
+  CHECK_THROWS_AS(g->all_reduce(on_gpu)->wait(), ddp::Error);
+  g->all_reduce(view(x.data(), 1))->wait();  // the group still works for host buffers
+  CHECK(x[0] == 2.0f);
 }
 
 TEST_CASE("a built plugin loads on first use, once, and makes a working group") {
