@@ -199,6 +199,7 @@ int main(int argc, char** argv) {
   EXPECT(ddp_all_reduce(NULL, &x, 1, DDP_FLOAT32, DDP_SUM) == DDP_ERROR_NOT_INITIALIZED);
   EXPECT(strlen(ddp_last_error()) > 0);
   EXPECT(strcmp(ddp_status_name(DDP_ERROR_TIMEOUT), "timeout") == 0);
+  EXPECT(strcmp(ddp_version(), DDP_PROJECT_VERSION) == 0); /* CMake's project version */
   EXPECT(ddp_init_process_group("no-such-backend", "env://", 0, 1, 0) == DDP_ERROR_INVALID_ARGUMENT);
   EXPECT(ddp_is_initialized() == 0);
   ddp_engine_options o;
