@@ -9,6 +9,7 @@ list(REMOVE_ITEM _modules ddp_launcher ddp_init ddp_comm_gloo ddp_comm_mpi ddp_c
 add_library(ddp SHARED cmake/libddp.cc
   comm/init.cc comm/init_store.cc comm/group_factory.cc comm/backend_plugins.cc comm/staging_on_demand.cc)
 add_library(ddp::ddp ALIAS ddp)
+set_source_files_properties(cmake/libddp.cc PROPERTIES COMPILE_DEFINITIONS DDP_VERSION="${PROJECT_VERSION}")
 foreach(_m ${_modules})
   target_sources(ddp PRIVATE $<TARGET_OBJECTS:${_m}>)
 endforeach()

@@ -1,4 +1,5 @@
-// libddp.so is the library modules folded together; this unit only gives the target a source.
+// libddp.so's own unit: the library's version (CMake's project version, as ddp_version() and
+// ddp-launch --version give it).
 namespace ddp {
-const char* version() { return "0.1.0"; }
+const char* version() { return DDP_VERSION; }
 }  // namespace ddp

@@ -99,7 +99,7 @@ bool is_initialized() {
 comm::ProcessGroupPtr default_group() {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.factory) DDP_THROW(InvalidArgument, "default_group: init_process_group was not called");
+  if (!s.factory) DDP_THROW(NotInitialized, "default_group: init_process_group was not called");
   return s.factory->world();
 }
 
@@ -109,7 +109,7 @@ comm::ProcessGroupPtr new_group(const std::vector<int>& ranks, const comm::NewGr
     // Not under the lock while the backend meets its peers: destroy may come from elsewhere.
     auto& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
-    if (!s.factory) DDP_THROW(InvalidArgument, "new_group: init_process_group was not called");
+    if (!s.factory) DDP_THROW(NotInitialized, "new_group: init_process_group was not called");
     factory = s.factory;
   }
   return factory->new_group(ranks, options);

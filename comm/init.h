@@ -55,7 +55,7 @@ EnvRanks ranks_from_env();
 // Builds the default group. InvalidArgument when one exists already.
 comm::ProcessGroupPtr init_process_group(const InitOptions& options = {});
 bool is_initialized();
-// The default group; InvalidArgument when init_process_group was not called.
+// The default group; NotInitialized (an InvalidArgument) when init_process_group was not called.
 comm::ProcessGroupPtr default_group();
 // A subgroup of the default group: see GroupFactory::new_group for the contract.
 comm::ProcessGroupPtr new_group(const std::vector<int>& ranks, const comm::NewGroupOptions& options = {});

@@ -107,8 +107,8 @@ WorkPtr ProcessGroup::barrier(BarrierOptions opts) {
 
 void ProcessGroup::check_device(const char* op, const Buffer& b) const {
   if (b.device != buffer_device()) {
-    DDP_THROW(InvalidArgument, backend_name(), " ", op, ": buffer is on ", b.device.str(), "; the ", backend_name(),
-              " backend takes buffers on ", buffer_device().str(),
+    DDP_THROW(InvalidArgument, backend_name(), " ", op, ": buffer is on ", b.device.str(), "; the ",
+              backend_name(), " backend takes buffers on ", buffer_device().str(),
               buffer_device().is_cuda() ? " (use gloo or tcp for host memory)"
                                         : " (use nccl, or tcp with CUDA staging, for device memory)");
   }
@@ -127,7 +127,9 @@ void ProcessGroup::check_peer(const char* op, int peer) const {
 
 void ProcessGroup::check_p2p(const char* op, const Buffer& buf, int peer) const {
   check_peer(op, peer);
-  if (peer == rank_) DDP_THROW(InvalidArgument, op, ": rank ", peer, " is this rank (no send or recv to oneself)");
+  if (peer == rank_) {
+    DDP_THROW(InvalidArgument, op, ": rank ", peer, " is this rank (no send or recv to oneself)");
+  }
   check_buffer(op, buf);
 }
 

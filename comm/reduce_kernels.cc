@@ -206,7 +206,8 @@ void by_op(ReduceOp op, void* dst, const void* a, const void* b, size_t n) {
 
 void dispatch(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t n) {
   if (is_bitwise(op) && !is_integer(dtype)) {
-    DDP_THROW(InvalidArgument, "reduce op ", to_string(op), " needs an integer dtype, got ", to_string(dtype));
+    DDP_THROW(InvalidArgument, "reduce op ", to_string(op), " needs an integer dtype, got ",
+              to_string(dtype));
   }
   if (n == 0) return;
   with_dtype(dtype, [&](auto policy) { by_op<decltype(policy)>(op, dst, a, b, n); });

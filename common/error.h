@@ -7,6 +7,7 @@
 //   ├── NetworkError     a peer or connection was lost: the group/connection must be rebuilt
 //   ├── StoreError       the store refused or could not serve a request
 //   ├── InvalidArgument  bad input from a caller, a flag, a file, a frame or a datagram
+//   │   └── NotInitialized  a call that needs init_process_group came before it
 //   ├── BackendError     a backend library (Gloo, MPI, NCCL, CUDA) reported a failure
 //   └── SystemError      a system call failed (carries errno)
 #include <sstream>
@@ -40,6 +41,13 @@ DDP_DECLARE_ERROR(NetworkError);
 DDP_DECLARE_ERROR(StoreError);
 DDP_DECLARE_ERROR(InvalidArgument);
 DDP_DECLARE_ERROR(BackendError);
+
+// An InvalidArgument of its own type, so that boundaries (the C ABI's status codes) tell it
+// apart by type, never by message text.
+class NotInitialized : public InvalidArgument {
+ public:
+  NotInitialized(const std::string& what, const char* file, int line) : InvalidArgument(what, file, line) {}
+};
 
 class SystemError : public Error {
  public:

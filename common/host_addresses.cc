@@ -67,8 +67,12 @@ std::string ip_text(int family, const void* address) {
 }
 
 std::string ip_text(const sockaddr* sa) {
-  if (sa->sa_family == AF_INET) return ip_text(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr);
-  if (sa->sa_family == AF_INET6) return ip_text(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+  if (sa->sa_family == AF_INET) {
+    return ip_text(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr);
+  }
+  if (sa->sa_family == AF_INET6) {
+    return ip_text(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+  }
   return {};
 }
 
@@ -84,7 +88,8 @@ std::string endpoint_text(const sockaddr* sa) {
 
 namespace {
 bool link_local(const sockaddr* sa) {
-  return sa->sa_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+  if (sa->sa_family != AF_INET6) return false;
+  return IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
 }
 }  // namespace
 

@@ -3,6 +3,10 @@
 
 #include <new>
 
+#ifndef DDP_VERSION
+#error "DDP_VERSION comes from CMake (ddp/CMakeLists.txt)"
+#endif
+
 #include "comm/init.h"
 #include "common/error.h"
 #include "ddp/ddp_c_internal.h"
@@ -26,11 +30,10 @@ int status_of_current_exception() {
     return fail(DDP_ERROR_NETWORK, e.what());
   } catch (const StoreError& e) {
     return fail(DDP_ERROR_STORE, e.what());
+  } catch (const NotInitialized& e) {  // an InvalidArgument in C++; its own code in C
+    return fail(DDP_ERROR_NOT_INITIALIZED, e.what());
   } catch (const InvalidArgument& e) {
-    // init_process_group's "not initialized" is an InvalidArgument in C++; C callers get
-    // their own code for it.
-    const bool uninit = e.message().find("init_process_group was not called") != std::string::npos;
-    return fail(uninit ? DDP_ERROR_NOT_INITIALIZED : DDP_ERROR_INVALID_ARGUMENT, e.what());
+    return fail(DDP_ERROR_INVALID_ARGUMENT, e.what());
   } catch (const BackendError& e) {
     return fail(DDP_ERROR_BACKEND, e.what());
   } catch (const SystemError& e) {
@@ -122,7 +125,7 @@ const char* ddp_status_name(int status) {
   }
 }
 
-const char* ddp_version(void) { return "0.1.0"; }
+const char* ddp_version(void) { return DDP_VERSION; }  // CMake's project version
 
 int ddp_init_process_group(const char* backend, const char* init_method, int rank, int world_size,
                            int64_t timeout_ms) {

@@ -130,12 +130,25 @@ DDP_C_API void ddp_engine_options_init(ddp_engine_options* options);
 /* options NULL: the defaults. */
 DDP_C_API int ddp_engine_create(ddp_group_t* group, const ddp_engine_options* options, ddp_engine_t** engine);
 DDP_C_API void ddp_engine_destroy(ddp_engine_t* engine);
-/* grad may be NULL with gradient_as_bucket_view (then use ddp_engine_grad). shape/ndim may be
- * NULL/0 (a flat tensor of count elements). device: -1 host, >= 0 CUDA ordinal. */
-DDP_C_API int ddp_engine_register_param(ddp_engine_t* e, const char* name, void* data, void* grad, size_t count,
-                                        int dtype, int device, const int64_t* shape, int ndim, size_t* id);
-DDP_C_API int ddp_engine_register_buffer(ddp_engine_t* e, const char* name, void* data, size_t count, int dtype,
-                                         int device, const int64_t* shape, int ndim, size_t* id);
+/* A tensor the engine is to know: a parameter (with its gradient) or a buffer. */
+typedef struct ddp_tensor_options {
+  uint32_t struct_size; /* sizeof(ddp_tensor_options), set by ddp_tensor_options_init */
+  const char* name;     /* required, unique per engine */
+  void* data;
+  void* grad;           /* parameters: NULL with gradient_as_bucket_view (then use
+                         * ddp_engine_grad); buffers: must be NULL */
+  size_t count;         /* elements of data (and of grad) */
+  int dtype;            /* ddp_dtype; default DDP_FLOAT32 */
+  int device;           /* -1 host (the default), >= 0 a CUDA ordinal */
+  const int64_t* shape; /* NULL/0 (the default): a flat tensor of count elements */
+  int ndim;
+} ddp_tensor_options;
+
+/* The defaults above: no name, no memory, float32 on the host, flat. */
+DDP_C_API void ddp_tensor_options_init(ddp_tensor_options* options);
+/* *id (when id is not NULL) names the parameter in ddp_engine_mark_ready / ddp_engine_grad. */
+DDP_C_API int ddp_engine_register_param(ddp_engine_t* e, const ddp_tensor_options* param, size_t* id);
+DDP_C_API int ddp_engine_register_buffer(ddp_engine_t* e, const ddp_tensor_options* buffer, size_t* id);
 DDP_C_API int ddp_engine_set_comm_hook(ddp_engine_t* e, int hook);
 DDP_C_API int ddp_engine_finalize(ddp_engine_t* e);
 DDP_C_API int ddp_engine_pre_forward(ddp_engine_t* e);

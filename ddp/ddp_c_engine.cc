@@ -40,6 +40,17 @@ EngineOptions options_of(const ddp_engine_options* o) {
   return out;
 }
 
+// A registration's options, checked: initialized (struct_size) and named.
+const ddp_tensor_options& tensor_options_of(const char* op, const ddp_tensor_options* t) {
+  DDP_CHECK(t != nullptr, op, ": NULL options");
+  if (t->struct_size != sizeof(ddp_tensor_options)) {
+    DDP_THROW(InvalidArgument, op, ": ddp_tensor_options.struct_size is ", t->struct_size, ", expected ",
+              sizeof(ddp_tensor_options), ": call ddp_tensor_options_init first");
+  }
+  DDP_CHECK(t->name != nullptr, op, ": NULL name");
+  return *t;
+}
+
 }  // namespace
 
 extern "C" {
@@ -70,22 +81,31 @@ int ddp_engine_create(ddp_group_t* group, const ddp_engine_options* options, ddp
 
 void ddp_engine_destroy(ddp_engine_t* engine) { delete engine; }
 
-int ddp_engine_register_param(ddp_engine_t* e, const char* name, void* data, void* grad, size_t count, int dtype,
-                              int device, const int64_t* shape, int ndim, size_t* id) {
+void ddp_tensor_options_init(ddp_tensor_options* options) {
+  if (!options) return;
+  *options = ddp_tensor_options{};
+  options->struct_size = sizeof(ddp_tensor_options);
+  options->dtype = DDP_FLOAT32;
+  options->device = -1;
+}
+
+int ddp_engine_register_param(ddp_engine_t* e, const ddp_tensor_options* param, size_t* id) {
   return guard([&] {
-    DDP_CHECK(name != nullptr, "ddp_engine_register_param: NULL name");
-    ParamSpec spec{name, buffer_of(data, count, dtype, device), {}, shape_of(shape, ndim)};
-    if (grad) spec.grad = buffer_of(grad, count, dtype, device);
+    const ddp_tensor_options& t = tensor_options_of("ddp_engine_register_param", param);
+    ParamSpec spec{t.name, buffer_of(t.data, t.count, t.dtype, t.device), {}, shape_of(t.shape, t.ndim)};
+    if (t.grad) spec.grad = buffer_of(t.grad, t.count, t.dtype, t.device);
     size_t index = engine_of(e).register_param(std::move(spec));
     if (id) *id = index;
   });
 }
 
-int ddp_engine_register_buffer(ddp_engine_t* e, const char* name, void* data, size_t count, int dtype, int device,
-                               const int64_t* shape, int ndim, size_t* id) {
+int ddp_engine_register_buffer(ddp_engine_t* e, const ddp_tensor_options* buffer, size_t* id) {
   return guard([&] {
-    DDP_CHECK(name != nullptr, "ddp_engine_register_buffer: NULL name");
-    size_t index = engine_of(e).register_buffer({name, buffer_of(data, count, dtype, device), shape_of(shape, ndim)});
+    const ddp_tensor_options& t = tensor_options_of("ddp_engine_register_buffer", buffer);
+    DDP_CHECK(t.grad == nullptr, "ddp_engine_register_buffer: buffer '", t.name,
+              "' has a grad (buffers have none)");
+    BufferSpec spec{t.name, buffer_of(t.data, t.count, t.dtype, t.device), shape_of(t.shape, t.ndim)};
+    size_t index = engine_of(e).register_buffer(std::move(spec));
     if (id) *id = index;
   });
 }

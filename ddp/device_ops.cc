@@ -44,7 +44,9 @@ void store(const comm::Buffer& b, size_t i, double v) {
   }
 }
 
-void scale_host(const comm::Buffer& buf, double factor) { comm::scale(buf.data, buf.count, buf.dtype, factor); }
+void scale_host(const comm::Buffer& buf, double factor) {
+  comm::scale(buf.data, buf.count, buf.dtype, factor);
+}
 
 }  // namespace
 

@@ -11,7 +11,9 @@ KeyTable::Woken KeyTable::set(const std::string& key, Bytes value) {
 
 KeyTable::AddResult KeyTable::add(const std::string& key, int64_t delta) {
   int64_t value = delta;
-  if (auto it = data_.find(key); it != data_.end()) value = checked_add(key, parse_counter(key, it->second), delta);
+  if (auto it = data_.find(key); it != data_.end()) {
+    value = checked_add(key, parse_counter(key, it->second), delta);
+  }
   data_[key] = Store::to_bytes(std::to_string(value));
   return {value, wake(key)};
 }

@@ -37,7 +37,8 @@ class KeyTable {
 
   [[nodiscard]] Woken set(const std::string& key, Bytes value);
   [[nodiscard]] AddResult add(const std::string& key, int64_t delta);
-  [[nodiscard]] CompareSetResult compare_set(const std::string& key, const Bytes& expected, const Bytes& desired);
+  [[nodiscard]] CompareSetResult compare_set(const std::string& key, const Bytes& expected,
+                                             const Bytes& desired);
   bool erase(const std::string& key);
 
   const Bytes* find(const std::string& key) const;  // null when missing

@@ -48,10 +48,7 @@ std::string Mailbox::arrive(const MailKey& key, size_t bytes, Completions& done)
     it->second.pop_front();
     if (it->second.empty()) posted_.erase(it);
     if (op.bytes != bytes) {  // the payload is discarded
-      done.emplace_back(op.work, std::make_exception_ptr(InvalidArgument(
-                                     detail::str(op.label, ": the message from ", peer_name_, " holds ", bytes,
-                                                 " bytes but the buffer holds ", op.bytes),
-                                     __FILE__, __LINE__)));
+      done.emplace_back(op.work, size_mismatch(op, bytes));
     } else {
       active_ = std::move(op);
     }
@@ -125,10 +122,7 @@ void Mailbox::promote(const MailKey& key, Completions& done) {
 // Copies a complete message into the recv's buffer, or fails the recv when the sizes differ.
 void Mailbox::deliver(RecvOp& op, const Inbound& in, Completions& done) const {
   if (in.data.size() != op.bytes) {
-    done.emplace_back(op.work, std::make_exception_ptr(InvalidArgument(
-                                   detail::str(op.label, ": the message from ", peer_name_, " holds ", in.data.size(),
-                                               " bytes but the buffer holds ", op.bytes),
-                                   __FILE__, __LINE__)));
+    done.emplace_back(op.work, size_mismatch(op, in.data.size()));
     return;
   }
   if (op.bytes) std::memcpy(op.data, in.data.data(), op.bytes);
@@ -144,6 +138,12 @@ void Mailbox::drop(const MailKey& key, const std::shared_ptr<Inbound>& in) {
   it->second.erase(pos);
   if (it->second.empty()) unexpected_.erase(it);
   unexpected_bytes_ -= in->data.size();
+}
+
+std::exception_ptr Mailbox::size_mismatch(const RecvOp& op, size_t message_bytes) const {
+  const std::string what = detail::str(op.label, ": the message from ", peer_name_, " holds ", message_bytes,
+                                       " bytes but the buffer holds ", op.bytes);
+  return std::make_exception_ptr(InvalidArgument(what, __FILE__, __LINE__));
 }
 
 std::exception_ptr Mailbox::timed_out(const std::string& label, const char* what) const {

@@ -87,6 +87,7 @@ class Mailbox {
   void drop(const MailKey& key, const std::shared_ptr<Inbound>& in);
   void promote(const MailKey& key, Completions& done);
   std::exception_ptr timed_out(const std::string& label, const char* what) const;
+  std::exception_ptr size_mismatch(const RecvOp& op, size_t message_bytes) const;
 
   std::string peer_name_;
   uint64_t max_unexpected_bytes_;

@@ -23,7 +23,9 @@ SocketEngine::SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* he
     : options_(std::move(options)), health_(health) {
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_fd_) DDP_THROW_ERRNO("eventfd");
-  for (size_t r = options_.peer_names.size(); r < fds.size(); ++r) options_.peer_names.push_back(detail::str("rank ", r));
+  for (size_t r = options_.peer_names.size(); r < fds.size(); ++r) {
+    options_.peer_names.push_back(detail::str("rank ", r));
+  }
   for (size_t r = 0; r < fds.size(); ++r) {
     auto peer = std::make_unique<Peer>(options_.peer_names[r], options_.max_unexpected_bytes);
     if (fds[r]) {

@@ -207,6 +207,8 @@ TEST_CASE("GroupFactory and the default group reject bad options") {
   CHECK_FALSE(is_initialized());
   CHECK_THROWS_WITH_AS(default_group(), doctest::Contains("init_process_group"), InvalidArgument);
   CHECK_THROWS_AS(new_group({0}), InvalidArgument);
+  CHECK_THROWS_AS(default_group(), NotInitialized);  // its own type: the C ABI maps it to a status
+  CHECK_THROWS_AS(new_group({0}), NotInitialized);
   destroy_process_group();  // a no-op when not initialized
   InitOptions bad;
   bad.store = std::make_shared<rdzv::HashStore>();

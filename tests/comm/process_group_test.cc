@@ -94,11 +94,12 @@ TEST_CASE("ops: valid calls reach the backend once each") {
   CHECK(pg.calls == 11);
 }
 
-TEST_CASE("ops: a peer or root outside the group, or this rank for send/recv, is refused before the backend") {
+TEST_CASE("ops: a peer or root outside the group, or this rank for send/recv, is refused early") {
   FakeGroup pg(1, 4, {});
   std::vector<float> v(4);
   Buffer b = view(v.data(), 4);
-  CHECK_THROWS_WITH_AS(pg.send(b, 4), doctest::Contains("rank 4 is outside the group [0, 4)"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg.send(b, 4), doctest::Contains("rank 4 is outside the group [0, 4)"),
+                       InvalidArgument);
   CHECK_THROWS_AS(pg.recv(b, -1), InvalidArgument);
   CHECK_THROWS_WITH_AS(pg.send(b, 1), doctest::Contains("send: rank 1 is this rank"), InvalidArgument);
   CHECK_THROWS_WITH_AS(pg.recv(b, 1), doctest::Contains("recv: rank 1 is this rank"), InvalidArgument);

@@ -19,6 +19,11 @@ TEST_CASE("the hierarchy is catchable as Error") {
   CHECK_THROWS_AS(DDP_THROW(StoreError, "x"), Error);
 }
 
+TEST_CASE("NotInitialized is an InvalidArgument that boundaries can tell apart by type") {
+  CHECK_THROWS_AS(DDP_THROW(NotInitialized, "default_group: init_process_group was not called"), InvalidArgument);
+  CHECK_THROWS_AS(DDP_THROW(NotInitialized, "x"), NotInitialized);
+}
+
 TEST_CASE("check macros print both values") {
   int a = 3, b = 4;
   try {

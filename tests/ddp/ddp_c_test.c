@@ -104,11 +104,38 @@ static void test_engine(int rank) {
   float w[4] = {(float)rank, 0, 0, 0}, gw[4], bias[4], gb[4], stats[1] = {(float)rank};
   int64_t shape[2] = {2, 2};
   size_t iw = 9, ib = 9, is = 9;
-  OK(ddp_engine_register_param(e, "w", w, gw, 4, DDP_FLOAT32, -1, shape, 2, &iw));
-  OK(ddp_engine_register_param(e, "b", bias, gb, 4, DDP_FLOAT32, -1, NULL, 0, &ib));
-  OK(ddp_engine_register_buffer(e, "stats", stats, 1, DDP_FLOAT32, -1, NULL, 0, &is));
+  ddp_tensor_options t;
+  ddp_tensor_options_init(&t);
+  EXPECT(t.struct_size == sizeof t && t.dtype == DDP_FLOAT32 && t.device == -1 && t.shape == NULL);
+  t.name = "w";
+  t.data = w;
+  t.grad = gw;
+  t.count = 4;
+  t.shape = shape;
+  t.ndim = 2;
+  OK(ddp_engine_register_param(e, &t, &iw));
+  t.name = "bad"; /* a shape of 2 elements for 4 */
+  t.ndim = 1;
+  EXPECT(ddp_engine_register_param(e, &t, NULL) == DDP_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(ddp_last_error(), "bad") != NULL);
+  ddp_tensor_options_init(&t);
+  t.name = "b";
+  t.data = bias;
+  t.grad = gb;
+  t.count = 4;
+  OK(ddp_engine_register_param(e, &t, &ib));
+  t.struct_size = 0; /* not initialized: refused, naming the way out */
+  EXPECT(ddp_engine_register_param(e, &t, NULL) == DDP_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(ddp_last_error(), "ddp_tensor_options_init") != NULL);
+  ddp_tensor_options_init(&t);
+  t.name = "stats";
+  t.data = stats;
+  t.count = 1;
+  t.grad = gb; /* buffers have no gradient */
+  EXPECT(ddp_engine_register_buffer(e, &t, NULL) == DDP_ERROR_INVALID_ARGUMENT);
+  t.grad = NULL;
+  OK(ddp_engine_register_buffer(e, &t, &is));
   EXPECT(iw == 0 && ib == 1 && is == 0);
-  EXPECT(ddp_engine_register_param(e, "bad", w, gw, 4, DDP_FLOAT32, -1, shape, 1, NULL) == DDP_ERROR_INVALID_ARGUMENT);
   OK(ddp_engine_finalize(e));
   EXPECT(w[0] == 0.0f); /* broadcast from rank 0 */
   size_t nb = 0;
@@ -199,6 +226,7 @@ int main(int argc, char** argv) {
   EXPECT(ddp_all_reduce(NULL, &x, 1, DDP_FLOAT32, DDP_SUM) == DDP_ERROR_NOT_INITIALIZED);
   EXPECT(strlen(ddp_last_error()) > 0);
   EXPECT(strcmp(ddp_status_name(DDP_ERROR_TIMEOUT), "timeout") == 0);
+  EXPECT(strcmp(ddp_version(), DDP_PROJECT_VERSION) == 0); /* CMake's project version */
   EXPECT(ddp_init_process_group("no-such-backend", "env://", 0, 1, 0) == DDP_ERROR_INVALID_ARGUMENT);
   EXPECT(ddp_is_initialized() == 0);
   ddp_engine_options o;

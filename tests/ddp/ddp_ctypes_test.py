@@ -39,7 +39,8 @@ def load():
         "ddp_barrier": ([vp], i32),
         "ddp_engine_create": ([vp, vp, C.POINTER(vp)], i32),
         "ddp_engine_destroy": ([vp], None),
-        "ddp_engine_register_param": ([vp, C.c_char_p, vp, vp, sz, i32, i32, C.POINTER(i64), i32, C.POINTER(sz)], i32),
+        "ddp_tensor_options_init": ([vp], None),
+        "ddp_engine_register_param": ([vp, vp, C.POINTER(sz)], i32),
         "ddp_engine_finalize": ([vp], i32),
         "ddp_engine_pre_forward": ([vp], i32),
         "ddp_engine_mark_ready": ([vp, sz], i32),
@@ -61,6 +62,12 @@ class EngineOptions(C.Structure):
                 ("first_bucket_cap_mb", C.c_double), ("bucket_cap_mb", C.c_double),
                 ("gradient_as_bucket_view", C.c_int), ("find_unused_parameters", C.c_int),
                 ("static_graph", C.c_int), ("rebuild_buckets", C.c_int), ("gradient_predivide_factor", C.c_double)]
+
+
+class TensorOptions(C.Structure):
+    _fields_ = [("struct_size", C.c_uint32), ("name", C.c_char_p), ("data", C.c_void_p), ("grad", C.c_void_p),
+                ("count", C.c_size_t), ("dtype", C.c_int), ("device", C.c_int),
+                ("shape", C.POINTER(C.c_int64)), ("ndim", C.c_int)]
 
 
 def expect(condition, what=""):
@@ -90,8 +97,11 @@ def engine_steps(lib, rank):
     ids = []
     for name, data in (("w", w), ("b", b)):
         i = C.c_size_t()
-        check(lib, lib.ddp_engine_register_param(eng, name.encode(), data, None, 2, FLOAT32, -1, None, 0, C.byref(i)),
-              "register")
+        t = TensorOptions()
+        lib.ddp_tensor_options_init(C.byref(t))
+        expect(t.struct_size == C.sizeof(TensorOptions), "the tensor options layout differs from the header")
+        t.name, t.data, t.count = name.encode(), C.cast(data, C.c_void_p), 2
+        check(lib, lib.ddp_engine_register_param(eng, C.byref(t), C.byref(i)), "register")
         ids.append(i.value)
     check(lib, lib.ddp_engine_finalize(eng), "finalize")
     expect(list(w) == [0.0, 0.0], f"parameters not broadcast from rank 0: {list(w)}")
