@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/socket.h"
+#include "launcher/stderr_sink.h"
 #include "launcher/worker_env.h"
 #include "rendezvous/file_store.h"
 #include "rendezvous/multicast_discovery.h"
@@ -369,7 +370,7 @@ AgentOutcome Agent::Impl::run_rounds() {
       const std::string mine = "failed: " + who + ": " + describe(r);
       outcome = multi() ? announce(n, mine) : mine;
       if (outcome == mine && can_restart) {
-        std::fputs(format_failure_summary(r, l().command.front()).c_str(), stderr);
+        write_stderr(format_failure_summary(r, l().command.front()));
       }
       if (outcome == mine && !can_restart) {
         out.status = AgentStatus::kWorkersFailed;
