@@ -261,6 +261,9 @@ void Attempt::begin_stop(int sig) {
     return;
   }
   signal_groups(sig);
+  // A stopped worker (SIGSTOP, a debugger, a fault) would not act on sig before the SIGKILL
+  // escalation: wake it, as kill(1) and shells do for stopped jobs.
+  signal_groups(SIGCONT);
   set_timer(state_.grace_timer.get(), state_.options.shutdown_timeout, Millis(0));
 }
 
