@@ -109,7 +109,8 @@ class Trial {
   std::chrono::steady_clock::time_point fault_at_ = std::chrono::steady_clock::now();
 };
 
-// Kills (SIGKILL) and reaps whatever of the job is left, so a failing check leaves nothing.
+// Kills (SIGKILL) what of the job is left after a failed check, so it leaves nothing running
+// (the Trial's children are reaped by their Child).
 inline void kill_all(const std::vector<pid_t>& pids) {
   for (pid_t p : pids) ::kill(p, SIGKILL);
 }
