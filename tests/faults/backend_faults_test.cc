@@ -43,6 +43,16 @@ std::string survivors_said(Trial& t) {
   return t.child(0).err() + t.child(1).err();
 }
 
+// Both survivors failed with the group's error, and the one that noticed first named rank 2.
+// (Only one is sure to: a survivor that gives up first exits at once, and the other may then see
+// that survivor's connection close before its own deadline — also a true report.)
+void check_survivors_named(Trial& t, int culprit) {
+  const std::string e0 = error_line(t.child(0).err(), 0), e1 = error_line(t.child(1).err(), 1);
+  INFO(e0, "\n", e1);
+  for (const auto& e : {e0, e1}) CHECK((contains(e, "NetworkError") || contains(e, "TimeoutError")));
+  CHECK((names_rank(e0, culprit) || names_rank(e1, culprit)));
+}
+
 void check_clean(Trial& t) {
   auto left = t.stray();
   CHECK_MESSAGE(left.empty(), left.size(), " process(es) of the job left");
@@ -71,9 +81,7 @@ TEST_CASE("fault: a rank SIGKILLed mid-collective") {
     CHECK(c0 == 3);
     CHECK(c1 == 3);
     CHECK(t.wait(2) == 128 + SIGKILL);
-    INFO(survivors_said(t));
-    CHECK(names_rank(t.child(0).err(), 2));
-    CHECK(names_rank(t.child(1).err(), 2));
+    check_survivors_named(t, 2);
   }
   check_clean(t);
 }
@@ -97,10 +105,8 @@ TEST_CASE("fault: a rank SIGSTOPped mid-collective") {
     t.report("survivors exit " + std::to_string(c0) + "," + std::to_string(c1));
     CHECK(c0 == 3);
     CHECK(c1 == 3);
-    INFO(survivors_said(t));
     // A stopped peer is alive: the survivors time out, and say which peer never came.
-    CHECK(names_rank(t.child(0).err(), 2));
-    CHECK(names_rank(t.child(1).err(), 2));
+    check_survivors_named(t, 2);
     ::kill(stopped, SIGKILL);
     ::kill(stopped, SIGCONT);
     CHECK(t.wait(2) == 128 + SIGKILL);
@@ -119,9 +125,7 @@ TEST_CASE("fault: a peer closes its sockets in the middle of a frame" * doctest:
   t.report("survivors exit " + std::to_string(c0) + "," + std::to_string(c1));
   CHECK(c0 == 3);
   CHECK(c1 == 3);
-  INFO(survivors_said(t), t.child(2).err());
-  CHECK(names_rank(t.child(0).err(), 2));
-  CHECK(names_rank(t.child(1).err(), 2));
+  check_survivors_named(t, 2);
   ::kill(t.child(2).pid(), SIGKILL);
   CHECK(t.wait(2) == 128 + SIGKILL);
   check_clean(t);
