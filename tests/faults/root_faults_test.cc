@@ -46,8 +46,9 @@ std::string rank_file(const Trial& t, const std::string& what, int r) {
 std::string codes(const Trial& t) {
   std::string out;
   for (int r = 0; r < 3; ++r) {
-    std::string c = rank_file(t, "code", r);
-    out += (r ? "," : "") + c.substr(0, c.find('\n'));
+    const std::string c = rank_file(t, "code", r);
+    if (r > 0) out.push_back(',');
+    out.append(c, 0, c.find('\n'));
   }
   return out;
 }
