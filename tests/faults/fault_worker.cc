@@ -21,8 +21,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/init.h"
@@ -114,7 +116,17 @@ std::vector<int> peer_sockets() {
   return out;
 }
 
-[[noreturn]] void close_mid_frame(int rank) {
+// Once every rank is inside its loop (their ready files: a bad frame fails a peer's group at
+// once, even in an op that needs nothing from us, so injecting earlier could stop a peer
+// before it says it is ready).
+[[noreturn]] void close_mid_frame(const Args& a, int rank, int world) {
+  for (int r = 0, tries = 0; r < world && tries < 6000; ++tries) {
+    if (std::filesystem::exists(a.dir + "/ready." + std::to_string(r))) {
+      ++r;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   const char half[5] = {'\x01', '\x00', '\x00', '\x00', '\x2a'};
   for (int fd : peer_sockets()) {
     (void)!::write(fd, half, sizeof half);
@@ -122,6 +134,13 @@ std::vector<int> peer_sockets() {
   }
   std::fprintf(stderr, "fault_worker rank %d: closed its peer sockets mid-frame\n", rank);
   for (;;) ::pause();
+}
+
+// D/ready.<rank> holding this pid, whole when it appears (written aside, then renamed).
+void say_ready(const Args& a, int rank) {
+  const std::string path = a.dir + "/ready." + std::to_string(rank);
+  std::ofstream(path + ".tmp") << ::getpid() << "\n";
+  std::filesystem::rename(path + ".tmp", path);
 }
 
 // Rank 0's clock decides for everyone (a broadcast), so every rank runs the same ops.
@@ -149,8 +168,8 @@ int run(const Args& a) {
         return 4;
       }
     }
-    if (it == 0) std::ofstream(a.dir + "/ready." + std::to_string(rank)) << ::getpid() << "\n";
-    if (rank == a.close_rank) close_mid_frame(rank);
+    if (it == 0) say_ready(a, rank);
+    if (rank == a.close_rank) close_mid_frame(a, rank, world);
     if (a.seconds > 0) go = keep_going(*pg, start, a.seconds);
   }
   std::printf("fault_worker rank %d: %ld iterations, every result right\n", rank, it);
