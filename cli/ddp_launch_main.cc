@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "launcher/agent.h"
+#include "launcher/stderr_sink.h"
 
 extern char** environ;
 
@@ -30,7 +31,8 @@ std::vector<std::string> environment_names() {
   return names;
 }
 
-void say(const std::string& text) { std::fprintf(stderr, "ddp-launch: %s\n", text.c_str()); }
+// Through the launcher's stderr sink once installed: never blocks (launcher/stderr_sink.h).
+void say(const std::string& text) { launcher::write_stderr("ddp-launch: " + text + "\n"); }
 
 int run_job(const launcher::AgentOptions& options) {
   launcher::Agent agent(options);
@@ -39,7 +41,7 @@ int run_job(const launcher::AgentOptions& options) {
     case launcher::AgentStatus::kSucceeded:
       return cli::kExitOk;
     case launcher::AgentStatus::kWorkersFailed:
-      std::fputs(launcher::format_failure_summary(out.last, options.launch.program_name()).c_str(), stderr);
+      launcher::write_stderr(launcher::format_failure_summary(out.last, options.launch.program_name()));
       return out.last.exit_code();
     case launcher::AgentStatus::kInterrupted:
       say("stopped by " + launcher::signal_name(out.last.interrupted_by));
@@ -49,6 +51,31 @@ int run_job(const launcher::AgentOptions& options) {
       return cli::kExitPeerFailed;
   }
   return cli::kExitInternal;
+}
+
+// The job, with every error it may end with mapped to an exit code (only cli/ does this).
+int run_supervised(const launcher::AgentOptions& options) {
+  try {
+    return run_job(options);
+  } catch (const TimeoutError& e) {
+    say(e.message());
+    return cli::kExitRendezvous;
+  } catch (const NetworkError& e) {
+    say(e.message());
+    return cli::kExitRendezvous;
+  } catch (const StoreError& e) {
+    say(e.message());
+    return cli::kExitRendezvous;
+  } catch (const InvalidArgument& e) {
+    say(e.message());
+    return cli::kExitRendezvous;
+  } catch (const SystemError& e) {
+    say(e.message());  // a system call failed: its message names the call and the file
+    return cli::kExitInternal;
+  } catch (const std::exception& e) {
+    say(std::string("internal error: ") + e.what());
+    return cli::kExitInternal;
+  }
 }
 
 }  // namespace
@@ -81,25 +108,9 @@ int main(int argc, char** argv) {
   spdlog::level::level_enum level = spdlog::level::info;
   if (auto name = env::get("DDP_LOG_LEVEL"); !name || !parse_log_level(*name, &level)) level = spdlog::level::info;
   set_log_level(level);
-  try {
-    return run_job(options);
-  } catch (const TimeoutError& e) {
-    say(e.message());
-    return cli::kExitRendezvous;
-  } catch (const NetworkError& e) {
-    say(e.message());
-    return cli::kExitRendezvous;
-  } catch (const StoreError& e) {
-    say(e.message());
-    return cli::kExitRendezvous;
-  } catch (const InvalidArgument& e) {
-    say(e.message());
-    return cli::kExitRendezvous;
-  } catch (const SystemError& e) {
-    say(e.message());  // a system call failed: its message names the call and the file
-    return cli::kExitInternal;
-  } catch (const std::exception& e) {
-    say(std::string("internal error: ") + e.what());
-    return cli::kExitInternal;
-  }
+  // From here on the launcher supervises: its own lines must never block it.
+  auto stderr_sink = launcher::install_stderr_sink();
+  const int code = run_supervised(options);
+  stderr_sink->drain(kConsoleDrainStall);
+  return code;
 }

@@ -23,6 +23,13 @@ spdlog::level::level_enum& current_level() {
   return level;
 }
 
+spdlog::sink_ptr& current_sink() {
+  static spdlog::sink_ptr sink;
+  return sink;
+}
+
+constexpr char kPattern[] = "[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v";
+
 }  // namespace
 
 bool parse_log_level(const std::string& name, spdlog::level::level_enum* out) {
@@ -40,12 +47,23 @@ std::shared_ptr<spdlog::logger> logger(const std::string& module) {
   std::lock_guard<std::mutex> lock(registry_mutex());
   std::string name = "ddp." + module;
   if (auto existing = spdlog::get(name)) return existing;
-  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  spdlog::sink_ptr sink = current_sink();
+  if (!sink) sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   auto log = std::make_shared<spdlog::logger>(name, sink);
-  log->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v");
+  log->set_pattern(kPattern);
   log->set_level(current_level());
   spdlog::register_logger(log);
   return log;
+}
+
+void set_log_sink(spdlog::sink_ptr sink) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  current_sink() = sink;
+  spdlog::apply_all([&sink](const std::shared_ptr<spdlog::logger>& l) {
+    if (l->name().rfind("ddp.", 0) != 0) return;
+    l->sinks().assign(1, sink);
+    l->set_pattern(kPattern);
+  });
 }
 
 void set_log_level(spdlog::level::level_enum level) {

@@ -13,6 +13,10 @@ namespace ddp {
 // The logger of a module, created on first use with the stderr sink and the current level.
 std::shared_ptr<spdlog::logger> logger(const std::string& module);
 
+// Makes `sink` the one sink of every module's logger, now and for loggers created later (the
+// launcher's never-blocking stderr). Call before other threads log.
+void set_log_sink(spdlog::sink_ptr sink);
+
 // Sets the level of every module's logger, now and for loggers created later.
 void set_log_level(spdlog::level::level_enum level);
 

@@ -10,6 +10,7 @@
 #include "common/socket.h"
 #include "launcher/node_round.h"
 #include "launcher/wait_progress.h"
+#include "launcher/stderr_sink.h"
 #include "launcher/worker_env.h"
 #include "rendezvous/file_store.h"
 #include "rendezvous/multicast_discovery.h"
@@ -340,7 +341,7 @@ AgentOutcome Agent::Impl::run_rounds() {
       const RoundOutcome mine = RoundOutcome::failed(who + ": " + describe(r));
       outcome = shared ? shared->announce(mine) : mine;
       if (outcome == mine && can_restart) {
-        std::fputs(format_failure_summary(r, l().program_name()).c_str(), stderr);
+        write_stderr(format_failure_summary(r, l().program_name()));
       }
       if (outcome == mine && !can_restart) {
         out.status = AgentStatus::kWorkersFailed;

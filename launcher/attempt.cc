@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/error.h"
@@ -220,6 +221,7 @@ void Attempt::on_signal(int sig) {
 
 void Attempt::reap() {
   bool new_failure = false;
+  const size_t known = result_.failures.size();
   std::vector<pid_t> reaped;
   while (true) {
     int status = 0;
@@ -241,6 +243,11 @@ void Attempt::reap() {
       new_failure = true;
     }
   }
+  // waitpid's order within one batch is not the order of death. A worker killed by a signal
+  // (SIGKILL, the OOM killer, a crash) goes before the ones that exited with an error in the same
+  // instant: those errors are most often its consequence (peers that saw it go).
+  std::stable_partition(result_.failures.begin() + static_cast<std::ptrdiff_t>(known), result_.failures.end(),
+                        [](const WorkerFailure& f) { return f.signal != 0; });
   // A process killed while it set up a tcp group leaves its shm segment named: remove it.
   shm_names::remove_tcp_segments(reaped);
   if (new_failure) begin_stop(SIGTERM);
@@ -274,6 +281,9 @@ void Attempt::begin_stop(int sig) {
     return;
   }
   signal_groups(sig);
+  // A stopped worker (SIGSTOP, a debugger, a fault) would not act on sig before the SIGKILL
+  // escalation: wake it, as kill(1) and shells do for stopped jobs.
+  signal_groups(SIGCONT);
   set_timer(state_.grace_timer.get(), state_.options.shutdown_timeout, Millis(0));
 }
 

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "launcher/attempt.h"
 #include "launcher/process_tree.h"
+#include "launcher/stderr_sink.h"
 
 namespace ddp::launcher {
 
@@ -104,7 +105,7 @@ SupervisorState::~SupervisorState() {
       consoles[1]->write(line);
       consoles[1]->drain(kConsoleDrainStall);
     } else {
-      [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+      write_stderr(line);  // never blocks (stderr_sink.h)
     }
   }
   // Drop queued signals before unblocking them: their default action would kill us now.

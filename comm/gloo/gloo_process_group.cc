@@ -12,6 +12,9 @@ namespace ddp::comm::gloo_backend {
 namespace {
 
 constexpr const char* kFailureKey = "gloo/first_failure";
+// How long a rank whose collective failed waits for the others to report the same failure
+// before it names the ones that did not (they share the op's deadline, so they report together).
+constexpr Millis kSilentGrace{2'000};
 
 // Point-to-point slots: the tag in the low 32 bits and a hash of the byte count above it, so
 // that a send and a recv of different sizes never match (Gloo would abort the process on the
@@ -102,6 +105,41 @@ void GlooProcessGroup::break_group(const Op& op, std::exception_ptr error) noexc
   context_->abort(detail::str("aborted by rank ", rank(), " after ", op.what, " failed"));
 }
 
+namespace {
+std::string saw_failure_key(const uint32_t tag, int rank) { return detail::str("gloo/saw_failure/", tag, "/", rank); }
+}  // namespace
+
+void GlooProcessGroup::report_failure(const Op& op) noexcept {
+  try {
+    setup_.store->set(saw_failure_key(op.tag, rank()), "1");
+  } catch (...) {
+    // The store may be gone with the failure; the report is only a courtesy.
+  }
+}
+
+std::string GlooProcessGroup::silent_ranks(const Op& op) noexcept {
+  try {
+    auto key = [&](int r) { return saw_failure_key(op.tag, r); };
+    rdzv::Store& store = *setup_.store;
+    std::vector<std::string> keys;
+    for (int r = 0; r < size(); ++r) keys.push_back(key(r));
+    try {
+      store.wait(keys, kSilentGrace);
+      return "";
+    } catch (const TimeoutError&) {
+    }
+    std::string silent;
+    for (int r = 0; r < size(); ++r) {
+      if (!store.check({key(r)})) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (silent.empty()) return "";
+    return detail::str("; silent: ranks [", silent, "] did not report this failure within ", kSilentGrace.count(),
+                       " ms (stopped, cut off or dead)");
+  } catch (...) {
+    return "";  // the store went with the failure: nothing more to say
+  }
+}
+
 std::exception_ptr GlooProcessGroup::translate(const Op& op) noexcept {
   try {
     try {
@@ -111,6 +149,8 @@ std::exception_ptr GlooProcessGroup::translate(const Op& op) noexcept {
     } catch (const ::gloo::IoException& e) {
       std::string gloo = context_ ? context_->describe(e.what()) : e.what();
       int peer = op.peer >= 0 ? op.peer : (context_ ? context_->peer_in(e.what()) : -1);
+      if (peer < 0 && size() == 2) peer = 1 - rank();  // two ranks: there is only one peer
+      if (op.peer < 0) report_failure(op);  // before anything slow: the others may be counting
       std::string first;
       try {
         if (setup_.store->check({kFailureKey})) first = "; first failure in the group: " + setup_.store->get_string(kFailureKey, Millis(1000));
@@ -119,7 +159,7 @@ std::exception_ptr GlooProcessGroup::translate(const Op& op) noexcept {
       if (is_timeout(gloo)) {
         DDP_THROW(TimeoutError, op.what, ": timed out after ", op.timeout.count(), " ms waiting for ",
                   peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer (gloo does not say which)"),
-                  " (gloo: ", gloo, ")", first,
+                  " (gloo: ", gloo, ")", first, peer >= 0 ? std::string() : silent_ranks(op),
                   op.peer >= 0 ? "" : "; ranks that called a different op, or this op with a different count, dtype, "
                                       "root or reduce op, also end here");
       }

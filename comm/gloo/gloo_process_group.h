@@ -64,6 +64,12 @@ class GlooProcessGroup final : public ProcessGroup {
   WorkPtr submit(const char* name, Millis timeout, bool local, uint16_t signature, Body body);
   WorkPtr submit_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout);
   void run(const Op& op, const WorkPtr& work, const Body& body) noexcept;
+  // Every rank whose collective fails says so in the store (report_failure); after a timeout in
+  // which gloo did not say which peer, the ranks that did not report the same failure within a
+  // short grace are named (silent_ranks: "; silent: ranks [..] ...", or ""). Inference, and
+  // labelled so: they are stopped, cut off or dead — or late.
+  void report_failure(const Op& op) noexcept;
+  std::string silent_ranks(const Op& op) noexcept;
   std::exception_ptr translate(const Op& op) noexcept;  // from the exception being handled
   std::exception_ptr broken();
   void break_group(const Op& op, std::exception_ptr error) noexcept;

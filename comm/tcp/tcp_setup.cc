@@ -81,34 +81,88 @@ ShmGeometry geometry(int world) {
   return g;
 }
 
-}  // namespace
+bool shm_forced() { return env::get_or("DDP_TCP_TRANSPORT", "auto") == "shm"; }
 
-void TcpProcessGroup::connect(const GroupSetup& setup) {
-  if (!setup.store) DDP_THROW(InvalidArgument, "tcp backend: group '", setup.name, "' has no store");
-  Deadline deadline(setup.options.timeout);
+void warn_fallback(const GroupSetup& setup, const ShmGeometry& g, const std::string& why) {
+  logger("tcp")->warn(
+      "tcp backend: group '{}' rank {}: shared memory unavailable ({}); using sockets for this group. It needs {} "
+      "bytes ({} MiB) in /dev/shm: give the container more (e.g. docker --shm-size={}m), or set "
+      "DDP_TCP_TRANSPORT=socket to choose sockets without this warning",
+      setup.name, setup.rank, why, g.total_bytes(), (g.total_bytes() + (1 << 20) - 1) >> 20,
+      2 * ((g.total_bytes() + (1 << 20) - 1) >> 20));
+}
+
+// Rank 0's segment; an invalid one (and a warning naming the size) when /dev/shm cannot hold
+// it, unless DDP_TCP_TRANSPORT=shm insists.
+ShmSegment create_or_fall_back(const GroupSetup& setup, const ShmGeometry& g) {
+  try {
+    return ShmSegment::create(g);
+  } catch (const Error& e) {
+    if (shm_forced()) throw;
+    warn_fallback(setup, g, e.message());
+    return {};
+  }
+}
+
+// Another rank's mapping of rank 0's segment; an invalid one (and a warning) when it cannot be
+// opened here (its own /dev/shm: another container or mount namespace on the same host).
+ShmSegment open_or_fall_back(const GroupSetup& setup, const std::string& name) {
+  try {
+    return ShmSegment::open(name, setup.size);
+  } catch (const Error& e) {
+    warn_fallback(setup, geometry(setup.size), e.message());
+    return {};
+  }
+}
+
+// Rank 0 picks the transport and creates the segment; the others map it. A rank that cannot
+// (no room, another /dev/shm) says so in the store before the set-up barrier, and after the
+// barrier every rank reads the same count: one failure and the whole group uses sockets. The
+// barrier also lets the segment's name go: every rank that could map it has.
+Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Deadline& deadline, ShmSegment& segment) {
   rdzv::Store& store = *setup.store;
-  Mesh mesh = build_mesh(store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
-
-  ShmSegment segment;
   Config config;
   if (setup.rank == 0) {
     config.transport = choose_transport(mesh);
     config.fingerprints = env::get_bool_or("DDP_TCP_FINGERPRINT", true);
-    if (config.transport == Transport::kShm) {
-      segment = ShmSegment::create(geometry(setup.size));
-      config.shm_name = segment.name();
-    }
+    if (config.transport == Transport::kShm) segment = create_or_fall_back(setup, geometry(setup.size));
+    if (config.transport == Transport::kShm && !segment.valid()) config.transport = Transport::kSocket;
+    config.shm_name = segment.name();
     store.set("tcp/config", config.encode());
   } else {
     config = Config::decode(store.get_string("tcp/config", deadline.remaining()));
-    if (config.transport == Transport::kShm) segment = ShmSegment::open(config.shm_name, setup.size);
+    if (config.transport == Transport::kShm) segment = open_or_fall_back(setup, config.shm_name);
   }
-  // Setup barrier: once everyone has mapped the segment its name can go.
+  const bool shm = config.transport == Transport::kShm;
+  if (shm && !segment.valid()) store.add("tcp/shm_failed", 1);
   store.set("tcp/ready/" + std::to_string(setup.rank), "1");
   std::vector<std::string> keys;
   for (int r = 0; r < setup.size; ++r) keys.push_back("tcp/ready/" + std::to_string(r));
   store.wait(keys, deadline.remaining());
   segment.unlink();
+  if (shm) {
+    if (const int64_t failed = store.add("tcp/shm_failed", 0); failed > 0) {
+      if (shm_forced()) {
+        DDP_THROW(BackendError, "tcp backend: group '", setup.name, "': ", failed,
+                  " rank(s) could not map the shared memory and DDP_TCP_TRANSPORT=shm");
+      }
+      config.transport = Transport::kSocket;
+      config.shm_name.clear();
+      segment = ShmSegment();
+    }
+  }
+  return config;
+}
+
+}  // namespace
+
+void TcpProcessGroup::connect(const GroupSetup& setup) {
+  if (!setup.store) DDP_THROW(InvalidArgument, "tcp backend: group '", setup.name, "' has no store");
+  Deadline deadline(setup.options.timeout);
+  Mesh mesh = build_mesh(*setup.store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
+
+  ShmSegment segment;
+  const Config config = agree_on_transport(setup, mesh, deadline, segment);
 
   transport_ = config.transport;
   fingerprints_ = config.fingerprints;

@@ -3,6 +3,7 @@
 // run, DDP_LAUNCH_* variables). Workers are small sh scripts. Multi-node: ddp_launch_nodes_test.
 #include <doctest/doctest.h>
 #include <limits.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 
 #include <set>
@@ -387,14 +388,16 @@ TEST_CASE("a console nobody reads does not freeze the launcher: SIGTERM still st
   pid_t launcher = -1;
   REQUIRE(posix_spawn(&launcher, args[0], &fa, nullptr, args.data(), environ) == 0);
   posix_spawn_file_actions_destroy(&fa);
+  // A probe of our own (non-blocking) on the write end, to see when the pipe is full.
+  ddp::Fd probe(::open(("/proc/self/fd/" + std::to_string(writer.get())).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+  REQUIRE(probe);
   writer.reset();
-  // Both workers run and the pipe is full (less room than one atomic write, PIPE_BUF): a
-  // blocking relay would now be stuck in write(2).
-  const int capacity = ::fcntl(reader.get(), F_GETPIPE_SZ);
+  // Both workers run and the pipe is full: no free slot, so a blocking relay would now be stuck
+  // in write(2). (Not "bytes queued near the capacity": writes that do not end on a page
+  // boundary leave slots part-filled, so a full pipe may hold far less than its capacity.)
   REQUIRE(eventually([&] {
-    int queued = 0;
-    return std::filesystem::exists(d / "pid.1") && ::ioctl(reader.get(), FIONREAD, &queued) == 0 &&
-           queued > capacity - PIPE_BUF;
+    pollfd p{probe.get(), POLLOUT, 0};
+    return std::filesystem::exists(d / "pid.1") && ::poll(&p, 1, 0) == 0;
   }));
   REQUIRE(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).size() == 2; }));
   ::kill(launcher, SIGTERM);
@@ -410,6 +413,50 @@ TEST_CASE("a console nobody reads does not freeze the launcher: SIGTERM still st
   CHECK(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).empty(); }));
   const std::string err = slurp(d / "err");
   CHECK(err.find("bytes of worker output: stdout blocked") != std::string::npos);
+}
+
+TEST_CASE("a stderr nobody reads does not block the launcher's own lines: restarts, summaries, exit code") {
+  ScratchDir d;
+  const std::string id = unique_id("stderr-stall");
+  int p[2];
+  REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+  ddp::Fd reader(p[0]), writer(p[1]);
+  // Fill the pipe first, through a description of our own (the launcher's stays blocking): its
+  // first log line would then block a plain write(2) forever.
+  {
+    ddp::Fd filler(::open(("/proc/self/fd/" + std::to_string(writer.get())).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+    REQUIRE(filler);
+    const std::string block(4096, 'f');
+    while (::write(filler.get(), block.data(), block.size()) > 0) {
+    }
+  }
+  REQUIRE((::fcntl(writer.get(), F_GETFL) & O_NONBLOCK) == 0);
+  // Three restarts of a worker that fails: every one logs lines and prints a summary.
+  std::vector<std::string> argv = cat({launcher_path(), "--standalone", "--nproc-per-node", "2", "--rdzv-id", id,
+                                       "--max-restarts", "3"},
+                                      sh("exit 3"));
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, writer.get(), 2);
+  pid_t launcher = -1;
+  REQUIRE(posix_spawn(&launcher, args[0], &fa, nullptr, args.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  writer.reset();
+  int status = 0;
+  // Generous: only a launcher blocked on its stderr would take this long (not a timing check).
+  const bool exited = eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, std::chrono::seconds(60));
+  if (!exited) {
+    ::kill(launcher, SIGKILL);
+    ::waitpid(launcher, &status, 0);
+  }
+  CHECK(exited);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 3));
+  CHECK(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).empty(); }));
 }
 
 TEST_CASE("a worker killed while it set up a tcp group: its shm segment is removed, nobody else's") {

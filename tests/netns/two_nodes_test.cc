@@ -10,43 +10,13 @@
 #include <set>
 
 #include "cli/launch_test_util.h"
+#include "netns/netns_pair.h"
 
 using namespace ddp::test;
 
 namespace {
 
-std::string source_dir() {
-  const char* d = std::getenv("DDP_SOURCE_DIR");
-  return d ? d : ".";
-}
-
-bool can_run() {
-  return ::geteuid() == 0 && ::system("command -v ip > /dev/null 2>&1") == 0;
-}
-
-// A namespace pair, removed even when the test fails; names unique per test run.
-class NetnsPair {
- public:
-  NetnsPair() {
-    static int n = 0;
-    a_ = "ddpA" + std::to_string(::getpid()) + "x" + std::to_string(n);
-    b_ = "ddpB" + std::to_string(::getpid()) + "x" + std::to_string(n++);
-    (void)::system((script() + " sweep").c_str());
-    ok_ = ::system((script() + " up " + a_ + " " + b_).c_str()) == 0;
-  }
-  ~NetnsPair() { (void)::system((script() + " down " + a_ + " " + b_).c_str()); }
-  bool ok() const { return ok_; }
-  const std::string& a() const { return a_; }
-  const std::string& b() const { return b_; }
-
- private:
-  static std::string script() {
-    std::string beside = std::filesystem::path(__FILE__).parent_path().string() + "/netns_pair.sh";
-    return "sh " + (std::filesystem::exists(beside) ? beside : source_dir() + "/tests/netns/netns_pair.sh");
-  }
-  std::string a_, b_;
-  bool ok_ = false;
-};
+bool can_run() { return can_use_netns(); }
 
 std::vector<std::string> in_ns(const std::string& ns, std::vector<std::string> args) {
   std::vector<std::string> out = {"ip", "netns", "exec", ns, launcher_path()};

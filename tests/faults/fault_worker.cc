@@ -1,0 +1,202 @@
+// ddp_fault_worker: the worker of the fault matrix (tests/faults) and of `make soak`.
+//
+//   ddp_fault_worker --backend tcp|gloo|mpi --dir D [--iters N] [--seconds S] [--count C]
+//                    [--close-mid-frame-rank R]
+//   ddp_fault_worker --serve-store PORT        (hosts a TCPStore on 127.0.0.1:PORT until killed)
+//
+// Joins the default group (env://: RANK/WORLD_SIZE/MASTER_* or DDP_STORE, as under ddp-launch)
+// and runs all_reduce of C floats in a loop (N iterations, or for S seconds as rank 0 counts
+// them; neither: until killed), checking every result. After the first op it writes D/ready.<rank> (its pid), so a driver knows every rank is
+// inside the loop before it injects a fault. Rank R of --close-mid-frame-rank then writes half a
+// frame to every peer socket, shuts them down and waits to be killed: a peer that closes its
+// connections in the middle of a message.
+// Exit codes: 0 every result right; 3 a ddp::Error, printed as "fault_worker rank R: <kind>:
+// <message>" (then _Exit: no teardown); 4 a wrong result (never reported as success); 2 usage.
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/init.h"
+#include "common/env.h"
+#include "common/error.h"
+#include "common/socket.h"
+#include "rendezvous/tcp_store.h"
+
+namespace {
+
+struct Args {
+  std::string backend = "tcp";
+  std::string dir = ".";
+  long iters = 0;
+  double seconds = 0;
+  size_t count = 1 << 16;
+  int close_rank = -1;
+  int serve_port = -1;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--backend") a.backend = v;
+    else if (k == "--dir") a.dir = v;
+    else if (k == "--iters") a.iters = std::stol(v);
+    else if (k == "--count") a.count = std::stoul(v);
+    else if (k == "--seconds") a.seconds = std::stod(v);
+    else if (k == "--close-mid-frame-rank") a.close_rank = std::stoi(v);
+    else if (k == "--serve-store") a.serve_port = std::stoi(v);
+    else throw std::invalid_argument("unknown flag " + k);
+  }
+  return a;
+}
+
+const char* kind(const ddp::Error& e) {
+  if (dynamic_cast<const ddp::TimeoutError*>(&e)) return "TimeoutError";
+  if (dynamic_cast<const ddp::NetworkError*>(&e)) return "NetworkError";
+  if (dynamic_cast<const ddp::StoreError*>(&e)) return "StoreError";
+  if (dynamic_cast<const ddp::BackendError*>(&e)) return "BackendError";
+  return "Error";
+}
+
+int serve_store(int port) {
+  ddp::rdzv::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(port);
+  o.is_server = true;
+  ddp::rdzv::TCPStore store(o);
+  std::printf("store serving on 127.0.0.1:%d\n", port);
+  std::fflush(stdout);
+  for (;;) ::pause();
+}
+
+// The port of the store this process talks to, so its connection is left alone.
+int store_port() {
+  if (auto s = ddp::env::get("DDP_STORE")) return ddp::net::parse_endpoint(*s).port;
+  return static_cast<int>(ddp::env::get_int_or("MASTER_PORT", -1));
+}
+
+int peer_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return -1;
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return -1;
+}
+
+// Every connected TCP socket of this process but the store's: the backend's peer connections.
+std::vector<int> peer_sockets() {
+  std::vector<int> out;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return out;
+  const int skip = store_port();
+  while (dirent* e = ::readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    struct stat st {};
+    if (fd <= 2 || ::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    int type = 0, listening = 0;
+    socklen_t len = sizeof type;
+    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
+    len = sizeof listening;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || listening) continue;
+    const int port = peer_port(fd);
+    if (port > 0 && port != skip) out.push_back(fd);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Once every rank is inside its loop (their ready files: a bad frame fails a peer's group at
+// once, even in an op that needs nothing from us, so injecting earlier could stop a peer
+// before it says it is ready).
+[[noreturn]] void close_mid_frame(const Args& a, int rank, int world) {
+  for (int r = 0, tries = 0; r < world && tries < 6000; ++tries) {
+    if (std::filesystem::exists(a.dir + "/ready." + std::to_string(r))) {
+      ++r;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  const char half[5] = {'\x01', '\x00', '\x00', '\x00', '\x2a'};
+  for (int fd : peer_sockets()) {
+    (void)!::write(fd, half, sizeof half);
+    ::shutdown(fd, SHUT_RDWR);
+  }
+  std::fprintf(stderr, "fault_worker rank %d: closed its peer sockets mid-frame\n", rank);
+  for (;;) ::pause();
+}
+
+// D/ready.<rank> holding this pid, whole when it appears (written aside, then renamed).
+void say_ready(const Args& a, int rank) {
+  const std::string path = a.dir + "/ready." + std::to_string(rank);
+  std::ofstream(path + ".tmp") << ::getpid() << "\n";
+  std::filesystem::rename(path + ".tmp", path);
+}
+
+// Rank 0's clock decides for everyone (a broadcast), so every rank runs the same ops.
+bool keep_going(ddp::comm::ProcessGroup& pg, std::chrono::steady_clock::time_point start, double seconds) {
+  int32_t go = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds ? 1 : 0;
+  pg.broadcast(ddp::comm::view(&go, 1))->wait();
+  return go != 0;
+}
+
+int run(const Args& a) {
+  ddp::InitOptions init;
+  init.backend = a.backend;
+  auto pg = ddp::init_process_group(init);
+  const int rank = pg->rank(), world = pg->size();
+  std::vector<float> buf(a.count);
+  const float want = static_cast<float>(world * (world + 1) / 2);
+  const auto start = std::chrono::steady_clock::now();
+  long it = 0;
+  for (bool go = true; go && (a.iters == 0 || it < a.iters); ++it) {
+    for (auto& x : buf) x = static_cast<float>(rank + 1);
+    pg->all_reduce(ddp::comm::view(buf.data(), buf.size()))->wait();
+    for (size_t i = 0; i < buf.size(); i += 997) {
+      if (buf[i] != want) {
+        std::fprintf(stderr, "fault_worker rank %d: WRONG RESULT at %zu: %g, not %g\n", rank, i, buf[i], want);
+        return 4;
+      }
+    }
+    if (it == 0) say_ready(a, rank);
+    if (rank == a.close_rank) close_mid_frame(a, rank, world);
+    if (a.seconds > 0) go = keep_going(*pg, start, a.seconds);
+  }
+  std::printf("fault_worker rank %d: %ld iterations, every result right\n", rank, it);
+  ddp::destroy_process_group();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  try {
+    a = parse(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp_fault_worker: %s\n", e.what());
+    return 2;
+  }
+  try {
+    if (a.serve_port >= 0) return serve_store(a.serve_port);
+    return run(a);
+  } catch (const ddp::Error& e) {
+    std::fprintf(stderr, "fault_worker rank %s: %s: %s\n", ddp::env::get_or("RANK", ddp::env::get_or("OMPI_COMM_WORLD_RANK", "?")).c_str(), kind(e),
+                 e.message().c_str());
+    // A failed rank leaves at once, its broken group and store still up (as a real job's failed
+    // rank does): no teardown that waits on dead peers, and nothing at exit (a leak check of
+    // threads never joined, under ASan) can change the exit code the matrix checks.
+    std::fflush(stderr);
+    std::_Exit(3);
+  }
+}
