@@ -62,6 +62,13 @@ Transport choose_transport(const Mesh& mesh) {
   return Transport::kSocket;
 }
 
+// A byte count from the environment, at least `min`; InvalidArgument naming the variable.
+size_t socket_bytes(const char* var, int64_t fallback, int64_t min) {
+  const int64_t v = env::get_int_or(var, fallback);
+  if (v < min) DDP_THROW(InvalidArgument, var, "=", v, ": must be a byte count of at least ", min);
+  return static_cast<size_t>(v);
+}
+
 ShmGeometry geometry(int world) {
   ShmGeometry g;
   g.world = world;
@@ -204,8 +211,8 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.fingerprints = fingerprints_;
     // Both must be the same on every rank (a mismatch is an InvalidArgument on the size of a
     // message, never a wrong result).
-    so.oneshot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SOCKET_ONESHOT_BYTES", 64 << 10));
-    so.chunk_bytes = static_cast<size_t>(std::max<int64_t>(1, env::get_int_or("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10)));
+    so.oneshot_bytes = socket_bytes("DDP_TCP_SOCKET_ONESHOT_BYTES", 64 << 10, 0);
+    so.chunk_bytes = socket_bytes("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10, 1);
     sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
   }
   if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout_of(mesh));

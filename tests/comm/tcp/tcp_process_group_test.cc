@@ -66,6 +66,17 @@ TEST_CASE("all_reduce: every dtype and reduce op, both transports") {
   }
 }
 
+TEST_CASE("socket pipeline sizes from the environment: nonsense is an error naming the variable") {
+  for (const auto& [var, value] : std::vector<std::pair<std::string, std::string>>{
+           {"DDP_TCP_SOCKET_CHUNK_BYTES", "0"}, {"DDP_TCP_SOCKET_CHUNK_BYTES", "-4096"},
+           {"DDP_TCP_SOCKET_ONESHOT_BYTES", "-1"}, {"DDP_TCP_SOCKET_CHUNK_BYTES", "lots"}}) {
+    CAPTURE(var);
+    CAPTURE(value);
+    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("socket")}, {var, value}});
+    CHECK_THROWS_WITH_AS(run_ranks(2, [](TcpProcessGroup&, int) {}), doctest::Contains(var.c_str()), InvalidArgument);
+  }
+}
+
 TEST_CASE("the shared-memory segment is unlinked once every rank mapped it") {
   run_ranks(2, [](TcpProcessGroup& pg, int r) {
     if (pg.transport() != Transport::kShm) throw std::runtime_error("expected shm on one host");
