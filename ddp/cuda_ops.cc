@@ -47,7 +47,9 @@ Runtime load() {
   if (bind(RTLD_DEFAULT, r)) return r;
   for (const char* name : {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}) {
     void* lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (lib != nullptr && bind(lib, r)) return r;
+    if (lib == nullptr) continue;
+    if (bind(lib, r)) return r;
+    ::dlclose(lib);  // not a CUDA runtime we can use
   }
   r = Runtime{};
   r.missing = "no CUDA runtime (libcudart.so) could be loaded";

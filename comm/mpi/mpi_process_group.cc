@@ -108,8 +108,9 @@ MpiProcessGroup::MpiProcessGroup(const GroupSetup& setup)
     for (int r = 0; r < s.size; ++r) s.global_ranks.push_back(r);
   }
   MpiRuntime& rt = runtime_;
+  const bool blocking = blocking_collectives(setup);  // before MPI is touched: a bad variable leaks nothing
   comm_ = runtime_.call([&rt, &s] { return make_comm(rt, s); });
-  channel_ = runtime_.open_channel(blocking_collectives(setup));
+  channel_ = runtime_.open_channel(blocking);
 }
 
 MpiProcessGroup::~MpiProcessGroup() {

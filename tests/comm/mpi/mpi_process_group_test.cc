@@ -197,6 +197,13 @@ TEST_CASE("mpi: zero-length ops, bad arguments") {
   CHECK(one[0] == static_cast<float>(world_size()));
 }
 
+TEST_CASE("mpi: DDP_MPI_COLLECTIVES other than blocking or nonblocking is an error naming it") {
+  ::setenv("DDP_MPI_COLLECTIVES", "sometimes", 1);
+  CHECK_THROWS_WITH_AS(make_mpi_group(setup(all_ranks(), "world")), doctest::Contains("DDP_MPI_COLLECTIVES"),
+                       InvalidArgument);
+  ::unsetenv("DDP_MPI_COLLECTIVES");
+}
+
 TEST_CASE("mpi: a group larger than the MPI world is a BackendError, not a hang") {
   std::vector<int> too_many(world_size() + 1);
   std::iota(too_many.begin(), too_many.end(), 0);
