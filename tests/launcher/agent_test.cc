@@ -220,9 +220,11 @@ TEST_CASE("two launchers claiming the same node rank: exit 121 naming the confli
   ScratchDir d;
   const int port = free_port_pair();
   auto common = std::vector<std::string>{"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint",
-                                         "127.0.0.1:" + std::to_string(port), "--rdzv-conf", "timeout=3", "--node-rank"};
+                                         "127.0.0.1:" + std::to_string(port), "--rdzv-conf", "timeout=20", "--node-rank"};
+  // The conflict ends both at once; the timeout only has to outlast a slow start on a loaded
+  // machine (at 3 s a late second launcher made the first fail for a missing node instead).
   auto codes = run_nodes(d, {with(common, {"0", "true"}), with(common, {"0", "true"})});
   CHECK(codes == std::vector<int>{121, 121});
   std::string errs = slurp(d / "node0.err") + slurp(d / "node1.err");
-  CHECK(errs.find("claimed twice") != std::string::npos);
+  CHECK_MESSAGE(errs.find("claimed twice") != std::string::npos, errs);
 }
