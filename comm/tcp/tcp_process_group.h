@@ -78,7 +78,7 @@ class TcpProcessGroup final : public ProcessGroup {
     OpContext ctx;
     Buffer in, out;
     WorkPtr work;
-    ShmCollectives::FastState fast;  // stage > 0: started on the caller's thread
+    bool started = false;  // begun on the caller's thread (shm): ShmCollectives::finish completes it
   };
   TcpProcessGroup(const GroupSetup& setup);
   void connect(const GroupSetup& setup);
