@@ -1,8 +1,8 @@
 #include "comm/tcp/shm_allreduce_chunked.h"
 
 #include <algorithm>
-#include <cstring>
 
+#include "comm/copy_kernel.h"
 #include "comm/reduce_kernels.h"
 
 namespace ddp::comm::tcp {
@@ -16,7 +16,7 @@ void copy_out(ShmChannel& ch, const Buffer& buf, size_t chunk, size_t off, uint6
   for (int p = 0; p < ch.world(); ++p) {
     if (p == ch.rank()) continue;
     const Part s = part(m, ch.world(), p);
-    std::memcpy(at(buf, off + s.off), ch.slot(p, t) + s.off * es, s.len * es);
+    copy_bytes(at(buf, off + s.off), ch.slot(p, t) + s.off * es, s.len * es);
   }
   ch.publish(Counter::kDone, t + 1);
 }
@@ -26,7 +26,7 @@ void stage(ShmChannel& ch, char* mine, const char* base, size_t m, size_t es) {
   for (int p = 0; p < ch.world(); ++p) {
     if (p == ch.rank()) continue;
     const Part s = part(m, ch.world(), p);
-    std::memcpy(mine + s.off * es, base + s.off * es, s.len * es);
+    copy_bytes(mine + s.off * es, base + s.off * es, s.len * es);
   }
 }
 
@@ -42,7 +42,7 @@ void reduce_mine(ShmChannel& ch, const ShmStep& s, char* base, size_t m, uint64_
     if (p != ch.rank()) combine(dst, ch.slot(p, t) + me.off * es, me.len, buf.dtype, rop);
   }
   if (rop == ReduceOp::kAvg) finish_avg(dst, me.len, buf.dtype, ch.world());
-  std::memcpy(ch.slot(ch.rank(), t) + me.off * es, dst, me.len * es);
+  copy_bytes(ch.slot(ch.rank(), t) + me.off * es, dst, me.len * es);
 }
 
 }  // namespace

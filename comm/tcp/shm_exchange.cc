@@ -1,7 +1,8 @@
 #include "comm/tcp/shm_exchange.h"
 
 #include <algorithm>
-#include <cstring>
+
+#include "comm/copy_kernel.h"
 
 namespace ddp::comm::tcp {
 
@@ -15,11 +16,11 @@ bool broadcast_step(ShmChannel& ch, ShmStep& s) {
     const uint64_t t = ch.next_ticket();
     if (ch.rank() == root) {
       ch.acquire(t, s.ctx);
-      std::memcpy(ch.slot(root, t), at(buf, off), m * es);
+      copy_bytes(ch.slot(root, t), at(buf, off), m * es);
       ch.publish(Counter::kStaged, t + 1);
     } else {
       ch.wait_for(root, Counter::kStaged, t + 1, s.ctx);
-      std::memcpy(at(buf, off), ch.slot(root, t), m * es);
+      copy_bytes(at(buf, off), ch.slot(root, t), m * es);
     }
     ch.publish(Counter::kDone, t + 1);
   }
@@ -37,15 +38,15 @@ bool all_gather_step(ShmChannel& ch, ShmStep& s) {
     const size_t m = std::min(chunk, n - off);
     const uint64_t t = ch.next_ticket();
     ch.acquire(t, s.ctx);
-    std::memcpy(ch.slot(r, t), at(in, off), m * es);
+    copy_bytes(ch.slot(r, t), at(in, off), m * es);
     ch.publish(Counter::kStaged, t + 1);
     if (receives) {
       char* own = at(out, static_cast<size_t>(r) * n + off);
-      if (own != at(in, off)) std::memcpy(own, at(in, off), m * es);
+      if (own != at(in, off)) copy_bytes(own, at(in, off), m * es);
       for (int p = 0; p < ch.world(); ++p) {
         if (p == r) continue;
         ch.wait_for(p, Counter::kStaged, t + 1, s.ctx);
-        std::memcpy(at(out, static_cast<size_t>(p) * n + off), ch.slot(p, t), m * es);
+        copy_bytes(at(out, static_cast<size_t>(p) * n + off), ch.slot(p, t), m * es);
       }
     }
     ch.publish(Counter::kDone, t + 1);
@@ -66,14 +67,14 @@ bool scatter_step(ShmChannel& ch, ShmStep& s) {
       ch.acquire(t, s.ctx);
       for (int p = 0; p < ch.world(); ++p) {
         if (p != r)
-          std::memcpy(ch.slot(r, t) + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
+          copy_bytes(ch.slot(r, t) + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
       }
       ch.publish(Counter::kStaged, t + 1);
       char* own = at(in, static_cast<size_t>(r) * n + off);
-      if (own != at(out, off)) std::memcpy(at(out, off), own, m * es);
+      if (own != at(out, off)) copy_bytes(at(out, off), own, m * es);
     } else {
       ch.wait_for(root, Counter::kStaged, t + 1, s.ctx);
-      std::memcpy(at(out, off), ch.slot(root, t) + r * piece * es, m * es);
+      copy_bytes(at(out, off), ch.slot(root, t) + r * piece * es, m * es);
     }
     ch.publish(Counter::kDone, t + 1);
   }
@@ -92,15 +93,15 @@ bool all_to_all_step(ShmChannel& ch, ShmStep& s) {
     char* mine = ch.slot(r, t);
     ch.acquire(t, s.ctx);
     for (int p = 0; p < w; ++p) {
-      if (p != r) std::memcpy(mine + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
+      if (p != r) copy_bytes(mine + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
     }
     ch.publish(Counter::kStaged, t + 1);
     const size_t own = static_cast<size_t>(r) * n + off;
-    if (at(out, own) != at(in, own)) std::memcpy(at(out, own), at(in, own), m * es);
+    if (at(out, own) != at(in, own)) copy_bytes(at(out, own), at(in, own), m * es);
     for (int p = 0; p < w; ++p) {
       if (p == r) continue;
       ch.wait_for(p, Counter::kStaged, t + 1, s.ctx);
-      std::memcpy(at(out, static_cast<size_t>(p) * n + off), ch.slot(p, t) + r * piece * es, m * es);
+      copy_bytes(at(out, static_cast<size_t>(p) * n + off), ch.slot(p, t) + r * piece * es, m * es);
     }
     ch.publish(Counter::kDone, t + 1);
   }

@@ -1,6 +1,6 @@
 #include "comm/tcp/shm_oneshot.h"
 
-#include <cstring>
+#include "comm/copy_kernel.h"
 
 #include "comm/reduce_kernels.h"
 
@@ -19,11 +19,11 @@ void consume(ShmChannel& ch, const ShmStep& s, uint64_t t) {
       if (rop == ReduceOp::kAvg) finish_avg(in.data, in.count, in.dtype, w);
       break;
     case OpKind::kBroadcast:
-      if (r != s.ctx.desc.root) std::memcpy(in.data, ch.slot(s.ctx.desc.root, t), in.bytes());
+      if (r != s.ctx.desc.root) copy_bytes(in.data, ch.slot(s.ctx.desc.root, t), in.bytes());
       break;
     case OpKind::kAllGather:
       for (int p = 0; p < w; ++p)
-        std::memcpy(at(out, in.count * static_cast<size_t>(p)), ch.slot(p, t), in.bytes());
+        copy_bytes(at(out, in.count * static_cast<size_t>(p)), ch.slot(p, t), in.bytes());
       break;
     case OpKind::kReduceScatter: {
       const size_t off = out.bytes() * static_cast<size_t>(r);
@@ -69,7 +69,7 @@ bool oneshot_step(ShmChannel& ch, ShmStep& s) {
     if (stages) {
       if (!poll([&] { return ch.slot_free(t); })) return false;
       ch.acquire(t, s.ctx);
-      std::memcpy(ch.slot(ch.rank(), t), s.in.data, s.in.bytes());
+      copy_bytes(ch.slot(ch.rank(), t), s.in.data, s.in.bytes());
     }
     ch.publish(Counter::kStaged, t + 1);
     st.phase = 2;

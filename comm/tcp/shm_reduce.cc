@@ -1,8 +1,8 @@
 #include "comm/tcp/shm_reduce.h"
 
 #include <algorithm>
-#include <cstring>
 
+#include "comm/copy_kernel.h"
 #include "comm/reduce_kernels.h"
 
 namespace ddp::comm::tcp {
@@ -43,7 +43,7 @@ bool reduce_step(ShmChannel& ch, ShmStep& s) {
     for (int p = 0; p < w; ++p) {
       if (p == r) continue;
       const Part sl = part(m, w, p);
-      std::memcpy(mine + sl.off * es, base + sl.off * es, sl.len * es);
+      copy_bytes(mine + sl.off * es, base + sl.off * es, sl.len * es);
     }
     ch.publish(Counter::kStaged, t + 1);
     const Part me = part(m, w, r);
@@ -56,7 +56,7 @@ bool reduce_step(ShmChannel& ch, ShmStep& s) {
         if (p == r) continue;
         const Part sl = part(m, w, p);
         ch.wait_for(p, Counter::kReduced, t + 1, s.ctx);
-        std::memcpy(base + sl.off * es, ch.slot(p, t) + sl.off * es, sl.len * es);
+        copy_bytes(base + sl.off * es, ch.slot(p, t) + sl.off * es, sl.len * es);
       }
     }
     ch.publish(Counter::kDone, t + 1);
@@ -76,7 +76,7 @@ bool reduce_scatter_step(ShmChannel& ch, ShmStep& s) {
     char* mine = ch.slot(r, t);
     ch.acquire(t, s.ctx);
     for (int p = 0; p < w; ++p) {
-      if (p != r) std::memcpy(mine + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
+      if (p != r) copy_bytes(mine + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
     }
     ch.publish(Counter::kStaged, t + 1);
     ch.wait_all(Counter::kStaged, t + 1, s.ctx);
