@@ -10,6 +10,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/machine.h"
 #include "rendezvous/prefix_store.h"
 
 namespace ddp::comm::tcp {
@@ -73,12 +74,11 @@ ShmGeometry geometry(int world) {
   ShmGeometry g;
   g.world = world;
   g.depth = static_cast<int>(env::get_int_or("DDP_TCP_SHM_DEPTH", 4));
-  // Chunks of 256 KiB: a rank's share of a chunk and the peers' staged slices stay in its L2
-  // while it reduces and copies them, so memory sees one read and one write per byte (2 MiB
-  // chunks spill to the L3 and ran 64 MiB 1.6x slower). At most 64 MiB in all.
+  // Chunks sized from this machine's L2 (slot_bytes_for_l2: rank 0's machine; the others read
+  // the geometry from the segment, so every rank agrees). At most 64 MiB in all.
   const size_t fit = (size_t{64} << 20) / static_cast<size_t>(world * std::max(1, g.depth)) / 64 * 64;
-  g.slot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_SLOT_BYTES",
-                                                     static_cast<int64_t>(std::min(size_t{256} << 10, fit))));
+  const size_t slot = std::min(slot_bytes_for_l2(machine_profile().l2_bytes), fit);
+  g.slot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_SLOT_BYTES", static_cast<int64_t>(slot)));
   g.oneshot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_ONESHOT_BYTES", 32 << 10));
   if (g.slot_bytes < 4096 || g.slot_bytes % 64 != 0 || g.depth < 2 || g.depth > 64) {
     DDP_THROW(InvalidArgument, "tcp backend: bad shared-memory geometry (DDP_TCP_SHM_SLOT_BYTES=", g.slot_bytes,
