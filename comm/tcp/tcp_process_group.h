@@ -12,9 +12,9 @@
 //   group's next collective sequence number (shared by all ranks). Fast path: an shm
 //   all_reduce up to DDP_TCP_INLINE_MAX_BYTES (default 4 MiB) or a barrier issued while nothing
 //   else is queued runs on the caller's thread (no thread hand-off, no sleep);
-//   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default 20 ms; 0 when ranks
-//   outnumber cores; -1 disables), the op is handed to the worker where it stands, so the call
-//   still returns at once. send/recv are posted to the
+//   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default 20 ms; 2 ms of yielding
+//   when ranks outnumber cores; -1 disables), the op is handed to the worker where it stands,
+//   so the call still returns at once. send/recv are posted to the
 //   socket engine at once and complete independently (isend/irecv semantics; matching by
 //   (peer, tag), FIFO); they are numbered separately ("p2p #n") since only the two ends see them.
 // - Errors: see process_group.h. Once any collective fails (lost peer, timeout, mismatch) the
