@@ -69,6 +69,15 @@ size_t socket_bytes(const char* var, int64_t fallback, int64_t min) {
   return static_cast<size_t>(v);
 }
 
+// How errors name a peer: by its world rank (a subgroup's own rank only beside it), so that a
+// failure inside a subgroup or a hierarchy's child group points at the process users know.
+std::string peer_name(const GroupSetup& setup, const Mesh& mesh, int r) {
+  const auto& p = mesh.peers[static_cast<size_t>(r)];
+  const int world = setup.global_ranks.empty() ? r : setup.global_ranks[static_cast<size_t>(r)];
+  if (world == r) return detail::str("rank ", r, " (pid ", p.pid, " on ", p.host, ")");
+  return detail::str("rank ", world, " (pid ", p.pid, " on ", p.host, "; rank ", r, " of group '", setup.name, "')");
+}
+
 ShmGeometry geometry(int world) {
   ShmGeometry g;
   g.world = world;
@@ -183,9 +192,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     DDP_THROW(InvalidArgument, "DDP_TCP_MAX_UNEXPECTED_BYTES=", max_unexpected, ": must be a positive byte count");
   }
   eo.max_unexpected_bytes = static_cast<uint64_t>(max_unexpected);
-  for (int r = 0; r < setup.size; ++r) {
-    eo.peer_names.push_back(detail::str("rank ", r, " (pid ", mesh.peers[r].pid, " on ", mesh.peers[r].host, ")"));
-  }
+  for (int r = 0; r < setup.size; ++r) eo.peer_names.push_back(peer_name(setup, mesh, r));
   engine_ = std::make_unique<SocketEngine>(std::move(eo), std::move(mesh.fds), &health_);
   if (transport_ == Transport::kShm) {
     ShmCollectives::Options so;
@@ -213,6 +220,8 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     // message, never a wrong result).
     so.oneshot_bytes = socket_bytes("DDP_TCP_SOCKET_ONESHOT_BYTES", 64 << 10, 0);
     so.chunk_bytes = socket_bytes("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10, 1);
+    so.algo = parse_socket_algo(env::get_or("DDP_TCP_SOCKET_ALGO", "auto"));
+    so.world_ranks = setup.global_ranks;
     sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
   }
   if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout_of(mesh));
