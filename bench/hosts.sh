@@ -14,7 +14,8 @@
 # Open MPI starts under ddp-launch, one rank per launcher), MODES (default "auto flat"),
 # RATE / DELAY (tc netem on every host's link, e.g. RATE=10gbit DELAY=50us; where netem is
 # unavailable hosts.sh says so and the links run unshaped), BIN (default build/bin). Any other
-# DDP_* variable passes through to the ranks (e.g. DDP_TCP_SOCKET_ALGO=ring).
+# DDP_* variable passes through to the ranks (e.g. DDP_TCP_SOCKET_ALGO=ring). When the ranks of
+# all hosts outnumber this machine's cores, shared memory does not spin (see below).
 # Prints rank 0's rows per mode (format table unless given). Exit: 0; 77 not root; else the
 # failed run's status, with its stderr.
 set -euo pipefail
@@ -47,6 +48,13 @@ s.close(); print("# link floor: one TCP stream host 1 -> host 2: %.2f GB/s" % (n
 '
 wait
 
+# The emulated hosts share this machine's cores: when their ranks outnumber them, shared memory
+# gets the settings the backend itself picks for ranks that outnumber a host's cores (never
+# spin: a spinning rank holds the core its peer needs), unless set here already.
+if [ $((n * per)) -gt "$(nproc)" ] && [ -z "${DDP_TCP_SPIN_US:-}" ]; then
+  export DDP_TCP_SPIN_US=0 DDP_TCP_YIELD_US=50 DDP_TCP_INLINE_SPIN_US=0
+  echo "# $((n * per)) ranks on $(nproc) cores: DDP_TCP_SPIN_US=0 DDP_TCP_YIELD_US=50 DDP_TCP_INLINE_SPIN_US=0"
+fi
 args=("$@")
 [[ " ${args[*]} " == *" --format "* ]] || args+=(--format table)
 echo "# $n hosts x $per ranks; peers: $compare"
