@@ -1,4 +1,5 @@
 // TcpProcessGroup set-up: the mesh, the transport choice and the shared-memory segment.
+#include <atomic>
 #include <thread>
 
 #include "comm/tcp/hierarchical_collectives.h"
@@ -227,12 +228,31 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
   if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout_of(mesh));
 }
 
+namespace {
+std::atomic<InterNodeFactory> g_inter_node_factory{nullptr};
+
+// The cross-host child group: this backend's sockets, or DDP_TCP_INTER's engine.
+ProcessGroupPtr make_cross_group(const GroupSetup& c) {
+  const std::string inter = env::get_or("DDP_TCP_INTER", "socket");
+  if (inter == "socket") return ProcessGroupPtr(TcpProcessGroup::create(c));
+  if (inter != "gloo" && inter != "mpi") DDP_THROW(InvalidArgument, "DDP_TCP_INTER='", inter, "': choose socket, gloo or mpi");
+  const InterNodeFactory factory = g_inter_node_factory.load();
+  if (factory == nullptr) {
+    DDP_THROW(InvalidArgument, "DDP_TCP_INTER=", inter, ": no backend registry here (groups made by make_tcp_group "
+              "directly use sockets between hosts)");
+  }
+  return factory(inter, c);
+}
+}  // namespace
+
+void set_inter_node_factory(InterNodeFactory factory) { g_inter_node_factory.store(factory); }
+
 // The two child groups of a hierarchical group (hierarchical_collectives.h), made by every rank
 // in the same order: this host's ranks, then the ranks with this rank's local index.
 void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayout& layout) {
   const auto me = static_cast<size_t>(setup.rank);
   const int host = layout.host_of[me], local = layout.local_of[me], cross = layout.cross_of[me];
-  auto child = [&](const std::string& part, int index, auto member, int rank) {
+  auto child = [&](const std::string& part, int index, auto member, int rank, bool cross) {
     GroupSetup c = setup;
     c.store = std::make_shared<rdzv::PrefixStore>(detail::str("tcp/", part, "/", index), setup.store);
     c.name = detail::str(setup.name, "/", part, index);
@@ -244,18 +264,18 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
     }
     c.size = static_cast<int>(c.global_ranks.size());
     c.rank = rank;
-    return ProcessGroupPtr(TcpProcessGroup::create(c));
+    return cross ? make_cross_group(c) : ProcessGroupPtr(TcpProcessGroup::create(c));
   };
-  auto local_group = child("host", host, [&](size_t r) { return layout.host_of[r] == host; }, local);
-  auto cross_group = child("across", local, [&](size_t r) { return layout.local_of[r] == local; }, cross);
+  auto local_group = child("host", host, [&](size_t r) { return layout.host_of[r] == host; }, local, false);
+  auto cross_group = child("across", local, [&](size_t r) { return layout.local_of[r] == local; }, cross, true);
   HierarchicalCollectives::Options ho;
   ho.rank = setup.rank;
   ho.world = setup.size;
   ho.layout = layout;
   // The same on every rank (it picks the children's ops: a mismatch is their error, no result).
   ho.small_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_HIERARCHY_SMALL_BYTES", 64 << 10));
-  logger("tcp")->debug("group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}", setup.name,
-                       layout.hosts, layout.per_host, host, local);
+  logger("tcp")->debug("group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}",
+                       setup.name, layout.hosts, layout.per_host, host, local, cross_group->backend_name());
   hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group), std::move(cross_group),
                                                          sockets_.get());
 }

@@ -6,13 +6,17 @@
 #                 sockets between: the debug log says so on every rank); small counts take the
 #                 reduce_scatter/all_gather path too (DDP_TCP_HIERARCHY_SMALL_BYTES=0).
 #   flat          DDP_TCP_TRANSPORT=socket: sockets between every pair.
+#   gloo          hierarchical with the step between hosts on Gloo (DDP_TCP_INTER=gloo); Skipped
+#                 (77) when this build has no gloo backend.
 # The matrix's subgroups cover the other layouts (one host, uneven hosts). Exit 77 (Skipped)
 # when not root or a tool is missing.
-# usage: hosts_conformance_test.sh <bin dir> <tests dir> <source dir> HOSTS hierarchical|flat
+# usage: [GLOO_BUILT=1] hosts_conformance_test.sh <bin dir> <tests dir> <source dir> HOSTS hierarchical|flat|gloo
 set -uo pipefail
 bin=$1 tests=$2 src=$3 n=$4 mode=$5
+GLOO_BUILT=${GLOO_BUILT:-0}
 hosts="sh $src/tests/netns/hosts.sh"
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)"; exit 77; }
+[ "$mode" != gloo ] || [ "$GLOO_BUILT" = 1 ] || { echo "gloo backend not built"; exit 77; }
 $hosts sweep
 p=ddpM$$x4
 $hosts up "$p" "$n" || { rc=$?; [ $rc = 77 ] && echo "hosts.sh: skipped (tools missing)"; exit $rc; }
@@ -22,6 +26,7 @@ trap '$hosts down "$p" "$n"; rm -rf "$out"' EXIT
 case "$mode" in
   hierarchical) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0) ;;
   flat) extra=(DDP_TCP_TRANSPORT=socket) ;;
+  gloo) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_INTER=gloo) ;;
   *) echo "mode: hierarchical or flat"; exit 2 ;;
 esac
 pids=()
@@ -42,9 +47,11 @@ if [ $status != 0 ]; then
 fi
 ranks=$((2 * n))
 got=$(cat "$out"/host*.log | grep -c "group 'world': hierarchical, $n hosts x 2 ranks")
-if [ "$mode" = hierarchical ] && [ "$got" != "$ranks" ]; then
+if [ "$mode" != flat ] && [ "$got" != "$ranks" ]; then
   echo "FAIL: $got of $ranks ranks built the world group hierarchical"; exit 1
 fi
 if [ "$mode" = flat ] && [ "$got" != 0 ]; then echo "FAIL: DDP_TCP_TRANSPORT=socket, yet hierarchical"; exit 1; fi
+inter=$(cat "$out"/host*.log | grep -c "group 'world': hierarchical, .*between hosts: gloo")
+if [ "$mode" = gloo ] && [ "$inter" != "$ranks" ]; then echo "FAIL: $inter of $ranks ranks went between hosts on gloo"; exit 1; fi
 grep -h "test cases:" "$out"/host*.log | head -2
 echo "$n hosts x 2 ranks, $mode: ok"
