@@ -63,6 +63,7 @@ ms=$((($(date +%s%N) - start) / 1000000))
 errors 1 > /dev/null || fail "no rank on host 1 failed within ${ms} ms"
 errors 2 > /dev/null || fail "no rank on host 2 failed within ${ms} ms"
 sleep 0.5  # the rest of the lines
-{ errors 1; errors 2; } | grep -q "rank [45] (pid [0-9]* on ${p}h3" || fail "no rank on hosts 1 and 2 named rank 4 or 5 (host 3)"
-{ errors 1; errors 2; }
+seen=$(errors 1; errors 2)  # (not piped into grep -q: under pipefail, its early exit is a failed pipe)
+grep -q "rank [45] (pid [0-9]* on ${p}h3" <<< "$seen" || fail "no rank on hosts 1 and 2 named rank 4 or 5 (host 3)"
+echo "$seen"
 echo "link down: hosts 1 and 2 failed within ${ms} ms, naming host 3's ranks: ok"
