@@ -6,12 +6,13 @@
 #   - ours with the transport chosen automatically (hierarchical when RANKS_PER_HOST > 1: shared
 #     memory within hosts, sockets between), beside Gloo's own algorithms (COMPARE) in the same
 #     processes, interleaved repeat by repeat;
-#   - ours flat (DDP_TCP_TRANSPORT=socket), beside the same peers again.
+#   - ours flat (DDP_TCP_TRANSPORT=socket), beside the same peers again;
+#   - Open MPI (mpirun started across the hosts, ddp-bench --backend mpi-direct), where it runs.
 #
 #   sudo bench/hosts.sh [ddp-bench args...]      e.g. --op all_reduce --sizes 4,64K,1M,16M,64M,256M
 #
-# HOSTS (default 2), RANKS_PER_HOST (default 2), COMPARE (default gloo; mpi runs only where
-# Open MPI starts under ddp-launch, one rank per launcher), MODES (default "auto flat"),
+# HOSTS (default 2), RANKS_PER_HOST (default 2), COMPARE (default gloo), MODES (default
+# "auto flat mpi"; mpi: Open MPI's MPI_Allreduce under mpirun across the same hosts, its own run),
 # RATE / DELAY (tc netem on every host's link, e.g. RATE=10gbit DELAY=50us; where netem is
 # unavailable hosts.sh says so and the links run unshaped), BIN (default build/bin). Any other
 # DDP_* variable passes through to the ranks (e.g. DDP_TCP_SOCKET_ALGO=ring). When the ranks of
@@ -24,7 +25,7 @@ bin=${BIN:-$here/build/bin}
 n=${HOSTS:-2}
 per=${RANKS_PER_HOST:-2}
 compare=${COMPARE:-gloo}
-modes=${MODES:-auto flat}
+modes=${MODES:-auto flat mpi}
 hosts="sh $here/tests/netns/hosts.sh"
 [ "$(id -u)" = 0 ] || { echo "hosts.sh: needs root (network namespaces)" >&2; exit 77; }
 p=ddpM$$x9
@@ -58,7 +59,32 @@ fi
 args=("$@")
 [[ " ${args[*]} " == *" --format "* ]] || args+=(--format table)
 echo "# $n hosts x $per ranks; peers: $compare"
+# Open MPI beside: mpirun on host 1 starts its daemons on the others through an rsh agent that
+# enters host K (hosts.sh run), then ddp-bench --backend mpi-direct (MPI_Allreduce: its tuned
+# algorithms, vader within a host, tcp between). A run that fails says so and is skipped.
+run_mpi() {
+  command -v mpirun > /dev/null || { echo "## Open MPI: no mpirun here, skipped"; return 0; }
+  cat > "$out/agent.sh" << AGENT
+#!/bin/sh
+while [ "\${1#-}" != "\$1" ]; do shift; done
+host=\$1; shift
+exec sh $here/tests/netns/hosts.sh run $p "\${host##*h}" sh -c "\$*"
+AGENT
+  chmod +x "$out/agent.sh"
+  hostlist=$(for h in $(seq 1 "$n"); do printf '%s' "${p}h$h:$per,"; done)
+  echo "## Open MPI (mpirun across the hosts, mpi-direct)"
+  if ! $hosts run "$p" 1 mpirun --allow-run-as-root --host "${hostlist%,}" -np $((n * per)) \
+      --mca plm_rsh_agent "$out/agent.sh" --mca btl tcp,self,vader --mca btl_tcp_if_include veth0 \
+      --mca oob_tcp_if_include veth0 --bind-to none --mca mpi_yield_when_idle 1 \
+      "$bin/ddp-bench" collective --backend mpi-direct "${args[@]}" > "$out/mpi.out" 2> "$out/mpi.err"; then
+    echo "# Open MPI did not run across the hosts: $(tail -1 "$out/mpi.err")"
+    return 0
+  fi
+  grep -v "^\[" "$out/mpi.out"
+}
+
 for mode in $modes; do
+  if [ "$mode" = mpi ]; then run_mpi; continue; fi
   transport=auto
   [ "$mode" = flat ] && transport=socket
   pids=()
