@@ -1,10 +1,11 @@
 // ddp_fault_worker: the worker of the fault matrix (tests/faults) and of `make soak`.
 //
 //   ddp_fault_worker --backend tcp|gloo|mpi --dir D [--iters N] [--seconds S] [--count C]
-//                    [--close-mid-frame-rank R]
+//                    [--close-mid-frame-rank R] [--init-method URL]
 //   ddp_fault_worker --serve-store PORT        (hosts a TCPStore on 127.0.0.1:PORT until killed)
 //
-// Joins the default group (env://: RANK/WORLD_SIZE/MASTER_* or DDP_STORE, as under ddp-launch)
+// Joins the default group (env://: RANK/WORLD_SIZE/MASTER_* or DDP_STORE, as under ddp-launch;
+// or the given init method, e.g. file:///path)
 // and runs all_reduce of C floats in a loop (N iterations, or for S seconds as rank 0 counts
 // them; neither: until killed), checking every result. After the first op it writes D/ready.<rank> (its pid), so a driver knows every rank is
 // inside the loop before it injects a fault. Rank R of --close-mid-frame-rank then writes half a
@@ -38,6 +39,7 @@ namespace {
 struct Args {
   std::string backend = "tcp";
   std::string dir = ".";
+  std::string init_method = "env://";
   long iters = 0;
   double seconds = 0;
   size_t count = 1 << 16;
@@ -56,6 +58,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--seconds") a.seconds = std::stod(v);
     else if (k == "--close-mid-frame-rank") a.close_rank = std::stoi(v);
     else if (k == "--serve-store") a.serve_port = std::stoi(v);
+    else if (k == "--init-method") a.init_method = v;
     else throw std::invalid_argument("unknown flag " + k);
   }
   return a;
@@ -153,6 +156,7 @@ bool keep_going(ddp::comm::ProcessGroup& pg, std::chrono::steady_clock::time_poi
 int run(const Args& a) {
   ddp::InitOptions init;
   init.backend = a.backend;
+  init.init_method = a.init_method;
   auto pg = ddp::init_process_group(init);
   const int rank = pg->rank(), world = pg->size();
   std::vector<float> buf(a.count);
