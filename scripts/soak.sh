@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make soak: scripts/soak.sh BUILD_DIR [ITERATIONS] [SECONDS]   (not in CI)
 # 1. One long job: ddp-launch, 4 workers (ddp_fault_worker, tcp backend) running checked
-#    all_reduces for SECONDS; each worker's RSS and open descriptors printed near the start and
-#    at the end (they should be flat).
+#    all_reduces and DDP engine steps (--ddp 1: four parameters in buckets, averaged gradients
+#    checked) for SECONDS; each worker's RSS and open descriptors printed near the start and at
+#    the end (they should be flat).
 # 2. ITERATIONS short jobs, each with a random fault at a random moment (seeded by SOAK_SEED):
 #    none, a worker SIGKILLed, a worker SIGSTOPped, the launcher SIGTERMed or SIGKILLed. After
 #    each: the job ended within its bound, no process of the job is left, no /dev/shm segment is
@@ -36,9 +37,9 @@ sample() {  # sample LABEL DIR: RSS (kB) and open fds of each worker
 
 # --- 1. the long job
 dir="$scratch/long"; mkdir -p "$dir"
-echo "soak: long job, 4 workers, ${seconds} s of checked all_reduces (seed $seed)"
+echo "soak: long job, 4 workers, ${seconds} s of checked all_reduces and DDP steps (seed $seed)"
 DDP_SOAK_JOB=long "$launch" --nproc-per-node 4 --rdzv-id "soak-long-$$" --master-port $((20000 + $$ % 20000)) \
-  "$worker" --backend tcp --dir "$dir" --seconds "$seconds" > "$dir/out" 2> "$dir/err" &
+  "$worker" --backend tcp --dir "$dir" --seconds "$seconds" --ddp 1 > "$dir/out" 2> "$dir/err" &
 lpid=$!
 for _ in $(seq 600); do [ -e "$dir/ready.3" ] && break; sleep 0.1; done
 sleep 2; sample start "$dir"
