@@ -224,6 +224,8 @@ TEST_CASE("fault: strangers connect to the backend's listeners and the store dur
     CHECK(t.wait(r) == 0);
     CHECK(contains(t.child(r).out(), "every result right"));
   }
+  // The strangers were met, and dropped, by the listeners' acceptors (not merely queued).
+  CHECK(contains(t.child(0).err() + t.child(1).err(), "dropped a connection"));
   t.report("every rank exit 0, every result right, " + std::to_string(reached) + " strangers at backend listeners");
   check_clean(t);
 }
