@@ -39,7 +39,7 @@ fuzz:
 	@cmake --build build-fuzz -j $(JOBS) --target ddp_fuzz_targets
 	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-# Not in CI: SOAK_SECONDS of checked all_reduces by 4 workers (RSS and descriptors printed at
+# Not in CI: SOAK_SECONDS of checked all_reduces and DDP steps by 4 workers (RSS and descriptors printed at
 # start and end), then SOAK_ITERATIONS jobs each with a random fault (seed: SOAK_SEED), each
 # checked for leftover processes, /dev/shm segments and hangs.
 SOAK_ITERATIONS ?= 20

@@ -29,13 +29,14 @@ std::string run_prefix(int init_number) {
   return "run/" + run_id + "/" + std::to_string(restart) + "/" + std::to_string(init_number);
 }
 
-Millis resolve_timeout(Millis given) {
-  if (given != kUseDefault) return given;
+// The timeout the caller gave (the option, else DDP_TIMEOUT_MS); kUseDefault when none.
+Millis given_timeout(Millis option) {
+  if (option != kUseDefault) return option;
   if (auto ms = env::get_int("DDP_TIMEOUT_MS")) {
     if (*ms <= 0) DDP_THROW(InvalidArgument, "DDP_TIMEOUT_MS must be positive, got ", *ms);
     return Millis(*ms);
   }
-  return kDefaultCollectiveTimeout;
+  return kUseDefault;
 }
 
 // Teardown order matters: groups before the store they met in; the store host last of all.
@@ -74,6 +75,8 @@ comm::ProcessGroupPtr init_process_group(const InitOptions& options) {
   request.world_size = options.world_size;
   request.job_token = options.job_token.empty() ? env::get_or("DDP_JOB_TOKEN", "") : options.job_token;
   request.given = options.store;
+  const Millis timeout = given_timeout(options.timeout);
+  request.connect_timeout = timeout;  // a store that never answers fails init within it
   comm::StoreHandle handle = comm::open_init_store(request);
 
   comm::GroupFactoryOptions fo;
@@ -81,7 +84,7 @@ comm::ProcessGroupPtr init_process_group(const InitOptions& options) {
   fo.store = std::make_shared<rdzv::PrefixStore>(run_prefix(init_number), handle.store);
   fo.rank = handle.rank;
   fo.world_size = handle.world_size;
-  fo.timeout = resolve_timeout(options.timeout);
+  fo.timeout = timeout == kUseDefault ? kDefaultCollectiveTimeout : timeout;
   fo.job_token = request.job_token;
   auto factory = std::make_shared<comm::GroupFactory>(fo);
   s.store = handle;

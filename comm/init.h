@@ -20,7 +20,8 @@
 // Keys live under "run/<DDP_RUN_ID>/<TORCHELASTIC_RESTART_COUNT>/<init #>" so a restarted
 // worker never reads keys of the attempt before it.
 //
-// Timeouts: options.timeout, else DDP_TIMEOUT_MS, else kDefaultCollectiveTimeout. The job token
+// Timeouts: options.timeout, else DDP_TIMEOUT_MS, else kDefaultCollectiveTimeout. A timeout given
+// (option or variable) also bounds reaching a TCP store, its handshake included. The job token
 // (options, else DDP_JOB_TOKEN) authenticates store and backend connections.
 // Errors: InvalidArgument for bad options/environment (naming the variable), TimeoutError when
 // the peers do not arrive in time, and whatever the backend raises. Thread-safe; the functions

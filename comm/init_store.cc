@@ -37,12 +37,13 @@ void fill_ranks_from_env(StoreHandle& h) {
   }
 }
 
-std::shared_ptr<rdzv::Store> tcp_store(const net::Endpoint& at, bool host, const std::string& token) {
+std::shared_ptr<rdzv::Store> tcp_store(const net::Endpoint& at, bool host, const StoreRequest& req) {
   rdzv::TCPStoreOptions o;
   o.host = at.host;
   o.port = at.port;
   o.is_server = host;
-  if (!token.empty()) o.job_token = token;
+  o.connect_timeout = req.connect_timeout;
+  if (!req.job_token.empty()) o.job_token = req.job_token;
   return std::make_shared<rdzv::TCPStore>(o);
 }
 
@@ -52,7 +53,7 @@ StoreHandle open_env(const StoreRequest& req) {
   h.world_size = req.world_size;
   fill_ranks_from_env(h);
   if (auto ep = env::get("DDP_STORE")) {
-    h.store = tcp_store(net::parse_endpoint(*ep), false, req.job_token);
+    h.store = tcp_store(net::parse_endpoint(*ep), false, req);
     h.description = "DDP_STORE=" + *ep;
     return h;
   }
@@ -62,7 +63,7 @@ StoreHandle open_env(const StoreRequest& req) {
     if (*port <= 0 || *port > 65535) DDP_THROW(InvalidArgument, "MASTER_PORT=", *port, " is not a port");
     net::Endpoint at{*addr, static_cast<uint16_t>(*port)};
     h.hosts_server = h.rank == 0;
-    h.store = tcp_store(at, h.hosts_server, req.job_token);
+    h.store = tcp_store(at, h.hosts_server, req);
     h.description = "MASTER_ADDR:MASTER_PORT=" + at.str() + (h.hosts_server ? " (hosted here)" : "");
     return h;
   }
@@ -134,7 +135,7 @@ StoreHandle open_init_store(const StoreRequest& req) {
   if (m.scheme == rdzv::InitScheme::kTcp) {
     net::Endpoint at{m.host, m.port};
     h.hosts_server = h.rank == 0;
-    h.store = tcp_store(at, h.hosts_server, req.job_token);
+    h.store = tcp_store(at, h.hosts_server, req);
     h.description = req.init_method + (h.hosts_server ? " (hosted here)" : "");
   } else {
     h.store = std::make_shared<rdzv::FileStore>(m.path);

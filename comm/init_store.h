@@ -25,6 +25,9 @@ struct StoreRequest {
   int rank = -1;  // -1: from the URL / environment
   int world_size = -1;
   std::string job_token;
+  // Bounds connecting to a TCP store (and its handshake); kUseDefault: the store's default.
+  // init_process_group passes its timeout when one was given (the option or DDP_TIMEOUT_MS).
+  Millis connect_timeout = kUseDefault;
   std::shared_ptr<rdzv::Store> given;  // use this store instead of the init method
 };
 

@@ -243,7 +243,7 @@ struct Agent::Impl {
     ro.check_interrupt = [this] { check_interrupt(); };
     // Who arrived, who is awaited: often on a terminal, now and then in a log (within the timeout).
     const bool terminal = ::isatty(STDERR_FILENO) == 1;
-    ProgressLine progress(STDERR_FILENO, terminal);
+    ProgressLine progress(terminal);  // through the stderr sink: never blocks
     if (multi()) {
       ro.on_progress = [&progress](const rdzv::NodeRendezvousProgress& p) { progress.show(p); };
       ro.progress_interval = std::min(terminal ? Millis(1000) : Millis(30'000), l().rdzv_timeout / 4);

@@ -1,6 +1,6 @@
 #include "launcher/wait_progress.h"
 
-#include <unistd.h>
+#include "launcher/stderr_sink.h"
 
 namespace ddp::launcher {
 namespace {
@@ -61,12 +61,12 @@ void ProgressLine::finish() noexcept {
   write("\n");
 }
 
+ProgressLine::Writer ProgressLine::default_writer() { return write_stderr; }
+
 void ProgressLine::write(const std::string& text) noexcept {
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
-    if (n <= 0) return;  // best effort: a console that fails is not the job's failure
-    done += static_cast<size_t>(n);
+  try {
+    out_(text);
+  } catch (const std::exception&) {  // best effort: a console that fails is not the job's failure
   }
 }
 

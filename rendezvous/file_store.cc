@@ -126,9 +126,23 @@ void FileStore::init_header() {
   }
   if (have < kHeaderSize) {
     if (::ftruncate(fd_.get(), 0) != 0) DDP_THROW_ERRNO("FileStore: ftruncate '", path_, "'");
-    pwrite_all(fd_.get(), reinterpret_cast<const uint8_t*>(kHeader), kHeaderSize, 0, path_);
+    try {
+      pwrite_all(fd_.get(), reinterpret_cast<const uint8_t*>(kHeader), kHeaderSize, 0, path_);
+    } catch (const Error&) {
+      remove_if_still_ours();  // a full disk leaves no empty store file behind
+      throw;
+    }
   }
   offset_ = kHeaderSize;
+}
+
+// Unlinks the path if it still names our (empty, header-less) file, not one made since.
+void FileStore::remove_if_still_ours() noexcept {
+  struct stat ours {}, named {};
+  if (::fstat(fd_.get(), &ours) == 0 && ::stat(path_.c_str(), &named) == 0 && ours.st_dev == named.st_dev &&
+      ours.st_ino == named.st_ino && ours.st_size < static_cast<off_t>(kHeaderSize)) {
+    ::unlink(path_.c_str());
+  }
 }
 
 void FileStore::refresh_locked() {
@@ -179,7 +193,13 @@ void FileStore::append_locked(Op op, const std::string& key, const Bytes& value)
   rec.insert(rec.end(), value.begin(), value.end());
   uint64_t sum = fnv1a(rec.data(), rec.size());
   for (int i = 0; i < 8; ++i) rec.push_back(static_cast<uint8_t>(sum >> (8 * i)));
-  pwrite_all(fd_.get(), rec.data(), rec.size(), offset_, path_);
+  try {
+    pwrite_all(fd_.get(), rec.data(), rec.size(), offset_, path_);
+  } catch (const Error&) {
+    // A full disk: cut the part that was written, so the file ends at the last whole record.
+    (void)!::ftruncate(fd_.get(), static_cast<off_t>(offset_));
+    throw;
+  }
   offset_ += rec.size();
   if (op == Op::kSet) {
     data_[key] = value;

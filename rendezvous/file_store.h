@@ -14,7 +14,9 @@
 // other hosts on a network file system, also re-read on an adaptive backoff (1 ms doubling to
 // 100 ms). A file that exists but is not a FileStore is refused (InvalidArgument), never
 // overwritten. The log is never compacted: stores hold rendezvous data, which is small.
-// The file is not deleted by the store. Thread-safe; not shareable across fork() (open a new one).
+// The file is not deleted by the store, except one it could not even write the header to. A full
+// disk is an error naming the path (a SystemError with the errno's text), the file cut back to
+// its last whole record. Thread-safe; not shareable across fork() (open a new one).
 #include <map>
 #include <mutex>
 #include <string>
@@ -44,6 +46,7 @@ class FileStore final : public Store {
   enum class Op : uint8_t { kSet = 1, kDelete = 2 };
 
   void init_header();
+  void remove_if_still_ours() noexcept;
   void refresh_locked();  // mu_ held: applies complete records past offset_
   void append_locked(Op op, const std::string& key, const Bytes& value);  // mu_ + file lock held
   // Blocks until all keys exist; returns the value of keys.front().

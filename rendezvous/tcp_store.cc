@@ -33,6 +33,7 @@ Reader reply_fields(const std::vector<uint8_t>& payload) { return Reader(payload
 }  // namespace
 
 TCPStore::TCPStore(TCPStoreOptions options) : Store(options.timeout), options_(std::move(options)) {
+  if (options_.connect_timeout == kUseDefault) options_.connect_timeout = std::min(timeout(), kDefaultConnectTimeout);
   std::string token = !options_.job_token.empty() ? options_.job_token : env::get_or("DDP_JOB_TOKEN", "");
   endpoint_ = {options_.host, options_.port};
   if (options_.is_server) {
@@ -48,27 +49,36 @@ TCPStore::TCPStore(TCPStoreOptions options) : Store(options.timeout), options_(s
 
 TCPStore::~TCPStore() = default;
 
-// Connects and shakes hands (tcp_store_handshake.h). A connection closed during the handshake
-// (a server shedding connections under a flood of strangers) is retried until the deadline; a
-// refusal, a version mismatch or a server that cannot prove the token is final.
+// Connects and shakes hands (tcp_store_handshake.h), all within connect_timeout. A connection
+// closed during the handshake (a server shedding connections under a flood of strangers) is
+// retried until the deadline; a refusal, a version mismatch or a server that cannot prove the
+// token is final.
 void TCPStore::connect(const std::string& token) {
-  Deadline deadline(options_.connect_timeout);
+  const Deadline deadline(options_.connect_timeout);
   for (Millis backoff{10};; backoff = std::min(backoff * 2, Millis(1000))) {
-    fd_ = net::connect_tcp(endpoint_, deadline);
-    net::set_keepalive(fd_.get());
-    broken_.clear();
     try {
+      fd_ = net::connect_tcp(endpoint_, deadline);
+      net::set_keepalive(fd_.get());
+      broken_.clear();
       return handshake(token, deadline);
     } catch (const NetworkError& e) {
       fd_.reset();
-      if (deadline.expired()) throw;
+      if (deadline.expired()) connect_timed_out(e);
       logger("store")->debug("store handshake with {} lost ({}); retrying", endpoint_.str(), e.message());
       std::this_thread::sleep_for(std::min(backoff, deadline.remaining()));
+    } catch (const TimeoutError& e) {
+      fd_.reset();
+      connect_timed_out(e);
     } catch (const Error&) {
       fd_.reset();
       throw;
     }
   }
+}
+
+void TCPStore::connect_timed_out(const Error& last) {
+  DDP_THROW(TimeoutError, "store at ", endpoint_.str(), ": no connection with a finished handshake within ",
+            options_.connect_timeout.count(), " ms (last: ", last.message(), ")");
 }
 
 void TCPStore::handshake(const std::string& token, const Deadline& deadline) {

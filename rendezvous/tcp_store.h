@@ -3,10 +3,13 @@
 //
 // - TCPStore(options) with is_server=true hosts a TCPStoreServer on options.host:options.port
 //   (port 0: ephemeral, read it back with port()) and connects to it like any other client.
-// - Clients connect with backoff and jitter until connect_timeout, then shake hands: protocol
-//   version, then a mutual proof of the job token (options.job_token, else DDP_JOB_TOKEN) that
-//   never sends the token (tcp_store_handshake.h). A refused token, or a server that cannot
-//   prove it holds the token (another program on the port), is a StoreError saying so.
+// - Clients connect with backoff and jitter, then shake hands: protocol version, then a mutual
+//   proof of the job token (options.job_token, else DDP_JOB_TOKEN) that never sends the token
+//   (tcp_store_handshake.h). A refused token, or a server that cannot prove it holds the token
+//   (another program on the port), is a StoreError saying so.
+// - Connecting and the handshake end within connect_timeout (unset: the store's own timeout, at
+//   most kDefaultConnectTimeout). Nobody listening, a server that accepts and never answers, or
+//   one that dies mid-handshake is then a TimeoutError naming the endpoint and the timeout.
 // - get/wait block on the server, which answers by notification; at the deadline the client
 //   cancels its wait on the server and throws TimeoutError naming the missing keys.
 // - A lost server (or connection) is a NetworkError naming the server endpoint, never a hang.
@@ -20,6 +23,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/error.h"
 #include "common/fd.h"
 #include "common/socket.h"
 #include "rendezvous/store.h"
@@ -34,7 +38,7 @@ struct TCPStoreOptions {
   uint16_t port = 0;       // 0 with is_server: an ephemeral port (see TCPStore::port())
   bool is_server = false;  // host the server in this process
   Millis timeout = kDefaultStoreTimeout;                 // default for get/wait and replies
-  Millis connect_timeout = kDefaultConnectTimeout;       // connect + handshake
+  Millis connect_timeout = kUseDefault;  // connect + handshake; unset: min(timeout, kDefaultConnectTimeout)
   std::string job_token;  // empty: DDP_JOB_TOKEN (empty there too: no token)
   int wait_workers = 0;  // >0: see the header comment
 };
@@ -63,6 +67,7 @@ class TCPStore : public Store {
  private:
   void connect(const std::string& token);
   void handshake(const std::string& token, const Deadline& deadline);
+  [[noreturn]] void connect_timed_out(const Error& last);
   // Sends one request frame and returns the Ok payload (past its type byte); Error replies are
   // rethrown. `op` and `key` name the request in errors.
   std::vector<uint8_t> call(const std::vector<uint8_t>& frame, const char* op, const std::string& key);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make soak: scripts/soak.sh BUILD_DIR [ITERATIONS] [SECONDS]   (not in CI)
 # 1. One long job: ddp-launch, 4 workers (ddp_fault_worker, tcp backend) running checked
-#    all_reduces for SECONDS; each worker's RSS and open descriptors printed near the start and
-#    at the end (they should be flat).
+#    all_reduces and DDP engine steps (--ddp 1: four parameters in buckets, averaged gradients
+#    checked) for SECONDS; each worker's RSS and open descriptors printed near the start and at
+#    the end (they should be flat).
 # 2. ITERATIONS short jobs, each with a random fault at a random moment (seeded by SOAK_SEED):
 #    none, a worker SIGKILLed, a worker SIGSTOPped, the launcher SIGTERMed or SIGKILLed. After
 #    each: the job ended within its bound, no process of the job is left, no /dev/shm segment is
@@ -25,24 +26,34 @@ job_pids() { grep -l "DDP_SOAK_JOB=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d
 shm_of() {  # /dev/shm segments created by the workers of DIR (named ddp-tcp-<creator pid>-*)
   for f in "$1"/ready.*; do ls /dev/shm/ddp-tcp-"$(cat "$f")"-* 2>/dev/null; done | wc -l
 }
-sample() {  # sample LABEL DIR: RSS (kB) and open fds of each worker
+sample() {  # sample LABEL DIR: RSS (kB) and open fds of each worker; fails if one is gone
+  local out="" ok=0
   for f in "$2"/ready.*; do
     pid=$(cat "$f"); rank=${f##*.}
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null)
     fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
-    echo "soak: $1 rank $rank: rss ${rss:-?} kB, fds $fds"
+    [ -n "$rss" ] || ok=1
+    out+="soak: $1 rank $rank: rss ${rss:-?} kB, fds $fds"$'\n'
   done
+  printf '%s' "$out"
+  return $ok
 }
 
 # --- 1. the long job
 dir="$scratch/long"; mkdir -p "$dir"
-echo "soak: long job, 4 workers, ${seconds} s of checked all_reduces (seed $seed)"
+echo "soak: long job, 4 workers, ${seconds} s of checked all_reduces and DDP steps (seed $seed)"
 DDP_SOAK_JOB=long "$launch" --nproc-per-node 4 --rdzv-id "soak-long-$$" --master-port $((20000 + $$ % 20000)) \
-  "$worker" --backend tcp --dir "$dir" --seconds "$seconds" > "$dir/out" 2> "$dir/err" &
+  "$worker" --backend tcp --dir "$dir" --seconds "$seconds" --ddp 1 > "$dir/out" 2> "$dir/err" &
 lpid=$!
 for _ in $(seq 600); do [ -e "$dir/ready.3" ] && break; sleep 0.1; done
-sleep 2; sample start "$dir"
-sleep $(( seconds > 6 ? seconds - 4 : 1 )); sample end "$dir"
+sleep 2; sample "start (+2 s)" "$dir"
+# The end figures: the last sample (every 5 s) taken while every worker was still running.
+t0=$(date +%s); last=""
+while kill -0 $lpid 2>/dev/null; do
+  sleep 5
+  now=$(sample "end (+$(( $(date +%s) - t0 + 2 )) s)" "$dir") && last=$now
+done
+printf '%s\n' "$last"
 wait $lpid; code=$?
 [ $code -eq 0 ] || { echo "soak: the long job exited $code"; tail -20 "$dir/err"; exit 1; }
 grep -h "iterations" "$dir/out" | head -1

@@ -96,8 +96,7 @@ ShmSegment ShmSegment::create(const ShmGeometry& g) {
   h->slot_bytes = g.slot_bytes;
   h->oneshot_bytes = g.oneshot_bytes;
   for (int r = 0; r < g.world; ++r) new (&s.control(r)) RankControl();
-  std::atomic_thread_fence(std::memory_order_release);
-  h->magic = kMagic;
+  h->magic.store(kMagic, std::memory_order_release);  // (a fence and a plain store raced, to TSan)
   return s;
 }
 
@@ -112,11 +111,12 @@ ShmSegment ShmSegment::open(const std::string& name, int world) {
   if (s.bytes_ < kHeaderBytes) DDP_THROW(InvalidArgument, "shared memory ", name, " is too small (", s.bytes_, " bytes)");
   s.base_ = map(fd.get(), s.bytes_, name);
   const SegmentHeader& h = s.header();
+  const uint64_t magic = h.magic.load(std::memory_order_acquire);  // before the geometry it publishes
   s.geometry_.world = static_cast<int>(h.world);
   s.geometry_.depth = static_cast<int>(h.depth);
   s.geometry_.slot_bytes = h.slot_bytes;
   s.geometry_.oneshot_bytes = h.oneshot_bytes;
-  if (h.magic != kMagic || s.geometry_.world != world || s.geometry_.total_bytes() != s.bytes_) {
+  if (magic != kMagic || s.geometry_.world != world || s.geometry_.total_bytes() != s.bytes_) {
     DDP_THROW(InvalidArgument, "shared memory ", name, " does not hold a tcp-backend segment for ", world, " ranks");
   }
   return s;

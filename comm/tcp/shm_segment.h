@@ -38,7 +38,9 @@ struct alignas(64) RankControl {
 };
 
 struct alignas(64) SegmentHeader {
-  uint64_t magic;
+  // Stored last by the creator (release), loaded first by the others (acquire): a rank that sees
+  // it sees the geometry and every RankControl initialised.
+  std::atomic<uint64_t> magic;
   uint32_t world;
   uint32_t depth;
   uint64_t slot_bytes;

@@ -12,6 +12,7 @@
 
 #include <sched.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -140,6 +141,27 @@ TEST_CASE("env:// without rank, size or a meeting point is a clear error") {
     req.world_size = 1;
     CHECK_THROWS_WITH_AS(open_init_store(req), doctest::Contains("carrier-pigeon"), InvalidArgument);
   }
+}
+
+TEST_CASE("a store that accepts and never answers: init fails within DDP_TIMEOUT_MS, naming its address") {
+  Fd listener = net::listen_tcp({"127.0.0.1", 0});  // the kernel accepts; nobody ever answers
+  const std::string at = "127.0.0.1:" + std::to_string(net::local_port(listener.get()));
+  for (const std::string var : {"DDP_STORE", "MASTER_PORT"}) {
+    CAPTURE(var);
+    ScopedEnv env(with({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"DDP_TIMEOUT_MS", "300"}, {"MASTER_ADDR", "127.0.0.1"},
+                        {var, var == "DDP_STORE" ? at : at.substr(at.find(':') + 1)}}));
+    const std::string want = at + ": no connection with a finished handshake within 300 ms";
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH_AS(init_process_group({}), doctest::Contains(want.c_str()), TimeoutError);
+    // Far from the old fixed 60 s (not a speed check: either the bound applied or it did not).
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  }
+  // The option wins over the variable, and bounds the connect the same way.
+  ScopedEnv env(with({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"DDP_STORE", at}, {"DDP_TIMEOUT_MS", "600000"}}));
+  InitOptions o;
+  o.timeout = Millis(200);
+  CHECK_THROWS_WITH_AS(init_process_group(o), doctest::Contains("within 200 ms"), TimeoutError);
+  CHECK_FALSE(is_initialized());
 }
 
 TEST_CASE("tcp:// and file:// init methods give a store, rank and size") {

@@ -1,12 +1,15 @@
 // ddp_fault_worker: the worker of the fault matrix (tests/faults) and of `make soak`.
 //
 //   ddp_fault_worker --backend tcp|gloo|mpi --dir D [--iters N] [--seconds S] [--count C]
-//                    [--close-mid-frame-rank R]
+//                    [--close-mid-frame-rank R] [--init-method URL] [--ddp 1]
 //   ddp_fault_worker --serve-store PORT        (hosts a TCPStore on 127.0.0.1:PORT until killed)
 //
-// Joins the default group (env://: RANK/WORLD_SIZE/MASTER_* or DDP_STORE, as under ddp-launch)
+// Joins the default group (env://: RANK/WORLD_SIZE/MASTER_* or DDP_STORE, as under ddp-launch;
+// or the given init method, e.g. file:///path)
 // and runs all_reduce of C floats in a loop (N iterations, or for S seconds as rank 0 counts
-// them; neither: until killed), checking every result. After the first op it writes D/ready.<rank> (its pid), so a driver knows every rank is
+// them; neither: until killed), checking every result; with --ddp 1 each iteration is also a DDP
+// engine step (four parameters in buckets, gradients marked ready in reverse, averaged and
+// checked). After the first op it writes D/ready.<rank> (its pid), so a driver knows every rank is
 // inside the loop before it injects a fault. Rank R of --close-mid-frame-rank then writes half a
 // frame to every peer socket, shuts them down and waits to be killed: a peer that closes its
 // connections in the middle of a message.
@@ -18,7 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -31,6 +36,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/socket.h"
+#include "ddp/engine.h"
 #include "rendezvous/tcp_store.h"
 
 namespace {
@@ -38,11 +44,13 @@ namespace {
 struct Args {
   std::string backend = "tcp";
   std::string dir = ".";
+  std::string init_method = "env://";
   long iters = 0;
   double seconds = 0;
   size_t count = 1 << 16;
   int close_rank = -1;
   int serve_port = -1;
+  bool ddp = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -56,6 +64,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--seconds") a.seconds = std::stod(v);
     else if (k == "--close-mid-frame-rank") a.close_rank = std::stoi(v);
     else if (k == "--serve-store") a.serve_port = std::stoi(v);
+    else if (k == "--init-method") a.init_method = v;
+    else if (k == "--ddp") a.ddp = v == "1";
     else throw std::invalid_argument("unknown flag " + k);
   }
   return a;
@@ -150,13 +160,63 @@ bool keep_going(ddp::comm::ProcessGroup& pg, std::chrono::steady_clock::time_poi
   return go != 0;
 }
 
+// A DDP engine over four parameters (sizes that make several buckets), for --ddp.
+class DdpSteps {
+ public:
+  explicit DdpSteps(const ddp::comm::ProcessGroupPtr& pg) : rank_(pg->rank()), world_(pg->size()) {
+    ddp::EngineOptions o;
+    o.first_bucket_cap_mb = 0.05;  // several buckets, launched as they fill
+    o.bucket_cap_mb = 0.1;
+    engine_ = std::make_unique<ddp::Engine>(pg, o);
+    for (size_t i = 0; i < kSizes.size(); ++i) {
+      data_[i].assign(kSizes[i], 1.0f);
+      grad_[i].assign(kSizes[i], 0.0f);
+      std::string name(1, 'p');  // (not "p" + ...: gcc 12's -Wrestrict false positive)
+      name.append(std::to_string(i));
+      engine_->register_param({name, ddp::comm::view(data_[i].data(), data_[i].size()),
+                               ddp::comm::view(grad_[i].data(), grad_[i].size()), {}});
+    }
+    engine_->finalize();
+  }
+
+  // One step: every rank's gradient of parameter i is rank + 1 + i; the average is checked.
+  bool step() {
+    engine_->pre_forward();
+    for (size_t i = kSizes.size(); i-- > 0;) {
+      for (auto& g : grad_[i]) g = static_cast<float>(rank_ + 1 + static_cast<int>(i));
+      engine_->mark_ready(i);
+    }
+    engine_->finish_backward();
+    for (size_t i = 0; i < kSizes.size(); ++i) {
+      const float want = static_cast<float>(world_ + 1) / 2.0f + static_cast<float>(i);
+      const std::vector<float>& g = grad_[i];
+      for (size_t j = 0; j < g.size(); j += 331) {
+        if (g[j] != want) {
+          std::fprintf(stderr, "fault_worker rank %d: WRONG DDP GRADIENT p%zu[%zu]: %g, not %g\n", rank_, i, j, g[j], want);
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+ private:
+  static constexpr std::array<size_t, 4> kSizes = {1000, 40000, 300, 20000};
+  int rank_, world_;
+  std::array<std::vector<float>, 4> data_, grad_;
+  std::unique_ptr<ddp::Engine> engine_;
+};
+
 int run(const Args& a) {
   ddp::InitOptions init;
   init.backend = a.backend;
+  init.init_method = a.init_method;
   auto pg = ddp::init_process_group(init);
   const int rank = pg->rank(), world = pg->size();
   std::vector<float> buf(a.count);
   const float want = static_cast<float>(world * (world + 1) / 2);
+  std::unique_ptr<DdpSteps> ddp_steps;
+  if (a.ddp) ddp_steps = std::make_unique<DdpSteps>(pg);
   const auto start = std::chrono::steady_clock::now();
   long it = 0;
   for (bool go = true; go && (a.iters == 0 || it < a.iters); ++it) {
@@ -168,11 +228,13 @@ int run(const Args& a) {
         return 4;
       }
     }
+    if (ddp_steps && !ddp_steps->step()) return 4;
     if (it == 0) say_ready(a, rank);
     if (rank == a.close_rank) close_mid_frame(a, rank, world);
     if (a.seconds > 0) go = keep_going(*pg, start, a.seconds);
   }
-  std::printf("fault_worker rank %d: %ld iterations, every result right\n", rank, it);
+  std::printf("fault_worker rank %d: %ld iterations%s, every result right\n", rank, it, a.ddp ? " (all_reduce + DDP step)" : "");
+  ddp_steps.reset();
   ddp::destroy_process_group();
   return 0;
 }

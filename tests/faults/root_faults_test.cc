@@ -3,7 +3,9 @@
 // tcp backend's segment (a small tmpfs mounted on /dev/shm in a private mount namespace,
 // `unshare -m`) — the group falls back to sockets with a warning naming the size it needs, or,
 // with DDP_TCP_TRANSPORT=shm, fails naming it; ranks each with their own /dev/shm (containers
-// sharing a host) fall back too. Each trial checks no process of the job and no segment is left.
+// sharing a host) fall back too; the FileStore's disk fills (a tiny tmpfs under the ranks' file://
+// store): an error naming the path, no hang, no store file left. Each trial checks no process of
+// the job and no segment is left.
 #include <doctest/doctest.h>
 
 #include "faults/fault_trial.h"
@@ -147,4 +149,60 @@ TEST_CASE("fault: launcher, /dev/shm too small" * doctest::skip(!can_unshare()))
   CHECK(code == 0);
   CHECK(contains(launcher.err(), "using sockets for this group"));
   check_clean(t);
+}
+
+namespace {
+
+// Three ranks meeting in a FileStore on a tmpfs of `size` that a filler file of `filler` bytes
+// takes (most of) first, in a private mount namespace; exit codes to D/code.<r>, what is left on
+// that tmpfs to D/fs.left.
+Child& start_on_full_disk(Trial& t, const std::string& size, const std::string& filler, const std::string& run_id) {
+  const std::string script =
+      "mkdir -p \"$2/fs\" && mount -t tmpfs -o size=$3 ddp-fault-fs \"$2/fs\" || exit 77\n"
+      "head -c $4 /dev/zero > \"$2/fs/filler\" 2> /dev/null\n"
+      "pids=''\n"
+      "for r in 0 1 2; do RANK=$r LOCAL_RANK=$r \"$1\" --backend tcp --dir \"$2\" --iters 20 "
+      "--init-method \"file://$2/fs/store\" > \"$2/out.$r\" 2> \"$2/err.$r\" & pids=\"$pids $!\"; done\n"
+      "r=0; for p in $pids; do wait $p; echo $? > \"$2/code.$r\"; r=$((r+1)); done\n"
+      "ls -A \"$2/fs\" > \"$2/fs.left\"\n";
+  return t.start({"unshare", "-m", "sh", "-c", script, "sh", worker_path(), t.dir().path(), size, filler},
+                 {{"WORLD_SIZE", "3"}, {"DDP_RUN_ID", run_id}, {"DDP_JOB_TOKEN", "fault-token"},
+                  {"DDP_TIMEOUT_MS", "4000"}});
+}
+
+}  // namespace
+
+TEST_CASE("fault: the FileStore's disk fills: an error naming the path, no hang, nothing left" *
+          doctest::skip(!can_unshare())) {
+  // Full before the store is made (not even its header fits), and full once the store's first
+  // page is used (a long run id makes every key about 2 KB: the second record does not fit).
+  struct Case {
+    const char* what;
+    const char* filler;
+    std::string run_id;
+  };
+  for (const Case& c : {Case{"full-at-start", "1000000", "fault-disk"}, Case{"fills-mid-rendezvous", "61440",
+                                                                             "fault-disk-" + std::string(2000, 'x')}}) {
+    CAPTURE(c.what);
+    Trial t(std::string("disk-") + c.what);
+    start_on_full_disk(t, "64k", c.filler, c.run_id);
+    t.fault();
+    REQUIRE(t.wait(0) == 0);
+    t.report(std::string(c.what) + ": ranks exit " + codes(t));
+    const std::string path = t.dir().path() + "/fs/store";
+    std::string said;
+    for (int r = 0; r < 3; ++r) {
+      CHECK(rank_file(t, "code", r) == "3\n");
+      said += rank_file(t, "err", r);
+    }
+    INFO(said);
+    CHECK(contains(said, "'" + path + "'"));
+    CHECK(contains(said, "No space left on device"));
+    // Nothing of the job's left on that disk but the filler: a store file that never held a
+    // header is removed; one that holds records is the store's, as designed (never deleted).
+    const std::string left = slurp(t.dir().path() + "/fs.left");
+    CHECK((left == "filler\n" || left == "filler\nstore\n"));
+    if (std::string(c.what) == "full-at-start") CHECK(left == "filler\n");
+    check_clean(t);
+  }
 }

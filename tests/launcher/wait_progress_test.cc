@@ -1,9 +1,12 @@
 #include "launcher/wait_progress.h"
 
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/fd.h"
+#include "launcher/stderr_sink.h"
 
 using namespace ddp;
 using namespace ddp::launcher;
@@ -19,14 +22,6 @@ rdzv::NodeRendezvousProgress waiting() {
   p.waited = Millis(12'400);
   p.timeout = Millis(900'000);
   return p;
-}
-
-std::string drain(int fd) {
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  return out;
 }
 
 }  // namespace
@@ -50,24 +45,51 @@ TEST_CASE("long lists are shortened") {
 }
 
 TEST_CASE("a terminal gets one line rewritten in place; anything else a line per report") {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  Fd r(fds[0]), w(fds[1]);
+  std::string out;
+  const auto to_out = [&out](std::string_view text) { out.append(text); };
   {
-    ProgressLine tty(w.get(), true);
+    ProgressLine tty(true, to_out);
     tty.show(waiting());
     tty.show(waiting());
   }  // the destructor ends the line
   {
-    ProgressLine log(w.get(), false);
+    ProgressLine log(false, to_out);
     log.show(waiting());
     log.finish();
   }
-  w.reset();
-  const std::string out = drain(r.get());
   std::string line = "ddp-launch: ";
   line.append(format_progress(waiting()));
   std::string expected;
   expected.append("\r\x1b[K").append(line).append("\r\x1b[K").append(line).append("\n").append(line).append("\n");
   CHECK(out == expected);
+}
+
+// The launcher's progress line used to write(2) to stderr itself: a stderr nobody reads (a full
+// pipe) blocked the rendezvous wait, Ctrl-C included. By default it goes through the launcher's
+// stderr sink. In a child process: it owns fd 2 and the installed sink; it reports whether
+// every show() returned (an alarm kills it if one blocks).
+TEST_CASE("by default the progress goes through the stderr sink: a stderr nobody reads does not block it") {
+  int p[2];
+  REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+  Fd reader(p[0]), writer(p[1]);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::alarm(20);
+    ::dup2(writer.get(), STDERR_FILENO);
+    const std::string filler(4096, 'x');
+    ::fcntl(STDERR_FILENO, F_SETFL, O_NONBLOCK);
+    while (::write(STDERR_FILENO, filler.data(), filler.size()) > 0) {
+    }  // the pipe is full
+    ::fcntl(STDERR_FILENO, F_SETFL, 0);  // blocking again, as a console normally is
+    auto sink = install_stderr_sink();
+    ProgressLine line(false);
+    for (int i = 0; i < 10'000; ++i) line.show(waiting());  // ~1.3 MB: past the sink's 1 MiB
+    ::_exit(sink->dropped() > 0 ? 0 : 1);  // the overflow was dropped and counted by the sink
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK_MESSAGE(WIFEXITED(status), "the progress line blocked on a full stderr (killed by signal ",
+                WIFSIGNALED(status) ? WTERMSIG(status) : 0, ")");
+  CHECK(WEXITSTATUS(status) == 0);
 }

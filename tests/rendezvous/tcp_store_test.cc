@@ -191,6 +191,57 @@ TEST_CASE("nobody listening: connect times out naming the endpoint") {
   CHECK_THROWS_AS(TCPStore{o}, InvalidArgument);  // a client needs a port
 }
 
+// The store's own timeout bounds connecting when connect_timeout is unset (it used to be a fixed
+// 60 s): what the message says is the bound that was applied.
+TEST_CASE("a server that accepts and never answers: a TimeoutError within the store's timeout, naming it") {
+  Fd listener = net::listen_tcp({"127.0.0.1", 0});  // the kernel accepts; nobody ever answers
+  const uint16_t port = net::local_port(listener.get());
+  TCPStoreOptions o;
+  o.port = port;
+  o.timeout = Millis(300);  // connect_timeout unset: this bounds it
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    TCPStore client(o);
+    FAIL("connected to a silent server");
+  } catch (const TimeoutError& e) {
+    CHECK(contains(e.message(), "127.0.0.1:" + std::to_string(port)));
+    CHECK(contains(e.message(), "within 300 ms"));
+  }
+  // Far from the old fixed 60 s (not a speed check: either the bound applied or it did not).
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}
+
+TEST_CASE("a server that dies mid-handshake, every time: retried until connect_timeout, then a TimeoutError") {
+  Fd listener = net::listen_tcp({"127.0.0.1", 0});
+  const uint16_t port = net::local_port(listener.get());
+  std::atomic<bool> done{false};
+  std::atomic<int> hung_up{0};
+  std::thread dying([&] {
+    while (!done) {
+      pollfd p{listener.get(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      Fd c(::accept(listener.get(), nullptr, nullptr));
+      char buf[256];
+      (void)::recv(c.get(), buf, sizeof(buf), 0);  // the hello, then the connection drops
+      ++hung_up;
+    }
+  });
+  auto o = client_options(port);
+  o.connect_timeout = Millis(500);
+  std::string error;
+  try {
+    TCPStore client(o);
+  } catch (const TimeoutError& e) {
+    error = e.message();
+  }
+  done = true;
+  dying.join();
+  CAPTURE(error);
+  CHECK(contains(error, "127.0.0.1:" + std::to_string(port)));
+  CHECK(contains(error, "within 500 ms"));
+  CHECK(hung_up > 1);  // the lost handshakes were retried
+}
+
 TEST_CASE("a client started before its server retries until the server listens") {
   uint16_t port;
   {
