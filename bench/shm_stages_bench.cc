@@ -117,7 +117,8 @@ int shm_stages_main(int argc, char** argv) {
       for (bool ours : {false, true}) {
         Stages s;
         for (int r = 0; r < f.repeats; ++r) one_op(buf, bytes, slots.get(), chunk, ours, s);
-        const double a = median(s.stage_in), b = median(s.copy_out), c = median(s.reduce), d = median(s.publish);
+        const double a = median(s.stage_in), b = median(s.copy_out), c = median(s.reduce),
+                     d = median(s.publish);
         std::printf("%10zu %8zu %-10s %10.1f %10.1f %10.1f %10.1f %10.1f\n", bytes, chunk,
                     ours ? "copy_bytes" : "memcpy", a, b, c, d, a + b + c + d);
       }
