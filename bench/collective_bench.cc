@@ -181,7 +181,8 @@ void print_row(const Flags& f, const Row& row) {
                         {"repeats", f.repeats},    {"median_us", med},      {"min_us", lo},
                         {"max_us", hi},            {"samples_us", r},       {"algbw_GBps", algbw},
                         {"busbw_GBps", busbw},     {"timing", "max over ranks of per-op time, loop of iters ops"},
-                        {"correct", true},         {"machine", machine_json()}, {"buffers_per_rank", f.buffers}};
+                        {"correct", true},         {"machine", machine_json()}};
+    j["buffers_per_rank"] = f.buffers;
     if (!row.first.empty()) {
       j["compared_with"] = row.first;
       j["time_ratio"] = x_first;

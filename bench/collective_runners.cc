@@ -80,9 +80,14 @@ class OursRunner final : public CollectiveRunner {
       list.push_back(comm::view(e.data(), count));
     }
     switch (op) {
-      case CollOp::kAllReduce: pg_->all_reduce_multi(list)->wait(); break;
-      case CollOp::kBroadcast: pg_->broadcast_multi(list)->wait(); break;
-      default: DDP_THROW(InvalidArgument, "--buffers: all_reduce and broadcast only, not ", to_string(op));
+      case CollOp::kAllReduce:
+        pg_->all_reduce_multi(list)->wait();
+        break;
+      case CollOp::kBroadcast:
+        pg_->broadcast_multi(list)->wait();
+        break;
+      default:
+        DDP_THROW(InvalidArgument, "--buffers: all_reduce and broadcast only, not ", to_string(op));
     }
   }
   BufferOptions memory_;

@@ -163,9 +163,8 @@ WorkPtr reduce(ProcessGroup& pg, std::span<const Buffer> buffers, ReduceMultiOpt
   reduce_into(acc, buffers, opts.op);
   const int divisor = root && opts.op == ReduceOp::kAvg ? pg.size() * static_cast<int>(buffers.size()) : 1;
   auto inner = pg.reduce(acc, {opts.root, across(opts.op), deadline.remaining()});
-  return then_finish(inner, "reduce_multi", [acc, mem, divisor] {
-    finish_avg(acc.data, acc.count, acc.dtype, divisor);
-  });
+  return then_finish(inner, "reduce_multi",
+                     [acc, mem, divisor] { finish_avg(acc.data, acc.count, acc.dtype, divisor); });
 }
 
 WorkPtr all_gather(ProcessGroup& pg, std::span<const Buffer> inputs, std::span<const Buffer> outputs,
@@ -176,7 +175,8 @@ WorkPtr all_gather(ProcessGroup& pg, std::span<const Buffer> inputs, std::span<c
   pack(inputs, packed);
   std::vector<Buffer> outs(outputs.begin(), outputs.end());
   auto inner = pg.all_gather(packed, outs[0], {deadline.remaining()});
-  return then_finish(inner, "all_gather_multi", [outs = std::move(outs), mem = mem] { fan_out(outs[0], outs); });
+  return then_finish(inner, "all_gather_multi",
+                     [outs = std::move(outs), mem = mem] { fan_out(outs[0], outs); });
 }
 
 }  // namespace ddp::comm::multi

@@ -232,8 +232,9 @@ void ProcessGroup::check_list(const char* op, std::span<const Buffer> list) cons
   for (size_t i = 0; i < list.size(); ++i) {
     check_buffer(op, list[i]);
     if (list[i].dtype != list[0].dtype || list[i].count != list[0].count) {
-      DDP_THROW(InvalidArgument, op, ": buffer ", i, " holds ", list[i].count, " x ", to_string(list[i].dtype),
-                ", buffer 0 holds ", list[0].count, " x ", to_string(list[0].dtype), " (every buffer must match)");
+      DDP_THROW(InvalidArgument, op, ": buffer ", i, " holds ", list[i].count, " x ",
+                to_string(list[i].dtype), ", buffer 0 holds ", list[0].count, " x ", to_string(list[0].dtype),
+                " (every buffer must match)");
     }
     for (size_t j = 0; j < i; ++j) {
       if (overlap(list[i], list[j])) DDP_THROW(InvalidArgument, op, ": buffers ", j, " and ", i, " overlap");

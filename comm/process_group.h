@@ -46,7 +46,11 @@ struct ReduceScatterOptions { ReduceOp op = ReduceOp::kSum; Millis timeout = kUs
 struct AllToAllOptions { Millis timeout = kUseDefault; };
 struct BarrierOptions { Millis timeout = kUseDefault; };
 // Multi-buffer ops: the root is buffer `root_index` of rank `root`.
-struct BroadcastMultiOptions { int root = 0; int root_index = 0; Millis timeout = kUseDefault; };
+struct BroadcastMultiOptions {
+  int root = 0;
+  int root_index = 0;
+  Millis timeout = kUseDefault;
+};
 struct ReduceMultiOptions {
   int root = 0;
   int root_index = 0;

@@ -36,8 +36,11 @@ class StagingOnDemand final : public ProcessGroup {
   WorkPtr do_broadcast_multi(std::span<const Buffer> l, BroadcastMultiOptions o) override {
     return to(l)->broadcast_multi(l, o);
   }
-  WorkPtr do_reduce_multi(std::span<const Buffer> l, ReduceMultiOptions o) override { return to(l)->reduce_multi(l, o); }
-  WorkPtr do_all_gather_multi(std::span<const Buffer> i, std::span<const Buffer> o, AllGatherOptions opt) override {
+  WorkPtr do_reduce_multi(std::span<const Buffer> l, ReduceMultiOptions o) override {
+    return to(l)->reduce_multi(l, o);
+  }
+  WorkPtr do_all_gather_multi(std::span<const Buffer> i, std::span<const Buffer> o,
+                              AllGatherOptions opt) override {
     return to(i, o)->all_gather_multi(i, o, opt);
   }
 

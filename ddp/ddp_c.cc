@@ -77,7 +77,6 @@ comm::ReduceOp op_of(int op) {
   return static_cast<comm::ReduceOp>(op);
 }
 
-
 namespace {
 
 // A collective's buffer lives where the group's buffers do: host memory, or the GPU of an

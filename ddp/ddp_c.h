@@ -114,8 +114,8 @@ DDP_C_API int ddp_broadcast_multi(ddp_group_t* g, void* const* bufs, const int* 
 /* Only buffer root_index of rank root receives the result; every other buffer is an input. */
 DDP_C_API int ddp_reduce_multi(ddp_group_t* g, void* const* bufs, const int* devices, int n, size_t count,
                                int dtype, int op, int root, int root_index);
-DDP_C_API int ddp_all_gather_multi(ddp_group_t* g, const void* const* in, void* const* out, const int* devices,
-                                   int n, size_t count, int dtype);
+DDP_C_API int ddp_all_gather_multi(ddp_group_t* g, const void* const* in, void* const* out,
+                                   const int* devices, int n, size_t count, int dtype);
 
 /* ---- collectives: asynchronous (the same arguments, plus the Work handle) ------------------ */
 DDP_C_API int ddp_isend(ddp_group_t* g, const void* buf, size_t count, int dtype, int dst, int tag, ddp_work_t** work);

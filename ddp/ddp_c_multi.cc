@@ -9,8 +9,8 @@ namespace ddp::capi {
 namespace {
 
 // n views of count elements: on devices[i] when given, else where the group's buffers live.
-std::vector<comm::Buffer> list_of(const comm::ProcessGroup& pg, const void* const* ptrs, const int* devices, int n,
-                                  size_t count, int dtype) {
+std::vector<comm::Buffer> list_of(const comm::ProcessGroup& pg, const void* const* ptrs, const int* devices,
+                                  int n, size_t count, int dtype) {
   if (n <= 0) DDP_THROW(InvalidArgument, "multi-buffer op: ", n, " buffers (at least one)");
   if (ptrs == nullptr) DDP_THROW(InvalidArgument, "multi-buffer op: NULL buffer array");
   std::vector<comm::Buffer> list;
@@ -35,8 +35,8 @@ using namespace ddp::capi;
 
 extern "C" {
 
-int ddp_all_reduce_multi(ddp_group_t* g, void* const* bufs, const int* devices, int n, size_t count, int dtype,
-                         int op) {
+int ddp_all_reduce_multi(ddp_group_t* g, void* const* bufs, const int* devices, int n, size_t count,
+                         int dtype, int op) {
   return run_blocking([&] {
     auto pg = group_of(g);
     return pg->all_reduce_multi(list_of(*pg, bufs, devices, n, count, dtype), {op_of(op)});
@@ -51,8 +51,8 @@ int ddp_broadcast_multi(ddp_group_t* g, void* const* bufs, const int* devices, i
   });
 }
 
-int ddp_reduce_multi(ddp_group_t* g, void* const* bufs, const int* devices, int n, size_t count, int dtype, int op,
-                     int root, int root_index) {
+int ddp_reduce_multi(ddp_group_t* g, void* const* bufs, const int* devices, int n, size_t count, int dtype,
+                     int op, int root, int root_index) {
   return run_blocking([&] {
     auto pg = group_of(g);
     return pg->reduce_multi(list_of(*pg, bufs, devices, n, count, dtype), {root, root_index, op_of(op)});

@@ -8,7 +8,8 @@ namespace {
 
 void one_buffer_only(const char* op, size_t k) {
   if (k == 1) return;
-  DDP_THROW(InvalidArgument, "nccl ", op, ": ", k, " buffers per rank are not supported yet (one communicator "
+  DDP_THROW(InvalidArgument, "nccl ", op, ": ", k,
+            " buffers per rank are not supported yet (one communicator "
             "per local device is not built); pass one buffer, or use a tcp group, which stages CUDA lists "
             "through the host");
 }

@@ -18,8 +18,9 @@ TEST_CASE("find_mismatch: names the first rank and field that differ from rank 0
   CHECK(find_mismatch(rows) == "");
   rows[3].length = 5;
   rows[2].dtype = static_cast<int64_t>(DType::kInt64);
-  CHECK(find_mismatch(rows) == "rank 2 has dtype int64 where rank 0 has float32 (every rank must pass the same "
-                               "list shape)");
+  CHECK(find_mismatch(rows) ==
+        "rank 2 has dtype int64 where rank 0 has float32 (every rank must pass the same "
+        "list shape)");
   rows[2] = base;
   CHECK(find_mismatch(rows).starts_with("rank 3 has list length 5 where rank 0 has 2"));
   rows[3] = base;

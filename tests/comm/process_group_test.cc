@@ -202,12 +202,15 @@ TEST_CASE("multi-buffer ops: an empty list, buffers that differ or overlap, and 
   const std::vector<Buffer> overlapping{view(a.data(), 4), view(a.data() + 3, 4)};
   const std::vector<Buffer> ok{view(a.data(), 4), view(a.data() + 4, 4)};
   CHECK_THROWS_WITH_AS(g.all_reduce_multi(none), doctest::Contains("empty"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(g.all_reduce_multi(differ_count), doctest::Contains("buffer 1 holds 3"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(g.all_reduce_multi(differ_count), doctest::Contains("buffer 1 holds 3"),
+                       InvalidArgument);
   CHECK_THROWS_WITH_AS(g.broadcast_multi(differ_dtype), doctest::Contains("float64"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(g.reduce_multi(overlapping), doctest::Contains("buffers 0 and 1 overlap"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(g.reduce_multi(overlapping), doctest::Contains("buffers 0 and 1 overlap"),
+                       InvalidArgument);
   CHECK_THROWS_WITH_AS(g.broadcast_multi(ok, {.root = 0, .root_index = 2}), doctest::Contains("root index 2"),
                        InvalidArgument);
-  CHECK_THROWS_WITH_AS(g.reduce_multi(ok, {.root = 2}), doctest::Contains("outside the group"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(g.reduce_multi(ok, {.root = 2}), doctest::Contains("outside the group"),
+                       InvalidArgument);
   CHECK_THROWS_WITH_AS(g.all_reduce_multi(ok, {ReduceOp::kBxor}), doctest::Contains("integer dtype"),
                        InvalidArgument);
   CHECK(g.calls == 0);

@@ -123,7 +123,8 @@ static void test_multi(int rank) {
   /* Errors: local ones at once; a list length that differs on one rank, on every rank. */
   EXPECT(ddp_all_reduce_multi(NULL, (void* const*)bufs, NULL, 0, 3, DDP_FLOAT32, DDP_SUM) ==
          DDP_ERROR_INVALID_ARGUMENT);
-  EXPECT(ddp_broadcast_multi(NULL, (void* const*)bufs, NULL, 2, 3, DDP_FLOAT32, 0, 2) == DDP_ERROR_INVALID_ARGUMENT);
+  EXPECT(ddp_broadcast_multi(NULL, (void* const*)bufs, NULL, 2, 3, DDP_FLOAT32, 0, 2) ==
+         DDP_ERROR_INVALID_ARGUMENT);
   EXPECT(ddp_all_reduce_multi(NULL, (void* const*)bufs, NULL, rank == 1 ? 1 : 2, 3, DDP_FLOAT32, DDP_SUM) ==
          DDP_ERROR_INVALID_ARGUMENT);
   EXPECT(strstr(ddp_last_error(), "rank 1 has list length 1") != NULL);

@@ -92,7 +92,8 @@ std::string check_broadcast(ProcessGroup& pg, const MultiCase& c) {
     else fill_constant(a[i], kSentinel);
   }
   pg.broadcast_multi(buffers(a), {c.root, c.root_index})->wait();
-  return check_each(a, period([&](size_t i) { return multi_input(c.dtype, ReduceOp::kSum, vroot, i); }), c.name());
+  const auto want = period([&](size_t i) { return multi_input(c.dtype, ReduceOp::kSum, vroot, i); });
+  return check_each(a, want, c.name());
 }
 
 std::string check_all_gather(ProcessGroup& pg, const MultiCase& c) {
@@ -105,9 +106,10 @@ std::string check_all_gather(ProcessGroup& pg, const MultiCase& c) {
   for (int v = 0; v < n; ++v) {
     const auto want = period([&](size_t i) { return multi_input(c.dtype, ReduceOp::kSum, v, i); });
     for (int b = 0; b < c.k; ++b) {
+      const std::string what =
+          c.name() + " output " + std::to_string(b) + " from virtual rank " + std::to_string(v);
       std::string err = compare(out[b], static_cast<size_t>(v) * c.count, c.count,
-                                [&](size_t i) { return want[i % kPeriod]; },
-                                c.name() + " output " + std::to_string(b) + " from virtual rank " + std::to_string(v));
+                                [&](size_t i) { return want[i % kPeriod]; }, what);
       if (!err.empty()) return err;
     }
   }
@@ -117,7 +119,8 @@ std::string check_all_gather(ProcessGroup& pg, const MultiCase& c) {
 }  // namespace
 
 std::string MultiCase::name() const {
-  static const char* const kNames[] = {"all_reduce_multi", "reduce_multi", "broadcast_multi", "all_gather_multi"};
+  static const char* const kNames[] = {"all_reduce_multi", "reduce_multi", "broadcast_multi",
+                                       "all_gather_multi"};
   std::string s = std::string(kNames[static_cast<int>(op)]) + "(" + comm::to_string(dtype);
   if (op == MultiOp::kAllReduce || op == MultiOp::kReduce) s += std::string(", ") + comm::to_string(rop);
   s += ", " + std::to_string(k) + " buffers of " + std::to_string(count);

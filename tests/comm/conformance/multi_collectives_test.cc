@@ -32,7 +32,8 @@ std::vector<std::string> expect_mismatch(ProcessGroup& g, int odd, const std::st
   } catch (const InvalidArgument& e) {
     const std::string msg = e.what();
     if (msg.find("rank " + std::to_string(odd) + " has " + field) == std::string::npos) {
-      failures.push_back(who + "the error does not name rank " + std::to_string(odd) + " and " + field + ": " + msg);
+      failures.push_back(who + "the error does not name rank " + std::to_string(odd) + " and " + field +
+                         ": " + msg);
     }
   }
   float x = 1;  // the group goes on: one more collective, in step on every rank
@@ -50,8 +51,10 @@ TEST_CASE("conformance oracle (multi-buffer): no virtual rank's input is the SUM
       for (int n = 2; n <= 16; ++n) {
         for (int v = 0; v < n; ++v) {
           bool differs = false;
-          for (size_t i = 0; i < 165 && !differs; ++i) differs = multi_reduced(d, op, n, i) != multi_input(d, op, v, i);
-          CHECK_MESSAGE(differs, to_string(d), " ", to_string(op), " n=", n, ": virtual rank ", v, " is the answer");
+          for (size_t i = 0; i < 165 && !differs; ++i)
+            differs = multi_reduced(d, op, n, i) != multi_input(d, op, v, i);
+          CHECK_MESSAGE(differs, to_string(d), " ", to_string(op), " n=", n, ": virtual rank ", v,
+                        " is the answer");
         }
       }
     }
@@ -63,15 +66,19 @@ TEST_CASE("conformance (multi-buffer): 1..4 buffers x worlds 1..4 x every op, dt
   INFO("backend ", backend_under_test());
   for (int k = 1; k <= 4; ++k) {
     CAPTURE(k);
-    report(run_worlds({1, 2, 3, 4}, [k](ProcessGroup& g, int n) { return run_multi_cases(g, multi_matrix(n, k, {37})); }));
+    report(run_worlds({1, 2, 3, 4},
+                      [k](ProcessGroup& g, int n) { return run_multi_cases(g, multi_matrix(n, k, {37})); }));
   }
 }
 
 TEST_CASE("conformance (multi-buffer): counts 0 and 1, 3 buffers, world 2" * doctest::skip(!runnable())) {
-  report(run_worlds({2}, [](ProcessGroup& g, int n) { return run_multi_cases(g, multi_matrix(n, 3, {0, 1})); }));
+  report(run_worlds({2}, [](ProcessGroup& g, int n) {
+    return run_multi_cases(g, multi_matrix(n, 3, {0, 1}));
+  }));
 }
 
-TEST_CASE("conformance (multi-buffer): 64 Ki + 3 elements, 3 buffers, worlds 2 and 3" * doctest::skip(!runnable())) {
+TEST_CASE("conformance (multi-buffer): 64 Ki + 3 elements, 3 buffers, worlds 2 and 3" *
+          doctest::skip(!runnable())) {
   report(run_worlds({2, 3}, [](ProcessGroup& g, int) {
     const size_t count = 65536 + 3;
     return run_multi_cases(g, {{MultiOp::kAllReduce, DType::kFloat32, ReduceOp::kAvg, count, 3},
@@ -92,9 +99,11 @@ TEST_CASE("conformance (multi-buffer): a rank whose list differs is named on eve
     std::vector<Buffer> doubles{view(d.data(), 4), view(d.data() + 4, 4)};
     std::vector<std::string> f;
     auto add = [&](std::vector<std::string> more) { f.insert(f.end(), more.begin(), more.end()); };
-    add(expect_mismatch(g, 2, "list length 3", [&](bool odd) { return g.all_reduce_multi(odd ? three : two); }));
+    add(expect_mismatch(g, 2, "list length 3",
+                        [&](bool odd) { return g.all_reduce_multi(odd ? three : two); }));
     add(expect_mismatch(g, 1, "count 3", [&](bool odd) { return g.broadcast_multi(odd ? shorter : two); }));
-    add(expect_mismatch(g, 2, "dtype float64", [&](bool odd) { return g.reduce_multi(odd ? doubles : two); }));
+    add(expect_mismatch(g, 2, "dtype float64",
+                        [&](bool odd) { return g.reduce_multi(odd ? doubles : two); }));
     add(expect_mismatch(g, 1, "root index 1", [&](bool odd) {
       return g.broadcast_multi(two, {.root = 0, .root_index = odd ? 1 : 0});
     }));
