@@ -14,7 +14,6 @@ namespace ddp::comm::multi {
 namespace {
 
 constexpr int kFields = 5;
-static_assert(sizeof(ListShape) == kFields * sizeof(int64_t));
 
 const char* field_name(int f) {
   static const char* const kNames[kFields] = {"list length", "count", "dtype", "root index", "reduce op"};
@@ -85,11 +84,15 @@ std::string find_mismatch(std::span<const ListShape> rows) {
 
 void agree(ProcessGroup& pg, const char* op, const ListShape& mine, Millis timeout) {
   if (pg.size() == 1) return;
-  std::vector<ListShape> rows(static_cast<size_t>(pg.size()));
-  ListShape in = mine;
-  auto* in_ints = reinterpret_cast<int64_t*>(&in);
-  auto* out_ints = reinterpret_cast<int64_t*>(rows.data());
-  pg.all_gather(view(in_ints, kFields), view(out_ints, kFields * rows.size()), {timeout})->wait();
+  const size_t n = static_cast<size_t>(pg.size());
+  std::vector<int64_t> in(kFields), all(kFields * n);
+  for (int f = 0; f < kFields; ++f) in[static_cast<size_t>(f)] = field(mine, f);
+  pg.all_gather(view(in.data(), in.size()), view(all.data(), all.size()), {timeout})->wait();
+  std::vector<ListShape> rows(n);
+  for (size_t r = 0; r < n; ++r) {
+    const int64_t* v = all.data() + r * kFields;
+    rows[r] = ListShape{v[0], v[1], v[2], v[3], v[4]};
+  }
   std::string mismatch = find_mismatch(rows);
   if (!mismatch.empty()) DDP_THROW(InvalidArgument, op, ": ", mismatch);
 }
