@@ -2,6 +2,8 @@
 //
 //   ddp-bench collective --op all_reduce --backend tcp --sizes 4,1K,1M,256M --iters 20 --world-size 2
 //   ddp-bench collective -n 2 --compare mpi,gloo     # ours beside Open MPI and Gloo, same run
+//   ddp-bench collective -n 2 --buffers 4            # 4 buffers per process (all_reduce_multi);
+//   ddp-bench collective -n 8                        # ... against 8 ranks of one buffer each
 //
 // Ranks: under ddp-launch / mpirun / by hand (RANK, WORLD_SIZE, DDP_STORE or MASTER_ADDR/PORT)
 // every process is one rank; with --world-size N and no rank in the environment this process
@@ -43,6 +45,7 @@ struct Flags {
   int world_size = 0;
   int corrupt_rank = -1;
   std::string compare;  // peers measured in the same run, interleaved: "mpi,gloo"
+  int buffers = 1;      // per process: the *_multi ops (all_reduce, broadcast)
 };
 
 // The implementations one run measures: --backend first, then each --compare peer (Open MPI's
@@ -179,6 +182,7 @@ void print_row(const Flags& f, const Row& row) {
                         {"max_us", hi},            {"samples_us", r},       {"algbw_GBps", algbw},
                         {"busbw_GBps", busbw},     {"timing", "max over ranks of per-op time, loop of iters ops"},
                         {"correct", true},         {"machine", machine_json()}};
+    j["buffers_per_rank"] = f.buffers;
     if (!row.first.empty()) {
       j["compared_with"] = row.first;
       j["time_ratio"] = x_first;
@@ -223,6 +227,7 @@ int run_rank(const Flags& f) {
     RunnerOptions ro;
     ro.backend = impl;
     ro.memory = t.memory;
+    ro.buffers = f.buffers;
     runners.push_back(make_runner(ro));
   }
   CollectiveRunner& lead = *runners.front();
@@ -282,6 +287,11 @@ int collective_main(int argc, char** argv) {
   app.add_option("--format", f.format, "json or table")->capture_default_str()->check(CLI::IsMember({"json", "table"}));
   // Hidden: the negative control of the bench's own ctest (a wrong result must be refused).
   app.add_option("--inject-wrong-result", f.corrupt_rank, "")->group("");
+  app.add_option("--buffers", f.buffers,
+                 "buffers per process (all_reduce, broadcast: the *_multi ops over world x K buffers; bytes "
+                 "are per buffer; all_reduce's extra buffers are zeroed before each op, timed)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("-n,--world-size", f.world_size, "start this many local ranks (without a launcher)")
       ->check(CLI::PositiveNumber);
   try {
@@ -290,9 +300,12 @@ int collective_main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    parse_coll_op(f.op);
     parse_sizes(f.sizes);
     implementations(f);
+    const CollOp op = parse_coll_op(f.op);
+    if (f.buffers > 1 && (!f.compare.empty() || (op != CollOp::kAllReduce && op != CollOp::kBroadcast))) {
+      DDP_THROW(InvalidArgument, "--buffers: all_reduce or broadcast, without --compare");
+    }
     const bool has_rank = env::get("RANK") || env::get("OMPI_COMM_WORLD_RANK") || env::get("SLURM_PROCID");
     if (f.world_size > 0 && !has_rank) {
       LocalRanksOptions lo;

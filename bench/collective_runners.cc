@@ -30,7 +30,7 @@ namespace {
 
 class OursRunner final : public CollectiveRunner {
  public:
-  explicit OursRunner(const RunnerOptions& options) : memory_(options.memory) {
+  explicit OursRunner(const RunnerOptions& options) : memory_(options.memory), extra_(options.buffers - 1) {
     InitOptions o;
     o.backend = options.backend;
     pg_ = init_process_group(o);
@@ -45,6 +45,7 @@ class OursRunner final : public CollectiveRunner {
   void barrier() override { pg_->barrier()->wait(); }
   void run(CollOp op, float* in, float* out, size_t count) override {
     const size_t n = static_cast<size_t>(size());
+    if (!extra_.empty()) return run_multi(op, in, count);
     switch (op) {
       case CollOp::kAllReduce: pg_->all_reduce(buf(in, count))->wait(); break;
       case CollOp::kBroadcast: pg_->broadcast(buf(in, count))->wait(); break;
@@ -70,7 +71,27 @@ class OursRunner final : public CollectiveRunner {
  private:
   static constexpr size_t kScratch = 16;  // floats: room for 8 doubles
   comm::Buffer buf(float* p, size_t count) const { return comm::Buffer{p, count, comm::DType::kFloat32, device_}; }
+  // K buffers per process: `in` first, then the runner's own (host memory).
+  void run_multi(CollOp op, float* in, size_t count) {
+    std::vector<comm::Buffer> list{buf(in, count)};
+    for (auto& e : extra_) {
+      if (e.size() < count) e.resize(count);
+      if (op == CollOp::kAllReduce) std::memset(e.data(), 0, count * sizeof(float));
+      list.push_back(comm::view(e.data(), count));
+    }
+    switch (op) {
+      case CollOp::kAllReduce:
+        pg_->all_reduce_multi(list)->wait();
+        break;
+      case CollOp::kBroadcast:
+        pg_->broadcast_multi(list)->wait();
+        break;
+      default:
+        DDP_THROW(InvalidArgument, "--buffers: all_reduce and broadcast only, not ", to_string(op));
+    }
+  }
   BufferOptions memory_;
+  std::vector<std::vector<float>> extra_;
   comm::Device device_{};
   std::unique_ptr<BenchBuffer> scratch_;
   comm::ProcessGroupPtr pg_;
@@ -256,6 +277,9 @@ std::unique_ptr<CollectiveRunner> make_runner(const RunnerOptions& options) {
   const bool direct = backend == "gloo-direct" || backend == "mpi-direct";
   if (direct && options.memory.kind != MemoryKind::kHost) {
     DDP_THROW(InvalidArgument, backend, " measures host buffers only (--device cpu)");
+  }
+  if (options.buffers > 1 && (direct || options.memory.kind != MemoryKind::kHost)) {
+    DDP_THROW(InvalidArgument, "--buffers: ours on host buffers only (not ", backend, ", not --device cuda)");
   }
   if (backend == "gloo-direct") {
 #ifdef DDP_WITH_GLOO

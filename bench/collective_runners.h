@@ -37,6 +37,10 @@ class CollectiveRunner {
 struct RunnerOptions {
   std::string backend = "tcp";  // a registry name ("tcp", "gloo", "mpi", "nccl"), "gloo-direct", "mpi-direct"
   BufferOptions memory;         // where the buffers passed to run() live
+  // Ours only: buffers per process (all_reduce and broadcast through the *_multi ops). The
+  // harness's buffer is the first; the runner owns the others. all_reduce zeroes them before
+  // each op (a memset, timed) so the sum the harness checks stays the ranks' sum.
+  int buffers = 1;
 };
 
 // Rank, size and the meeting point come from the environment (see comm/init.h).

@@ -1,5 +1,6 @@
 #include "comm/process_group.h"
 
+#include "comm/multi_buffer.h"
 #include "common/deadline.h"
 #include "common/error.h"
 
@@ -103,6 +104,69 @@ WorkPtr ProcessGroup::barrier(BarrierOptions opts) {
   return do_barrier(opts);
 }
 
+// ---- multi-buffer ops: validate locally, resolve, hand over (agreement across ranks is the
+// backend's first step: comm/multi_buffer.h) ----
+
+WorkPtr ProcessGroup::all_reduce_multi(std::span<const Buffer> buffers, AllReduceOptions opts) {
+  check_list("all_reduce_multi", buffers);
+  check_reduce("all_reduce_multi", buffers[0], opts.op);
+  opts.timeout = resolve(opts.timeout);
+  return do_all_reduce_multi(buffers, opts);
+}
+
+WorkPtr ProcessGroup::broadcast_multi(std::span<const Buffer> buffers, BroadcastMultiOptions opts) {
+  check_peer("broadcast_multi", opts.root);
+  check_list("broadcast_multi", buffers);
+  check_root_index("broadcast_multi", opts.root_index, buffers.size());
+  opts.timeout = resolve(opts.timeout);
+  return do_broadcast_multi(buffers, opts);
+}
+
+WorkPtr ProcessGroup::reduce_multi(std::span<const Buffer> buffers, ReduceMultiOptions opts) {
+  check_peer("reduce_multi", opts.root);
+  check_list("reduce_multi", buffers);
+  check_root_index("reduce_multi", opts.root_index, buffers.size());
+  check_reduce("reduce_multi", buffers[0], opts.op);
+  opts.timeout = resolve(opts.timeout);
+  return do_reduce_multi(buffers, opts);
+}
+
+WorkPtr ProcessGroup::all_gather_multi(std::span<const Buffer> inputs, std::span<const Buffer> outputs,
+                                       AllGatherOptions opts) {
+  check_list("all_gather_multi (inputs)", inputs);
+  check_list("all_gather_multi (outputs)", outputs);
+  if (inputs.size() != outputs.size()) {
+    DDP_THROW(InvalidArgument, "all_gather_multi: ", inputs.size(), " inputs but ", outputs.size(),
+              " outputs (one output per input)");
+  }
+  const Buffer all{nullptr, inputs[0].count * inputs.size(), inputs[0].dtype, inputs[0].device};
+  check_sizes("all_gather_multi", all, outputs[0]);
+  for (const Buffer& in : inputs) {
+    for (const Buffer& out : outputs) {
+      if (overlap(in, out)) DDP_THROW(InvalidArgument, "all_gather_multi: an input overlaps an output");
+    }
+  }
+  opts.timeout = resolve(opts.timeout);
+  return do_all_gather_multi(inputs, outputs, opts);
+}
+
+WorkPtr ProcessGroup::do_all_reduce_multi(std::span<const Buffer> buffers, AllReduceOptions opts) {
+  return multi::all_reduce(*this, buffers, opts);
+}
+
+WorkPtr ProcessGroup::do_broadcast_multi(std::span<const Buffer> buffers, BroadcastMultiOptions opts) {
+  return multi::broadcast(*this, buffers, opts);
+}
+
+WorkPtr ProcessGroup::do_reduce_multi(std::span<const Buffer> buffers, ReduceMultiOptions opts) {
+  return multi::reduce(*this, buffers, opts);
+}
+
+WorkPtr ProcessGroup::do_all_gather_multi(std::span<const Buffer> inputs, std::span<const Buffer> outputs,
+                                          AllGatherOptions opts) {
+  return multi::all_gather(*this, inputs, outputs, opts);
+}
+
 // ---- checks ----
 
 void ProcessGroup::check_device(const char* op, const Buffer& b) const {
@@ -160,6 +224,27 @@ void ProcessGroup::check_same(const char* op, const Buffer& a, const Buffer& b) 
 void ProcessGroup::check_split(const char* op, const Buffer& b) const {
   if (b.count % static_cast<size_t>(size_) != 0) {
     DDP_THROW(InvalidArgument, op, ": ", b.count, " elements do not split evenly over ", size_, " ranks");
+  }
+}
+
+void ProcessGroup::check_list(const char* op, std::span<const Buffer> list) const {
+  if (list.empty()) DDP_THROW(InvalidArgument, op, ": the buffer list is empty");
+  for (size_t i = 0; i < list.size(); ++i) {
+    check_buffer(op, list[i]);
+    if (list[i].dtype != list[0].dtype || list[i].count != list[0].count) {
+      DDP_THROW(InvalidArgument, op, ": buffer ", i, " holds ", list[i].count, " x ",
+                to_string(list[i].dtype), ", buffer 0 holds ", list[0].count, " x ", to_string(list[0].dtype),
+                " (every buffer must match)");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (overlap(list[i], list[j])) DDP_THROW(InvalidArgument, op, ": buffers ", j, " and ", i, " overlap");
+    }
+  }
+}
+
+void ProcessGroup::check_root_index(const char* op, int root_index, size_t k) const {
+  if (root_index < 0 || static_cast<size_t>(root_index) >= k) {
+    DDP_THROW(InvalidArgument, op, ": root index ", root_index, " is outside the list [0, ", k, ")");
   }
 }
 

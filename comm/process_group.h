@@ -16,7 +16,15 @@
 //   were missing; a lost peer is a NetworkError naming it, and every pending and later op of
 //   the group fails with it (membership is fixed: rebuild the group).
 // - Options: timeout kUseDefault means the group's timeout.
+// - Multi-buffer ops (the seed's *_multigpu): a process passes a list of K buffers (one per
+//   local device, or any K views) and the op runs over all world × K of them, as if each buffer
+//   were a rank of its own: virtual rank r*K + i is buffer i of rank r. K, the count, the dtype
+//   and the root index must agree on every rank: a rank that differs gets an InvalidArgument
+//   naming it and the field, on every rank (a small synchronous agreement step; no hang).
+//   Host backends reduce a process's buffers locally, run one collective, and fan the result
+//   out (comm/multi_buffer.h); nccl runs one communicator per local device in a group call.
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +45,18 @@ struct ScatterOptions { int root = 0; Millis timeout = kUseDefault; };
 struct ReduceScatterOptions { ReduceOp op = ReduceOp::kSum; Millis timeout = kUseDefault; };
 struct AllToAllOptions { Millis timeout = kUseDefault; };
 struct BarrierOptions { Millis timeout = kUseDefault; };
+// Multi-buffer ops: the root is buffer `root_index` of rank `root`.
+struct BroadcastMultiOptions {
+  int root = 0;
+  int root_index = 0;
+  Millis timeout = kUseDefault;
+};
+struct ReduceMultiOptions {
+  int root = 0;
+  int root_index = 0;
+  ReduceOp op = ReduceOp::kSum;
+  Millis timeout = kUseDefault;
+};
 
 class ProcessGroup {
  public:
@@ -78,6 +98,19 @@ class ProcessGroup {
   WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {});
   WorkPtr barrier(BarrierOptions opts = {});
 
+  // Multi-buffer ops (see the contract above). Every buffer in a list has the same count and
+  // dtype, none overlaps another, and each is where the backend takes it. all_reduce_multi and
+  // broadcast_multi leave the result in every buffer; reduce_multi only in buffer root_index of
+  // the root (the others, and every non-root buffer, are inputs, left untouched). all_gather_multi:
+  // K inputs of n elements and K outputs of world × K × n, each output receiving input i of rank
+  // r at element (r*K + i) × n. AVG divides by world × K. The list itself is only read during
+  // the call; the buffers must live until the Work completes.
+  WorkPtr all_reduce_multi(std::span<const Buffer> buffers, AllReduceOptions opts = {});
+  WorkPtr broadcast_multi(std::span<const Buffer> buffers, BroadcastMultiOptions opts = {});
+  WorkPtr reduce_multi(std::span<const Buffer> buffers, ReduceMultiOptions opts = {});
+  WorkPtr all_gather_multi(std::span<const Buffer> inputs, std::span<const Buffer> outputs,
+                           AllGatherOptions opts = {});
+
   // Barrier through rank 0 with send/recv; on timeout the error names every rank that did not
   // arrive. Synchronous. Implemented once here on top of send/recv, with host tokens: a group
   // whose buffers live on a GPU (nccl) refuses it (InvalidArgument naming the way out).
@@ -97,6 +130,14 @@ class ProcessGroup {
   virtual WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) = 0;
   virtual WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) = 0;
   virtual WorkPtr do_barrier(BarrierOptions opts) = 0;
+  // Multi-buffer ops, called with validated lists (non-empty, same count and dtype, no overlap)
+  // and the timeout resolved. Default (host backends): comm/multi_buffer.h, over the ops above.
+  // Decorators forward them; nccl overrides them with its per-device communicators.
+  virtual WorkPtr do_all_reduce_multi(std::span<const Buffer> buffers, AllReduceOptions opts);
+  virtual WorkPtr do_broadcast_multi(std::span<const Buffer> buffers, BroadcastMultiOptions opts);
+  virtual WorkPtr do_reduce_multi(std::span<const Buffer> buffers, ReduceMultiOptions opts);
+  virtual WorkPtr do_all_gather_multi(std::span<const Buffer> inputs, std::span<const Buffer> outputs,
+                                      AllGatherOptions opts);
 
   // Whether the backend takes `b` where it lives. Default: on buffer_device(). Backends with a
   // rule of their own (MPI's int counts, a decorator that stages device buffers) override it.
@@ -112,6 +153,9 @@ class ProcessGroup {
   void check_sizes(const char* op, const Buffer& small, const Buffer& large) const;  // large = world × small
   void check_same(const char* op, const Buffer& a, const Buffer& b) const;          // same dtype and count
   void check_split(const char* op, const Buffer& b) const;                          // count % world == 0
+  // A multi-buffer list: non-empty, each buffer checked, same count and dtype, no two overlapping.
+  void check_list(const char* op, std::span<const Buffer> list) const;
+  void check_root_index(const char* op, int root_index, size_t k) const;
 
   int rank_;
   int size_;

@@ -30,10 +30,32 @@ class StagingOnDemand final : public ProcessGroup {
   }
   WorkPtr do_all_to_all(Buffer i, Buffer o, AllToAllOptions opt) override { return to(i, o)->all_to_all(i, o, opt); }
   WorkPtr do_barrier(BarrierOptions o) override { return inner_->barrier(o); }
+  WorkPtr do_all_reduce_multi(std::span<const Buffer> l, AllReduceOptions o) override {
+    return to(l)->all_reduce_multi(l, o);
+  }
+  WorkPtr do_broadcast_multi(std::span<const Buffer> l, BroadcastMultiOptions o) override {
+    return to(l)->broadcast_multi(l, o);
+  }
+  WorkPtr do_reduce_multi(std::span<const Buffer> l, ReduceMultiOptions o) override {
+    return to(l)->reduce_multi(l, o);
+  }
+  WorkPtr do_all_gather_multi(std::span<const Buffer> i, std::span<const Buffer> o,
+                              AllGatherOptions opt) override {
+    return to(i, o)->all_gather_multi(i, o, opt);
+  }
 
  private:
+  ProcessGroup* to(std::span<const Buffer> a, std::span<const Buffer> b = {}) {
+    bool cuda = false;
+    for (const Buffer& x : a) cuda |= x.device.is_cuda();
+    for (const Buffer& x : b) cuda |= x.device.is_cuda();
+    return cuda ? staged() : inner_.get();
+  }
   ProcessGroup* to(const Buffer& a, const Buffer& b = {}) {
     if (!a.device.is_cuda() && !b.device.is_cuda()) return inner_.get();
+    return staged();
+  }
+  ProcessGroup* staged() {
     std::call_once(once_, [this] { staged_ = load_()(inner_); });
     return staged_.get();
   }

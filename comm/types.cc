@@ -104,6 +104,12 @@ Buffer Buffer::slice(size_t offset, size_t n) const {
   return b;
 }
 
+bool overlap(const Buffer& a, const Buffer& b) {
+  if (a.count == 0 || b.count == 0 || a.device != b.device) return false;
+  const auto a0 = reinterpret_cast<uintptr_t>(a.data), b0 = reinterpret_cast<uintptr_t>(b.data);
+  return a0 < b0 + b.bytes() && b0 < a0 + a.bytes();
+}
+
 float half_to_float(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1f;

@@ -40,6 +40,9 @@ struct Buffer {
   Buffer slice(size_t offset, size_t n) const;
 };
 
+// Whether two views share a byte (same device, intersecting ranges; empty views never do).
+bool overlap(const Buffer& a, const Buffer& b);
+
 template <typename T>
 constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::kFloat32; }

@@ -72,6 +72,11 @@ comm::Buffer buffer_of(const void* data, size_t count, int dtype, int device) {
 
 Millis millis_of(int64_t timeout_ms) { return timeout_ms <= 0 ? kUseDefault : Millis(timeout_ms); }
 
+comm::ReduceOp op_of(int op) {
+  if (op < DDP_SUM || op > DDP_BXOR) DDP_THROW(InvalidArgument, "unknown ddp_reduce_op ", op);
+  return static_cast<comm::ReduceOp>(op);
+}
+
 namespace {
 
 // A collective's buffer lives where the group's buffers do: host memory, or the GPU of an
@@ -80,11 +85,6 @@ comm::Buffer group_buffer(const comm::ProcessGroup& pg, const void* data, size_t
   comm::Buffer b = buffer_of(data, count, dtype);
   b.device = pg.buffer_device();
   return b;
-}
-
-comm::ReduceOp op_of(int op) {
-  if (op < DDP_SUM || op > DDP_BXOR) DDP_THROW(InvalidArgument, "unknown ddp_reduce_op ", op);
-  return static_cast<comm::ReduceOp>(op);
 }
 
 // Issues an op; blocking when `work` is NULL, else hands the Work out.

@@ -99,6 +99,24 @@ DDP_C_API int ddp_all_to_all(ddp_group_t* g, const void* in, void* out, size_t c
 DDP_C_API int ddp_barrier(ddp_group_t* g);
 DDP_C_API int ddp_monitored_barrier(ddp_group_t* g, int64_t timeout_ms);
 
+/* ---- multi-buffer collectives (the seed's *_multigpu; C++: ProcessGroup::*_multi) ----------
+ * A process passes n buffers of count elements each (one per local GPU, or any n views); the op
+ * runs over all world_size * n of them, buffer i of rank r acting as rank r*n + i. n, count,
+ * dtype and root_index must agree on every rank (else DDP_ERROR_INVALID_ARGUMENT on every rank,
+ * naming the rank and field that differ). devices: NULL (every buffer where the group's buffers
+ * live) or n entries (-1 host, >= 0 a CUDA ordinal: one per buffer on an nccl group; a tcp group
+ * stages them through the host). Blocking. AVG divides by world_size * n. all_gather_multi: each
+ * of the n outputs holds world_size * n * count elements, input i of rank r at (r*n + i)*count. */
+DDP_C_API int ddp_all_reduce_multi(ddp_group_t* g, void* const* bufs, const int* devices, int n, size_t count,
+                                   int dtype, int op);
+DDP_C_API int ddp_broadcast_multi(ddp_group_t* g, void* const* bufs, const int* devices, int n, size_t count,
+                                  int dtype, int root, int root_index);
+/* Only buffer root_index of rank root receives the result; every other buffer is an input. */
+DDP_C_API int ddp_reduce_multi(ddp_group_t* g, void* const* bufs, const int* devices, int n, size_t count,
+                               int dtype, int op, int root, int root_index);
+DDP_C_API int ddp_all_gather_multi(ddp_group_t* g, const void* const* in, void* const* out,
+                                   const int* devices, int n, size_t count, int dtype);
+
 /* ---- collectives: asynchronous (the same arguments, plus the Work handle) ------------------ */
 DDP_C_API int ddp_isend(ddp_group_t* g, const void* buf, size_t count, int dtype, int dst, int tag, ddp_work_t** work);
 DDP_C_API int ddp_irecv(ddp_group_t* g, void* buf, size_t count, int dtype, int src, int tag, ddp_work_t** work);

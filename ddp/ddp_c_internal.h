@@ -46,5 +46,6 @@ comm::DType dtype_of(int dtype);
 comm::Device device_of(int device);
 comm::Buffer buffer_of(const void* data, size_t count, int dtype, int device = -1);
 Millis millis_of(int64_t timeout_ms);  // <= 0: kUseDefault
+comm::ReduceOp op_of(int op);
 
 }  // namespace ddp::capi

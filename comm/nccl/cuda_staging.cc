@@ -113,7 +113,45 @@ class CudaStagingGroup final : public ProcessGroup {
   }
   WorkPtr do_barrier(BarrierOptions opts) override { return inner_->barrier(opts); }
 
+  // Multi-buffer ops: every buffer staged, the inner group's multi op on the host copies.
+  WorkPtr do_all_reduce_multi(std::span<const Buffer> buffers, AllReduceOptions opts) override {
+    auto io = stage_all(buffers, true);
+    return after(inner_->all_reduce_multi(hosts(io), opts), io, {});
+  }
+  WorkPtr do_broadcast_multi(std::span<const Buffer> buffers, BroadcastMultiOptions opts) override {
+    auto io = stage_all(buffers, rank() == opts.root);
+    return after(inner_->broadcast_multi(hosts(io), opts), io, {});
+  }
+  WorkPtr do_reduce_multi(std::span<const Buffer> buffers, ReduceMultiOptions opts) override {
+    auto in = stage_all(buffers, true);
+    std::vector<Staged> out;
+    if (rank() == opts.root) {  // only the root buffer comes back
+      out.push_back(in[static_cast<size_t>(opts.root_index)]);
+      in.erase(in.begin() + opts.root_index);
+    }
+    auto host = hosts(in);
+    if (!out.empty()) host.insert(host.begin() + opts.root_index, out[0].host);
+    return after(inner_->reduce_multi(host, opts), std::move(out), std::move(in));
+  }
+  WorkPtr do_all_gather_multi(std::span<const Buffer> inputs, std::span<const Buffer> outputs,
+                              AllGatherOptions opts) override {
+    auto in = stage_all(inputs, true);
+    auto out = stage_all(outputs, false);
+    return after(inner_->all_gather_multi(hosts(in), hosts(out), opts), out, in);
+  }
+
  private:
+  std::vector<Staged> stage_all(std::span<const Buffer> list, bool read) {
+    std::vector<Staged> staged;
+    for (const Buffer& b : list) staged.push_back(stage(b, read));
+    return staged;
+  }
+  static std::vector<Buffer> hosts(const std::vector<Staged>& staged) {
+    std::vector<Buffer> out;
+    for (const auto& s : staged) out.push_back(s.host);
+    return out;
+  }
+
   // A host view for `b`: b itself on the host; else pinned memory, filled from the device
   // when the op reads it.
   Staged stage(const Buffer& b, bool read) {

@@ -16,6 +16,9 @@
 //   ncclAvg; bitwise reductions do not exist in NCCL and are an InvalidArgument; send/recv
 //   ignore the tag (NCCL matches point-to-point messages in issue order per peer).
 // - Zero-length ops complete at once.
+// - Multi-buffer ops (process_group.h): one buffer per call only, as the single-buffer op; a
+//   list of more is an InvalidArgument for now (one communicator per local device under
+//   ncclGroupStart/End is not built yet, issue 19). A tcp group stages CUDA lists instead.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -53,6 +56,12 @@ class NcclProcessGroup final : public ProcessGroup {
   WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override;
   WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override;
   WorkPtr do_barrier(BarrierOptions opts) override;
+  // nccl_multi.cc
+  WorkPtr do_all_reduce_multi(std::span<const Buffer> buffers, AllReduceOptions opts) override;
+  WorkPtr do_broadcast_multi(std::span<const Buffer> buffers, BroadcastMultiOptions opts) override;
+  WorkPtr do_reduce_multi(std::span<const Buffer> buffers, ReduceMultiOptions opts) override;
+  WorkPtr do_all_gather_multi(std::span<const Buffer> inputs, std::span<const Buffer> outputs,
+                              AllGatherOptions opts) override;
 
  private:
   // Queues the op's NCCL calls on stream_; throws (via settle) on failure.

@@ -189,3 +189,60 @@ TEST_CASE("ops: an unset timeout reaches the backend as the group's; a set one a
   pg.send(view(f.data(), 2), 1);
   CHECK(pg.last_timeout == Millis(1234));
 }
+
+// ---- multi-buffer ops: the local checks (the cross-rank agreement is in comm/multi_buffer) ----
+
+TEST_CASE("multi-buffer ops: an empty list, buffers that differ or overlap, and bad roots are refused") {
+  FakeGroup g(0, 2, {});
+  std::vector<float> a(16);
+  std::vector<double> d(4);
+  const std::vector<Buffer> none;
+  const std::vector<Buffer> differ_count{view(a.data(), 4), view(a.data() + 4, 3)};
+  const std::vector<Buffer> differ_dtype{view(a.data(), 4), view(d.data(), 4)};
+  const std::vector<Buffer> overlapping{view(a.data(), 4), view(a.data() + 3, 4)};
+  const std::vector<Buffer> ok{view(a.data(), 4), view(a.data() + 4, 4)};
+  CHECK_THROWS_WITH_AS(g.all_reduce_multi(none), doctest::Contains("empty"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(g.all_reduce_multi(differ_count), doctest::Contains("buffer 1 holds 3"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(g.broadcast_multi(differ_dtype), doctest::Contains("float64"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(g.reduce_multi(overlapping), doctest::Contains("buffers 0 and 1 overlap"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(g.broadcast_multi(ok, {.root = 0, .root_index = 2}), doctest::Contains("root index 2"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(g.reduce_multi(ok, {.root = 2}), doctest::Contains("outside the group"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(g.all_reduce_multi(ok, {ReduceOp::kBxor}), doctest::Contains("integer dtype"),
+                       InvalidArgument);
+  CHECK(g.calls == 0);
+}
+
+TEST_CASE("all_gather_multi: one output per input, each world x K x count, none overlapping an input") {
+  FakeGroup g(0, 2, {});
+  std::vector<float> in(8), out(64);
+  const std::vector<Buffer> inputs{view(in.data(), 4), view(in.data() + 4, 4)};
+  const std::vector<Buffer> one_output{view(out.data(), 16)};
+  const std::vector<Buffer> small{view(out.data(), 8), view(out.data() + 8, 8)};
+  const std::vector<Buffer> onto_input{view(out.data(), 16), Buffer{in.data(), 16, DType::kFloat32, {}}};
+  CHECK_THROWS_WITH_AS(g.all_gather_multi(inputs, one_output), doctest::Contains("one output per input"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(g.all_gather_multi(inputs, small), doctest::Contains("world_size"), InvalidArgument);
+  CHECK_THROWS_AS(g.all_gather_multi(inputs, onto_input), InvalidArgument);
+  CHECK(g.calls == 0);
+}
+
+TEST_CASE("multi-buffer ops reach the backend with the timeout resolved (agreement, then one collective)") {
+  FakeGroup g(0, 2, {}, {Millis(4321)});
+  std::vector<float> a(8);
+  const std::vector<Buffer> ok{view(a.data(), 4), view(a.data() + 4, 4)};
+  // The fake's all_gather leaves the agreement table as it was (every row alike): it agrees.
+  g.all_reduce_multi(ok)->wait();
+  CHECK(g.calls == 2);
+  CHECK(g.last_timeout <= Millis(4321));  // what the agreement left of the timeout
+  CHECK(g.last_timeout > Millis(1000));
+  FakeGroup one(0, 1, {}, {Millis(1234)});  // a world of one needs no agreement
+  a.assign(8, 2.0f);
+  one.all_reduce_multi(ok, {ReduceOp::kAvg})->wait();
+  CHECK(one.calls == 1);
+  CHECK(one.last_timeout <= Millis(1234));
+  CHECK(one.last_timeout > Millis(1000));
+}

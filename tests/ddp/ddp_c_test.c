@@ -94,6 +94,42 @@ static void test_collectives(int rank) {
   EXPECT(ddp_broadcast(NULL, x, 1, DDP_FLOAT32, WORLD) == DDP_ERROR_INVALID_ARGUMENT);
 }
 
+/* Multi-buffer collectives: two buffers per rank, buffer i of rank r acting as rank 2r + i. */
+static void test_multi(int rank) {
+  float a[2][3], *bufs[2] = {a[0], a[1]};
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 3; ++j) a[i][j] = (float)(10 * (2 * rank + i) + j);
+  }
+  OK(ddp_all_reduce_multi(NULL, (void* const*)bufs, NULL, 2, 3, DDP_FLOAT32, DDP_SUM));
+  /* sum over v < 6 of 10v + j = 150 + 6j, in both buffers */
+  for (int i = 0; i < 2; ++i) EXPECT(a[i][0] == 150 && a[i][1] == 156 && a[i][2] == 162);
+
+  int64_t b[2] = {rank == 2 ? 0 : -1, rank == 2 ? 77 : -1}, *bb[2] = {&b[0], &b[1]};
+  OK(ddp_broadcast_multi(NULL, (void* const*)bb, NULL, 2, 1, DDP_INT64, 2, 1));
+  EXPECT(b[0] == 77 && b[1] == 77);
+
+  int32_t r[2] = {2 * rank, 2 * rank + 1}, *rb[2] = {&r[0], &r[1]};
+  OK(ddp_reduce_multi(NULL, (void* const*)rb, NULL, 2, 1, DDP_INT32, DDP_MAX, 1, 0));
+  if (rank == 1) EXPECT(r[0] == 2 * WORLD - 1 && r[1] == 3); /* the other buffer is an input */
+
+  int32_t in[2] = {2 * rank, 2 * rank + 1}, out[2][2 * WORLD];
+  const void* ins[2] = {&in[0], &in[1]};
+  int32_t* outs[2] = {out[0], out[1]};
+  OK(ddp_all_gather_multi(NULL, ins, (void* const*)outs, NULL, 2, 1, DDP_INT32));
+  for (int i = 0; i < 2; ++i) {
+    for (int v = 0; v < 2 * WORLD; ++v) EXPECT(out[i][v] == v);
+  }
+
+  /* Errors: local ones at once; a list length that differs on one rank, on every rank. */
+  EXPECT(ddp_all_reduce_multi(NULL, (void* const*)bufs, NULL, 0, 3, DDP_FLOAT32, DDP_SUM) ==
+         DDP_ERROR_INVALID_ARGUMENT);
+  EXPECT(ddp_broadcast_multi(NULL, (void* const*)bufs, NULL, 2, 3, DDP_FLOAT32, 0, 2) ==
+         DDP_ERROR_INVALID_ARGUMENT);
+  EXPECT(ddp_all_reduce_multi(NULL, (void* const*)bufs, NULL, rank == 1 ? 1 : 2, 3, DDP_FLOAT32, DDP_SUM) ==
+         DDP_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(ddp_last_error(), "rank 1 has list length 1") != NULL);
+}
+
 static void test_engine(int rank) {
   ddp_engine_options o;
   ddp_engine_options_init(&o);
@@ -207,6 +243,7 @@ static int child(int rank, const char* backend, const char* url) {
   }
   EXPECT(ddp_is_initialized() == 1);
   test_collectives(rank);
+  test_multi(rank);
   test_engine(rank);
   /* Last: monitored_barrier is send/recv through rank 0 (uneven per rank), which some
    * backends count into the collectives' sequence numbers. */

@@ -23,27 +23,10 @@ namespace {
 
 constexpr size_t kMi = size_t{1} << 20;
 
-// Runs cases(world) on worlds 1..max_world; returns every failure, prefixed by the world size.
+// Runs cases(world) on each world size; returns every failure, prefixed by the world size.
 template <typename CasesFn>
 std::vector<std::string> run_worlds(const std::vector<int>& worlds, CasesFn&& cases) {
-  std::vector<std::string> failures;
-  if (under_mpirun()) {
-    ProcessGroupPtr world = mpirun_world();
-    for (int n : worlds) {
-      if (n > world->size()) continue;
-      std::vector<int> members;
-      for (int r = 0; r < n; ++r) members.push_back(r);
-      ProcessGroupPtr g = new_group(members);  // every rank calls; non-members get nullptr
-      if (!g) continue;
-      for (auto& f : run_cases(*g, cases(n))) failures.push_back("world " + std::to_string(n) + ": " + f);
-    }
-    return failures;
-  }
-  for (int n : worlds) {
-    auto f = run_threads(n, [&](GroupFactory& gf) { return run_cases(*gf.world(), cases(n)); });
-    for (auto& s : f) failures.push_back("world " + std::to_string(n) + ": " + s);
-  }
-  return failures;
+  return conformance::run_worlds(worlds, [&](ProcessGroup& g, int n) { return run_cases(g, cases(n)); });
 }
 
 bool runnable() {

@@ -170,4 +170,24 @@ std::vector<std::string> run_processes(const ProcessOptions& o, const ProcessFn&
   return out;
 }
 
+std::vector<std::string> run_worlds(const std::vector<int>& worlds, const WorldFn& fn) {
+  std::vector<std::string> failures;
+  auto add = [&](int n, std::vector<std::string> f) {
+    for (auto& s : f) failures.push_back("world " + std::to_string(n) + ": " + s);
+  };
+  if (under_mpirun()) {
+    ProcessGroupPtr world = mpirun_world();
+    for (int n : worlds) {
+      if (n > world->size()) continue;
+      std::vector<int> members;
+      for (int r = 0; r < n; ++r) members.push_back(r);
+      ProcessGroupPtr g = new_group(members);  // every rank calls; non-members get nullptr
+      if (g) add(n, fn(*g, n));
+    }
+    return failures;
+  }
+  for (int n : worlds) add(n, run_threads(n, [&](GroupFactory& gf) { return fn(*gf.world(), n); }));
+  return failures;
+}
+
 }  // namespace ddp::comm::conformance

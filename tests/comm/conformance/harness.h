@@ -31,6 +31,12 @@ inline constexpr Millis kSuiteTimeout{120'000};
 using ThreadFn = std::function<std::vector<std::string>(GroupFactory&)>;
 std::vector<std::string> run_threads(int world, const ThreadFn& fn, Millis timeout = kSuiteTimeout);
 
+// Runs fn(group, n) on worlds of each size n in `worlds`: threads as ranks, or under mpirun on
+// subgroups {0..n-1} of the MPI world (sizes above it are left out). Returns every failure,
+// prefixed by the world size.
+using WorldFn = std::function<std::vector<std::string>(ProcessGroup& group, int n)>;
+std::vector<std::string> run_worlds(const std::vector<int>& worlds, const WorldFn& fn);
+
 struct ProcessOptions {
   int world = 2;
   Millis timeout = kSuiteTimeout;     // the group's collective timeout (DDP_TIMEOUT_MS)

@@ -82,3 +82,38 @@ TEST_CASE("cuda staging: host buffers pass straight through; the backend name is
   });
   CHECK(out[0] == std::vector<int32_t>{1, 20});
 }
+
+// Multi-buffer ops on device lists (issue 19): every buffer staged, the host path on the copies.
+TEST_CASE("cuda staging: two ranks on one GPU all_reduce_multi, broadcast_multi, reduce_multi and "
+          "all_gather_multi over device lists" *
+          doctest::skip(!has_gpu())) {
+  std::vector<std::vector<float>> reduced(2), broadcast(2), root(2), gathered(2);
+  two_ranks([&](ProcessGroup& pg, int r) {
+    std::vector<cuda::DeviceMemory> mem, out;
+    std::vector<Buffer> list, outs;
+    for (int i = 0; i < 2; ++i) {
+      const float v = static_cast<float>(2 * r + i);  // virtual rank
+      std::vector<float> init{v, 10 * v};
+      mem.push_back(cuda::device_alloc(2 * sizeof(float), 0));
+      cuda::copy_to_device(mem.back().get(), init.data(), 2 * sizeof(float), 0);
+      list.push_back(cuda::device_view(mem.back().get(), 2, DType::kFloat32, 0));
+      out.push_back(cuda::device_alloc(8 * sizeof(float), 0));
+      outs.push_back(cuda::device_view(out.back().get(), 8, DType::kFloat32, 0));
+    }
+    pg.all_gather_multi(list, outs)->wait();
+    gathered[r] = to_host(out[1], 8);
+    pg.reduce_multi(list, {.root = 1, .root_index = 1, .op = ReduceOp::kMax})->wait();
+    root[r] = to_host(mem[1], 2);
+    pg.all_reduce_multi(list)->wait();
+    reduced[r] = to_host(mem[0], 2);
+    pg.broadcast_multi(list, {.root = 0, .root_index = 1})->wait();
+    broadcast[r] = to_host(mem[1], 2);
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(gathered[r] == std::vector<float>{0, 0, 1, 10, 2, 20, 3, 30});
+    CHECK(reduced[r] == std::vector<float>{6, 60});  // 0+1+2+3, 0+10+20+30
+    CHECK(broadcast[r] == std::vector<float>{6, 60});
+  }
+  CHECK(root[1] == std::vector<float>{3, 30});  // max over virtual ranks 0..3
+  CHECK(root[0] == std::vector<float>{1, 10});  // an input: untouched
+}

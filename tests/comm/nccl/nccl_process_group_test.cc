@@ -124,3 +124,17 @@ TEST_CASE("nccl, two GPUs as threads: collectives, grouped ops, and the watchdog
   }
   CHECK(timeouts[0].find("all_reduce #3") != std::string::npos);
 }
+
+TEST_CASE("nccl multi-buffer ops: a list of one is the single op; longer lists are refused (not yet)" *
+          doctest::skip(!has_gpu())) {
+  auto pg = make_nccl_group(setup(std::make_shared<rdzv::HashStore>(), 0, 1));
+  const int dev = cuda::default_device(0);
+  DeviceArray a({1, 2}, dev), b({3, 4}, dev), out({0, 0}, dev);
+  std::vector<Buffer> one{a.view()}, two{a.view(), b.view()};
+  pg->all_reduce_multi(one, {ReduceOp::kSum})->wait();
+  pg->broadcast_multi(one)->wait();
+  pg->reduce_multi(one)->wait();
+  pg->all_gather_multi(one, std::vector<Buffer>{out.view()})->wait();
+  CHECK(out.host() == std::vector<float>{1, 2});
+  CHECK_THROWS_WITH_AS(pg->all_reduce_multi(two), doctest::Contains("not supported yet"), InvalidArgument);
+}

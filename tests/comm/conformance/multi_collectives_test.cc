@@ -1,0 +1,115 @@
+// The multi-buffer conformance matrix (issue 19): 1..4 buffers per rank x worlds 1..4 x every op,
+// dtype and reduce op, checked element by element against multi_cases.h's exact references;
+// then the agreement step: a rank whose list differs gets an error naming it, on every rank.
+#include <doctest/doctest.h>
+
+#include "common/error.h"
+#include "harness.h"
+#include "multi_cases.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using namespace ddp::comm::conformance;
+
+namespace {
+
+bool runnable() { return backend_under_test() != "nccl" && (threads_as_ranks() || under_mpirun()); }
+
+void report(const std::vector<std::string>& failures) {
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+}
+
+// A rank-dependent list: rank `odd` passes `bad` buffers/options, the others `good`; every rank
+// must throw InvalidArgument naming rank `odd` and `field`, and the group must stay usable.
+template <typename Op>
+std::vector<std::string> expect_mismatch(ProcessGroup& g, int odd, const std::string& field, Op&& op) {
+  std::vector<std::string> failures;
+  const std::string who = "rank " + std::to_string(g.rank()) + ": ";
+  try {
+    op(g.rank() == odd)->wait();
+    failures.push_back(who + "no error for a list that differs on rank " + std::to_string(odd));
+  } catch (const InvalidArgument& e) {
+    const std::string msg = e.what();
+    if (msg.find("rank " + std::to_string(odd) + " has " + field) == std::string::npos) {
+      failures.push_back(who + "the error does not name rank " + std::to_string(odd) + " and " + field +
+                         ": " + msg);
+    }
+  }
+  float x = 1;  // the group goes on: one more collective, in step on every rank
+  g.all_reduce(view(&x, 1))->wait();
+  if (x != static_cast<float>(g.size())) failures.push_back(who + "the group is out of step after the error");
+  return failures;
+}
+
+}  // namespace
+
+TEST_CASE("conformance oracle (multi-buffer): no virtual rank's input is the SUM or AVG (2..16)" *
+          doctest::skip(!runnable())) {
+  for (DType d : {DType::kFloat32, DType::kInt8, DType::kUInt8, DType::kBFloat16}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
+      for (int n = 2; n <= 16; ++n) {
+        for (int v = 0; v < n; ++v) {
+          bool differs = false;
+          for (size_t i = 0; i < 165 && !differs; ++i)
+            differs = multi_reduced(d, op, n, i) != multi_input(d, op, v, i);
+          CHECK_MESSAGE(differs, to_string(d), " ", to_string(op), " n=", n, ": virtual rank ", v,
+                        " is the answer");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("conformance (multi-buffer): 1..4 buffers x worlds 1..4 x every op, dtype and reduce op" *
+          doctest::skip(!runnable())) {
+  INFO("backend ", backend_under_test());
+  for (int k = 1; k <= 4; ++k) {
+    CAPTURE(k);
+    report(run_worlds({1, 2, 3, 4},
+                      [k](ProcessGroup& g, int n) { return run_multi_cases(g, multi_matrix(n, k, {37})); }));
+  }
+}
+
+TEST_CASE("conformance (multi-buffer): counts 0 and 1, 3 buffers, world 2" * doctest::skip(!runnable())) {
+  report(run_worlds({2}, [](ProcessGroup& g, int n) {
+    return run_multi_cases(g, multi_matrix(n, 3, {0, 1}));
+  }));
+}
+
+TEST_CASE("conformance (multi-buffer): 64 Ki + 3 elements, 3 buffers, worlds 2 and 3" *
+          doctest::skip(!runnable())) {
+  report(run_worlds({2, 3}, [](ProcessGroup& g, int) {
+    const size_t count = 65536 + 3;
+    return run_multi_cases(g, {{MultiOp::kAllReduce, DType::kFloat32, ReduceOp::kAvg, count, 3},
+                               {MultiOp::kReduce, DType::kBFloat16, ReduceOp::kSum, count, 3, 1, 2},
+                               {MultiOp::kBroadcast, DType::kFloat32, ReduceOp::kSum, count, 3, 1, 1},
+                               {MultiOp::kAllGather, DType::kInt32, ReduceOp::kSum, count, 3}});
+  }));
+}
+
+TEST_CASE("conformance (multi-buffer): a rank whose list differs is named on every rank, world 3" *
+          doctest::skip(!runnable())) {
+  report(run_worlds({3}, [](ProcessGroup& g, int) {
+    std::vector<float> a(12, 1.0f);
+    std::vector<double> d(8, 1.0);
+    std::vector<Buffer> two{view(a.data(), 4), view(a.data() + 4, 4)};
+    std::vector<Buffer> three{view(a.data(), 4), view(a.data() + 4, 4), view(a.data() + 8, 4)};
+    std::vector<Buffer> shorter{view(a.data(), 3), view(a.data() + 4, 3)};
+    std::vector<Buffer> doubles{view(d.data(), 4), view(d.data() + 4, 4)};
+    std::vector<std::string> f;
+    auto add = [&](std::vector<std::string> more) { f.insert(f.end(), more.begin(), more.end()); };
+    add(expect_mismatch(g, 2, "list length 3",
+                        [&](bool odd) { return g.all_reduce_multi(odd ? three : two); }));
+    add(expect_mismatch(g, 1, "count 3", [&](bool odd) { return g.broadcast_multi(odd ? shorter : two); }));
+    add(expect_mismatch(g, 2, "dtype float64",
+                        [&](bool odd) { return g.reduce_multi(odd ? doubles : two); }));
+    add(expect_mismatch(g, 1, "root index 1", [&](bool odd) {
+      return g.broadcast_multi(two, {.root = 0, .root_index = odd ? 1 : 0});
+    }));
+    add(expect_mismatch(g, 2, "reduce op max", [&](bool odd) {
+      return g.all_reduce_multi(two, {odd ? ReduceOp::kMax : ReduceOp::kSum});
+    }));
+    return f;
+  }));
+}
