@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "comm/backend_plugin.h"
+#include "comm/tcp/tcp_process_group.h"
 #include "common/error.h"
 
 namespace ddp::comm {
@@ -96,5 +97,10 @@ ProcessGroupPtr create_group(const std::string& backend, const GroupSetup& setup
   }
   DDP_THROW(InvalidArgument, "backend '", backend, "' is unknown; backends: tcp, gloo, mpi, nccl");
 }
+
+namespace {
+// A hierarchical tcp group's step between hosts may run on a plugin (DDP_TCP_INTER).
+[[maybe_unused]] const bool kInterNodeInstalled = (tcp::set_inter_node_factory(&create_group), true);
+}  // namespace
 
 }  // namespace ddp::comm

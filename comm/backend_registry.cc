@@ -7,6 +7,9 @@
 #ifdef DDP_WITH_NCCL
 #include "comm/nccl/cuda_staging.h"
 #endif
+#ifdef DDP_WITH_TCP
+#include "comm/tcp/tcp_process_group.h"
+#endif
 
 namespace ddp::comm {
 namespace {
@@ -36,6 +39,12 @@ const std::vector<std::pair<std::string, BackendFactory>>& backends() {
   };
   return kBackends;
 }
+
+#ifdef DDP_WITH_TCP
+// A hierarchical tcp group's step between hosts may run on another built backend
+// (DDP_TCP_INTER): the tcp target cannot link the registry, so the registry hands itself over.
+[[maybe_unused]] const bool kInterNodeInstalled = (tcp::set_inter_node_factory(&create_group), true);
+#endif
 
 std::string built_list() {
   std::string out;

@@ -1,5 +1,8 @@
 #include "common/machine.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <sched.h>
 #include <unistd.h>
 
@@ -92,6 +95,28 @@ std::string bytes_text(size_t b) {
   return std::to_string(b >> 10) + " KiB";
 }
 
+size_t sysconf_bytes(int name) {
+  const long v = ::sysconf(name);
+  return v > 0 ? static_cast<size_t>(v) : 0;
+}
+
+// The L2 size cpuid reports (leaf 0x80000006, ECX[31:16] in KiB: AMD and Intel); 0 elsewhere.
+size_t cpuid_l2_bytes() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0x80000006, &a, &b, &c, &d) != 0) return size_t{c >> 16} << 10;
+#endif
+  return 0;
+}
+
+// Sizes sysfs did not give (a VM without cache directories).
+void fill_missing_caches(MachineProfile& p) {
+  if (p.l1d_bytes == 0) p.l1d_bytes = sysconf_bytes(_SC_LEVEL1_DCACHE_SIZE);
+  if (p.l2_bytes == 0) p.l2_bytes = sysconf_bytes(_SC_LEVEL2_CACHE_SIZE);
+  if (p.l2_bytes == 0) p.l2_bytes = cpuid_l2_bytes();
+  if (p.l3_bytes == 0) p.l3_bytes = sysconf_bytes(_SC_LEVEL3_CACHE_SIZE);
+}
+
 }  // namespace
 
 size_t parse_cache_size(const std::string& text) {
@@ -126,6 +151,7 @@ MachineProfile read_machine_profile(const MachineProfileOptions& o) {
   p.usable_cpus = usable_cpus();
   if (p.usable_cpus == 0) p.usable_cpus = p.online_cpus;
   read_caches(o.sys_cpu_root + "/cpu0", p);
+  if (o.cache_fallback) fill_missing_caches(p);
   return p;
 }
 

@@ -4,6 +4,8 @@
 // without its machine means little: machines of one "kind" differ from day to day), and code
 // that sizes buffers or picks a wait policy reads it instead of assuming one machine's values.
 // Values that cannot be read are 0 / "" (a container without sysfs): callers keep a default.
+// Cache sizes missing from sysfs (some VMs expose none) come from sysconf(_SC_LEVEL*_CACHE_*)
+// and, for the L2, cpuid leaf 0x80000006 on x86, unless the options turn that off.
 #include <cstddef>
 #include <string>
 
@@ -26,6 +28,7 @@ struct MachineProfile {
 struct MachineProfileOptions {
   std::string proc_root = "/proc";  // tests point these at a fake tree
   std::string sys_cpu_root = "/sys/devices/system/cpu";
+  bool cache_fallback = true;  // sysconf / cpuid when sysfs has no cache sizes (tests: false)
 };
 
 // Reads the profile (no caching: callers keep it). Never throws for missing files.

@@ -14,6 +14,10 @@ packages=(
   # pybind11 and Python headers for the torch.distributed plugin (ddp/torch/python).
   pybind11-dev python3-dev
 )
+# `make format` / `format-check` / `lint` (DDP_LINT_DEPS=1): clang-format and clang-tidy 14.
+if [ "${DDP_LINT_DEPS:-0}" = 1 ]; then
+  packages+=(clang-format-14 clang-tidy-14)
+fi
 # `make fuzz` (DDP_FUZZ_DEPS=1): clang 14 and libFuzzer.
 if [ "${DDP_FUZZ_DEPS:-0}" = 1 ]; then
   packages+=(clang libfuzzer-14-dev libclang-rt-14-dev)

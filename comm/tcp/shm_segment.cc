@@ -42,6 +42,14 @@ void* map(int fd, size_t bytes, const std::string& name) {
 }
 }  // namespace
 
+size_t slot_bytes_for_l2(size_t l2_bytes) {
+  constexpr size_t kMin = size_t{64} << 10, kMax = size_t{256} << 10;
+  if (l2_bytes == 0) return kMax;
+  size_t slot = kMin;
+  while (slot * 2 <= l2_bytes / 4 && slot * 2 <= kMax) slot *= 2;
+  return slot;
+}
+
 size_t ShmGeometry::total_bytes() const {
   return kHeaderBytes + control_bytes(world) + static_cast<size_t>(world) * depth * slot_bytes;
 }

@@ -57,6 +57,14 @@ struct ShmGeometry {
   size_t total_bytes() const;
 };
 
+// The slot (chunk) size for a machine whose L2 holds l2_bytes (0: unknown). A chunked
+// all_reduce keeps about four chunks' worth of lines hot per rank (its buffer's chunk, its own
+// slot, the peer slots it reads, the previous chunk being copied out), so a chunk of L2 / 4
+// stays in the L2 while it is reduced and copied: memory then sees one read and one write per
+// byte. A power of two in [64 KiB, 256 KiB]; 256 KiB when unknown (2 MiB chunks spilled to the
+// L3 and ran 64 MiB 1.6x slower on a 1 MiB-L2 machine; 256 KiB met every target there).
+size_t slot_bytes_for_l2(size_t l2_bytes);
+
 class ShmSegment {
  public:
   ShmSegment() = default;

@@ -12,17 +12,13 @@ namespace {
 
 constexpr int64_t kStepsPerOp = 16;
 
-struct Part {
-  size_t off, len;
-};
-Part part(size_t n, int w, int p) {
-  const size_t base = n / static_cast<size_t>(w), rem = n % static_cast<size_t>(w), up = static_cast<size_t>(p);
-  return {up * base + std::min(up, rem), base + (up < rem ? 1 : 0)};
-}
-
 char* at(const Buffer& b, size_t elems) { return static_cast<char*>(b.data) + elems * dtype_size(b.dtype); }
 
 }  // namespace
+
+int SocketCollectives::world_rank(int p) const {
+  return opt_.world_ranks.empty() ? p : opt_.world_ranks[static_cast<size_t>(p)];
+}
 
 void SocketCollectives::send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx) {
   auto work = std::make_shared<Work>(ctx.label());
@@ -55,7 +51,7 @@ void SocketCollectives::wait(Batch& b, const OpContext& ctx) {
   if (first) std::rethrow_exception(first);
   if (!late_ranks.empty()) {
     std::string late;
-    for (int p : late_ranks) late += (late.empty() ? "" : ", ") + std::to_string(p);
+    for (int p : late_ranks) late += (late.empty() ? "" : ", ") + std::to_string(world_rank(p));
     DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [", late,
               "] (sockets)");
   }
@@ -67,8 +63,8 @@ void SocketCollectives::wait_one(Batch& b, size_t k, const OpContext& ctx) {
   try {
     work->wait();
   } catch (const TimeoutError&) {
-    DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [", peer,
-              "] (sockets)");
+    DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [",
+              world_rank(peer), "] (sockets)");
   }
 }
 
@@ -94,8 +90,9 @@ void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
     if (p == opt_.rank) continue;
     const Fingerprint& f = theirs[static_cast<size_t>(p)];
     if (!mine.same_op(f)) {
-      DDP_THROW(InvalidArgument, ctx.label(), ": mismatched collectives: rank ", opt_.rank, " called ", describe(ctx.desc),
-                " at seq ", ctx.desc.seq, " but rank ", p, " called ", describe(f.desc()), " at seq ", f.seq);
+      DDP_THROW(InvalidArgument, ctx.label(), ": mismatched collectives: rank ", world_rank(opt_.rank), " called ",
+                describe(ctx.desc), " at seq ", ctx.desc.seq, " but rank ", world_rank(p), " called ", describe(f.desc()),
+                " at seq ", f.seq);
     }
   }
 }
@@ -113,71 +110,6 @@ void SocketCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer
     case OpKind::kAllToAll: all_to_all(ctx, in, out); break;
     case OpKind::kBarrier: break;  // the exchange above was the barrier
   }
-}
-
-void SocketCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
-  const int r = opt_.rank, w = opt_.world;
-  const size_t n = buf.count;
-  const ReduceOp rop = ctx.desc.rop;
-  if (n >= static_cast<size_t>(w) && buf.bytes() > opt_.oneshot_bytes) return pipelined_all_reduce(ctx, buf);
-  // Small: everyone's whole buffer to everyone, combined in rank order everywhere.
-  Batch b;
-  std::vector<std::vector<char>> c(static_cast<size_t>(w), std::vector<char>(buf.bytes()));
-  for (int p = 0; p < w; ++p) {
-    if (p == r) continue;
-    send(b, p, 0, buf.data, buf.bytes(), ctx);
-    recv(b, p, 0, c[static_cast<size_t>(p)].data(), buf.bytes(), ctx);
-  }
-  wait(b, ctx);
-  std::memcpy(c[static_cast<size_t>(r)].data(), buf.data, buf.bytes());
-  combine3(buf.data, c[0].data(), c[1].data(), n, buf.dtype, rop);
-  for (int p = 2; p < w; ++p) combine(buf.data, c[static_cast<size_t>(p)].data(), n, buf.dtype, rop);
-  if (rop == ReduceOp::kAvg) finish_avg(buf.data, n, buf.dtype, w);
-}
-
-// Reduce-scatter then all-gather, each rank's part cut into chunks of Options::chunk_bytes (the same on
-// every rank: chunk boundaries are part of the protocol) so the phases overlap the transfers:
-// every message of the op is posted first (each peer's contributions land in this group's
-// scratch, never in the engine's unexpected queue), then each chunk of this rank's part is
-// reduced as soon as every peer's copy of it arrived (own value first, then the peers in rank
-// order: the same bits on every run) and sent on to every peer at once, while later chunks are
-// still on the wire. The all-gather lands straight in the caller's buffer.
-void SocketCollectives::pipelined_all_reduce(const OpContext& ctx, const Buffer& buf) {
-  const int r = opt_.rank, w = opt_.world;
-  const size_t es = dtype_size(buf.dtype), n = buf.count;
-  const size_t chunk = std::max<size_t>(1, opt_.chunk_bytes / es);
-  const Part me = part(n, w, r);
-  scratch_.resize(static_cast<size_t>(w));
-  Batch rest;  // sends, and the all-gather's recvs: waited for at the end
-  std::vector<Batch> arrivals(static_cast<size_t>(w));  // per peer: one recv per chunk of my part
-  for (int p = 0; p < w; ++p) {
-    if (p == r) continue;
-    auto& slot = scratch_[static_cast<size_t>(p)];
-    if (slot.size() < me.len * es) slot.resize(me.len * es);
-    const Part theirs = part(n, w, p);
-    for (size_t off = 0; off < theirs.len; off += chunk) {
-      const size_t len = std::min(chunk, theirs.len - off);
-      send(rest, p, 0, at(buf, theirs.off + off), len * es, ctx);
-      recv(rest, p, 1, at(buf, theirs.off + off), len * es, ctx);
-    }
-    for (size_t off = 0; off < me.len; off += chunk) {
-      recv(arrivals[static_cast<size_t>(p)], p, 0, slot.data() + off * es, std::min(chunk, me.len - off) * es, ctx);
-    }
-  }
-  for (size_t k = 0, off = 0; off < me.len; ++k, off += chunk) {
-    const size_t len = std::min(chunk, me.len - off);
-    for (int p = 0; p < w; ++p) {
-      if (p == r) continue;
-      wait_one(arrivals[static_cast<size_t>(p)], k, ctx);
-      combine(at(buf, me.off + off), scratch_[static_cast<size_t>(p)].data() + off * es, len, buf.dtype, ctx.desc.rop);
-    }
-    if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(at(buf, me.off + off), len, buf.dtype, w);
-    for (int p = 0; p < w; ++p) {
-      if (p != r) send(rest, p, 1, at(buf, me.off + off), len * es, ctx);
-    }
-  }
-  for (auto& a : arrivals) wait(a, ctx);
-  wait(rest, ctx);
 }
 
 void SocketCollectives::broadcast(const OpContext& ctx, const Buffer& buf) {

@@ -1,16 +1,23 @@
 #pragma once
 // SocketCollectives: every collective over the SocketEngine, for groups that span hosts or
-// when DDP_TCP_TRANSPORT=socket. Direct algorithms (each rank talks to each peer once per
-// phase): reduce-scatter + all-gather for large all_reduce, pipelined in chunks so reducing
-// and sending overlap the transfers; one-shot exchange for small; root fan-out/fan-in for the
-// rooted ops. Reductions happen in a fixed order so every rank that
-// computes a value computes the same bits.
+// when DDP_TCP_TRANSPORT=socket. all_reduce has four algorithms (socket_all_reduce.cc picks
+// one by size and world size, the same on every rank; Options::algo forces one):
+// - one-shot: every buffer to every peer (small buffers);
+// - direct: reduce-scatter + all-gather with every peer at once (each rank talks to each peer
+//   once per phase);
+// - ring: reduce-scatter + all-gather around a ring (each rank talks to its two neighbours);
+// - hd: recursive halving (reduce-scatter) then doubling (all-gather), ranks beyond the largest
+//   power of two folded in first and served last;
+// the last three pipelined in chunks of Options::chunk_bytes so reducing and sending overlap
+// the transfers. The other ops are direct: root fan-out/fan-in for the rooted ops. Each value
+// is reduced by one rank in a fixed order, so every rank gets the same bits.
 //
 // Fingerprints: each op first exchanges its OpDesc with every peer (channel kFingerprint,
 // tag = seq); a mismatch is InvalidArgument naming both sides, before any data moves.
 // Errors: a lost peer is the engine's NetworkError; internal messages that miss the op's
 // deadline become one TimeoutError naming the op and the ranks that did not deliver.
 // Called by one thread at a time (the group's worker).
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -19,6 +26,13 @@
 #include "comm/types.h"
 
 namespace ddp::comm::tcp {
+
+enum class SocketAlgo { kAuto, kDirect, kHalvingDoubling, kRing };
+// "auto", "direct", "hd", "ring"; InvalidArgument naming DDP_TCP_SOCKET_ALGO otherwise.
+SocketAlgo parse_socket_algo(const std::string& name);
+const char* to_string(SocketAlgo algo);
+// The auto rule (docs/backends.md), a pure function of values equal on every rank.
+SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t oneshot_bytes, size_t chunk_bytes);
 
 class SocketCollectives {
  public:
@@ -29,6 +43,8 @@ class SocketCollectives {
     size_t oneshot_bytes = 64 << 10;
     // all_reduce's pipeline step: part of the wire protocol, the same on every rank.
     size_t chunk_bytes = 256 << 10;
+    SocketAlgo algo = SocketAlgo::kAuto;  // the same on every rank (DDP_TCP_SOCKET_ALGO)
+    std::vector<int> world_ranks;         // group rank -> world rank, for errors (empty: the same)
   };
   SocketCollectives(SocketEngine* engine, Options options) : engine_(engine), opt_(options) {}
 
@@ -45,7 +61,21 @@ class SocketCollectives {
   void exchange_fingerprints(const OpContext& ctx);
 
   void all_reduce(const OpContext& ctx, const Buffer& buf);
+  void oneshot_all_reduce(const OpContext& ctx, const Buffer& buf);
   void pipelined_all_reduce(const OpContext& ctx, const Buffer& buf);
+  void ring_all_reduce(const OpContext& ctx, const Buffer& buf);
+  void hd_all_reduce(const OpContext& ctx, const Buffer& buf);
+  // One step of hd with one peer: send [send_off, +send_len) of the buffer, receive
+  // [recv_off, +recv_len) (reduced into the buffer as each chunk arrives, or straight into it).
+  struct Exchange {
+    int peer = 0;
+    int step = 0;
+    size_t send_off = 0, send_len = 0, recv_off = 0, recv_len = 0;
+    bool reduce = false;
+  };
+  void exchange(const OpContext& ctx, const Buffer& buf, const Exchange& x);
+  void halving_doubling(const OpContext& ctx, const Buffer& buf, int vrank, int p2, int extra);
+  int world_rank(int p) const;
   void broadcast(const OpContext& ctx, const Buffer& buf);
   void reduce(const OpContext& ctx, const Buffer& buf);
   void all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out, bool all);
@@ -56,6 +86,7 @@ class SocketCollectives {
   SocketEngine* engine_;
   Options opt_;
   std::vector<std::vector<char>> scratch_;  // per peer: its contributions to this rank's part (kept)
+  std::vector<char> ring_scratch_;          // ring and hd: incoming chunks to reduce (kept)
 };
 
 }  // namespace ddp::comm::tcp

@@ -97,7 +97,8 @@ bool TcpProcessGroup::try_inline(Task& task) {
   bool finished = false;
   std::exception_ptr error = guarded([&] {
     if (health_.broken()) health_.rethrow(task.ctx.label());
-    finished = shm_->step(task.ctx, task.in, task.out, task.fast, false, inline_spin_us_);
+    task.started = true;
+    finished = shm_->start(task.ctx, task.in, task.out, inline_spin_us_);
   });
   if (!error && finished) {
     collectives_run_.fetch_add(1, std::memory_order_relaxed);
@@ -229,8 +230,8 @@ void TcpProcessGroup::execute(Task& task) {
     if (health_.broken()) health_.rethrow(task.ctx.label());
     if (transport_ == Transport::kLocal) {
       run_local(task);
-    } else if (task.fast.stage > 0) {
-      shm_->step(task.ctx, task.in, task.out, task.fast, true, 0);
+    } else if (task.started) {
+      shm_->finish(task.ctx, task.in, task.out);
     } else if (shm_) {
       shm_->run(task.ctx, task.in, task.out);
     } else if (hierarchy_) {

@@ -12,15 +12,16 @@
 //   group's next collective sequence number (shared by all ranks). Fast path: an shm
 //   all_reduce up to DDP_TCP_INLINE_MAX_BYTES (default 4 MiB) or a barrier issued while nothing
 //   else is queued runs on the caller's thread (no thread hand-off, no sleep);
-//   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default 20 ms; 0 when ranks
-//   outnumber cores; -1 disables), the op is handed to the worker where it stands, so the call
-//   still returns at once. send/recv are posted to the
+//   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default 20 ms; 2 ms of yielding
+//   when ranks outnumber cores; -1 disables), the op is handed to the worker where it stands,
+//   so the call still returns at once. send/recv are posted to the
 //   socket engine at once and complete independently (isend/irecv semantics; matching by
 //   (peer, tag), FIFO); they are numbered separately ("p2p #n") since only the two ends see them.
 // - Errors: see process_group.h. Once any collective fails (lost peer, timeout, mismatch) the
 //   group is broken and every pending and later op fails naming itself.
 // - Environment (read by rank 0 and published, so all ranks agree): DDP_TCP_TRANSPORT
-//   (auto|shm|socket|hierarchical), DDP_TCP_FINGERPRINT (default 1). Per rank: DDP_TCP_SPIN_US.
+//   (auto|shm|socket|hierarchical), DDP_TCP_FINGERPRINT (default 1). Per rank: DDP_TCP_SPIN_US;
+//   the same on every rank: DDP_TCP_INTER, DDP_TCP_SOCKET_* (docs/backends.md).
 // - AVG on integer dtypes is the wrapped sum divided by the world size, truncating.
 // - CUDA buffers are rejected (InvalidArgument); where CUDA was built, the registry wraps every
 //   tcp group in the staging decorator (comm/nccl/cuda_staging.h), which handles them.
@@ -46,6 +47,13 @@ struct HostLayout;
 
 enum class Transport : uint8_t { kLocal, kShm, kSocket, kHierarchical };
 const char* to_string(Transport t);
+
+// The engine of a hierarchical group's step between hosts, DDP_TCP_INTER=socket|gloo|mpi (the
+// same on every rank; default socket: this backend's sockets). Another engine's child group is
+// made through this factory, which the backend registry (ddp_init) installs; without it, or
+// for a backend that was not built, DDP_TCP_INTER other than socket is an InvalidArgument.
+using InterNodeFactory = ProcessGroupPtr (*)(const std::string& backend, const GroupSetup& setup);
+void set_inter_node_factory(InterNodeFactory factory);
 
 class TcpProcessGroup final : public ProcessGroup {
  public:
@@ -78,7 +86,7 @@ class TcpProcessGroup final : public ProcessGroup {
     OpContext ctx;
     Buffer in, out;
     WorkPtr work;
-    ShmCollectives::FastState fast;  // stage > 0: started on the caller's thread
+    bool started = false;  // begun on the caller's thread (shm): ShmCollectives::finish completes it
   };
   TcpProcessGroup(const GroupSetup& setup);
   void connect(const GroupSetup& setup);

@@ -1,4 +1,5 @@
 // TcpProcessGroup set-up: the mesh, the transport choice and the shared-memory segment.
+#include <atomic>
 #include <thread>
 
 #include "comm/tcp/hierarchical_collectives.h"
@@ -10,6 +11,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/machine.h"
 #include "rendezvous/prefix_store.h"
 
 namespace ddp::comm::tcp {
@@ -69,16 +71,24 @@ size_t socket_bytes(const char* var, int64_t fallback, int64_t min) {
   return static_cast<size_t>(v);
 }
 
+// How errors name a peer: by its world rank (a subgroup's own rank only beside it), so that a
+// failure inside a subgroup or a hierarchy's child group points at the process users know.
+std::string peer_name(const GroupSetup& setup, const Mesh& mesh, int r) {
+  const auto& p = mesh.peers[static_cast<size_t>(r)];
+  const int world = setup.global_ranks.empty() ? r : setup.global_ranks[static_cast<size_t>(r)];
+  if (world == r) return detail::str("rank ", r, " (pid ", p.pid, " on ", p.host, ")");
+  return detail::str("rank ", world, " (pid ", p.pid, " on ", p.host, "; rank ", r, " of group '", setup.name, "')");
+}
+
 ShmGeometry geometry(int world) {
   ShmGeometry g;
   g.world = world;
   g.depth = static_cast<int>(env::get_int_or("DDP_TCP_SHM_DEPTH", 4));
-  // Chunks of 256 KiB: a rank's share of a chunk and the peers' staged slices stay in its L2
-  // while it reduces and copies them, so memory sees one read and one write per byte (2 MiB
-  // chunks spill to the L3 and ran 64 MiB 1.6x slower). At most 64 MiB in all.
+  // Chunks sized from this machine's L2 (slot_bytes_for_l2: rank 0's machine; the others read
+  // the geometry from the segment, so every rank agrees). At most 64 MiB in all.
   const size_t fit = (size_t{64} << 20) / static_cast<size_t>(world * std::max(1, g.depth)) / 64 * 64;
-  g.slot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_SLOT_BYTES",
-                                                     static_cast<int64_t>(std::min(size_t{256} << 10, fit))));
+  const size_t slot = std::min(slot_bytes_for_l2(machine_profile().l2_bytes), fit);
+  g.slot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_SLOT_BYTES", static_cast<int64_t>(slot)));
   g.oneshot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_ONESHOT_BYTES", 32 << 10));
   if (g.slot_bytes < 4096 || g.slot_bytes % 64 != 0 || g.depth < 2 || g.depth > 64) {
     DDP_THROW(InvalidArgument, "tcp backend: bad shared-memory geometry (DDP_TCP_SHM_SLOT_BYTES=", g.slot_bytes,
@@ -183,9 +193,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     DDP_THROW(InvalidArgument, "DDP_TCP_MAX_UNEXPECTED_BYTES=", max_unexpected, ": must be a positive byte count");
   }
   eo.max_unexpected_bytes = static_cast<uint64_t>(max_unexpected);
-  for (int r = 0; r < setup.size; ++r) {
-    eo.peer_names.push_back(detail::str("rank ", r, " (pid ", mesh.peers[r].pid, " on ", mesh.peers[r].host, ")"));
-  }
+  for (int r = 0; r < setup.size; ++r) eo.peer_names.push_back(peer_name(setup, mesh, r));
   engine_ = std::make_unique<SocketEngine>(std::move(eo), std::move(mesh.fds), &health_);
   if (transport_ == Transport::kShm) {
     ShmCollectives::Options so;
@@ -201,7 +209,10 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     // Sleeping (a futex, a condition variable) costs a scheduling delay of milliseconds on a
     // busy machine; polling with sched_yield keeps the rank runnable and lets others run.
     so.yield_us = static_cast<int>(env::get_int_or("DDP_TCP_YIELD_US", roomy ? 20000 : 50));
-    inline_spin_us_ = static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", roomy ? 20000 : 0));
+    // Ranks that outnumber cores poll inline too, yielding from the start (crowded: the peer
+    // gets the core at once): handing each op to the worker cost a thread wake-up per op
+    // (3 ranks on 2 cores, 1 KiB: 26-37 us against Open MPI's 7-17 us; polling: 10-26 us).
+    inline_spin_us_ = static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", roomy ? 20000 : 2000));
     inline_max_bytes_ = static_cast<size_t>(env::get_int_or("DDP_TCP_INLINE_MAX_BYTES", 4 << 20));
     shm_ = std::make_unique<ShmCollectives>(std::move(segment), so, &health_);
   } else {
@@ -213,17 +224,38 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     // message, never a wrong result).
     so.oneshot_bytes = socket_bytes("DDP_TCP_SOCKET_ONESHOT_BYTES", 64 << 10, 0);
     so.chunk_bytes = socket_bytes("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10, 1);
+    so.algo = parse_socket_algo(env::get_or("DDP_TCP_SOCKET_ALGO", "auto"));
+    so.world_ranks = setup.global_ranks;
     sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
   }
   if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout_of(mesh));
 }
+
+namespace {
+std::atomic<InterNodeFactory> g_inter_node_factory{nullptr};
+
+// The cross-host child group: this backend's sockets, or DDP_TCP_INTER's engine.
+ProcessGroupPtr make_cross_group(const GroupSetup& c) {
+  const std::string inter = env::get_or("DDP_TCP_INTER", "socket");
+  if (inter == "socket") return ProcessGroupPtr(TcpProcessGroup::create(c));
+  if (inter != "gloo" && inter != "mpi") DDP_THROW(InvalidArgument, "DDP_TCP_INTER='", inter, "': choose socket, gloo or mpi");
+  const InterNodeFactory factory = g_inter_node_factory.load();
+  if (factory == nullptr) {
+    DDP_THROW(InvalidArgument, "DDP_TCP_INTER=", inter, ": no backend registry here (groups made by make_tcp_group "
+              "directly use sockets between hosts)");
+  }
+  return factory(inter, c);
+}
+}  // namespace
+
+void set_inter_node_factory(InterNodeFactory factory) { g_inter_node_factory.store(factory); }
 
 // The two child groups of a hierarchical group (hierarchical_collectives.h), made by every rank
 // in the same order: this host's ranks, then the ranks with this rank's local index.
 void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayout& layout) {
   const auto me = static_cast<size_t>(setup.rank);
   const int host = layout.host_of[me], local = layout.local_of[me], cross = layout.cross_of[me];
-  auto child = [&](const std::string& part, int index, auto member, int rank) {
+  auto child = [&](const std::string& part, int index, auto member, int rank, bool cross) {
     GroupSetup c = setup;
     c.store = std::make_shared<rdzv::PrefixStore>(detail::str("tcp/", part, "/", index), setup.store);
     c.name = detail::str(setup.name, "/", part, index);
@@ -235,18 +267,18 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
     }
     c.size = static_cast<int>(c.global_ranks.size());
     c.rank = rank;
-    return ProcessGroupPtr(TcpProcessGroup::create(c));
+    return cross ? make_cross_group(c) : ProcessGroupPtr(TcpProcessGroup::create(c));
   };
-  auto local_group = child("host", host, [&](size_t r) { return layout.host_of[r] == host; }, local);
-  auto cross_group = child("across", local, [&](size_t r) { return layout.local_of[r] == local; }, cross);
+  auto local_group = child("host", host, [&](size_t r) { return layout.host_of[r] == host; }, local, false);
+  auto cross_group = child("across", local, [&](size_t r) { return layout.local_of[r] == local; }, cross, true);
   HierarchicalCollectives::Options ho;
   ho.rank = setup.rank;
   ho.world = setup.size;
   ho.layout = layout;
   // The same on every rank (it picks the children's ops: a mismatch is their error, no result).
   ho.small_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_HIERARCHY_SMALL_BYTES", 64 << 10));
-  logger("tcp")->debug("group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}", setup.name,
-                       layout.hosts, layout.per_host, host, local);
+  logger("tcp")->debug("group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}",
+                       setup.name, layout.hosts, layout.per_host, host, local, cross_group->backend_name());
   hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group), std::move(cross_group),
                                                          sockets_.get());
 }

@@ -28,7 +28,12 @@ struct FakeTree {
     write(dir / "size", size + "\n");
     write(dir / "shared_cpu_list", shared + "\n");
   }
-  MachineProfileOptions options() const { return {(root / "proc").string(), (root / "sys/cpu").string()}; }
+  MachineProfileOptions options() const {
+    MachineProfileOptions o;
+    o.proc_root = (root / "proc").string();
+    o.sys_cpu_root = (root / "sys/cpu").string();
+    return o;
+  }
 };
 
 }  // namespace
@@ -66,12 +71,24 @@ TEST_CASE("a full tree: model, CPUs, data caches by level (instruction cache ign
 
 TEST_CASE("an empty tree: zeros and counts from the system, never an error") {
   FakeTree t;
-  const MachineProfile p = read_machine_profile(t.options());
+  MachineProfileOptions o = t.options();
+  o.cache_fallback = false;
+  const MachineProfile p = read_machine_profile(o);
   CHECK(p.cpu_model.empty());
   CHECK(p.online_cpus >= 1);
   CHECK(p.usable_cpus >= 1);
   CHECK(p.l2_bytes == 0u);
   CHECK(p.summary().find("unknown CPU") == 0);
+}
+
+TEST_CASE("a tree without cache sizes (some VMs): the L2 from sysconf or cpuid instead") {
+  FakeTree t;
+  const MachineProfile p = read_machine_profile(t.options());
+  const long from_sysconf = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+#if defined(__x86_64__)
+  CHECK(p.l2_bytes >= 64u << 10);  // cpuid answers on every x86-64 this project runs on
+#endif
+  if (from_sysconf > 0) CHECK(p.l2_bytes == static_cast<size_t>(from_sysconf));
 }
 
 TEST_CASE("this machine: plausible values") {

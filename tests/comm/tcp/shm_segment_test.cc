@@ -66,3 +66,13 @@ TEST_CASE("a /dev/shm too small for the segment: an error naming the size and /d
   CHECK(got.find("/dev/shm") != std::string::npos);
   CHECK(got.find("DDP_TCP_TRANSPORT=socket") != std::string::npos);
 }
+
+TEST_CASE("slot_bytes_for_l2: L2 / 4 as a power of two in [64 KiB, 256 KiB]; 256 KiB when unknown") {
+  CHECK(slot_bytes_for_l2(0) == 256u << 10);
+  CHECK(slot_bytes_for_l2(256u << 10) == 64u << 10);   // never below 64 KiB
+  CHECK(slot_bytes_for_l2(512u << 10) == 128u << 10);  // AMD Zen 3
+  CHECK(slot_bytes_for_l2(768u << 10) == 128u << 10);
+  CHECK(slot_bytes_for_l2(1u << 20) == 256u << 10);
+  CHECK(slot_bytes_for_l2(1280u << 10) == 256u << 10);  // 1.25 MiB (Intel Ice Lake)
+  CHECK(slot_bytes_for_l2(2u << 20) == 256u << 10);     // capped
+}

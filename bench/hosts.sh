@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# ddp-bench collective across N emulated hosts (tests/netns/hosts.sh: each host its own network,
+# IPC and mount namespace and /dev/shm, on one bridge), RANKS_PER_HOST ranks on each under
+# ddp-launch. One run measures, on the same hosts:
+#   - the link floor: one TCP stream host 1 -> host 2 (python, 1 s);
+#   - ours with the transport chosen automatically (hierarchical when RANKS_PER_HOST > 1: shared
+#     memory within hosts, sockets between), beside Gloo's own algorithms (COMPARE) in the same
+#     processes, interleaved repeat by repeat;
+#   - ours flat (DDP_TCP_TRANSPORT=socket), beside the same peers again;
+#   - Open MPI (mpirun started across the hosts, ddp-bench --backend mpi-direct), where it runs.
+#
+#   sudo bench/hosts.sh [ddp-bench args...]      e.g. --op all_reduce --sizes 4,64K,1M,16M,64M,256M
+#
+# HOSTS (default 2), RANKS_PER_HOST (default 2), COMPARE (default gloo), MODES (default
+# "auto flat mpi"; mpi: Open MPI's MPI_Allreduce under mpirun across the same hosts, its own run),
+# RATE / DELAY (tc netem on every host's link, e.g. RATE=10gbit DELAY=50us; where netem is
+# unavailable hosts.sh says so and the links run unshaped), BIN (default build/bin). Any other
+# DDP_* variable passes through to the ranks (e.g. DDP_TCP_SOCKET_ALGO=ring). When the ranks of
+# all hosts outnumber this machine's cores, shared memory does not spin (see below).
+# Prints rank 0's rows per mode (format table unless given). Exit: 0; 77 not root; else the
+# failed run's status, with its stderr.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin=${BIN:-$here/build/bin}
+n=${HOSTS:-2}
+per=${RANKS_PER_HOST:-2}
+compare=${COMPARE:-gloo}
+modes=${MODES:-auto flat mpi}
+hosts="sh $here/tests/netns/hosts.sh"
+[ "$(id -u)" = 0 ] || { echo "hosts.sh: needs root (network namespaces)" >&2; exit 77; }
+p=ddpM$$x9
+$hosts sweep
+$hosts up "$p" "$n" "${RATE:--}" "${DELAY:--}"
+out=$(mktemp -d)
+trap '$hosts down "$p" "$n"; rm -rf "$out"' EXIT
+
+$hosts run "$p" 2 /usr/bin/python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("10.78.0.2", 29999)); s.listen(1)
+c, _ = s.accept()
+while c.recv(1 << 20): pass
+' &
+sleep 0.3
+$hosts run "$p" 1 /usr/bin/python3 -c '
+import socket, time
+s = socket.create_connection(("10.78.0.2", 29999)); buf = b"x" * (1 << 20); t = time.time(); n = 0
+while time.time() - t < 1: s.sendall(buf); n += len(buf)
+s.close(); print("# link floor: one TCP stream host 1 -> host 2: %.2f GB/s" % (n / (time.time() - t) / 1e9))
+'
+wait
+
+# The emulated hosts share this machine's cores: when their ranks outnumber them, shared memory
+# gets the settings the backend itself picks for ranks that outnumber a host's cores (never
+# spin: a spinning rank holds the core its peer needs), unless set here already.
+if [ $((n * per)) -gt "$(nproc)" ] && [ -z "${DDP_TCP_SPIN_US:-}" ]; then
+  export DDP_TCP_SPIN_US=0 DDP_TCP_YIELD_US=50 DDP_TCP_INLINE_SPIN_US=0
+  echo "# $((n * per)) ranks on $(nproc) cores: DDP_TCP_SPIN_US=0 DDP_TCP_YIELD_US=50 DDP_TCP_INLINE_SPIN_US=0"
+fi
+args=("$@")
+[[ " ${args[*]} " == *" --format "* ]] || args+=(--format table)
+echo "# $n hosts x $per ranks; peers: $compare"
+# Open MPI beside: mpirun on host 1 starts its daemons on the others through an rsh agent that
+# enters host K (hosts.sh run), then ddp-bench --backend mpi-direct (MPI_Allreduce: its tuned
+# algorithms, vader within a host, tcp between). A run that fails says so and is skipped.
+run_mpi() {
+  command -v mpirun > /dev/null || { echo "## Open MPI: no mpirun here, skipped"; return 0; }
+  cat > "$out/agent.sh" << AGENT
+#!/bin/sh
+while [ "\${1#-}" != "\$1" ]; do shift; done
+host=\$1; shift
+exec sh $here/tests/netns/hosts.sh run $p "\${host##*h}" sh -c "\$*"
+AGENT
+  chmod +x "$out/agent.sh"
+  hostlist=$(for h in $(seq 1 "$n"); do printf '%s' "${p}h$h:$per,"; done)
+  echo "## Open MPI (mpirun across the hosts, mpi-direct)"
+  if ! $hosts run "$p" 1 mpirun --allow-run-as-root --host "${hostlist%,}" -np $((n * per)) \
+      --mca plm_rsh_agent "$out/agent.sh" --mca btl tcp,self,vader --mca btl_tcp_if_include veth0 \
+      --mca oob_tcp_if_include veth0 --bind-to none --mca mpi_yield_when_idle 1 \
+      "$bin/ddp-bench" collective --backend mpi-direct "${args[@]}" > "$out/mpi.out" 2> "$out/mpi.err"; then
+    echo "# Open MPI did not run across the hosts: $(tail -1 "$out/mpi.err")"
+    return 0
+  fi
+  grep -v "^\[" "$out/mpi.out"
+}
+
+for mode in $modes; do
+  if [ "$mode" = mpi ]; then run_mpi; continue; fi
+  transport=auto
+  [ "$mode" = flat ] && transport=socket
+  pids=()
+  for h in $(seq 1 "$n"); do
+    $hosts run "$p" "$h" env DDP_TCP_TRANSPORT=$transport DDP_BENCH_GLOO_HOST=10.78.0.$h DDP_SOCKET_IFNAME=veth0 \
+      "$bin/ddp-launch" --nnodes "$n" --node-rank $((h - 1)) --nproc-per-node "$per" \
+        --master-addr 10.78.0.1 --local-addr 10.78.0.$h \
+        "$bin/ddp-bench" collective --compare "$compare" "${args[@]}" \
+      > "$out/$mode.$h.out" 2> "$out/$mode.$h.err" &
+    pids+=($!)
+  done
+  status=0
+  for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+  echo "## ours: DDP_TCP_TRANSPORT=$transport"
+  grep -v "^\\[" "$out/$mode.1.out" | sed "s/^\\[default0\\]://; s/^\\[0\\]://"
+  if [ $status != 0 ]; then cat "$out"/$mode.*.err >&2; exit $status; fi
+done

@@ -1,0 +1,110 @@
+#pragma once
+// ShmChannel: the small stage / publish / wait vocabulary every shared-memory algorithm is
+// written in, over one group's ShmSegment.
+//
+// - Tickets: each chunk an algorithm moves takes the next ticket (the same sequence on every
+//   rank, since every rank runs the same ops). Ticket t uses slot t % depth of each rank; a
+//   rank may write its slot for t once every peer published kDone for t - depth (acquire).
+// - publish(c, t + 1) says "my counter c reached ticket t"; wait_for / wait_all wait for
+//   peers' counters (ShmWait's policy), and verify each peer's fingerprint the first time the
+//   op depends on it (ShmFingerprints).
+// - ShmStep is one op in progress: its buffers, how far it got (ShmProgress, kept between steps
+//   of a resumable algorithm) and how it may wait (ShmPoll: block, or spin at most budget_us
+//   and return false with its place kept).
+// Called by one thread at a time (the one running the group's op).
+#include <cstdint>
+#include <vector>
+
+#include "comm/tcp/op.h"
+#include "comm/tcp/shm_fingerprint.h"
+#include "comm/tcp/shm_segment.h"
+#include "comm/tcp/shm_wait.h"
+#include "comm/types.h"
+
+namespace ddp::comm::tcp {
+
+struct ShmPoll {
+  bool block = true;  // false: spin at most budget_us per wait, then give up (place kept)
+  int budget_us = 0;
+};
+
+// Where a resumable algorithm stands (zero: not started).
+struct ShmProgress {
+  int phase = 0;  // within the current ticket
+  int peer = 0;   // copy-out progress
+  uint64_t ticket = 0;
+  size_t off = 0;  // elements done
+  size_t last_off = 0;
+  uint64_t last_ticket = 0;
+};
+
+struct ShmStep {
+  const OpContext& ctx;
+  const Buffer& in;
+  const Buffer& out;
+  ShmProgress& at;
+  ShmPoll poll;
+};
+
+// Rank p's share of n elements split w ways (the first n % w shares get one more).
+struct Part {
+  size_t off, len;
+};
+inline Part part(size_t n, int w, int p) {
+  const size_t base = n / static_cast<size_t>(w), rem = n % static_cast<size_t>(w),
+               up = static_cast<size_t>(p);
+  return {up * base + std::min(up, rem), base + (up < rem ? 1 : 0)};
+}
+
+// The address of element `elems` of b.
+inline char* at(const Buffer& b, size_t elems) {
+  return static_cast<char*>(b.data) + elems * dtype_size(b.dtype);
+}
+
+class ShmChannel {
+ public:
+  struct Options {
+    int rank = 0;
+    int world = 1;
+    bool fingerprints = true;
+    int spin_us = 200;
+    int yield_us = 20000;
+  };
+  ShmChannel(ShmSegment segment, Options options, GroupHealth* health);
+  ShmChannel(const ShmChannel&) = delete;
+  ShmChannel& operator=(const ShmChannel&) = delete;
+
+  int rank() const { return opt_.rank; }
+  int world() const { return opt_.world; }
+  const ShmGeometry& geometry() const { return segment_.geometry(); }
+  const ShmSegment& segment() const { return segment_; }
+  uint64_t next_ticket() { return ticket_++; }
+  char* slot(int rank, uint64_t ticket) const { return segment_.slot(rank, ticket); }
+
+  void begin(const OpContext& ctx) { fingerprints_.begin(ctx); }
+  void end(const OpContext& ctx) { fingerprints_.verify_all(ctx); }
+
+  bool slot_free(uint64_t ticket) const;                // every peer is done with its last use
+  void acquire(uint64_t ticket, const OpContext& ctx);  // waits for slot_free
+  void publish(Counter c, uint64_t value) { segment_.publish(opt_.rank, c, value); }
+  bool reached(Counter c, uint64_t value) const;  // every peer's counter is >= value
+  void wait_for(int peer, Counter c, uint64_t value, const OpContext& ctx);
+  void wait_all(Counter c, uint64_t value, const OpContext& ctx);
+
+  // Blocking: true at once. Otherwise true when `ready` within the budget.
+  template <typename Ready>
+  bool poll(Ready ready, const ShmPoll& p) const {
+    return p.block || wait_.spin(ready, p.budget_us);
+  }
+
+ private:
+  std::vector<int> below(Counter c, uint64_t value) const;  // peers whose counter is < value
+
+  ShmSegment segment_;
+  Options opt_;
+  ShmWait wait_;
+  ShmFingerprints fingerprints_;
+  uint64_t ticket_ = 0;
+};
+
+}  // namespace ddp::comm::tcp

@@ -1,0 +1,38 @@
+#pragma once
+// ShmFingerprints: the check that every rank of a shared-memory group runs the same op.
+//
+// begin(ctx) writes this rank's OpDesc (its fingerprint, and a hash of it on the counters'
+// cache line) and marks it entered, before the op touches data. The first time the op depends
+// on a peer, verify(peer) waits until that peer entered the same seq and compares hashes (the
+// full fingerprints only on a mismatch, for the message); every op ends with verify_all, so no
+// rank runs more than one op ahead and slot [seq % 2] of the hash is still this op's. A
+// mismatch is InvalidArgument naming both ranks' ops. Disabled: every call returns at once.
+// Called by one thread at a time (the one running the group's op).
+#include <vector>
+
+#include "comm/tcp/op.h"
+#include "comm/tcp/shm_segment.h"
+#include "comm/tcp/shm_wait.h"
+
+namespace ddp::comm::tcp {
+
+class ShmFingerprints {
+ public:
+  // `segment` and `wait` outlive this object.
+  ShmFingerprints(const ShmSegment* segment, const ShmWait* wait, int rank, int world, bool enabled);
+
+  void begin(const OpContext& ctx);             // a new op: publish it, nobody verified yet
+  void verify(int peer, const OpContext& ctx);  // once per peer and op
+  void verify_all(const OpContext& ctx);        // the op's end
+
+ private:
+  const ShmSegment* segment_;
+  const ShmWait* wait_;
+  int rank_;
+  int world_;
+  bool enabled_;
+  uint64_t my_hash_ = 0;  // the fingerprint hash of the running op
+  std::vector<bool> verified_;
+};
+
+}  // namespace ddp::comm::tcp

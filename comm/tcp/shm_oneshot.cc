@@ -1,0 +1,84 @@
+#include "comm/tcp/shm_oneshot.h"
+
+#include "comm/copy_kernel.h"
+
+#include "comm/reduce_kernels.h"
+
+namespace ddp::comm::tcp {
+namespace {
+
+// Every rank staged ticket t: take what this rank needs.
+void consume(ShmChannel& ch, const ShmStep& s, uint64_t t) {
+  const int r = ch.rank(), w = ch.world();
+  const ReduceOp rop = s.ctx.desc.rop;
+  const Buffer &in = s.in, &out = s.out;
+  switch (s.ctx.desc.kind) {
+    case OpKind::kAllReduce:
+      combine3(in.data, ch.slot(0, t), ch.slot(1, t), in.count, in.dtype, rop);
+      for (int p = 2; p < w; ++p) combine(in.data, ch.slot(p, t), in.count, in.dtype, rop);
+      if (rop == ReduceOp::kAvg) finish_avg(in.data, in.count, in.dtype, w);
+      break;
+    case OpKind::kBroadcast:
+      if (r != s.ctx.desc.root) copy_bytes(in.data, ch.slot(s.ctx.desc.root, t), in.bytes());
+      break;
+    case OpKind::kAllGather:
+      for (int p = 0; p < w; ++p)
+        copy_bytes(at(out, in.count * static_cast<size_t>(p)), ch.slot(p, t), in.bytes());
+      break;
+    case OpKind::kReduceScatter: {
+      const size_t off = out.bytes() * static_cast<size_t>(r);
+      combine3(out.data, ch.slot(0, t) + off, ch.slot(1, t) + off, out.count, out.dtype, rop);
+      for (int p = 2; p < w; ++p) combine(out.data, ch.slot(p, t) + off, out.count, out.dtype, rop);
+      if (rop == ReduceOp::kAvg) finish_avg(out.data, out.count, out.dtype, w);
+      break;
+    }
+    default:
+      break;  // barrier
+  }
+}
+
+}  // namespace
+
+bool oneshot_fits(const OpDesc& d, const Buffer& in, const ShmGeometry& g) {
+  switch (d.kind) {
+    case OpKind::kBarrier:
+      return true;
+    case OpKind::kAllReduce:
+      return in.bytes() <= g.oneshot_bytes;
+    case OpKind::kBroadcast:
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+      return in.bytes() <= g.slot_bytes;  // no extra work one-shot
+    default:
+      return false;
+  }
+}
+
+bool oneshot_step(ShmChannel& ch, ShmStep& s) {
+  auto poll = [&](auto ready) { return ch.poll(ready, s.poll); };
+  const OpKind kind = s.ctx.desc.kind;
+  const bool stages =
+      kind != OpKind::kBarrier && (kind != OpKind::kBroadcast || s.ctx.desc.root == ch.rank());
+  ShmProgress& st = s.at;
+  if (st.phase == 0) {
+    st.ticket = ch.next_ticket();
+    st.phase = 1;
+  }
+  const uint64_t t = st.ticket;
+  if (st.phase == 1) {
+    if (stages) {
+      if (!poll([&] { return ch.slot_free(t); })) return false;
+      ch.acquire(t, s.ctx);
+      copy_bytes(ch.slot(ch.rank(), t), s.in.data, s.in.bytes());
+    }
+    ch.publish(Counter::kStaged, t + 1);
+    st.phase = 2;
+  }
+  if (!poll([&] { return ch.reached(Counter::kStaged, t + 1); })) return false;
+  ch.wait_all(Counter::kStaged, t + 1, s.ctx);
+  consume(ch, s, t);
+  ch.publish(Counter::kDone, t + 1);
+  return true;
+}
+
+}  // namespace ddp::comm::tcp

@@ -1,0 +1,18 @@
+#pragma once
+// One-shot shared-memory collectives: a message that fits one slot. The ranks that have data
+// stage all of it, every rank waits for every rank, then takes what it needs from the slots.
+// all_reduce reduces every slot in rank order (bitwise-identical results everywhere); also
+// broadcast, all_gather and reduce_scatter whose input fits a slot, and barrier (counters
+// only). Resumable: with a non-blocking ShmPoll, oneshot_step returns false at a wait that did
+// not end within the budget, its place kept in step.at; a later call goes on from there.
+#include "comm/tcp/shm_channel.h"
+
+namespace ddp::comm::tcp {
+
+// Whether `d` on input `in` runs one-shot in a channel of this geometry.
+bool oneshot_fits(const OpDesc& d, const Buffer& in, const ShmGeometry& g);
+
+// True when the op completed.
+bool oneshot_step(ShmChannel& ch, ShmStep& step);
+
+}  // namespace ddp::comm::tcp

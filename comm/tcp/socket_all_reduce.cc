@@ -1,0 +1,266 @@
+// SocketCollectives' all_reduce algorithms (socket_collectives.h) and the rule that picks one.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "comm/reduce_kernels.h"
+#include "comm/tcp/socket_collectives.h"
+#include "common/error.h"
+
+namespace ddp::comm::tcp {
+namespace {
+
+struct Part {
+  size_t off, len;
+};
+Part part(size_t n, int w, int p) {
+  const size_t base = n / static_cast<size_t>(w), rem = n % static_cast<size_t>(w), up = static_cast<size_t>(p);
+  return {up * base + std::min(up, rem), base + (up < rem ? 1 : 0)};
+}
+
+char* at(const Buffer& b, size_t elems) { return static_cast<char*>(b.data) + elems * dtype_size(b.dtype); }
+
+int mod(int a, int w) { return ((a % w) + w) % w; }
+
+}  // namespace
+
+SocketAlgo parse_socket_algo(const std::string& name) {
+  if (name == "auto") return SocketAlgo::kAuto;
+  if (name == "direct") return SocketAlgo::kDirect;
+  if (name == "hd") return SocketAlgo::kHalvingDoubling;
+  if (name == "ring") return SocketAlgo::kRing;
+  DDP_THROW(InvalidArgument, "DDP_TCP_SOCKET_ALGO='", name, "': choose auto, direct, hd or ring");
+}
+
+const char* to_string(SocketAlgo algo) {
+  switch (algo) {
+    case SocketAlgo::kAuto: return "auto";
+    case SocketAlgo::kDirect: return "direct";
+    case SocketAlgo::kHalvingDoubling: return "hd";
+    case SocketAlgo::kRing: return "ring";
+  }
+  return "?";
+}
+
+// The rule counts messages and rounds, never a timing: every input is equal on every rank.
+// - 2 or 3 ranks: direct (with 2 every algorithm sends the same messages; with 3, hd's fold
+//   doubles one pair's traffic and the ring takes 4 rounds for direct's 2).
+// - Each rank's part under one pipeline chunk (bytes / world < chunk_bytes): the messages are
+//   small, so their number decides: hd sends 2*log2(world) (+2 folding) per rank, direct and
+//   ring 2*(world - 1).
+// - Larger: ring. Same bytes per rank as direct, but each rank streams to one neighbour and
+//   from the other, so no NIC takes world - 1 senders at once; parts of at least a chunk keep
+//   the ring's pipeline full, hiding its 2*(world - 1) rounds.
+SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t oneshot_bytes, size_t chunk_bytes) {
+  if (count < static_cast<size_t>(world) || bytes <= oneshot_bytes || world <= 3) return SocketAlgo::kDirect;
+  if (bytes / static_cast<size_t>(world) < chunk_bytes) return SocketAlgo::kHalvingDoubling;
+  return SocketAlgo::kRing;
+}
+
+void SocketCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
+  const int w = opt_.world;
+  const size_t n = buf.count;
+  if (n < static_cast<size_t>(w) || buf.bytes() <= opt_.oneshot_bytes) return oneshot_all_reduce(ctx, buf);
+  SocketAlgo algo = opt_.algo;
+  if (algo == SocketAlgo::kAuto) algo = choose_socket_algo(buf.bytes(), n, w, opt_.oneshot_bytes, opt_.chunk_bytes);
+  switch (algo) {
+    case SocketAlgo::kRing: return ring_all_reduce(ctx, buf);
+    case SocketAlgo::kHalvingDoubling: return hd_all_reduce(ctx, buf);
+    default: return pipelined_all_reduce(ctx, buf);
+  }
+}
+
+// Small: everyone's whole buffer to everyone, combined in rank order everywhere.
+void SocketCollectives::oneshot_all_reduce(const OpContext& ctx, const Buffer& buf) {
+  const int r = opt_.rank, w = opt_.world;
+  const size_t n = buf.count;
+  const ReduceOp rop = ctx.desc.rop;
+  Batch b;
+  std::vector<std::vector<char>> c(static_cast<size_t>(w), std::vector<char>(buf.bytes()));
+  for (int p = 0; p < w; ++p) {
+    if (p == r) continue;
+    send(b, p, 0, buf.data, buf.bytes(), ctx);
+    recv(b, p, 0, c[static_cast<size_t>(p)].data(), buf.bytes(), ctx);
+  }
+  wait(b, ctx);
+  std::memcpy(c[static_cast<size_t>(r)].data(), buf.data, buf.bytes());
+  combine3(buf.data, c[0].data(), c[1].data(), n, buf.dtype, rop);
+  for (int p = 2; p < w; ++p) combine(buf.data, c[static_cast<size_t>(p)].data(), n, buf.dtype, rop);
+  if (rop == ReduceOp::kAvg) finish_avg(buf.data, n, buf.dtype, w);
+}
+
+// Direct: reduce-scatter then all-gather with every peer at once, each rank's part cut into
+// chunks of Options::chunk_bytes (the same on every rank: chunk boundaries are part of the
+// protocol) so the phases overlap the transfers: every message of the op is posted first (each
+// peer's contributions land in this group's scratch, never in the engine's unexpected queue),
+// then each chunk of this rank's part is reduced as soon as every peer's copy of it arrived (own
+// value first, then the peers in rank order: the same bits on every run) and sent on to every
+// peer at once, while later chunks are still on the wire. The all-gather lands straight in the
+// caller's buffer.
+void SocketCollectives::pipelined_all_reduce(const OpContext& ctx, const Buffer& buf) {
+  const int r = opt_.rank, w = opt_.world;
+  const size_t es = dtype_size(buf.dtype), n = buf.count;
+  const size_t chunk = std::max<size_t>(1, opt_.chunk_bytes / es);
+  const Part me = part(n, w, r);
+  scratch_.resize(static_cast<size_t>(w));
+  Batch rest;  // sends, and the all-gather's recvs: waited for at the end
+  std::vector<Batch> arrivals(static_cast<size_t>(w));  // per peer: one recv per chunk of my part
+  for (int p = 0; p < w; ++p) {
+    if (p == r) continue;
+    auto& slot = scratch_[static_cast<size_t>(p)];
+    if (slot.size() < me.len * es) slot.resize(me.len * es);
+    const Part theirs = part(n, w, p);
+    for (size_t off = 0; off < theirs.len; off += chunk) {
+      const size_t len = std::min(chunk, theirs.len - off);
+      send(rest, p, 0, at(buf, theirs.off + off), len * es, ctx);
+      recv(rest, p, 1, at(buf, theirs.off + off), len * es, ctx);
+    }
+    for (size_t off = 0; off < me.len; off += chunk) {
+      recv(arrivals[static_cast<size_t>(p)], p, 0, slot.data() + off * es, std::min(chunk, me.len - off) * es, ctx);
+    }
+  }
+  for (size_t k = 0, off = 0; off < me.len; ++k, off += chunk) {
+    const size_t len = std::min(chunk, me.len - off);
+    for (int p = 0; p < w; ++p) {
+      if (p == r) continue;
+      wait_one(arrivals[static_cast<size_t>(p)], k, ctx);
+      combine(at(buf, me.off + off), scratch_[static_cast<size_t>(p)].data() + off * es, len, buf.dtype, ctx.desc.rop);
+    }
+    if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(at(buf, me.off + off), len, buf.dtype, w);
+    for (int p = 0; p < w; ++p) {
+      if (p != r) send(rest, p, 1, at(buf, me.off + off), len * es, ctx);
+    }
+  }
+  for (auto& a : arrivals) wait(a, ctx);
+  wait(rest, ctx);
+}
+
+// Ring: w - 1 reduce-scatter steps (step s: block r - s goes right, block r - s - 1 comes from
+// the left and is reduced), then w - 1 all-gather steps (block r + 1 - s goes right, block r - s
+// arrives straight into the buffer). Every receive is posted first, in order (the left
+// neighbour sends in the same order: one tag per phase, matched first come first served), and
+// each chunk moves on as soon as it is ready, so step s + 1 of a chunk overlaps step s of the
+// next. Block b's value is reduced along the ring from rank b to rank b - 1, which owns it.
+void SocketCollectives::ring_all_reduce(const OpContext& ctx, const Buffer& buf) {
+  const int r = opt_.rank, w = opt_.world, right = mod(r + 1, w), left = mod(r - 1, w);
+  const size_t es = dtype_size(buf.dtype), n = buf.count;
+  const size_t chunk = std::max<size_t>(1, opt_.chunk_bytes / es);
+  const size_t block_max = part(n, w, 0).len;
+  if (ring_scratch_.size() < static_cast<size_t>(w - 1) * block_max * es) {
+    ring_scratch_.resize(static_cast<size_t>(w - 1) * block_max * es);
+  }
+  auto chunks = [&](const Part& b, auto fn) {
+    for (size_t k = 0, off = 0; off < b.len; ++k, off += chunk) fn(k, off, std::min(chunk, b.len - off));
+  };
+  Batch sends;
+  // Per step: its chunks' receives, for the reduce-scatter and the all-gather.
+  std::vector<Batch> incoming(static_cast<size_t>(w - 1)), gathered(static_cast<size_t>(w - 1));
+  for (int s = 0; s < w - 1; ++s) {
+    char* slot = ring_scratch_.data() + static_cast<size_t>(s) * block_max * es;
+    chunks(part(n, w, mod(r - s - 1, w)), [&](size_t, size_t off, size_t len) {
+      recv(incoming[static_cast<size_t>(s)], left, 0, slot + off * es, len * es, ctx);
+    });
+  }
+  for (int s = 0; s < w - 1; ++s) {
+    const Part b = part(n, w, mod(r - s, w));
+    chunks(b, [&](size_t, size_t off, size_t len) {
+      recv(gathered[static_cast<size_t>(s)], left, 1, at(buf, b.off + off), len * es, ctx);
+    });
+  }
+  const Part first = part(n, w, r);
+  chunks(first, [&](size_t, size_t off, size_t len) { send(sends, right, 0, at(buf, first.off + off), len * es, ctx); });
+  for (int s = 0; s < w - 1; ++s) {
+    const Part b = part(n, w, mod(r - s - 1, w));
+    const char* slot = ring_scratch_.data() + static_cast<size_t>(s) * block_max * es;
+    const bool last = s == w - 2;
+    chunks(b, [&](size_t k, size_t off, size_t len) {
+      wait_one(incoming[static_cast<size_t>(s)], k, ctx);
+      combine(at(buf, b.off + off), slot + off * es, len, buf.dtype, ctx.desc.rop);
+      if (last && ctx.desc.rop == ReduceOp::kAvg) finish_avg(at(buf, b.off + off), len, buf.dtype, w);
+      send(sends, right, last ? 1 : 0, at(buf, b.off + off), len * es, ctx);
+    });
+  }
+  // All-gather: block r - s (s >= 1) arrives and goes on right, but the last one.
+  for (int s = 0; s < w - 2; ++s) {
+    const Part b = part(n, w, mod(r - s, w));
+    chunks(b, [&](size_t k, size_t off, size_t len) {
+      wait_one(gathered[static_cast<size_t>(s)], k, ctx);
+      send(sends, right, 1, at(buf, b.off + off), len * es, ctx);
+    });
+  }
+  for (auto& batch : incoming) wait(batch, ctx);
+  for (auto& batch : gathered) wait(batch, ctx);
+  wait(sends, ctx);
+}
+
+
+// Chunked: both directions posted at once; incoming chunks reduced in order as they land.
+void SocketCollectives::exchange(const OpContext& ctx, const Buffer& buf, const Exchange& x) {
+  const size_t es = dtype_size(buf.dtype), chunk = std::max<size_t>(1, opt_.chunk_bytes / es);
+  if (x.reduce && ring_scratch_.size() < x.recv_len * es) ring_scratch_.resize(x.recv_len * es);
+  Batch sends, arrivals;
+  for (size_t off = 0; off < x.recv_len; off += chunk) {
+    const size_t len = std::min(chunk, x.recv_len - off);
+    recv(arrivals, x.peer, x.step, x.reduce ? ring_scratch_.data() + off * es : at(buf, x.recv_off + off), len * es, ctx);
+  }
+  for (size_t off = 0; off < x.send_len; off += chunk) {
+    send(sends, x.peer, x.step, at(buf, x.send_off + off), std::min(chunk, x.send_len - off) * es, ctx);
+  }
+  if (x.reduce) {
+    for (size_t k = 0, off = 0; off < x.recv_len; ++k, off += chunk) {
+      wait_one(arrivals, k, ctx);
+      combine(at(buf, x.recv_off + off), ring_scratch_.data() + off * es, std::min(chunk, x.recv_len - off), buf.dtype,
+              ctx.desc.rop);
+    }
+  }
+  wait(arrivals, ctx);
+  wait(sends, ctx);
+}
+
+// Recursive halving/doubling (Rabenseifner) over p2 = the largest power of two <= world ranks.
+// The first 2 * extra ranks pair up: the even one hands its buffer to the odd one (which takes
+// part as virtual rank r / 2) and gets the result back at the end; the others are virtual rank
+// r - extra. Halving: at distance p2 / 2, p2 / 4, ..., 1 a rank keeps one half of its range (the
+// lower if its virtual rank has that bit clear), sends the other and reduces the partner's copy
+// of its half. Doubling walks back, sending the range it holds and receiving the partner's.
+void SocketCollectives::hd_all_reduce(const OpContext& ctx, const Buffer& buf) {
+  const int r = opt_.rank, w = opt_.world;
+  const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(w))), extra = w - p2;
+  const size_t n = buf.count;
+  const bool folded = r < 2 * extra && r % 2 == 0;
+  if (r < 2 * extra) {
+    Exchange x{.peer = folded ? r + 1 : r - 1, .step = 0};
+    (folded ? x.send_len : x.recv_len) = n;
+    x.reduce = !folded;
+    exchange(ctx, buf, x);
+  }
+  if (!folded) halving_doubling(ctx, buf, r < 2 * extra ? r / 2 : r - extra, p2, extra);
+  if (r < 2 * extra) {
+    Exchange x{.peer = folded ? r + 1 : r - 1, .step = 3};
+    (folded ? x.recv_len : x.send_len) = n;
+    exchange(ctx, buf, x);
+  }
+}
+
+void SocketCollectives::halving_doubling(const OpContext& ctx, const Buffer& buf, int vrank, int p2, int extra) {
+  auto real = [&](int v) { return v < extra ? 2 * v + 1 : v + extra; };
+  Part held{0, buf.count};
+  std::vector<Part> before;  // the range held before each halving step
+  for (int mask = p2 / 2; mask >= 1; mask /= 2) {
+    const Part lower{held.off, held.len / 2}, upper{held.off + held.len / 2, held.len - held.len / 2};
+    const bool low = (vrank & mask) == 0;
+    const Part keep = low ? lower : upper, give = low ? upper : lower;
+    before.push_back(held);
+    exchange(ctx, buf, {real(vrank ^ mask), 1, give.off, give.len, keep.off, keep.len, true});
+    held = keep;
+  }
+  if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(at(buf, held.off), held.len, buf.dtype, opt_.world);
+  for (int mask = 1, i = static_cast<int>(before.size()) - 1; mask < p2; mask *= 2, --i) {
+    const Part whole = before[static_cast<size_t>(i)];
+    const Part other = held.off == whole.off ? Part{whole.off + held.len, whole.len - held.len} : Part{whole.off, held.off - whole.off};
+    exchange(ctx, buf, {real(vrank ^ mask), 2, held.off, held.len, other.off, other.len, false});
+    held = whole;
+  }
+}
+
+}  // namespace ddp::comm::tcp

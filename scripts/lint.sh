@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# clang-tidy (.clang-tidy) over the sources of libddp, ddp-launch and ddp-bench, with the
+# compile commands of the build in $1. Tests and the LibTorch adapter (ddp/torch: about 35 s a
+# file) are left out. Prints every warning and fails if there is one.
+set -euo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+[ -f "$build/compile_commands.json" ] || { echo "lint: no $build/compile_commands.json (run make build)"; exit 1; }
+mapfile -t files < <(git ls-files '*.cc' | grep -v -e '^tests/' -e '^ddp/torch/' -e '^examples/' |
+  while read -r f; do grep -q "\"file\": \"$PWD/$f\"" "$build/compile_commands.json" && echo "$f"; done)
+echo "lint: clang-tidy over ${#files[@]} files"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+run-clang-tidy-14 -p "$build" -quiet -j "$(nproc)" "${files[@]/#/$PWD/}" > "$log" 2>/dev/null || true
+warnings=$(grep -E '^/.*: (warning|error): ' "$log" | sort -u || true)
+if [ -n "$warnings" ]; then
+  echo "$warnings"
+  echo "lint: $(echo "$warnings" | wc -l) warnings"
+  exit 1
+fi
+echo "lint: clean"

@@ -1,0 +1,78 @@
+// Chunked all_reduce: exact results across chunk boundaries, uneven shares and slot reuse
+// (more chunks than the ring's depth), and a resumable step that stops and goes on.
+#include "comm/tcp/shm_allreduce_chunked.h"
+
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "tests/comm/tcp/shm_test_util.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using namespace ddp::comm::tcp;
+using namespace ddp::comm::tcp::testing;
+
+namespace {
+// `world` ranks all_reduce `n` int32 (slots of 4 KiB: 1024 elements a chunk, depth 2).
+void check_sum(int world, size_t n, ReduceOp op) {
+  ShmRanks ranks(world, 4096, 1024, 2);
+  auto errors = run_ranks(world, [&](int r) {
+    auto ch = channel(ranks, r);
+    for (uint64_t seq = 0; seq < 2; ++seq) {
+      std::vector<int32_t> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i % 1000) * (r + 1);
+      run_op(allreduce_chunked_step, *ch, context({OpKind::kAllReduce, DType::kInt32, op, -1, n, seq}),
+             view(v), {});
+      const int32_t ranks_sum = world * (world + 1) / 2;
+      size_t bad = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const int32_t base = static_cast<int32_t>(i % 1000);
+        const int32_t want = op == ReduceOp::kMax ? base * world : base * ranks_sum;
+        bad += v[i] != want;
+      }
+      CHECK(bad == 0);
+    }
+  });
+  require_no_errors(errors);
+}
+}  // namespace
+
+TEST_CASE("2 ranks, many chunks (slots reused), a short last chunk") {
+  check_sum(2, 10 * 1024 + 7, ReduceOp::kSum);
+}
+
+TEST_CASE("3 ranks: shares that do not divide the chunk") { check_sum(3, 5 * 1024 + 1, ReduceOp::kSum); }
+
+TEST_CASE("4 ranks, max, one element past a chunk") { check_sum(4, 1025, ReduceOp::kMax); }
+
+TEST_CASE("a non-blocking step stops at a late peer and finishes later with the right result") {
+  ShmRanks ranks(2, 4096, 1024, 2);
+  auto c0 = channel(ranks, 0);
+  auto c1 = channel(ranks, 1);
+  const size_t n = 3000;
+  std::vector<float> v0(n, 1.0f), v1(n, 2.0f);
+  auto ctx = context({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, n, 0});
+  ShmProgress at0;
+  c0->begin(ctx);
+  const Buffer b0 = view(v0);
+  ShmStep s0{ctx, b0, {}, at0, ShmPoll{false, 100}};
+  CHECK_FALSE(allreduce_chunked_step(*c0, s0));
+  CHECK(at0.off == 0);
+  std::exception_ptr error;
+  std::thread peer([&] {  // rank 1 needs rank 0's later chunks: runs beside it
+    try {
+      run_op(allreduce_chunked_step, *c1, ctx, view(v1), {});
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  s0.poll = ShmPoll{};
+  const bool done = allreduce_chunked_step(*c0, s0);
+  c0->end(ctx);
+  peer.join();
+  CHECK(done);
+  require_no_errors({error});
+  CHECK(v0 == std::vector<float>(n, 3.0f));
+  CHECK(v1 == std::vector<float>(n, 3.0f));
+}

@@ -1,0 +1,76 @@
+// ShmChannel: shares split evenly with the remainder first; a slot is reusable only once every
+// peer is done with its previous ticket; waits see what peers publish.
+#include "comm/tcp/shm_channel.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+
+#include "tests/comm/tcp/shm_test_util.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using namespace ddp::comm::tcp;
+using namespace ddp::comm::tcp::testing;
+
+TEST_CASE("part: shares cover n exactly, in order, the first n % w one longer") {
+  for (size_t n : {0u, 1u, 5u, 7u, 1000u}) {
+    for (int w : {1, 2, 3, 4}) {
+      size_t next = 0;
+      for (int p = 0; p < w; ++p) {
+        const Part s = part(n, w, p);
+        CHECK(s.off == next);
+        CHECK(s.len ==
+              n / static_cast<size_t>(w) + (static_cast<size_t>(p) < n % static_cast<size_t>(w) ? 1 : 0));
+        next += s.len;
+      }
+      CHECK(next == n);
+    }
+  }
+}
+
+TEST_CASE("tickets take slots in turn; a slot is free again only when every peer is done with it") {
+  ShmRanks ranks(3, 4096, 1024, 2);
+  auto a = channel(ranks, 0);
+  auto b = channel(ranks, 1);
+  auto c = channel(ranks, 2);
+  CHECK(a->next_ticket() == 0);
+  CHECK(a->next_ticket() == 1);
+  CHECK(a->slot(0, 0) != a->slot(0, 1));
+  CHECK(a->slot(0, 0) == a->slot(0, 2));  // depth 2
+  CHECK(a->slot_free(0));
+  CHECK(a->slot_free(1));
+  CHECK_FALSE(a->slot_free(2));
+  b->publish(Counter::kDone, 1);
+  CHECK_FALSE(a->slot_free(2));  // rank 2 still reads ticket 0
+  c->publish(Counter::kDone, 1);
+  CHECK(a->slot_free(2));
+  CHECK_FALSE(a->slot_free(3));
+}
+
+TEST_CASE("wait_all returns once every peer published; reached says the same") {
+  ShmRanks ranks(3);
+  std::atomic<int> done{0};
+  auto errors = run_ranks(3, [&](int r) {
+    auto ch = channel(ranks, r);
+    auto ctx = context({OpKind::kBarrier});
+    ch->begin(ctx);
+    ch->publish(Counter::kStaged, 5);
+    ch->wait_all(Counter::kStaged, 5, ctx);
+    CHECK(ch->reached(Counter::kStaged, 5));
+    CHECK_FALSE(ch->reached(Counter::kStaged, 6));
+    done.fetch_add(1);
+    ch->end(ctx);
+    ch->publish(Counter::kDone, 1);
+    ch->wait_all(Counter::kDone, 1, ctx);  // nobody unmaps while a peer still reads
+  });
+  require_no_errors(errors);
+  CHECK(done.load() == 3);
+}
+
+TEST_CASE("a non-blocking poll gives up after its budget; a blocking one says go at once") {
+  ShmRanks ranks(2);
+  auto ch = channel(ranks, 0);
+  CHECK_FALSE(ch->poll([] { return false; }, ShmPoll{false, 100}));
+  CHECK(ch->poll([] { return false; }, ShmPoll{true, 0}));
+}

@@ -1,0 +1,61 @@
+// ShmFingerprints: ranks that run the same op pass; ranks that disagree get InvalidArgument
+// naming both ops; disabled checks never wait nor throw.
+#include "comm/tcp/shm_fingerprint.h"
+
+#include <doctest/doctest.h>
+
+#include "common/error.h"
+#include "tests/comm/tcp/shm_test_util.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using namespace ddp::comm::tcp;
+using namespace ddp::comm::tcp::testing;
+
+namespace {
+// Each rank enters `descs[rank]` and verifies every peer.
+std::vector<std::exception_ptr> enter_and_verify(const std::vector<OpDesc>& descs, bool enabled) {
+  const int w = static_cast<int>(descs.size());
+  ShmRanks ranks(w);
+  return run_ranks(w, [&](int r) {
+    ShmWait wait(&ranks.segments[static_cast<size_t>(r)], {r, w, 50, 1000},
+                 ranks.health[static_cast<size_t>(r)].get());
+    ShmFingerprints fp(&ranks.segments[static_cast<size_t>(r)], &wait, r, w, enabled);
+    auto ctx = context(descs[static_cast<size_t>(r)], Millis(2000));
+    fp.begin(ctx);
+    fp.verify_all(ctx);
+  });
+}
+const OpDesc kSum{OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, 100, 0};
+}  // namespace
+
+TEST_CASE("the same op on every rank passes") {
+  require_no_errors(enter_and_verify({kSum, kSum, kSum}, true));
+}
+
+TEST_CASE("different ops: InvalidArgument naming both ranks' ops") {
+  OpDesc other = kSum;
+  other.kind = OpKind::kBroadcast;
+  other.root = 1;
+  auto errors = enter_and_verify({kSum, other}, true);
+  REQUIRE(errors[0]);
+  const std::string m = what(errors[0]);
+  CHECK(m.find("mismatched collectives") != std::string::npos);
+  CHECK(m.find("rank 0 called all_reduce") != std::string::npos);
+  CHECK(m.find("rank 1 called broadcast") != std::string::npos);
+  CHECK_THROWS_AS(std::rethrow_exception(errors[0]), InvalidArgument);
+  CHECK(errors[1]);
+}
+
+TEST_CASE("a different count is a mismatch too") {
+  OpDesc other = kSum;
+  other.count = 101;
+  auto errors = enter_and_verify({kSum, other}, true);
+  CHECK(what(errors[0]).find("x 101") != std::string::npos);
+}
+
+TEST_CASE("disabled: different ops pass unchecked") {
+  OpDesc other = kSum;
+  other.kind = OpKind::kBroadcast;
+  require_no_errors(enter_and_verify({kSum, other}, false));
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The tcp backend's conformance matrix across emulated hosts (tests/netns/hosts.sh: each host its
+# own network, IPC and mount namespace, its own /dev/shm), HOSTS hosts x 2 ranks under
+# ddp-launch, every op and the large counts. TRANSPORT:
+#   hierarchical  the world group must come up hierarchical (shared memory within each host,
+#                 sockets between: the debug log says so on every rank); small counts take the
+#                 reduce_scatter/all_gather path too (DDP_TCP_HIERARCHY_SMALL_BYTES=0).
+#   flat          DDP_TCP_TRANSPORT=socket: sockets between every pair.
+#   gloo          hierarchical with the step between hosts on Gloo (DDP_TCP_INTER=gloo); Skipped
+#                 (77) when this build has no gloo backend.
+# The matrix's subgroups cover the other layouts (one host, uneven hosts). Exit 77 (Skipped)
+# when not root or a tool is missing.
+# usage: [GLOO_BUILT=1] hosts_conformance_test.sh <bin dir> <tests dir> <source dir> HOSTS hierarchical|flat|gloo
+set -uo pipefail
+bin=$1 tests=$2 src=$3 n=$4 mode=$5
+GLOO_BUILT=${GLOO_BUILT:-0}
+hosts="sh $src/tests/netns/hosts.sh"
+[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)"; exit 77; }
+[ "$mode" != gloo ] || [ "$GLOO_BUILT" = 1 ] || { echo "gloo backend not built"; exit 77; }
+$hosts sweep
+p=ddpM$$x4
+$hosts up "$p" "$n" || { rc=$?; [ $rc = 77 ] && echo "hosts.sh: skipped (tools missing)"; exit $rc; }
+out=$(mktemp -d)
+trap '$hosts down "$p" "$n"; rm -rf "$out"' EXIT
+
+case "$mode" in
+  hierarchical) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0) ;;
+  flat) extra=(DDP_TCP_TRANSPORT=socket) ;;
+  gloo) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_INTER=gloo) ;;
+  *) echo "mode: hierarchical or flat"; exit 2 ;;
+esac
+pids=()
+for h in $(seq 1 "$n"); do
+  $hosts run "$p" "$h" env DDP_CONFORMANCE_BACKEND=tcp DDP_LOG_LEVEL=debug "${extra[@]}" \
+    "$bin/ddp-launch" --nnodes "$n" --nproc-per-node 2 --node-rank $((h - 1)) --master-addr 10.78.0.1 \
+      --local-addr "10.78.0.$h" \
+      "$tests/comm_conformance" "--test-case=conformance: every op*,conformance: large counts*" \
+    > "$out/host$h.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+if [ $status != 0 ]; then
+  for f in "$out"/host*.log; do echo "== $f"; grep -v "\] \[debug\]" "$f" | tail -40; done
+  echo "FAIL: the conformance matrix failed across $n hosts ($mode)"
+  exit 1
+fi
+ranks=$((2 * n))
+got=$(cat "$out"/host*.log | grep -c "group 'world': hierarchical, $n hosts x 2 ranks")
+if [ "$mode" != flat ] && [ "$got" != "$ranks" ]; then
+  echo "FAIL: $got of $ranks ranks built the world group hierarchical"; exit 1
+fi
+if [ "$mode" = flat ] && [ "$got" != 0 ]; then echo "FAIL: DDP_TCP_TRANSPORT=socket, yet hierarchical"; exit 1; fi
+inter=$(cat "$out"/host*.log | grep -c "group 'world': hierarchical, .*between hosts: gloo")
+if [ "$mode" = gloo ] && [ "$inter" != "$ranks" ]; then echo "FAIL: $inter of $ranks ranks went between hosts on gloo"; exit 1; fi
+grep -h "test cases:" "$out"/host*.log | head -2
+echo "$n hosts x 2 ranks, $mode: ok"
