@@ -53,9 +53,10 @@ soak: build
 # engine (reducer, comm hooks, join: bucket threads) and the launcher's supervisor and sinks. Only
 # these targets are built (every name is also its ctest). One suppression, tests/tsan.supp:
 # libstdc++'s exception_ptr refcount, invisible to TSan. In .ci/run. Measured cold
-# (CCACHE_DISABLE=1, nice -n -15, JOBS=2, on 2 cores shared with other builds: load 11-16):
-# the first 8 suites 13.9 min wall (tests 86 s); the other 14 suites +12.4 min wall of build
-# for 179 s of CPU (tests 27 s) — about 4 times less wall on 2 idle cores.
+# (CCACHE_DISABLE=1, nice -n -15, JOBS=2, on 2 cores shared with other agents' builds, load
+# 11-16, so wall times are inflated): the first 8 suites' build 185 s of CPU (4.4 to 12 min
+# wall), their tests 34-86 s; the other 14 suites' build +179 s of CPU (12.4 min wall), their
+# tests 27 s. On 2 idle cores that is about 3 min of build and 2 min of tests.
 TSAN_TARGETS ?= comm_work_test comm_tcp_process_group_test comm_tcp_socket_engine_test comm_tcp_peer_mesh_test \
   comm_tcp_processes_test rendezvous_hash_store_test rendezvous_tcp_store_test rendezvous_tcp_store_server_test \
   comm_init_test comm_tcp_hierarchical_collectives_test comm_tcp_shm_segment_test comm_tcp_mailbox_test \
