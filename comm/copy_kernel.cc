@@ -6,7 +6,9 @@ namespace ddp::comm {
 
 // 128 bytes an iteration through fixed-size copies the compiler turns into vector moves (and
 // never into a call to memcpy); the tail goes through memcpy, which is short there.
-#if defined(__x86_64__)
+// Not under ThreadSanitizer: the clones' ifunc resolver runs at relocation, before the TSan
+// runtime is up, and its instrumented entry crashes every program at load.
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define DDP_COPY_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define DDP_COPY_CLONES

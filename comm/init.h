@@ -38,12 +38,12 @@
 namespace ddp {
 
 struct InitOptions {
-  std::string backend = "tcp";        // "tcp", "gloo", "mpi", "nccl"
+  std::string backend = "tcp";  // "tcp", "gloo", "mpi", "nccl"
   std::string init_method = "env://";
-  int rank = -1;                      // -1: from the init method / environment
+  int rank = -1;  // -1: from the init method / environment
   int world_size = -1;
-  Millis timeout = kUseDefault;       // collectives' default; see the header comment
-  std::string job_token;              // empty: DDP_JOB_TOKEN
+  Millis timeout = kUseDefault;  // collectives' default; see the header comment
+  std::string job_token;         // empty: DDP_JOB_TOKEN
   // A store to meet in instead of the init method (tests, embedders); rank and world_size
   // must then be given.
   std::shared_ptr<rdzv::Store> store;
@@ -60,8 +60,9 @@ bool is_initialized();
 comm::ProcessGroupPtr default_group();
 // A subgroup of the default group: see GroupFactory::new_group for the contract.
 comm::ProcessGroupPtr new_group(const std::vector<int>& ranks, const comm::NewGroupOptions& options = {});
-// Drops the default group (groups the caller still holds live until released). The rank hosting the store waits (bounded) for the others to leave
-// first, so nobody loses the store mid-teardown. Never throws; a no-op when not initialized.
+// Drops the default group (groups the caller still holds live until released). The rank hosting the store
+// waits (bounded) for the others to leave first, so nobody loses the store mid-teardown. Never throws; a
+// no-op when not initialized.
 void destroy_process_group() noexcept;
 
 }  // namespace ddp

@@ -25,11 +25,13 @@ void fill_ranks_from_env(StoreHandle& h) {
   if (h.rank < 0) h.rank = e.rank;
   if (h.world_size < 0) h.world_size = e.world_size;
   if (h.rank < 0) {
-    DDP_THROW(InvalidArgument, "init_process_group: no rank given and none of RANK, OMPI_COMM_WORLD_RANK, "
+    DDP_THROW(InvalidArgument,
+              "init_process_group: no rank given and none of RANK, OMPI_COMM_WORLD_RANK, "
               "SLURM_PROCID is set");
   }
   if (h.world_size < 1) {
-    DDP_THROW(InvalidArgument, "init_process_group: no world size given and none of WORLD_SIZE, "
+    DDP_THROW(InvalidArgument,
+              "init_process_group: no world size given and none of WORLD_SIZE, "
               "OMPI_COMM_WORLD_SIZE, SLURM_NTASKS is set");
   }
   if (h.rank >= h.world_size) {
@@ -73,8 +75,10 @@ StoreHandle open_env(const StoreRequest& req) {
     h.description = "a local store (" + std::string(h.world_size == 1 ? "world of one" : "mpi") + ")";
     return h;
   }
-  DDP_THROW(InvalidArgument, "init_process_group(env://): set DDP_STORE, or MASTER_ADDR and MASTER_PORT, "
-            "to say where the ", h.world_size, " ranks meet");
+  DDP_THROW(InvalidArgument,
+            "init_process_group(env://): set DDP_STORE, or MASTER_ADDR and MASTER_PORT, "
+            "to say where the ",
+            h.world_size, " ranks meet");
 }
 
 // Ranks may be left to the discovery; the world size must be known.
@@ -83,7 +87,8 @@ StoreHandle open_multicast(const rdzv::InitMethod& m, StoreHandle h, const Store
   if (h.rank < 0) h.rank = e.rank;
   if (h.world_size < 0) h.world_size = e.world_size;
   if (h.world_size < 1) {
-    DDP_THROW(InvalidArgument, "init_process_group(", m.url, "): a multicast rendezvous needs the world size: "
+    DDP_THROW(InvalidArgument, "init_process_group(", m.url,
+              "): a multicast rendezvous needs the world size: "
               "?world_size=N, the world_size option or WORLD_SIZE");
   }
   if (h.rank >= h.world_size) {
@@ -116,7 +121,8 @@ EnvRanks env_ranks() {
 StoreHandle open_init_store(const StoreRequest& req) {
   if (req.given) {
     if (req.rank < 0 || req.world_size < 1) {
-      DDP_THROW(InvalidArgument, "init_process_group: with a store given, rank and world_size must be given too");
+      DDP_THROW(InvalidArgument,
+                "init_process_group: with a store given, rank and world_size must be given too");
     }
     StoreHandle h{req.given, req.rank, req.world_size, false, "the given store"};
     if (h.rank >= h.world_size) {

@@ -9,8 +9,8 @@
 #include "common/log.h"
 #include "common/socket.h"
 #include "launcher/node_round.h"
-#include "launcher/wait_progress.h"
 #include "launcher/stderr_sink.h"
+#include "launcher/wait_progress.h"
 #include "launcher/worker_env.h"
 #include "rendezvous/file_store.h"
 #include "rendezvous/multicast_discovery.h"
@@ -29,7 +29,8 @@ constexpr Millis kSlice{200};  // how often waits between attempts look for a si
 std::string describe(const AttemptResult& r) {
   if (r.failures.empty()) return "workers stopped";
   const auto& f = r.failures.front();
-  std::string how = f.signal ? "died of " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
+  std::string how =
+      f.signal ? "died of " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
   return "rank " + std::to_string(f.rank) + " (local rank " + std::to_string(f.local_rank) + ", pid " +
          std::to_string(f.pid) + ") " + how;
 }
@@ -42,14 +43,14 @@ struct Agent::Impl {
   AgentOptions o;
   Supervisor supervisor;  // first: blocks the handled signals before any thread exists
   std::unique_ptr<rdzv::Store> store;
-  std::unique_ptr<rdzv::TCPStore> worker_store;  // file backend: the TCPStore for the workers
+  std::unique_ptr<rdzv::TCPStore> worker_store;                // file backend: the TCPStore for the workers
   std::unique_ptr<rdzv::mcast::MulticastDiscovery> discovery;  // multicast: alive until round 0 is done
-  int multicast_rank = -1;                       // multicast: the node rank agreed on the group
-  bool hosting = false;                          // this process serves the rendezvous TCPStore
-  std::string store_endpoint;                    // DDP_STORE
+  int multicast_rank = -1;                                     // multicast: the node rank agreed on the group
+  bool hosting = false;                                        // this process serves the rendezvous TCPStore
+  std::string store_endpoint;                                  // DDP_STORE
   std::string token;
-  int picked_port = 0;  // MASTER_PORT when LaunchOptions::pick_master_port
-  int round = 0;  // the round in progress
+  int picked_port = 0;      // MASTER_PORT when LaunchOptions::pick_master_port
+  int round = 0;            // the round in progress
   bool lost_nodes = false;  // the round ended with nodes lost at the exit barrier
   rdzv::NodeInfo self;
   std::shared_ptr<spdlog::logger> log = logger("agent");
@@ -60,7 +61,8 @@ struct Agent::Impl {
     if (int sig = supervisor.poll_signal()) throw Interrupted{sig};
   }
 
-  rdzv::TCPStoreOptions tcp_options(const std::string& host, uint16_t port, bool server, Millis connect) const {
+  rdzv::TCPStoreOptions tcp_options(const std::string& host, uint16_t port, bool server,
+                                    Millis connect) const {
     rdzv::TCPStoreOptions t;
     t.host = host;
     t.port = port;
@@ -79,25 +81,32 @@ struct Agent::Impl {
     while (true) {
       check_interrupt();
       try {
-        return std::make_unique<rdzv::TCPStore>(tcp_options(host, port, false, std::max(Millis(1), std::min(Millis(1000), deadline.remaining()))));
+        return std::make_unique<rdzv::TCPStore>(tcp_options(
+            host, port, false, std::max(Millis(1), std::min(Millis(1000), deadline.remaining()))));
       } catch (const TimeoutError&) {
       } catch (const NetworkError&) {
       }
       if (deadline.expired()) {
-        DDP_THROW(TimeoutError, "rendezvous store at ", net::Endpoint{host, port}.str(), " did not answer within ",
-                  l().rdzv_timeout.count(), " ms (is the launcher that hosts it running?)");
+        DDP_THROW(TimeoutError, "rendezvous store at ", net::Endpoint{host, port}.str(),
+                  " did not answer within ", l().rdzv_timeout.count(),
+                  " ms (is the launcher that hosts it running?)");
       }
     }
   }
 
   void resolve_token() {
-    if (!o.job_token.empty()) token = o.job_token;
-    else if (auto t = env::get("DDP_JOB_TOKEN")) token = *t;
-    else if (!multi()) token = random_hex(16);
+    if (!o.job_token.empty())
+      token = o.job_token;
+    else if (auto t = env::get("DDP_JOB_TOKEN"))
+      token = *t;
+    else if (!multi())
+      token = random_hex(16);
     else if (l().rdzv_backend != RdzvBackend::kFile) {
       token = derive_job_token(l().run_id);
-      log->warn("DDP_JOB_TOKEN is not set: the job token is derived from --rdzv-id '{}', which anyone who can "
-                "guess the id can derive too; set DDP_JOB_TOKEN to the same secret on every node", l().run_id);
+      log->warn(
+          "DDP_JOB_TOKEN is not set: the job token is derived from --rdzv-id '{}', which anyone who can "
+          "guess the id can derive too; set DDP_JOB_TOKEN to the same secret on every node",
+          l().run_id);
     }
   }
 
@@ -122,8 +131,8 @@ struct Agent::Impl {
     const rdzv::mcast::DiscoveryResult r = discovery->wait();
     multicast_rank = r.rank;
     self.requested_rank = r.rank;  // the node rendezvous confirms the ranks agreed on the group
-    log->info("multicast rendezvous on {}: node rank {} of {}; node 0 is {}", plan.group, r.rank, l().nnodes_max,
-              r.by_rank[0].describe());
+    log->info("multicast rendezvous on {}: node rank {} of {}; node 0 is {}", plan.group, r.rank,
+              l().nnodes_max, r.by_rank[0].describe());
     if (r.rank == 0) {
       store_endpoint = net::Endpoint{self.addresses.front(), own->port()}.str();
       store = std::move(own);
@@ -143,7 +152,8 @@ struct Agent::Impl {
       for (const auto& h : hosts) {
         check_interrupt();
         try {
-          auto s = std::make_unique<rdzv::TCPStore>(tcp_options(h, port, false, std::max(Millis(1), std::min(Millis(1000), deadline.remaining()))));
+          auto s = std::make_unique<rdzv::TCPStore>(
+              tcp_options(h, port, false, std::max(Millis(1), std::min(Millis(1000), deadline.remaining()))));
           store_endpoint = net::Endpoint{h, port}.str();
           log->info("node 0's store answers at {}", store_endpoint);
           return s;
@@ -154,8 +164,9 @@ struct Agent::Impl {
         if (deadline.expired()) {
           std::string all;
           for (const auto& x : hosts) all += (all.empty() ? "" : ", ") + x;
-          DDP_THROW(TimeoutError, "multicast rendezvous: node 0's store (port ", port, ") did not answer at any of its addresses (",
-                    all, ") within ", l().rdzv_timeout.count(), " ms; last error: ", errors);
+          DDP_THROW(TimeoutError, "multicast rendezvous: node 0's store (port ", port,
+                    ") did not answer at any of its addresses (", all, ") within ", l().rdzv_timeout.count(),
+                    " ms; last error: ", errors);
         }
       }
     }
@@ -172,8 +183,9 @@ struct Agent::Impl {
       // A file left by a finished job with the same id would replay its rounds: refuse it.
       const std::string left = l().run_id + "/left";
       if (store->check({left})) {
-        DDP_THROW(InvalidArgument, "rendezvous file ", plan.file_path, " belongs to a finished job with the same --rdzv-id '",
-                  l().run_id, "': use a new --rdzv-id per job (e.g. the scheduler's job id) or delete the file");
+        DDP_THROW(InvalidArgument, "rendezvous file ", plan.file_path,
+                  " belongs to a finished job with the same --rdzv-id '", l().run_id,
+                  "': use a new --rdzv-id per job (e.g. the scheduler's job id) or delete the file");
       }
       if (token.empty()) {
         auto v = store->compare_set(l().run_id + "/job_token", {}, rdzv::Store::to_bytes(random_hex(16)));
@@ -183,15 +195,18 @@ struct Agent::Impl {
     }
     if (plan.kind == K::kHost || plan.kind == K::kHostOrConnect) {
       try {
-        auto s = std::make_unique<rdzv::TCPStore>(tcp_options(plan.bind_host, plan.port, true, kDefaultConnectTimeout));
+        auto s = std::make_unique<rdzv::TCPStore>(
+            tcp_options(plan.bind_host, plan.port, true, kDefaultConnectTimeout));
         store_endpoint = net::Endpoint{plan.connect_host, s->port()}.str();
         store = std::move(s);
         hosting = true;
-        log->log(multi() ? spdlog::level::info : spdlog::level::debug, "hosting the rendezvous store on {}", store_endpoint);
+        log->log(multi() ? spdlog::level::info : spdlog::level::debug, "hosting the rendezvous store on {}",
+                 store_endpoint);
         return;
       } catch (const Error& e) {
         if (plan.kind == K::kHost) throw;
-        log->info("endpoint {}:{} is served by another launcher ({}); connecting", plan.connect_host, plan.port, e.message());
+        log->info("endpoint {}:{} is served by another launcher ({}); connecting", plan.connect_host,
+                  plan.port, e.message());
       }
     }
     store = connect(plan.connect_host, plan.port);
@@ -202,8 +217,10 @@ struct Agent::Impl {
     self.host = net::hostname();
     self.nproc = l().nproc_per_node;
     self.requested_rank = l().node_rank;
-    if (!o.local_addr.empty()) self.addresses = {o.local_addr};
-    else if (!multi()) self.addresses = {l().master_addr};
+    if (!o.local_addr.empty())
+      self.addresses = {o.local_addr};
+    else if (!multi())
+      self.addresses = {l().master_addr};
     else if (l().rdzv_backend == RdzvBackend::kStatic) {
       self.addresses = local_addresses(l().master_addr);
       if (l().node_rank == 0) self.addresses.insert(self.addresses.begin(), l().master_addr);
@@ -259,8 +276,8 @@ struct Agent::Impl {
     a.round = round;
     log->log(multi() ? spdlog::level::info : spdlog::level::debug,
              "round {}: node {}/{}, ranks {}-{} of {}, MASTER_ADDR={} MASTER_PORT={} DDP_STORE={}", round,
-              a.node_rank, a.nnodes, a.rank_offset, a.rank_offset + a.local_world_size - 1, a.world_size,
-              a.master_addr, a.master_port, a.store_endpoint);
+             a.node_rank, a.nnodes, a.rank_offset, a.rank_offset + a.local_world_size - 1, a.world_size,
+             a.master_addr, a.master_port, a.store_endpoint);
     return a;
   }
 
@@ -284,7 +301,8 @@ struct Agent::Impl {
       const std::string key = l().run_id + "/left";
       store->set(key + "/" + std::to_string(store->add(key, 1)), "1");
       if (!hosting || lost_nodes) return;  // nodes lost at the exit barrier will not say goodbye
-      const int64_t joined = std::min<int64_t>(l().nnodes_max, store->add(round_key(l().run_id, round, "arrived"), 0));
+      const int64_t joined =
+          std::min<int64_t>(l().nnodes_max, store->add(round_key(l().run_id, round, "arrived"), 0));
       const std::string last = key + "/" + std::to_string(std::max<int64_t>(1, joined));
       const Deadline deadline(l().shutdown_timeout + kStoreHostLeaveGrace);
       while (!deadline.expired() && supervisor.poll_signal() == 0) {
@@ -369,7 +387,8 @@ AgentOutcome Agent::run() {
     // Tell the other nodes (best effort) so they stop instead of restarting without us.
     if (d.multi() && d.store) {
       try {
-        d.round_of(d.round).announce(RoundOutcome::interrupted(d.self.host + " got " + signal_name(i.signal)));
+        d.round_of(d.round).announce(
+            RoundOutcome::interrupted(d.self.host + " got " + signal_name(i.signal)));
       } catch (const Error&) {
       }
     }

@@ -30,15 +30,16 @@ std::string seconds(Millis m) { return std::to_string(m.count() / 1000) + " s"; 
 
 std::string format_progress(const rdzv::NodeRendezvousProgress& p) {
   std::string out = "waiting for nodes (run '" + p.run_id + "', round " + std::to_string(p.round) + ", " +
-                    seconds(p.waited) + " of " + seconds(p.timeout) + "): " + std::to_string(p.arrived.size()) +
-                    " of " + std::to_string(p.nnodes) + " arrived";
+                    seconds(p.waited) + " of " + seconds(p.timeout) +
+                    "): " + std::to_string(p.arrived.size()) + " of " + std::to_string(p.nnodes) + " arrived";
   if (!p.arrived.empty()) {
     std::string hosts;
     for (size_t i = 0; i < p.arrived.size() && i < kMaxListed; ++i) {
       if (!hosts.empty()) hosts.append(", ");
       hosts.append(p.arrived[i].second).append(" = node ").append(std::to_string(p.arrived[i].first));
     }
-    if (p.arrived.size() > kMaxListed) hosts.append(", and ").append(std::to_string(p.arrived.size() - kMaxListed)).append(" more");
+    if (p.arrived.size() > kMaxListed)
+      hosts.append(", and ").append(std::to_string(p.arrived.size() - kMaxListed)).append(" more");
     out += " (" + hosts + ")";
   }
   if (!p.missing.empty()) out += "; awaiting node rank(s) " + ranges(p.missing);

@@ -23,7 +23,8 @@ class ProgressLine {
   using Writer = std::function<void(std::string_view)>;
 
   // `terminal`: rewrite one line (callers pass isatty(2)); `out`: where the text goes.
-  explicit ProgressLine(bool terminal, Writer out = default_writer()) : out_(std::move(out)), terminal_(terminal) {}
+  explicit ProgressLine(bool terminal, Writer out = default_writer())
+      : out_(std::move(out)), terminal_(terminal) {}
   ~ProgressLine() { finish(); }
   ProgressLine(const ProgressLine&) = delete;
   ProgressLine& operator=(const ProgressLine&) = delete;

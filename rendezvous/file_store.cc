@@ -60,7 +60,7 @@ void pwrite_all(int fd, const uint8_t* p, size_t n, uint64_t off, const std::str
 }
 
 uint64_t file_size(int fd, const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) DDP_THROW_ERRNO("FileStore: fstat '", path, "'");
   return static_cast<uint64_t>(st.st_size);
 }
@@ -92,7 +92,7 @@ class FileStore::WriteLock {
 
  private:
   bool set(short type) const {
-    struct flock fl{};
+    struct flock fl {};
     fl.l_type = type;
     fl.l_whence = SEEK_SET;
     fl.l_start = 0;
@@ -122,7 +122,8 @@ void FileStore::init_header() {
   }
   bool prefix_ok = std::memcmp(head, kHeader, have) == 0;
   if (!prefix_ok) {
-    DDP_THROW(InvalidArgument, "FileStore: '", path_, "' exists and is not a FileStore file (refusing to overwrite it)");
+    DDP_THROW(InvalidArgument, "FileStore: '", path_,
+              "' exists and is not a FileStore file (refusing to overwrite it)");
   }
   if (have < kHeaderSize) {
     if (::ftruncate(fd_.get(), 0) != 0) DDP_THROW_ERRNO("FileStore: ftruncate '", path_, "'");
@@ -138,7 +139,8 @@ void FileStore::init_header() {
 
 // Unlinks the path if it still names our (empty, header-less) file, not one made since.
 void FileStore::remove_if_still_ours() noexcept {
-  struct stat ours {}, named {};
+  struct stat ours {
+  }, named{};
   if (::fstat(fd_.get(), &ours) == 0 && ::stat(path_.c_str(), &named) == 0 && ours.st_dev == named.st_dev &&
       ours.st_ino == named.st_ino && ours.st_size < static_cast<off_t>(kHeaderSize)) {
     ::unlink(path_.c_str());
@@ -220,7 +222,8 @@ int64_t FileStore::do_add(const std::string& key, int64_t delta) {
   WriteLock file_lock(fd_.get(), path_, timeout());
   refresh_locked();
   int64_t value = delta;
-  if (auto it = data_.find(key); it != data_.end()) value = checked_add(key, parse_counter(key, it->second), delta);
+  if (auto it = data_.find(key); it != data_.end())
+    value = checked_add(key, parse_counter(key, it->second), delta);
   append_locked(Op::kSet, key, Store::to_bytes(std::to_string(value)));
   return value;
 }
@@ -260,7 +263,9 @@ int64_t FileStore::do_num_keys() {
 
 Bytes FileStore::do_get(const std::string& key, Millis timeout) { return wait_for("get", {key}, timeout); }
 
-void FileStore::do_wait(const std::vector<std::string>& keys, Millis timeout) { wait_for("wait", keys, timeout); }
+void FileStore::do_wait(const std::vector<std::string>& keys, Millis timeout) {
+  wait_for("wait", keys, timeout);
+}
 
 std::vector<std::string> FileStore::missing_locked(const std::vector<std::string>& keys) const {
   std::vector<std::string> out;

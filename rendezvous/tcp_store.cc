@@ -28,12 +28,15 @@ const char* const kWorkersReadyKey = "__ddp_store/workers_ready";
 
 bool is_wildcard(const std::string& host) { return host.empty() || host == "0.0.0.0" || host == "::"; }
 
-Reader reply_fields(const std::vector<uint8_t>& payload) { return Reader(payload.data() + 1, payload.size() - 1); }
+Reader reply_fields(const std::vector<uint8_t>& payload) {
+  return Reader(payload.data() + 1, payload.size() - 1);
+}
 
 }  // namespace
 
 TCPStore::TCPStore(TCPStoreOptions options) : Store(options.timeout), options_(std::move(options)) {
-  if (options_.connect_timeout == kUseDefault) options_.connect_timeout = std::min(timeout(), kDefaultConnectTimeout);
+  if (options_.connect_timeout == kUseDefault)
+    options_.connect_timeout = std::min(timeout(), kDefaultConnectTimeout);
   std::string token = !options_.job_token.empty() ? options_.job_token : env::get_or("DDP_JOB_TOKEN", "");
   endpoint_ = {options_.host, options_.port};
   if (options_.is_server) {
@@ -41,7 +44,8 @@ TCPStore::TCPStore(TCPStoreOptions options) : Store(options.timeout), options_(s
     endpoint_.port = server_->port();
     if (is_wildcard(options_.host)) endpoint_.host = options_.host == "::" ? "::1" : "127.0.0.1";
   } else if (options_.port == 0) {
-    DDP_THROW(InvalidArgument, "TCPStore client for '", options_.host, "' needs a port (0 only with is_server)");
+    DDP_THROW(InvalidArgument, "TCPStore client for '", options_.host,
+              "' needs a port (0 only with is_server)");
   }
   connect(token);
   if (options_.wait_workers > 0) wait_for_workers(options_.wait_workers);
@@ -96,8 +100,9 @@ void TCPStore::handshake(const std::string& token, const Deadline& deadline) {
   if (!auth::equal(challenge.proof, auth::prove(token, proto::kServerLabel, nonce, challenge.server_nonce))) {
     // Nothing was proven to it, and the token never travels: a squatter learned nothing.
     if (token.empty()) {
-      DDP_THROW(StoreError, "store at ", endpoint_.str(),
-                " requires a job token and this client has none: the job token is missing (set DDP_JOB_TOKEN)");
+      DDP_THROW(
+          StoreError, "store at ", endpoint_.str(),
+          " requires a job token and this client has none: the job token is missing (set DDP_JOB_TOKEN)");
     }
     DDP_THROW(StoreError, "store at ", endpoint_.str(),
               " could not prove it holds this client's job token: the tokens differ, or another program "
@@ -108,7 +113,8 @@ void TCPStore::handshake(const std::string& token, const Deadline& deadline) {
   reply = read_frame(deadline, "handshake");
   Reader r = reply_fields(reply);
   if (static_cast<MsgType>(reply[0]) != MsgType::kOk || r.u16() != proto::kVersion) {
-    DDP_THROW(StoreError, "store at ", endpoint_.str(), " answered the handshake with another protocol version");
+    DDP_THROW(StoreError, "store at ", endpoint_.str(),
+              " answered the handshake with another protocol version");
   }
 }
 
@@ -160,7 +166,8 @@ std::vector<uint8_t> TCPStore::read_frame(const Deadline& deadline, const char* 
   }
 }
 
-std::vector<uint8_t> TCPStore::call(const std::vector<uint8_t>& frame, const char* op, const std::string& key) {
+std::vector<uint8_t> TCPStore::call(const std::vector<uint8_t>& frame, const char* op,
+                                    const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!broken_.empty()) {
     DDP_THROW(NetworkError, "store ", op, "('", key, "'): the connection to the store at ", endpoint_.str(),

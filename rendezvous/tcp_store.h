@@ -35,12 +35,12 @@ class TCPStoreServer;
 struct TCPStoreOptions {
   // Client: the server's address. Server: the interface to bind ("" or "0.0.0.0": all).
   std::string host = "127.0.0.1";
-  uint16_t port = 0;       // 0 with is_server: an ephemeral port (see TCPStore::port())
-  bool is_server = false;  // host the server in this process
-  Millis timeout = kDefaultStoreTimeout;                 // default for get/wait and replies
-  Millis connect_timeout = kUseDefault;  // connect + handshake; unset: min(timeout, kDefaultConnectTimeout)
-  std::string job_token;  // empty: DDP_JOB_TOKEN (empty there too: no token)
-  int wait_workers = 0;  // >0: see the header comment
+  uint16_t port = 0;                      // 0 with is_server: an ephemeral port (see TCPStore::port())
+  bool is_server = false;                 // host the server in this process
+  Millis timeout = kDefaultStoreTimeout;  // default for get/wait and replies
+  Millis connect_timeout = kUseDefault;   // connect + handshake; unset: min(timeout, kDefaultConnectTimeout)
+  std::string job_token;                  // empty: DDP_JOB_TOKEN (empty there too: no token)
+  int wait_workers = 0;                   // >0: see the header comment
 };
 
 class TCPStore : public Store {

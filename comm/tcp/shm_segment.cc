@@ -74,8 +74,9 @@ ShmSegment ShmSegment::create(const ShmGeometry& g) {
   if (int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(s.bytes_)); err != 0) {
     if (err != EOPNOTSUPP && err != EINVAL) ::shm_unlink(s.name_.c_str());
     if (err == ENOSPC || err == ENOMEM || err == EFBIG) {
-      DDP_THROW(BackendError, "tcp backend: cannot reserve ", s.bytes_, " bytes of shared memory for a group of ",
-                g.world, " ranks in /dev/shm (", ::strerror(err), "; /dev/shm is too small — Docker's default is 64 MiB: ",
+      DDP_THROW(BackendError, "tcp backend: cannot reserve ", s.bytes_,
+                " bytes of shared memory for a group of ", g.world, " ranks in /dev/shm (", ::strerror(err),
+                "; /dev/shm is too small — Docker's default is 64 MiB: ",
                 "run with --shm-size=1g or more, or set DDP_TCP_TRANSPORT=socket)");
     }
     if (err != EOPNOTSUPP && err != EINVAL) {
@@ -108,7 +109,8 @@ ShmSegment ShmSegment::open(const std::string& name, int world) {
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) DDP_THROW_ERRNO("fstat(", name, ")");
   s.bytes_ = static_cast<size_t>(st.st_size);
-  if (s.bytes_ < kHeaderBytes) DDP_THROW(InvalidArgument, "shared memory ", name, " is too small (", s.bytes_, " bytes)");
+  if (s.bytes_ < kHeaderBytes)
+    DDP_THROW(InvalidArgument, "shared memory ", name, " is too small (", s.bytes_, " bytes)");
   s.base_ = map(fd.get(), s.bytes_, name);
   const SegmentHeader& h = s.header();
   const uint64_t magic = h.magic.load(std::memory_order_acquire);  // before the geometry it publishes
@@ -117,7 +119,8 @@ ShmSegment ShmSegment::open(const std::string& name, int world) {
   s.geometry_.slot_bytes = h.slot_bytes;
   s.geometry_.oneshot_bytes = h.oneshot_bytes;
   if (magic != kMagic || s.geometry_.world != world || s.geometry_.total_bytes() != s.bytes_) {
-    DDP_THROW(InvalidArgument, "shared memory ", name, " does not hold a tcp-backend segment for ", world, " ranks");
+    DDP_THROW(InvalidArgument, "shared memory ", name, " does not hold a tcp-backend segment for ", world,
+              " ranks");
   }
   return s;
 }
@@ -172,7 +175,8 @@ void ShmSegment::publish(int rank, Counter c, uint64_t value) const {
 }
 
 void ShmSegment::sleep(uint32_t seen, Millis timeout) const {
-  timespec ts{static_cast<time_t>(timeout.count() / 1000), static_cast<long>((timeout.count() % 1000) * 1'000'000)};
+  timespec ts{static_cast<time_t>(timeout.count() / 1000),
+              static_cast<long>((timeout.count() % 1000) * 1'000'000)};
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header().futex), FUTEX_WAIT, seen, &ts, nullptr, 0);
 }
 

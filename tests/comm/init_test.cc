@@ -20,8 +20,8 @@
 #include <set>
 #include <thread>
 
-#include "common/error.h"
 #include "common/deadline.h"
+#include "common/error.h"
 #include "common/fd.h"
 #include "common/socket.h"
 #include "rendezvous/hash_store.h"
@@ -38,14 +38,18 @@ class ScopedEnv {
     for (auto& [k, v] : vars) {
       const char* old = std::getenv(k.c_str());
       saved_[k] = old ? std::optional<std::string>(old) : std::nullopt;
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
     }
   }
   ~ScopedEnv() {
     for (auto& [k, v] : saved_) {
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
     }
   }
 
@@ -54,14 +58,24 @@ class ScopedEnv {
 };
 
 const std::map<std::string, std::optional<std::string>> kClean = {
-    {"RANK", std::nullopt}, {"WORLD_SIZE", std::nullopt}, {"LOCAL_RANK", std::nullopt},
-    {"OMPI_COMM_WORLD_RANK", std::nullopt}, {"OMPI_COMM_WORLD_SIZE", std::nullopt},
-    {"OMPI_COMM_WORLD_LOCAL_RANK", std::nullopt}, {"PMI_RANK", std::nullopt}, {"PMI_SIZE", std::nullopt},
-    {"SLURM_PROCID", std::nullopt}, {"SLURM_NTASKS", std::nullopt}, {"SLURM_LOCALID", std::nullopt},
-    {"DDP_STORE", std::nullopt}, {"MASTER_ADDR", std::nullopt}, {"MASTER_PORT", std::nullopt},
+    {"RANK", std::nullopt},
+    {"WORLD_SIZE", std::nullopt},
+    {"LOCAL_RANK", std::nullopt},
+    {"OMPI_COMM_WORLD_RANK", std::nullopt},
+    {"OMPI_COMM_WORLD_SIZE", std::nullopt},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", std::nullopt},
+    {"PMI_RANK", std::nullopt},
+    {"PMI_SIZE", std::nullopt},
+    {"SLURM_PROCID", std::nullopt},
+    {"SLURM_NTASKS", std::nullopt},
+    {"SLURM_LOCALID", std::nullopt},
+    {"DDP_STORE", std::nullopt},
+    {"MASTER_ADDR", std::nullopt},
+    {"MASTER_PORT", std::nullopt},
     {"DDP_TIMEOUT_MS", std::nullopt}};
 
-std::map<std::string, std::optional<std::string>> with(std::map<std::string, std::optional<std::string>> extra) {
+std::map<std::string, std::optional<std::string>> with(
+    std::map<std::string, std::optional<std::string>> extra) {
   auto out = kClean;
   for (auto& [k, v] : extra) out[k] = v;
   return out;
@@ -78,15 +92,18 @@ bool has_backend(const std::string& name) {
 
 TEST_CASE("ranks come from RANK/WORLD_SIZE, then Open MPI, then Slurm") {
   {
-    ScopedEnv env(with({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"LOCAL_RANK", "1"}}));
+    ScopedEnv env(
+        with({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"LOCAL_RANK", "1"}}));
     auto r = ranks_from_env();
     CHECK(r.rank == 3);
     CHECK(r.world_size == 8);
     CHECK(r.local_rank == 1);
   }
   {
-    ScopedEnv env(with({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"SLURM_PROCID", "7"}}));
+    ScopedEnv env(with({{"OMPI_COMM_WORLD_RANK", "2"},
+                        {"OMPI_COMM_WORLD_SIZE", "4"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                        {"SLURM_PROCID", "7"}}));
     auto r = ranks_from_env();
     CHECK(r.rank == 2);
     CHECK(r.world_size == 4);
@@ -148,7 +165,10 @@ TEST_CASE("a store that accepts and never answers: init fails within DDP_TIMEOUT
   const std::string at = "127.0.0.1:" + std::to_string(net::local_port(listener.get()));
   for (const std::string var : {"DDP_STORE", "MASTER_PORT"}) {
     CAPTURE(var);
-    ScopedEnv env(with({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"DDP_TIMEOUT_MS", "300"}, {"MASTER_ADDR", "127.0.0.1"},
+    ScopedEnv env(with({{"RANK", "1"},
+                        {"WORLD_SIZE", "2"},
+                        {"DDP_TIMEOUT_MS", "300"},
+                        {"MASTER_ADDR", "127.0.0.1"},
                         {var, var == "DDP_STORE" ? at : at.substr(at.find(':') + 1)}}));
     const std::string want = at + ": no connection with a finished handshake within 300 ms";
     const auto start = std::chrono::steady_clock::now();
@@ -324,7 +344,8 @@ namespace {
 void private_network() {
   static bool done = [] {
     if (::geteuid() != 0 || ::unshare(CLONE_NEWNET) != 0) return false;
-    return ::system("ip link set lo up && ip link set lo multicast on && ip route add 239.0.0.0/8 dev lo") == 0;
+    return ::system("ip link set lo up && ip link set lo multicast on && ip route add 239.0.0.0/8 dev lo") ==
+           0;
   }();
   (void)done;
 }
@@ -375,7 +396,8 @@ TEST_CASE("tcp://239.x:PORT: a missing process is a TimeoutError naming who came
   ScopedEnv env(kClean);
   StoreRequest req;
   req.init_method = "tcp://239.255.79.1:29702?world_size=2&group_name=alone&interface=lo&timeout=1";
-  CHECK_THROWS_WITH_AS(open_init_store(req), doctest::Contains("1 of 2 participants arrived within 1000 ms"), TimeoutError);
+  CHECK_THROWS_WITH_AS(open_init_store(req), doctest::Contains("1 of 2 participants arrived within 1000 ms"),
+                       TimeoutError);
   req.init_method = "tcp://239.255.79.1:29702?group_name=alone&interface=lo";
   CHECK_THROWS_WITH_AS(open_init_store(req), doctest::Contains("needs the world size"), InvalidArgument);
 }
@@ -385,6 +407,7 @@ TEST_CASE("init_process_group end to end over a multicast group, ranks assigned"
   private_network();
   const std::string backend = has_backend("tcp") ? "tcp" : "gloo";
   ScopedEnv env(with({{"DDP_JOB_TOKEN", "e2e-token"}}));
-  CHECK(run_ranks(backend, 3, "tcp://239.255.79.2:29703?world_size=3&group_name=e2e&interface=lo&timeout=20") ==
-        std::vector<int>{0, 0, 0});
+  CHECK(
+      run_ranks(backend, 3, "tcp://239.255.79.2:29703?world_size=3&group_name=e2e&interface=lo&timeout=20") ==
+      std::vector<int>{0, 0, 0});
 }

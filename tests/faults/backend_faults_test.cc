@@ -27,9 +27,20 @@ void start_world(Trial& t, int world, const std::vector<std::string>& extra = {}
   std::vector<std::string> args = {"--backend", backend()};
   args.insert(args.end(), extra.begin(), extra.end());
   if (is_mpi()) {
-    std::vector<std::string> argv = {"mpirun", "-np", std::to_string(world), "--allow-run-as-root", "--oversubscribe",
-                                     "--bind-to", "none", "-x", "DDP_FAULT_TRIAL", "-x", "DDP_TIMEOUT_MS",
-                                     worker_path(), "--dir", t.dir().path()};
+    std::vector<std::string> argv = {"mpirun",
+                                     "-np",
+                                     std::to_string(world),
+                                     "--allow-run-as-root",
+                                     "--oversubscribe",
+                                     "--bind-to",
+                                     "none",
+                                     "-x",
+                                     "DDP_FAULT_TRIAL",
+                                     "-x",
+                                     "DDP_TIMEOUT_MS",
+                                     worker_path(),
+                                     "--dir",
+                                     t.dir().path()};
     argv.insert(argv.end(), args.begin(), args.end());
     t.start(argv, env);
     return;
@@ -72,7 +83,8 @@ bool connected_to(pid_t pid, int port) {
     std::istringstream f(line);
     std::string slot, local, remote, state, skip, inode;
     f >> slot >> local >> remote >> state >> skip >> skip >> skip >> skip >> skip >> inode;
-    if (state == "01" && remote.size() >= 5 && remote.compare(remote.size() - 5, 5, want) == 0 && inodes.count(inode)) {
+    if (state == "01" && remote.size() >= 5 && remote.compare(remote.size() - 5, 5, want) == 0 &&
+        inodes.count(inode)) {
       return true;
     }
   }
@@ -160,7 +172,8 @@ TEST_CASE("fault: a peer closes its sockets in the middle of a frame" * doctest:
 TEST_CASE("fault: the store server killed while the ranks meet there" * doctest::skip(is_mpi())) {
   Trial t("store-" + backend());
   const int port = free_port_pair();
-  Child& store = t.start({worker_path(), "--serve-store", std::to_string(port)}, {{"DDP_JOB_TOKEN", "fault-token"}});
+  Child& store =
+      t.start({worker_path(), "--serve-store", std::to_string(port)}, {{"DDP_JOB_TOKEN", "fault-token"}});
   REQUIRE(eventually([&] { return contains(store.out(), "serving"); }));
   // Two of three ranks: they wait in the store for the third when it dies. A set-up timeout
   // longer than the trial, so what ends them is the store's loss, not a deadline.
@@ -170,7 +183,8 @@ TEST_CASE("fault: the store server killed while the ranks meet there" * doctest:
   for (int r = 0; r < 2; ++r) t.start_rank(r, 3, port, {"--backend", backend()}, env);
   // Both ranks are the store's clients (one that is not yet would try to connect until its own
   // connect timeout instead).
-  REQUIRE(eventually([&] { return connected_to(t.child(1).pid(), port) && connected_to(t.child(2).pid(), port); }));
+  REQUIRE(eventually(
+      [&] { return connected_to(t.child(1).pid(), port) && connected_to(t.child(2).pid(), port); }));
   ::kill(store.pid(), SIGKILL);
   t.fault();
   // A rank caught between connecting and the end of its store handshake retries the connection
@@ -226,6 +240,7 @@ TEST_CASE("fault: strangers connect to the backend's listeners and the store dur
   }
   // The strangers were met, and dropped, by the listeners' acceptors (not merely queued).
   CHECK(contains(t.child(0).err() + t.child(1).err(), "dropped a connection"));
-  t.report("every rank exit 0, every result right, " + std::to_string(reached) + " strangers at backend listeners");
+  t.report("every rank exit 0, every result right, " + std::to_string(reached) +
+           " strangers at backend listeners");
   check_clean(t);
 }

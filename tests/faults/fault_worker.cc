@@ -23,11 +23,11 @@
 
 #include <array>
 #include <chrono>
-#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,16 +57,26 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--backend") a.backend = v;
-    else if (k == "--dir") a.dir = v;
-    else if (k == "--iters") a.iters = std::stol(v);
-    else if (k == "--count") a.count = std::stoul(v);
-    else if (k == "--seconds") a.seconds = std::stod(v);
-    else if (k == "--close-mid-frame-rank") a.close_rank = std::stoi(v);
-    else if (k == "--serve-store") a.serve_port = std::stoi(v);
-    else if (k == "--init-method") a.init_method = v;
-    else if (k == "--ddp") a.ddp = v == "1";
-    else throw std::invalid_argument("unknown flag " + k);
+    if (k == "--backend")
+      a.backend = v;
+    else if (k == "--dir")
+      a.dir = v;
+    else if (k == "--iters")
+      a.iters = std::stol(v);
+    else if (k == "--count")
+      a.count = std::stoul(v);
+    else if (k == "--seconds")
+      a.seconds = std::stod(v);
+    else if (k == "--close-mid-frame-rank")
+      a.close_rank = std::stoi(v);
+    else if (k == "--serve-store")
+      a.serve_port = std::stoi(v);
+    else if (k == "--init-method")
+      a.init_method = v;
+    else if (k == "--ddp")
+      a.ddp = v == "1";
+    else
+      throw std::invalid_argument("unknown flag " + k);
   }
   return a;
 }
@@ -155,7 +165,8 @@ void say_ready(const Args& a, int rank) {
 
 // Rank 0's clock decides for everyone (a broadcast), so every rank runs the same ops.
 bool keep_going(ddp::comm::ProcessGroup& pg, std::chrono::steady_clock::time_point start, double seconds) {
-  int32_t go = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds ? 1 : 0;
+  int32_t go =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds ? 1 : 0;
   pg.broadcast(ddp::comm::view(&go, 1))->wait();
   return go != 0;
 }
@@ -173,8 +184,10 @@ class DdpSteps {
       grad_[i].assign(kSizes[i], 0.0f);
       std::string name(1, 'p');  // (not "p" + ...: gcc 12's -Wrestrict false positive)
       name.append(std::to_string(i));
-      engine_->register_param({name, ddp::comm::view(data_[i].data(), data_[i].size()),
-                               ddp::comm::view(grad_[i].data(), grad_[i].size()), {}});
+      engine_->register_param({name,
+                               ddp::comm::view(data_[i].data(), data_[i].size()),
+                               ddp::comm::view(grad_[i].data(), grad_[i].size()),
+                               {}});
     }
     engine_->finalize();
   }
@@ -192,7 +205,8 @@ class DdpSteps {
       const std::vector<float>& g = grad_[i];
       for (size_t j = 0; j < g.size(); j += 331) {
         if (g[j] != want) {
-          std::fprintf(stderr, "fault_worker rank %d: WRONG DDP GRADIENT p%zu[%zu]: %g, not %g\n", rank_, i, j, g[j], want);
+          std::fprintf(stderr, "fault_worker rank %d: WRONG DDP GRADIENT p%zu[%zu]: %g, not %g\n", rank_, i,
+                       j, g[j], want);
           return false;
         }
       }
@@ -224,7 +238,8 @@ int run(const Args& a) {
     pg->all_reduce(ddp::comm::view(buf.data(), buf.size()))->wait();
     for (size_t i = 0; i < buf.size(); i += 997) {
       if (buf[i] != want) {
-        std::fprintf(stderr, "fault_worker rank %d: WRONG RESULT at %zu: %g, not %g\n", rank, i, buf[i], want);
+        std::fprintf(stderr, "fault_worker rank %d: WRONG RESULT at %zu: %g, not %g\n", rank, i, buf[i],
+                     want);
         return 4;
       }
     }
@@ -233,7 +248,8 @@ int run(const Args& a) {
     if (rank == a.close_rank) close_mid_frame(a, rank, world);
     if (a.seconds > 0) go = keep_going(*pg, start, a.seconds);
   }
-  std::printf("fault_worker rank %d: %ld iterations%s, every result right\n", rank, it, a.ddp ? " (all_reduce + DDP step)" : "");
+  std::printf("fault_worker rank %d: %ld iterations%s, every result right\n", rank, it,
+              a.ddp ? " (all_reduce + DDP step)" : "");
   ddp_steps.reset();
   ddp::destroy_process_group();
   return 0;
@@ -253,7 +269,8 @@ int main(int argc, char** argv) {
     if (a.serve_port >= 0) return serve_store(a.serve_port);
     return run(a);
   } catch (const ddp::Error& e) {
-    std::fprintf(stderr, "fault_worker rank %s: %s: %s\n", ddp::env::get_or("RANK", ddp::env::get_or("OMPI_COMM_WORLD_RANK", "?")).c_str(), kind(e),
+    std::fprintf(stderr, "fault_worker rank %s: %s: %s\n",
+                 ddp::env::get_or("RANK", ddp::env::get_or("OMPI_COMM_WORLD_RANK", "?")).c_str(), kind(e),
                  e.message().c_str());
     // A failed rank leaves at once, its broken group and store still up (as a real job's failed
     // rank does): no teardown that waits on dead peers, and nothing at exit (a leak check of

@@ -35,8 +35,12 @@ Child& start_in_small_shm(Trial& t, const std::string& size, std::map<std::strin
       "> \"$2/out.$r\" 2> \"$2/err.$r\" & pids=\"$pids $!\"; done\n"
       "r=0; for p in $pids; do wait $p; echo $? > \"$2/code.$r\"; r=$((r+1)); done\n"
       "ls -A /dev/shm > \"$2/shm.left\"\n";
-  env.insert({{"WORLD_SIZE", "3"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(free_port_pair())},
-              {"DDP_RUN_ID", t.id()}, {"DDP_JOB_TOKEN", "fault-token"}, {"DDP_TIMEOUT_MS", "4000"}});
+  env.insert({{"WORLD_SIZE", "3"},
+              {"MASTER_ADDR", "127.0.0.1"},
+              {"MASTER_PORT", std::to_string(free_port_pair())},
+              {"DDP_RUN_ID", t.id()},
+              {"DDP_JOB_TOKEN", "fault-token"},
+              {"DDP_TIMEOUT_MS", "4000"}});
   return t.start({"unshare", "-m", "sh", "-c", script, "sh", worker_path(), t.dir().path(), size}, env);
 }
 
@@ -67,8 +71,13 @@ TEST_CASE("fault: a network partition between two hosts mid-collective" * doctes
     for (int r = 0; r < 2; ++r) {
       t.start({"ip", "netns", "exec", r == 0 ? ns.a() : ns.b(), worker_path(), "--backend", backend, "--dir",
                t.dir().path()},
-              {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "10.77.0.1"},
-               {"MASTER_PORT", port}, {"DDP_RUN_ID", t.id()}, {"DDP_JOB_TOKEN", "fault-token"},
+              {{"RANK", std::to_string(r)},
+               {"WORLD_SIZE", "2"},
+               {"LOCAL_RANK", "0"},
+               {"MASTER_ADDR", "10.77.0.1"},
+               {"MASTER_PORT", port},
+               {"DDP_RUN_ID", t.id()},
+               {"DDP_JOB_TOKEN", "fault-token"},
                {"DDP_TIMEOUT_MS", "4000"}});
     }
     REQUIRE(t.wait_ready(2));
@@ -120,11 +129,16 @@ TEST_CASE("fault: ranks each with their own /dev/shm fall back to sockets" * doc
   Trial t("own-shm");
   const std::string port = std::to_string(free_port_pair());
   for (int r = 0; r < 3; ++r) {
-    t.start({"unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64m ddp-fault-shm /dev/shm && exec \"$@\"", "sh",
-             worker_path(), "--backend", "tcp", "--dir", t.dir().path(), "--iters", "20"},
-            {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "3"}, {"LOCAL_RANK", std::to_string(r)},
-             {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"DDP_RUN_ID", t.id()},
-             {"DDP_JOB_TOKEN", "fault-token"}, {"DDP_TIMEOUT_MS", "4000"}});
+    t.start({"unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64m ddp-fault-shm /dev/shm && exec \"$@\"",
+             "sh", worker_path(), "--backend", "tcp", "--dir", t.dir().path(), "--iters", "20"},
+            {{"RANK", std::to_string(r)},
+             {"WORLD_SIZE", "3"},
+             {"LOCAL_RANK", std::to_string(r)},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", port},
+             {"DDP_RUN_ID", t.id()},
+             {"DDP_JOB_TOKEN", "fault-token"},
+             {"DDP_TIMEOUT_MS", "4000"}});
   }
   t.fault();
   for (int r = 0; r < 3; ++r) {
@@ -138,10 +152,26 @@ TEST_CASE("fault: ranks each with their own /dev/shm fall back to sockets" * doc
 
 TEST_CASE("fault: launcher, /dev/shm too small" * doctest::skip(!can_unshare())) {
   Trial t("launch-small-shm");
-  Child& launcher = t.start({"unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1m ddp-fault-shm /dev/shm && exec \"$@\"",
-                             "sh", launcher_path(), "--nproc-per-node", "3", "--rdzv-id", t.id(), "--master-port",
-                             std::to_string(free_port_pair()), worker_path(), "--backend", "tcp", "--dir",
-                             t.dir().path(), "--iters", "20"});
+  Child& launcher = t.start({"unshare",
+                             "-m",
+                             "sh",
+                             "-c",
+                             "mount -t tmpfs -o size=1m ddp-fault-shm /dev/shm && exec \"$@\"",
+                             "sh",
+                             launcher_path(),
+                             "--nproc-per-node",
+                             "3",
+                             "--rdzv-id",
+                             t.id(),
+                             "--master-port",
+                             std::to_string(free_port_pair()),
+                             worker_path(),
+                             "--backend",
+                             "tcp",
+                             "--dir",
+                             t.dir().path(),
+                             "--iters",
+                             "20"});
   t.fault();
   const int code = t.wait(0);
   t.report("ddp-launch exit " + std::to_string(code));
@@ -156,7 +186,8 @@ namespace {
 // Three ranks meeting in a FileStore on a tmpfs of `size` that a filler file of `filler` bytes
 // takes (most of) first, in a private mount namespace; exit codes to D/code.<r>, what is left on
 // that tmpfs to D/fs.left.
-Child& start_on_full_disk(Trial& t, const std::string& size, const std::string& filler, const std::string& run_id) {
+Child& start_on_full_disk(Trial& t, const std::string& size, const std::string& filler,
+                          const std::string& run_id) {
   const std::string script =
       "mkdir -p \"$2/fs\" && mount -t tmpfs -o size=$3 ddp-fault-fs \"$2/fs\" || exit 77\n"
       "head -c $4 /dev/zero > \"$2/fs/filler\" 2> /dev/null\n"
@@ -166,7 +197,9 @@ Child& start_on_full_disk(Trial& t, const std::string& size, const std::string& 
       "r=0; for p in $pids; do wait $p; echo $? > \"$2/code.$r\"; r=$((r+1)); done\n"
       "ls -A \"$2/fs\" > \"$2/fs.left\"\n";
   return t.start({"unshare", "-m", "sh", "-c", script, "sh", worker_path(), t.dir().path(), size, filler},
-                 {{"WORLD_SIZE", "3"}, {"DDP_RUN_ID", run_id}, {"DDP_JOB_TOKEN", "fault-token"},
+                 {{"WORLD_SIZE", "3"},
+                  {"DDP_RUN_ID", run_id},
+                  {"DDP_JOB_TOKEN", "fault-token"},
                   {"DDP_TIMEOUT_MS", "4000"}});
 }
 
@@ -181,8 +214,8 @@ TEST_CASE("fault: the FileStore's disk fills: an error naming the path, no hang,
     const char* filler;
     std::string run_id;
   };
-  for (const Case& c : {Case{"full-at-start", "1000000", "fault-disk"}, Case{"fills-mid-rendezvous", "61440",
-                                                                             "fault-disk-" + std::string(2000, 'x')}}) {
+  for (const Case& c : {Case{"full-at-start", "1000000", "fault-disk"},
+                        Case{"fills-mid-rendezvous", "61440", "fault-disk-" + std::string(2000, 'x')}}) {
     CAPTURE(c.what);
     Trial t(std::string("disk-") + c.what);
     start_on_full_disk(t, "64k", c.filler, c.run_id);

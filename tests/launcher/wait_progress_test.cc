@@ -60,7 +60,13 @@ TEST_CASE("a terminal gets one line rewritten in place; anything else a line per
   std::string line = "ddp-launch: ";
   line.append(format_progress(waiting()));
   std::string expected;
-  expected.append("\r\x1b[K").append(line).append("\r\x1b[K").append(line).append("\n").append(line).append("\n");
+  expected.append("\r\x1b[K")
+      .append(line)
+      .append("\r\x1b[K")
+      .append(line)
+      .append("\n")
+      .append(line)
+      .append("\n");
   CHECK(out == expected);
 }
 
@@ -80,7 +86,7 @@ TEST_CASE("by default the progress goes through the stderr sink: a stderr nobody
     const std::string filler(4096, 'x');
     ::fcntl(STDERR_FILENO, F_SETFL, O_NONBLOCK);
     while (::write(STDERR_FILENO, filler.data(), filler.size()) > 0) {
-    }  // the pipe is full
+    }                                    // the pipe is full
     ::fcntl(STDERR_FILENO, F_SETFL, 0);  // blocking again, as a console normally is
     auto sink = install_stderr_sink();
     ProgressLine line(false);

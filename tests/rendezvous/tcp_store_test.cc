@@ -211,7 +211,8 @@ TEST_CASE("a server that accepts and never answers: a TimeoutError within the st
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }
 
-TEST_CASE("a server that dies mid-handshake, every time: retried until connect_timeout, then a TimeoutError") {
+TEST_CASE(
+    "a server that dies mid-handshake, every time: retried until connect_timeout, then a TimeoutError") {
   Fd listener = net::listen_tcp({"127.0.0.1", 0});
   const uint16_t port = net::local_port(listener.get());
   std::atomic<bool> done{false};

@@ -30,11 +30,21 @@ T expect(ReduceOp op, size_t i, int n) {
   for (int r = 1; r < n; ++r) {
     T x = static_cast<T>(r + 1 + static_cast<int>(i % 5));
     switch (op) {
-      case ReduceOp::kSum: case ReduceOp::kAvg: acc = static_cast<T>(acc + x); break;
-      case ReduceOp::kProduct: acc = static_cast<T>(acc * x); break;
-      case ReduceOp::kMin: acc = std::min(acc, x); break;
-      case ReduceOp::kMax: acc = std::max(acc, x); break;
-      default: break;
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        acc = static_cast<T>(acc + x);
+        break;
+      case ReduceOp::kProduct:
+        acc = static_cast<T>(acc * x);
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, x);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, x);
+        break;
+      default:
+        break;
     }
   }
   if (op == ReduceOp::kAvg) acc = static_cast<T>(acc / static_cast<T>(n));
@@ -157,7 +167,8 @@ TEST_CASE("gloo all_gather, reduce_scatter, all_to_all, barrier") {
     CHECK(ag[r] == std::vector<int64_t>{0, 0, 1, 10, 2, 20});
     CHECK(rs[r] == std::vector<int64_t>{2 * r * 6, (2 * r + 1) * 6});  // sum over k of i*(k+1) = 6i
     CHECK(rs_avg[r][0] == doctest::Approx(6.0));
-    CHECK(a2a[r] == std::vector<int64_t>{2 * r, 2 * r + 1, 100 + 2 * r, 101 + 2 * r, 200 + 2 * r, 201 + 2 * r});
+    CHECK(a2a[r] ==
+          std::vector<int64_t>{2 * r, 2 * r + 1, 100 + 2 * r, 101 + 2 * r, 200 + 2 * r, 201 + 2 * r});
   }
 }
 
@@ -253,7 +264,8 @@ TEST_CASE("gloo: bad arguments are InvalidArgument from the call itself") {
   });
 }
 
-TEST_CASE("gloo: a recv that nobody matches is a TimeoutError naming the op and peer; the group stays broken") {
+TEST_CASE(
+    "gloo: a recv that nobody matches is a TimeoutError naming the op and peer; the group stays broken") {
   std::promise<void> checked;
   auto done = checked.get_future().share();
   run_ranks(make_gloo_group, 2, [&](ProcessGroup& pg, int r) {
@@ -279,13 +291,15 @@ TEST_CASE("gloo: a recv that nobody matches is a TimeoutError naming the op and 
 TEST_CASE("gloo: ranks that disagree on sizes or roots get an error, not a crash") {
   run_ranks(make_gloo_group, 2, [&](ProcessGroup& pg, int r) {
     std::vector<float> buf(r == 0 ? 8 : 4);
-    auto w = r == 0 ? pg.send(view(buf.data(), 8), 1, {0, Millis(500)}) : pg.recv(view(buf.data(), 4), 0, {0, Millis(500)});
+    auto w = r == 0 ? pg.send(view(buf.data(), 8), 1, {0, Millis(500)})
+                    : pg.recv(view(buf.data(), 4), 0, {0, Millis(500)});
     CHECK_THROWS_AS(w->wait(), Error);
   });
   run_ranks(make_gloo_group, 2, [&](ProcessGroup& pg, int r) {
     std::vector<float> buf(r == 0 ? 64 : 128);
     // The first rank to time out aborts; the other may see that as a lost connection instead.
-    CHECK_THROWS_AS(pg.all_reduce(view(buf.data(), buf.size()), {ReduceOp::kSum, Millis(500)})->wait(), Error);
+    CHECK_THROWS_AS(pg.all_reduce(view(buf.data(), buf.size()), {ReduceOp::kSum, Millis(500)})->wait(),
+                    Error);
   });
   run_ranks(make_gloo_group, 2, [&](ProcessGroup& pg, int r) {
     std::vector<float> buf(16);
@@ -296,7 +310,7 @@ TEST_CASE("gloo: ranks that disagree on sizes or roots get an error, not a crash
 TEST_CASE("gloo: a peer that goes away is a NetworkError naming it, for this and every later op") {
   const int n = 3;
   std::vector<std::string> messages(n);
-  std::vector<bool> later_failed(n, false);
+  std::vector<char> later_failed(n, 0);  // not vector<bool>: ranks (threads) write their own entry
   run_ranks(make_gloo_group, n, [&](ProcessGroup& pg, int r) {
     std::vector<float> buf(1000, 1.0f);
     pg.all_reduce(view(buf.data(), buf.size()))->wait();
@@ -310,7 +324,7 @@ TEST_CASE("gloo: a peer that goes away is a NetworkError naming it, for this and
     try {
       pg.barrier()->wait();
     } catch (const Error&) {
-      later_failed[r] = true;
+      later_failed[r] = 1;
     }
   });
   for (int r = 0; r < 2; ++r) {
