@@ -21,10 +21,20 @@ std::exception_ptr Work::exception() {
 
 bool Work::wait(Millis timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (timeout == kUseDefault || timeout.count() < 0) {
-    cv_.wait(lock, [&] { return completed_; });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
-    DDP_THROW(TimeoutError, description_, ": Work::wait timed out after ", timeout.count(), " ms");
+  if (!completed_) {
+    lock.unlock();
+    blocking(true);
+    lock.lock();
+    bool done = true;
+    if (timeout == kUseDefault || timeout.count() < 0) {
+      cv_.wait(lock, [&] { return completed_; });
+    } else {
+      done = cv_.wait_for(lock, timeout, [&] { return completed_; });
+    }
+    lock.unlock();
+    blocking(false);
+    lock.lock();
+    if (!done) DDP_THROW(TimeoutError, description_, ": Work::wait timed out after ", timeout.count(), " ms");
   }
   if (error_) std::rethrow_exception(error_);
   return true;

@@ -7,6 +7,9 @@
 // - Implementations call finish(exception_ptr) exactly once, from any thread; background
 //   threads never throw across threads, they finish the Work with the exception.
 // - Callbacks added with then() run once, on the finishing thread (or at once if finished).
+// - A backend may learn that a thread blocks in wait() (blocking(true) before it sleeps,
+//   blocking(false) after): one that polls for progress can poll hard while someone is blocked
+//   and leave the core to the caller's computation otherwise (the tcp backend does).
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -38,6 +41,11 @@ class Work {
 
   // An already-completed Work (zero-length ops, world size 1).
   static std::shared_ptr<Work> completed(std::string description = "op");
+
+ protected:
+  // Around a wait() that finds the op not complete; never with the Work's lock held. Must not
+  // throw.
+  virtual void blocking(bool /*begin*/) noexcept {}
 
  private:
   std::string description_;

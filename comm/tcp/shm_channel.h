@@ -69,6 +69,7 @@ class ShmChannel {
     bool fingerprints = true;
     int spin_us = 200;
     int yield_us = 20000;
+    const std::atomic<int>* blocked = nullptr;  // see ShmWait::Options
   };
   ShmChannel(ShmSegment segment, Options options, GroupHealth* health);
   ShmChannel(const ShmChannel&) = delete;

@@ -43,7 +43,7 @@ struct ShmCollectives::Impl {
   Algorithm algorithm = nullptr;
 
   Impl(ShmSegment segment, const Options& o, GroupHealth* health)
-      : channel(std::move(segment), {o.rank, o.world, o.fingerprints, o.spin_us, o.yield_us}, health) {}
+      : channel(std::move(segment), {o.rank, o.world, o.fingerprints, o.spin_us, o.yield_us, o.blocked}, health) {}
 
   void begin(const OpContext& ctx, const Buffer& in) {
     progress = {};

@@ -34,6 +34,7 @@ class ShmCollectives {
     bool fingerprints = true;
     int spin_us = 200;     // busy-wait this long first (0 when ranks outnumber cores) ...
     int yield_us = 20000;  // ... then yield the core this long, then futex-sleep
+    const std::atomic<int>* blocked = nullptr;  // poll only while > 0 (see ShmWait::Options)
   };
   ShmCollectives(ShmSegment segment, Options options, GroupHealth* health);
   ~ShmCollectives();

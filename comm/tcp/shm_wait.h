@@ -6,7 +6,8 @@
 //   While crowded() — a peer last waited on the CPU we run on, so it is queued behind us —
 //   spinning would only hold the core that peer needs: it yields at once. When ranks
 //   outnumber cores the group sets spin_us to 0 and yield_us short.
-// - wait(ready, missing, ctx): spin for spin_us + yield_us, then futex-sleep in bounded slices
+// - wait(ready, missing, ctx): spin for spin_us + yield_us (only while a thread is blocked on
+//   the group's ops, Options::blocked; not at all otherwise), then futex-sleep in bounded slices
 //   (ShmSegment::sleep), checking GroupHealth (a failed group rethrows; a peer that destroyed
 //   its group is a NetworkError) and the op's deadline (TimeoutError naming the ranks
 //   `missing()` returns). Never returns without `ready()`.
@@ -16,6 +17,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "comm/tcp/op.h"
@@ -59,6 +61,10 @@ class ShmWait {
     int world = 1;
     int spin_us = 200;     // busy-wait this long first (0 when ranks outnumber cores) ...
     int yield_us = 20000;  // ... then yield the core this long, then futex-sleep
+    // Threads blocked on the group's ops (Work::wait): waits poll (spin, yield) only while one
+    // is, and otherwise sleep at once, leaving the core to the computation that issued the op
+    // (DDP's backward). nullptr: always poll.
+    const std::atomic<int>* blocked = nullptr;
   };
   // `segment` and `health` outlive this object.
   ShmWait(const ShmSegment* segment, Options options, GroupHealth* health)
@@ -72,7 +78,8 @@ class ShmWait {
 
   template <typename Ready, typename Missing>
   void wait(Ready ready, Missing missing, const OpContext& ctx) const {
-    if (spin(ready, opt_.spin_us + opt_.yield_us)) return;
+    const bool someone_waits = opt_.blocked == nullptr || opt_.blocked->load(std::memory_order_relaxed) > 0;
+    if (spin(ready, someone_waits ? opt_.spin_us + opt_.yield_us : 0)) return;
     while (!ready()) {
       check(missing(), ctx);
       SegmentHeader& h = segment_->header();

@@ -9,6 +9,22 @@
 #include "common/error.h"
 
 namespace ddp::comm::tcp {
+namespace {
+
+// A collective's Work: counts the threads blocked on it into the group's counter.
+class CollectiveWork final : public Work {
+ public:
+  CollectiveWork(std::string label, std::shared_ptr<std::atomic<int>> blocked)
+      : Work(std::move(label)), blocked_(std::move(blocked)) {}
+
+ protected:
+  void blocking(bool begin) noexcept override { blocked_->fetch_add(begin ? 1 : -1, std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<std::atomic<int>> blocked_;
+};
+
+}  // namespace
 
 const char* to_string(Transport t) {
   switch (t) {
@@ -84,7 +100,8 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
     return task.work;
   }
   task.ctx.deadline = Deadline(timeout);
-  task.work = std::make_shared<Work>(detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group_, "'"));
+  task.work = std::make_shared<CollectiveWork>(
+      detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group_, "'"), blocked_);
   WorkPtr work = task.work;
   queue_.push_back(std::move(task));
   lock.unlock();
@@ -106,11 +123,11 @@ bool TcpProcessGroup::try_inline(Task& task) {
     return true;
   }
   if (error) {
-    task.work = std::make_shared<Work>(task.ctx.label());
+    task.work = std::make_shared<CollectiveWork>(task.ctx.label(), blocked_);
     task.work->finish(error);
     return true;
   }
-  task.work = std::make_shared<Work>(task.ctx.label());
+  task.work = std::make_shared<CollectiveWork>(task.ctx.label(), blocked_);
   return false;
 }
 

@@ -12,9 +12,12 @@
 //   group's next collective sequence number (shared by all ranks). Fast path: an shm
 //   all_reduce up to DDP_TCP_INLINE_MAX_BYTES (default 4 MiB) or a barrier issued while nothing
 //   else is queued runs on the caller's thread (no thread hand-off, no sleep);
-//   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default 20 ms; 2 ms of yielding
-//   when ranks outnumber cores; -1 disables), the op is handed to the worker where it stands,
-//   so the call still returns at once. send/recv are posted to the
+//   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default: DDP_TCP_SPIN_US; 2 ms of
+//   yielding when ranks outnumber cores; -1 disables), the op is handed to the worker where it
+//   stands, so the call still returns at once. The worker polls for peers only while a thread
+//   is blocked in Work::wait on one of the group's ops; otherwise it sleeps, so an op issued
+//   and not yet waited for (DDP's buckets during backward) costs the issuing computation no
+//   CPU. send/recv are posted to the
 //   socket engine at once and complete independently (isend/irecv semantics; matching by
 //   (peer, tag), FIFO); they are numbered separately ("p2p #n") since only the two ends see them.
 // - Errors: see process_group.h. Once any collective fails (lost peer, timeout, mismatch) the
@@ -122,6 +125,9 @@ class TcpProcessGroup final : public ProcessGroup {
   int inline_spin_us_ = -1;  // < 0: never run ops on the caller's thread
   size_t inline_max_bytes_ = 0;
   std::atomic<uint64_t> collectives_run_{0};
+  // Threads blocked in wait() on this group's collectives (shared with their Works, which
+  // may outlive the group): the shm waits poll only while one is.
+  std::shared_ptr<std::atomic<int>> blocked_ = std::make_shared<std::atomic<int>>(0);
   // Returned for every op that completed on the caller's thread: a finished Work carries no
   // per-op state, and sharing one saves an allocation on the fast path.
   const WorkPtr inline_done_ = Work::completed("collective (completed on the caller's thread)");

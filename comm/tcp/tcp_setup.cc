@@ -209,10 +209,13 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     // Sleeping (a futex, a condition variable) costs a scheduling delay of milliseconds on a
     // busy machine; polling with sched_yield keeps the rank runnable and lets others run.
     so.yield_us = static_cast<int>(env::get_int_or("DDP_TCP_YIELD_US", roomy ? 20000 : 50));
-    // Ranks that outnumber cores poll inline too, yielding from the start (crowded: the peer
-    // gets the core at once): handing each op to the worker cost a thread wake-up per op
-    // (3 ranks on 2 cores, 1 KiB: 26-37 us against Open MPI's 7-17 us; polling: 10-26 us).
-    inline_spin_us_ = static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", roomy ? 20000 : 2000));
+    // The caller's thread polls for its peers as long as the worker would spin, no longer: an
+    // op issued from a computation that goes on (DDP's backward) must not hold it up. Ranks
+    // that outnumber cores poll inline too, yielding from the start (crowded: the peer gets the
+    // core at once): handing each op to the worker cost a thread wake-up per op (3 ranks on 2
+    // cores, 1 KiB: 26-37 us against Open MPI's 7-17 us; polling: 10-26 us).
+    inline_spin_us_ = static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", roomy ? so.spin_us : 2000));
+    so.blocked = blocked_.get();
     inline_max_bytes_ = static_cast<size_t>(env::get_int_or("DDP_TCP_INLINE_MAX_BYTES", 4 << 20));
     shm_ = std::make_unique<ShmCollectives>(std::move(segment), so, &health_);
   } else {

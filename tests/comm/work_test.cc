@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "common/error.h"
@@ -26,4 +27,47 @@ TEST_CASE("Work completes, rethrows, and times out") {
   CHECK_THROWS_AS(bad->wait(), NetworkError);
   CHECK(bad->exception() != nullptr);
   CHECK_THROWS_AS(wait_all({ok, bad}), NetworkError);
+}
+
+namespace {
+
+// Records the blocking() calls a backend would see.
+class ObservedWork final : public Work {
+ public:
+  ObservedWork() : Work("observed") {}
+  std::atomic<int> begins{0}, ends{0}, blocked_while_finishing{-1};
+
+ protected:
+  void blocking(bool begin) noexcept override { (begin ? begins : ends).fetch_add(1); }
+};
+
+}  // namespace
+
+TEST_CASE("Work tells its backend when a thread blocks in wait, and when it stops") {
+  SUBCASE("a completed op: no blocking") {
+    ObservedWork w;
+    w.finish();
+    CHECK(w.wait());
+    CHECK(w.begins == 0);
+    CHECK(w.ends == 0);
+  }
+  SUBCASE("a pending op: begin while blocked, end after, once each") {
+    ObservedWork w;
+    std::thread finisher([&] {
+      while (w.begins.load() == 0) std::this_thread::yield();
+      w.blocked_while_finishing = w.begins - w.ends;  // 1: the waiter is blocked right now
+      w.finish();
+    });
+    CHECK(w.wait());
+    finisher.join();
+    CHECK(w.blocked_while_finishing == 1);
+    CHECK(w.begins == 1);
+    CHECK(w.ends == 1);
+  }
+  SUBCASE("a wait that times out still ends its blocking") {
+    ObservedWork w;
+    CHECK_THROWS_AS(w.wait(Millis(1)), TimeoutError);
+    CHECK(w.begins == 1);
+    CHECK(w.ends == 1);
+  }
 }
