@@ -60,9 +60,12 @@ std::vector<std::string> implementations(const Flags& f) {
     start = comma + 1;
     if (name.empty()) continue;
     std::string runner;
-    if (name == "mpi" || name == "mpi-direct") runner = "mpi-direct";
-    else if (name == "gloo" || name == "gloo-direct") runner = "gloo-direct";
-    else DDP_THROW(InvalidArgument, "--compare: unknown peer '", name, "' (choices: mpi, gloo)");
+    if (name == "mpi" || name == "mpi-direct")
+      runner = "mpi-direct";
+    else if (name == "gloo" || name == "gloo-direct")
+      runner = "gloo-direct";
+    else
+      DDP_THROW(InvalidArgument, "--compare: unknown peer '", name, "' (choices: mpi, gloo)");
     if (std::find(out.begin(), out.end(), runner) != out.end()) {
       DDP_THROW(InvalidArgument, "--compare: ", runner, " is measured already");
     }
@@ -88,10 +91,14 @@ size_t parse_size(const std::string& text) {
   }
   const std::string unit = text.substr(pos);
   double mult = 1;
-  if (unit == "K" || unit == "KiB" || unit == "k") mult = 1024;
-  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B") DDP_THROW(InvalidArgument, "--sizes: unknown unit in '", text, "'");
+  if (unit == "K" || unit == "KiB" || unit == "k")
+    mult = 1024;
+  else if (unit == "M" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B")
+    DDP_THROW(InvalidArgument, "--sizes: unknown unit in '", text, "'");
   if (v < 0) DDP_THROW(InvalidArgument, "--sizes: negative size '", text, "'");
   return static_cast<size_t>(v * mult);
 }
@@ -133,7 +140,9 @@ void settle(CollectiveRunner& runner) {
 BufferOptions memory_of(const Flags& f) {
   BufferOptions m;
   if (f.device == "cpu") return m;
-  if (!cuda_built()) DDP_THROW(InvalidArgument, "--device cuda: this ddp-bench was built without CUDA (no NCCL/CUDA found at configure)");
+  if (!cuda_built())
+    DDP_THROW(InvalidArgument,
+              "--device cuda: this ddp-bench was built without CUDA (no NCCL/CUDA found at configure)");
   if (cuda_devices() == 0) DDP_THROW(InvalidArgument, "--device cuda: no CUDA device is visible");
   m.kind = MemoryKind::kCuda;
   m.device = cuda_device_of_this_rank();
@@ -143,8 +152,8 @@ BufferOptions memory_of(const Flags& f) {
 void print_header(const Flags& f) {
   if (f.format != "table") return;
   std::printf("# machine: %s\n", machine_profile().summary().c_str());
-  std::printf("%-14s %-12s %-4s %5s %12s %11s %11s %11s %11s %11s %9s\n", "op", "impl", "dev", "world", "bytes",
-              "median_us", "min_us", "max_us", "algbw_GBps", "busbw_GBps", "x_first");
+  std::printf("%-14s %-12s %-4s %5s %12s %11s %11s %11s %11s %11s %9s\n", "op", "impl", "dev", "world",
+              "bytes", "median_us", "min_us", "max_us", "algbw_GBps", "busbw_GBps", "x_first");
 }
 
 // One implementation's figures for one size; `first` is the run's first implementation (the
@@ -161,8 +170,12 @@ struct Row {
 
 nlohmann::json machine_json() {
   const MachineProfile& m = machine_profile();
-  return {{"cpu", m.cpu_model}, {"cpus", m.usable_cpus}, {"online_cpus", m.online_cpus},
-          {"l1d_bytes", m.l1d_bytes}, {"l2_bytes", m.l2_bytes}, {"l3_bytes", m.l3_bytes},
+  return {{"cpu", m.cpu_model},
+          {"cpus", m.usable_cpus},
+          {"online_cpus", m.online_cpus},
+          {"l1d_bytes", m.l1d_bytes},
+          {"l2_bytes", m.l2_bytes},
+          {"l3_bytes", m.l3_bytes},
           {"l3_shared_by", m.l3_shared_by}};
 }
 
@@ -176,12 +189,22 @@ void print_row(const Flags& f, const Row& row) {
   // How many times the first implementation's time this one takes (> 1: the first is faster).
   const double x_first = row.first.empty() || row.first_median_us <= 0 ? 1.0 : med / row.first_median_us;
   if (f.format == "json") {
-    nlohmann::json j = {{"op", to_string(row.op)}, {"backend", row.impl},   {"device", f.device},
-                        {"world_size", row.world}, {"bytes", row.bytes},    {"iters", f.iters},
-                        {"repeats", f.repeats},    {"median_us", med},      {"min_us", lo},
-                        {"max_us", hi},            {"samples_us", r},       {"algbw_GBps", algbw},
-                        {"busbw_GBps", busbw},     {"timing", "max over ranks of per-op time, loop of iters ops"},
-                        {"correct", true},         {"machine", machine_json()}};
+    nlohmann::json j = {{"op", to_string(row.op)},
+                        {"backend", row.impl},
+                        {"device", f.device},
+                        {"world_size", row.world},
+                        {"bytes", row.bytes},
+                        {"iters", f.iters},
+                        {"repeats", f.repeats},
+                        {"median_us", med},
+                        {"min_us", lo},
+                        {"max_us", hi},
+                        {"samples_us", r},
+                        {"algbw_GBps", algbw},
+                        {"busbw_GBps", busbw},
+                        {"timing", "max over ranks of per-op time, loop of iters ops"},
+                        {"correct", true},
+                        {"machine", machine_json()}};
     j["buffers_per_rank"] = f.buffers;
     if (!row.first.empty()) {
       j["compared_with"] = row.first;
@@ -201,7 +224,8 @@ int refuse(CollectiveRunner& runner, const SizeResult& r) {
   if (!r.error.empty()) {
     std::fprintf(stderr, "ddp-bench collective: rank %d: WRONG RESULT: %s\n", runner.rank(), r.error.c_str());
   } else {
-    std::fprintf(stderr, "ddp-bench collective: rank %d: stopping: another rank's result was wrong\n", runner.rank());
+    std::fprintf(stderr, "ddp-bench collective: rank %d: stopping: another rank's result was wrong\n",
+                 runner.rank());
   }
   std::fflush(stderr);
   try {
@@ -240,7 +264,8 @@ int run_rank(const Flags& f) {
     const size_t count = split ? bytes / sizeof(float) / n : bytes / sizeof(float);
     if (count == 0) {
       // Below one element per rank there is nothing to move (and Gloo divides by the count).
-      if (lead.rank() == 0) std::fprintf(stderr, "ddp-bench collective: %zu bytes is under one float per rank: skipped\n", bytes);
+      if (lead.rank() == 0)
+        std::fprintf(stderr, "ddp-bench collective: %zu bytes is under one float per rank: skipped\n", bytes);
       continue;
     }
     std::vector<Row> rows(runners.size());
@@ -267,24 +292,34 @@ int run_rank(const Flags& f) {
 }
 
 int collective_main(int argc, char** argv) {
-  CLI::App app("ddp-bench collective: one collective over a list of sizes; max over ranks, medians, every op checked");
+  CLI::App app(
+      "ddp-bench collective: one collective over a list of sizes; max over ranks, medians, every op checked");
   Flags f;
   app.add_option("--op", f.op, "all_reduce, broadcast, all_gather, reduce_scatter")->capture_default_str();
-  app.add_option("--backend", f.backend, "tcp, gloo, mpi, nccl, gloo-direct, mpi-direct")->capture_default_str();
+  app.add_option("--backend", f.backend, "tcp, gloo, mpi, nccl, gloo-direct, mpi-direct")
+      ->capture_default_str();
   app.add_option("--sizes", f.sizes, "bytes of the full buffer, comma-separated (K, M, G suffixes)")
       ->capture_default_str();
-  app.add_option("--iters", f.iters, "ops per timed loop (N)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--iters", f.iters, "ops per timed loop (N)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--repeats", f.repeats, "timed loops per size (R): median, min and max are printed")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--warmup", f.warmup, "untimed ops first")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--device", f.device, "cpu (host buffers) or cuda (device buffers: nccl, or tcp/gloo staged)")
+  app.add_option("--warmup", f.warmup, "untimed ops first")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--device", f.device,
+                 "cpu (host buffers) or cuda (device buffers: nccl, or tcp/gloo staged)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--compare", f.compare,
-                 "peers measured in the same run, interleaved repeat by repeat, each row with its time "
-                 "ratio to --backend: mpi (Open MPI's MPI_* calls), gloo (Gloo's own algorithms); e.g. mpi,gloo");
-  app.add_option("--format", f.format, "json or table")->capture_default_str()->check(CLI::IsMember({"json", "table"}));
+  app.add_option(
+      "--compare", f.compare,
+      "peers measured in the same run, interleaved repeat by repeat, each row with its time "
+      "ratio to --backend: mpi (Open MPI's MPI_* calls), gloo (Gloo's own algorithms); e.g. mpi,gloo");
+  app.add_option("--format", f.format, "json or table")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"json", "table"}));
   // Hidden: the negative control of the bench's own ctest (a wrong result must be refused).
   app.add_option("--inject-wrong-result", f.corrupt_rank, "")->group("");
   app.add_option("--buffers", f.buffers,
@@ -322,7 +357,8 @@ int collective_main(int argc, char** argv) {
   }
 }
 
-const Register kRegister("collective", "latency/bandwidth of all_reduce, broadcast, all_gather, reduce_scatter",
+const Register kRegister("collective",
+                         "latency/bandwidth of all_reduce, broadcast, all_gather, reduce_scatter",
                          collective_main);
 
 }  // namespace

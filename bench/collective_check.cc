@@ -18,14 +18,10 @@ float sum_over_ranks(int n, size_t g) {
 // The right value of result element i on this rank.
 float expected(const OpShape& s, size_t i) {
   switch (s.op) {
-    case CollOp::kAllReduce:
-      return sum_over_ranks(s.size, i);
-    case CollOp::kBroadcast:
-      return input_value(0, i);
-    case CollOp::kAllGather:
-      return input_value(static_cast<int>(i / s.count), i % s.count);
-    case CollOp::kReduceScatter:
-      return sum_over_ranks(s.size, static_cast<size_t>(s.rank) * s.count + i);
+    case CollOp::kAllReduce: return sum_over_ranks(s.size, i);
+    case CollOp::kBroadcast: return input_value(0, i);
+    case CollOp::kAllGather: return input_value(static_cast<int>(i / s.count), i % s.count);
+    case CollOp::kReduceScatter: return sum_over_ranks(s.size, static_cast<size_t>(s.rank) * s.count + i);
   }
   return 0;
 }
@@ -74,12 +70,9 @@ std::string check_full(const OpShape& s, const std::vector<float>& in, const std
 size_t SampledCheck::position(size_t k, int which) const {
   const size_t n = s_.result_count();
   switch (which) {
-    case 0:
-      return k % n;  // walks up from the front
-    case 1:
-      return n - 1 - (k % n);  // and down from the back
-    default:
-      return (k * 2654435761u + 12345u) % n;  // and jumps around
+    case 0: return k % n;                            // walks up from the front
+    case 1: return n - 1 - (k % n);                  // and down from the back
+    default: return (k * 2654435761u + 12345u) % n;  // and jumps around
   }
 }
 
@@ -87,15 +80,9 @@ void SampledCheck::prepare(size_t k, float* in, float* out) {
   for (int w = 0; w < kSamples; ++w) {
     const size_t p = position(k, w);
     switch (s_.op) {
-      case CollOp::kAllReduce:
-        in[p] = input_value(s_.rank, p);
-        break;
-      case CollOp::kBroadcast:
-        in[p] = s_.rank == 0 ? input_value(0, p) : kSentinel;
-        break;
-      case CollOp::kAllGather:
-        out[p] = kSentinel;
-        break;
+      case CollOp::kAllReduce: in[p] = input_value(s_.rank, p); break;
+      case CollOp::kBroadcast: in[p] = s_.rank == 0 ? input_value(0, p) : kSentinel; break;
+      case CollOp::kAllGather: out[p] = kSentinel; break;
       case CollOp::kReduceScatter:
         // Every rank restores element p of every block: all of them feed result element p.
         for (int b = 0; b < s_.size; ++b) {

@@ -63,14 +63,17 @@ class OursRunner final : public CollectiveRunner {
     std::vector<float> words(kScratch);
     std::memcpy(words.data(), v, n * sizeof(double));
     scratch_->upload(words);
-    pg_->all_reduce(comm::Buffer{scratch_->data(), n, comm::DType::kFloat64, device_}, {comm::ReduceOp::kMax})->wait();
+    pg_->all_reduce(comm::Buffer{scratch_->data(), n, comm::DType::kFloat64, device_}, {comm::ReduceOp::kMax})
+        ->wait();
     scratch_->download(words);
     std::memcpy(v, words.data(), n * sizeof(double));
   }
 
  private:
   static constexpr size_t kScratch = 16;  // floats: room for 8 doubles
-  comm::Buffer buf(float* p, size_t count) const { return comm::Buffer{p, count, comm::DType::kFloat32, device_}; }
+  comm::Buffer buf(float* p, size_t count) const {
+    return comm::Buffer{p, count, comm::DType::kFloat32, device_};
+  }
   // K buffers per process: `in` first, then the runner's own (host memory).
   void run_multi(CollOp op, float* in, size_t count) {
     std::vector<comm::Buffer> list{buf(in, count)};
@@ -80,14 +83,9 @@ class OursRunner final : public CollectiveRunner {
       list.push_back(comm::view(e.data(), count));
     }
     switch (op) {
-      case CollOp::kAllReduce:
-        pg_->all_reduce_multi(list)->wait();
-        break;
-      case CollOp::kBroadcast:
-        pg_->broadcast_multi(list)->wait();
-        break;
-      default:
-        DDP_THROW(InvalidArgument, "--buffers: all_reduce and broadcast only, not ", to_string(op));
+      case CollOp::kAllReduce: pg_->all_reduce_multi(list)->wait(); break;
+      case CollOp::kBroadcast: pg_->broadcast_multi(list)->wait(); break;
+      default: DDP_THROW(InvalidArgument, "--buffers: all_reduce and broadcast only, not ", to_string(op));
     }
   }
   BufferOptions memory_;
@@ -155,7 +153,8 @@ class GlooDirectRunner final : public CollectiveRunner {
       case CollOp::kAllReduce: {
         gloo::AllreduceOptions o(context_);
         o.setOutput(in, count);
-        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        o.setReduceFunction(
+            static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
         o.setTag(tag_++);
         gloo::allreduce(o);
         break;
@@ -182,8 +181,8 @@ class GlooDirectRunner final : public CollectiveRunner {
         // Built once per buffer (it registers its buffers with the pairs), then reused.
         if (rs_ptr_ != in || rs_count_ != count) {
           std::vector<int> recv(n, static_cast<int>(count));
-          rs_ = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(context_, std::vector<float*>{in},
-                                                                             static_cast<int>(count * n), recv);
+          rs_ = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
+              context_, std::vector<float*>{in}, static_cast<int>(count * n), recv);
           rs_ptr_ = in;
           rs_count_ = count;
         }
@@ -225,7 +224,8 @@ class MpiDirectRunner final : public CollectiveRunner {
   int size() const override { return size_; }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
   void max_over_ranks(double* v, size_t n) override {
-    check(MPI_Allreduce(MPI_IN_PLACE, v, static_cast<int>(n), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    check(MPI_Allreduce(MPI_IN_PLACE, v, static_cast<int>(n), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+          "MPI_Allreduce");
   }
   void run(CollOp op, float* in, float* out, size_t count) override {
     const int c = static_cast<int>(count);
@@ -238,7 +238,8 @@ class MpiDirectRunner final : public CollectiveRunner {
         check(MPI_Allgather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, MPI_COMM_WORLD), "MPI_Allgather");
         break;
       case CollOp::kReduceScatter:
-        check(MPI_Reduce_scatter_block(in, out, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Reduce_scatter_block");
+        check(MPI_Reduce_scatter_block(in, out, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+              "MPI_Reduce_scatter_block");
         break;
     }
   }

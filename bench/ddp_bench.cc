@@ -82,7 +82,8 @@ float grad_value(int rank, size_t p, int step) {
 }
 
 float average_value(int world, size_t p, int step) {
-  return (static_cast<float>(world + 1) / 2 + static_cast<float>(p % 5)) * static_cast<float>(step % 7 + 1) / 256.0f;
+  return (static_cast<float>(world + 1) / 2 + static_cast<float>(p % 5)) * static_cast<float>(step % 7 + 1) /
+         256.0f;
 }
 
 // Fresh gradients for `step` (what backward would have written), through the engine's views.
@@ -109,8 +110,9 @@ void check_grads(const ddp::Engine& e, int step) {
     const float want = average_value(world, p, step);
     for (size_t i = 0; i < b.count; ++i) {
       if (std::fabs(d[i] - want) > 1e-6f * std::fabs(want)) {
-        DDP_THROW(Error, "WRONG RESULT: step ", step, ", rank ", e.group()->rank(), ": gradient of parameter ", p,
-                  " element ", i, " is ", d[i], ", expected the average ", want);
+        DDP_THROW(Error, "WRONG RESULT: step ", step, ", rank ", e.group()->rank(),
+                  ": gradient of parameter ", p, " element ", i, " is ", d[i], ", expected the average ",
+                  want);
       }
     }
   }
@@ -118,8 +120,8 @@ void check_grads(const ddp::Engine& e, int step) {
 
 // One step of the slowest rank, seconds (ranks start together after a barrier). With an
 // engine, fresh gradients go in before (untimed) and their average is checked after.
-double time_step(ddp::comm::ProcessGroup& g, const std::function<void()>& step, const ddp::Engine* checked = nullptr,
-                 int step_no = 0) {
+double time_step(ddp::comm::ProcessGroup& g, const std::function<void()>& step,
+                 const ddp::Engine* checked = nullptr, int step_no = 0) {
   if (checked) write_grads(*checked, step_no);
   g.barrier()->wait();
   auto t0 = Clock::now();
@@ -145,9 +147,12 @@ void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupP
     L.gb.assign(m.width_out, 0.001f);
     std::string n = "layer" + std::to_string(l);
     // With bucket views the engine owns the gradients (initialized from these buffers).
-    L.wid = engine.register_param({n + ".weight", view(L.w.data(), L.w.size()), view(L.gw.data(), L.gw.size()),
+    L.wid = engine.register_param({n + ".weight",
+                                   view(L.w.data(), L.w.size()),
+                                   view(L.gw.data(), L.gw.size()),
                                    {m.width_out, m.width_in}});
-    L.bid = engine.register_param({n + ".bias", view(L.b.data(), L.b.size()), view(L.gb.data(), L.gb.size()), {}});
+    L.bid = engine.register_param(
+        {n + ".bias", view(L.b.data(), L.b.size()), view(L.gb.data(), L.gb.size()), {}});
     total += L.w.size() + L.b.size();
   }
   engine.finalize();
@@ -157,11 +162,13 @@ void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupP
   auto comm_step = [&] { engine.finish_backward(); };
   std::vector<double> calib;
   int step_no = 0;
-  for (int i = 0; i < c.warmup + 2; ++i) time_step(*g, comm_step, &engine, step_no++);  // first touch, bucket rebuild
+  for (int i = 0; i < c.warmup + 2; ++i)
+    time_step(*g, comm_step, &engine, step_no++);  // first touch, bucket rebuild
   for (int i = 0; i < 5; ++i) calib.push_back(time_step(*g, comm_step, &engine, step_no++));
   const double compute_total = ddp::bench::median(calib) * c.compute_ratio;
   auto layer_time = [&](int l) {
-    return compute_total * static_cast<double>(layers[l].w.size() + layers[l].b.size()) / static_cast<double>(total);
+    return compute_total * static_cast<double>(layers[l].w.size() + layers[l].b.size()) /
+           static_cast<double>(total);
   };
   auto local_step = [&] {
     for (int l = m.layers - 1; l >= 0; --l) busy_for(layer_time(l), spin);
@@ -182,7 +189,8 @@ void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupP
   std::vector<double> t_local, t_comm, t_no, t_ovl;
   for (int s = 0; s < c.warmup + c.steps; ++s) {
     double a = time_step(*g, local_step), b = time_step(*g, comm_step, &engine, step_no++);
-    double n = time_step(*g, no_overlap_step, &engine, step_no++), o = time_step(*g, overlap_step, &engine, step_no++);
+    double n = time_step(*g, no_overlap_step, &engine, step_no++),
+           o = time_step(*g, overlap_step, &engine, step_no++);
     if (s < c.warmup) continue;
     t_local.push_back(a);
     t_comm.push_back(b);
@@ -196,8 +204,8 @@ void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupP
     // Not clamped: below 0 overlapping cost time, above 1 it saved more than the communication.
     const double hidden = comm > 0 ? (no_overlap - overlap) / comm : 0.0;
     std::printf("%-5s %10zu %7zu %9.1f %9.1f %11.1f %9.1f %+8.0f%% %9.2f\n", m.name.c_str(), total,
-                engine.buckets().size(), local * 1e3, comm * 1e3, no_overlap * 1e3, overlap * 1e3, hidden * 100,
-                overlap / ideal);
+                engine.buckets().size(), local * 1e3, comm * 1e3, no_overlap * 1e3, overlap * 1e3,
+                hidden * 100, overlap / ideal);
     std::fflush(stdout);
   }
 }
@@ -212,12 +220,13 @@ int worker(const Config& c, int rank, int world) {
   }
   auto g = ddp::init_process_group(init);
   if (g->rank() == 0) {
-    std::printf("ddp-bench ddp: %d ranks, backend %s, compute %s (ratio %.2f of communication), bucket cap %.0f MB, "
-                "%s, median of %d steps (slowest rank), every averaged gradient checked\n",
-                g->size(), c.backend.c_str(), c.compute.c_str(), c.compute_ratio, c.bucket_cap_mb,
-                c.bucket_view ? "bucket views" : "gradient copies", c.steps);
-    std::printf("%-5s %10s %7s %9s %9s %11s %9s %9s %9s\n", "model", "params", "buckets", "local ms", "comm ms",
-                "no-ovl ms", "ovl ms", "hidden", "ovl/max");
+    std::printf(
+        "ddp-bench ddp: %d ranks, backend %s, compute %s (ratio %.2f of communication), bucket cap %.0f MB, "
+        "%s, median of %d steps (slowest rank), every averaged gradient checked\n",
+        g->size(), c.backend.c_str(), c.compute.c_str(), c.compute_ratio, c.bucket_cap_mb,
+        c.bucket_view ? "bucket views" : "gradient copies", c.steps);
+    std::printf("%-5s %10s %7s %9s %9s %11s %9s %9s %9s\n", "model", "params", "buckets", "local ms",
+                "comm ms", "no-ovl ms", "ovl ms", "hidden", "ovl/max");
   }
   for (const auto& name : c.models) {
     for (const auto& m : kModels) {
@@ -295,6 +304,7 @@ int ddp_main(int argc, char** argv) {
   }
 }
 
-ddp::bench::Register reg("ddp", "DDP engine step time: local, no overlap, overlap (1M/25M/100M params)", ddp_main);
+ddp::bench::Register reg("ddp", "DDP engine step time: local, no overlap, overlap (1M/25M/100M params)",
+                         ddp_main);
 
 }  // namespace

@@ -58,8 +58,17 @@ pid_t spawn(std::vector<std::string> argv, std::vector<std::string> env, const s
 }
 
 std::vector<std::string> mpirun_argv(const LocalRanksOptions& o) {
-  std::vector<std::string> argv = {"mpirun", "-np", std::to_string(o.world), "--allow-run-as-root",
-                                   "--oversubscribe", "--bind-to", "none", "-x", "DDP_STORE", "-x", "DDP_RUN_ID",
+  std::vector<std::string> argv = {"mpirun",
+                                   "-np",
+                                   std::to_string(o.world),
+                                   "--allow-run-as-root",
+                                   "--oversubscribe",
+                                   "--bind-to",
+                                   "none",
+                                   "-x",
+                                   "DDP_STORE",
+                                   "-x",
+                                   "DDP_RUN_ID",
                                    self_exe()};
   for (size_t i = 0; i < o.args.size(); ++i) {
     const std::string& a = o.args[i];

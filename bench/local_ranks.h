@@ -12,8 +12,9 @@ namespace ddp::bench {
 
 struct LocalRanksOptions {
   int world = 2;
-  bool mpirun = false;            // one mpirun child instead of `world` children
-  std::vector<std::string> args;  // the subcommand's argv (argv[0] its name); -n/--world-size dropped for mpirun
+  bool mpirun = false;  // one mpirun child instead of `world` children
+  std::vector<std::string>
+      args;  // the subcommand's argv (argv[0] its name); -n/--world-size dropped for mpirun
   std::string who = "ddp-bench";  // names this tool in messages
 };
 

@@ -26,7 +26,8 @@ double median(std::vector<double> samples) { return percentile(std::move(samples
 }  // namespace ddp::bench
 
 static void usage(FILE* out) {
-  std::fprintf(out, "usage: ddp-bench <subcommand> [options]   (ddp-bench <subcommand> --help)\n\nsubcommands:\n");
+  std::fprintf(out,
+               "usage: ddp-bench <subcommand> [options]   (ddp-bench <subcommand> --help)\n\nsubcommands:\n");
   auto subs = ddp::bench::registry();
   std::sort(subs.begin(), subs.end(), [](auto& a, auto& b) { return a.name < b.name; });
   for (const auto& s : subs) std::fprintf(out, "  %-12s %s\n", s.name.c_str(), s.help.c_str());

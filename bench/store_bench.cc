@@ -10,16 +10,16 @@
 // Every figure is the median over --repeat runs; nothing here asserts timings.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <latch>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "bench/bench.h"
@@ -127,12 +127,13 @@ int per_client(const Config& cfg) { return std::max(1, cfg.ops / cfg.clients); }
 void check_value(const std::string& store, const std::string& key, const std::string& got, size_t size) {
   const std::string want = value_of(key, size);
   if (got != want) {
-    DDP_THROW(Error, store, ": WRONG RESULT: get ", key, " returned ", got.size(), " bytes '", got.substr(0, 24),
-              "', expected ", want.size(), " bytes '", want.substr(0, 24), "'");
+    DDP_THROW(Error, store, ": WRONG RESULT: get ", key, " returned ", got.size(), " bytes '",
+              got.substr(0, 24), "', expected ", want.size(), " bytes '", want.substr(0, 24), "'");
   }
 }
 
-void bench_subject(const Config& cfg, const Subject& s, const std::shared_ptr<int>& round, std::vector<Row>& rows) {
+void bench_subject(const Config& cfg, const Subject& s, const std::shared_ptr<int>& round,
+                   std::vector<Row>& rows) {
   const int per = per_client(cfg);
   std::vector<Row> mine;
   for (const char* op : {"set", "get", "add"}) mine.push_back({s.name, op, {}});
@@ -150,8 +151,8 @@ void bench_subject(const Config& cfg, const Subject& s, const std::shared_ptr<in
   }
 }
 
-Subject ddp_subject(const std::string& name, std::vector<std::shared_ptr<rdzv::Store>> clients, size_t value_size,
-                    std::shared_ptr<int> round) {
+Subject ddp_subject(const std::string& name, std::vector<std::shared_ptr<rdzv::Store>> clients,
+                    size_t value_size, std::shared_ptr<int> round) {
   Subject s{name, {}, {}, {}, {}};
   s.set = [clients, value_size, round](int c, int i) {
     const std::string k = key_of(*round, c, i), v = value_of(k, value_size);
@@ -182,18 +183,21 @@ const char* peer_of(const std::string& store) {
 }
 
 void print_rows(const Config& cfg, const std::vector<Row>& rows, double torch_floor_us) {
-  std::printf("store benchmark: %d clients (threads), %d ops per phase, %zu-byte values, loopback, median of %d; "
-              "every get and add total checked\n",
-              cfg.clients, cfg.ops, cfg.value_size, cfg.repeat);
+  std::printf(
+      "store benchmark: %d clients (threads), %d ops per phase, %zu-byte values, loopback, median of %d; "
+      "every get and add total checked\n",
+      cfg.clients, cfg.ops, cfg.value_size, cfg.repeat);
   std::printf("%-16s %-4s %12s %10s %10s\n", "store", "op", "ops/s", "p50 us", "p99 us");
   for (const auto& r : rows) {
     Phase m = median_of(r.runs);
-    std::printf("%-16s %-4s %12.0f %10.1f %10.1f\n", r.store.c_str(), r.op.c_str(), m.ops_per_s, m.p50_us, m.p99_us);
+    std::printf("%-16s %-4s %12.0f %10.1f %10.1f\n", r.store.c_str(), r.op.c_str(), m.ops_per_s, m.p50_us,
+                m.p99_us);
   }
   if (torch_floor_us > 0) {
-    std::printf("(torch TCPStore's client loop is Python, GIL released in each call; its own cost per op, included "
-                "above: %.2f us. Its set gets no reply in PyTorch's protocol: a send, where ours is a round trip.)\n",
-                torch_floor_us);
+    std::printf(
+        "(torch TCPStore's client loop is Python, GIL released in each call; its own cost per op, included "
+        "above: %.2f us. Its set gets no reply in PyTorch's protocol: a send, where ours is a round trip.)\n",
+        torch_floor_us);
   }
   // Ratios against the peer of the same kind measured in this run, where the ops compare.
   for (const auto& o : rows) {
@@ -206,8 +210,8 @@ void print_rows(const Config& cfg, const std::vector<Row>& rows, double torch_fl
                     o.store.c_str(), peer);
         continue;
       }
-      std::printf("ratio %-4s %-10s / %-15s: throughput x%.2f, p50 x%.2f\n", o.op.c_str(), o.store.c_str(), peer,
-                  median_of(o.runs).ops_per_s / median_of(r.runs).ops_per_s,
+      std::printf("ratio %-4s %-10s / %-15s: throughput x%.2f, p50 x%.2f\n", o.op.c_str(), o.store.c_str(),
+                  peer, median_of(o.runs).ops_per_s / median_of(r.runs).ops_per_s,
                   median_of(o.runs).p50_us / median_of(r.runs).p50_us);
     }
   }
@@ -238,7 +242,8 @@ int run_ops(const Config& cfg) {
   {
     rdzv::TCPStoreServer server({"127.0.0.1", 0, "bench"});
     std::vector<std::shared_ptr<rdzv::Store>> clients;
-    for (int c = 0; c < cfg.clients; ++c) clients.push_back(std::make_shared<rdzv::TCPStore>(client_options(server.port())));
+    for (int c = 0; c < cfg.clients; ++c)
+      clients.push_back(std::make_shared<rdzv::TCPStore>(client_options(server.port())));
     bench_subject(cfg, ddp_subject("TCPStore", clients, cfg.value_size, round), round, rows);
   }
   double torch_floor_us = 0;
@@ -248,14 +253,16 @@ int run_ops(const Config& cfg) {
     std::filesystem::create_directories(dir);
     {
       std::vector<std::shared_ptr<rdzv::Store>> clients;
-      for (int c = 0; c < cfg.clients; ++c) clients.push_back(std::make_shared<rdzv::FileStore>((dir / "ddp.store").string()));
+      for (int c = 0; c < cfg.clients; ++c)
+        clients.push_back(std::make_shared<rdzv::FileStore>((dir / "ddp.store").string()));
       bench_subject(cfg, ddp_subject("FileStore", clients, cfg.value_size, round), round, rows);
     }
 #ifdef DDP_WITH_GLOO
     {
       std::filesystem::create_directories(dir / "gloo");
       std::vector<std::shared_ptr<gloo::rendezvous::FileStore>> g;
-      for (int c = 0; c < cfg.clients; ++c) g.push_back(std::make_shared<gloo::rendezvous::FileStore>((dir / "gloo").string()));
+      for (int c = 0; c < cfg.clients; ++c)
+        g.push_back(std::make_shared<gloo::rendezvous::FileStore>((dir / "gloo").string()));
       const size_t vs = cfg.value_size;
       Subject s{"gloo FileStore", {}, {}, {}, {}};  // gloo's stores have no add
       s.set = [g, vs, round](int c, int i) {
@@ -288,28 +295,38 @@ int run_connect_only(const Config& cfg) {
     p50s.push_back(p.p50_us);
     p99s.push_back(p.p99_us);
     if (server.num_connections() != static_cast<size_t>(cfg.clients)) {
-      std::fprintf(stderr, "store bench: server sees %zu connections, expected %d\n", server.num_connections(), cfg.clients);
+      std::fprintf(stderr, "store bench: server sees %zu connections, expected %d\n",
+                   server.num_connections(), cfg.clients);
       return 1;
     }
   }
-  std::printf("store connect: %d clients (threads) connect + handshake to one TCPStore server over loopback, median of %d\n",
-              cfg.clients, cfg.repeat);
-  std::printf("all connected in %.1f ms; per client p50 %.0f us, p99 %.0f us\n", median(totals_ms), median(p50s),
-              median(p99s));
+  std::printf(
+      "store connect: %d clients (threads) connect + handshake to one TCPStore server over loopback, median "
+      "of %d\n",
+      cfg.clients, cfg.repeat);
+  std::printf("all connected in %.1f ms; per client p50 %.0f us, p99 %.0f us\n", median(totals_ms),
+              median(p50s), median(p99s));
   return 0;
 }
 
 int store_main(int argc, char** argv) {
   Config cfg;
-  CLI::App app{"Store throughput and latency over loopback: TCPStore beside PyTorch's TCPStore, FileStore beside "
-               "gloo's FileStore; every result checked", "ddp-bench store"};
-  app.add_option("--clients", cfg.clients, "concurrent clients (one thread and connection each)")->check(CLI::Range(1, 100000));
-  app.add_option("--ops", cfg.ops, "operations per phase (set, get, add), over all clients")->check(CLI::PositiveNumber);
-  app.add_option("--value-size", cfg.value_size, "bytes per value")->check(CLI::Range(size_t{0}, rdzv::kMaxValueSize));
+  CLI::App app{
+      "Store throughput and latency over loopback: TCPStore beside PyTorch's TCPStore, FileStore beside "
+      "gloo's FileStore; every result checked",
+      "ddp-bench store"};
+  app.add_option("--clients", cfg.clients, "concurrent clients (one thread and connection each)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--ops", cfg.ops, "operations per phase (set, get, add), over all clients")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--value-size", cfg.value_size, "bytes per value")
+      ->check(CLI::Range(size_t{0}, rdzv::kMaxValueSize));
   app.add_option("--repeat", cfg.repeat, "runs per figure; medians are printed")->check(CLI::Range(1, 100));
   app.add_flag("--connect-only", cfg.connect_only, "only measure connecting every client");
-  app.add_flag("!--no-peers", cfg.peers, "TCPStore only (skip PyTorch's TCPStore, FileStore and gloo's FileStore)");
-  app.add_option("--python", cfg.python, "the python3 with torch that runs PyTorch's TCPStore")->capture_default_str();
+  app.add_flag("!--no-peers", cfg.peers,
+               "TCPStore only (skip PyTorch's TCPStore, FileStore and gloo's FileStore)");
+  app.add_option("--python", cfg.python, "the python3 with torch that runs PyTorch's TCPStore")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,8 +11,6 @@
 // not is an error, never a row. Output: one JSON row per system with the medians over rounds:
 //   {"system": "ours" | "pytorch", "params", "local_ms", "ddp_ms", "overhead", "rounds"}
 // overhead = ddp_ms / local_ms.
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
@@ -21,6 +19,8 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -115,8 +115,8 @@ int our_rank(const Config& c, int rank, const std::string& store, int out) {
     size_t params = 0;
     for (const auto& p : local->parameters()) params += static_cast<size_t>(p.numel());
     const double l = ddp::bench::median(local_times) * 1e3, d = ddp::bench::median(ddp_times) * 1e3;
-    nlohmann::json row{{"system", "ours"}, {"params", params}, {"local_ms", l}, {"ddp_ms", d},
-                       {"overhead", d / l}, {"identical", same}};
+    nlohmann::json row{{"system", "ours"}, {"params", params},  {"local_ms", l},
+                       {"ddp_ms", d},      {"overhead", d / l}, {"identical", same}};
     std::string line = row.dump() + "\n";
     if (::write(out, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return 1;
   }
@@ -173,7 +173,8 @@ nlohmann::json run_pytorch(const Config& c) {
   const int status = ::pclose(p);
   if (status != 0 || text.empty()) throw std::runtime_error("PyTorch's side failed: " + cmd);
   auto row = nlohmann::json::parse(text.substr(text.rfind('{')));
-  if (!row.value("identical", false)) throw std::runtime_error("PyTorch's ranks ended with different weights");
+  if (!row.value("identical", false))
+    throw std::runtime_error("PyTorch's ranks ended with different weights");
   return row;
 }
 
@@ -184,8 +185,11 @@ void print_summary(const char* system, const std::vector<nlohmann::json>& rows) 
     ddp.push_back(r["ddp_ms"].get<double>());
   }
   const double l = ddp::bench::median(local), d = ddp::bench::median(ddp);
-  nlohmann::json out{{"system", system}, {"params", rows.front()["params"]}, {"local_ms", std::round(l * 100) / 100},
-                     {"ddp_ms", std::round(d * 100) / 100}, {"overhead", std::round(d / l * 10000) / 10000},
+  nlohmann::json out{{"system", system},
+                     {"params", rows.front()["params"]},
+                     {"local_ms", std::round(l * 100) / 100},
+                     {"ddp_ms", std::round(d * 100) / 100},
+                     {"overhead", std::round(d / l * 10000) / 10000},
                      {"rounds", rows.size()}};
   std::printf("%s\n", out.dump().c_str());
 }
@@ -202,7 +206,8 @@ int torch_main(int argc, char** argv) {
   app.add_option("--rounds", c.rounds, "alternating rounds of ours and PyTorch's")->capture_default_str();
   app.add_option("--backend", c.backend, "our backend: tcp, gloo, ...")->capture_default_str();
   app.add_flag("--bucket-view", c.bucket_view, "ours with gradient_as_bucket_view");
-  app.add_option("--python", c.python, "the Python with torch (Debian's python3-torch)")->capture_default_str();
+  app.add_option("--python", c.python, "the Python with torch (Debian's python3-torch)")
+      ->capture_default_str();
   app.add_option("--script", c.script, "PyTorch's side")->capture_default_str();
   app.add_flag("--no-pytorch", c.no_pytorch, "measure ours only");
   try {
@@ -229,6 +234,7 @@ int torch_main(int argc, char** argv) {
   return 0;
 }
 
-ddp::bench::Register reg("torch", "LibTorch DDP step vs PyTorch DDP (6x Linear(2048) MLP, interleaved)", torch_main);
+ddp::bench::Register reg("torch", "LibTorch DDP step vs PyTorch DDP (6x Linear(2048) MLP, interleaved)",
+                         torch_main);
 
 }  // namespace

@@ -99,7 +99,9 @@ std::unique_ptr<CLI::App> build_app(Bindings& b, bool& help, bool& version) {
       opt->type_name("KEY=VALUE");
     } else {
       opt = app->add_option(names_for(spec), b.scalar[name], desc);
-      opt->type_name(spec.kind == ValueKind::kInt ? "INT" : spec.kind == ValueKind::kSeconds ? "SECONDS" : "TEXT");
+      opt->type_name(spec.kind == ValueKind::kInt       ? "INT"
+                     : spec.kind == ValueKind::kSeconds ? "SECONDS"
+                                                        : "TEXT");
     }
     opt->group(std::string(spec.group));
     b.option[name] = opt;
@@ -116,7 +118,8 @@ std::vector<std::string> all_flag_names() {
 }
 
 std::vector<FlagSpelling> flag_spellings() {
-  std::vector<FlagSpelling> out = {{"--help", "help", false}, {"-h", "help", false}, {"--version", "version", false}};
+  std::vector<FlagSpelling> out = {
+      {"--help", "help", false}, {"-h", "help", false}, {"--version", "version", false}};
   for (const auto& spec : option_specs()) {
     if (!spec.in_cli) continue;
     const bool value = spec.kind != ValueKind::kBool;
@@ -149,7 +152,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
     std::string word = rest.front().substr(0, rest.front().find('='));
     std::string hint = did_you_mean(word, all_flag_names());
     DDP_THROW(InvalidArgument, "unknown option '", word, "'",
-              hint.empty() ? " (see ddp-launch --help; put '--' before a PROGRAM whose name starts with '-')" : hint);
+              hint.empty() ? " (see ddp-launch --help; put '--' before a PROGRAM whose name starts with '-')"
+                           : hint);
   }
   out.command = std::move(rest);
   for (const auto& spec : option_specs()) {
@@ -159,9 +163,12 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
     if (opt->count() == 0) continue;
     SettingValue v;
     v.source = flag_name(spec.name);
-    if (spec.kind == ValueKind::kBool) v.items = {b.flag[name] ? "true" : "false"};
-    else if (spec.kind == ValueKind::kKeyValues) v.items = b.list[name];
-    else v.items = {b.scalar[name]};
+    if (spec.kind == ValueKind::kBool)
+      v.items = {b.flag[name] ? "true" : "false"};
+    else if (spec.kind == ValueKind::kKeyValues)
+      v.items = b.list[name];
+    else
+      v.items = {b.scalar[name]};
     out.flags[name] = std::move(v);
   }
   return out;

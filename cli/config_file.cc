@@ -32,8 +32,8 @@ struct KeyPos {
 // and 2: nlohmann::json keeps no positions, and errors must name lines.
 std::vector<KeyPos> key_positions(const std::string& text) {
   std::vector<KeyPos> out;
-  std::vector<char> stack;          // '{' or '['
-  std::vector<std::string> keys;    // key of each open container, as seen from its parent
+  std::vector<char> stack;        // '{' or '['
+  std::vector<std::string> keys;  // key of each open container, as seen from its parent
   std::string last_string;
   int line = 1, string_line = 1;
   bool pending_key = false;
@@ -44,7 +44,9 @@ std::vector<KeyPos> key_positions(const std::string& text) {
       std::string s;
       string_line = line;
       for (++i; i < text.size() && text[i] != '"'; ++i) {
-        if (text[i] == '\\') { s += text[i++]; }
+        if (text[i] == '\\') {
+          s += text[i++];
+        }
         s += text[i];
       }
       last_string = s;
@@ -85,7 +87,8 @@ std::optional<std::string> int_text(const json& v) {
 
 // Converts one typed JSON value to the setting's text items; on a mismatch returns what is
 // wrong ("must be ..., not ..."), with *bad_inner set to the inner key at fault for objects.
-std::string to_items(const OptionSpec& spec, const json& v, std::vector<std::string>* items, std::string* bad_inner) {
+std::string to_items(const OptionSpec& spec, const json& v, std::vector<std::string>* items,
+                     std::string* bad_inner) {
   const std::string expected = "must be " + std::string(kind_text(spec.kind)) + ", not ";
   auto mismatch = [&]() { return expected + safe_json::type_name(v); };
   auto out_of_range = [&]() {
@@ -105,7 +108,8 @@ std::string to_items(const OptionSpec& spec, const json& v, std::vector<std::str
         return "";
       }
       // A fraction is the wrong type; a whole number too large for an int is out of range.
-      return v.is_number_float() && v.get<double>() != std::floor(v.get<double>()) ? mismatch() : out_of_range();
+      return v.is_number_float() && v.get<double>() != std::floor(v.get<double>()) ? mismatch()
+                                                                                   : out_of_range();
     case ValueKind::kSeconds:
       if (!v.is_number()) return mismatch();
       items->push_back(safe_json::to_text(v));  // parse_seconds checks the range
@@ -146,16 +150,15 @@ int line_of(const std::vector<KeyPos>& pos, const std::string& parent, const std
   return 0;
 }
 
-std::string where(const std::string& path, int line) {
-  return path + " line " + std::to_string(line);
-}
+std::string where(const std::string& path, int line) { return path + " line " + std::to_string(line); }
 
 }  // namespace
 
 SettingLayer parse_config(const std::string& text, const std::string& path) {
   const json doc = safe_json::parse(text, path, {.max_bytes = kMaxConfigBytes, .max_depth = kMaxConfigDepth});
   if (!doc.is_object()) {
-    DDP_THROW(InvalidArgument, path, ": a config must be a JSON object of settings, not ", safe_json::type_name(doc));
+    DDP_THROW(InvalidArgument, path, ": a config must be a JSON object of settings, not ",
+              safe_json::type_name(doc));
   }
   const auto positions = key_positions(text);
   std::set<std::string> seen;
@@ -179,8 +182,8 @@ SettingLayer parse_config(const std::string& text, const std::string& path) {
     std::string bad_inner;
     if (std::string wrong = to_items(*spec, value, &sv.items, &bad_inner); !wrong.empty()) {
       if (!bad_inner.empty()) {
-        DDP_THROW(InvalidArgument, where(path, line_of(positions, key, bad_inner)), ": key '", key, ".", bad_inner,
-                  "' ", wrong);
+        DDP_THROW(InvalidArgument, where(path, line_of(positions, key, bad_inner)), ": key '", key, ".",
+                  bad_inner, "' ", wrong);
       }
       DDP_THROW(InvalidArgument, where(path, line), ": key '", key, "' ", wrong);
     }

@@ -38,8 +38,7 @@ int run_job(const launcher::AgentOptions& options) {
   launcher::Agent agent(options);
   launcher::AgentOutcome out = agent.run();
   switch (out.status) {
-    case launcher::AgentStatus::kSucceeded:
-      return cli::kExitOk;
+    case launcher::AgentStatus::kSucceeded: return cli::kExitOk;
     case launcher::AgentStatus::kWorkersFailed:
       launcher::write_stderr(launcher::format_failure_summary(out.last, options.launch.program_name()));
       return out.last.exit_code();
@@ -106,7 +105,8 @@ int main(int argc, char** argv) {
     return cli::kExitUsage;
   }
   spdlog::level::level_enum level = spdlog::level::info;
-  if (auto name = env::get("DDP_LOG_LEVEL"); !name || !parse_log_level(*name, &level)) level = spdlog::level::info;
+  if (auto name = env::get("DDP_LOG_LEVEL"); !name || !parse_log_level(*name, &level))
+    level = spdlog::level::info;
   set_log_level(level);
   // From here on the launcher supervises: its own lines must never block it.
   auto stderr_sink = launcher::install_stderr_sink();

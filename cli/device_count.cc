@@ -63,7 +63,8 @@ int devices_of(const Library& nvml, NvmlDevice gpu) {
 std::string trim_lower(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (!std::isspace(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!std::isspace(static_cast<unsigned char>(c)))
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   return out;
 }
@@ -75,8 +76,10 @@ int count_cuda_visible_devices(const std::string& value) {
   while (start <= t.size()) {
     size_t comma = t.find(',', start);
     std::string item = t.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const bool index = !item.empty() && std::all_of(item.begin(), item.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
-    if (!index && !item.starts_with("gpu-") && !item.starts_with("mig-")) break;  // CUDA stops at the first invalid entry
+    const bool index = !item.empty() && std::all_of(item.begin(), item.end(),
+                                                    [](unsigned char c) { return std::isdigit(c) != 0; });
+    if (!index && !item.starts_with("gpu-") && !item.starts_with("mig-"))
+      break;  // CUDA stops at the first invalid entry
     ++n;
     if (comma == std::string::npos) break;
     start = comma + 1;

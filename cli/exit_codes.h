@@ -5,11 +5,11 @@
 // program failed" from "the launcher could not run it".
 namespace ddp::cli {
 
-inline constexpr int kExitOk = 0;             // every worker of every node exited 0
-inline constexpr int kExitUsage = 2;          // bad flag, DDP_LAUNCH_ variable or config: nothing ran
-inline constexpr int kExitRendezvous = 121;   // rendezvous failed: timeout, store unreachable, nodes disagree
-inline constexpr int kExitPeerFailed = 122;   // another node failed or was interrupted; no restart left
-inline constexpr int kExitInternal = 123;     // the launcher itself failed (a system call, a bug)
+inline constexpr int kExitOk = 0;            // every worker of every node exited 0
+inline constexpr int kExitUsage = 2;         // bad flag, DDP_LAUNCH_ variable or config: nothing ran
+inline constexpr int kExitRendezvous = 121;  // rendezvous failed: timeout, store unreachable, nodes disagree
+inline constexpr int kExitPeerFailed = 122;  // another node failed or was interrupted; no restart left
+inline constexpr int kExitInternal = 123;    // the launcher itself failed (a system call, a bug)
 
 // The table --help prints.
 inline constexpr const char* kExitCodeTable =

@@ -17,7 +17,8 @@ std::vector<const FlagSpelling*> candidates(const std::string& word, const std::
   std::vector<const FlagSpelling*> out;
   for (const auto& f : flags) {
     if (!f.flag.starts_with("--") || !f.flag.starts_with(word)) continue;
-    bool seen = std::any_of(out.begin(), out.end(), [&](const FlagSpelling* o) { return o->option == f.option; });
+    bool seen =
+        std::any_of(out.begin(), out.end(), [&](const FlagSpelling* o) { return o->option == f.option; });
     if (!seen) out.push_back(&f);
   }
   return out;

@@ -11,8 +11,8 @@
 namespace ddp::cli {
 
 struct FlagSpelling {
-  std::string flag;      // "--nproc-per-node", "--nproc_per_node", "-r"
-  std::string option;    // the option it sets: "nproc_per_node"
+  std::string flag;    // "--nproc-per-node", "--nproc_per_node", "-r"
+  std::string option;  // the option it sets: "nproc_per_node"
   bool takes_value = false;
 };
 

@@ -20,9 +20,9 @@ enum class ValueKind {
 };
 
 struct OptionSpec {
-  std::string_view name;         // snake_case: config key; flag is --name with '-' for '_'
+  std::string_view name;  // snake_case: config key; flag is --name with '-' for '_'
   ValueKind kind;
-  std::string_view group;        // --help section
+  std::string_view group;  // --help section
   std::string_view help;
   std::string_view default_text;  // shown in --help; empty: none
   std::string_view short_flag;    // "-r", or empty

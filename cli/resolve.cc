@@ -48,7 +48,8 @@ launcher::RdzvBackend parse_backend(const Settings& s) {
   if (b == "file") return B::kFile;
   if (b == "multicast") return B::kMulticast;
   DDP_THROW(InvalidArgument, s.what("rdzv_backend"), ": unknown rendezvous backend '", b,
-            "' (static, tcp, c10d, file, multicast)", did_you_mean(b, {"static", "tcp", "c10d", "file", "multicast"}));
+            "' (static, tcp, c10d, file, multicast)",
+            did_you_mean(b, {"static", "tcp", "c10d", "file", "multicast"}));
 }
 
 // Slurm (srun, one task per node) and Open MPI (mpirun, one process per node) fill in the node
@@ -67,12 +68,14 @@ void check_slurm_tasks(const Settings& s, const EnvLookup& env, std::vector<std:
   if (as_int(tasks) <= as_int(nodes)) return;
   const std::string what = "srun started " + *tasks + " tasks on " + *nodes +
                            " node(s), but ddp-launch runs once per node and starts the workers itself";
-  const std::string fix = "run `srun --ntasks-per-node=1 ddp-launch --nproc-per-node N ...` (N workers per node)";
+  const std::string fix =
+      "run `srun --ntasks-per-node=1 ddp-launch --nproc-per-node N ...` (N workers per node)";
   if (!s.has("nnodes")) DDP_THROW(InvalidArgument, what, ": ", fix);
   warnings.push_back(what + "; nnodes, node_rank and master_addr are not taken from Slurm (" + fix + ")");
 }
 
-void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions& o, std::vector<std::string>& warnings) {
+void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions& o,
+                          std::vector<std::string>& warnings) {
   auto get = [&](std::initializer_list<const char*> names) -> std::optional<std::string> {
     for (const char* n : names) {
       if (auto v = env(n); v && !v->empty()) return v;
@@ -91,7 +94,8 @@ void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions&
   auto ompi_local = get({"OMPI_COMM_WORLD_LOCAL_SIZE"});
   bool ompi = !slurm && ompi_size && ompi_rank && (!ompi_local || *ompi_local == "1");
   if (!slurm && !ompi) return;
-  const std::string src = slurm ? "Slurm (SLURM_NNODES/SLURM_NODEID)" : "Open MPI (OMPI_COMM_WORLD_SIZE/RANK)";
+  const std::string src =
+      slurm ? "Slurm (SLURM_NNODES/SLURM_NODEID)" : "Open MPI (OMPI_COMM_WORLD_SIZE/RANK)";
   if (!s.has("nnodes")) {
     int n = parse_int(slurm ? *slurm_nodes : *ompi_size, src);
     l.nnodes_min = l.nnodes_max = n;
@@ -111,7 +115,8 @@ void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions&
 void check_combinations(const Settings& s, const AgentOptions& o) {
   const auto& l = o.launch;
   if (l.nnodes_min != l.nnodes_max) {
-    DDP_THROW(InvalidArgument, s.what("nnodes"), ": elastic node counts (MIN < MAX) are not supported yet; give a fixed count");
+    DDP_THROW(InvalidArgument, s.what("nnodes"),
+              ": elastic node counts (MIN < MAX) are not supported yet; give a fixed count");
   }
   if (l.standalone) {
     if (l.nnodes_max > 1) {
@@ -124,19 +129,23 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
               s.show("nnodes", std::to_string(l.nnodes_max)));
   }
   if (l.rdzv_backend == launcher::RdzvBackend::kFile && l.rdzv_endpoint.empty()) {
-    DDP_THROW(InvalidArgument, "rdzv_backend file (from ", s.what("rdzv_backend"), ") needs rdzv_endpoint: a directory every node shares");
+    DDP_THROW(InvalidArgument, "rdzv_backend file (from ", s.what("rdzv_backend"),
+              ") needs rdzv_endpoint: a directory every node shares");
   }
   if (l.rdzv_backend == launcher::RdzvBackend::kTcp && l.rdzv_endpoint.empty()) {
-    DDP_THROW(InvalidArgument, "rdzv_backend tcp (from ", s.what("rdzv_backend"), ") needs rdzv_endpoint: HOST[:PORT] of the store");
+    DDP_THROW(InvalidArgument, "rdzv_backend tcp (from ", s.what("rdzv_backend"),
+              ") needs rdzv_endpoint: HOST[:PORT] of the store");
   }
   if (l.rdzv_backend == launcher::RdzvBackend::kTcp && l.nnodes_max > 1 && !l.standalone &&
       net::parse_endpoint(l.rdzv_endpoint, launcher::kDefaultTcpRdzvPort).port == 0) {
     DDP_THROW(InvalidArgument, "rdzv_endpoint ", l.rdzv_endpoint, " (from ", s.what("rdzv_endpoint"),
-              "): port 0 (any free port) works for one node only; ", l.nnodes_max, " nodes must meet on a port they all know");
+              "): port 0 (any free port) works for one node only; ", l.nnodes_max,
+              " nodes must meet on a port they all know");
   }
   if (l.rdzv_backend == launcher::RdzvBackend::kMulticast) {
-    const std::string why = "rdzv_backend multicast (from " + s.what("rdzv_backend") +
-                            ") needs rdzv_endpoint GROUP:PORT, a multicast group and port (239.x.y.z:PORT or [ff15::...]:PORT)";
+    const std::string why =
+        "rdzv_backend multicast (from " + s.what("rdzv_backend") +
+        ") needs rdzv_endpoint GROUP:PORT, a multicast group and port (239.x.y.z:PORT or [ff15::...]:PORT)";
     if (l.rdzv_endpoint.empty()) DDP_THROW(InvalidArgument, why);
     net::Endpoint ep;
     try {
@@ -148,29 +157,38 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
       DDP_THROW(InvalidArgument, why, "; got '", l.rdzv_endpoint, "' (from ", s.what("rdzv_endpoint"), ")");
     }
   } else if (o.multicast_ttl != 1 || !o.multicast_interface.empty()) {
-    DDP_THROW(InvalidArgument, s.what("rdzv_conf"), ": ttl= and interface= apply to rdzv_backend multicast only");
+    DDP_THROW(InvalidArgument, s.what("rdzv_conf"),
+              ": ttl= and interface= apply to rdzv_backend multicast only");
   }
   if (l.rdzv_backend == launcher::RdzvBackend::kStatic && l.nnodes_max > 1) {
     if (l.node_rank < 0) {
-      DDP_THROW(InvalidArgument, "a static rendezvous over ", l.nnodes_max, " nodes needs node_rank (--node-rank) on every node, or rdzv_backend tcp/file to assign ranks");
+      DDP_THROW(
+          InvalidArgument, "a static rendezvous over ", l.nnodes_max,
+          " nodes needs node_rank (--node-rank) on every node, or rdzv_backend tcp/file to assign ranks");
     }
     if (!s.has("master_addr") && l.rdzv_endpoint.empty() && l.master_addr == "127.0.0.1") {
-      DDP_THROW(InvalidArgument, "a static rendezvous over ", l.nnodes_max, " nodes needs master_addr (--master-addr): node 0's address (under srun Slurm's node list gives it; Open MPI exports none)");
+      DDP_THROW(InvalidArgument, "a static rendezvous over ", l.nnodes_max,
+                " nodes needs master_addr (--master-addr): node 0's address (under srun Slurm's node list "
+                "gives it; Open MPI exports none)");
     }
   }
   for (const char* other : {"no_python", "run_path"}) {
     if (s.has("module") && s.has(other) && s.text("module") == "true" && s.text(other) == "true") {
-      DDP_THROW(InvalidArgument, "module (from ", s.what("module"), ") and ", other, " (from ", s.what(other), ") exclude each other");
+      DDP_THROW(InvalidArgument, "module (from ", s.what("module"), ") and ", other, " (from ", s.what(other),
+                ") exclude each other");
     }
   }
-  if (s.has("run_path") && s.has("no_python") && s.text("run_path") == "true" && s.text("no_python") == "true") {
-    DDP_THROW(InvalidArgument, "run_path (from ", s.what("run_path"), ") and no_python (from ", s.what("no_python"), ") exclude each other");
+  if (s.has("run_path") && s.has("no_python") && s.text("run_path") == "true" &&
+      s.text("no_python") == "true") {
+    DDP_THROW(InvalidArgument, "run_path (from ", s.what("run_path"), ") and no_python (from ",
+              s.what("no_python"), ") exclude each other");
   }
   if (l.master_port < 0 || l.master_port > 65534) {
     DDP_THROW(InvalidArgument, s.what("master_port"), ": ", l.master_port, " is not a port in 0..65534");
   }
   if (l.max_restarts < 0) DDP_THROW(InvalidArgument, s.what("max_restarts"), ": must be >= 0");
-  if (l.monitor_interval.count() <= 0) DDP_THROW(InvalidArgument, s.what("monitor_interval"), ": must be > 0");
+  if (l.monitor_interval.count() <= 0)
+    DDP_THROW(InvalidArgument, s.what("monitor_interval"), ": must be > 0");
   if (l.rdzv_timeout.count() <= 0) DDP_THROW(InvalidArgument, s.what("rdzv_conf"), ": timeout must be > 0");
 }
 
@@ -178,7 +196,8 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
 // --no-python; --module runs it with -m. The interpreter is $PYTHON_EXEC (torchrun's variable:
 // a venv or conda env that is not activated), else python3 from PATH. Messages keep naming the
 // user's PROGRAM, not the interpreter.
-void wrap_python(const Settings& s, const EnvLookup& env, launcher::LaunchOptions& l, std::vector<std::string>& command) {
+void wrap_python(const Settings& s, const EnvLookup& env, launcher::LaunchOptions& l,
+                 std::vector<std::string>& command) {
   auto flag = [&](const char* name) { return s.has(name) && parse_bool(s.text(name), s.what(name)); };
   std::string python = "python3";
   if (auto p = env("PYTHON_EXEC"); p && !p->empty()) python = *p;
@@ -198,8 +217,8 @@ void apply_numa_binding(const Settings& s, launcher::LaunchOptions& l) {
   std::string t = s.text("numa_binding");
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
   if (s.has("cpu_bind")) {
-    DDP_THROW(InvalidArgument, "numa_binding (from ", s.what("numa_binding"), ") and cpu_bind (from ", s.what("cpu_bind"),
-              ") both bind the workers: give one");
+    DDP_THROW(InvalidArgument, "numa_binding (from ", s.what("numa_binding"), ") and cpu_bind (from ",
+              s.what("cpu_bind"), ") both bind the workers: give one");
   }
   if (t == "node" || t == "socket") {
     l.cpu_bind = launcher::CpuBind::kNuma;
@@ -207,7 +226,8 @@ void apply_numa_binding(const Settings& s, launcher::LaunchOptions& l) {
   } else if (t == "exclusive" || t == "core-complex" || t == "core_complex") {
     l.cpu_bind = launcher::CpuBind::kCores;
   } else {
-    DDP_THROW(InvalidArgument, s.what("numa_binding"), ": '", s.text("numa_binding"), "' is not node, socket, exclusive or core-complex",
+    DDP_THROW(InvalidArgument, s.what("numa_binding"), ": '", s.text("numa_binding"),
+              "' is not node, socket, exclusive or core-complex",
               did_you_mean(t, {"node", "socket", "exclusive", "core-complex"}));
   }
 }
@@ -222,17 +242,22 @@ void check_start_method(const Settings& s) {
 }
 
 // torchrun ignores these with --standalone (it picks its own rendezvous): so do we, saying so.
-void drop_standalone_conflicts(const Settings& s, launcher::LaunchOptions& l, std::vector<std::string>& warnings) {
+void drop_standalone_conflicts(const Settings& s, launcher::LaunchOptions& l,
+                               std::vector<std::string>& warnings) {
   if (!l.standalone) return;
   for (const char* k : {"rdzv_backend", "rdzv_endpoint", "node_rank"}) {
-    if (s.has(k)) warnings.push_back(std::string(k) + " (from " + s.what(k) + ") is ignored: standalone (from " + s.what("standalone") + ") picks its own rendezvous");
+    if (s.has(k))
+      warnings.push_back(std::string(k) + " (from " + s.what(k) + ") is ignored: standalone (from " +
+                         s.what("standalone") + ") picks its own rendezvous");
   }
   l.rdzv_backend = launcher::RdzvBackend::kStatic;
   l.rdzv_endpoint.clear();
   l.node_rank = -1;
 }
 
-std::string pet_name(std::string_view option) { return "PET_" + env_name(option).substr(std::string("DDP_LAUNCH_").size()); }
+std::string pet_name(std::string_view option) {
+  return "PET_" + env_name(option).substr(std::string("DDP_LAUNCH_").size());
+}
 
 }  // namespace
 
@@ -279,8 +304,10 @@ SettingLayer env_layer(const EnvLookup& env, const std::vector<std::string>& env
 SettingLayer merge_settings(const SettingLayer& flags, const SettingLayer& env) {
   SettingLayer config;
   const SettingValue* path = nullptr;
-  if (auto it = flags.find("config"); it != flags.end()) path = &it->second;
-  else if (auto e = env.find("config"); e != env.end()) path = &e->second;
+  if (auto it = flags.find("config"); it != flags.end())
+    path = &it->second;
+  else if (auto e = env.find("config"); e != env.end())
+    path = &e->second;
   if (path != nullptr) config = load_config_file(path->items.at(0));
   return merge_layers({config, env, flags});
 }
@@ -308,10 +335,13 @@ void read_layout(const Reader& r, const EnvLookup& env, AgentOptions& o) {
   auto& l = o.launch;
   l.standalone = r.flag("standalone");
   l.dry_run = r.flag("dry_run");
-  if (s.has("nproc_per_node")) l.nproc_per_node = parse_nproc(s.text("nproc_per_node"), s.what("nproc_per_node"), env);
-  if (s.has("nnodes")) std::tie(l.nnodes_min, l.nnodes_max) = parse_nnodes(s.text("nnodes"), s.what("nnodes"));
+  if (s.has("nproc_per_node"))
+    l.nproc_per_node = parse_nproc(s.text("nproc_per_node"), s.what("nproc_per_node"), env);
+  if (s.has("nnodes"))
+    std::tie(l.nnodes_min, l.nnodes_max) = parse_nnodes(s.text("nnodes"), s.what("nnodes"));
   r.integer("node_rank", l.node_rank);
-  if (s.has("node_rank") && l.node_rank < 0) DDP_THROW(InvalidArgument, s.what("node_rank"), ": must be >= 0");
+  if (s.has("node_rank") && l.node_rank < 0)
+    DDP_THROW(InvalidArgument, s.what("node_rank"), ": must be >= 0");
   l.master_addr = "127.0.0.1";
   r.str("master_addr", l.master_addr);
   r.integer("master_port", l.master_port);
@@ -334,11 +364,13 @@ void read_supervision(const Reader& r, const EnvLookup& env, launcher::LaunchOpt
   r.integer("max_restarts", l.max_restarts);
   r.seconds("monitor_interval", l.monitor_interval);
   r.seconds("shutdown_timeout", l.shutdown_timeout);
-  if (s.has("signals_to_handle")) l.signals_to_handle = parse_signals(s.text("signals_to_handle"), s.what("signals_to_handle"));
+  if (s.has("signals_to_handle"))
+    l.signals_to_handle = parse_signals(s.text("signals_to_handle"), s.what("signals_to_handle"));
   r.str("log_dir", l.log_dir);
   if (s.has("redirects")) l.redirects = parse_streams(s.text("redirects"), s.what("redirects"));
   if (s.has("tee")) l.tee = parse_streams(s.text("tee"), s.what("tee"));
-  if (s.has("local_ranks_filter")) l.local_ranks_filter = parse_rank_list(s.text("local_ranks_filter"), s.what("local_ranks_filter"));
+  if (s.has("local_ranks_filter"))
+    l.local_ranks_filter = parse_rank_list(s.text("local_ranks_filter"), s.what("local_ranks_filter"));
   if (auto t = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) l.log_line_prefix_template = *t;
   r.str("role", l.role);
   if (s.has("cpu_bind")) l.cpu_bind = parse_cpu_bind(s.text("cpu_bind"), s.what("cpu_bind"));
@@ -363,7 +395,8 @@ launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<s
   read_supervision(r, env, l);
   if (command.empty() && s.has("command")) command = s.items("command");
   if (command.empty()) {
-    DDP_THROW(InvalidArgument, "no PROGRAM given: ddp-launch [options] [--] PROGRAM [ARGS...] (or \"command\" in a config)");
+    DDP_THROW(InvalidArgument,
+              "no PROGRAM given: ddp-launch [options] [--] PROGRAM [ARGS...] (or \"command\" in a config)");
   }
   wrap_python(s, env, l, command);
   l.command = std::move(command);

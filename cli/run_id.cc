@@ -26,7 +26,9 @@ std::string scheduler_job_id(const EnvLookup& env) {
     }
   }
   for (char& c : id) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && std::string_view("._-:@+").find(c) == std::string_view::npos) c = '_';
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("._-:@+").find(c) == std::string_view::npos)
+      c = '_';
   }
   if (id.size() > kMaxRunIdLength - kRandomSuffix) id.resize(kMaxRunIdLength - kRandomSuffix);
   if (id.starts_with(".")) id[0] = '_';

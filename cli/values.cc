@@ -95,7 +95,9 @@ int parse_nproc(const std::string& text, const std::string& what, const EnvLooku
   }
   if (t == "gpu") {
     n = count_visible_gpus(env);
-    if (n == 0) DDP_THROW(InvalidArgument, what, ": 'gpu' but no GPU is visible (CUDA_VISIBLE_DEVICES, NVML, /dev/nvidia*)");
+    if (n == 0)
+      DDP_THROW(InvalidArgument, what,
+                ": 'gpu' but no GPU is visible (CUDA_VISIBLE_DEVICES, NVML, /dev/nvidia*)");
     return n;
   }
   if (t == "cpu") return count_cpus();
@@ -159,7 +161,8 @@ std::vector<int> parse_signals(const std::string& text, const std::string& what)
       }
     }
     if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP || sig == SIGCHLD) {
-      DDP_THROW(InvalidArgument, what, ": signal '", raw, "' cannot be handled (KILL, STOP and CHLD never can)");
+      DDP_THROW(InvalidArgument, what, ": signal '", raw,
+                "' cannot be handled (KILL, STOP and CHLD never can)");
     }
     if (std::find(out.begin(), out.end(), sig) == out.end()) out.push_back(sig);
   }
@@ -170,7 +173,8 @@ std::set<int> parse_rank_list(const std::string& text, const std::string& what) 
   std::set<int> out;
   for (const auto& item : split(text, ',')) {
     int r = 0;
-    if (!try_int(item, &r) || r < 0) DDP_THROW(InvalidArgument, what, ": '", text, "' is not a list of local ranks like 0,2");
+    if (!try_int(item, &r) || r < 0)
+      DDP_THROW(InvalidArgument, what, ": '", text, "' is not a list of local ranks like 0,2");
     out.insert(r);
   }
   return out;
@@ -188,9 +192,9 @@ launcher::CpuBind parse_cpu_bind(const std::string& text, const std::string& wha
 RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what) {
   RdzvConf conf;
   // torchrun keys that have no meaning here; accepted so torchrun command lines keep working.
-  static const std::vector<std::string> kIgnored = {"last_call_timeout", "close_timeout", "read_timeout",
-                                                    "keep_alive_interval", "keep_alive_max_attempt",
-                                                    "use_agent_store"};
+  static const std::vector<std::string> kIgnored = {"last_call_timeout",      "close_timeout",
+                                                    "read_timeout",           "keep_alive_interval",
+                                                    "keep_alive_max_attempt", "use_agent_store"};
   std::vector<std::string> known = {"timeout", "join_timeout", "is_host", "ttl", "interface"};
   known.insert(known.end(), kIgnored.begin(), kIgnored.end());
   if (trim(text).empty()) return conf;
@@ -204,9 +208,11 @@ RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what) {
       conf.is_host = parse_bool(value, what + " is_host");
     } else if (key == "ttl") {
       conf.ttl = parse_int(value, what + " ttl");
-      if (*conf.ttl < 1 || *conf.ttl > 255) DDP_THROW(InvalidArgument, what, ": ttl ", value, " is not in 1..255");
+      if (*conf.ttl < 1 || *conf.ttl > 255)
+        DDP_THROW(InvalidArgument, what, ": ttl ", value, " is not in 1..255");
     } else if (key == "interface") {
-      if (value.empty()) DDP_THROW(InvalidArgument, what, ": interface= needs a name (eth0) or an IPv4 address");
+      if (value.empty())
+        DDP_THROW(InvalidArgument, what, ": interface= needs a name (eth0) or an IPv4 address");
       conf.interface = value;
     } else if (std::find(kIgnored.begin(), kIgnored.end(), key) == kIgnored.end()) {
       DDP_THROW(InvalidArgument, what, ": unknown key '", key, "'", did_you_mean(key, known));
@@ -281,7 +287,8 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
 std::string parse_run_id(const std::string& text, const std::string& what) {
   auto allowed = [](unsigned char c) { return std::isalnum(c) || std::strchr("._-:@+", c) != nullptr; };
   const bool ok = !text.empty() && text.size() <= kMaxRunIdLength && text[0] != '.' &&
-                  std::all_of(text.begin(), text.end(), [&](char c) { return c != '\0' && allowed(static_cast<unsigned char>(c)); });
+                  std::all_of(text.begin(), text.end(),
+                              [&](char c) { return c != '\0' && allowed(static_cast<unsigned char>(c)); });
   if (!ok) {
     std::string shown = text.substr(0, kMaxRunIdLength + 8);
     for (char& c : shown) c = std::isprint(static_cast<unsigned char>(c)) ? c : '?';

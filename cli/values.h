@@ -35,9 +35,9 @@ std::set<int> parse_rank_list(const std::string& text, const std::string& what);
 launcher::CpuBind parse_cpu_bind(const std::string& text, const std::string& what);
 
 struct RdzvConf {
-  std::optional<Millis> timeout;  // timeout= / join_timeout= (seconds)
-  std::optional<bool> is_host;    // is_host=
-  std::optional<int> ttl;         // ttl= (multicast: IPv4 TTL / IPv6 hop limit, 1..255)
+  std::optional<Millis> timeout;         // timeout= / join_timeout= (seconds)
+  std::optional<bool> is_host;           // is_host=
+  std::optional<int> ttl;                // ttl= (multicast: IPv4 TTL / IPv6 hop limit, 1..255)
   std::optional<std::string> interface;  // interface= (multicast: interface name or IPv4 address)
 };
 // torchrun's --rdzv-conf "k1=v1,k2=v2"; unknown keys are errors with a "did you mean".

@@ -16,9 +16,9 @@ struct GroupSetup {
   int rank = 0;                        // rank within the group
   int size = 1;
   ProcessGroup::Options options;
-  std::string job_token;               // authenticates every connection (DDP_JOB_TOKEN)
-  std::vector<int> global_ranks;       // group rank -> rank in the world group
-  std::string name = "world";          // for errors and logs
+  std::string job_token;          // authenticates every connection (DDP_JOB_TOKEN)
+  std::vector<int> global_ranks;  // group rank -> rank in the world group
+  std::string name = "world";     // for errors and logs
 };
 
 using BackendFactory = ProcessGroupPtr (*)(const GroupSetup&);

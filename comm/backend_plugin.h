@@ -17,7 +17,7 @@ inline constexpr const char* kBackendPluginSymbol = "ddp_backend_plugin";
 
 struct BackendPlugin {
   int abi = kBackendPluginAbi;
-  const char* name = "";        // "gloo", "mpi", "nccl"
+  const char* name = "";  // "gloo", "mpi", "nccl"
   BackendFactory make_group = nullptr;
   // nccl only: the decorator that lets a host group (tcp) take CUDA buffers (staging_on_demand.h).
   StagingFactory wrap_host_group = nullptr;
@@ -35,7 +35,8 @@ const BackendPlugin& load_backend_plugin(const std::string& backend);
 
 // Defines the plugin's entry point in a backend's plugin.cc.
 #define DDP_BACKEND_PLUGIN(backend_name, factory, staging)                                                   \
-  extern "C" __attribute__((visibility("default"))) const ::ddp::comm::BackendPlugin* ddp_backend_plugin() {   \
-    static const ::ddp::comm::BackendPlugin plugin{::ddp::comm::kBackendPluginAbi, backend_name, factory, staging}; \
-    return &plugin;                                                                                              \
+  extern "C" __attribute__((visibility("default"))) const ::ddp::comm::BackendPlugin* ddp_backend_plugin() { \
+    static const ::ddp::comm::BackendPlugin plugin{::ddp::comm::kBackendPluginAbi, backend_name, factory,    \
+                                                   staging};                                                 \
+    return &plugin;                                                                                          \
   }

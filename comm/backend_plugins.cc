@@ -1,7 +1,7 @@
 // The registry of the shared libddp (see comm/backend_plugin.h): tcp built in (taking CUDA
 // buffers through the nccl plugin's staging, loaded when the first one comes:
-// staging_on_demand.h), the other backends loaded as plugins on first use. Implements comm/backend.h's registry functions in
-// place of comm/backend_registry.cc.
+// staging_on_demand.h), the other backends loaded as plugins on first use. Implements comm/backend.h's
+// registry functions in place of comm/backend_registry.cc.
 #include <dlfcn.h>
 #include <sys/stat.h>
 
@@ -30,7 +30,7 @@ std::string own_directory() {
 }
 
 bool exists(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
 }
 
@@ -43,9 +43,9 @@ const BackendPlugin& open_plugin(const std::string& backend) {
   void* lib = ::dlopen(target.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* why = ::dlerror();
-    DDP_THROW(BackendError, "backend '", backend, "' lives in ", file, ", which could not be loaded: ",
-              why ? why : "unknown error", " (is its library installed? built backends are ", file,
-              " beside libddp.so)");
+    DDP_THROW(BackendError, "backend '", backend, "' lives in ", file,
+              ", which could not be loaded: ", why ? why : "unknown error",
+              " (is its library installed? built backends are ", file, " beside libddp.so)");
   }
   using Entry = const BackendPlugin* (*)();
   auto entry = reinterpret_cast<Entry>(::dlsym(lib, kBackendPluginSymbol));

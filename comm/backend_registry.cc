@@ -17,24 +17,26 @@ namespace {
 #ifdef DDP_WITH_NCCL
 // Where CUDA was built, tcp takes CUDA buffers by staging them through pinned host memory
 // (host buffers pass straight through), so two ranks can share one GPU.
-ProcessGroupPtr make_staged_tcp_group(const GroupSetup& setup) { return wrap_cuda_staging(make_tcp_group(setup)); }
+ProcessGroupPtr make_staged_tcp_group(const GroupSetup& setup) {
+  return wrap_cuda_staging(make_tcp_group(setup));
+}
 #endif
 
 const std::vector<std::pair<std::string, BackendFactory>>& backends() {
   static const std::vector<std::pair<std::string, BackendFactory>> kBackends = {
 #if defined(DDP_WITH_TCP) && defined(DDP_WITH_NCCL)
-      {"tcp", &make_staged_tcp_group},
+    {"tcp", &make_staged_tcp_group},
 #elif defined(DDP_WITH_TCP)
-      {"tcp", &make_tcp_group},
+    {"tcp", &make_tcp_group},
 #endif
 #ifdef DDP_WITH_GLOO
-      {"gloo", &make_gloo_group},
+    {"gloo", &make_gloo_group},
 #endif
 #ifdef DDP_WITH_MPI
-      {"mpi", &make_mpi_group},
+    {"mpi", &make_mpi_group},
 #endif
 #ifdef DDP_WITH_NCCL
-      {"nccl", &make_nccl_group},
+    {"nccl", &make_nccl_group},
 #endif
   };
   return kBackends;

@@ -10,14 +10,16 @@ namespace ddp::comm {
 GroupFactory::GroupFactory(GroupFactoryOptions options) : options_(std::move(options)) {
   DDP_CHECK(options_.store != nullptr, "GroupFactory needs a store");
   if (options_.world_size < 1) {
-    DDP_THROW(InvalidArgument, "init_process_group: world_size must be at least 1, got ", options_.world_size);
+    DDP_THROW(InvalidArgument, "init_process_group: world_size must be at least 1, got ",
+              options_.world_size);
   }
   if (options_.rank < 0 || options_.rank >= options_.world_size) {
     DDP_THROW(InvalidArgument, "init_process_group: rank ", options_.rank, " is outside [0, ",
               options_.world_size, ")");
   }
   if (options_.timeout.count() <= 0) {
-    DDP_THROW(InvalidArgument, "init_process_group: timeout must be positive, got ", options_.timeout.count(), " ms");
+    DDP_THROW(InvalidArgument, "init_process_group: timeout must be positive, got ", options_.timeout.count(),
+              " ms");
   }
   GroupSetup setup;
   setup.store = std::make_shared<rdzv::PrefixStore>("world", options_.store);
@@ -40,7 +42,8 @@ ProcessGroupPtr GroupFactory::new_group(const std::vector<int>& ranks, const New
       DDP_THROW(InvalidArgument, "new_group: rank ", sorted[i], " is outside the world [0, ",
                 options_.world_size, ")");
     }
-    if (i > 0 && sorted[i] == sorted[i - 1]) DDP_THROW(InvalidArgument, "new_group: rank ", sorted[i], " is listed twice");
+    if (i > 0 && sorted[i] == sorted[i - 1])
+      DDP_THROW(InvalidArgument, "new_group: rank ", sorted[i], " is listed twice");
   }
   int n = 0;
   {

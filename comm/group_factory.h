@@ -32,8 +32,8 @@ struct GroupFactoryOptions {
 };
 
 struct NewGroupOptions {
-  std::string backend;             // empty: the world's backend
-  Millis timeout = kUseDefault;    // kUseDefault: the world's timeout
+  std::string backend;           // empty: the world's backend
+  Millis timeout = kUseDefault;  // kUseDefault: the world's timeout
 };
 
 class GroupFactory {

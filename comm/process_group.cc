@@ -206,7 +206,8 @@ void ProcessGroup::check_reduce(const char* op, const Buffer& buf, ReduceOp rop)
 
 void ProcessGroup::check_sizes(const char* op, const Buffer& small, const Buffer& large) const {
   if (small.dtype != large.dtype) {
-    DDP_THROW(InvalidArgument, op, ": dtypes differ (", to_string(small.dtype), " vs ", to_string(large.dtype), ")");
+    DDP_THROW(InvalidArgument, op, ": dtypes differ (", to_string(small.dtype), " vs ",
+              to_string(large.dtype), ")");
   }
   if (large.count != small.count * static_cast<size_t>(size_)) {
     DDP_THROW(InvalidArgument, op, ": the large buffer must hold world_size (", size_, ") x ", small.count,
@@ -258,7 +259,8 @@ void ProcessGroup::monitored_barrier(Millis timeout) {
     // Device-side p2p completes in issue order, so a late rank would hide which later ones
     // arrived; PyTorch offers monitored_barrier on gloo only, for the same reason.
     DDP_THROW(InvalidArgument, "monitored_barrier: not available on a ", backend_name(),
-              " group (its buffers live on ", buffer_device().str(), "); run it on a host group over the same ranks: "
+              " group (its buffers live on ", buffer_device().str(),
+              "); run it on a host group over the same ranks: "
               "new_group(ranks, {.backend = \"tcp\"}) or \"gloo\"");
   }
   if (rank_ != 0) {
@@ -268,7 +270,8 @@ void ProcessGroup::monitored_barrier(Millis timeout) {
   }
   std::vector<uint8_t> tokens(size_);
   std::vector<WorkPtr> works(size_);
-  for (int r = 1; r < size_; ++r) works[r] = recv(view(&tokens[r], 1), r, {kMonitoredBarrierTag, deadline.remaining()});
+  for (int r = 1; r < size_; ++r)
+    works[r] = recv(view(&tokens[r], 1), r, {kMonitoredBarrierTag, deadline.remaining()});
   std::string missing;
   for (int r = 1; r < size_; ++r) {
     try {
@@ -282,7 +285,8 @@ void ProcessGroup::monitored_barrier(Millis timeout) {
               resolve(timeout).count(), " ms");
   }
   std::vector<WorkPtr> acks;
-  for (int r = 1; r < size_; ++r) acks.push_back(send(view(&token, 1), r, {kMonitoredBarrierTag, deadline.remaining()}));
+  for (int r = 1; r < size_; ++r)
+    acks.push_back(send(view(&token, 1), r, {kMonitoredBarrierTag, deadline.remaining()}));
   wait_all(acks);
 }
 

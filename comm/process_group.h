@@ -34,17 +34,48 @@
 
 namespace ddp::comm {
 
-struct SendOptions { int tag = 0; Millis timeout = kUseDefault; };
-struct RecvOptions { int tag = 0; Millis timeout = kUseDefault; };
-struct BroadcastOptions { int root = 0; Millis timeout = kUseDefault; };
-struct AllReduceOptions { ReduceOp op = ReduceOp::kSum; Millis timeout = kUseDefault; };
-struct ReduceOptions { int root = 0; ReduceOp op = ReduceOp::kSum; Millis timeout = kUseDefault; };
-struct AllGatherOptions { Millis timeout = kUseDefault; };
-struct GatherOptions { int root = 0; Millis timeout = kUseDefault; };
-struct ScatterOptions { int root = 0; Millis timeout = kUseDefault; };
-struct ReduceScatterOptions { ReduceOp op = ReduceOp::kSum; Millis timeout = kUseDefault; };
-struct AllToAllOptions { Millis timeout = kUseDefault; };
-struct BarrierOptions { Millis timeout = kUseDefault; };
+struct SendOptions {
+  int tag = 0;
+  Millis timeout = kUseDefault;
+};
+struct RecvOptions {
+  int tag = 0;
+  Millis timeout = kUseDefault;
+};
+struct BroadcastOptions {
+  int root = 0;
+  Millis timeout = kUseDefault;
+};
+struct AllReduceOptions {
+  ReduceOp op = ReduceOp::kSum;
+  Millis timeout = kUseDefault;
+};
+struct ReduceOptions {
+  int root = 0;
+  ReduceOp op = ReduceOp::kSum;
+  Millis timeout = kUseDefault;
+};
+struct AllGatherOptions {
+  Millis timeout = kUseDefault;
+};
+struct GatherOptions {
+  int root = 0;
+  Millis timeout = kUseDefault;
+};
+struct ScatterOptions {
+  int root = 0;
+  Millis timeout = kUseDefault;
+};
+struct ReduceScatterOptions {
+  ReduceOp op = ReduceOp::kSum;
+  Millis timeout = kUseDefault;
+};
+struct AllToAllOptions {
+  Millis timeout = kUseDefault;
+};
+struct BarrierOptions {
+  Millis timeout = kUseDefault;
+};
 // Multi-buffer ops: the root is buffer `root_index` of rank `root`.
 struct BroadcastMultiOptions {
   int root = 0;
@@ -151,8 +182,8 @@ class ProcessGroup {
   void check_buffer(const char* op, const Buffer& b) const;  // check_device, then not null
   void check_reduce(const char* op, const Buffer& buf, ReduceOp rop) const;
   void check_sizes(const char* op, const Buffer& small, const Buffer& large) const;  // large = world × small
-  void check_same(const char* op, const Buffer& a, const Buffer& b) const;          // same dtype and count
-  void check_split(const char* op, const Buffer& b) const;                          // count % world == 0
+  void check_same(const char* op, const Buffer& a, const Buffer& b) const;           // same dtype and count
+  void check_split(const char* op, const Buffer& b) const;                           // count % world == 0
   // A multi-buffer list: non-empty, each buffer checked, same count and dtype, no two overlapping.
   void check_list(const char* op, std::span<const Buffer> list) const;
   void check_root_index(const char* op, int root_index, size_t k) const;

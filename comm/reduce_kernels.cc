@@ -100,31 +100,45 @@ C bit_xor(C a, C b) {
 
 struct OpSum {
   template <typename C>
-  static C f(C a, C b) { return add(a, b); }
+  static C f(C a, C b) {
+    return add(a, b);
+  }
 };
 struct OpProd {
   template <typename C>
-  static C f(C a, C b) { return mul(a, b); }
+  static C f(C a, C b) {
+    return mul(a, b);
+  }
 };
 struct OpMin {  // std::min's rule: a unless b is smaller (a NaN in `a` is kept)
   template <typename C>
-  static C f(C a, C b) { return b < a ? b : a; }
+  static C f(C a, C b) {
+    return b < a ? b : a;
+  }
 };
 struct OpMax {  // std::max's rule: a unless b is larger
   template <typename C>
-  static C f(C a, C b) { return a < b ? b : a; }
+  static C f(C a, C b) {
+    return a < b ? b : a;
+  }
 };
 struct OpAnd {
   template <typename C>
-  static C f(C a, C b) { return bit_and(a, b); }
+  static C f(C a, C b) {
+    return bit_and(a, b);
+  }
 };
 struct OpOr {
   template <typename C>
-  static C f(C a, C b) { return bit_or(a, b); }
+  static C f(C a, C b) {
+    return bit_or(a, b);
+  }
 };
 struct OpXor {
   template <typename C>
-  static C f(C a, C b) { return bit_xor(a, b); }
+  static C f(C a, C b) {
+    return bit_xor(a, b);
+  }
 };
 
 // The vectorized loops: typed, aligned, non-overlapping (restrict).
@@ -265,9 +279,8 @@ void scale_typed(void* dst, size_t n, double factor) {
     map_in_place<S>(dst, n, [f](S v) { return v * f; });
   } else {
     // float64 exactly; 16-bit floats: the product in double, rounded to float, then to S.
-    map_in_place<S>(dst, n, [factor](S v) {
-      return P::store(static_cast<C>(static_cast<double>(P::load(v)) * factor));
-    });
+    map_in_place<S>(
+        dst, n, [factor](S v) { return P::store(static_cast<C>(static_cast<double>(P::load(v)) * factor)); });
   }
 }
 

@@ -8,7 +8,9 @@ namespace {
 class StagingOnDemand final : public ProcessGroup {
  public:
   StagingOnDemand(ProcessGroupPtr inner, StagingLoader load)
-      : ProcessGroup(inner->rank(), inner->size(), Options{inner->timeout()}), inner_(std::move(inner)), load_(load) {}
+      : ProcessGroup(inner->rank(), inner->size(), Options{inner->timeout()}),
+        inner_(std::move(inner)),
+        load_(load) {}
 
   std::string backend_name() const override { return inner_->backend_name(); }
   Device buffer_device() const override { return inner_->buffer_device(); }
@@ -22,13 +24,17 @@ class StagingOnDemand final : public ProcessGroup {
   WorkPtr do_broadcast(Buffer b, BroadcastOptions o) override { return to(b)->broadcast(b, o); }
   WorkPtr do_all_reduce(Buffer b, AllReduceOptions o) override { return to(b)->all_reduce(b, o); }
   WorkPtr do_reduce(Buffer b, ReduceOptions o) override { return to(b)->reduce(b, o); }
-  WorkPtr do_all_gather(Buffer i, Buffer o, AllGatherOptions opt) override { return to(i, o)->all_gather(i, o, opt); }
+  WorkPtr do_all_gather(Buffer i, Buffer o, AllGatherOptions opt) override {
+    return to(i, o)->all_gather(i, o, opt);
+  }
   WorkPtr do_gather(Buffer i, Buffer o, GatherOptions opt) override { return to(i, o)->gather(i, o, opt); }
   WorkPtr do_scatter(Buffer i, Buffer o, ScatterOptions opt) override { return to(i, o)->scatter(i, o, opt); }
   WorkPtr do_reduce_scatter(Buffer i, Buffer o, ReduceScatterOptions opt) override {
     return to(i, o)->reduce_scatter(i, o, opt);
   }
-  WorkPtr do_all_to_all(Buffer i, Buffer o, AllToAllOptions opt) override { return to(i, o)->all_to_all(i, o, opt); }
+  WorkPtr do_all_to_all(Buffer i, Buffer o, AllToAllOptions opt) override {
+    return to(i, o)->all_to_all(i, o, opt);
+  }
   WorkPtr do_barrier(BarrierOptions o) override { return inner_->barrier(o); }
   WorkPtr do_all_reduce_multi(std::span<const Buffer> l, AllReduceOptions o) override {
     return to(l)->all_reduce_multi(l, o);

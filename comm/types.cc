@@ -25,7 +25,9 @@ bool is_integer(DType dtype) {
   return dtype == DType::kInt8 || dtype == DType::kUInt8 || dtype == DType::kInt32 || dtype == DType::kInt64;
 }
 
-bool is_bitwise(ReduceOp op) { return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor; }
+bool is_bitwise(ReduceOp op) {
+  return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
+}
 
 const char* to_string(DType dtype) {
   switch (dtype) {
@@ -88,7 +90,8 @@ ReduceOp parse_reduce_op(const std::string& name) {
   if (n == "band") return ReduceOp::kBand;
   if (n == "bor") return ReduceOp::kBor;
   if (n == "bxor") return ReduceOp::kBxor;
-  DDP_THROW(InvalidArgument, "unknown reduce op '", name, "' (choose sum, product, min, max, avg, band, bor, bxor)");
+  DDP_THROW(InvalidArgument, "unknown reduce op '", name,
+            "' (choose sum, product, min, max, avg, band, bor, bxor)");
 }
 
 std::string Device::str() const {
@@ -144,7 +147,7 @@ uint16_t float_to_half(float f) {
   uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // subnormal or zero in half
+  if (abs < 0x38800000u) {                                               // subnormal or zero in half
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
     uint32_t exp = abs >> 23;
     uint32_t mant = (abs & 0x7fffffu) | 0x800000u;

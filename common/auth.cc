@@ -37,8 +37,9 @@ Digest hmac_sha256(std::string_view key, std::string_view data) {
 
 void random_bytes(uint8_t* out, size_t size) {
   if (RAND_bytes(out, static_cast<int>(size)) != 1) {
-    throw SystemError(detail::str("RAND_bytes: no randomness available (libcrypto error ", ERR_get_error(), ")"),
-                      EIO, __FILE__, __LINE__);
+    throw SystemError(
+        detail::str("RAND_bytes: no randomness available (libcrypto error ", ERR_get_error(), ")"), EIO,
+        __FILE__, __LINE__);
   }
 }
 
@@ -48,7 +49,8 @@ Nonce random_nonce() {
   return n;
 }
 
-Digest prove(std::string_view token, std::string_view label, const Nonce& client_nonce, const Nonce& server_nonce) {
+Digest prove(std::string_view token, std::string_view label, const Nonce& client_nonce,
+             const Nonce& server_nonce) {
   std::string msg;
   msg.reserve(label.size() + 1 + 2 * kNonceSize);
   msg.append(label);

@@ -30,7 +30,8 @@ Nonce random_nonce();
 void random_bytes(uint8_t* out, size_t size);
 
 // HMAC-SHA256(token, label | 0x00 | client_nonce | server_nonce).
-Digest prove(std::string_view token, std::string_view label, const Nonce& client_nonce, const Nonce& server_nonce);
+Digest prove(std::string_view token, std::string_view label, const Nonce& client_nonce,
+             const Nonce& server_nonce);
 // Compares in time independent of the content (CRYPTO_memcmp).
 bool equal(const void* a, const void* b, size_t size);
 inline bool equal(const Digest& a, const Digest& b) { return equal(a.data(), b.data(), a.size()); }

@@ -30,9 +30,7 @@ std::optional<int64_t> get_int(const std::string& name) {
   return out;
 }
 
-int64_t get_int_or(const std::string& name, int64_t fallback) {
-  return get_int(name).value_or(fallback);
-}
+int64_t get_int_or(const std::string& name, int64_t fallback) { return get_int(name).value_or(fallback); }
 
 bool get_bool_or(const std::string& name, bool fallback) {
   auto v = get(name);

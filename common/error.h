@@ -29,11 +29,10 @@ class Error : public std::runtime_error {
   int line_;
 };
 
-#define DDP_DECLARE_ERROR(Name)                               \
-  class Name : public Error {                                 \
-   public:                                                    \
-    Name(const std::string& what, const char* file, int line) \
-        : Error(what, file, line) {}                          \
+#define DDP_DECLARE_ERROR(Name)                                                            \
+  class Name : public Error {                                                              \
+   public:                                                                                 \
+    Name(const std::string& what, const char* file, int line) : Error(what, file, line) {} \
   }
 
 DDP_DECLARE_ERROR(TimeoutError);
@@ -78,22 +77,22 @@ std::string str(const Args&... args) {
   throw ::ddp::SystemError(::ddp::detail::str(__VA_ARGS__), errno, __FILE__, __LINE__)
 
 // Broken invariants and bad arguments: prints the condition and an optional message.
-#define DDP_CHECK(cond, ...)                                                    \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
+#define DDP_CHECK(cond, ...)                                                             \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
       DDP_THROW(InvalidArgument, "check failed: " #cond " " __VA_OPT__(, ) __VA_ARGS__); \
-    }                                                                           \
+    }                                                                                    \
   } while (0)
 
 // Comparisons that print both values: DDP_CHECK_EQ(a, b, "while ...").
-#define DDP_CHECK_OP(a, b, op, ...)                                                     \
-  do {                                                                                  \
-    const auto& ddp_a_ = (a);                                                           \
-    const auto& ddp_b_ = (b);                                                           \
-    if (!(ddp_a_ op ddp_b_)) {                                                          \
-      DDP_THROW(InvalidArgument, "check failed: " #a " " #op " " #b " (", ddp_a_, " vs ", \
-                ddp_b_, ") " __VA_OPT__(, ) __VA_ARGS__);                               \
-    }                                                                                   \
+#define DDP_CHECK_OP(a, b, op, ...)                                                               \
+  do {                                                                                            \
+    const auto& ddp_a_ = (a);                                                                     \
+    const auto& ddp_b_ = (b);                                                                     \
+    if (!(ddp_a_ op ddp_b_)) {                                                                    \
+      DDP_THROW(InvalidArgument, "check failed: " #a " " #op " " #b " (", ddp_a_, " vs ", ddp_b_, \
+                ") " __VA_OPT__(, ) __VA_ARGS__);                                                 \
+    }                                                                                             \
   } while (0)
 #define DDP_CHECK_EQ(a, b, ...) DDP_CHECK_OP(a, b, ==, __VA_ARGS__)
 #define DDP_CHECK_NE(a, b, ...) DDP_CHECK_OP(a, b, !=, __VA_ARGS__)

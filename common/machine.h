@@ -12,14 +12,14 @@
 namespace ddp {
 
 struct MachineProfile {
-  std::string cpu_model;    // /proc/cpuinfo "model name" ("" when absent, e.g. some ARM)
-  int online_cpus = 0;      // CPUs online on the machine
-  int usable_cpus = 0;      // CPUs this process may run on (its affinity mask)
-  size_t l1d_bytes = 0;     // per core
-  size_t l2_bytes = 0;      // per instance (usually per core)
-  size_t l3_bytes = 0;      // per instance (a socket, or an AMD CCX)
-  int l2_shared_by = 0;     // CPUs sharing one L2 (hyper-threads)
-  int l3_shared_by = 0;     // CPUs sharing one L3
+  std::string cpu_model;  // /proc/cpuinfo "model name" ("" when absent, e.g. some ARM)
+  int online_cpus = 0;    // CPUs online on the machine
+  int usable_cpus = 0;    // CPUs this process may run on (its affinity mask)
+  size_t l1d_bytes = 0;   // per core
+  size_t l2_bytes = 0;    // per instance (usually per core)
+  size_t l3_bytes = 0;    // per instance (a socket, or an AMD CCX)
+  int l2_shared_by = 0;   // CPUs sharing one L2 (hyper-threads)
+  int l3_shared_by = 0;   // CPUs sharing one L3
 
   // "AMD EPYC 7B13, 2/2 CPUs, L1d 32 KiB, L2 512 KiB, L3 32 MiB (2 CPUs share it)"
   std::string summary() const;

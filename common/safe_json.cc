@@ -23,8 +23,10 @@ size_t too_deep_at(std::string_view text, int max_depth) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
@@ -113,7 +115,8 @@ Json parse(std::string_view text, const std::string& source, const Limits& limit
               limits.max_bytes);
   }
   if (size_t at = too_deep_at(text, limits.max_depth); at != std::string_view::npos) {
-    DDP_THROW(InvalidArgument, where(source, text, at), ": JSON nested deeper than ", limits.max_depth, " levels");
+    DDP_THROW(InvalidArgument, where(source, text, at), ": JSON nested deeper than ", limits.max_depth,
+              " levels");
   }
   try {
     return Json::parse(text.begin(), text.end());
@@ -188,7 +191,8 @@ std::string to_text(const Json& v, size_t max_bytes) {
 }
 
 const Json& member(const Json& object, const std::string& key, const std::string& source) {
-  if (!object.is_object()) DDP_THROW(InvalidArgument, source, ": expected a JSON object, not ", type_name(object));
+  if (!object.is_object())
+    DDP_THROW(InvalidArgument, source, ": expected a JSON object, not ", type_name(object));
   auto it = object.find(key);
   if (it == object.end()) DDP_THROW(InvalidArgument, source, ": key '", key, "' is missing");
   return *it;
@@ -196,11 +200,13 @@ const Json& member(const Json& object, const std::string& key, const std::string
 
 std::string get_string(const Json& object, const std::string& key, const std::string& source) {
   const Json& v = member(object, key, source);
-  if (!v.is_string()) DDP_THROW(InvalidArgument, source, ": key '", key, "' must be a string, not ", type_name(v));
+  if (!v.is_string())
+    DDP_THROW(InvalidArgument, source, ": key '", key, "' must be a string, not ", type_name(v));
   return v.get<std::string>();
 }
 
-int64_t get_int(const Json& object, const std::string& key, const std::string& source, int64_t lo, int64_t hi) {
+int64_t get_int(const Json& object, const std::string& key, const std::string& source, int64_t lo,
+                int64_t hi) {
   const Json& v = member(object, key, source);
   auto n = as_int(v, lo, hi);
   if (!n) {

@@ -33,8 +33,8 @@ struct Limits {
 
 struct ReadOptions {
   size_t max_bytes = 1 << 20;
-  bool regular_only = false;     // refuse FIFOs, devices, directories (never blocks on open)
-  bool follow_symlinks = true;   // false: O_NOFOLLOW (a symlink is refused)
+  bool regular_only = false;    // refuse FIFOs, devices, directories (never blocks on open)
+  bool follow_symlinks = true;  // false: O_NOFOLLOW (a symlink is refused)
 };
 
 struct FileHead {
@@ -72,7 +72,8 @@ std::string to_text(const Json& v, size_t max_bytes = 1 << 20);
 const Json& member(const Json& object, const std::string& key, const std::string& source);
 std::string get_string(const Json& object, const std::string& key, const std::string& source);
 int64_t get_int(const Json& object, const std::string& key, const std::string& source,
-                int64_t lo = std::numeric_limits<int64_t>::min(), int64_t hi = std::numeric_limits<int64_t>::max());
+                int64_t lo = std::numeric_limits<int64_t>::min(),
+                int64_t hi = std::numeric_limits<int64_t>::max());
 std::vector<std::string> get_strings(const Json& object, const std::string& key, const std::string& source);
 
 }  // namespace ddp::safe_json

@@ -31,7 +31,8 @@ pid_t tcp_segment_creator(const std::string& entry) {
   const size_t prefix = sizeof kPrefix - 1;
   if (entry.size() < prefix + 2 + kNonceDigits || entry.compare(0, prefix, kPrefix) != 0) return -1;
   const size_t dash = entry.size() - kNonceDigits - 1;
-  if (entry[dash] != '-' || !std::all_of(entry.begin() + static_cast<std::ptrdiff_t>(dash) + 1, entry.end(), is_hex)) {
+  if (entry[dash] != '-' ||
+      !std::all_of(entry.begin() + static_cast<std::ptrdiff_t>(dash) + 1, entry.end(), is_hex)) {
     return -1;
   }
   const std::string digits = entry.substr(prefix, dash - prefix);

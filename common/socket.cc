@@ -117,8 +117,8 @@ Fd listen_tcp(const ListenOptions& options) {
       return fd;
     }
   }
-  DDP_THROW(NetworkError, "cannot listen on ", Endpoint{options.host.empty() ? "*" : options.host, options.port}.str(),
-            ": ", last_error);
+  DDP_THROW(NetworkError, "cannot listen on ",
+            Endpoint{options.host.empty() ? "*" : options.host, options.port}.str(), ": ", last_error);
 }
 
 uint16_t local_port(int fd) {

@@ -21,7 +21,7 @@ struct Endpoint {
 Endpoint parse_endpoint(const std::string& text, uint16_t default_port = 0);
 
 struct ListenOptions {
-  std::string host;  // empty: all interfaces (IPv6 dual-stack when available)
+  std::string host;   // empty: all interfaces (IPv6 dual-stack when available)
   uint16_t port = 0;  // 0: an ephemeral port; see local_port()
   int backlog = 4096;
   bool reuse_addr = true;
@@ -42,8 +42,7 @@ void set_keepalive(int fd);
 
 // Blocking-with-deadline transfers on a socket (works on blocking and non-blocking fds).
 // `what` names the peer or operation for error messages.
-void send_all(int fd, const void* data, size_t size, const Deadline& deadline,
-              const std::string& what);
+void send_all(int fd, const void* data, size_t size, const Deadline& deadline, const std::string& what);
 void recv_all(int fd, void* data, size_t size, const Deadline& deadline, const std::string& what);
 
 // Host identity: hostname, and the kernel's boot id (same value <=> same host, same boot).

@@ -12,8 +12,8 @@ void broadcast_coalesced(comm::ProcessGroup& group, const std::vector<comm::Buff
     // The run [i, j): same dtype and device, total within the cap.
     size_t j = i + 1;
     size_t bytes = buffers[i].bytes();
-    while (j < buffers.size() && buffers[j].dtype == buffers[i].dtype && buffers[j].device == buffers[i].device &&
-           bytes + buffers[j].bytes() <= cap_bytes) {
+    while (j < buffers.size() && buffers[j].dtype == buffers[i].dtype &&
+           buffers[j].device == buffers[i].device && bytes + buffers[j].bytes() <= cap_bytes) {
       bytes += buffers[j].bytes();
       ++j;
     }

@@ -37,8 +37,9 @@ CommHook allreduce_hook() {
     if (bucket.post_divide == 1.0) return work;
     comm::Buffer buf = bucket.buffer;
     double post = bucket.post_divide;
-    return chain_work(work, [buf, post] { scale_buffer(buf, 1.0 / post); },
-                      "ddp bucket " + std::to_string(bucket.index) + " all_reduce");
+    return chain_work(
+        work, [buf, post] { scale_buffer(buf, 1.0 / post); },
+        "ddp bucket " + std::to_string(bucket.index) + " all_reduce");
   };
 }
 
@@ -52,13 +53,15 @@ CommHook compress_hook(comm::DType wire, const char* name) {
                 " gradients; compression needs float32 or float64");
     }
     // The compressed copy lives until the chained Work has decompressed it.
-    auto memory = std::make_shared<DeviceMemory>(bucket.buffer.count * comm::dtype_size(wire), bucket.buffer.device);
+    auto memory =
+        std::make_shared<DeviceMemory>(bucket.buffer.count * comm::dtype_size(wire), bucket.buffer.device);
     comm::Buffer compressed = memory->view(bucket.buffer.count, wire);
     convert_buffer(compressed, bucket.buffer, 1.0 / bucket.divisor());
     comm::WorkPtr work = group.all_reduce(compressed, {comm::ReduceOp::kSum});
     comm::Buffer out = bucket.buffer;
-    return chain_work(work, [memory, compressed, out] { convert_buffer(out, compressed); },
-                      std::string(name) + " bucket " + std::to_string(bucket.index));
+    return chain_work(
+        work, [memory, compressed, out] { convert_buffer(out, compressed); },
+        std::string(name) + " bucket " + std::to_string(bucket.index));
   };
 }
 

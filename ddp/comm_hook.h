@@ -23,10 +23,10 @@
 namespace ddp {
 
 struct GradBucket {
-  size_t index = 0;                 // launch position, 0 first
+  size_t index = 0;  // launch position, 0 first
   bool is_last = false;
-  comm::Buffer buffer;              // the flat gradients
-  std::vector<size_t> params;       // parameter indices in this bucket, in memory order
+  comm::Buffer buffer;         // the flat gradients
+  std::vector<size_t> params;  // parameter indices in this bucket, in memory order
   double pre_divide = 1.0;
   double post_divide = 1.0;
   double divisor() const { return pre_divide * post_divide; }

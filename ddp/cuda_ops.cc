@@ -38,8 +38,8 @@ bool find(void* lib, const char* name, F& fn) {
 bool bind(void* lib, Runtime& r) {
   return find(lib, "cudaGetDeviceCount", r.get_device_count) && find(lib, "cudaGetDevice", r.get_device) &&
          find(lib, "cudaSetDevice", r.set_device) && find(lib, "cudaMalloc", r.malloc) &&
-         find(lib, "cudaFree", r.free) && find(lib, "cudaMemcpy", r.memcpy) && find(lib, "cudaMemset", r.memset) &&
-         find(lib, "cudaGetErrorString", r.error_string);
+         find(lib, "cudaFree", r.free) && find(lib, "cudaMemcpy", r.memcpy) &&
+         find(lib, "cudaMemset", r.memset) && find(lib, "cudaGetErrorString", r.error_string);
 }
 
 Runtime load() {

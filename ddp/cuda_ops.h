@@ -8,8 +8,8 @@
 
 namespace ddp::cuda {
 
-bool built();  // a CUDA runtime was found
-int device_count() noexcept;  // visible GPUs; 0 when not built or none
+bool built();                              // a CUDA runtime was found
+int device_count() noexcept;               // visible GPUs; 0 when not built or none
 void* allocate(size_t bytes, int device);  // zero-filled
 void release(void* ptr, int device) noexcept;
 // Either side may be host memory (device < 0).

@@ -199,7 +199,8 @@ int ddp_iall_reduce(ddp_group_t* g, void* buf, size_t count, int dtype, int op, 
 int ddp_iall_gather(ddp_group_t* g, const void* in, void* out, size_t count, int dtype, ddp_work_t** work) {
   return run_op(work, [&] {
     auto pg = group_of(g);
-    return pg->all_gather(group_buffer(*pg, in, count, dtype), group_buffer(*pg, out, count * pg->size(), dtype));
+    return pg->all_gather(group_buffer(*pg, in, count, dtype),
+                          group_buffer(*pg, out, count * pg->size(), dtype));
   });
 }
 
@@ -242,7 +243,8 @@ int ddp_scatter(ddp_group_t* g, const void* in, void* out, size_t count, int dty
 int ddp_reduce_scatter(ddp_group_t* g, const void* in, void* out, size_t count, int dtype, int op) {
   return run_op(nullptr, [&] {
     auto pg = group_of(g);
-    return pg->reduce_scatter(group_buffer(*pg, in, count * pg->size(), dtype), group_buffer(*pg, out, count, dtype), {op_of(op)});
+    return pg->reduce_scatter(group_buffer(*pg, in, count * pg->size(), dtype),
+                              group_buffer(*pg, out, count, dtype), {op_of(op)});
   });
 }
 int ddp_all_to_all(ddp_group_t* g, const void* in, void* out, size_t count, int dtype) {

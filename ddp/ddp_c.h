@@ -48,12 +48,25 @@ typedef enum ddp_status {
 
 /* Same order as ddp::comm::DType and ddp::comm::ReduceOp. */
 typedef enum ddp_dtype {
-  DDP_FLOAT32 = 0, DDP_FLOAT64 = 1, DDP_FLOAT16 = 2, DDP_BFLOAT16 = 3,
-  DDP_INT8 = 4, DDP_UINT8 = 5, DDP_INT32 = 6, DDP_INT64 = 7
+  DDP_FLOAT32 = 0,
+  DDP_FLOAT64 = 1,
+  DDP_FLOAT16 = 2,
+  DDP_BFLOAT16 = 3,
+  DDP_INT8 = 4,
+  DDP_UINT8 = 5,
+  DDP_INT32 = 6,
+  DDP_INT64 = 7
 } ddp_dtype;
 
 typedef enum ddp_reduce_op {
-  DDP_SUM = 0, DDP_PRODUCT = 1, DDP_MIN = 2, DDP_MAX = 3, DDP_AVG = 4, DDP_BAND = 5, DDP_BOR = 6, DDP_BXOR = 7
+  DDP_SUM = 0,
+  DDP_PRODUCT = 1,
+  DDP_MIN = 2,
+  DDP_MAX = 3,
+  DDP_AVG = 4,
+  DDP_BAND = 5,
+  DDP_BOR = 6,
+  DDP_BXOR = 7
 } ddp_reduce_op;
 
 typedef enum ddp_comm_hook {
@@ -118,11 +131,14 @@ DDP_C_API int ddp_all_gather_multi(ddp_group_t* g, const void* const* in, void* 
                                    const int* devices, int n, size_t count, int dtype);
 
 /* ---- collectives: asynchronous (the same arguments, plus the Work handle) ------------------ */
-DDP_C_API int ddp_isend(ddp_group_t* g, const void* buf, size_t count, int dtype, int dst, int tag, ddp_work_t** work);
-DDP_C_API int ddp_irecv(ddp_group_t* g, void* buf, size_t count, int dtype, int src, int tag, ddp_work_t** work);
+DDP_C_API int ddp_isend(ddp_group_t* g, const void* buf, size_t count, int dtype, int dst, int tag,
+                        ddp_work_t** work);
+DDP_C_API int ddp_irecv(ddp_group_t* g, void* buf, size_t count, int dtype, int src, int tag,
+                        ddp_work_t** work);
 DDP_C_API int ddp_ibroadcast(ddp_group_t* g, void* buf, size_t count, int dtype, int root, ddp_work_t** work);
 DDP_C_API int ddp_iall_reduce(ddp_group_t* g, void* buf, size_t count, int dtype, int op, ddp_work_t** work);
-DDP_C_API int ddp_iall_gather(ddp_group_t* g, const void* in, void* out, size_t count, int dtype, ddp_work_t** work);
+DDP_C_API int ddp_iall_gather(ddp_group_t* g, const void* in, void* out, size_t count, int dtype,
+                              ddp_work_t** work);
 /* Waits (timeout_ms <= 0: the op's own deadline) and returns the op's status. */
 DDP_C_API int ddp_work_wait(ddp_work_t* work, int64_t timeout_ms);
 DDP_C_API int ddp_work_is_completed(ddp_work_t* work, int* completed);

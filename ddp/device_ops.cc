@@ -59,7 +59,8 @@ DeviceMemory::DeviceMemory(size_t bytes, comm::Device device) : bytes_(bytes), d
   }
   size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   data_ = std::aligned_alloc(kAlignment, rounded);
-  if (!data_) throw SystemError(detail::str("allocate ", bytes, " bytes of bucket memory"), ENOMEM, __FILE__, __LINE__);
+  if (!data_)
+    throw SystemError(detail::str("allocate ", bytes, " bytes of bucket memory"), ENOMEM, __FILE__, __LINE__);
   std::memset(data_, 0, rounded);
 }
 

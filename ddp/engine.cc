@@ -24,11 +24,13 @@ void check_view(const char* op, const std::string& name, const comm::Buffer& b, 
   if (name.empty()) DDP_THROW(InvalidArgument, op, ": empty name");
   if (shape.empty()) shape = {static_cast<int64_t>(b.count)};
   if (shape_count(shape) != b.count) {
-    DDP_THROW(InvalidArgument, op, ": '", name, "' has shape ", shape_string(shape), " but ", b.count, " elements");
+    DDP_THROW(InvalidArgument, op, ": '", name, "' has shape ", shape_string(shape), " but ", b.count,
+              " elements");
   }
   if (b.count > 0 && !b.data) DDP_THROW(InvalidArgument, op, ": '", name, "' has no data");
   if (b.device.is_cuda() && !cuda_supported()) {
-    DDP_THROW(InvalidArgument, op, ": '", name, "' is on ", b.device.str(), " but libddp was built without CUDA");
+    DDP_THROW(InvalidArgument, op, ": '", name, "' is on ", b.device.str(),
+              " but libddp was built without CUDA");
   }
 }
 
@@ -42,7 +44,8 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-Engine::Engine(comm::ProcessGroupPtr group, EngineOptions options) : group_(std::move(group)), options_(options) {
+Engine::Engine(comm::ProcessGroupPtr group, EngineOptions options)
+    : group_(std::move(group)), options_(options) {
   DDP_CHECK(group_ != nullptr, "Engine needs a process group");
   DDP_CHECK(options_.bucket_cap_mb > 0 && options_.first_bucket_cap_mb > 0, "bucket caps must be positive");
   DDP_CHECK(options_.gradient_predivide_factor > 0, "gradient_predivide_factor must be positive");
@@ -62,9 +65,9 @@ size_t Engine::register_param(ParamSpec spec) {
     if (spec.grad.count != spec.data.count || spec.grad.dtype != spec.data.dtype ||
         spec.grad.device != spec.data.device || (spec.grad.count > 0 && !spec.grad.data)) {
       DDP_THROW(InvalidArgument, "register_param: gradient of '", spec.name, "' must match its data (",
-                spec.data.count, " x ", comm::to_string(spec.data.dtype), " on ", spec.data.device.str(), "), got ",
-                spec.grad.count, " x ", comm::to_string(spec.grad.dtype), " on ", spec.grad.device.str(),
-                spec.grad.data ? "" : " (null)");
+                spec.data.count, " x ", comm::to_string(spec.data.dtype), " on ", spec.data.device.str(),
+                "), got ", spec.grad.count, " x ", comm::to_string(spec.grad.dtype), " on ",
+                spec.grad.device.str(), spec.grad.data ? "" : " (null)");
     }
   }
   for (const auto& p : params_) {
@@ -78,7 +81,8 @@ size_t Engine::register_buffer(BufferSpec spec) {
   if (reducer_) DDP_THROW(InvalidArgument, "register_buffer('", spec.name, "'): already finalized");
   check_view("register_buffer", spec.name, spec.data, spec.shape);
   for (const auto& b : buffers_) {
-    if (b.name == spec.name) DDP_THROW(InvalidArgument, "register_buffer: '", spec.name, "' registered twice");
+    if (b.name == spec.name)
+      DDP_THROW(InvalidArgument, "register_buffer: '", spec.name, "' registered twice");
   }
   buffers_.push_back(std::move(spec));
   return buffers_.size() - 1;
@@ -99,12 +103,12 @@ std::vector<std::string> Engine::describe() const {
                               " gradient_predivide_factor=", options_.gradient_predivide_factor));
   // Device types only: each rank drives its own GPU.
   for (const auto& p : params_) {
-    lines.push_back(detail::str("parameter '", p.name, "' ", shape_string(p.shape), " ", comm::to_string(p.data.dtype),
-                                " ", comm::to_string(p.data.device.type)));
+    lines.push_back(detail::str("parameter '", p.name, "' ", shape_string(p.shape), " ",
+                                comm::to_string(p.data.dtype), " ", comm::to_string(p.data.device.type)));
   }
   for (const auto& b : buffers_) {
-    lines.push_back(detail::str("buffer '", b.name, "' ", shape_string(b.shape), " ", comm::to_string(b.data.dtype),
-                                " ", comm::to_string(b.data.device.type)));
+    lines.push_back(detail::str("buffer '", b.name, "' ", shape_string(b.shape), " ",
+                                comm::to_string(b.data.dtype), " ", comm::to_string(b.data.device.type)));
   }
   return lines;
 }
@@ -151,7 +155,8 @@ void Engine::pre_forward() {
 void Engine::mark_ready(size_t param) {
   check_finalized("mark_ready");
   if (no_sync_) return;
-  if (join_enabled_ && !forwarded_) DDP_THROW(InvalidArgument, "mark_ready: under a Join, call pre_forward() first");
+  if (join_enabled_ && !forwarded_)
+    DDP_THROW(InvalidArgument, "mark_ready: under a Join, call pre_forward() first");
   reducer_->mark_ready(param);
 }
 

@@ -28,9 +28,9 @@ struct JoinOptions {
 };
 
 struct JoinRound {
-  int active = 0;      // ranks still training this iteration
-  bool sync = false;   // they reduce gradients this iteration (not in no_sync)
-  int authority = 0;   // the lowest active rank
+  int active = 0;     // ranks still training this iteration
+  bool sync = false;  // they reduce gradients this iteration (not in no_sync)
+  int authority = 0;  // the lowest active rank
 };
 
 // The per-iteration round; collective.

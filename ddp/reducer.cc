@@ -181,7 +181,12 @@ comm::WorkPtr Reducer::launch(size_t bucket) {
       fill(gb.index);
       run_hook(gb)->then([this, bucket = gb.index, done](comm::Work& work) {
         if (std::exception_ptr error = work.exception()) return done->finish(error);
-        bucket_thread_.post([this, bucket, done] { finish_with(*done, [&] { copy_out(bucket); done->finish(); }); });
+        bucket_thread_.post([this, bucket, done] {
+          finish_with(*done, [&] {
+            copy_out(bucket);
+            done->finish();
+          });
+        });
       });
     });
   });
@@ -225,9 +230,10 @@ std::string Reducer::unready_message(const std::vector<size_t>& unready) const {
     names += (i ? ", '" : "'") + params_[unready[i]].name + "' (index " + std::to_string(unready[i]) + ")";
   }
   if (unready.size() > 5) names += " and " + std::to_string(unready.size() - 5) + " more";
-  return detail::str("finish_backward: rank ", group_->rank(), ": parameter ", names,
-                     " not marked ready in this iteration although others were; mark every parameter "
-                     "that received a gradient, or set find_unused_parameters to reduce unused ones as zeros");
+  return detail::str(
+      "finish_backward: rank ", group_->rank(), ": parameter ", names,
+      " not marked ready in this iteration although others were; mark every parameter "
+      "that received a gradient, or set find_unused_parameters to reduce unused ones as zeros");
 }
 
 void Reducer::finish() {

@@ -102,8 +102,8 @@ class Reducer {
   size_t user_marks_ = 0;
   size_t next_launch_ = 0;
   bool rebuilt_ = false;
-  std::vector<size_t> ready_order_;   // the first iteration's, for the rebuild
-  bool unused_known_ = false;         // static_graph: the unused set was found in iteration 1
+  std::vector<size_t> ready_order_;  // the first iteration's, for the rebuild
+  bool unused_known_ = false;        // static_graph: the unused set was found in iteration 1
   std::vector<size_t> known_unused_;
   TaskThread bucket_thread_;  // last: destroyed first, while what its tasks touch still lives
 };

@@ -79,9 +79,11 @@ void verify_same_across_ranks(comm::ProcessGroup& group, const std::vector<std::
     if (by_value.size() == 1) continue;
     std::string detail;
     for (const auto& [value, ranks] : by_value) {
-      detail += (detail.empty() ? "" : "; ") + rank_list(ranks) + (ranks.size() == 1 ? " has " : " have ") + value;
+      detail +=
+          (detail.empty() ? "" : "; ") + rank_list(ranks) + (ranks.size() == 1 ? " has " : " have ") + value;
     }
-    DDP_THROW(InvalidArgument, what, ": ranks registered different parameters: entry ", i, " differs: ", detail);
+    DDP_THROW(InvalidArgument, what, ": ranks registered different parameters: entry ", i,
+              " differs: ", detail);
   }
   DDP_THROW(InvalidArgument, what, ": ranks registered different parameters (hashes differ; texts equal?)");
 }

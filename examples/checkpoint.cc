@@ -10,8 +10,8 @@
 
 namespace demo {
 
-void save_checkpoint(const std::string& path, ::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer,
-                     int epochs_done) {
+void save_checkpoint(const std::string& path, ::torch::nn::Module& model,
+                     ::torch::optim::Optimizer& optimizer, int epochs_done) {
   ::torch::serialize::OutputArchive archive, model_part, optim_part;
   model.save(model_part);
   optimizer.save(optim_part);
@@ -23,7 +23,8 @@ void save_checkpoint(const std::string& path, ::torch::nn::Module& model, ::torc
   std::filesystem::rename(tmp, path);
 }
 
-int load_checkpoint(const std::string& path, ::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer) {
+int load_checkpoint(const std::string& path, ::torch::nn::Module& model,
+                    ::torch::optim::Optimizer& optimizer) {
   if (path.empty() || !std::filesystem::exists(path)) return 0;
   try {
     ::torch::serialize::InputArchive archive, model_part, optim_part;
@@ -36,7 +37,8 @@ int load_checkpoint(const std::string& path, ::torch::nn::Module& model, ::torch
     optimizer.load(optim_part);
     return static_cast<int>(epochs.item<int64_t>());
   } catch (const c10::Error& e) {
-    DDP_THROW(InvalidArgument, "checkpoint ", path, " does not hold this job's model: ", e.what_without_backtrace());
+    DDP_THROW(InvalidArgument, "checkpoint ", path,
+              " does not hold this job's model: ", e.what_without_backtrace());
   }
 }
 

@@ -10,10 +10,11 @@
 
 namespace demo {
 
-void save_checkpoint(const std::string& path, ::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer,
-                     int epochs_done);
+void save_checkpoint(const std::string& path, ::torch::nn::Module& model,
+                     ::torch::optim::Optimizer& optimizer, int epochs_done);
 // Returns the finished epochs, or 0 when there is no file at `path` (model and optimizer
 // untouched). A file that is not a checkpoint of this model is an error naming it.
-int load_checkpoint(const std::string& path, ::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer);
+int load_checkpoint(const std::string& path, ::torch::nn::Module& model,
+                    ::torch::optim::Optimizer& optimizer);
 
 }  // namespace demo

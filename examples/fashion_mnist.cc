@@ -28,8 +28,8 @@ FashionMnist::FashionMnist(const std::string& dir, Split split, std::optional<si
   at::Tensor images = read_idx(find_file(dir, prefix + "-images-idx3-ubyte"));
   at::Tensor labels = read_idx(find_file(dir, prefix + "-labels-idx1-ubyte"));
   if (images.dim() != 3 || labels.dim() != 1 || images.size(0) != labels.size(0)) {
-    DDP_THROW(InvalidArgument, "Fashion-MNIST in ", dir, ": images ", images.sizes(), " and labels ", labels.sizes(),
-              " do not match");
+    DDP_THROW(InvalidArgument, "Fashion-MNIST in ", dir, ": images ", images.sizes(), " and labels ",
+              labels.sizes(), " do not match");
   }
   int64_t n = images.size(0);
   if (limit && static_cast<int64_t>(*limit) < n) n = static_cast<int64_t>(*limit);

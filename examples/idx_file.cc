@@ -46,7 +46,8 @@ at::Tensor read_idx(const std::string& path) {
   if (magic[0] != 0 || magic[1] != 0 || magic[3] < 1 || magic[3] > kMaxDims) {
     DDP_THROW(InvalidArgument, "read_idx: ", path, ": not an IDX file");
   }
-  if (magic[2] != 0x08) DDP_THROW(InvalidArgument, "read_idx: ", path, ": only unsigned-byte IDX files are supported");
+  if (magic[2] != 0x08)
+    DDP_THROW(InvalidArgument, "read_idx: ", path, ": only unsigned-byte IDX files are supported");
   std::vector<int64_t> dims;
   int64_t count = 1;
   for (int d = 0; d < magic[3]; ++d) {

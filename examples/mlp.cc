@@ -77,7 +77,8 @@ BatchResult Mlp::forward(const float* x, const int32_t* labels, int n) {
     const Linear& lin = layers_[l];
     auto& out = acts_[l + 1];
     out.assign(static_cast<size_t>(n) * lin.out, 0.0f);
-    for (int i = 0; i < n; ++i) std::copy(lin.bias.begin(), lin.bias.end(), out.begin() + static_cast<size_t>(i) * lin.out);
+    for (int i = 0; i < n; ++i)
+      std::copy(lin.bias.begin(), lin.bias.end(), out.begin() + static_cast<size_t>(i) * lin.out);
     matmul_abt(acts_[l].data(), lin.weight.data(), out.data(), n, lin.out, lin.in);
     if (l + 1 < layers_.size()) {
       for (float& v : out) v = std::max(v, 0.0f);

@@ -3,9 +3,9 @@
 // N worker processes. Each worker connects, draws its rank from an atomic counter, publishes
 // its pid under its rank, waits for every peer, reads them all back and checks in; the parent
 // waits for all of them and reports. Exit code 0 only when every worker saw every peer.
-#include <CLI/CLI.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <random>
@@ -34,7 +34,8 @@ int worker(uint16_t port, int world) {
   for (int r = 0; r < world; ++r) keys.push_back("pid/" + std::to_string(r));
   store.wait(keys);
   std::string peers;
-  for (int r = 0; r < world; ++r) peers += (r ? " " : "") + std::to_string(r) + "=pid" + store.get_string(keys[r]);
+  for (int r = 0; r < world; ++r)
+    peers += (r ? " " : "") + std::to_string(r) + "=pid" + store.get_string(keys[r]);
   store.add("rank_sum", rank);
   std::printf("  worker pid %d: rank %d of %d, sees %s\n", ::getpid(), rank, world, peers.c_str());
   std::fflush(stdout);
@@ -90,9 +91,10 @@ int main(int argc, char** argv) {
     int64_t checked = store.add("checked_in", 0);
     int64_t sum = store.add("rank_sum", 0);
     int64_t expected = static_cast<int64_t>(world) * (world - 1) / 2;
-    std::printf("store-demo: %lld of %d workers met every peer; ranks sum to %lld (expected %lld); %d failed\n",
-                static_cast<long long>(checked), world, static_cast<long long>(sum),
-                static_cast<long long>(expected), failed);
+    std::printf(
+        "store-demo: %lld of %d workers met every peer; ranks sum to %lld (expected %lld); %d failed\n",
+        static_cast<long long>(checked), world, static_cast<long long>(sum), static_cast<long long>(expected),
+        failed);
     return failed == 0 && checked == world && sum == expected ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "store-demo: %s\n", e.what());

@@ -9,11 +9,11 @@
 // test accuracy over the whole test set, samples/s over all ranks — and saves a checkpoint
 // (--checkpoint), which every rank loads at start: a job restarted by ddp-launch
 // (--max-restarts) continues where the last finished epoch left it.
-#include <CLI/CLI.hpp>
 #include <torch/data.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -43,7 +43,7 @@ struct Config {
   size_t test_limit = 0;   // 0: all 10,000
   int threads = 0;         // 0: LibTorch's default (OMP_NUM_THREADS)
   bool bucket_view = false;
-  int fail_at_epoch = 0;   // tests: the last rank exits after this epoch, in the first attempt only
+  int fail_at_epoch = 0;  // tests: the last rank exits after this epoch, in the first attempt only
 };
 
 struct Totals {
@@ -80,8 +80,8 @@ Totals evaluate(demo::Cnn& model, Loader& loader) {
   model->eval();
   for (auto& batch : *loader) {
     auto out = model(batch.data);
-    t.loss += ::torch::nn::functional::nll_loss(out, batch.target,
-                                                ::torch::nn::functional::NLLLossFuncOptions().reduction(::torch::kSum))
+    t.loss += ::torch::nn::functional::nll_loss(
+                  out, batch.target, ::torch::nn::functional::NLLLossFuncOptions().reduction(::torch::kSum))
                   .template item<double>();
     t.correct += out.argmax(1).eq(batch.target).sum().template item<double>();
     t.count += static_cast<double>(batch.data.size(0));
@@ -103,8 +103,10 @@ int train(const Config& c) {
   if (c.threads > 0) ::torch::set_num_threads(c.threads);
   auto group = init_group(c);
   const int rank = group->rank(), world = group->size();
-  auto train_set = FashionMnist(c.data_dir, FashionMnist::Split::kTrain, c.train_limit ? std::optional(c.train_limit) : std::nullopt);
-  auto test_set = FashionMnist(c.data_dir, FashionMnist::Split::kTest, c.test_limit ? std::optional(c.test_limit) : std::nullopt);
+  auto train_set = FashionMnist(c.data_dir, FashionMnist::Split::kTrain,
+                                c.train_limit ? std::optional(c.train_limit) : std::nullopt);
+  auto test_set = FashionMnist(c.data_dir, FashionMnist::Split::kTest,
+                               c.test_limit ? std::optional(c.test_limit) : std::nullopt);
   const size_t train_size = *train_set.size(), test_size = *test_set.size();
 
   ::torch::manual_seed(1 + rank);  // different on purpose: DDP starts every rank from rank 0's weights
@@ -118,17 +120,20 @@ int train(const Config& c) {
   if (rank == 0) {
     size_t params = 0;
     for (const auto& p : cnn->parameters()) params += static_cast<size_t>(p.numel());
-    std::printf("ddp-train-fashion-mnist: %d rank(s), backend %s, CNN with %zu parameters, %zu train / %zu test images, "
-                "batch %d/rank\n", world, group->backend_name().c_str(), params, train_size, test_size, c.batch);
+    std::printf(
+        "ddp-train-fashion-mnist: %d rank(s), backend %s, CNN with %zu parameters, %zu train / %zu test "
+        "images, "
+        "batch %d/rank\n",
+        world, group->backend_name().c_str(), params, train_size, test_size, c.batch);
     if (done > 0) std::printf("resumed from %s after epoch %d\n", c.checkpoint.c_str(), done);
     std::fflush(stdout);
   }
 
   auto train_batches = train_set.map(::torch::data::transforms::Stack<>());
-  auto test_loader = ::torch::data::make_data_loader(
-      test_set.map(::torch::data::transforms::Stack<>()),
-      ::torch::data::samplers::DistributedSequentialSampler(test_size, world, rank, /*allow_duplicates=*/false),
-      ::torch::data::DataLoaderOptions(256));
+  auto test_loader = ::torch::data::make_data_loader(test_set.map(::torch::data::transforms::Stack<>()),
+                                                     ::torch::data::samplers::DistributedSequentialSampler(
+                                                         test_size, world, rank, /*allow_duplicates=*/false),
+                                                     ::torch::data::DataLoaderOptions(256));
 
   const auto restart = ddp::env::get("TORCHELASTIC_RESTART_COUNT").value_or("0");
   for (int epoch = done + 1; epoch <= c.epochs; ++epoch) {
@@ -136,21 +141,23 @@ int train(const Config& c) {
     // its own copy of the sampler). The data set copy shares its tensors.
     ::torch::data::samplers::DistributedRandomSampler sampler(train_size, world, rank);
     sampler.set_epoch(static_cast<size_t>(epoch));
-    auto train_loader =
-        ::torch::data::make_data_loader(train_batches, std::move(sampler), ::torch::data::DataLoaderOptions(c.batch));
+    auto train_loader = ::torch::data::make_data_loader(train_batches, std::move(sampler),
+                                                        ::torch::data::DataLoaderOptions(c.batch));
     auto start = std::chrono::steady_clock::now();
     Totals tr = sum_over_ranks(*group, train_epoch(model, train_loader, opt));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     Totals te = sum_over_ranks(*group, evaluate(cnn, test_loader));
     if (rank == 0) {
-      std::printf("epoch %d/%d  loss %.4f  test-loss %.4f  test-acc %.1f%%  samples/s %.0f  (%.1f s)\n", epoch, c.epochs,
-                  tr.loss / tr.count, te.loss / te.count, 100 * te.correct / te.count, tr.count / secs, secs);
+      std::printf("epoch %d/%d  loss %.4f  test-loss %.4f  test-acc %.1f%%  samples/s %.0f  (%.1f s)\n",
+                  epoch, c.epochs, tr.loss / tr.count, te.loss / te.count, 100 * te.correct / te.count,
+                  tr.count / secs, secs);
       std::fflush(stdout);
       if (!c.checkpoint.empty()) demo::save_checkpoint(c.checkpoint, *cnn, opt, epoch);
     }
     group->barrier()->wait();  // the checkpoint is on disk before anyone moves on
     if (epoch == c.fail_at_epoch && restart == "0" && rank == world - 1) {
-      std::fprintf(stderr, "ddp-train-fashion-mnist: rank %d: failing after epoch %d as asked (--fail-at-epoch)\n",
+      std::fprintf(stderr,
+                   "ddp-train-fashion-mnist: rank %d: failing after epoch %d as asked (--fail-at-epoch)\n",
                    rank, epoch);
       std::exit(3);
     }
@@ -163,19 +170,26 @@ int train(const Config& c) {
 
 int main(int argc, char** argv) {
   Config c;
-  CLI::App app{"ddp-train-fashion-mnist: a CNN trained data-parallel on Fashion-MNIST (LibTorch + ddp::torch)"};
+  CLI::App app{
+      "ddp-train-fashion-mnist: a CNN trained data-parallel on Fashion-MNIST (LibTorch + ddp::torch)"};
   app.add_option("--backend", c.backend, "tcp, gloo, mpi or nccl")->capture_default_str();
-  app.add_option("--data-dir", c.data_dir, "directory of the Fashion-MNIST IDX files (.gz or plain)")->capture_default_str();
+  app.add_option("--data-dir", c.data_dir, "directory of the Fashion-MNIST IDX files (.gz or plain)")
+      ->capture_default_str();
   app.add_option("--epochs", c.epochs, "passes over the training set")->capture_default_str();
   app.add_option("--batch", c.batch, "batch size per rank")->capture_default_str();
   app.add_option("--lr", c.lr, "SGD learning rate")->capture_default_str();
   app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
-  app.add_option("--checkpoint", c.checkpoint, "file to save after every epoch and resume from (empty: none)");
-  app.add_option("--train-limit", c.train_limit, "use only the first N training images (0: all)")->capture_default_str();
-  app.add_option("--test-limit", c.test_limit, "use only the first N test images (0: all)")->capture_default_str();
-  app.add_option("--threads", c.threads, "LibTorch threads per rank (0: OMP_NUM_THREADS)")->capture_default_str();
+  app.add_option("--checkpoint", c.checkpoint,
+                 "file to save after every epoch and resume from (empty: none)");
+  app.add_option("--train-limit", c.train_limit, "use only the first N training images (0: all)")
+      ->capture_default_str();
+  app.add_option("--test-limit", c.test_limit, "use only the first N test images (0: all)")
+      ->capture_default_str();
+  app.add_option("--threads", c.threads, "LibTorch threads per rank (0: OMP_NUM_THREADS)")
+      ->capture_default_str();
   app.add_flag("--bucket-view", c.bucket_view, "gradients live in the all_reduce buckets (no copies)");
-  app.add_option("--fail-at-epoch", c.fail_at_epoch, "testing: the last rank exits after this epoch in attempt 0");
+  app.add_option("--fail-at-epoch", c.fail_at_epoch,
+                 "testing: the last rank exits after this epoch in attempt 0");
   CLI11_PARSE(app, argc, argv);
   if (c.epochs < 1 || c.batch < 1 || c.lr <= 0) {
     std::fprintf(stderr, "ddp-train-fashion-mnist: epochs, batch and lr must be positive\n");

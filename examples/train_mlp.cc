@@ -25,8 +25,8 @@ namespace {
 struct Config {
   std::string backend = "tcp";
   int epochs = 8;
-  int batch = 64;          // per rank
-  int samples = 16384;     // training set, split across ranks
+  int batch = 64;       // per rank
+  int samples = 16384;  // training set, split across ranks
   int test_samples = 2048;
   int dim = 32;
   int hidden = 64;
@@ -52,7 +52,8 @@ Totals all_reduce_totals(ddp::comm::ProcessGroup& g, Totals t) {
   return {v[0], v[1], v[2]};
 }
 
-Totals evaluate(ddp::example::Mlp& model, const ddp::example::Dataset& data, const Config& c, int rank, int world) {
+Totals evaluate(ddp::example::Mlp& model, const ddp::example::Dataset& data, const Config& c, int rank,
+                int world) {
   Totals t;
   const int64_t base = 10'000'000;  // test samples live far from the training indices
   const int per_rank = c.test_samples / world;
@@ -78,11 +79,14 @@ Registered register_model(ddp::Engine& engine, ddp::example::Mlp& model) {
   for (size_t l = 0; l < model.layers().size(); ++l) {
     auto& lin = model.layers()[l];
     const std::string name = "fc" + std::to_string(l);
-    ids.weight_id.push_back(engine.register_param({name + ".weight", view(lin.weight.data(), lin.weight.size()),
+    ids.weight_id.push_back(engine.register_param({name + ".weight",
+                                                   view(lin.weight.data(), lin.weight.size()),
                                                    view(lin.grad_weight.data(), lin.grad_weight.size()),
                                                    {lin.out, lin.in}}));
-    ids.bias_id.push_back(engine.register_param({name + ".bias", view(lin.bias.data(), lin.bias.size()),
-                                                 view(lin.grad_bias.data(), lin.grad_bias.size()), {lin.out}}));
+    ids.bias_id.push_back(engine.register_param({name + ".bias",
+                                                 view(lin.bias.data(), lin.bias.size()),
+                                                 view(lin.grad_bias.data(), lin.grad_bias.size()),
+                                                 {lin.out}}));
   }
   return ids;
 }
@@ -110,7 +114,8 @@ struct Job {
     }
     Totals t;
     for (int b : order) {
-      data.batch(static_cast<int64_t>(rank()) * shard + static_cast<int64_t>(b) * c.batch, c.batch, x.data(), y.data());
+      data.batch(static_cast<int64_t>(rank()) * shard + static_cast<int64_t>(b) * c.batch, c.batch, x.data(),
+                 y.data());
       model.zero_grad();
       engine.pre_forward();
       auto r = model.forward(x.data(), y.data(), c.batch);
@@ -134,12 +139,14 @@ struct Job {
     group->all_gather(view(&checksum, 1), view(all.data(), all.size()))->wait();
     for (int r = 0; r < world(); ++r) {
       if (all[r] != all[0]) {
-        std::fprintf(stderr, "ddp-train-mlp: rank %d: weights differ across ranks (rank 0 %.17g, rank %d %.17g)\n",
+        std::fprintf(stderr,
+                     "ddp-train-mlp: rank %d: weights differ across ranks (rank 0 %.17g, rank %d %.17g)\n",
                      rank(), all[0], r, all[r]);
         return false;
       }
     }
-    if (rank() == 0) std::printf("final weights checksum: %.10f (identical on all %d ranks)\n", checksum, world());
+    if (rank() == 0)
+      std::printf("final weights checksum: %.10f (identical on all %d ranks)\n", checksum, world());
     return true;
   }
 };
@@ -163,9 +170,11 @@ int train(const Config& c) {
   Registered ids = register_model(engine, job.model);
   engine.finalize();
   if (job.rank() == 0) {
-    std::printf("ddp-train-mlp: %d rank(s), backend %s, %zu parameters, %zu buckets, %d samples/rank, batch %d/rank\n",
-                job.world(), group->backend_name().c_str(), job.model.num_parameters(), engine.buckets().size(),
-                c.samples / job.world(), c.batch);
+    std::printf(
+        "ddp-train-mlp: %d rank(s), backend %s, %zu parameters, %zu buckets, %d samples/rank, batch "
+        "%d/rank\n",
+        job.world(), group->backend_name().c_str(), job.model.num_parameters(), engine.buckets().size(),
+        c.samples / job.world(), c.batch);
   }
   auto start = std::chrono::steady_clock::now();
   for (int epoch = 1; epoch <= c.epochs; ++epoch) {
@@ -176,8 +185,8 @@ int train(const Config& c) {
     Totals te = all_reduce_totals(*group, evaluate(job.model, job.data, c, job.rank(), job.world()));
     if (job.rank() == 0) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("epoch %2d/%d  loss %.4f  train-acc %5.1f%%  test-loss %.4f  test-acc %5.1f%%  (%.2f s)\n", epoch,
-                  c.epochs, tr.loss / tr.count, 100 * tr.correct / tr.count, te.loss / te.count,
+      std::printf("epoch %2d/%d  loss %.4f  train-acc %5.1f%%  test-loss %.4f  test-acc %5.1f%%  (%.2f s)\n",
+                  epoch, c.epochs, tr.loss / tr.count, 100 * tr.correct / tr.count, te.loss / te.count,
                   100 * te.correct / te.count, secs);
       std::fflush(stdout);
     }
@@ -202,7 +211,8 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-cap-mb", c.bucket_cap_mb, "engine bucket cap (MB)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (c.epochs < 1 || c.batch < 1 || c.samples < c.batch || c.hidden < 1) {
-    std::fprintf(stderr, "ddp-train-mlp: epochs, batch, samples and hidden must be positive (samples >= batch)\n");
+    std::fprintf(stderr,
+                 "ddp-train-mlp: epochs, batch, samples and hidden must be positive (samples >= batch)\n");
     return 2;
   }
   try {

@@ -47,7 +47,8 @@ struct AgentOptions {
   std::string job_token;             // empty: resolved by the agent (see header comment)
   std::string local_addr;            // --local-addr: where other nodes reach this one; empty: found
   int multicast_ttl = 1;             // --rdzv-conf ttl=: TTL / hop limit of the announcements
-  std::string multicast_interface;   // --rdzv-conf interface=: where to join the group; empty: the kernel's choice
+  std::string
+      multicast_interface;  // --rdzv-conf interface=: where to join the group; empty: the kernel's choice
 };
 
 enum class AgentStatus {
@@ -59,9 +60,9 @@ enum class AgentStatus {
 
 struct AgentOutcome {
   AgentStatus status = AgentStatus::kSucceeded;
-  AttemptResult last;       // the last attempt on this node
-  int restarts = 0;         // restarts performed
-  std::string detail;       // kPeerFailed: which node and why
+  AttemptResult last;  // the last attempt on this node
+  int restarts = 0;    // restarts performed
+  std::string detail;  // kPeerFailed: which node and why
 };
 
 // Where the store lives and how this launcher reaches it. Pure: decided from the options.

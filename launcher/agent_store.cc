@@ -56,8 +56,10 @@ StorePlan plan_store(const AgentOptions& o) {
     p.connect_host = ep.host;
     p.port = ep.port;
     p.bind_host = ep.host;
-    if (o.rdzv_is_host) p.kind = *o.rdzv_is_host ? StorePlan::Kind::kHost : StorePlan::Kind::kConnect;
-    else p.kind = is_local_host(ep.host) ? StorePlan::Kind::kHostOrConnect : StorePlan::Kind::kConnect;
+    if (o.rdzv_is_host)
+      p.kind = *o.rdzv_is_host ? StorePlan::Kind::kHost : StorePlan::Kind::kConnect;
+    else
+      p.kind = is_local_host(ep.host) ? StorePlan::Kind::kHostOrConnect : StorePlan::Kind::kConnect;
     if (p.kind == StorePlan::Kind::kHost && !is_local_host(ep.host)) p.bind_host = "";
     return p;
   }
@@ -96,6 +98,8 @@ int free_port() {
   return net::local_port(s.get());
 }
 
-std::vector<std::string> local_addresses(const std::string& peer_host) { return net::local_addresses(peer_host); }
+std::vector<std::string> local_addresses(const std::string& peer_host) {
+  return net::local_addresses(peer_host);
+}
 
 }  // namespace ddp::launcher

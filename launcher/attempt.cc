@@ -38,7 +38,8 @@ std::pair<Fd, Fd> make_pipe(const char* what) {
 
 }  // namespace
 
-Attempt::Attempt(SupervisorState& state, const rdzv::NodeAssignment& assignment, const AttemptOptions& attempt)
+Attempt::Attempt(SupervisorState& state, const rdzv::NodeAssignment& assignment,
+                 const AttemptOptions& attempt)
     : state_(state), assignment_(assignment), attempt_(attempt) {
   DDP_CHECK(assignment.local_world_size >= 1, "a node needs at least one worker");
   run_id_ = effective_run_id(state.options, assignment);
@@ -90,7 +91,8 @@ void Attempt::spawn_worker(int local_rank) {
     make_worker_dir(root, worker_dir);
     w.error_file = worker_dir + "/error.json";
   } else {
-    w.error_file = root + "/attempt_" + std::to_string(attempt_.restart_count) + "_rank_" + rank + "_error.json";
+    w.error_file =
+        root + "/attempt_" + std::to_string(attempt_.restart_count) + "_rank_" + rank + "_error.json";
     if (!routes.out.file.empty() || !routes.err.file.empty()) {
       make_worker_dir(root, worker_dir);
       if (!state_.keep_temp_dir) {
@@ -104,11 +106,13 @@ void Attempt::spawn_worker(int local_rank) {
   SpawnOptions spawn;
   spawn.path = exec_path_;
   spawn.argv = o.command;
-  spawn.env = merge_environ(environ, worker_env(o, assignment_, {local_rank, attempt_.restart_count, w.error_file}));
+  spawn.env =
+      merge_environ(environ, worker_env(o, assignment_, {local_rank, attempt_.restart_count, w.error_file}));
   spawn.sigmask = state_.original_mask;
   const auto& cpus = state_.cpus_for(assignment_.local_world_size);
   if (!cpus.empty()) spawn.cpus = to_cpu_set(cpus[static_cast<size_t>(local_rank)]);
-  if (!cpus.empty() && o.numa_memory) spawn.preferred_numa_node = numa_node_of(cpus[static_cast<size_t>(local_rank)]);
+  if (!cpus.empty() && o.numa_memory)
+    spawn.preferred_numa_node = numa_node_of(cpus[static_cast<size_t>(local_rank)]);
 
   // Child-side descriptors live until the fork is done, then close here.
   Fd child_out = wire_stream(routes.out, STDOUT_FILENO, w);
@@ -129,9 +133,11 @@ Fd Attempt::wire_stream(const StreamRoute& route, int console_fd, const Worker& 
     auto [read_end, write_end] = make_pipe("worker output");
     Fd file = route.file.empty() ? Fd() : open_log_file(route.file);
     auto& sink = state_.consoles[console_fd == STDOUT_FILENO ? 0 : 1];
-    if (route.console && !sink) sink = std::make_unique<ConsoleSink>(console_fd, console_fd == STDOUT_FILENO ? "stdout" : "stderr");
+    if (route.console && !sink)
+      sink = std::make_unique<ConsoleSink>(console_fd, console_fd == STDOUT_FILENO ? "stdout" : "stderr");
     relays_.push_back(std::make_unique<OutputRelay>(std::move(read_end), std::move(file),
-                                                    route.console ? sink.get() : nullptr, prefix_for(worker, console_fd)));
+                                                    route.console ? sink.get() : nullptr,
+                                                    prefix_for(worker, console_fd)));
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = kTagRelay + relays_.size() - 1;
@@ -188,8 +194,9 @@ void Attempt::dispatch(uint64_t tag) {
   } else if (tag == kTagGrace) {
     uint64_t ticks;
     if (::read(state_.grace_timer.get(), &ticks, sizeof ticks) < 0) return;
-    logger("launcher")->warn("workers still running {} ms after the stop signal: sending SIGKILL",
-                             state_.options.shutdown_timeout.count());
+    logger("launcher")
+        ->warn("workers still running {} ms after the stop signal: sending SIGKILL",
+               state_.options.shutdown_timeout.count());
     signal_groups(SIGKILL);
   } else if (tag < kTagRelay) {
     if (auto& sink = state_.consoles[tag - kTagConsole]) sink->flush();

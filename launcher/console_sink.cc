@@ -53,9 +53,7 @@ ssize_t ConsoleSink::try_write(const char* data, size_t size) {
   while (true) {
     ssize_t n = 0;
     switch (mode_) {
-      case Mode::kSocket:
-        n = ::send(out_, data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
-        break;
+      case Mode::kSocket: n = ::send(out_, data, size, MSG_DONTWAIT | MSG_NOSIGNAL); break;
       case Mode::kPollFirst: {
         pollfd p{out_, POLLOUT, 0};
         if (::poll(&p, 1, 0) <= 0 || (p.revents & POLLOUT) == 0) {
@@ -66,9 +64,7 @@ ssize_t ConsoleSink::try_write(const char* data, size_t size) {
         break;
       }
       case Mode::kNonBlocking:
-      case Mode::kPlain:
-        n = ::write(out_, data, size);
-        break;
+      case Mode::kPlain: n = ::write(out_, data, size); break;
     }
     if (n >= 0) return n;
     if (errno == EINTR) continue;

@@ -37,7 +37,8 @@ std::map<int, int> numa_node_of_cpus() {
   if (dir == nullptr) return out;
   while (dirent* entry = ::readdir(dir)) {
     std::string name = entry->d_name;
-    if (name.rfind("node", 0) != 0 || name.size() == 4 || !std::isdigit(static_cast<unsigned char>(name[4]))) continue;
+    if (name.rfind("node", 0) != 0 || name.size() == 4 || !std::isdigit(static_cast<unsigned char>(name[4])))
+      continue;
     std::string list = read_line("/sys/devices/system/node/" + name + "/cpulist");
     if (list.empty()) continue;  // memory-only node
     int node = std::stoi(name.substr(4));
@@ -177,12 +178,9 @@ CpuBind parse_cpu_bind(const std::string& name) {
 
 const char* to_string(CpuBind mode) {
   switch (mode) {
-    case CpuBind::kNone:
-      return "none";
-    case CpuBind::kCores:
-      return "cores";
-    case CpuBind::kNuma:
-      return "numa";
+    case CpuBind::kNone: return "none";
+    case CpuBind::kCores: return "cores";
+    case CpuBind::kNuma: return "numa";
   }
   return "none";
 }

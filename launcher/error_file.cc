@@ -52,8 +52,10 @@ std::string printable(const std::string& text) {
       ++i;
       continue;
     }
-    if (n == 1 && (c < 0x20 || c == 0x7F) && c != '\n' && c != '\t' && c != '\r') out += '?';
-    else out.append(text, i, n);
+    if (n == 1 && (c < 0x20 || c == 0x7F) && c != '\n' && c != '\t' && c != '\r')
+      out += '?';
+    else
+      out.append(text, i, n);
     i += n;
   }
   return out;
@@ -74,7 +76,9 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path) {
 
   ErrorFileContent out;
   std::optional<Json> doc;
-  if (!head->truncated) doc = safe_json::try_parse(head->bytes, {.max_bytes = kMaxErrorFileBytes, .max_depth = kMaxErrorFileDepth});
+  if (!head->truncated)
+    doc =
+        safe_json::try_parse(head->bytes, {.max_bytes = kMaxErrorFileBytes, .max_depth = kMaxErrorFileDepth});
   const Json* message = doc ? find(*doc, "message") : nullptr;
   if (message == nullptr) {
     out.message = std::move(head->bytes);  // not PyTorch's format: show what the worker wrote

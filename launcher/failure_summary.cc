@@ -54,14 +54,16 @@ std::string format_failure_summary(const AttemptResult& result, const std::strin
   std::ostringstream os;
   os << rule << "\n" << program << " FAILED\n" << thin << "\n";
   if (result.interrupted_by != 0) {
-    os << "Interrupted by " << signal_name(result.interrupted_by) << " (exit code " << result.exit_code() << ")\n";
+    os << "Interrupted by " << signal_name(result.interrupted_by) << " (exit code " << result.exit_code()
+       << ")\n";
   }
   if (result.stopped_externally && result.failures.empty()) {
     os << "Stopped: another node of the job failed or stopped\n";
   }
   if (result.failures.size() > 1) {
     os << "Failures:\n";
-    for (size_t i = 1; i < result.failures.size(); ++i) format_one(os, static_cast<int>(i), result.failures[i]);
+    for (size_t i = 1; i < result.failures.size(); ++i)
+      format_one(os, static_cast<int>(i), result.failures[i]);
     os << thin << "\n";
   } else if (!result.failures.empty()) {
     os << "Failures:\n  <NO_OTHER_FAILURES>\n" << thin << "\n";

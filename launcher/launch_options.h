@@ -40,15 +40,15 @@ struct LaunchOptions {
                                      // not its interpreter); empty: command[0]
 
   // Layout.
-  int nproc_per_node = 1;            // resolved from N|auto|gpu|cpu by cli/
-  int nnodes_min = 1;                // --nnodes N or MIN:MAX
+  int nproc_per_node = 1;  // resolved from N|auto|gpu|cpu by cli/
+  int nnodes_min = 1;      // --nnodes N or MIN:MAX
   int nnodes_max = 1;
-  int node_rank = -1;                // -1: assigned by the rendezvous
-  std::string master_addr;           // empty: this host for single node
+  int node_rank = -1;       // -1: assigned by the rendezvous
+  std::string master_addr;  // empty: this host for single node
   int master_port = 29500;
-  bool pick_master_port = false;     // MASTER_PORT: a free port on this host (standalone always)
+  bool pick_master_port = false;  // MASTER_PORT: a free port on this host (standalone always)
   RdzvBackend rdzv_backend = RdzvBackend::kStatic;
-  std::string rdzv_endpoint;            // host:port (tcp), directory (file), group:port (multicast)
+  std::string rdzv_endpoint;  // host:port (tcp), directory (file), group:port (multicast)
   std::string rdzv_id = "none";
   Millis rdzv_timeout = kDefaultRendezvousTimeout;
   bool standalone = false;
@@ -60,21 +60,21 @@ struct LaunchOptions {
   std::vector<int> signals_to_handle;  // signal numbers; empty: INT TERM HUP QUIT USR1 USR2
 
   // Logs.
-  std::string log_dir;                 // empty: no log files
-  StreamSelection redirects;           // to files only
-  StreamSelection tee;                 // to files and the console
+  std::string log_dir;                              // empty: no log files
+  StreamSelection redirects;                        // to files only
+  StreamSelection tee;                              // to files and the console
   std::optional<std::set<int>> local_ranks_filter;  // console shows only these ranks
   // torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (${role_name} ${rank} ${local_rank}); empty:
   // "[<role><local rank>]:" as torchrun.
   std::string log_line_prefix_template;
-  std::string log_run_dir;             // the directory under log_dir; empty: run_id
+  std::string log_run_dir;  // the directory under log_dir; empty: run_id
 
   // Worker environment.
   std::string role = "default";
   CpuBind cpu_bind = CpuBind::kNone;
-  bool numa_memory = false;            // --numa-binding node: memory preferred on the rank's node
+  bool numa_memory = false;  // --numa-binding node: memory preferred on the rank's node
   std::vector<std::pair<std::string, std::string>> env;  // --env KEY=VALUE, in order
-  std::string run_id;                  // resolved: rdzv_id, the scheduler's job id, or a fresh id
+  std::string run_id;  // resolved: rdzv_id, the scheduler's job id, or a fresh id
 
   bool dry_run = false;
 

@@ -10,7 +10,8 @@ namespace ddp::launcher {
 namespace {
 
 // Foreground colours that read on dark and light terminals alike.
-constexpr std::array<const char*, 6> kPalette = {"\x1b[36m", "\x1b[33m", "\x1b[35m", "\x1b[32m", "\x1b[34m", "\x1b[31m"};
+constexpr std::array<const char*, 6> kPalette = {"\x1b[36m", "\x1b[33m", "\x1b[35m",
+                                                 "\x1b[32m", "\x1b[34m", "\x1b[31m"};
 constexpr const char* kReset = "\x1b[0m";
 
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
@@ -58,7 +59,8 @@ std::string line_prefix(const LinePrefixOptions& options) {
                          ? "[" + options.role + std::to_string(options.local_rank) + "]:"
                          : substitute(options.template_text, options);
   if (!options.colour) return text;
-  const size_t colour = static_cast<size_t>(options.local_rank < 0 ? 0 : options.local_rank) % kPalette.size();
+  const size_t colour =
+      static_cast<size_t>(options.local_rank < 0 ? 0 : options.local_rank) % kPalette.size();
   return kPalette[colour] + text + kReset;
 }
 

@@ -132,7 +132,8 @@ Fd open_log_file(const std::string& path) {
   // anyone's; O_NOFOLLOW: a symlink planted at the path is refused, not followed.
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0640));
   if (!fd && errno == EEXIST) {
-    DDP_THROW_ERRNO("open log file ", path, ": it exists already (a log file is always new; is another launcher ",
+    DDP_THROW_ERRNO("open log file ", path,
+                    ": it exists already (a log file is always new; is another launcher ",
                     "writing this directory?)");
   }
   if (!fd) DDP_THROW_ERRNO("open log file ", path);
@@ -166,7 +167,8 @@ void make_worker_dir(const std::string& root, const std::string& worker_dir) {
     }
     if (errno != EEXIST) DDP_THROW_ERRNO("mkdir ", partial);
     if (last) {
-      DDP_THROW_ERRNO("log directory ", partial, " exists already: a job with the same run id wrote logs here ",
+      DDP_THROW_ERRNO("log directory ", partial,
+                      " exists already: a job with the same run id wrote logs here ",
                       "(use a new --rdzv-id per job, or another --log-dir)");
     }
     struct stat st {};

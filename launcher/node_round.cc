@@ -81,9 +81,9 @@ RoundOutcome NodeRound::wait_outcome(int node_rank) {
       if (store_.check({key("done/" + std::to_string(k))})) continue;
       missing += (missing.empty() ? "" : ", ") + std::to_string(k);
     }
-    return announce(RoundOutcome::lost(detail::str("node(s) ", missing, " did not reach the exit barrier within ",
-                                                   o_.timeout.count(), " ms of node ", node_rank,
-                                                   " (the rendezvous timeout; did their launcher die?)")));
+    return announce(RoundOutcome::lost(
+        detail::str("node(s) ", missing, " did not reach the exit barrier within ", o_.timeout.count(),
+                    " ms of node ", node_rank, " (the rendezvous timeout; did their launcher die?)")));
   }
 }
 

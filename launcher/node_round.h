@@ -37,7 +37,9 @@ struct RoundOutcome {
 
   static RoundOutcome done() { return {RoundOutcomeKind::kDone, ""}; }
   static RoundOutcome failed(std::string detail) { return {RoundOutcomeKind::kFailed, std::move(detail)}; }
-  static RoundOutcome interrupted(std::string detail) { return {RoundOutcomeKind::kInterrupted, std::move(detail)}; }
+  static RoundOutcome interrupted(std::string detail) {
+    return {RoundOutcomeKind::kInterrupted, std::move(detail)};
+  }
   static RoundOutcome lost(std::string detail) { return {RoundOutcomeKind::kLost, std::move(detail)}; }
 
   // A restart cannot help: the job stops on every node.

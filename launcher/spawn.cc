@@ -73,7 +73,8 @@ void reset_signal_dispositions() {
   // Memory preferred on the rank's NUMA node (a hint: the kernel falls back to other nodes, and
   // a kernel without NUMA refuses it harmlessly). Kept across exec.
   if (p.numa_mask != decltype(p.numa_mask){}) {
-    ::syscall(SYS_set_mempolicy, kMpolPreferred, p.numa_mask.data(), p.numa_mask.size() * sizeof(unsigned long) * 8);
+    ::syscall(SYS_set_mempolicy, kMpolPreferred, p.numa_mask.data(),
+              p.numa_mask.size() * sizeof(unsigned long) * 8);
   }
   if (p.stdout_fd >= 0 && ::dup2(p.stdout_fd, STDOUT_FILENO) < 0) child_fail(p.status_fd, errno);
   if (p.stderr_fd >= 0 && ::dup2(p.stderr_fd, STDERR_FILENO) < 0) child_fail(p.status_fd, errno);
@@ -109,7 +110,8 @@ std::string resolve_executable(const std::string& name) {
 Spawned spawn_process(const SpawnOptions& options) {
   DDP_CHECK(!options.argv.empty(), "spawn_process needs argv[0]");
   int status[2];
-  if (::pipe2(status, O_CLOEXEC | O_NONBLOCK) != 0) DDP_THROW_ERRNO("pipe2 for the exec status of ", options.path);
+  if (::pipe2(status, O_CLOEXEC | O_NONBLOCK) != 0)
+    DDP_THROW_ERRNO("pipe2 for the exec status of ", options.path);
   Fd status_read(status[0]);
   Fd status_write(status[1]);
 
@@ -125,7 +127,8 @@ Spawned spawn_process(const SpawnOptions& options) {
   plan.numa_mask = {};
   const int node = options.preferred_numa_node;
   if (node >= 0 && static_cast<size_t>(node) < plan.numa_mask.size() * sizeof(unsigned long) * 8) {
-    plan.numa_mask[static_cast<size_t>(node) / (sizeof(unsigned long) * 8)] = 1UL << (static_cast<size_t>(node) % (sizeof(unsigned long) * 8));
+    plan.numa_mask[static_cast<size_t>(node) / (sizeof(unsigned long) * 8)] =
+        1UL << (static_cast<size_t>(node) % (sizeof(unsigned long) * 8));
   }
   plan.sigmask = &options.sigmask;
   plan.parent = ::getpid();

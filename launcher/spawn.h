@@ -1,8 +1,8 @@
 #pragma once
 // Starting one worker process: fork + execve with everything a supervised worker needs set up
 // in the child between the two (own session and process group, PR_SET_PDEATHSIG(SIGKILL), signal mask and
-// dispositions restored, CPU affinity, preferred NUMA memory, stdout/stderr redirected). Only async-signal-safe calls
-// run in the child, so spawning is safe from a multi-threaded launcher.
+// dispositions restored, CPU affinity, preferred NUMA memory, stdout/stderr redirected). Only
+// async-signal-safe calls run in the child, so spawning is safe from a multi-threaded launcher.
 //
 // Why not Boost.Process or posix_spawn: Boost.Process installs its own SIGCHLD handling and
 // waits per child, which collides with the supervisor's single reaper (waitpid(-1) driven by

@@ -62,8 +62,8 @@ SupervisorState::SupervisorState(const LaunchOptions& opts) : options(opts) {
   signals = options.signals_to_handle.empty() ? kDefaultSignals : options.signals_to_handle;
   sigemptyset(&handled);
   for (int sig : signals) {
-    DDP_CHECK(sig > 0 && sig < NSIG && sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD,
-              "signal ", sig, " cannot be handled");
+    DDP_CHECK(sig > 0 && sig < NSIG && sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD, "signal ", sig,
+              " cannot be handled");
     sigaddset(&handled, sig);
   }
   sigaddset(&handled, SIGCHLD);

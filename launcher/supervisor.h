@@ -42,12 +42,12 @@ struct WorkerFailure {
   int local_rank = -1;
   std::string host;
   pid_t pid = -1;
-  int exit_code = 0;         // valid when signal == 0
-  int signal = 0;            // death by signal
-  double time = 0;           // seconds since the epoch
-  std::string error_head;    // head of TORCHELASTIC_ERROR_FILE, if the worker wrote one
-  std::string error_file;    // its path (whether or not the worker wrote it)
-  std::string message;       // the launcher's own finding, e.g. "exec ./nope: No such file or directory"
+  int exit_code = 0;       // valid when signal == 0
+  int signal = 0;          // death by signal
+  double time = 0;         // seconds since the epoch
+  std::string error_head;  // head of TORCHELASTIC_ERROR_FILE, if the worker wrote one
+  std::string error_file;  // its path (whether or not the worker wrote it)
+  std::string message;     // the launcher's own finding, e.g. "exec ./nope: No such file or directory"
 };
 
 struct AttemptResult {

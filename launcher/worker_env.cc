@@ -13,10 +13,9 @@ std::string effective_run_id(const LaunchOptions& options, const rdzv::NodeAssig
   return options.run_id.empty() ? options.rdzv_id : options.run_id;
 }
 
-EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& a,
-                   const WorkerEnvInput& input) {
-  DDP_CHECK(input.local_rank >= 0 && input.local_rank < a.local_world_size,
-            "local rank ", input.local_rank, " outside the node's ", a.local_world_size, " workers");
+EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& a, const WorkerEnvInput& input) {
+  DDP_CHECK(input.local_rank >= 0 && input.local_rank < a.local_world_size, "local rank ", input.local_rank,
+            " outside the node's ", a.local_world_size, " workers");
   const int rank = a.rank_offset + input.local_rank;
   const std::string run_id = effective_run_id(options, a);
   std::string master_addr = a.master_addr;

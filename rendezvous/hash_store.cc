@@ -4,9 +4,7 @@
 
 namespace ddp::rdzv {
 
-void HashStore::wake(const KeyTable::Woken& woken) {
-  ready_.insert(woken.begin(), woken.end());
-}
+void HashStore::wake(const KeyTable::Woken& woken) { ready_.insert(woken.begin(), woken.end()); }
 
 void HashStore::do_set(const std::string& key, const Bytes& value) {
   {

@@ -62,12 +62,14 @@ void parse_query(const std::string& url, const std::string& query, InitMethod* m
     if (m->params.count(name)) bad(url, "query parameter '" + name + "' given twice");
     m->params[name] = value;
   }
-  if (auto it = m->params.find("rank"); it != m->params.end()) m->rank = parse_int_param(url, "rank", it->second, 0);
+  if (auto it = m->params.find("rank"); it != m->params.end())
+    m->rank = parse_int_param(url, "rank", it->second, 0);
   if (auto it = m->params.find("world_size"); it != m->params.end()) {
     m->world_size = parse_int_param(url, "world_size", it->second, 1);
   }
   if (m->rank && m->world_size && *m->rank >= *m->world_size) {
-    bad(url, "rank " + std::to_string(*m->rank) + " is not below world_size " + std::to_string(*m->world_size));
+    bad(url,
+        "rank " + std::to_string(*m->rank) + " is not below world_size " + std::to_string(*m->world_size));
   }
 }
 
@@ -99,7 +101,8 @@ void parse_tcp(const std::string& url, const std::string& authority, InitMethod*
     if (m->ttl > 255) bad(url, "ttl=" + it->second + " must be <= 255");
   }
   if (auto it = m->params.find("interface"); it != m->params.end()) m->interface = it->second;
-  if (auto it = m->params.find("timeout"); it != m->params.end()) m->timeout_s = parse_int_param(url, "timeout", it->second, 1);
+  if (auto it = m->params.find("timeout"); it != m->params.end())
+    m->timeout_s = parse_int_param(url, "timeout", it->second, 1);
 }
 
 }  // namespace

@@ -18,8 +18,8 @@ enum class InitScheme { kEnv, kFile, kTcp };
 
 struct InitMethod {
   InitScheme scheme = InitScheme::kEnv;
-  std::string url;   // as given
-  std::string host;  // tcp: host name or IP literal (IPv6 without brackets)
+  std::string url;    // as given
+  std::string host;   // tcp: host name or IP literal (IPv6 without brackets)
   uint16_t port = 0;  // tcp
   std::string path;   // file: absolute path (percent-decoded)
   std::optional<int> rank;

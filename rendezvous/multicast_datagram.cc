@@ -83,20 +83,13 @@ auth::Digest mac_of(std::string_view token, std::span<const uint8_t> body) {
 
 const char* to_string(DecodeStatus s) {
   switch (s) {
-    case DecodeStatus::kOk:
-      return "ok";
-    case DecodeStatus::kTruncated:
-      return "truncated";
-    case DecodeStatus::kOversized:
-      return "oversized";
-    case DecodeStatus::kBadMagic:
-      return "not ours";
-    case DecodeStatus::kBadVersion:
-      return "unknown version";
-    case DecodeStatus::kMalformed:
-      return "malformed";
-    case DecodeStatus::kBadMac:
-      return "wrong MAC";
+    case DecodeStatus::kOk: return "ok";
+    case DecodeStatus::kTruncated: return "truncated";
+    case DecodeStatus::kOversized: return "oversized";
+    case DecodeStatus::kBadMagic: return "not ours";
+    case DecodeStatus::kBadVersion: return "unknown version";
+    case DecodeStatus::kMalformed: return "malformed";
+    case DecodeStatus::kBadMac: return "wrong MAC";
   }
   return "?";
 }

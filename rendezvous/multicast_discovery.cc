@@ -178,26 +178,13 @@ struct MulticastDiscovery::State {
     ++stats.received;
     Decoded d = truncated ? Decoded{DecodeStatus::kOversized, {}} : decode(bytes, options.token);
     switch (d.status) {
-      case DecodeStatus::kOk:
-        break;
-      case DecodeStatus::kTruncated:
-        ++stats.truncated;
-        return false;
-      case DecodeStatus::kOversized:
-        ++stats.oversized;
-        return false;
-      case DecodeStatus::kBadMagic:
-        ++stats.not_ours;
-        return false;
-      case DecodeStatus::kBadVersion:
-        ++stats.bad_version;
-        return false;
-      case DecodeStatus::kMalformed:
-        ++stats.malformed;
-        return false;
-      case DecodeStatus::kBadMac:
-        ++stats.bad_mac;
-        return false;
+      case DecodeStatus::kOk: break;
+      case DecodeStatus::kTruncated: ++stats.truncated; return false;
+      case DecodeStatus::kOversized: ++stats.oversized; return false;
+      case DecodeStatus::kBadMagic: ++stats.not_ours; return false;
+      case DecodeStatus::kBadVersion: ++stats.bad_version; return false;
+      case DecodeStatus::kMalformed: ++stats.malformed; return false;
+      case DecodeStatus::kBadMac: ++stats.bad_mac; return false;
     }
     const Announcement& a = d.announcement;
     if (a.job_id != options.job_id) {

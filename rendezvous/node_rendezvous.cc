@@ -35,8 +35,9 @@ struct Registration {
 };
 
 std::string encode(const Registration& r) {
-  json j = {{"host", r.info.host},     {"addresses", r.info.addresses}, {"nproc", r.info.nproc},
-            {"requested_rank", r.info.requested_rank}, {"nnodes", r.nnodes}, {"nonce", r.nonce}};
+  json j = {{"host", r.info.host},   {"addresses", r.info.addresses},
+            {"nproc", r.info.nproc}, {"requested_rank", r.info.requested_rank},
+            {"nnodes", r.nnodes},    {"nonce", r.nonce}};
   return j.dump();
 }
 
@@ -83,13 +84,14 @@ NodeRendezvousProgress progress_of(Store& store, const std::string& prefix, cons
                                    Millis waited) {
   const NodeRendezvousProgress p = progress_of(store, prefix, o, waited);
   std::string arrived;
-  for (const auto& [r, host] : p.arrived) arrived += (arrived.empty() ? "" : ", ") + host + " (node " + std::to_string(r) + ")";
+  for (const auto& [r, host] : p.arrived)
+    arrived += (arrived.empty() ? "" : ", ") + host + " (node " + std::to_string(r) + ")";
   std::ostringstream miss;
   for (size_t i = 0; i < p.missing.size(); ++i) miss << (i ? "," : "") << p.missing[i];
-  DDP_THROW(TimeoutError, "node rendezvous (run '", o.run_id, "', round ", o.round, "): ",
-            o.nnodes - static_cast<int>(p.missing.size()), " of ", o.nnodes, " nodes arrived within ",
-            waited.count(), " ms; missing node rank(s) ", miss.str(), "; arrived: ",
-            arrived.empty() ? "none" : arrived);
+  DDP_THROW(TimeoutError, "node rendezvous (run '", o.run_id, "', round ", o.round,
+            "): ", o.nnodes - static_cast<int>(p.missing.size()), " of ", o.nnodes, " nodes arrived within ",
+            waited.count(), " ms; missing node rank(s) ", miss.str(),
+            "; arrived: ", arrived.empty() ? "none" : arrived);
 }
 
 // Set by a node that found the round unusable (a rank claimed twice): the reason, for the others.
@@ -103,7 +105,8 @@ std::string failed_key(const std::string& prefix) { return prefix + "failed"; }
 }
 
 // Claims a node rank: the requested one (static), else the arrival index.
-int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOptions& o, const Registration& mine) {
+int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
+               const Registration& mine) {
   const int64_t arrival = store.add(prefix + "arrived", 1) - 1;
   const std::string text = encode(mine);
   int rank = mine.info.requested_rank;
@@ -121,10 +124,11 @@ int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOpti
     const std::string head = detail::str("node rendezvous (run '", o.run_id, "', round ", o.round, "): ");
     const std::string why =
         (other.info.requested_rank < 0) != (mine.info.requested_rank < 0)
-            ? detail::str(head, "some nodes give --node-rank and others do not (host ", other.info.host, " and host ",
-                          mine.info.host, "): give it on all nodes or on none")
-            : detail::str(head, "node rank ", rank, " claimed twice, by host ", other.info.host, " and by host ",
-                          mine.info.host, " (each node needs its own --node-rank, or none for ranks by arrival)");
+            ? detail::str(head, "some nodes give --node-rank and others do not (host ", other.info.host,
+                          " and host ", mine.info.host, "): give it on all nodes or on none")
+            : detail::str(head, "node rank ", rank, " claimed twice, by host ", other.info.host,
+                          " and by host ", mine.info.host,
+                          " (each node needs its own --node-rank, or none for ranks by arrival)");
     fail_round(store, prefix, why);
   }
   return rank;
@@ -162,7 +166,8 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
   if (o.nnodes < 1) DDP_THROW(InvalidArgument, "node rendezvous: nnodes must be >= 1, got ", o.nnodes);
   if (self.nproc < 1) DDP_THROW(InvalidArgument, "node rendezvous: nproc must be >= 1, got ", self.nproc);
   if (self.requested_rank >= o.nnodes) {
-    DDP_THROW(InvalidArgument, "node rendezvous: node rank ", self.requested_rank, " is not below nnodes ", o.nnodes);
+    DDP_THROW(InvalidArgument, "node rendezvous: node rank ", self.requested_rank, " is not below nnodes ",
+              o.nnodes);
   }
   const Deadline deadline(o.timeout);
   const std::string prefix = round_prefix(o);
@@ -184,13 +189,14 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
     if (reg.nnodes != o.nnodes) {
       fail_round(store, prefix,
                  detail::str("node rendezvous (run '", o.run_id, "'): host ", reg.info.host, " (node ", r,
-                             ") was started with --nnodes ", reg.nnodes, " but host ", self.host, " with --nnodes ",
-                             o.nnodes));
+                             ") was started with --nnodes ", reg.nnodes, " but host ", self.host,
+                             " with --nnodes ", o.nnodes));
     }
     if ((reg.info.requested_rank < 0) != (self.requested_rank < 0)) {
       fail_round(store, prefix,
-                 detail::str("node rendezvous (run '", o.run_id, "'): some nodes give --node-rank and others do not (host ",
-                             reg.info.host, " and host ", self.host, "): give it on all nodes or on none"));
+                 detail::str("node rendezvous (run '", o.run_id,
+                             "'): some nodes give --node-rank and others do not (host ", reg.info.host,
+                             " and host ", self.host, "): give it on all nodes or on none"));
     }
     if (r == rank) a.rank_offset = a.world_size;
     if (r == 0) a.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();

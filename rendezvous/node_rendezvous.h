@@ -55,15 +55,15 @@ inline constexpr Millis kNodeRendezvousSlice{200};
 struct NodeAssignment {
   int node_rank = 0;
   int nnodes = 1;
-  int world_size = 1;               // sum of every node's nproc
-  int rank_offset = 0;              // global rank of this node's local rank 0
-  int local_world_size = 1;         // this node's nproc
-  std::vector<int> nproc_by_node;   // indexed by node rank
-  std::string master_addr;          // reachable address of node 0 (MASTER_ADDR)
-  int master_port = 29500;          // MASTER_PORT: free for the workers' own use
-  std::string store_endpoint;       // "host:port" of the launcher-hosted store (DDP_STORE)
-  std::string job_token;            // DDP_JOB_TOKEN
-  std::string run_id;               // DDP_RUN_ID / TORCHELASTIC_RUN_ID
+  int world_size = 1;              // sum of every node's nproc
+  int rank_offset = 0;             // global rank of this node's local rank 0
+  int local_world_size = 1;        // this node's nproc
+  std::vector<int> nproc_by_node;  // indexed by node rank
+  std::string master_addr;         // reachable address of node 0 (MASTER_ADDR)
+  int master_port = 29500;         // MASTER_PORT: free for the workers' own use
+  std::string store_endpoint;      // "host:port" of the launcher-hosted store (DDP_STORE)
+  std::string job_token;           // DDP_JOB_TOKEN
+  std::string run_id;              // DDP_RUN_ID / TORCHELASTIC_RUN_ID
   int round = 0;
 };
 

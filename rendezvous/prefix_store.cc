@@ -5,7 +5,9 @@
 namespace ddp::rdzv {
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
-    : Store(base ? base->timeout() : kDefaultStoreTimeout), prefix_(std::move(prefix)), base_(std::move(base)) {
+    : Store(base ? base->timeout() : kDefaultStoreTimeout),
+      prefix_(std::move(prefix)),
+      base_(std::move(base)) {
   DDP_CHECK(base_ != nullptr, "PrefixStore needs an underlying store");
 }
 

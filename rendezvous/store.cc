@@ -10,8 +10,8 @@ namespace {
 void check_key(const std::string& key) {
   if (key.empty()) DDP_THROW(InvalidArgument, "store key must not be empty");
   if (key.size() > kMaxKeySize) {
-    DDP_THROW(InvalidArgument, "store key of ", key.size(), " bytes exceeds the limit of ",
-              kMaxKeySize, " (key starts '", key.substr(0, 32), "')");
+    DDP_THROW(InvalidArgument, "store key of ", key.size(), " bytes exceeds the limit of ", kMaxKeySize,
+              " (key starts '", key.substr(0, 32), "')");
   }
 }
 
@@ -64,9 +64,7 @@ bool Store::delete_key(const std::string& key) {
 
 int64_t Store::num_keys() { return do_num_keys(); }
 
-std::string Store::get_string(const std::string& key, Millis timeout) {
-  return to_string(get(key, timeout));
-}
+std::string Store::get_string(const std::string& key, Millis timeout) { return to_string(get(key, timeout)); }
 
 void throw_wait_timeout(const std::string& op, const std::vector<std::string>& missing, Millis waited) {
   std::string list;

@@ -153,8 +153,7 @@ std::vector<uint8_t> TCPStore::read_frame(const Deadline& deadline, const char* 
   auto code = static_cast<ErrorCode>(r.u8());
   std::string message = r.str(proto::kMaxFrameSize);
   switch (code) {
-    case ErrorCode::kInvalidArgument:
-      DDP_THROW(InvalidArgument, message);
+    case ErrorCode::kInvalidArgument: DDP_THROW(InvalidArgument, message);
     case ErrorCode::kRefused:
       fd_.reset();
       broken_ = message;

@@ -58,14 +58,15 @@ std::vector<uint8_t> auth_frame(const std::string& token, const auth::Nonce& cli
 
 ServerHandshake::Step ServerHandshake::on_frame(const uint8_t* payload, size_t size) {
   if (size > kMaxHandshakeFrame) {
-    DDP_THROW(rdzv::proto::ProtocolError, "handshake frame of ", size, " bytes (limit ", kMaxHandshakeFrame, ")");
+    DDP_THROW(rdzv::proto::ProtocolError, "handshake frame of ", size, " bytes (limit ", kMaxHandshakeFrame,
+              ")");
   }
   Reader r(payload, size);
   MsgType type = r.type();
   if (state_ == State::kHello && type == MsgType::kHello) return on_hello(r);
   if (state_ == State::kAuth && type == MsgType::kAuth) return on_auth(r);
-  DDP_THROW(rdzv::proto::ProtocolError, "unexpected ", type_name(type), " frame (type ", static_cast<int>(type),
-            ") during the handshake");
+  DDP_THROW(rdzv::proto::ProtocolError, "unexpected ", type_name(type), " frame (type ",
+            static_cast<int>(type), ") during the handshake");
 }
 
 ServerHandshake::Step ServerHandshake::on_hello(Reader& r) {
@@ -77,8 +78,9 @@ ServerHandshake::Step ServerHandshake::on_hello(Reader& r) {
     state_ = State::kDone;
     step.outcome = Outcome::kRefused;
     step.refusal = detail::str("protocol version ", version, " (server speaks ", kVersion, ")");
-    step.reply = error_frame(ErrorCode::kBadVersion, detail::str("protocol version ", version,
-                                                                 " is not supported (server speaks ", kVersion, ")"));
+    step.reply = error_frame(
+        ErrorCode::kBadVersion,
+        detail::str("protocol version ", version, " is not supported (server speaks ", kVersion, ")"));
     return step;
   }
   client_nonce_ = read_nonce(r);
@@ -97,7 +99,8 @@ ServerHandshake::Step ServerHandshake::on_auth(Reader& r) {
   r.done();
   state_ = State::kDone;
   Step step;
-  if (!token_.empty() && !auth::equal(proof, auth::prove(token_, kClientLabel, client_nonce_, server_nonce_))) {
+  if (!token_.empty() &&
+      !auth::equal(proof, auth::prove(token_, kClientLabel, client_nonce_, server_nonce_))) {
     step.outcome = Outcome::kRefused;
     step.refusal = "wrong job token";
     step.reply = error_frame(ErrorCode::kRefused, "the job token was refused");

@@ -51,7 +51,7 @@ class ServerHandshake {
   struct Step {
     std::vector<uint8_t> reply;  // the frame to send (always one)
     Outcome outcome = Outcome::kContinue;
-    std::string refusal;         // why, when kRefused (for the server's log)
+    std::string refusal;  // why, when kRefused (for the server's log)
   };
   explicit ServerHandshake(std::string token) : token_(std::move(token)) {}
   // Handles one frame payload (type byte first). ProtocolError when the frame is malformed or

@@ -42,7 +42,8 @@ Writer& Writer::i64(int64_t v) {
 }
 
 Writer& Writer::bytes(const void* data, size_t size) {
-  if (size > kMaxFrameSize) DDP_THROW(rdzv::proto::ProtocolError, "field of ", size, " bytes exceeds the frame limit");
+  if (size > kMaxFrameSize)
+    DDP_THROW(rdzv::proto::ProtocolError, "field of ", size, " bytes exceeds the frame limit");
   u32(static_cast<uint32_t>(size));
   raw(data, size);
   return *this;
@@ -125,7 +126,8 @@ std::string Reader::str(size_t limit) {
 
 std::vector<std::string> Reader::keys() {
   uint32_t n = u32();
-  if (n > kMaxWaitKeys) DDP_THROW(rdzv::proto::ProtocolError, n, " keys in one request exceed the limit of ", kMaxWaitKeys);
+  if (n > kMaxWaitKeys)
+    DDP_THROW(rdzv::proto::ProtocolError, n, " keys in one request exceed the limit of ", kMaxWaitKeys);
   std::vector<std::string> out;
   out.reserve(std::min<size_t>(n, left() / 4));
   for (uint32_t i = 0; i < n; ++i) {

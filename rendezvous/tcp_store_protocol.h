@@ -5,8 +5,8 @@
 //   payload := u8 type | fields...      integers little-endian; bytes/strings as u32 length | data
 //
 // The connection opens with the handshake of tcp_store_handshake.h (Hello, Challenge, Auth,
-// then Ok{version} or Error{kRefused|kBadVersion, message} and close). After that the client sends one request at
-// a time and reads exactly one reply, with one exception: while a Get/Wait is pending, the client
+// then Ok{version} or Error{kRefused|kBadVersion, message} and close). After that the client sends one
+// request at a time and reads exactly one reply, with one exception: while a Get/Wait is pending, the client
 // may send Cancel; the server then answers the pending request with TimedOut (if it was still
 // pending) and ignores a Cancel that finds nothing pending, so each request has exactly one reply.
 // Limits: keys kMaxKeySize, values kMaxValueSize, at most kMaxWaitKeys keys per wait/check, and
@@ -42,8 +42,8 @@ enum class MsgType : uint8_t {
   kAuth = 11,  // handshake: the client's proof
   // Replies.
   kOk = 100,
-  kTimedOut = 101,  // u32 n, n missing keys
-  kError = 102,     // u8 ErrorCode, string message
+  kTimedOut = 101,   // u32 n, n missing keys
+  kError = 102,      // u8 ErrorCode, string message
   kChallenge = 103,  // handshake: the server's nonce and proof
 };
 

@@ -52,12 +52,9 @@ void TCPStoreServer::Loop::handle_request(Conn& c, MsgType type, Reader& r) {
       r.done();
       return start_wait(c, type, std::move(keys));
     }
-    case MsgType::kAdd:
-      return handle_add(c, r);
-    case MsgType::kCompareSet:
-      return handle_compare_set(c, r);
-    default:
-      return handle_query(c, type, r);
+    case MsgType::kAdd: return handle_add(c, r);
+    case MsgType::kCompareSet: return handle_compare_set(c, r);
+    default: return handle_query(c, type, r);
   }
 }
 
@@ -105,8 +102,7 @@ void TCPStoreServer::Loop::handle_query(Conn& c, MsgType type, Reader& r) {
       r.done();
       w.i64(static_cast<int64_t>(table_.size()));
       break;
-    default:
-      DDP_THROW(rdzv::proto::ProtocolError, "unknown request type ", static_cast<int>(type));
+    default: DDP_THROW(rdzv::proto::ProtocolError, "unknown request type ", static_cast<int>(type));
   }
   send(c, w.finish());
 }

@@ -107,7 +107,8 @@ void TCPStoreServer::Loop::accept_all() {
     net::set_nodelay(fd);
     c->events = EPOLLIN;
     add_fd(fd, c->id, c->events);
-    if (unauthenticated_ >= max_unauthenticated_) evict_oldest_stranger("too many connections in their handshake");
+    if (unauthenticated_ >= max_unauthenticated_)
+      evict_oldest_stranger("too many connections in their handshake");
     strangers_.emplace_back(c->id, Clock::now() + handshake_timeout_);
     ++unauthenticated_;
     owner_->num_unauthenticated_.store(unauthenticated_);
@@ -173,8 +174,7 @@ void TCPStoreServer::Loop::on_event(Conn& c, uint32_t events) {
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
     if (!read_some(c)) {
       bool mid_request = c.in.size() > c.in_pos;
-      return close_conn(id, mid_request ? "client vanished mid-request" : "client disconnected",
-                        mid_request);
+      return close_conn(id, mid_request ? "client vanished mid-request" : "client disconnected", mid_request);
     }
   }
   // Also after EPOLLOUT: frames held back by the high-water mark are processed once it drains,

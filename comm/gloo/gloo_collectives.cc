@@ -130,7 +130,8 @@ void run_reduce_scatter(const OpArgs& a, const Buffer& input, const Buffer& outp
   Buffer whole = input;
   whole.data = scratch.data();
   allreduce_into(a, &input, whole, op);
-  std::memcpy(output.data, scratch.data() + static_cast<size_t>(a.context->rank) * output.bytes(), output.bytes());
+  std::memcpy(output.data, scratch.data() + static_cast<size_t>(a.context->rank) * output.bytes(),
+              output.bytes());
   if (op == ReduceOp::kAvg) finish_avg(output.data, output.count, output.dtype, a.context->size);
 }
 

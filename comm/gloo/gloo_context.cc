@@ -56,7 +56,8 @@ std::string route_to(const std::string& host) {
     socklen_t len = sizeof(ss);
     char text[INET6_ADDRSTRLEN] = {};
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0 &&
-        getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, text, sizeof(text), nullptr, 0, NI_NUMERICHOST) == 0) {
+        getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, text, sizeof(text), nullptr, 0, NI_NUMERICHOST) ==
+            0) {
       out = text;
     }
   }
@@ -116,8 +117,9 @@ GlooContext::GlooContext(const GroupSetup& setup) {
   // the default disposition is replaced; a handler the application installed is kept.
   static std::once_flag sigpipe;
   std::call_once(sigpipe, [] {
-    struct sigaction current{};
-    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
+      ::signal(SIGPIPE, SIG_IGN);
   });
   DeviceAddress where = device_address();
   auto device = make_device(where);
@@ -129,8 +131,8 @@ GlooContext::GlooContext(const GroupSetup& setup) {
   } catch (const Error&) {
     throw;  // the store's own errors (a rank that never arrived) already say what is missing
   } catch (const std::exception& e) {
-    DDP_THROW(NetworkError, "gloo: group '", setup.name, "' rank ", setup.rank, " could not connect its full mesh on ",
-              where.str(), ": ", e.what());
+    DDP_THROW(NetworkError, "gloo: group '", setup.name, "' rank ", setup.rank,
+              " could not connect its full mesh on ", where.str(), ": ", e.what());
   }
   for (int r = 0; r < setup.size; ++r) {
     if (r == setup.rank) continue;
@@ -149,7 +151,8 @@ std::string GlooContext::describe(const std::string& message) const {
     out += message.substr(last, a.pos - last);
     const std::string text = message.substr(a.pos, a.len);
     auto found = rank_of_address_.find(text);
-    out += found == rank_of_address_.end() ? text : "rank " + std::to_string(found->second) + " (" + text + ")";
+    out +=
+        found == rank_of_address_.end() ? text : "rank " + std::to_string(found->second) + " (" + text + ")";
     last = a.pos + a.len;
   }
   return out + message.substr(last);

@@ -71,7 +71,8 @@ GlooProcessGroup::~GlooProcessGroup() {
 
 GlooProcessGroup::Op GlooProcessGroup::next_op(const char* name, Millis timeout, int peer) {
   uint64_t seq = next_seq_++;
-  std::string what = detail::str("gloo ", name, " #", seq, " in group '", setup_.name, "' (rank ", rank(), "/", size(), ")");
+  std::string what =
+      detail::str("gloo ", name, " #", seq, " in group '", setup_.name, "' (rank ", rank(), "/", size(), ")");
   return Op{std::move(what), static_cast<uint32_t>(seq), timeout, peer};
 }
 
@@ -97,7 +98,8 @@ void GlooProcessGroup::break_group(const Op& op, std::exception_ptr error) noexc
   }
   try {
     // First writer wins: peers that fail because we aborted can say what started it.
-    setup_.store->compare_set(kFailureKey, {}, rdzv::Store::to_bytes(detail::str("rank ", rank(), ": ", message)));
+    setup_.store->compare_set(kFailureKey, {},
+                              rdzv::Store::to_bytes(detail::str("rank ", rank(), ": ", message)));
   } catch (...) {
     // The store may be gone with the failure; the note is only a courtesy.
   }
@@ -106,7 +108,9 @@ void GlooProcessGroup::break_group(const Op& op, std::exception_ptr error) noexc
 }
 
 namespace {
-std::string saw_failure_key(const uint32_t tag, int rank) { return detail::str("gloo/saw_failure/", tag, "/", rank); }
+std::string saw_failure_key(const uint32_t tag, int rank) {
+  return detail::str("gloo/saw_failure/", tag, "/", rank);
+}
 }  // namespace
 
 void GlooProcessGroup::report_failure(const Op& op) noexcept {
@@ -133,8 +137,8 @@ std::string GlooProcessGroup::silent_ranks(const Op& op) noexcept {
       if (!store.check({key(r)})) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
     }
     if (silent.empty()) return "";
-    return detail::str("; silent: ranks [", silent, "] did not report this failure within ", kSilentGrace.count(),
-                       " ms (stopped, cut off or dead)");
+    return detail::str("; silent: ranks [", silent, "] did not report this failure within ",
+                       kSilentGrace.count(), " ms (stopped, cut off or dead)");
   } catch (...) {
     return "";  // the store went with the failure: nothing more to say
   }
@@ -150,22 +154,25 @@ std::exception_ptr GlooProcessGroup::translate(const Op& op) noexcept {
       std::string gloo = context_ ? context_->describe(e.what()) : e.what();
       int peer = op.peer >= 0 ? op.peer : (context_ ? context_->peer_in(e.what()) : -1);
       if (peer < 0 && size() == 2) peer = 1 - rank();  // two ranks: there is only one peer
-      if (op.peer < 0) report_failure(op);  // before anything slow: the others may be counting
+      if (op.peer < 0) report_failure(op);             // before anything slow: the others may be counting
       std::string first;
       try {
-        if (setup_.store->check({kFailureKey})) first = "; first failure in the group: " + setup_.store->get_string(kFailureKey, Millis(1000));
+        if (setup_.store->check({kFailureKey}))
+          first = "; first failure in the group: " + setup_.store->get_string(kFailureKey, Millis(1000));
       } catch (...) {
       }
       if (is_timeout(gloo)) {
-        DDP_THROW(TimeoutError, op.what, ": timed out after ", op.timeout.count(), " ms waiting for ",
-                  peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer (gloo does not say which)"),
-                  " (gloo: ", gloo, ")", first, peer >= 0 ? std::string() : silent_ranks(op),
-                  op.peer >= 0 ? "" : "; ranks that called a different op, or this op with a different count, dtype, "
-                                      "root or reduce op, also end here");
+        DDP_THROW(
+            TimeoutError, op.what, ": timed out after ", op.timeout.count(), " ms waiting for ",
+            peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer (gloo does not say which)"),
+            " (gloo: ", gloo, ")", first, peer >= 0 ? std::string() : silent_ranks(op),
+            op.peer >= 0 ? ""
+                         : "; ranks that called a different op, or this op with a different count, dtype, "
+                           "root or reduce op, also end here");
       }
       DDP_THROW(NetworkError, op.what, ": lost connection to ",
-                peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer"), " (gloo: ", gloo, ")", first,
-                "; the group must be rebuilt");
+                peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer"), " (gloo: ", gloo, ")",
+                first, "; the group must be rebuilt");
     } catch (const ::gloo::Exception& e) {
       DDP_THROW(BackendError, op.what, ": gloo: ", e.what());
     } catch (const std::exception& e) {
@@ -191,7 +198,8 @@ void GlooProcessGroup::run(const Op& op, const WorkPtr& work, const Body& body) 
   work->finish(error);
 }
 
-WorkPtr GlooProcessGroup::submit(const char* name, Millis timeout, bool local, uint16_t signature, Body body) {
+WorkPtr GlooProcessGroup::submit(const char* name, Millis timeout, bool local, uint16_t signature,
+                                 Body body) {
   std::lock_guard<std::mutex> lock(issue_mu_);
   Op op = next_op(name, timeout);
   // The low 16 bits of the Gloo tag carry what every rank must agree on (see signature()).
@@ -209,7 +217,8 @@ WorkPtr GlooProcessGroup::submit_p2p(bool is_send, Buffer buf, int peer, int tag
   const char* name = is_send ? "send" : "recv";
   std::lock_guard<std::mutex> lock(issue_mu_);
   Op op = next_op(name, timeout, peer);
-  op.what += detail::str(is_send ? " to rank " : " from rank ", peer, " (tag ", tag, ", ", buf.bytes(), " bytes)");
+  op.what +=
+      detail::str(is_send ? " to rank " : " from rank ", peer, " (tag ", tag, ", ", buf.bytes(), " bytes)");
   auto work = std::make_shared<Work>(op.what);
   if (buf.count == 0) {
     run(op, work, [](const OpArgs&) {});
@@ -260,16 +269,18 @@ WorkPtr GlooProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
 
 WorkPtr GlooProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
   bool local = size() == 1 || buf.count == 0;
-  return submit("all_reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), -1), [=, this](const OpArgs& a) {
-    if (!local) run_all_reduce(a, buf, opts.op);
-  });
+  return submit("all_reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), -1),
+                [=, this](const OpArgs& a) {
+                  if (!local) run_all_reduce(a, buf, opts.op);
+                });
 }
 
 WorkPtr GlooProcessGroup::do_reduce(Buffer buf, ReduceOptions opts) {
   bool local = size() == 1 || buf.count == 0;
-  return submit("reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), opts.root), [=, this](const OpArgs& a) {
-    if (!local) run_reduce(a, buf, opts.root, opts.op);
-  });
+  return submit("reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), opts.root),
+                [=, this](const OpArgs& a) {
+                  if (!local) run_reduce(a, buf, opts.root, opts.op);
+                });
 }
 
 WorkPtr GlooProcessGroup::do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
@@ -298,10 +309,11 @@ WorkPtr GlooProcessGroup::do_scatter(Buffer input, Buffer output, ScatterOptions
 
 WorkPtr GlooProcessGroup::do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
   bool local = size() == 1 || output.count == 0;
-  return submit("reduce_scatter", opts.timeout, local, signature(output, static_cast<int>(opts.op), -1), [=, this](const OpArgs& a) {
-    if (size() == 1) copy(input, output);
-    if (!local) run_reduce_scatter(a, input, output, opts.op);
-  });
+  return submit("reduce_scatter", opts.timeout, local, signature(output, static_cast<int>(opts.op), -1),
+                [=, this](const OpArgs& a) {
+                  if (size() == 1) copy(input, output);
+                  if (!local) run_reduce_scatter(a, input, output, opts.op);
+                });
 }
 
 WorkPtr GlooProcessGroup::do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {

@@ -35,7 +35,6 @@ class GlooProcessGroup final : public ProcessGroup {
 
   std::string backend_name() const override { return "gloo"; }
 
-
  protected:
   WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
   WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) override;

@@ -13,47 +13,65 @@ int n(const Buffer& b) { return static_cast<int>(b.count); }
 
 WorkPtr MpiProcessGroup::do_send(Buffer buf, int dst, SendOptions opts) {
   const int tag = mpi_tag("send", opts.tag);
-  return submit("send", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
-    return MPI_Isend(buf.data, n(buf), mpi_dtype(buf.dtype), dst, tag, c, r);
-  }, {}, detail::str(" to rank ", dst, " (tag ", opts.tag, ")"), true);
+  return submit(
+      "send", opts.timeout, buf.count == 0,
+      [=](MPI_Comm c, MPI_Request* r) {
+        return MPI_Isend(buf.data, n(buf), mpi_dtype(buf.dtype), dst, tag, c, r);
+      },
+      {}, detail::str(" to rank ", dst, " (tag ", opts.tag, ")"), true);
 }
 
 WorkPtr MpiProcessGroup::do_recv(Buffer buf, int src, RecvOptions opts) {
   const int tag = mpi_tag("recv", opts.tag);
-  return submit("recv", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
-    return MPI_Irecv(buf.data, n(buf), mpi_dtype(buf.dtype), src, tag, c, r);
-  }, {}, detail::str(" from rank ", src, " (tag ", opts.tag, ")"), true);
+  return submit(
+      "recv", opts.timeout, buf.count == 0,
+      [=](MPI_Comm c, MPI_Request* r) {
+        return MPI_Irecv(buf.data, n(buf), mpi_dtype(buf.dtype), src, tag, c, r);
+      },
+      {}, detail::str(" from rank ", src, " (tag ", opts.tag, ")"), true);
 }
 
 WorkPtr MpiProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
   return submit("broadcast", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
     const MPI_Datatype t = mpi_dtype(buf.dtype);
-    return r ? MPI_Ibcast(buf.data, n(buf), t, opts.root, c, r) : MPI_Bcast(buf.data, n(buf), t, opts.root, c);
+    return r ? MPI_Ibcast(buf.data, n(buf), t, opts.root, c, r)
+             : MPI_Bcast(buf.data, n(buf), t, opts.root, c);
   });
 }
 
 WorkPtr MpiProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
   MpiRuntime* rt = &runtime_;
   const int world = size();
-  return submit("all_reduce", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
-    const MPI_Datatype t = mpi_dtype(buf.dtype);
-    const MPI_Op o = mpi_op(*rt, buf.dtype, opts.op);
-    return r ? MPI_Iallreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c, r)
-             : MPI_Allreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c);
-  }, [=] { if (opts.op == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, world); });
+  return submit(
+      "all_reduce", opts.timeout, buf.count == 0,
+      [=](MPI_Comm c, MPI_Request* r) {
+        const MPI_Datatype t = mpi_dtype(buf.dtype);
+        const MPI_Op o = mpi_op(*rt, buf.dtype, opts.op);
+        return r ? MPI_Iallreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c, r)
+                 : MPI_Allreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c);
+      },
+      [=] {
+        if (opts.op == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, world);
+      });
 }
 
 WorkPtr MpiProcessGroup::do_reduce(Buffer buf, ReduceOptions opts) {
   MpiRuntime* rt = &runtime_;
   const bool root = rank() == opts.root;
   const int world = size();
-  return submit("reduce", opts.timeout, buf.count == 0, [=](MPI_Comm c, MPI_Request* r) {
-    const void* send = root ? MPI_IN_PLACE : buf.data;
-    void* recv = root ? buf.data : nullptr;
-    const MPI_Datatype t = mpi_dtype(buf.dtype);
-    const MPI_Op o = mpi_op(*rt, buf.dtype, opts.op);
-    return r ? MPI_Ireduce(send, recv, n(buf), t, o, opts.root, c, r) : MPI_Reduce(send, recv, n(buf), t, o, opts.root, c);
-  }, [=] { if (root && opts.op == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, world); });
+  return submit(
+      "reduce", opts.timeout, buf.count == 0,
+      [=](MPI_Comm c, MPI_Request* r) {
+        const void* send = root ? MPI_IN_PLACE : buf.data;
+        void* recv = root ? buf.data : nullptr;
+        const MPI_Datatype t = mpi_dtype(buf.dtype);
+        const MPI_Op o = mpi_op(*rt, buf.dtype, opts.op);
+        return r ? MPI_Ireduce(send, recv, n(buf), t, o, opts.root, c, r)
+                 : MPI_Reduce(send, recv, n(buf), t, o, opts.root, c);
+      },
+      [=] {
+        if (root && opts.op == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, world);
+      });
 }
 
 WorkPtr MpiProcessGroup::do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
@@ -87,12 +105,17 @@ WorkPtr MpiProcessGroup::do_scatter(Buffer input, Buffer output, ScatterOptions 
 WorkPtr MpiProcessGroup::do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
   MpiRuntime* rt = &runtime_;
   const int world = size();
-  return submit("reduce_scatter", opts.timeout, output.count == 0, [=](MPI_Comm c, MPI_Request* r) {
-    const MPI_Datatype t = mpi_dtype(output.dtype);
-    const MPI_Op o = mpi_op(*rt, output.dtype, opts.op);
-    return r ? MPI_Ireduce_scatter_block(input.data, output.data, n(output), t, o, c, r)
-             : MPI_Reduce_scatter_block(input.data, output.data, n(output), t, o, c);
-  }, [=] { if (opts.op == ReduceOp::kAvg) finish_avg(output.data, output.count, output.dtype, world); });
+  return submit(
+      "reduce_scatter", opts.timeout, output.count == 0,
+      [=](MPI_Comm c, MPI_Request* r) {
+        const MPI_Datatype t = mpi_dtype(output.dtype);
+        const MPI_Op o = mpi_op(*rt, output.dtype, opts.op);
+        return r ? MPI_Ireduce_scatter_block(input.data, output.data, n(output), t, o, c, r)
+                 : MPI_Reduce_scatter_block(input.data, output.data, n(output), t, o, c);
+      },
+      [=] {
+        if (opts.op == ReduceOp::kAvg) finish_avg(output.data, output.count, output.dtype, world);
+      });
 }
 
 WorkPtr MpiProcessGroup::do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
@@ -105,9 +128,8 @@ WorkPtr MpiProcessGroup::do_all_to_all(Buffer input, Buffer output, AllToAllOpti
 }
 
 WorkPtr MpiProcessGroup::do_barrier(BarrierOptions opts) {
-  return submit("barrier", opts.timeout, false, [](MPI_Comm c, MPI_Request* r) {
-    return r ? MPI_Ibarrier(c, r) : MPI_Barrier(c);
-  });
+  return submit("barrier", opts.timeout, false,
+                [](MPI_Comm c, MPI_Request* r) { return r ? MPI_Ibarrier(c, r) : MPI_Barrier(c); });
 }
 
 }  // namespace ddp::comm::mpi_backend

@@ -24,10 +24,12 @@ void check_launch_environment(const GroupSetup& setup) {
   auto rank = env::get_int("RANK");
   auto ompi_rank = env::get_int("OMPI_COMM_WORLD_RANK");
   if (under_launcher && ((world && *world != *ompi_size) || (rank && ompi_rank && *rank != *ompi_rank))) {
-    DDP_THROW(BackendError, "mpi group '", setup.name, "': this worker runs under ddp-launch under mpirun (MPI world of ",
-              *ompi_size, " launchers, job of ", world.value_or(-1),
-              " workers); the mpi backend needs every worker to be an MPI rank: start the workers with mpirun "
-              "directly, or use the tcp, gloo or nccl backend under ddp-launch");
+    DDP_THROW(
+        BackendError, "mpi group '", setup.name,
+        "': this worker runs under ddp-launch under mpirun (MPI world of ", *ompi_size, " launchers, job of ",
+        world.value_or(-1),
+        " workers); the mpi backend needs every worker to be an MPI rank: start the workers with mpirun "
+        "directly, or use the tcp, gloo or nccl backend under ddp-launch");
   }
 }
 
@@ -52,7 +54,8 @@ bool is_identity(const GroupSetup& s) {
 
 // Runs on the MPI thread: the group's communicator, its ranks in the setup's order.
 MPI_Comm make_comm(MpiRuntime& rt, const GroupSetup& s) {
-  const std::string what = "mpi group '" + s.name + "' (rank " + std::to_string(s.rank) + "/" + std::to_string(s.size) + ")";
+  const std::string what =
+      "mpi group '" + s.name + "' (rank " + std::to_string(s.rank) + "/" + std::to_string(s.size) + ")";
   MPI_Comm comm = MPI_COMM_NULL;
   if (is_identity(s) && s.size == rt.world_size()) {
     // Every MPI rank builds the world: split keyed by our rank makes MPI ranks follow ours.
@@ -138,12 +141,13 @@ int MpiProcessGroup::mpi_tag(const char* op, int tag) const {
   return tag >= 0 ? tag : runtime_.tag_ub() + tag + 1;
 }
 
-WorkPtr MpiProcessGroup::submit(const char* name, Millis timeout, bool local, Start start, std::function<void()> done,
-                                const std::string& detail, bool cancellable) {
+WorkPtr MpiProcessGroup::submit(const char* name, Millis timeout, bool local, Start start,
+                                std::function<void()> done, const std::string& detail, bool cancellable) {
   std::lock_guard<std::mutex> lock(issue_mu_);
   const uint64_t seq = next_seq_++;
   MpiOp op;
-  op.what = detail::str("mpi ", name, " #", seq, " in group '", name_, "' (rank ", rank(), "/", size(), ")", detail);
+  op.what = detail::str("mpi ", name, " #", seq, " in group '", name_, "' (rank ", rank(), "/", size(), ")",
+                        detail);
   op.work = std::make_shared<Work>(op.what);
   if (local) {
     op.work->finish();

@@ -33,7 +33,6 @@ class MpiProcessGroup final : public ProcessGroup {
 
   std::string backend_name() const override { return "mpi"; }
 
-
  protected:
   WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
   WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) override;

@@ -45,7 +45,8 @@ int requested_level() {
   if (name == "funneled") return MPI_THREAD_FUNNELED;
   if (name == "serialized") return MPI_THREAD_SERIALIZED;
   if (name == "multiple") return MPI_THREAD_MULTIPLE;
-  DDP_THROW(InvalidArgument, "DDP_MPI_THREAD_LEVEL='", name, "': choose single, funneled, serialized or multiple");
+  DDP_THROW(InvalidArgument, "DDP_MPI_THREAD_LEVEL='", name,
+            "': choose single, funneled, serialized or multiple");
 }
 
 struct Inflight {
@@ -145,7 +146,9 @@ void MpiRuntime::Impl::start(uint64_t id, MpiOp op) {
   std::exception_ptr error;
   try {
     int rc = f.op.start(&f.request);
-    if (rc != MPI_SUCCESS) error = std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
+    if (rc != MPI_SUCCESS)
+      error =
+          std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
   } catch (...) {
     error = std::current_exception();
   }
@@ -183,7 +186,8 @@ void MpiRuntime::Impl::run_blocking(Channel& ch, Inflight f) {
     return;
   }
   if (!error && rc != MPI_SUCCESS) {
-    error = std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
+    error =
+        std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
   }
   if (error) {
     break_channel(ch, error);
@@ -199,7 +203,8 @@ void MpiRuntime::Impl::run_blocking(Channel& ch, Inflight f) {
 void MpiRuntime::Impl::on_stuck(const MpiOp& op, const std::vector<WorkPtr>& others) {
   op.work->finish(timeout_error(op));
   auto blocked = std::make_exception_ptr(TimeoutError(
-      "mpi: the MPI thread is stuck in " + op.what + ", which timed out (MPI cannot interrupt it)", __FILE__, __LINE__));
+      "mpi: the MPI thread is stuck in " + op.what + ", which timed out (MPI cannot interrupt it)", __FILE__,
+      __LINE__));
   std::deque<std::pair<uint64_t, MpiOp>> dropped;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -234,7 +239,8 @@ bool MpiRuntime::Impl::progress(Channel& ch) {
     int rc = MPI_Test(&f.request, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
       f.request = MPI_REQUEST_NULL;  // an erroneous request is released by MPI
-      break_channel(ch, std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__)));
+      break_channel(ch, std::make_exception_ptr(
+                            BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__)));
       return true;
     }
     if (flag) f.done = progressed = true;
@@ -271,9 +277,11 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
     MPI_Comm_size(MPI_COMM_WORLD, &rt.world_size_);
     void* ub = nullptr;
     int found = 0;
-    if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found) == MPI_SUCCESS && found) rt.tag_ub_ = *static_cast<int*>(ub);
+    if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found) == MPI_SUCCESS && found)
+      rt.tag_ub_ = *static_cast<int*>(ub);
     logger("mpi")->debug("MPI rank {}/{} initialized ({}), thread level {}", rt.world_rank_, rt.world_size_,
-                         rt.owns_init_ ? "by the backend" : "by the application", thread_level_name(rt.provided_));
+                         rt.owns_init_ ? "by the backend" : "by the application",
+                         thread_level_name(rt.provided_));
     ready.set_value();
   } catch (...) {
     stopped = true;
@@ -330,7 +338,8 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
 
 // At exit: fail what is left, finalize if we initialized MPI and nothing is in flight.
 void MpiRuntime::Impl::wind_down(MpiRuntime& rt) {
-  auto gone = std::make_exception_ptr(BackendError("mpi: MPI was shut down at process exit", __FILE__, __LINE__));
+  auto gone =
+      std::make_exception_ptr(BackendError("mpi: MPI was shut down at process exit", __FILE__, __LINE__));
   {
     std::lock_guard<std::mutex> lock(mu);
     for (auto& [id, op] : posted) op.work->finish(gone);
@@ -346,7 +355,8 @@ void MpiRuntime::Impl::wind_down(MpiRuntime& rt) {
     if (!zombies.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (!zombies.empty()) {
-    logger("mpi")->warn("mpi: {} timed-out op(s) never completed; MPI_Finalize skipped (it would hang)", zombies.size());
+    logger("mpi")->warn("mpi: {} timed-out op(s) never completed; MPI_Finalize skipped (it would hang)",
+                        zombies.size());
     return;
   }
   for (auto& fn : finalizers) fn();
@@ -387,7 +397,8 @@ MpiRuntime& MpiRuntime::instance() {
 void MpiRuntime::submit_command(std::function<void()> command) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    if (impl_->stopped || impl_->stop) DDP_THROW(BackendError, "mpi: MPI was already finalized (process exit)");
+    if (impl_->stopped || impl_->stop)
+      DDP_THROW(BackendError, "mpi: MPI was already finalized (process exit)");
     if (!impl_->stuck_in.empty()) {
       DDP_THROW(TimeoutError, "mpi: the MPI thread is stuck in ", impl_->stuck_in, ", which timed out");
     }
@@ -414,12 +425,13 @@ void MpiRuntime::post(uint64_t channel, MpiOp op) {
     }
   }
   if (op.work && !stuck.empty()) {
-    op.work->finish(std::make_exception_ptr(
-        TimeoutError(op.what + ": the MPI thread is stuck in " + stuck + ", which timed out", __FILE__, __LINE__)));
+    op.work->finish(std::make_exception_ptr(TimeoutError(
+        op.what + ": the MPI thread is stuck in " + stuck + ", which timed out", __FILE__, __LINE__)));
     return;
   }
   if (op.work) {
-    op.work->finish(std::make_exception_ptr(BackendError(op.what + ": MPI was already finalized", __FILE__, __LINE__)));
+    op.work->finish(
+        std::make_exception_ptr(BackendError(op.what + ": MPI was already finalized", __FILE__, __LINE__)));
     return;
   }
   impl_->cv.notify_all();

@@ -33,7 +33,9 @@ ncclRedOp_t nccl_op(const char* op, ReduceOp rop) {
             "); use the gloo, mpi or tcp backend for them");
 }
 
-char* at(const Buffer& b, size_t element) { return static_cast<char*>(b.data) + element * dtype_size(b.dtype); }
+char* at(const Buffer& b, size_t element) {
+  return static_cast<char*>(b.data) + element * dtype_size(b.dtype);
+}
 
 void copy_on(cudaStream_t s, void* dst, const void* src, size_t bytes) {
   cudaError_t rc = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
@@ -43,49 +45,62 @@ void copy_on(cudaStream_t s, void* dst, const void* src, size_t bytes) {
 }  // namespace
 
 WorkPtr NcclProcessGroup::do_send(Buffer buf, int dst, SendOptions opts) {
-  return submit("send", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
-    settle("ncclSend", ncclSend(buf.data, buf.count, nccl_dtype(buf.dtype), dst, comm_, s), d);
-  }, detail::str(" to rank ", dst));
+  return submit(
+      "send", opts.timeout, buf.count == 0,
+      [=, this](cudaStream_t s, const Deadline& d) {
+        settle("ncclSend", ncclSend(buf.data, buf.count, nccl_dtype(buf.dtype), dst, comm_, s), d);
+      },
+      detail::str(" to rank ", dst));
 }
 
 WorkPtr NcclProcessGroup::do_recv(Buffer buf, int src, RecvOptions opts) {
-  return submit("recv", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
-    settle("ncclRecv", ncclRecv(buf.data, buf.count, nccl_dtype(buf.dtype), src, comm_, s), d);
-  }, detail::str(" from rank ", src));
+  return submit(
+      "recv", opts.timeout, buf.count == 0,
+      [=, this](cudaStream_t s, const Deadline& d) {
+        settle("ncclRecv", ncclRecv(buf.data, buf.count, nccl_dtype(buf.dtype), src, comm_, s), d);
+      },
+      detail::str(" from rank ", src));
 }
 
 WorkPtr NcclProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
   return submit("broadcast", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
-    settle("ncclBroadcast", ncclBroadcast(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), opts.root, comm_, s), d);
+    settle("ncclBroadcast",
+           ncclBroadcast(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), opts.root, comm_, s), d);
   });
 }
 
 WorkPtr NcclProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
   const ncclRedOp_t op = nccl_op("all_reduce", opts.op);
   return submit("all_reduce", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
-    settle("ncclAllReduce", ncclAllReduce(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), op, comm_, s), d);
+    settle("ncclAllReduce", ncclAllReduce(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), op, comm_, s),
+           d);
   });
 }
 
 WorkPtr NcclProcessGroup::do_reduce(Buffer buf, ReduceOptions opts) {
   const ncclRedOp_t op = nccl_op("reduce", opts.op);
   return submit("reduce", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
-    settle("ncclReduce", ncclReduce(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), op, opts.root, comm_, s), d);
+    settle("ncclReduce",
+           ncclReduce(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), op, opts.root, comm_, s), d);
   });
 }
 
 WorkPtr NcclProcessGroup::do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
   return submit("all_gather", opts.timeout, input.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
-    settle("ncclAllGather", ncclAllGather(input.data, output.data, input.count, nccl_dtype(input.dtype), comm_, s), d);
+    settle("ncclAllGather",
+           ncclAllGather(input.data, output.data, input.count, nccl_dtype(input.dtype), comm_, s), d);
   });
 }
 
 WorkPtr NcclProcessGroup::do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
   const ncclRedOp_t op = nccl_op("reduce_scatter", opts.op);
-  return submit("reduce_scatter", opts.timeout, output.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
-    settle("ncclReduceScatter",
-           ncclReduceScatter(input.data, output.data, output.count, nccl_dtype(output.dtype), op, comm_, s), d);
-  });
+  return submit(
+      "reduce_scatter", opts.timeout, output.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+        settle(
+            "ncclReduceScatter",
+            ncclReduceScatter(input.data, output.data, output.count, nccl_dtype(output.dtype), op, comm_, s),
+            d);
+      });
 }
 
 WorkPtr NcclProcessGroup::do_gather(Buffer input, Buffer output, GatherOptions opts) {
@@ -139,7 +154,8 @@ WorkPtr NcclProcessGroup::do_all_to_all(Buffer input, Buffer output, AllToAllOpt
 
 WorkPtr NcclProcessGroup::do_barrier(BarrierOptions opts) {
   return submit("barrier", opts.timeout, false, [this](cudaStream_t s, const Deadline& d) {
-    settle("barrier (ncclAllReduce of one int)", ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, s), d);
+    settle("barrier (ncclAllReduce of one int)",
+           ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, s), d);
   });
 }
 

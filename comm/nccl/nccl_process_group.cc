@@ -23,15 +23,16 @@ ncclUniqueId exchange_id(const GroupSetup& s) {
   std::memset(&id, 0, sizeof(id));
   if (s.rank == 0) {
     ncclResult_t rc = ncclGetUniqueId(&id);
-    if (rc != ncclSuccess) DDP_THROW(BackendError, "nccl group '", s.name, "': ncclGetUniqueId: ", ncclGetErrorString(rc));
+    if (rc != ncclSuccess)
+      DDP_THROW(BackendError, "nccl group '", s.name, "': ncclGetUniqueId: ", ncclGetErrorString(rc));
     const auto* p = reinterpret_cast<const uint8_t*>(&id);
     s.store->set(kUniqueIdKey, rdzv::Bytes(p, p + sizeof(id)));
     return id;
   }
   rdzv::Bytes bytes = s.store->get(kUniqueIdKey, s.options.timeout);
   if (bytes.size() != sizeof(id)) {
-    DDP_THROW(BackendError, "nccl group '", s.name, "': the store holds a ", bytes.size(), "-byte unique id, expected ",
-              sizeof(id));
+    DDP_THROW(BackendError, "nccl group '", s.name, "': the store holds a ", bytes.size(),
+              "-byte unique id, expected ", sizeof(id));
   }
   std::memcpy(&id, bytes.data(), sizeof(id));
   return id;
@@ -44,9 +45,11 @@ std::exception_ptr NcclProcessGroup::nccl_error(const std::string& what, ncclRes
   std::string text = what + ": " + ncclGetErrorString(rc) + (last.empty() ? "" : " (" + last + ")");
   // Remote and system errors mean a peer or a connection is gone: the group must be rebuilt.
   if (rc == ncclRemoteError || rc == ncclSystemError) {
-    return std::make_exception_ptr(NetworkError(text + "; a peer failed, the group must be rebuilt", __FILE__, __LINE__));
+    return std::make_exception_ptr(
+        NetworkError(text + "; a peer failed, the group must be rebuilt", __FILE__, __LINE__));
   }
-  if (rc == ncclInvalidArgument || rc == ncclInvalidUsage) return std::make_exception_ptr(InvalidArgument(text, __FILE__, __LINE__));
+  if (rc == ncclInvalidArgument || rc == ncclInvalidUsage)
+    return std::make_exception_ptr(InvalidArgument(text, __FILE__, __LINE__));
   return std::make_exception_ptr(BackendError(text, __FILE__, __LINE__));
 }
 
@@ -70,14 +73,16 @@ NcclProcessGroup::NcclProcessGroup(const GroupSetup& setup)
     : ProcessGroup(setup.rank, setup.size, setup.options), name_(setup.name) {
   DDP_CHECK(setup.store != nullptr, "nccl: group '", setup.name, "' needs a store");
   device_ = cuda::default_device(setup.rank);
-  const std::string what = detail::str("nccl group '", name_, "' (rank ", rank(), "/", size(), ", cuda:", device_, ")");
+  const std::string what =
+      detail::str("nccl group '", name_, "' (rank ", rank(), "/", size(), ", cuda:", device_, ")");
   check_cuda(cudaSetDevice(device_), what + ": cudaSetDevice");
   ncclUniqueId id = exchange_id(setup);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // so a rank that never arrives is a timeout, not a hang
   Deadline deadline(setup.options.timeout);
   try {
-    settle(what + ": ncclCommInitRankConfig", ncclCommInitRankConfig(&comm_, size(), id, rank(), &config), deadline);
+    settle(what + ": ncclCommInitRankConfig", ncclCommInitRankConfig(&comm_, size(), id, rank(), &config),
+           deadline);
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), what + ": cudaStreamCreate");
     check_cuda(cudaEventCreateWithFlags(&caller_ready_, cudaEventDisableTiming), what + ": cudaEventCreate");
     check_cuda(cudaMalloc(&scratch_, sizeof(int32_t)), what + ": cudaMalloc");
@@ -102,7 +107,8 @@ NcclProcessGroup::~NcclProcessGroup() {
   cv_.notify_all();
   if (pending) {
     fail_all(std::make_exception_ptr(
-        NetworkError("nccl group '" + name_ + "' destroyed with ops still pending; they were aborted", __FILE__, __LINE__)));
+        NetworkError("nccl group '" + name_ + "' destroyed with ops still pending; they were aborted",
+                     __FILE__, __LINE__)));
   }
   watcher_.join();
   cudaSetDevice(device_);
@@ -175,14 +181,17 @@ void NcclProcessGroup::watch() {
     ncclResult_t async = ncclSuccess;
     if (q != cudaErrorNotReady) {
       cudaGetLastError();
-      error = std::make_exception_ptr(BackendError(front.what + ": CUDA: " + cudaGetErrorString(q), __FILE__, __LINE__));
-    } else if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+      error = std::make_exception_ptr(
+          BackendError(front.what + ": CUDA: " + cudaGetErrorString(q), __FILE__, __LINE__));
+    } else if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
+               async != ncclInProgress) {
       error = nccl_error(front.what, async);
     } else if (Clock::now() >= front.deadline) {
-      error = std::make_exception_ptr(TimeoutError(
-          front.what + ": did not complete within " + std::to_string(front.timeout.count()) +
-              " ms (NCCL cannot say which ranks are missing); the communicator was aborted, rebuild the group",
-          __FILE__, __LINE__));
+      error = std::make_exception_ptr(TimeoutError(front.what + ": did not complete within " +
+                                                       std::to_string(front.timeout.count()) +
+                                                       " ms (NCCL cannot say which ranks are missing); the "
+                                                       "communicator was aborted, rebuild the group",
+                                                   __FILE__, __LINE__));
     }
     if (error) {
       fail_all(error);
@@ -197,7 +206,8 @@ WorkPtr NcclProcessGroup::submit(const char* name, Millis timeout, bool local, c
   std::lock_guard<std::mutex> issue(issue_mu_);
   const uint64_t seq = next_seq_++;
   Pending p;
-  p.what = detail::str("nccl ", name, " #", seq, " in group '", name_, "' (rank ", rank(), "/", size(), ")", detail);
+  p.what = detail::str("nccl ", name, " #", seq, " in group '", name_, "' (rank ", rank(), "/", size(), ")",
+                       detail);
   p.work = std::make_shared<Work>(p.what);
   p.timeout = timeout;  // resolved by ProcessGroup
   {

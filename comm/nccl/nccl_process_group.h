@@ -43,7 +43,6 @@ class NcclProcessGroup final : public ProcessGroup {
   int device() const { return device_; }
   Device buffer_device() const override { return Device{DeviceType::kCuda, device_}; }
 
-
  protected:
   WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
   WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) override;
@@ -74,7 +73,8 @@ class NcclProcessGroup final : public ProcessGroup {
     Millis timeout{0};
   };
 
-  WorkPtr submit(const char* name, Millis timeout, bool local, const Launch& launch, const std::string& detail = "");
+  WorkPtr submit(const char* name, Millis timeout, bool local, const Launch& launch,
+                 const std::string& detail = "");
   // Waits out ncclInProgress (non-blocking communicator) until the deadline; throws mapped errors.
   void settle(const std::string& what, ncclResult_t rc, const Deadline& deadline);
   void watch();

@@ -36,14 +36,15 @@ HostLayout HostLayout::of(const std::vector<std::string>& host_keys) {
   l.hosts = static_cast<int>(count.size());
   std::map<int, int> per_local;
   l.cross_of.assign(static_cast<size_t>(world), 0);
-  for (int r = 0; r < world; ++r) l.cross_of[static_cast<size_t>(r)] = per_local[l.local_of[static_cast<size_t>(r)]]++;
+  for (int r = 0; r < world; ++r)
+    l.cross_of[static_cast<size_t>(r)] = per_local[l.local_of[static_cast<size_t>(r)]]++;
   const bool even = std::all_of(count.begin(), count.end(), [&](int c) { return c == count.front(); });
   l.per_host = even && !count.empty() ? count.front() : 0;
   return l;
 }
 
-HierarchicalCollectives::HierarchicalCollectives(Options options, ProcessGroupPtr local, ProcessGroupPtr cross,
-                                                 SocketCollectives* flat)
+HierarchicalCollectives::HierarchicalCollectives(Options options, ProcessGroupPtr local,
+                                                 ProcessGroupPtr cross, SocketCollectives* flat)
     : opt_(std::move(options)), local_(std::move(local)), cross_(std::move(cross)), flat_(flat) {}
 
 void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
@@ -108,8 +109,8 @@ void HierarchicalCollectives::all_gather(const OpContext& ctx, const Buffer& in,
   cross_->all_gather(in, across, {left(ctx)})->wait();
   local_->all_gather(across, gathered, {left(ctx)})->wait();
   for (int r = 0; r < opt_.world; ++r) {
-    std::memcpy(static_cast<char*>(out.data) + static_cast<size_t>(r) * c * es, t.data() + (hosts + block(r)) * c * es,
-                c * es);
+    std::memcpy(static_cast<char*>(out.data) + static_cast<size_t>(r) * c * es,
+                t.data() + (hosts + block(r)) * c * es, c * es);
   }
 }
 
@@ -122,8 +123,8 @@ void HierarchicalCollectives::reduce_scatter(const OpContext& ctx, const Buffer&
   const size_t es = dtype_size(in.dtype);
   std::vector<char>& t = scratch((static_cast<size_t>(opt_.world) + hosts) * c * es);
   for (int r = 0; r < opt_.world; ++r) {
-    std::memcpy(t.data() + block(r) * c * es, static_cast<const char*>(in.data) + static_cast<size_t>(r) * c * es,
-                c * es);
+    std::memcpy(t.data() + block(r) * c * es,
+                static_cast<const char*>(in.data) + static_cast<size_t>(r) * c * es, c * es);
   }
   const Buffer arranged{t.data(), static_cast<size_t>(opt_.world) * c, in.dtype, in.device};
   const Buffer host_sums{t.data() + static_cast<size_t>(opt_.world) * c * es, hosts * c, in.dtype, in.device};

@@ -52,7 +52,8 @@ class HierarchicalCollectives {
     HostLayout layout;
     size_t small_bytes = 64 << 10;
   };
-  HierarchicalCollectives(Options options, ProcessGroupPtr local, ProcessGroupPtr cross, SocketCollectives* flat);
+  HierarchicalCollectives(Options options, ProcessGroupPtr local, ProcessGroupPtr cross,
+                          SocketCollectives* flat);
 
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
 

@@ -45,7 +45,8 @@ std::string verdict(uint32_t status, const std::string& message) {
 }  // namespace
 
 void connect_handshake(int fd, const HandshakeIdentity& o, int peer, const Deadline& deadline) {
-  const std::string what = detail::str("tcp backend: handshake with rank ", peer, " of group '", o.group, "'");
+  const std::string what =
+      detail::str("tcp backend: handshake with rank ", peer, " of group '", o.group, "'");
   const auth::Nonce nonce = auth::random_nonce();
   std::string hello(kMagic, sizeof(kMagic));
   put_u32(hello, static_cast<uint32_t>(o.rank));
@@ -59,9 +60,10 @@ void connect_handshake(int fd, const HandshakeIdentity& o, int peer, const Deadl
   const auto acceptor_nonce = take<auth::Nonce>(challenge);
   const auto proof = take<auth::Digest>(challenge + auth::kNonceSize);
   if (!auth::equal(proof, auth::prove(o.job_token, kAcceptorLabel, nonce, acceptor_nonce))) {
-    DDP_THROW(NetworkError, what, ": rank ", peer,
-              " could not prove it holds this job token (the job tokens differ, or another program listens on "
-              "its port); the connection was refused");
+    DDP_THROW(
+        NetworkError, what, ": rank ", peer,
+        " could not prove it holds this job token (the job tokens differ, or another program listens on "
+        "its port); the connection was refused");
   }
   std::string mine;
   put(mine, auth::prove(o.job_token, kConnectorLabel, nonce, acceptor_nonce));
@@ -81,16 +83,16 @@ AcceptorHandshake::AcceptorHandshake(const HandshakeIdentity& self, const std::v
 size_t AcceptorHandshake::wanted() const {
   switch (state_) {
     case State::kHello:
-      return (buf_.size() < kHelloFixed ? kHelloFixed : kHelloFixed + group_len_ + auth::kNonceSize) - buf_.size();
-    case State::kProof:
-      return auth::kDigestSize - buf_.size();
-    default:
-      return 0;
+      return (buf_.size() < kHelloFixed ? kHelloFixed : kHelloFixed + group_len_ + auth::kNonceSize) -
+             buf_.size();
+    case State::kProof: return auth::kDigestSize - buf_.size();
+    default: return 0;
   }
 }
 
 std::string AcceptorHandshake::feed(const uint8_t* data, size_t size) {
-  if (size > wanted()) DDP_THROW(InvalidArgument, "tcp backend handshake: fed ", size, " bytes, wanted ", wanted());
+  if (size > wanted())
+    DDP_THROW(InvalidArgument, "tcp backend handshake: fed ", size, " bytes, wanted ", wanted());
   buf_.append(reinterpret_cast<const char*>(data), size);
   if (state_ == State::kHello && buf_.size() == kHelloFixed) {
     if (std::memcmp(buf_.data(), kMagic, sizeof(kMagic)) != 0) {
@@ -98,7 +100,8 @@ std::string AcceptorHandshake::feed(const uint8_t* data, size_t size) {
     }
     group_len_ = get_u32(buf_.data() + 16);
     if (group_len_ > kMaxGroupName) {
-      DDP_THROW(InvalidArgument, "tcp backend handshake: group name of ", group_len_, " bytes exceeds ", kMaxGroupName);
+      DDP_THROW(InvalidArgument, "tcp backend handshake: group name of ", group_len_, " bytes exceeds ",
+                kMaxGroupName);
     }
   }
   if (wanted() > 0) return {};

@@ -51,7 +51,7 @@ class AcceptorHandshake {
   std::string feed(const uint8_t* data, size_t size);
 
   State state() const { return state_; }
-  int peer_rank() const { return peer_rank_; }          // once the hello is in
+  int peer_rank() const { return peer_rank_; }  // once the hello is in
   const std::string& refusal() const { return refusal_; }
 
  private:

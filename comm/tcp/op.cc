@@ -22,7 +22,8 @@ const char* to_string(OpKind kind) {
 std::string describe(const OpDesc& d) {
   if (d.kind == OpKind::kBarrier) return "barrier()";
   std::string out = detail::str(to_string(d.kind), "(", to_string(d.dtype), " x ", d.count);
-  const bool reduces = d.kind == OpKind::kAllReduce || d.kind == OpKind::kReduce || d.kind == OpKind::kReduceScatter;
+  const bool reduces =
+      d.kind == OpKind::kAllReduce || d.kind == OpKind::kReduce || d.kind == OpKind::kReduceScatter;
   if (reduces) out += detail::str(", ", to_string(d.rop));
   if (d.root >= 0) out += detail::str(", root ", d.root);
   return out + ")";
@@ -69,7 +70,8 @@ OpDesc Fingerprint::desc() const {
 
 const std::string& OpContext::label() const {
   if (label_.empty()) {
-    label_ = detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group ? *group : std::string("?"), "'");
+    label_ = detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '",
+                         group ? *group : std::string("?"), "'");
   }
   return label_;
 }

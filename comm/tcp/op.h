@@ -20,7 +20,15 @@
 namespace ddp::comm::tcp {
 
 enum class OpKind : uint8_t {
-  kBroadcast, kAllReduce, kReduce, kAllGather, kGather, kScatter, kReduceScatter, kAllToAll, kBarrier
+  kBroadcast,
+  kAllReduce,
+  kReduce,
+  kAllGather,
+  kGather,
+  kScatter,
+  kReduceScatter,
+  kAllToAll,
+  kBarrier
 };
 const char* to_string(OpKind kind);
 
@@ -45,7 +53,8 @@ struct Fingerprint {
   uint64_t hash() const;  // of every field; never 0
   OpDesc desc() const;
   bool same_op(const Fingerprint& o) const {
-    return seq == o.seq && count == o.count && root == o.root && kind == o.kind && dtype == o.dtype && rop == o.rop;
+    return seq == o.seq && count == o.count && root == o.root && kind == o.kind && dtype == o.dtype &&
+           rop == o.rop;
   }
 };
 static_assert(sizeof(Fingerprint) == 24);
@@ -67,8 +76,12 @@ class GroupHealth {
   // A peer that destroyed its group cleanly (said goodbye) is not a failure by itself: ops
   // that still need it fail, the rest go on. Call init() before any other thread runs.
   void init(int world);
-  void mark_departed(int peer) { departed_[static_cast<size_t>(peer)].store(true, std::memory_order_release); }
-  bool departed(int peer) const { return departed_[static_cast<size_t>(peer)].load(std::memory_order_acquire); }
+  void mark_departed(int peer) {
+    departed_[static_cast<size_t>(peer)].store(true, std::memory_order_release);
+  }
+  bool departed(int peer) const {
+    return departed_[static_cast<size_t>(peer)].load(std::memory_order_acquire);
+  }
 
  private:
   std::unique_ptr<std::atomic<bool>[]> departed_;

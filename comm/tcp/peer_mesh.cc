@@ -38,8 +38,8 @@ Fd connect_peer(const PeerAddress& peer, bool same_host, const Deadline& deadlin
       if (deadline.expired()) break;
     }
     if (deadline.expired()) {
-      DDP_THROW(TimeoutError, "tcp backend: could not connect to rank ", rank, " (", peer.host, ":", peer.port,
-                "): ", errors);
+      DDP_THROW(TimeoutError, "tcp backend: could not connect to rank ", rank, " (", peer.host, ":",
+                peer.port, "): ", errors);
     }
   }
 }
@@ -133,7 +133,7 @@ class Acceptor {
     using State = AcceptorHandshake::State;
     const int rank = p.handshake.peer_rank();
     if (p.handshake.state() == State::kAccepted) have_[rank] = true;  // a second claim is refused
-    if (!p.out.empty()) return;  // the verdict is still on its way
+    if (!p.out.empty()) return;                                       // the verdict is still on its way
     if (p.handshake.state() == State::kRefused) {
       drop(i, detail::str("refused rank ", rank, ": ", p.handshake.refusal()));
     } else if (p.handshake.state() == State::kAccepted) {
@@ -156,7 +156,8 @@ class Acceptor {
 
   void drop(size_t i, const std::string& why) {
     const auto& h = pending_[i]->handshake;
-    if (h.state() == AcceptorHandshake::State::kAccepted) have_[h.peer_rank()] = false;  // its verdict was lost
+    if (h.state() == AcceptorHandshake::State::kAccepted)
+      have_[h.peer_rank()] = false;  // its verdict was lost
     logger("tcp")->warn("tcp backend: dropped a connection on group '{}': {}", o_.group, why);
     pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
   }
@@ -220,7 +221,8 @@ Mesh build_mesh(rdzv::Store& store, const MeshOptions& o, const Deadline& deadli
   store.set("tcp/addr/" + std::to_string(o.rank), mesh.peers[o.rank].encode());
   for (int r = 0; r < o.size; ++r) {
     if (r == o.rank) continue;
-    mesh.peers[r] = PeerAddress::decode(store.get_string("tcp/addr/" + std::to_string(r), deadline.remaining()));
+    mesh.peers[r] =
+        PeerAddress::decode(store.get_string("tcp/addr/" + std::to_string(r), deadline.remaining()));
   }
   for (int r = 0; r < o.rank; ++r) {
     const bool same_host = mesh.peers[r].boot_id == mesh.peers[o.rank].boot_id;

@@ -5,7 +5,8 @@ namespace ddp::comm::tcp {
 ShmChannel::ShmChannel(ShmSegment segment, Options options, GroupHealth* health)
     : segment_(std::move(segment)),
       opt_(options),
-      wait_(&segment_, {options.rank, options.world, options.spin_us, options.yield_us, options.blocked}, health),
+      wait_(&segment_, {options.rank, options.world, options.spin_us, options.yield_us, options.blocked},
+            health),
       fingerprints_(&segment_, &wait_, options.rank, options.world, options.fingerprints) {}
 
 bool ShmChannel::slot_free(uint64_t ticket) const {

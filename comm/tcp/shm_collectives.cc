@@ -14,23 +14,15 @@ using Algorithm = bool (*)(ShmChannel&, ShmStep&);
 Algorithm algorithm_for(const OpDesc& d, const Buffer& in, const ShmGeometry& g) {
   if (oneshot_fits(d, in, g)) return oneshot_step;
   switch (d.kind) {
-    case OpKind::kAllReduce:
-      return allreduce_chunked_step;
-    case OpKind::kReduce:
-      return reduce_step;
-    case OpKind::kReduceScatter:
-      return reduce_scatter_step;
-    case OpKind::kBroadcast:
-      return broadcast_step;
+    case OpKind::kAllReduce: return allreduce_chunked_step;
+    case OpKind::kReduce: return reduce_step;
+    case OpKind::kReduceScatter: return reduce_scatter_step;
+    case OpKind::kBroadcast: return broadcast_step;
     case OpKind::kAllGather:
-    case OpKind::kGather:
-      return all_gather_step;
-    case OpKind::kScatter:
-      return scatter_step;
-    case OpKind::kAllToAll:
-      return all_to_all_step;
-    case OpKind::kBarrier:
-      break;  // one-shot
+    case OpKind::kGather: return all_gather_step;
+    case OpKind::kScatter: return scatter_step;
+    case OpKind::kAllToAll: return all_to_all_step;
+    case OpKind::kBarrier: break;  // one-shot
   }
   return oneshot_step;
 }
@@ -43,7 +35,8 @@ struct ShmCollectives::Impl {
   Algorithm algorithm = nullptr;
 
   Impl(ShmSegment segment, const Options& o, GroupHealth* health)
-      : channel(std::move(segment), {o.rank, o.world, o.fingerprints, o.spin_us, o.yield_us, o.blocked}, health) {}
+      : channel(std::move(segment), {o.rank, o.world, o.fingerprints, o.spin_us, o.yield_us, o.blocked},
+                health) {}
 
   void begin(const OpContext& ctx, const Buffer& in) {
     progress = {};

@@ -32,8 +32,7 @@ void consume(ShmChannel& ch, const ShmStep& s, uint64_t t) {
       if (rop == ReduceOp::kAvg) finish_avg(out.data, out.count, out.dtype, w);
       break;
     }
-    default:
-      break;  // barrier
+    default: break;  // barrier
   }
 }
 
@@ -41,16 +40,12 @@ void consume(ShmChannel& ch, const ShmStep& s, uint64_t t) {
 
 bool oneshot_fits(const OpDesc& d, const Buffer& in, const ShmGeometry& g) {
   switch (d.kind) {
-    case OpKind::kBarrier:
-      return true;
-    case OpKind::kAllReduce:
-      return in.bytes() <= g.oneshot_bytes;
+    case OpKind::kBarrier: return true;
+    case OpKind::kAllReduce: return in.bytes() <= g.oneshot_bytes;
     case OpKind::kBroadcast:
     case OpKind::kAllGather:
-    case OpKind::kReduceScatter:
-      return in.bytes() <= g.slot_bytes;  // no extra work one-shot
-    default:
-      return false;
+    case OpKind::kReduceScatter: return in.bytes() <= g.slot_bytes;  // no extra work one-shot
+    default: return false;
   }
 }
 

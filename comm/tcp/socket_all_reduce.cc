@@ -14,7 +14,8 @@ struct Part {
   size_t off, len;
 };
 Part part(size_t n, int w, int p) {
-  const size_t base = n / static_cast<size_t>(w), rem = n % static_cast<size_t>(w), up = static_cast<size_t>(p);
+  const size_t base = n / static_cast<size_t>(w), rem = n % static_cast<size_t>(w),
+               up = static_cast<size_t>(p);
   return {up * base + std::min(up, rem), base + (up < rem ? 1 : 0)};
 }
 
@@ -51,7 +52,8 @@ const char* to_string(SocketAlgo algo) {
 // - Larger: ring. Same bytes per rank as direct, but each rank streams to one neighbour and
 //   from the other, so no NIC takes world - 1 senders at once; parts of at least a chunk keep
 //   the ring's pipeline full, hiding its 2*(world - 1) rounds.
-SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t oneshot_bytes, size_t chunk_bytes) {
+SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t oneshot_bytes,
+                              size_t chunk_bytes) {
   if (count < static_cast<size_t>(world) || bytes <= oneshot_bytes || world <= 3) return SocketAlgo::kDirect;
   if (bytes / static_cast<size_t>(world) < chunk_bytes) return SocketAlgo::kHalvingDoubling;
   return SocketAlgo::kRing;
@@ -62,7 +64,8 @@ void SocketCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
   const size_t n = buf.count;
   if (n < static_cast<size_t>(w) || buf.bytes() <= opt_.oneshot_bytes) return oneshot_all_reduce(ctx, buf);
   SocketAlgo algo = opt_.algo;
-  if (algo == SocketAlgo::kAuto) algo = choose_socket_algo(buf.bytes(), n, w, opt_.oneshot_bytes, opt_.chunk_bytes);
+  if (algo == SocketAlgo::kAuto)
+    algo = choose_socket_algo(buf.bytes(), n, w, opt_.oneshot_bytes, opt_.chunk_bytes);
   switch (algo) {
     case SocketAlgo::kRing: return ring_all_reduce(ctx, buf);
     case SocketAlgo::kHalvingDoubling: return hd_all_reduce(ctx, buf);
@@ -116,7 +119,8 @@ void SocketCollectives::pipelined_all_reduce(const OpContext& ctx, const Buffer&
       recv(rest, p, 1, at(buf, theirs.off + off), len * es, ctx);
     }
     for (size_t off = 0; off < me.len; off += chunk) {
-      recv(arrivals[static_cast<size_t>(p)], p, 0, slot.data() + off * es, std::min(chunk, me.len - off) * es, ctx);
+      recv(arrivals[static_cast<size_t>(p)], p, 0, slot.data() + off * es, std::min(chunk, me.len - off) * es,
+           ctx);
     }
   }
   for (size_t k = 0, off = 0; off < me.len; ++k, off += chunk) {
@@ -124,7 +128,8 @@ void SocketCollectives::pipelined_all_reduce(const OpContext& ctx, const Buffer&
     for (int p = 0; p < w; ++p) {
       if (p == r) continue;
       wait_one(arrivals[static_cast<size_t>(p)], k, ctx);
-      combine(at(buf, me.off + off), scratch_[static_cast<size_t>(p)].data() + off * es, len, buf.dtype, ctx.desc.rop);
+      combine(at(buf, me.off + off), scratch_[static_cast<size_t>(p)].data() + off * es, len, buf.dtype,
+              ctx.desc.rop);
     }
     if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(at(buf, me.off + off), len, buf.dtype, w);
     for (int p = 0; p < w; ++p) {
@@ -168,7 +173,9 @@ void SocketCollectives::ring_all_reduce(const OpContext& ctx, const Buffer& buf)
     });
   }
   const Part first = part(n, w, r);
-  chunks(first, [&](size_t, size_t off, size_t len) { send(sends, right, 0, at(buf, first.off + off), len * es, ctx); });
+  chunks(first, [&](size_t, size_t off, size_t len) {
+    send(sends, right, 0, at(buf, first.off + off), len * es, ctx);
+  });
   for (int s = 0; s < w - 1; ++s) {
     const Part b = part(n, w, mod(r - s - 1, w));
     const char* slot = ring_scratch_.data() + static_cast<size_t>(s) * block_max * es;
@@ -193,7 +200,6 @@ void SocketCollectives::ring_all_reduce(const OpContext& ctx, const Buffer& buf)
   wait(sends, ctx);
 }
 
-
 // Chunked: both directions posted at once; incoming chunks reduced in order as they land.
 void SocketCollectives::exchange(const OpContext& ctx, const Buffer& buf, const Exchange& x) {
   const size_t es = dtype_size(buf.dtype), chunk = std::max<size_t>(1, opt_.chunk_bytes / es);
@@ -201,7 +207,8 @@ void SocketCollectives::exchange(const OpContext& ctx, const Buffer& buf, const 
   Batch sends, arrivals;
   for (size_t off = 0; off < x.recv_len; off += chunk) {
     const size_t len = std::min(chunk, x.recv_len - off);
-    recv(arrivals, x.peer, x.step, x.reduce ? ring_scratch_.data() + off * es : at(buf, x.recv_off + off), len * es, ctx);
+    recv(arrivals, x.peer, x.step, x.reduce ? ring_scratch_.data() + off * es : at(buf, x.recv_off + off),
+         len * es, ctx);
   }
   for (size_t off = 0; off < x.send_len; off += chunk) {
     send(sends, x.peer, x.step, at(buf, x.send_off + off), std::min(chunk, x.send_len - off) * es, ctx);
@@ -209,8 +216,8 @@ void SocketCollectives::exchange(const OpContext& ctx, const Buffer& buf, const 
   if (x.reduce) {
     for (size_t k = 0, off = 0; off < x.recv_len; ++k, off += chunk) {
       wait_one(arrivals, k, ctx);
-      combine(at(buf, x.recv_off + off), ring_scratch_.data() + off * es, std::min(chunk, x.recv_len - off), buf.dtype,
-              ctx.desc.rop);
+      combine(at(buf, x.recv_off + off), ring_scratch_.data() + off * es, std::min(chunk, x.recv_len - off),
+              buf.dtype, ctx.desc.rop);
     }
   }
   wait(arrivals, ctx);
@@ -242,7 +249,8 @@ void SocketCollectives::hd_all_reduce(const OpContext& ctx, const Buffer& buf) {
   }
 }
 
-void SocketCollectives::halving_doubling(const OpContext& ctx, const Buffer& buf, int vrank, int p2, int extra) {
+void SocketCollectives::halving_doubling(const OpContext& ctx, const Buffer& buf, int vrank, int p2,
+                                         int extra) {
   auto real = [&](int v) { return v < extra ? 2 * v + 1 : v + extra; };
   Part held{0, buf.count};
   std::vector<Part> before;  // the range held before each halving step
@@ -257,7 +265,8 @@ void SocketCollectives::halving_doubling(const OpContext& ctx, const Buffer& buf
   if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(at(buf, held.off), held.len, buf.dtype, opt_.world);
   for (int mask = 1, i = static_cast<int>(before.size()) - 1; mask < p2; mask *= 2, --i) {
     const Part whole = before[static_cast<size_t>(i)];
-    const Part other = held.off == whole.off ? Part{whole.off + held.len, whole.len - held.len} : Part{whole.off, held.off - whole.off};
+    const Part other = held.off == whole.off ? Part{whole.off + held.len, whole.len - held.len}
+                                             : Part{whole.off, held.off - whole.off};
     exchange(ctx, buf, {real(vrank ^ mask), 2, held.off, held.len, other.off, other.len, false});
     held = whole;
   }

@@ -20,17 +20,18 @@ int SocketCollectives::world_rank(int p) const {
   return opt_.world_ranks.empty() ? p : opt_.world_ranks[static_cast<size_t>(p)];
 }
 
-void SocketCollectives::send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx) {
+void SocketCollectives::send(Batch& b, int peer, int step, const void* data, size_t bytes,
+                             const OpContext& ctx) {
   auto work = std::make_shared<Work>(ctx.label());
-  engine_->send(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data, bytes,
-                ctx.deadline, work, ctx.label());
+  engine_->send(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data,
+                bytes, ctx.deadline, work, ctx.label());
   b.works.emplace_back(std::move(work), peer);
 }
 
 void SocketCollectives::recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx) {
   auto work = std::make_shared<Work>(ctx.label());
-  engine_->recv(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data, bytes,
-                ctx.deadline, work, ctx.label());
+  engine_->recv(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data,
+                bytes, ctx.deadline, work, ctx.label());
   b.works.emplace_back(std::move(work), peer);
 }
 
@@ -52,8 +53,8 @@ void SocketCollectives::wait(Batch& b, const OpContext& ctx) {
   if (!late_ranks.empty()) {
     std::string late;
     for (int p : late_ranks) late += (late.empty() ? "" : ", ") + std::to_string(world_rank(p));
-    DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [", late,
-              "] (sockets)");
+    DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [",
+              late, "] (sockets)");
   }
 }
 
@@ -78,8 +79,8 @@ void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
     auto s = std::make_shared<Work>(ctx.label());
     engine_->send(p, Channel::kFingerprint, tag, &mine, sizeof(mine), ctx.deadline, s, ctx.label());
     auto r = std::make_shared<Work>(ctx.label());
-    engine_->recv(p, Channel::kFingerprint, tag, &theirs[static_cast<size_t>(p)], sizeof(Fingerprint), ctx.deadline, r,
-                  ctx.label());
+    engine_->recv(p, Channel::kFingerprint, tag, &theirs[static_cast<size_t>(p)], sizeof(Fingerprint),
+                  ctx.deadline, r, ctx.label());
     works.emplace_back(s, p);
     works.emplace_back(r, p);
   }
@@ -90,9 +91,9 @@ void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
     if (p == opt_.rank) continue;
     const Fingerprint& f = theirs[static_cast<size_t>(p)];
     if (!mine.same_op(f)) {
-      DDP_THROW(InvalidArgument, ctx.label(), ": mismatched collectives: rank ", world_rank(opt_.rank), " called ",
-                describe(ctx.desc), " at seq ", ctx.desc.seq, " but rank ", world_rank(p), " called ", describe(f.desc()),
-                " at seq ", f.seq);
+      DDP_THROW(InvalidArgument, ctx.label(), ": mismatched collectives: rank ", world_rank(opt_.rank),
+                " called ", describe(ctx.desc), " at seq ", ctx.desc.seq, " but rank ", world_rank(p),
+                " called ", describe(f.desc()), " at seq ", f.seq);
     }
   }
 }
@@ -170,7 +171,8 @@ void SocketCollectives::scatter(const OpContext& ctx, const Buffer& in, const Bu
     for (int p = 0; p < opt_.world; ++p) {
       if (p != r) send(b, p, 0, at(in, static_cast<size_t>(p) * n), out.bytes(), ctx);
     }
-    if (at(in, static_cast<size_t>(r) * n) != out.data) std::memcpy(out.data, at(in, static_cast<size_t>(r) * n), out.bytes());
+    if (at(in, static_cast<size_t>(r) * n) != out.data)
+      std::memcpy(out.data, at(in, static_cast<size_t>(r) * n), out.bytes());
   } else {
     recv(b, root, 0, out.data, out.bytes(), ctx);
   }
@@ -193,7 +195,8 @@ void SocketCollectives::reduce_scatter(const OpContext& ctx, const Buffer& in, c
   for (int p = 0; p < w; ++p) {
     if (p == r) continue;
     if (first) {
-      combine3(out.data, at(in, static_cast<size_t>(r) * n), c[static_cast<size_t>(p)].data(), n, out.dtype, ctx.desc.rop);
+      combine3(out.data, at(in, static_cast<size_t>(r) * n), c[static_cast<size_t>(p)].data(), n, out.dtype,
+               ctx.desc.rop);
     } else {
       combine(out.data, c[static_cast<size_t>(p)].data(), n, out.dtype, ctx.desc.rop);
     }
@@ -217,7 +220,8 @@ void SocketCollectives::all_to_all(const OpContext& ctx, const Buffer& in, const
     send(b, p, 0, src + static_cast<size_t>(p) * piece, piece, ctx);
     recv(b, p, 0, at(out, static_cast<size_t>(p) * n), piece, ctx);
   }
-  if (in.data != out.data) std::memcpy(at(out, static_cast<size_t>(r) * n), src + static_cast<size_t>(r) * piece, piece);
+  if (in.data != out.data)
+    std::memcpy(at(out, static_cast<size_t>(r) * n), src + static_cast<size_t>(r) * piece, piece);
   wait(b, ctx);
 }
 

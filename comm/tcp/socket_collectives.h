@@ -32,7 +32,8 @@ enum class SocketAlgo { kAuto, kDirect, kHalvingDoubling, kRing };
 SocketAlgo parse_socket_algo(const std::string& name);
 const char* to_string(SocketAlgo algo);
 // The auto rule (docs/backends.md), a pure function of values equal on every rank.
-SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t oneshot_bytes, size_t chunk_bytes);
+SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t oneshot_bytes,
+                              size_t chunk_bytes);
 
 class SocketCollectives {
  public:

@@ -89,8 +89,8 @@ void SocketEngine::finish_all(Done& done) {
   done.clear();
 }
 
-void SocketEngine::send(int p, Channel ch, int64_t tag, const void* data, size_t bytes, const Deadline& deadline,
-                        WorkPtr work, std::string label) {
+void SocketEngine::send(int p, Channel ch, int64_t tag, const void* data, size_t bytes,
+                        const Deadline& deadline, WorkPtr work, std::string label) {
   std::exception_ptr err;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -103,7 +103,7 @@ void SocketEngine::send(int p, Channel ch, int64_t tag, const void* data, size_t
       }
     } else if (!peer.alive || stop_ || peer.said_bye) {
       err = engine_error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
-                                            peer.said_bye ? " (it left the group)" : ""));
+                                                   peer.said_bye ? " (it left the group)" : ""));
     } else {
       SendOp op;
       op.hdr.channel = static_cast<uint8_t>(ch);
@@ -143,7 +143,7 @@ void SocketEngine::recv(int p, Channel ch, int64_t tag, void* data, size_t bytes
       }
     } else if (!peer.alive || stop_) {
       err = engine_error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
-                                            peer.said_bye ? " (it left the group)" : ""));
+                                                   peer.said_bye ? " (it left the group)" : ""));
     }
     if (err) {
       done.emplace_back(work, err);

@@ -39,7 +39,10 @@ void SocketEngine::close_peer(int p, Done& done) {
   peer.alive = false;
   const std::string reason =
       detail::str(options_.peer_names[p], " left the group (destroyed it) before this op completed");
-  fail_ops(peer, [&](const std::string& label) { return engine_error<NetworkError>(detail::str(label, ": ", reason)); }, done);
+  fail_ops(
+      peer,
+      [&](const std::string& label) { return engine_error<NetworkError>(detail::str(label, ": ", reason)); },
+      done);
 }
 
 // Under mu_: fails every operation that involves the peer, each with err(its label).
@@ -80,7 +83,8 @@ void SocketEngine::fail_all(Done& done, const std::string& reason) {
 // op completes with the error (the thread then ends).
 void SocketEngine::fail_engine(Done& done, const std::string& why) noexcept {
   try {
-    const std::string reason = detail::str("the progress engine of group '", options_.group, "' failed: ", why);
+    const std::string reason =
+        detail::str("the progress engine of group '", options_.group, "' failed: ", why);
     logger("tcp")->error("tcp backend: {}", reason);
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -18,7 +18,9 @@ class CollectiveWork final : public Work {
       : Work(std::move(label)), blocked_(std::move(blocked)) {}
 
  protected:
-  void blocking(bool begin) noexcept override { blocked_->fetch_add(begin ? 1 : -1, std::memory_order_relaxed); }
+  void blocking(bool begin) noexcept override {
+    blocked_->fetch_add(begin ? 1 : -1, std::memory_order_relaxed);
+  }
 
  private:
   std::shared_ptr<std::atomic<int>> blocked_;
@@ -161,7 +163,8 @@ WorkPtr TcpProcessGroup::do_recv(Buffer buf, int src, RecvOptions opts) {
 
 WorkPtr TcpProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
   if (buf.count == 0) return Work::completed("broadcast (empty)");
-  return submit({OpKind::kBroadcast, buf.dtype, ReduceOp::kSum, opts.root, buf.count, 0}, buf, {}, opts.timeout);
+  return submit({OpKind::kBroadcast, buf.dtype, ReduceOp::kSum, opts.root, buf.count, 0}, buf, {},
+                opts.timeout);
 }
 
 WorkPtr TcpProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
@@ -176,12 +179,14 @@ WorkPtr TcpProcessGroup::do_reduce(Buffer buf, ReduceOptions opts) {
 
 WorkPtr TcpProcessGroup::do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) {
   if (input.count == 0) return Work::completed("all_gather (empty)");
-  return submit({OpKind::kAllGather, input.dtype, ReduceOp::kSum, -1, input.count, 0}, input, output, opts.timeout);
+  return submit({OpKind::kAllGather, input.dtype, ReduceOp::kSum, -1, input.count, 0}, input, output,
+                opts.timeout);
 }
 
 WorkPtr TcpProcessGroup::do_gather(Buffer input, Buffer output, GatherOptions opts) {
   if (input.count == 0) return Work::completed("gather (empty)");
-  return submit({OpKind::kGather, input.dtype, ReduceOp::kSum, opts.root, input.count, 0}, input, output, opts.timeout);
+  return submit({OpKind::kGather, input.dtype, ReduceOp::kSum, opts.root, input.count, 0}, input, output,
+                opts.timeout);
 }
 
 WorkPtr TcpProcessGroup::do_scatter(Buffer input, Buffer output, ScatterOptions opts) {
@@ -192,12 +197,14 @@ WorkPtr TcpProcessGroup::do_scatter(Buffer input, Buffer output, ScatterOptions 
 
 WorkPtr TcpProcessGroup::do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
   if (output.count == 0) return Work::completed("reduce_scatter (empty)");
-  return submit({OpKind::kReduceScatter, output.dtype, opts.op, -1, output.count, 0}, input, output, opts.timeout);
+  return submit({OpKind::kReduceScatter, output.dtype, opts.op, -1, output.count, 0}, input, output,
+                opts.timeout);
 }
 
 WorkPtr TcpProcessGroup::do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) {
   if (input.count == 0) return Work::completed("all_to_all (empty)");
-  return submit({OpKind::kAllToAll, input.dtype, ReduceOp::kSum, -1, input.count, 0}, input, output, opts.timeout);
+  return submit({OpKind::kAllToAll, input.dtype, ReduceOp::kSum, -1, input.count, 0}, input, output,
+                opts.timeout);
 }
 
 WorkPtr TcpProcessGroup::do_barrier(BarrierOptions opts) {

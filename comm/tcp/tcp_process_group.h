@@ -121,7 +121,7 @@ class TcpProcessGroup final : public ProcessGroup {
   uint64_t next_seq_ = 0;
   uint64_t next_p2p_ = 0;
   bool stopping_ = false;
-  bool busy_ = false;     // someone (the worker or an inline caller) is running an op
+  bool busy_ = false;        // someone (the worker or an inline caller) is running an op
   int inline_spin_us_ = -1;  // < 0: never run ops on the caller's thread
   size_t inline_max_bytes_ = 0;
   std::atomic<uint64_t> collectives_run_{0};

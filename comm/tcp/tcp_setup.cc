@@ -32,7 +32,9 @@ struct Config {
     auto b = a == std::string::npos ? a : text.find('\n', a + 1);
     if (b == std::string::npos) DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "'");
     const std::string t = text.substr(0, a);
-    c.transport = t == "shm" ? Transport::kShm : t == "hierarchical" ? Transport::kHierarchical : Transport::kSocket;
+    c.transport = t == "shm"            ? Transport::kShm
+                  : t == "hierarchical" ? Transport::kHierarchical
+                                        : Transport::kSocket;
     c.fingerprints = text.substr(a + 1, b - a - 1) == "1";
     c.shm_name = text.substr(b + 1);
     return c;
@@ -55,11 +57,13 @@ Transport choose_transport(const Mesh& mesh) {
   const HostLayout layout = layout_of(mesh);
   if (wanted == "socket") return Transport::kSocket;
   if (layout.hosts == 1) return Transport::kShm;
-  if (wanted == "shm") logger("tcp")->warn("DDP_TCP_TRANSPORT=shm but the group spans hosts: using sockets between them");
+  if (wanted == "shm")
+    logger("tcp")->warn("DDP_TCP_TRANSPORT=shm but the group spans hosts: using sockets between them");
   if (layout.hierarchical()) return Transport::kHierarchical;
   if (wanted == "hierarchical" && layout.per_host != 1) {
-    logger("tcp")->warn("DDP_TCP_TRANSPORT=hierarchical needs several ranks on each host, the same number on all: "
-                        "using sockets");
+    logger("tcp")->warn(
+        "DDP_TCP_TRANSPORT=hierarchical needs several ranks on each host, the same number on all: "
+        "using sockets");
   }
   return Transport::kSocket;
 }
@@ -77,7 +81,8 @@ std::string peer_name(const GroupSetup& setup, const Mesh& mesh, int r) {
   const auto& p = mesh.peers[static_cast<size_t>(r)];
   const int world = setup.global_ranks.empty() ? r : setup.global_ranks[static_cast<size_t>(r)];
   if (world == r) return detail::str("rank ", r, " (pid ", p.pid, " on ", p.host, ")");
-  return detail::str("rank ", world, " (pid ", p.pid, " on ", p.host, "; rank ", r, " of group '", setup.name, "')");
+  return detail::str("rank ", world, " (pid ", p.pid, " on ", p.host, "; rank ", r, " of group '", setup.name,
+                     "')");
 }
 
 ShmGeometry geometry(int world) {
@@ -91,7 +96,8 @@ ShmGeometry geometry(int world) {
   g.slot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_SLOT_BYTES", static_cast<int64_t>(slot)));
   g.oneshot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_ONESHOT_BYTES", 32 << 10));
   if (g.slot_bytes < 4096 || g.slot_bytes % 64 != 0 || g.depth < 2 || g.depth > 64) {
-    DDP_THROW(InvalidArgument, "tcp backend: bad shared-memory geometry (DDP_TCP_SHM_SLOT_BYTES=", g.slot_bytes,
+    DDP_THROW(InvalidArgument,
+              "tcp backend: bad shared-memory geometry (DDP_TCP_SHM_SLOT_BYTES=", g.slot_bytes,
               ", a multiple of 64 >= 4096; DDP_TCP_SHM_DEPTH=", g.depth, ", 2..64)");
   }
   g.oneshot_bytes = std::min(g.oneshot_bytes, g.slot_bytes);
@@ -102,7 +108,8 @@ bool shm_forced() { return env::get_or("DDP_TCP_TRANSPORT", "auto") == "shm"; }
 
 void warn_fallback(const GroupSetup& setup, const ShmGeometry& g, const std::string& why) {
   logger("tcp")->warn(
-      "tcp backend: group '{}' rank {}: shared memory unavailable ({}); using sockets for this group. It needs {} "
+      "tcp backend: group '{}' rank {}: shared memory unavailable ({}); using sockets for this group. It "
+      "needs {} "
       "bytes ({} MiB) in /dev/shm: give the container more (e.g. docker --shm-size={}m), or set "
       "DDP_TCP_TRANSPORT=socket to choose sockets without this warning",
       setup.name, setup.rank, why, g.total_bytes(), (g.total_bytes() + (1 << 20) - 1) >> 20,
@@ -136,7 +143,8 @@ ShmSegment open_or_fall_back(const GroupSetup& setup, const std::string& name) {
 // (no room, another /dev/shm) says so in the store before the set-up barrier, and after the
 // barrier every rank reads the same count: one failure and the whole group uses sockets. The
 // barrier also lets the segment's name go: every rank that could map it has.
-Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Deadline& deadline, ShmSegment& segment) {
+Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Deadline& deadline,
+                          ShmSegment& segment) {
   rdzv::Store& store = *setup.store;
   Config config;
   if (setup.rank == 0) {
@@ -187,10 +195,11 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
   SocketEngine::Options eo;
   eo.rank = setup.rank;
   eo.group = setup.name;
-  const int64_t max_unexpected = env::get_int_or("DDP_TCP_MAX_UNEXPECTED_BYTES",
-                                                 static_cast<int64_t>(kDefaultMaxUnexpectedBytes));
+  const int64_t max_unexpected =
+      env::get_int_or("DDP_TCP_MAX_UNEXPECTED_BYTES", static_cast<int64_t>(kDefaultMaxUnexpectedBytes));
   if (max_unexpected <= 0) {
-    DDP_THROW(InvalidArgument, "DDP_TCP_MAX_UNEXPECTED_BYTES=", max_unexpected, ": must be a positive byte count");
+    DDP_THROW(InvalidArgument, "DDP_TCP_MAX_UNEXPECTED_BYTES=", max_unexpected,
+              ": must be a positive byte count");
   }
   eo.max_unexpected_bytes = static_cast<uint64_t>(max_unexpected);
   for (int r = 0; r < setup.size; ++r) eo.peer_names.push_back(peer_name(setup, mesh, r));
@@ -241,10 +250,12 @@ std::atomic<InterNodeFactory> g_inter_node_factory{nullptr};
 ProcessGroupPtr make_cross_group(const GroupSetup& c) {
   const std::string inter = env::get_or("DDP_TCP_INTER", "socket");
   if (inter == "socket") return ProcessGroupPtr(TcpProcessGroup::create(c));
-  if (inter != "gloo" && inter != "mpi") DDP_THROW(InvalidArgument, "DDP_TCP_INTER='", inter, "': choose socket, gloo or mpi");
+  if (inter != "gloo" && inter != "mpi")
+    DDP_THROW(InvalidArgument, "DDP_TCP_INTER='", inter, "': choose socket, gloo or mpi");
   const InterNodeFactory factory = g_inter_node_factory.load();
   if (factory == nullptr) {
-    DDP_THROW(InvalidArgument, "DDP_TCP_INTER=", inter, ": no backend registry here (groups made by make_tcp_group "
+    DDP_THROW(InvalidArgument, "DDP_TCP_INTER=", inter,
+              ": no backend registry here (groups made by make_tcp_group "
               "directly use sockets between hosts)");
   }
   return factory(inter, c);
@@ -272,18 +283,21 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
     c.rank = rank;
     return cross ? make_cross_group(c) : ProcessGroupPtr(TcpProcessGroup::create(c));
   };
-  auto local_group = child("host", host, [&](size_t r) { return layout.host_of[r] == host; }, local, false);
-  auto cross_group = child("across", local, [&](size_t r) { return layout.local_of[r] == local; }, cross, true);
+  auto local_group = child(
+      "host", host, [&](size_t r) { return layout.host_of[r] == host; }, local, false);
+  auto cross_group = child(
+      "across", local, [&](size_t r) { return layout.local_of[r] == local; }, cross, true);
   HierarchicalCollectives::Options ho;
   ho.rank = setup.rank;
   ho.world = setup.size;
   ho.layout = layout;
   // The same on every rank (it picks the children's ops: a mismatch is their error, no result).
   ho.small_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_HIERARCHY_SMALL_BYTES", 64 << 10));
-  logger("tcp")->debug("group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}",
-                       setup.name, layout.hosts, layout.per_host, host, local, cross_group->backend_name());
-  hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group), std::move(cross_group),
-                                                         sockets_.get());
+  logger("tcp")->debug(
+      "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}", setup.name,
+      layout.hosts, layout.per_host, host, local, cross_group->backend_name());
+  hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group),
+                                                         std::move(cross_group), sockets_.get());
 }
 
 ProcessGroupPtr make_tcp_group(const GroupSetup& setup) { return TcpProcessGroup::create(setup); }

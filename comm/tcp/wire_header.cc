@@ -24,8 +24,7 @@ std::string check_header(const uint8_t* bytes, size_t size) {
 std::string check_unexpected(uint64_t bytes, uint64_t buffered, uint64_t cap) {
   if (bytes <= cap && buffered <= cap - bytes) return {};
   return detail::str("it sent a message of ", bytes, " bytes before its receive was posted, with ", buffered,
-                     " bytes already buffered; at most ", cap,
-                     " may wait (DDP_TCP_MAX_UNEXPECTED_BYTES)");
+                     " bytes already buffered; at most ", cap, " may wait (DDP_TCP_MAX_UNEXPECTED_BYTES)");
 }
 
 }  // namespace ddp::comm::tcp

@@ -79,7 +79,8 @@ class DistributedDataParallel : public ::torch::nn::ModuleHolder<DistributedData
  public:
   using Impl = DistributedDataParallelImpl<M>;
   DistributedDataParallel(M module, comm::ProcessGroupPtr group, EngineOptions options = {})
-      : ::torch::nn::ModuleHolder<Impl>(std::make_shared<Impl>(std::move(module), std::move(group), options)) {}
+      : ::torch::nn::ModuleHolder<Impl>(
+            std::make_shared<Impl>(std::move(module), std::move(group), options)) {}
 
   // ModuleHolder's own operator() only sees a non-template forward(); ours forwards any
   // argument list the wrapped module's forward() takes.

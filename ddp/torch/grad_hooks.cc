@@ -12,7 +12,8 @@ namespace {
 
 class ReadyHook : public ::torch::autograd::FunctionPostHook {
  public:
-  ReadyHook(size_t index, std::function<void(size_t)> on_ready) : index_(index), on_ready_(std::move(on_ready)) {}
+  ReadyHook(size_t index, std::function<void(size_t)> on_ready)
+      : index_(index), on_ready_(std::move(on_ready)) {}
   ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& outputs,
                                               const ::torch::autograd::variable_list& /*inputs*/) override {
     on_ready_(index_);

@@ -5,8 +5,8 @@
 
 #include "common/error.h"
 #include "ddp/coalesce.h"
-#include "ddp/verify.h"
 #include "ddp/torch/tensor_buffer.h"
+#include "ddp/verify.h"
 
 namespace ddp::torch {
 namespace {
@@ -43,8 +43,8 @@ void ModuleEngine::register_state(const comm::ProcessGroup& group) {
     if (first) device_ = t.device();
     first = false;
     if (t.device() != device_) {
-      DDP_THROW(InvalidArgument, what, " is on ", t.device().str(), " but the first parameter is on ", device_.str(),
-                ": one device per process");
+      DDP_THROW(InvalidArgument, what, " is on ", t.device().str(), " but the first parameter is on ",
+                device_.str(), ": one device per process");
     }
     comm::Buffer data = buffer_of(t, what);
     const comm::Device wanted = group.buffer_device();
@@ -107,9 +107,10 @@ void ModuleEngine::check_state() const {
   // Runs every forward: compare first, build a message only for the one that moved.
   auto moved = [&](const char* kind, const std::string& name, const at::Tensor& t, const void* registered) {
     if (t.data_ptr() == registered) return;
-    DDP_THROW(InvalidArgument, kind, " '", name, "' (rank ", rank(),
-              ") no longer lives where DistributedDataParallel registered it (its storage was replaced, e.g. by "
-              "torch::load or set_data after wrapping): load state and move the model before wrapping it");
+    DDP_THROW(
+        InvalidArgument, kind, " '", name, "' (rank ", rank(),
+        ") no longer lives where DistributedDataParallel registered it (its storage was replaced, e.g. by "
+        "torch::load or set_data after wrapping): load state and move the model before wrapping it");
   };
   for (const auto& p : params_) moved("parameter", p.name, p.tensor, p.data);
   for (const auto& b : buffers_) moved("buffer", b.name, b.tensor, b.data);
@@ -122,22 +123,25 @@ void ModuleEngine::check_state() const {
   }
   for (const auto& [name, t] : frozen_) {
     if (t.requires_grad()) {
-      DDP_THROW(InvalidArgument, "parameter '", name, "' (rank ", rank(),
-                ") requires grad now but did not at construction: set requires_grad before wrapping the model");
+      DDP_THROW(
+          InvalidArgument, "parameter '", name, "' (rank ", rank(),
+          ") requires grad now but did not at construction: set requires_grad before wrapping the model");
     }
   }
 }
 
 void ModuleEngine::pre_forward() {
   check_state();
-  const bool training = ::torch::autograd::GradMode::is_enabled() && module_->is_training() && !engine_.in_no_sync();
+  const bool training =
+      ::torch::autograd::GradMode::is_enabled() && module_->is_training() && !engine_.in_no_sync();
   if (training) {
     std::lock_guard<std::mutex> lock(mu_);
     if (awaiting_backward_ && !engine_.options().find_unused_parameters) {
-      DDP_THROW(InvalidArgument, "forward (rank ", rank(),
-                "): the previous training forward has not been followed by backward(); run backward() "
-                "after each forward, wrap evaluation in torch::NoGradGuard or model->eval(), or construct with "
-                "find_unused_parameters = true");
+      DDP_THROW(
+          InvalidArgument, "forward (rank ", rank(),
+          "): the previous training forward has not been followed by backward(); run backward() "
+          "after each forward, wrap evaluation in torch::NoGradGuard or model->eval(), or construct with "
+          "find_unused_parameters = true");
     }
     awaiting_backward_ = true;
   }
@@ -146,8 +150,8 @@ void ModuleEngine::pre_forward() {
 
 void ModuleEngine::check_input(const at::Tensor& input, size_t position) const {
   if (input.defined() && input.device() != device_) {
-    DDP_THROW(InvalidArgument, "forward (rank ", rank(), "): argument ", position, " is on ", input.device().str(),
-              " but the model's parameters are on ", device_.str());
+    DDP_THROW(InvalidArgument, "forward (rank ", rank(), "): argument ", position, " is on ",
+              input.device().str(), " but the model's parameters are on ", device_.str());
   }
 }
 

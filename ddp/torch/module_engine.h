@@ -20,8 +20,8 @@
 //
 // Misuse is an InvalidArgument naming the parameter and the rank: a model that differs across
 // ranks, requires_grad changed after construction, a parameter or buffer whose storage was
-// replaced after construction (torch::load into the wrapped model: load before wrapping), parameters on different devices or on a
-// device the group cannot reach, a second training forward before backward without
+// replaced after construction (torch::load into the wrapped model: load before wrapping), parameters on
+// different devices or on a device the group cannot reach, a second training forward before backward without
 // find_unused_parameters.
 // Threading: as the Engine (the hooks may run on autograd's device threads).
 #include <ATen/core/Tensor.h>
@@ -42,7 +42,8 @@ namespace ddp::torch {
 
 class ModuleEngine {
  public:
-  ModuleEngine(std::shared_ptr<::torch::nn::Module> module, comm::ProcessGroupPtr group, EngineOptions options = {});
+  ModuleEngine(std::shared_ptr<::torch::nn::Module> module, comm::ProcessGroupPtr group,
+               EngineOptions options = {});
   ~ModuleEngine() noexcept;
   ModuleEngine(const ModuleEngine&) = delete;
   ModuleEngine& operator=(const ModuleEngine&) = delete;
@@ -61,9 +62,9 @@ class ModuleEngine {
   struct Param {
     std::string name;
     at::Tensor tensor;
-    at::Tensor home;  // where .grad lives between iterations
-    size_t index = 0;              // the Engine's
-    const void* data = nullptr;    // where it was registered
+    at::Tensor home;             // where .grad lives between iterations
+    size_t index = 0;            // the Engine's
+    const void* data = nullptr;  // where it was registered
   };
   struct Buffer {
     std::string name;

@@ -49,7 +49,8 @@ at::Device torch_device_of(const comm::Device& device) {
 
 comm::Buffer buffer_of(const at::Tensor& tensor, const std::string& what) {
   if (!tensor.defined()) DDP_THROW(InvalidArgument, what, ": undefined tensor");
-  if (!tensor.is_contiguous()) DDP_THROW(InvalidArgument, what, ": tensor is not contiguous (call .contiguous())");
+  if (!tensor.is_contiguous())
+    DDP_THROW(InvalidArgument, what, ": tensor is not contiguous (call .contiguous())");
   if (tensor.is_sparse()) DDP_THROW(InvalidArgument, what, ": sparse tensors are not supported");
   comm::Buffer b;
   b.dtype = dtype_of(tensor.scalar_type(), what);
@@ -60,7 +61,8 @@ comm::Buffer buffer_of(const at::Tensor& tensor, const std::string& what) {
 }
 
 at::Tensor tensor_of(const comm::Buffer& buffer, at::IntArrayRef sizes) {
-  auto options = at::TensorOptions().dtype(scalar_type_of(buffer.dtype)).device(torch_device_of(buffer.device));
+  auto options =
+      at::TensorOptions().dtype(scalar_type_of(buffer.dtype)).device(torch_device_of(buffer.device));
   return at::from_blob(buffer.data, sizes, options);
 }
 

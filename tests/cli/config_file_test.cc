@@ -32,7 +32,8 @@ TEST_CASE("typed values become settings with file and line as source") {
   "monitor_interval": 0.5,
   "env": {"A": "1", "B": "x=y"},
   "command": ["./train", "--epochs", "3"]
-})", "job.json");
+})",
+                            "job.json");
   CHECK(layer.at("nproc_per_node").items == std::vector<std::string>{"4"});
   CHECK(layer.at("nproc_per_node").source == "job.json line 2 (key 'nproc_per_node')");
   CHECK(layer.at("nnodes").items[0] == "2");
@@ -76,7 +77,8 @@ TEST_CASE("malformed JSON reports line and column") {
 }
 
 TEST_CASE("duplicate keys and meta keys") {
-  CHECK(error_of("{\"role\": \"a\",\n\"role\": \"b\"}").find("line 2: key 'role' appears twice") != std::string::npos);
+  CHECK(error_of("{\"role\": \"a\",\n\"role\": \"b\"}").find("line 2: key 'role' appears twice") !=
+        std::string::npos);
   auto layer = parse_config(R"({"$schema": "x", "description": "y", "role": "r"})", "j");
   CHECK(layer.size() == 1);
   CHECK(layer.at("role").items[0] == "r");
@@ -89,7 +91,8 @@ TEST_CASE("strings with braces, colons and escapes do not confuse line tracking"
 }
 
 TEST_CASE("a missing file is an error naming it") {
-  CHECK_THROWS_WITH_AS(load_config_file("/nonexistent/x.json"), doctest::Contains("/nonexistent/x.json"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(load_config_file("/nonexistent/x.json"), doctest::Contains("/nonexistent/x.json"),
+                       InvalidArgument);
 }
 
 TEST_CASE("unusual but valid numbers: whole numbers are integers, the rest are clear errors") {
@@ -101,7 +104,8 @@ TEST_CASE("unusual but valid numbers: whole numbers are integers, the rest are c
   CHECK(parse_config(R"({"node_rank": -0})", "j").at("node_rank").items[0] == "0");
   CHECK(parse_config(R"({"nproc_per_node": 2.0})", "j").at("nproc_per_node").items[0] == "2");
   CHECK(parse_config(R"({"monitor_interval": -0.0})", "j").at("monitor_interval").items[0] == "-0.0");
-  for (const char* big : {"99999999999999999999", "18446744073709551615", "-9223372036854775809", "2147483648", "1e300"}) {
+  for (const char* big :
+       {"99999999999999999999", "18446744073709551615", "-9223372036854775809", "2147483648", "1e300"}) {
     CAPTURE(big);
     auto msg = error_of(std::string("{\"master_port\": ") + big + "}");
     CHECK(msg.find("'master_port' must be an integer in -2147483648..2147483647") != std::string::npos);
@@ -113,8 +117,8 @@ TEST_CASE("configs past the limits: deep nesting, invalid UTF-8, huge files") {
   auto deep = error_of("{\"env\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
   CHECK(deep.find("nested deeper than") != std::string::npos);
   CHECK(error_of("{\"role\": \"\xc3\x28\"}").find("malformed JSON") != std::string::npos);
-  CHECK(error_of(R"({"command": ["a", 1]})").find("must be an array of strings, not an array holding an integer") !=
-        std::string::npos);
+  CHECK(error_of(R"({"command": ["a", 1]})")
+            .find("must be an array of strings, not an array holding an integer") != std::string::npos);
   char dir[] = "/tmp/ddp-config-test-XXXXXX";
   REQUIRE(::mkdtemp(dir) != nullptr);
   const std::string big = std::string(dir) + "/big.json";
@@ -122,6 +126,7 @@ TEST_CASE("configs past the limits: deep nesting, invalid UTF-8, huge files") {
     std::ofstream out(big);
     out << "{\"description\": \"" << std::string(2 << 20, 'x') << "\"}";
   }
-  CHECK_THROWS_WITH_AS(load_config_file(big), doctest::Contains("is larger than 1048576 bytes"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(load_config_file(big), doctest::Contains("is larger than 1048576 bytes"),
+                       InvalidArgument);
   std::filesystem::remove_all(dir);
 }

@@ -86,9 +86,12 @@ TEST_CASE("exit codes: 0, the worker's code, 128+N, 127 not found, 126 not execu
 TEST_CASE("a worker killed: the rest are stopped, the job exits 137, nothing survives") {
   ScratchDir d;
   const std::string id = unique_id("killed");
-  auto r = launch(d, cat({"--standalone", "--nproc-per-node", "3", "--rdzv-id", id, "--shutdown-timeout", "5"},
-                         sh("if [ $RANK = 0 ]; then while [ ! -e " + d.path() + "/ready.2 ]; do sleep 0.05; done; kill -9 $$; fi; "
-                            "echo $$ > " + d.path() + "/ready.$RANK; exec sleep 300")));
+  auto r =
+      launch(d, cat({"--standalone", "--nproc-per-node", "3", "--rdzv-id", id, "--shutdown-timeout", "5"},
+                    sh("if [ $RANK = 0 ]; then while [ ! -e " + d.path() +
+                       "/ready.2 ]; do sleep 0.05; done; kill -9 $$; fi; "
+                       "echo $$ > " +
+                       d.path() + "/ready.$RANK; exec sleep 300")));
   CHECK(r.code == 137);
   CHECK(r.err.find("SIGKILL") != std::string::npos);
   CHECK(processes_with_env("DDP_RUN_ID=" + id).empty());
@@ -112,7 +115,8 @@ TEST_CASE("SIGKILL to the launcher takes every worker down") {
               sh("echo $$ > " + d.path() + "/pid.$RANK; exec sleep 300")),
           {{"TMPDIR", d.path()}}, d / "out", d / "err");  // a SIGKILLed launcher cannot remove its temp dir
   REQUIRE(eventually([&] {
-    return std::filesystem::exists(d / "pid.0") && std::filesystem::exists(d / "pid.1") && std::filesystem::exists(d / "pid.2");
+    return std::filesystem::exists(d / "pid.0") && std::filesystem::exists(d / "pid.1") &&
+           std::filesystem::exists(d / "pid.2");
   }));
   REQUIRE(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).size() == 3; }));
   ::kill(c.pid(), SIGKILL);
@@ -126,7 +130,8 @@ TEST_CASE("SIGINT is forwarded to the workers and the launcher exits 130") {
               sh("trap 'echo INT > " + d.path() + "/got.$RANK; exit 0' INT; echo > " + d.path() +
                  "/ready.$RANK; sleep 300 & wait")),
           {}, d / "out", d / "err");
-  REQUIRE(eventually([&] { return std::filesystem::exists(d / "ready.0") && std::filesystem::exists(d / "ready.1"); }));
+  REQUIRE(eventually(
+      [&] { return std::filesystem::exists(d / "ready.0") && std::filesystem::exists(d / "ready.1"); }));
   ::kill(c.pid(), SIGINT);
   CHECK(c.wait() == 130);
   CHECK(slurp(d / "got.0") == "INT\n");
@@ -135,18 +140,24 @@ TEST_CASE("SIGINT is forwarded to the workers and the launcher exits 130") {
 
 TEST_CASE("a worker that fails only on the first attempt: --max-restarts 1 succeeds") {
   ScratchDir d;
-  const std::string script = "echo $TORCHELASTIC_RESTART_COUNT >> " + d.path() + "/attempts.$RANK; "
-                             "if [ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 1 ]; then exit 5; fi; exit 0";
-  auto ok = launch(d, cat({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--shutdown-timeout", "5"}, sh(script)));
+  const std::string script =
+      "echo $TORCHELASTIC_RESTART_COUNT >> " + d.path() +
+      "/attempts.$RANK; "
+      "if [ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 1 ]; then exit 5; fi; exit 0";
+  auto ok = launch(
+      d, cat({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--shutdown-timeout", "5"},
+             sh(script)));
   CHECK(ok.code == 0);
   CHECK(slurp(d / "attempts.1") == "0\n1\n");
   CHECK(slurp(d / "attempts.0").find("1\n") != std::string::npos);
   // without restarts the same job fails with the worker's code
   ScratchDir d2;
-  auto fail = launch(d2, cat({"--standalone", "--nproc-per-node", "2"}, sh("[ $RANK = 1 ] && exit 5; exit 0")));
+  auto fail =
+      launch(d2, cat({"--standalone", "--nproc-per-node", "2"}, sh("[ $RANK = 1 ] && exit 5; exit 0")));
   CHECK(fail.code == 5);
   // always failing: restarts run out, the last code is the job's
-  auto always = launch(d2, cat({"--standalone", "--max-restarts", "2"}, sh("echo x >> " + d2.path() + "/n; exit 4")));
+  auto always =
+      launch(d2, cat({"--standalone", "--max-restarts", "2"}, sh("echo x >> " + d2.path() + "/n; exit 4")));
   CHECK(always.code == 4);
   CHECK(slurp(d2 / "n") == "x\nx\nx\n");
 }
@@ -154,7 +165,8 @@ TEST_CASE("a worker that fails only on the first attempt: --max-restarts 1 succe
 TEST_CASE("log files per attempt and rank; console lines prefixed like torchrun's, [default<local rank>]:") {
   ScratchDir d;
   const std::string id = unique_id("logs");
-  auto r = launch(d, cat({"--standalone", "--nproc-per-node", "2", "--rdzv-id", id, "--log-dir", d / "logs", "--tee", "3"},
+  auto r = launch(d, cat({"--standalone", "--nproc-per-node", "2", "--rdzv-id", id, "--log-dir", d / "logs",
+                          "--tee", "3"},
                          sh("echo out-$RANK; echo err-$RANK >&2")));
   REQUIRE(r.code == 0);
   for (int rank = 0; rank < 2; ++rank) {
@@ -167,8 +179,10 @@ TEST_CASE("log files per attempt and rank; console lines prefixed like torchrun'
   CHECK(r.err.find("[default1]:err-1") != std::string::npos);
   CHECK(r.out.find('\x1b') == std::string::npos);  // not a terminal: no colour
   // torchrun's template; a second job with no --rdzv-id writes to a log directory of its own
-  auto t = launch(d, cat({"--standalone", "--nproc-per-node", "2", "--log-dir", d / "logs", "--role", "w"}, sh("echo hi")),
-                  {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<${role_name}:${rank}/${local_rank}> "}});
+  auto t = launch(
+      d,
+      cat({"--standalone", "--nproc-per-node", "2", "--log-dir", d / "logs", "--role", "w"}, sh("echo hi")),
+      {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<${role_name}:${rank}/${local_rank}> "}});
   REQUIRE(t.code == 0);
   CHECK(t.out.find("<w:1/1> hi") != std::string::npos);
 }
@@ -183,9 +197,11 @@ TEST_CASE("torchrun command lines: abbreviations, PET_ variables, --standalone w
   CHECK(ambiguous.err.find("ambiguous option '--no' could match") != std::string::npos);
   auto pet = launch(d, {"--dry-run", "true"}, {{"PET_NPROC_PER_NODE", "3"}});
   CHECK(pet.out.find("rank 2 (local rank 2)") != std::string::npos);
-  auto standalone = launch(d, {"--standalone", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:29400", "true"});
+  auto standalone =
+      launch(d, {"--standalone", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:29400", "true"});
   CHECK(standalone.code == 0);
-  CHECK(standalone.err.find("ddp-launch: warning: rdzv_endpoint (from --rdzv-endpoint) is ignored") != std::string::npos);
+  CHECK(standalone.err.find("ddp-launch: warning: rdzv_endpoint (from --rdzv-endpoint) is ignored") !=
+        std::string::npos);
   // two single-node jobs with torchrun's recipe get MASTER_PORTs of their own
   auto port_of = [&](const Result& r) { return r.out.substr(r.out.find("MASTER_PORT=") + 12, 5); };
   auto one = launch(d, {"--dry-run", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "true"});
@@ -198,7 +214,8 @@ TEST_CASE("torchrun command lines: abbreviations, PET_ variables, --standalone w
   CHECK(py.code == 3);
   CHECK(py.err.find(d / "fail.py" + " FAILED") != std::string::npos);
   // srun with several tasks per node: a clear error, with what to do
-  auto srun = launch(d, {"true"}, {{"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NODEID", "0"}});
+  auto srun = launch(d, {"true"},
+                     {{"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NODEID", "0"}});
   CHECK(srun.code == 2);
   CHECK(srun.err.find("--ntasks-per-node=1") != std::string::npos);
 }
@@ -222,7 +239,8 @@ TEST_CASE("config errors name the file, the line and the key, with a did-you-mea
   CHECK(broken.err.find("line 2, column") != std::string::npos);
   // a flag overrides the file
   write_file(d / "good.json", "{\"nproc_per_node\": 3, \"standalone\": true}");
-  auto good = launch(d, cat({"--config", d / "good.json", "--nproc-per-node", "2"}, sh("touch " + d.path() + "/w.$RANK")));
+  auto good = launch(
+      d, cat({"--config", d / "good.json", "--nproc-per-node", "2"}, sh("touch " + d.path() + "/w.$RANK")));
   CHECK(good.code == 0);
   CHECK(std::filesystem::exists(d / "w.1"));
   CHECK_FALSE(std::filesystem::exists(d / "w.2"));
@@ -263,8 +281,8 @@ TEST_CASE("--dry-run prints each rank's command and environment and starts nothi
 
 TEST_CASE("--dry-run explains a multicast rendezvous") {
   ScratchDir d;
-  auto r = launch(d, {"--dry-run", "--nnodes", "2", "--rdzv-backend", "multicast", "--rdzv-endpoint", "239.7.7.7:29400",
-                      "--rdzv-id", "job9", "--rdzv-conf", "timeout=3", "true"});
+  auto r = launch(d, {"--dry-run", "--nnodes", "2", "--rdzv-backend", "multicast", "--rdzv-endpoint",
+                      "239.7.7.7:29400", "--rdzv-id", "job9", "--rdzv-conf", "timeout=3", "true"});
   REQUIRE(r.code == 0);
   CHECK(r.out.find("multicast rendezvous on 239.7.7.7:29400 (TTL 1") != std::string::npos);
   CHECK(r.out.find("only launchers of job 'job9' are counted") != std::string::npos);
@@ -274,7 +292,8 @@ TEST_CASE("--dry-run explains a multicast rendezvous") {
 
 TEST_CASE("DDP_LAUNCH_* variables set flags; the command line wins") {
   ScratchDir d;
-  auto r = launch(d, sh("touch " + d.path() + "/w.$RANK"), {{"DDP_LAUNCH_NPROC_PER_NODE", "3"}, {"DDP_LAUNCH_STANDALONE", "1"}});
+  auto r = launch(d, sh("touch " + d.path() + "/w.$RANK"),
+                  {{"DDP_LAUNCH_NPROC_PER_NODE", "3"}, {"DDP_LAUNCH_STANDALONE", "1"}});
   CHECK(r.code == 0);
   CHECK(std::filesystem::exists(d / "w.2"));
   ScratchDir d2;
@@ -293,7 +312,8 @@ bool has_python3() { return ::system("command -v python3 > /dev/null 2>&1") == 0
 
 TEST_CASE("a .py program runs with python3" * doctest::skip(!has_python3())) {
   ScratchDir d;
-  write_file(d / "w.py", "import os\nopen(os.environ['OUT'] + '/py.' + os.environ['RANK'], 'w').write('ok')\n");
+  write_file(d / "w.py",
+             "import os\nopen(os.environ['OUT'] + '/py.' + os.environ['RANK'], 'w').write('ok')\n");
   auto r = launch(d, {"--standalone", "--nproc-per-node", "2", "--env", "OUT=" + d.path(), d / "w.py"});
   CHECK(r.code == 0);
   CHECK(slurp(d / "py.1") == "ok");
@@ -328,8 +348,9 @@ TEST_CASE("unusual input never crashes the launcher: numbers in a config, a work
   write_file(d / "deep.json", "{\"message\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
   const std::string tmp = d / "tmp";
   std::filesystem::create_directory(tmp);
-  auto deep = launch(d, cat({"--standalone"}, sh("cp " + d.path() + "/deep.json \"$TORCHELASTIC_ERROR_FILE\"; exit 3")),
-                     {{"TMPDIR", tmp}});
+  auto deep = launch(
+      d, cat({"--standalone"}, sh("cp " + d.path() + "/deep.json \"$TORCHELASTIC_ERROR_FILE\"; exit 3")),
+      {{"TMPDIR", tmp}});
   CHECK(deep.code == 3);
   CHECK(deep.err.find("Root Cause") != std::string::npos);
   CHECK(deep.err.find("traceback : {\"message\": [[[") != std::string::npos);
@@ -373,10 +394,12 @@ TEST_CASE("a console nobody reads does not freeze the launcher: SIGTERM still st
   // ddp-launch's stdout is the pipe's write end; this test never reads the other end. The
   // console is relayed (prefixed, --local-ranks-filter) without log files; each worker writes
   // 8 MB, more than the pipe and the launcher's buffer hold, then waits.
-  std::vector<std::string> argv = cat({launcher_path(), "--standalone", "--nproc-per-node", "2", "--local-ranks-filter",
-                                       "0,1", "--rdzv-id", id, "--shutdown-timeout", "5"},
-                                      sh("echo $$ > " + d.path() + "/pid.$RANK; yes 'a line of worker output' | head -c 8000000; "
-                                         "exec sleep 300"));
+  std::vector<std::string> argv =
+      cat({launcher_path(), "--standalone", "--nproc-per-node", "2", "--local-ranks-filter", "0,1",
+           "--rdzv-id", id, "--shutdown-timeout", "5"},
+          sh("echo $$ > " + d.path() +
+             "/pid.$RANK; yes 'a line of worker output' | head -c 8000000; "
+             "exec sleep 300"));
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -389,7 +412,8 @@ TEST_CASE("a console nobody reads does not freeze the launcher: SIGTERM still st
   REQUIRE(posix_spawn(&launcher, args[0], &fa, nullptr, args.data(), environ) == 0);
   posix_spawn_file_actions_destroy(&fa);
   // A probe of our own (non-blocking) on the write end, to see when the pipe is full.
-  ddp::Fd probe(::open(("/proc/self/fd/" + std::to_string(writer.get())).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+  ddp::Fd probe(
+      ::open(("/proc/self/fd/" + std::to_string(writer.get())).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
   REQUIRE(probe);
   writer.reset();
   // Both workers run and the pipe is full: no free slot, so a blocking relay would now be stuck
@@ -403,7 +427,8 @@ TEST_CASE("a console nobody reads does not freeze the launcher: SIGTERM still st
   ::kill(launcher, SIGTERM);
   int status = 0;
   // Generous: only a launcher frozen by its console would take this long (not a timing check).
-  const bool exited = eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, std::chrono::seconds(60));
+  const bool exited =
+      eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, std::chrono::seconds(60));
   if (!exited) {
     ::kill(launcher, SIGKILL);
     ::waitpid(launcher, &status, 0);
@@ -424,7 +449,8 @@ TEST_CASE("a stderr nobody reads does not block the launcher's own lines: restar
   // Fill the pipe first, through a description of our own (the launcher's stays blocking): its
   // first log line would then block a plain write(2) forever.
   {
-    ddp::Fd filler(::open(("/proc/self/fd/" + std::to_string(writer.get())).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+    ddp::Fd filler(
+        ::open(("/proc/self/fd/" + std::to_string(writer.get())).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
     REQUIRE(filler);
     const std::string block(4096, 'f');
     while (::write(filler.get(), block.data(), block.size()) > 0) {
@@ -432,9 +458,9 @@ TEST_CASE("a stderr nobody reads does not block the launcher's own lines: restar
   }
   REQUIRE((::fcntl(writer.get(), F_GETFL) & O_NONBLOCK) == 0);
   // Three restarts of a worker that fails: every one logs lines and prints a summary.
-  std::vector<std::string> argv = cat({launcher_path(), "--standalone", "--nproc-per-node", "2", "--rdzv-id", id,
-                                       "--max-restarts", "3"},
-                                      sh("exit 3"));
+  std::vector<std::string> argv =
+      cat({launcher_path(), "--standalone", "--nproc-per-node", "2", "--rdzv-id", id, "--max-restarts", "3"},
+          sh("exit 3"));
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -449,7 +475,8 @@ TEST_CASE("a stderr nobody reads does not block the launcher's own lines: restar
   writer.reset();
   int status = 0;
   // Generous: only a launcher blocked on its stderr would take this long (not a timing check).
-  const bool exited = eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, std::chrono::seconds(60));
+  const bool exited =
+      eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, std::chrono::seconds(60));
   if (!exited) {
     ::kill(launcher, SIGKILL);
     ::waitpid(launcher, &status, 0);
@@ -465,8 +492,9 @@ TEST_CASE("a worker killed while it set up a tcp group: its shm segment is remov
   // 0 does before every rank has mapped and unlinked it, and dies there.
   const std::string decoy = "/dev/shm/ddp-tcp-999999003-00000000000000aa";  // no worker's pid
   write_file(decoy, "");
-  auto r = launch(d, cat({"--standalone"}, sh("name=/dev/shm/ddp-tcp-$$-0123456789abcdef; : > $name; echo $name > " +
-                                              d.path() + "/name; kill -9 $$")));
+  auto r = launch(
+      d, cat({"--standalone"}, sh("name=/dev/shm/ddp-tcp-$$-0123456789abcdef; : > $name; echo $name > " +
+                                  d.path() + "/name; kill -9 $$")));
   CHECK(r.code == 137);
   const std::string name = slurp(d / "name").substr(0, slurp(d / "name").find('\n'));
   REQUIRE(name.starts_with("/dev/shm/ddp-tcp-"));

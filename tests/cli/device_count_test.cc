@@ -43,7 +43,8 @@ TEST_CASE("CUDA_VISIBLE_DEVICES decides when set, read as CUDA reads it") {
 TEST_CASE("without NVML, /dev/nvidia<N> files are counted, and nothing else") {
   const auto dir = std::filesystem::temp_directory_path() / ("ddp-devcount-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  for (const char* f : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia"}) std::ofstream(dir / f).put('x');
+  for (const char* f : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia"})
+    std::ofstream(dir / f).put('x');
   CHECK(count_visible_gpus(env_of({}), no_nvml(dir.string())) == 2);
   CHECK(count_visible_gpus(env_of({}), no_nvml((dir / "absent").string())) == 0);
   std::filesystem::remove_all(dir);

@@ -57,13 +57,12 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-inline void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+inline void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 // Polls a condition the test cannot be notified of. The limit only turns a bug into a failure
 // instead of a hang; it is not a timing assertion.
-inline bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+inline bool eventually(const std::function<bool()>& cond,
+                       std::chrono::milliseconds limit = std::chrono::seconds(60)) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
     if (cond()) return true;
@@ -206,7 +205,8 @@ inline int free_port_pair() {
     int p = net::local_port(a.get());
     if (p >= 65534) continue;
     try {
-      Fd b = net::listen_tcp({.host = "127.0.0.1", .port = static_cast<uint16_t>(p + 1), .backlog = 1, .reuse_addr = false});
+      Fd b = net::listen_tcp(
+          {.host = "127.0.0.1", .port = static_cast<uint16_t>(p + 1), .backlog = 1, .reuse_addr = false});
       return p;
     } catch (const std::exception&) {
     }

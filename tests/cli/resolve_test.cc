@@ -64,10 +64,35 @@ TEST_CASE("defaults") {
 }
 
 TEST_CASE("flags with torchrun's spellings, values, and the program's own arguments") {
-  auto o = resolve({"--nproc_per_node=3", "--max-restarts", "2", "--monitor-interval", "0.25", "--shutdown-timeout",
-                    "5", "--signals-to-handle", "INT,TERM", "-r", "0:3", "--tee", "2", "--local-ranks-filter", "0",
-                    "--role", "trainer", "--cpu-bind", "cores", "--env", "A=1", "--env", "B=2", "--log-dir", "/tmp/l",
-                    "--standalone", "./prog", "--max-restarts", "9"});
+  auto o = resolve({"--nproc_per_node=3",
+                    "--max-restarts",
+                    "2",
+                    "--monitor-interval",
+                    "0.25",
+                    "--shutdown-timeout",
+                    "5",
+                    "--signals-to-handle",
+                    "INT,TERM",
+                    "-r",
+                    "0:3",
+                    "--tee",
+                    "2",
+                    "--local-ranks-filter",
+                    "0",
+                    "--role",
+                    "trainer",
+                    "--cpu-bind",
+                    "cores",
+                    "--env",
+                    "A=1",
+                    "--env",
+                    "B=2",
+                    "--log-dir",
+                    "/tmp/l",
+                    "--standalone",
+                    "./prog",
+                    "--max-restarts",
+                    "9"});
   const auto& l = o.launch;
   CHECK(l.nproc_per_node == 3);
   CHECK(l.max_restarts == 2);
@@ -86,9 +111,11 @@ TEST_CASE("flags with torchrun's spellings, values, and the program's own argume
 }
 
 TEST_CASE("python programs run with python3 unless --no-python; -m runs a module") {
-  CHECK(resolve({"train.py", "--lr", "1"}).launch.command == std::vector<std::string>{"python3", "-u", "train.py", "--lr", "1"});
+  CHECK(resolve({"train.py", "--lr", "1"}).launch.command ==
+        std::vector<std::string>{"python3", "-u", "train.py", "--lr", "1"});
   CHECK(resolve({"--no-python", "train.py"}).launch.command == std::vector<std::string>{"train.py"});
-  CHECK(resolve({"-m", "pkg.train"}).launch.command == std::vector<std::string>{"python3", "-u", "-m", "pkg.train"});
+  CHECK(resolve({"-m", "pkg.train"}).launch.command ==
+        std::vector<std::string>{"python3", "-u", "-m", "pkg.train"});
   CHECK(error_of({"-m", "--no-python", "x"}).find("exclude each other") != std::string::npos);
   CHECK(resolve({"train.py"}).launch.program_name() == "train.py");  // messages name the script
   CHECK(resolve({"./prog"}).launch.program_name() == "./prog");
@@ -96,8 +123,10 @@ TEST_CASE("python programs run with python3 unless --no-python; -m runs a module
 
 TEST_CASE("PYTHON_EXEC is the interpreter, as in torchrun; --run-path runs any file with it") {
   const Vars venv = {{"PYTHON_EXEC", "/opt/venv/bin/python"}};
-  CHECK(resolve({"train.py", "x"}, venv).launch.command == std::vector<std::string>{"/opt/venv/bin/python", "-u", "train.py", "x"});
-  CHECK(resolve({"-m", "pkg"}, venv).launch.command == std::vector<std::string>{"/opt/venv/bin/python", "-u", "-m", "pkg"});
+  CHECK(resolve({"train.py", "x"}, venv).launch.command ==
+        std::vector<std::string>{"/opt/venv/bin/python", "-u", "train.py", "x"});
+  CHECK(resolve({"-m", "pkg"}, venv).launch.command ==
+        std::vector<std::string>{"/opt/venv/bin/python", "-u", "-m", "pkg"});
   auto rp = resolve({"--run-path", "train_script"}, venv);
   CHECK(rp.launch.command == std::vector<std::string>{"/opt/venv/bin/python", "-u", "train_script"});
   CHECK(rp.launch.program_name() == "train_script");
@@ -107,8 +136,10 @@ TEST_CASE("PYTHON_EXEC is the interpreter, as in torchrun; --run-path runs any f
 }
 
 TEST_CASE("torchrun flags with no meaning here: --start-method accepted and checked, nothing else") {
-  for (const char* m : {"spawn", "fork", "forkserver"}) CHECK(resolve({"--start-method", m, "./p"}).launch.command.size() == 1);
-  CHECK(error_of({"--start_method", "thread", "./p"}).find("is not spawn, fork or forkserver") != std::string::npos);
+  for (const char* m : {"spawn", "fork", "forkserver"})
+    CHECK(resolve({"--start-method", m, "./p"}).launch.command.size() == 1);
+  CHECK(error_of({"--start_method", "thread", "./p"}).find("is not spawn, fork or forkserver") !=
+        std::string::npos);
 }
 
 TEST_CASE("--numa-binding maps onto --cpu-bind, with memory preferred on the node for node/socket") {
@@ -123,29 +154,38 @@ TEST_CASE("--numa-binding maps onto --cpu-bind, with memory preferred on the nod
   }
   CHECK_FALSE(resolve({"--cpu-bind", "numa", "./p"}).launch.numa_memory);
   CHECK(error_of({"--numa-binding", "nod", "./p"}).find("did you mean 'node'") != std::string::npos);
-  CHECK(error_of({"--numa-binding", "node", "--cpu-bind", "cores", "./p"}).find("give one") != std::string::npos);
+  CHECK(error_of({"--numa-binding", "node", "--cpu-bind", "cores", "./p"}).find("give one") !=
+        std::string::npos);
 }
 
 TEST_CASE("PET_* variables as torchrun reads them: under DDP_LAUNCH_* and flags, over the config") {
-  auto o = resolve({"./p"}, {{"PET_NPROC_PER_NODE", "3"}, {"PET_MAX_RESTARTS", "2"}, {"PET_STANDALONE", "1"}});
+  auto o =
+      resolve({"./p"}, {{"PET_NPROC_PER_NODE", "3"}, {"PET_MAX_RESTARTS", "2"}, {"PET_STANDALONE", "1"}});
   CHECK(o.launch.nproc_per_node == 3);
   CHECK(o.launch.max_restarts == 2);
   CHECK(o.launch.standalone);
-  CHECK(resolve({"./p"}, {{"PET_NPROC_PER_NODE", "3"}, {"DDP_LAUNCH_NPROC_PER_NODE", "5"}}).launch.nproc_per_node == 5);
+  CHECK(resolve({"./p"}, {{"PET_NPROC_PER_NODE", "3"}, {"DDP_LAUNCH_NPROC_PER_NODE", "5"}})
+            .launch.nproc_per_node == 5);
   CHECK(resolve({"--nproc-per-node", "7", "./p"}, {{"PET_NPROC_PER_NODE", "3"}}).launch.nproc_per_node == 7);
   // Kubeflow's PyTorchJob: the layout comes from PET_ variables
-  auto k = resolve({"./p"}, {{"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"}, {"PET_MASTER_ADDR", "job-master-0"},
+  auto k = resolve({"./p"}, {{"PET_NNODES", "2"},
+                             {"PET_NODE_RANK", "1"},
+                             {"PET_MASTER_ADDR", "job-master-0"},
                              {"PET_MASTER_PORT", "23456"}});
   CHECK(k.launch.nnodes_max == 2);
   CHECK(k.launch.node_rank == 1);
   CHECK(k.launch.master_addr == "job-master-0");
   CHECK(k.launch.master_port == 23456);
-  CHECK(error_of({"./p"}, {{"PET_MAX_RESTARTS", "x"}}).find("PET_MAX_RESTARTS: 'x' is not an integer") != std::string::npos);
-  CHECK(resolve({"./p"}, {{"PET_SOMETHING_TORCHRUN_ONLY", "1"}}).launch.command.size() == 1);  // not ours: ignored
+  CHECK(error_of({"./p"}, {{"PET_MAX_RESTARTS", "x"}}).find("PET_MAX_RESTARTS: 'x' is not an integer") !=
+        std::string::npos);
+  CHECK(resolve({"./p"}, {{"PET_SOMETHING_TORCHRUN_ONLY", "1"}}).launch.command.size() ==
+        1);  // not ours: ignored
 }
 
-TEST_CASE("--standalone ignores --rdzv-backend, --rdzv-endpoint and --node-rank with a warning, as torchrun") {
-  auto cl = parse_command_line({"--standalone", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--node-rank", "0", "./p"});
+TEST_CASE(
+    "--standalone ignores --rdzv-backend, --rdzv-endpoint and --node-rank with a warning, as torchrun") {
+  auto cl = parse_command_line(
+      {"--standalone", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--node-rank", "0", "./p"});
   std::vector<std::string> warnings;
   auto o = resolve_options(merge_settings(cl.flags, {}), cl.command, env_of({}), &warnings);
   CHECK(o.launch.standalone);
@@ -153,16 +193,21 @@ TEST_CASE("--standalone ignores --rdzv-backend, --rdzv-endpoint and --node-rank 
   CHECK(o.launch.rdzv_endpoint.empty());
   CHECK(o.launch.node_rank == -1);
   REQUIRE(warnings.size() == 3);
-  CHECK(warnings[0] == "rdzv_backend (from --rdzv-backend) is ignored: standalone (from --standalone) picks its own rendezvous");
+  CHECK(warnings[0] ==
+        "rdzv_backend (from --rdzv-backend) is ignored: standalone (from --standalone) picks its own "
+        "rendezvous");
   CHECK(warnings[2].starts_with("node_rank (from --node-rank) is ignored"));
 }
 
-TEST_CASE("one node with a rendezvous backend and no port: a free MASTER_PORT (torchrun's localhost:0 recipe)") {
+TEST_CASE(
+    "one node with a rendezvous backend and no port: a free MASTER_PORT (torchrun's localhost:0 recipe)") {
   CHECK(resolve({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "./p"}).launch.pick_master_port);
   CHECK(resolve({"--standalone", "./p"}).launch.pick_master_port);
-  CHECK_FALSE(resolve({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--master-port", "29700", "./p"})
+  CHECK_FALSE(
+      resolve({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--master-port", "29700", "./p"})
+          .launch.pick_master_port);
+  CHECK_FALSE(resolve({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400", "./p"})
                   .launch.pick_master_port);
-  CHECK_FALSE(resolve({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400", "./p"}).launch.pick_master_port);
   CHECK(error_of({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "./p"})
             .find("port 0 (any free port) works for one node only") != std::string::npos);
 }
@@ -175,13 +220,16 @@ TEST_CASE("run ids: --rdzv-id, else the scheduler's job id, else fresh; log dirs
                    {{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "3"}});
   CHECK(m.launch.run_id == "4242.3");
   CHECK(m.launch.log_run_dir == "4242.3");
-  CHECK(resolve({"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h", "./p"}, {{"PBS_JOBID", "77.pbs/x"}})
+  CHECK(resolve({"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h", "./p"},
+                {{"PBS_JOBID", "77.pbs/x"}})
             .launch.run_id == "77.pbs_x");
   // no id anywhere: torchrun's "none" (shared by every node), but a log directory of our own
   auto none = resolve({"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h", "./p"});
   CHECK(none.launch.run_id == "none");
   CHECK(none.launch.log_run_dir.starts_with("none_"));
-  CHECK(none.launch.log_run_dir != resolve({"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h", "./p"}).launch.log_run_dir);
+  CHECK(
+      none.launch.log_run_dir !=
+      resolve({"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h", "./p"}).launch.log_run_dir);
   // one node: fresh each time, the scheduler's id first when there is one
   auto one = resolve({"./p"}, {{"SLURM_JOB_ID", "4242"}});
   CHECK(one.launch.run_id.starts_with("4242-"));
@@ -190,7 +238,8 @@ TEST_CASE("run ids: --rdzv-id, else the scheduler's job id, else fresh; log dirs
 
 TEST_CASE("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE reaches the launcher") {
   CHECK(resolve({"./p"}).launch.log_line_prefix_template.empty());
-  CHECK(resolve({"./p"}, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${rank}]"}}).launch.log_line_prefix_template == "[${rank}]");
+  CHECK(resolve({"./p"}, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${rank}]"}})
+            .launch.log_line_prefix_template == "[${rank}]");
 }
 
 TEST_CASE("--nproc-per-node auto without a GPU is one worker per CPU, as torchrun") {
@@ -202,12 +251,16 @@ TEST_CASE("precedence: command line > DDP_LAUNCH_* > config file") {
   const std::string path = "/tmp/ddp_launch_resolve_test_" + std::to_string(::getpid()) + ".json";
   {
     std::FILE* f = std::fopen(path.c_str(), "w");
-    std::fputs("{\n  \"nproc_per_node\": 2,\n  \"max_restarts\": 5,\n  \"role\": \"from-file\",\n  \"command\": [\"./from-file\"]\n}\n", f);
+    std::fputs(
+        "{\n  \"nproc_per_node\": 2,\n  \"max_restarts\": 5,\n  \"role\": \"from-file\",\n  \"command\": "
+        "[\"./from-file\"]\n}\n",
+        f);
     std::fclose(f);
   }
-  auto o = resolve({"--config", path, "--max-restarts", "1"}, {{"DDP_LAUNCH_NPROC_PER_NODE", "4"}, {"DDP_LAUNCH_ROLE", "from-env"}});
-  CHECK(o.launch.max_restarts == 1);        // flag beats env and file
-  CHECK(o.launch.nproc_per_node == 4);      // env beats file
+  auto o = resolve({"--config", path, "--max-restarts", "1"},
+                   {{"DDP_LAUNCH_NPROC_PER_NODE", "4"}, {"DDP_LAUNCH_ROLE", "from-env"}});
+  CHECK(o.launch.max_restarts == 1);    // flag beats env and file
+  CHECK(o.launch.nproc_per_node == 4);  // env beats file
   CHECK(o.launch.role == "from-env");
   CHECK(o.launch.command == std::vector<std::string>{"./from-file"});
   // DDP_LAUNCH_CONFIG names the file too; a PROGRAM on the command line replaces "command".
@@ -228,17 +281,23 @@ TEST_CASE("DDP_LAUNCH_ variables: booleans, env lists, unknown names") {
   auto o = resolve({"./p"}, {{"DDP_LAUNCH_STANDALONE", "yes"}, {"DDP_LAUNCH_ENV", "A=1;B=2"}});
   CHECK(o.launch.standalone);
   CHECK(o.launch.env.size() == 2);
-  CHECK(error_of({"./p"}, {{"DDP_LAUNCH_NPROC_PER_NOD", "2"}}).find("did you mean 'DDP_LAUNCH_NPROC_PER_NODE'") != std::string::npos);
-  CHECK(error_of({"./p"}, {{"DDP_LAUNCH_MAX_RESTARTS", "x"}}).find("DDP_LAUNCH_MAX_RESTARTS: 'x' is not an integer") != std::string::npos);
+  CHECK(error_of({"./p"}, {{"DDP_LAUNCH_NPROC_PER_NOD", "2"}})
+            .find("did you mean 'DDP_LAUNCH_NPROC_PER_NODE'") != std::string::npos);
+  CHECK(error_of({"./p"}, {{"DDP_LAUNCH_MAX_RESTARTS", "x"}})
+            .find("DDP_LAUNCH_MAX_RESTARTS: 'x' is not an integer") != std::string::npos);
 }
 
 TEST_CASE("impossible combinations") {
   CHECK(error_of({"--standalone", "--nnodes", "2", "./p"}).find("runs one node") != std::string::npos);
-  CHECK(error_of({"--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "./p"}).find("must be below") != std::string::npos);
-  CHECK(error_of({"--nnodes", "2", "--master-addr", "h", "./p"}).find("needs node_rank") != std::string::npos);
-  CHECK(error_of({"--nnodes", "2", "--node-rank", "1", "./p"}).find("needs master_addr") != std::string::npos);
+  CHECK(error_of({"--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "./p"}).find("must be below") !=
+        std::string::npos);
+  CHECK(error_of({"--nnodes", "2", "--master-addr", "h", "./p"}).find("needs node_rank") !=
+        std::string::npos);
+  CHECK(error_of({"--nnodes", "2", "--node-rank", "1", "./p"}).find("needs master_addr") !=
+        std::string::npos);
   CHECK(error_of({"--rdzv-backend", "file", "./p"}).find("needs rdzv_endpoint") != std::string::npos);
-  CHECK(error_of({"--rdzv-backend", "multicast", "./p"}).find("needs rdzv_endpoint GROUP:PORT") != std::string::npos);
+  CHECK(error_of({"--rdzv-backend", "multicast", "./p"}).find("needs rdzv_endpoint GROUP:PORT") !=
+        std::string::npos);
   CHECK(error_of({"--rdzv-backend", "tpc", "./p"}).find("did you mean 'tcp'") != std::string::npos);
   CHECK(error_of({"--nnodes", "1:4", "./p"}).find("elastic") != std::string::npos);
   CHECK(error_of({}).find("no PROGRAM") != std::string::npos);
@@ -246,8 +305,8 @@ TEST_CASE("impossible combinations") {
 }
 
 TEST_CASE("c10d is tcp; rdzv-conf sets the timeout and is_host") {
-  auto o = resolve({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400", "--rdzv-id", "j1",
-                    "--rdzv-conf", "timeout=12,is_host=0", "./p"});
+  auto o = resolve({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400", "--rdzv-id",
+                    "j1", "--rdzv-conf", "timeout=12,is_host=0", "./p"});
   CHECK(o.launch.rdzv_backend == launcher::RdzvBackend::kTcp);
   CHECK(o.launch.rdzv_timeout == Millis(12'000));
   CHECK(o.rdzv_is_host == false);
@@ -255,7 +314,9 @@ TEST_CASE("c10d is tcp; rdzv-conf sets the timeout and is_host") {
 }
 
 TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
-  auto s = resolve({"./p"}, {{"SLURM_NNODES", "4"}, {"SLURM_NODEID", "2"}, {"SLURM_JOB_NODELIST", "gpu[07-10]"},
+  auto s = resolve({"./p"}, {{"SLURM_NNODES", "4"},
+                             {"SLURM_NODEID", "2"},
+                             {"SLURM_JOB_NODELIST", "gpu[07-10]"},
                              {"SLURM_NTASKS", "4"}});
   CHECK(s.launch.nnodes_max == 4);
   CHECK(s.launch.node_rank == 2);
@@ -264,28 +325,38 @@ TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
   auto t = resolve({"./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_NTASKS", "8"}});
   CHECK(t.launch.nnodes_max == 1);
   // host lists with several bracket groups: the first host is node 0's
-  auto g = resolve({"./p"}, {{"SLURM_STEP_NUM_NODES", "4"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NODEID", "3"},
+  auto g = resolve({"./p"}, {{"SLURM_STEP_NUM_NODES", "4"},
+                             {"SLURM_STEP_NUM_TASKS", "4"},
+                             {"SLURM_NODEID", "3"},
                              {"SLURM_STEP_NODELIST", "rack[1-2]-n[01-02]"}});
   CHECK(g.launch.master_addr == "rack1-n01");
   CHECK(g.launch.node_rank == 3);
   // flags win over Slurm
-  auto u = resolve({"--master-addr", "10.1.1.1", "./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_JOB_NODELIST", "a,b"}});
+  auto u = resolve({"--master-addr", "10.1.1.1", "./p"},
+                   {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_JOB_NODELIST", "a,b"}});
   CHECK(u.launch.master_addr == "10.1.1.1");
   CHECK(u.launch.node_rank == 1);
-  auto m = resolve({"--master-addr", "10.0.0.9", "./p"}, {{"OMPI_COMM_WORLD_SIZE", "3"}, {"OMPI_COMM_WORLD_RANK", "1"}});
+  auto m = resolve({"--master-addr", "10.0.0.9", "./p"},
+                   {{"OMPI_COMM_WORLD_SIZE", "3"}, {"OMPI_COMM_WORLD_RANK", "1"}});
   CHECK(m.launch.nnodes_max == 3);
   CHECK(m.launch.node_rank == 1);
-  CHECK(error_of({"./p"}, {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"}}).find("needs master_addr") != std::string::npos);
+  CHECK(error_of({"./p"}, {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"}})
+            .find("needs master_addr") != std::string::npos);
   // mpirun -np 4 on one host: four processes on this node, not four nodes; nothing inferred
-  auto local = resolve({"./p"}, {{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  auto local = resolve(
+      {"./p"},
+      {{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
   CHECK(local.launch.nnodes_max == 1);
-  auto per_node = resolve({"--master-addr", "10.0.0.9", "./p"},
-                          {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}});
+  auto per_node = resolve(
+      {"--master-addr", "10.0.0.9", "./p"},
+      {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}});
   CHECK(per_node.launch.nnodes_max == 2);
   CHECK(per_node.launch.node_rank == 1);
   // srun with several tasks per node: every task would be a launcher; said, with the fix
   const Vars srun8 = {{"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_NODEID", "1"}};
-  CHECK(error_of({"./p"}, srun8).find("srun started 8 tasks on 2 node(s), but ddp-launch runs once per node") != std::string::npos);
+  CHECK(
+      error_of({"./p"}, srun8).find("srun started 8 tasks on 2 node(s), but ddp-launch runs once per node") !=
+      std::string::npos);
   CHECK(error_of({"./p"}, srun8).find("srun --ntasks-per-node=1 ddp-launch") != std::string::npos);
   {
     auto cl = parse_command_line({"--nnodes", "1", "./p"});
@@ -295,19 +366,21 @@ TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
     CHECK(warnings[0].find("not taken from Slurm") != std::string::npos);
   }
   // standalone ignores the scheduler
-  CHECK(resolve({"--standalone", "./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}}).launch.nnodes_max == 1);
+  CHECK(resolve({"--standalone", "./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}}).launch.nnodes_max ==
+        1);
 }
 
 TEST_CASE("multicast: a group and port, ttl and interface from --rdzv-conf") {
-  auto o = resolve({"--rdzv-backend", "multicast", "--rdzv-endpoint", "239.1.2.3:29400", "--nnodes", "3", "--rdzv-id",
-                    "j", "--rdzv-conf", "ttl=2,interface=eth1,timeout=5", "./p"});
+  auto o = resolve({"--rdzv-backend", "multicast", "--rdzv-endpoint", "239.1.2.3:29400", "--nnodes", "3",
+                    "--rdzv-id", "j", "--rdzv-conf", "ttl=2,interface=eth1,timeout=5", "./p"});
   CHECK(o.launch.rdzv_backend == launcher::RdzvBackend::kMulticast);
   CHECK(o.launch.rdzv_endpoint == "239.1.2.3:29400");
   CHECK(o.multicast_ttl == 2);
   CHECK(o.multicast_interface == "eth1");
   CHECK(o.launch.rdzv_timeout == Millis(5000));
   CHECK(o.launch.node_rank == -1);  // assigned on the group
-  auto v6 = resolve({"--rdzv-backend", "multicast", "--rdzv-endpoint", "[ff15::1:7]:29400", "--nnodes", "2", "./p"});
+  auto v6 = resolve(
+      {"--rdzv-backend", "multicast", "--rdzv-endpoint", "[ff15::1:7]:29400", "--nnodes", "2", "./p"});
   CHECK(v6.multicast_ttl == 1);
   CHECK(error_of({"--rdzv-backend", "multicast", "--rdzv-endpoint", "10.0.0.1:29400", "--nnodes", "2", "./p"})
             .find("got '10.0.0.1:29400'") != std::string::npos);
@@ -315,6 +388,7 @@ TEST_CASE("multicast: a group and port, ttl and interface from --rdzv-conf") {
             .find("needs rdzv_endpoint GROUP:PORT") != std::string::npos);
   CHECK(error_of({"--rdzv-backend", "tcp", "--rdzv-endpoint", "h:1", "--rdzv-conf", "ttl=2", "./p"})
             .find("multicast only") != std::string::npos);
-  CHECK(error_of({"--rdzv-backend", "multicast", "--rdzv-endpoint", "239.1.2.3:1", "--rdzv-conf", "ttl=0", "./p"})
+  CHECK(error_of(
+            {"--rdzv-backend", "multicast", "--rdzv-endpoint", "239.1.2.3:1", "--rdzv-conf", "ttl=0", "./p"})
             .find("not in 1..255") != std::string::npos);
 }

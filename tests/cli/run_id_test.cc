@@ -37,7 +37,9 @@ TEST_CASE("the scheduler's job id, as a valid run id") {
   CHECK(scheduler_job_id(env_of({{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}})) == "4242.0");
   CHECK(scheduler_job_id(env_of({{"PBS_JOBID", "77.pbs/srv x"}})) == "77.pbs_srv_x");
   CHECK(scheduler_job_id(env_of({{"LSB_JOBID", "9"}, {"PBS_JOBID", "8"}})) == "8");  // first found wins
-  CHECK(scheduler_job_id(env_of({{"FLUX_JOB_ID", "\xc6\x92" "abc"}})) == "__abc");   // f58 'ƒ'
+  CHECK(scheduler_job_id(env_of({{"FLUX_JOB_ID",
+                                  "\xc6\x92"
+                                  "abc"}})) == "__abc");  // f58 'ƒ'
   CHECK(scheduler_job_id(env_of({{"COBALT_JOBID", ".hidden"}})) == "_hidden");
   CHECK(scheduler_job_id(env_of({{"SLURM_JOB_ID", std::string(500, '7')}})).size() == kMaxRunIdLength - 16);
   // whatever the scheduler says, the result passes the run-id check

@@ -5,7 +5,8 @@
 using namespace ddp::cli;
 
 TEST_CASE("later layers win; KEY=VALUE lists merge by key") {
-  SettingLayer config = {{"nnodes", {{"2"}, "job.json line 2"}}, {"env", {{"A=1", "B=2"}, "job.json line 3"}}};
+  SettingLayer config = {{"nnodes", {{"2"}, "job.json line 2"}},
+                         {"env", {{"A=1", "B=2"}, "job.json line 3"}}};
   SettingLayer env = {{"nnodes", {{"3"}, "DDP_LAUNCH_NNODES"}}, {"env", {{"B=env"}, "DDP_LAUNCH_ENV"}}};
   SettingLayer flags = {{"role", {{"trainer"}, "--role"}}, {"env", {{"C=3"}, "--env"}}};
   auto m = merge_layers({config, env, flags});

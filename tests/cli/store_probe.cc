@@ -26,12 +26,14 @@ int main() {
     o.job_token = env::get_or("DDP_JOB_TOKEN", "");
     o.connect_timeout = Millis(30'000);
     rdzv::TCPStore store(o);
-    const std::string prefix = env::get_or("DDP_RUN_ID", "run") + "/" + env::get_or("TORCHELASTIC_RESTART_COUNT", "0") + "/probe/";
+    const std::string prefix =
+        env::get_or("DDP_RUN_ID", "run") + "/" + env::get_or("TORCHELASTIC_RESTART_COUNT", "0") + "/probe/";
     store.set(prefix + std::to_string(rank), net::hostname());
     std::vector<std::string> keys;
     for (int r = 0; r < world; ++r) keys.push_back(prefix + std::to_string(r));
     store.wait(keys, Millis(60'000));
-    std::printf("rank %d of %d: all %d ranks met in the store at %s\n", rank, world, world, store_text->c_str());
+    std::printf("rank %d of %d: all %d ranks met in the store at %s\n", rank, world, world,
+                store_text->c_str());
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "ddp_store_probe: %s\n", e.message().c_str());

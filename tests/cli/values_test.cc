@@ -27,7 +27,8 @@ EnvLookup env_of(std::map<std::string, std::string> vars) {
 TEST_CASE("integers, seconds, booleans") {
   CHECK(parse_int("42", "x") == 42);
   CHECK(parse_int(" 7 ", "x") == 7);
-  CHECK_THROWS_WITH_AS(parse_int("4x", "--max-restarts"), doctest::Contains("--max-restarts: '4x' is not an integer"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_int("4x", "--max-restarts"),
+                       doctest::Contains("--max-restarts: '4x' is not an integer"), InvalidArgument);
   CHECK(parse_seconds("0.1", "x") == Millis(100));
   CHECK(parse_seconds("30", "x") == Millis(30'000));
   CHECK_THROWS_AS(parse_seconds("-1", "x"), InvalidArgument);
@@ -44,8 +45,8 @@ TEST_CASE("nproc: N, auto, gpu, cpu") {
   CHECK(parse_nproc("auto", "x", env_of({{"CUDA_VISIBLE_DEVICES", ""}})) == count_cpus());
   CHECK(parse_nproc("auto", "x", env_of({{"CUDA_VISIBLE_DEVICES", "0,1,3"}})) == 3);
   CHECK(parse_nproc("gpu", "x", env_of({{"CUDA_VISIBLE_DEVICES", "GPU-abc,GPU-def"}})) == 2);
-  CHECK_THROWS_WITH_AS(parse_nproc("gpu", "x", env_of({{"CUDA_VISIBLE_DEVICES", "-1"}})), doctest::Contains("no GPU"),
-                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_nproc("gpu", "x", env_of({{"CUDA_VISIBLE_DEVICES", "-1"}})),
+                       doctest::Contains("no GPU"), InvalidArgument);
   CHECK(parse_nproc("cpu", "x", none) == count_cpus());
   CHECK(count_cpus() >= 1);
   CHECK_THROWS_AS(parse_nproc("0", "x", none), InvalidArgument);
@@ -77,7 +78,8 @@ TEST_CASE("redirects and tee: torchrun's syntax") {
 TEST_CASE("signals by name, short name or number") {
   CHECK(parse_signals("SIGINT,SIGTERM", "x") == std::vector<int>{SIGINT, SIGTERM});
   CHECK(parse_signals("int, usr1,15", "x") == std::vector<int>{SIGINT, SIGUSR1, SIGTERM});
-  CHECK_THROWS_WITH_AS(parse_signals("SIGTERN", "x"), doctest::Contains("did you mean 'SIGTERM'"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_signals("SIGTERN", "x"), doctest::Contains("did you mean 'SIGTERM'"),
+                       InvalidArgument);
   CHECK_THROWS_AS(parse_signals("KILL", "x"), InvalidArgument);
   CHECK_THROWS_AS(parse_signals("CHLD", "x"), InvalidArgument);
 }
@@ -86,7 +88,8 @@ TEST_CASE("local ranks, cpu bind, rdzv conf, KEY=VALUE") {
   CHECK(parse_rank_list("0,2", "x") == std::set<int>{0, 2});
   CHECK_THROWS_AS(parse_rank_list("0,-1", "x"), InvalidArgument);
   CHECK(parse_cpu_bind("cores", "x") == launcher::CpuBind::kCores);
-  CHECK_THROWS_WITH_AS(parse_cpu_bind("core", "x"), doctest::Contains("did you mean 'cores'"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_cpu_bind("core", "x"), doctest::Contains("did you mean 'cores'"),
+                       InvalidArgument);
   auto conf = parse_rdzv_conf("timeout=30, is_host=true,last_call_timeout=5", "x");
   CHECK(conf.timeout == Millis(30'000));
   CHECK(conf.is_host == true);
@@ -96,7 +99,8 @@ TEST_CASE("local ranks, cpu bind, rdzv conf, KEY=VALUE") {
   CHECK(mc.interface == "10.0.0.1");
   CHECK_THROWS_WITH_AS(parse_rdzv_conf("ttl=300", "x"), doctest::Contains("not in 1..255"), InvalidArgument);
   CHECK_THROWS_AS(parse_rdzv_conf("interface=", "x"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(parse_rdzv_conf("timout=3", "x"), doctest::Contains("did you mean 'timeout'"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_rdzv_conf("timout=3", "x"), doctest::Contains("did you mean 'timeout'"),
+                       InvalidArgument);
   CHECK_THROWS_AS(parse_rdzv_conf("timeout", "x"), InvalidArgument);
   CHECK(parse_key_value("A=b=c", "x") == std::pair<std::string, std::string>{"A", "b=c"});
   CHECK(parse_key_value("EMPTY=", "x").second.empty());
@@ -114,18 +118,21 @@ TEST_CASE("Slurm host lists") {
 TEST_CASE("Slurm host lists with several bracket groups expand every combination, in Slurm's order") {
   CHECK(expand_hostlist("rack[1-2]-n[01-02]") ==
         std::vector<std::string>{"rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"});
-  CHECK(expand_hostlist("r[1-2]n[3,5]x,solo") == std::vector<std::string>{"r1n3x", "r1n5x", "r2n3x", "r2n5x", "solo"});
+  CHECK(expand_hostlist("r[1-2]n[3,5]x,solo") ==
+        std::vector<std::string>{"r1n3x", "r1n5x", "r2n3x", "r2n5x", "solo"});
   CHECK(expand_hostlist("a[1-200]b[1-200]").size() == 40000);
   CHECK_THROWS_AS(expand_hostlist("a[1-300]b[1-300]"), InvalidArgument);  // 90,000 > 65,536
   std::string deep;
   for (int i = 0; i < 17; ++i) deep += "x[1]";
-  CHECK_THROWS_WITH_AS(expand_hostlist(deep), doctest::Contains("more than 16 bracket groups"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(expand_hostlist(deep), doctest::Contains("more than 16 bracket groups"),
+                       InvalidArgument);
   CHECK(expand_hostlist(deep.substr(4)).size() == 1);
 }
 
 TEST_CASE("Slurm host lists are bounded: a short variable cannot make millions of names") {
   CHECK(expand_hostlist("n[1-65536]").size() == kMaxHosts);
-  CHECK_THROWS_WITH_AS(expand_hostlist("n[1-65537]"), doctest::Contains("more than 65536 hosts"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(expand_hostlist("n[1-65537]"), doctest::Contains("more than 65536 hosts"),
+                       InvalidArgument);
   // Each range alone is allowed; together they used to expand to 30 million strings.
   std::string many;
   for (int i = 0; i < 300; ++i) {
@@ -141,9 +148,11 @@ TEST_CASE("run ids: a safe charset, no path components, bounded length") {
     CHECK(parse_run_id(ok, "x") == ok);
   }
   CHECK(parse_run_id(std::string(kMaxRunIdLength, 'a'), "x").size() == kMaxRunIdLength);
-  for (const std::string& bad : std::vector<std::string>{"../../x", "a/b", "..", ".hidden", "", "sp ace", "semi;colon", "new\nline",
+  for (const std::string& bad :
+       std::vector<std::string>{"../../x", "a/b", "..", ".hidden", "", "sp ace", "semi;colon", "new\nline",
                                 std::string("nul\0x", 5), std::string(kMaxRunIdLength + 1, 'a')}) {
     CAPTURE(bad);
-    CHECK_THROWS_WITH_AS(parse_run_id(bad, "rdzv_id (from --rdzv-id)"), doctest::Contains("is not a run id"), InvalidArgument);
+    CHECK_THROWS_WITH_AS(parse_run_id(bad, "rdzv_id (from --rdzv-id)"), doctest::Contains("is not a run id"),
+                         InvalidArgument);
   }
 }

@@ -50,7 +50,8 @@ TEST_CASE("tcp groups load CUDA only for a CUDA buffer: host buffers never load 
   g->all_reduce(view(x.data(), 1))->wait();
   CHECK(x[0] == 2.0f);
   CHECK_FALSE(mapped("libddp_backend_nccl"));
-  if (::getenv("CUDA_VISIBLE_DEVICES") != nullptr || std::ifstream("/dev/nvidia0")) return;  // a GPU: gpu tests cover it
+  if (::getenv("CUDA_VISIBLE_DEVICES") != nullptr || std::ifstream("/dev/nvidia0"))
+    return;  // a GPU: gpu tests cover it
   // No GPU here: a CUDA buffer is an error (from the staging, or its plugin missing), never a crash.
   float fake = 0;
   Buffer on_gpu{&fake, 1, DType::kFloat32, Device{DeviceType::kCuda, 0}};
@@ -76,8 +77,10 @@ TEST_CASE("a built plugin loads on first use, once, and makes a working group") 
 }
 
 TEST_CASE("unknown backends and missing plugins are errors naming what is missing") {
-  CHECK_THROWS_WITH_AS(create_group("carrier-pigeon", world_of_one()), doctest::Contains("unknown"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(create_group("carrier-pigeon", world_of_one()), doctest::Contains("unknown"),
+                       InvalidArgument);
   GroupSetup no_store;
   CHECK_THROWS_AS(create_group("tcp", no_store), InvalidArgument);
-  CHECK_THROWS_WITH_AS(load_backend_plugin("nonesuch"), doctest::Contains("libddp_backend_nonesuch.so"), BackendError);
+  CHECK_THROWS_WITH_AS(load_backend_plugin("nonesuch"), doctest::Contains("libddp_backend_nonesuch.so"),
+                       BackendError);
 }

@@ -53,7 +53,8 @@ TEST_CASE("rank and size are checked at construction") {
   CHECK_THROWS_AS(FakeGroup(-1, 2, {}), InvalidArgument);
 }
 
-TEST_CASE("monitored_barrier: a world of one returns at once; rank 0 hears from every peer, then answers each") {
+TEST_CASE(
+    "monitored_barrier: a world of one returns at once; rank 0 hears from every peer, then answers each") {
   FakeGroup one(0, 1, {});
   one.monitored_barrier();
   CHECK(one.calls == 0);
@@ -116,7 +117,8 @@ TEST_CASE("ops: buffers on another device than the backend takes are refused, na
   Buffer on_gpu{v.data(), 4, DType::kFloat32, kGpu0};
   CHECK_THROWS_WITH_AS(host.all_reduce(on_gpu), doctest::Contains("fake all_reduce: buffer is on cuda:0"),
                        InvalidArgument);
-  CHECK_THROWS_AS(host.all_gather(view(v.data(), 2), Buffer{v.data(), 4, DType::kFloat32, kGpu0}), InvalidArgument);
+  CHECK_THROWS_AS(host.all_gather(view(v.data(), 2), Buffer{v.data(), 4, DType::kFloat32, kGpu0}),
+                  InvalidArgument);
   FakeGroup gpu(0, 2, kGpu0);
   CHECK_THROWS_WITH_AS(gpu.broadcast(view(v.data(), 4)), doctest::Contains("takes buffers on cuda:0"),
                        InvalidArgument);
@@ -142,8 +144,8 @@ TEST_CASE("ops: bitwise reductions need an integer dtype") {
   std::vector<float> f(4);
   std::vector<int32_t> i(4);
   for (ReduceOp op : {ReduceOp::kBand, ReduceOp::kBor, ReduceOp::kBxor}) {
-    CHECK_THROWS_WITH_AS(pg.all_reduce(view(f.data(), 4), {.op = op}), doctest::Contains("needs an integer dtype"),
-                         InvalidArgument);
+    CHECK_THROWS_WITH_AS(pg.all_reduce(view(f.data(), 4), {.op = op}),
+                         doctest::Contains("needs an integer dtype"), InvalidArgument);
     CHECK_THROWS_AS(pg.reduce(view(f.data(), 4), {.op = op}), InvalidArgument);
     CHECK_THROWS_AS(pg.reduce_scatter(view(f.data(), 4), view(f.data(), 2), {.op = op}), InvalidArgument);
     pg.all_reduce(view(i.data(), 4), {.op = op});
@@ -157,8 +159,8 @@ TEST_CASE("ops: world-sized buffers must hold world_size x the per-rank count, o
   std::vector<int32_t> i(4);
   CHECK_THROWS_WITH_AS(root.all_gather(view(f.data(), 2), view(f.data(), 5)),
                        doctest::Contains("must hold world_size (2) x 2 elements, got 5"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(root.all_gather(view(f.data(), 2), view(i.data(), 4)), doctest::Contains("dtypes differ"),
-                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(root.all_gather(view(f.data(), 2), view(i.data(), 4)),
+                       doctest::Contains("dtypes differ"), InvalidArgument);
   CHECK_THROWS_AS(root.gather(view(f.data(), 2), view(f.data(), 3)), InvalidArgument);
   CHECK_THROWS_AS(root.scatter(view(f.data(), 3), view(f.data(), 2)), InvalidArgument);
   CHECK_THROWS_AS(root.reduce_scatter(view(f.data(), 3), view(f.data(), 2)), InvalidArgument);

@@ -99,8 +99,8 @@ TEST_CASE("combine: bitwise ops on floating types are an InvalidArgument") {
 TEST_CASE("combine: misaligned views give the aligned results, for every dtype and op") {
   // 1000 elements: long enough for the vectorized body and its remainder.
   const size_t n = 1000;
-  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8,
-                  DType::kInt32, DType::kInt64}) {
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8,
+                  DType::kUInt8, DType::kInt32, DType::kInt64}) {
     const size_t es = dtype_size(d);
     std::vector<unsigned char> a(n * es + 1), b(n * es + 1);
     for (size_t i = 0; i < a.size(); ++i) {

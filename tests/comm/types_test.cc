@@ -55,7 +55,7 @@ TEST_CASE("half and bfloat16 conversions") {
   CHECK(half_to_float(float_to_half(-3.0f * std::ldexp(1.0f, -24))) == -3.0f * std::ldexp(1.0f, -24));
   CHECK(half_to_float(float_to_half(std::ldexp(1.0f, -26))) == 0.0f);
   CHECK(half_to_float(float_to_half(std::ldexp(1.0f, -25))) == 0.0f);
-  CHECK(float_to_half(3.14159f) == 0x4248);  // 3.140625, the nearest half
+  CHECK(float_to_half(3.14159f) == 0x4248);      // 3.140625, the nearest half
   CHECK(float_to_bfloat16(3.14159f) == 0x4049);  // 3.140625, the nearest bfloat16
   CHECK(std::isinf(half_to_float(float_to_half(1e6f))));
   CHECK(float_to_half(1.0f) == 0x3c00);

@@ -20,7 +20,8 @@ TEST_CASE("the hierarchy is catchable as Error") {
 }
 
 TEST_CASE("NotInitialized is an InvalidArgument that boundaries can tell apart by type") {
-  CHECK_THROWS_AS(DDP_THROW(NotInitialized, "default_group: init_process_group was not called"), InvalidArgument);
+  CHECK_THROWS_AS(DDP_THROW(NotInitialized, "default_group: init_process_group was not called"),
+                  InvalidArgument);
   CHECK_THROWS_AS(DDP_THROW(NotInitialized, "x"), NotInitialized);
 }
 

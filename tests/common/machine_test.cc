@@ -21,7 +21,8 @@ struct FakeTree {
     fs::create_directories((root / rel).parent_path());
     std::ofstream(root / rel) << text;
   }
-  void cache(int index, int level, const std::string& type, const std::string& size, const std::string& shared) {
+  void cache(int index, int level, const std::string& type, const std::string& size,
+             const std::string& shared) {
     const fs::path dir = fs::path("sys/cpu/cpu0/cache") / ("index" + std::to_string(index));
     write(dir / "level", std::to_string(level) + "\n");
     write(dir / "type", type + "\n");
@@ -51,7 +52,8 @@ TEST_CASE("cache sizes as sysfs writes them") {
 
 TEST_CASE("a full tree: model, CPUs, data caches by level (instruction cache ignored)") {
   FakeTree t;
-  t.write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13 64-Core Processor  \n");
+  t.write("proc/cpuinfo",
+          "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13 64-Core Processor  \n");
   t.write("sys/cpu/online", "0-3,6\n");
   t.cache(0, 1, "Data", "32K", "0-1");
   t.cache(1, 1, "Instruction", "64K", "0-1");

@@ -87,10 +87,15 @@ TEST_CASE("typed getters name the key and the source") {
   CHECK(get_string(j, "s", "reg") == "x");
   CHECK(get_int(j, "n", "reg", 1, 10) == 5);
   CHECK(get_strings(j, "l", "reg") == std::vector<std::string>{"a", "b"});
-  CHECK_THROWS_WITH_AS(get_string(j, "n", "reg"), doctest::Contains("reg: key 'n' must be a string, not an integer"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(get_string(j, "zz", "reg"), doctest::Contains("reg: key 'zz' is missing"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(get_int(j, "f", "reg", 0, 9), doctest::Contains("reg: key 'f' must be an integer in 0..9, not 2.5"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(get_int(j, "n", "reg", 0, 4), doctest::Contains("reg: key 'n' must be an integer in 0..4, not 5"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(get_string(j, "n", "reg"),
+                       doctest::Contains("reg: key 'n' must be a string, not an integer"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(get_string(j, "zz", "reg"), doctest::Contains("reg: key 'zz' is missing"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(get_int(j, "f", "reg", 0, 9),
+                       doctest::Contains("reg: key 'f' must be an integer in 0..9, not 2.5"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(get_int(j, "n", "reg", 0, 4),
+                       doctest::Contains("reg: key 'n' must be an integer in 0..4, not 5"), InvalidArgument);
   CHECK_THROWS_WITH_AS(get_strings(j, "bad", "reg"), doctest::Contains("array of strings"), InvalidArgument);
   CHECK_THROWS_AS(get_string(Json::parse("[1]"), "s", "reg"), InvalidArgument);
 }

@@ -27,9 +27,10 @@ TEST_CASE("the name encodes the creator; only names that follow the rule are rec
   CHECK(tcp_segment(1234, 0xdeadbeef) == "/ddp-tcp-1234-00000000deadbeef");
   CHECK(tcp_segment_creator("ddp-tcp-1234-00000000deadbeef") == 1234);
   CHECK(tcp_segment_creator(tcp_segment(77, ~0ull).substr(1)) == 77);
-  for (const char* bad : {"ddp-tcp-1234-deadbeef", "ddp-tcp--00000000deadbeef", "ddp-tcp-0012-00000000deadbeef",
-                          "ddp-tcp-12a4-00000000deadbeef", "ddp-tcp-1234-00000000DEADBEEF", "ddp-tcp-1234_00000000deadbeef",
-                          "other-1234-00000000deadbeef", "ddp-tcp-12345678901-00000000deadbeef", ""}) {
+  for (const char* bad :
+       {"ddp-tcp-1234-deadbeef", "ddp-tcp--00000000deadbeef", "ddp-tcp-0012-00000000deadbeef",
+        "ddp-tcp-12a4-00000000deadbeef", "ddp-tcp-1234-00000000DEADBEEF", "ddp-tcp-1234_00000000deadbeef",
+        "other-1234-00000000deadbeef", "ddp-tcp-12345678901-00000000deadbeef", ""}) {
     CAPTURE(bad);
     CHECK(tcp_segment_creator(bad) == -1);
   }
@@ -38,7 +39,8 @@ TEST_CASE("the name encodes the creator; only names that follow the rule are rec
 TEST_CASE("remove_tcp_segments removes the given creators' segments and nothing else") {
   // Pids far above any live process of this test: names only, nobody creates these.
   const pid_t dead = 999'999'001, other = 999'999'002;
-  const std::string mine1 = tcp_segment(dead, 1), mine2 = tcp_segment(dead, 2), theirs = tcp_segment(other, 3);
+  const std::string mine1 = tcp_segment(dead, 1), mine2 = tcp_segment(dead, 2),
+                    theirs = tcp_segment(other, 3);
   const std::string lookalike = "/ddp-tcp-" + std::to_string(dead) + "-notasegment";
   for (const auto& n : {mine1, mine2, theirs, lookalike}) create(n);
   CHECK(remove_tcp_segments({dead}) == 2);

@@ -83,27 +83,31 @@ TEST_CASE("compression hooks reject integer buckets") {
     engine.register_comm_hook(fp16_compress_hook());
     engine.finalize();
     engine.mark_ready(0);  // the hook runs on the bucket thread: its error comes from finish
-    CHECK_THROWS_WITH_AS(engine.finish_backward(), doctest::Contains("needs float32 or float64"), InvalidArgument);
+    CHECK_THROWS_WITH_AS(engine.finish_backward(), doctest::Contains("needs float32 or float64"),
+                         InvalidArgument);
   });
 }
 
 TEST_CASE("chain_work runs the continuation, and carries errors") {
   auto inner = std::make_shared<comm::Work>("inner");
   int ran = 0;
-  auto outer = chain_work(inner, [&] { ++ran; }, "outer");
+  auto outer = chain_work(
+      inner, [&] { ++ran; }, "outer");
   CHECK_FALSE(outer->is_completed());
   inner->finish();
   CHECK(outer->wait());
   CHECK(ran == 1);
 
   auto failing = std::make_shared<comm::Work>("inner");
-  auto outer2 = chain_work(failing, [&] { ++ran; }, "outer");
+  auto outer2 = chain_work(
+      failing, [&] { ++ran; }, "outer");
   failing->finish(std::make_exception_ptr(TimeoutError("late", __FILE__, __LINE__)));
   CHECK_THROWS_AS(outer2->wait(), TimeoutError);
   CHECK(ran == 1);
 
   auto ok = std::make_shared<comm::Work>("inner");
-  auto outer3 = chain_work(ok, [] { DDP_THROW(InvalidArgument, "bad"); }, "outer");
+  auto outer3 = chain_work(
+      ok, [] { DDP_THROW(InvalidArgument, "bad"); }, "outer");
   ok->finish();
   CHECK_THROWS_AS(outer3->wait(), InvalidArgument);
 }

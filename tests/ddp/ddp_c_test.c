@@ -18,13 +18,13 @@
 static int failures = 0;
 static int g_rank = -1; /* -1 in the parent */
 
-#define EXPECT(cond)                                                                  \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      fprintf(stderr, "rank %d: %s:%d: expected %s (last error: %s)\n", g_rank, __FILE__, __LINE__, \
-              #cond, ddp_last_error());                                                      \
-      ++failures;                                                                     \
-    }                                                                                 \
+#define EXPECT(cond)                                                                                       \
+  do {                                                                                                     \
+    if (!(cond)) {                                                                                         \
+      fprintf(stderr, "rank %d: %s:%d: expected %s (last error: %s)\n", g_rank, __FILE__, __LINE__, #cond, \
+              ddp_last_error());                                                                           \
+      ++failures;                                                                                          \
+    }                                                                                                      \
   } while (0)
 #define OK(call) EXPECT((call) == DDP_OK)
 
@@ -200,7 +200,7 @@ static void test_engine(int rank) {
   EXPECT(gw[0] == (float)rank); /* untouched */
   OK(ddp_engine_no_sync_exit(e));
   for (int i = 0; i < 4; ++i) gw[i] += (float)rank;
-  OK(ddp_engine_finish_backward(e)); /* fairseq mode: nothing marked */
+  OK(ddp_engine_finish_backward(e));   /* fairseq mode: nothing marked */
   EXPECT(fabsf(gw[0] - 2.0f) < 1e-6f); /* mean of 2 * rank */
 
   /* Misuse: an unmarked parameter without find_unused_parameters names it. */

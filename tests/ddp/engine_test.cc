@@ -27,7 +27,7 @@ constexpr uint64_t kSeed = 7;
 
 struct Case {
   int world;
-  int micro;          // micro-batches per step; all but the last under no_sync
+  int micro;  // micro-batches per step; all but the last under no_sync
   double first_cap_mb;
   double cap_mb;
 };
@@ -149,7 +149,9 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want, 
 
 std::vector<RankResult> run_case(const Case& c, EngineOptions options = {}, const CommHook& hook = nullptr) {
   std::vector<RankResult> results(c.world);
-  run_ranks(c.world, [&](int rank, comm::ProcessGroupPtr g) { results[rank] = train_rank(c, rank, g, options, hook); });
+  run_ranks(c.world, [&](int rank, comm::ProcessGroupPtr g) {
+    results[rank] = train_rank(c, rank, g, options, hook);
+  });
   return results;
 }
 
@@ -293,13 +295,17 @@ TEST_CASE("registration errors are clear and local") {
     std::vector<float> a(4), ga(4);
     std::vector<double> gd(4);
     Engine engine(g);
-    CHECK_THROWS_AS(engine.register_param({"w", comm::view(a.data(), 4), comm::view(ga.data(), 3), {}}), InvalidArgument);
-    CHECK_THROWS_AS(engine.register_param({"w", comm::view(a.data(), 4), comm::view(gd.data(), 4), {}}), InvalidArgument);
-    CHECK_THROWS_AS(engine.register_param({"w", comm::view(a.data(), 4), comm::view(ga.data(), 4), {3}}), InvalidArgument);
+    CHECK_THROWS_AS(engine.register_param({"w", comm::view(a.data(), 4), comm::view(ga.data(), 3), {}}),
+                    InvalidArgument);
+    CHECK_THROWS_AS(engine.register_param({"w", comm::view(a.data(), 4), comm::view(gd.data(), 4), {}}),
+                    InvalidArgument);
+    CHECK_THROWS_AS(engine.register_param({"w", comm::view(a.data(), 4), comm::view(ga.data(), 4), {3}}),
+                    InvalidArgument);
     CHECK_THROWS_AS(engine.register_param({"w", comm::view(a.data(), 4), {}, {}}), InvalidArgument);
     CHECK_THROWS_AS(engine.mark_ready(0), InvalidArgument);  // before finalize
     engine.register_param({"w", comm::view(a.data(), 4), comm::view(ga.data(), 4), {2, 2}});
-    CHECK_THROWS_AS(engine.register_param({"w", comm::view(a.data(), 4), comm::view(ga.data(), 4), {}}), InvalidArgument);
+    CHECK_THROWS_AS(engine.register_param({"w", comm::view(a.data(), 4), comm::view(ga.data(), 4), {}}),
+                    InvalidArgument);
     engine.finalize();
     CHECK_THROWS_AS(engine.finalize(), InvalidArgument);
     CHECK_THROWS_AS(engine.mark_ready(1), InvalidArgument);

@@ -16,10 +16,13 @@ namespace {
 struct Model {
   std::vector<std::vector<float>> data, grads;
   std::vector<ParamSpec> specs;
-  explicit Model(int n, size_t count = 4) : data(n, std::vector<float>(count)), grads(n, std::vector<float>(count)) {
+  explicit Model(int n, size_t count = 4)
+      : data(n, std::vector<float>(count)), grads(n, std::vector<float>(count)) {
     for (int i = 0; i < n; ++i) {
-      specs.push_back({std::string(1, 'p') + std::to_string(i), comm::view(data[i].data(), count),
-                       comm::view(grads[i].data(), count), {}});
+      specs.push_back({std::string(1, 'p') + std::to_string(i),
+                       comm::view(data[i].data(), count),
+                       comm::view(grads[i].data(), count),
+                       {}});
     }
   }
 };

@@ -41,6 +41,7 @@ TEST_CASE("a file that is not a checkpoint of this model is an error naming it")
   std::fclose(f);
   demo::Cnn model;
   ::torch::optim::SGD opt(model->parameters(), 0.1);
-  CHECK_THROWS_WITH_AS(demo::load_checkpoint(path, *model, opt), doctest::Contains(path.c_str()), ddp::InvalidArgument);
+  CHECK_THROWS_WITH_AS(demo::load_checkpoint(path, *model, opt), doctest::Contains(path.c_str()),
+                       ddp::InvalidArgument);
   std::filesystem::remove(path);
 }

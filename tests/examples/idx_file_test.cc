@@ -67,5 +67,6 @@ TEST_CASE("hostile IDX files are errors naming the file, never a crash or a huge
   refused({0, 0, 0x0D, 1, 0, 0, 0, 1, 0, 0, 0, 0}, "float data");
   refused({0, 0, 8, 9}, "too many dimensions");
   refused({0, 0, 8, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "2^64 elements announced");
-  CHECK_THROWS_WITH_AS(demo::read_idx(f.path + ".missing"), doctest::Contains("cannot open"), ddp::InvalidArgument);
+  CHECK_THROWS_WITH_AS(demo::read_idx(f.path + ".missing"), doctest::Contains("cannot open"),
+                       ddp::InvalidArgument);
 }

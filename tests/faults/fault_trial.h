@@ -49,15 +49,20 @@ class Trial {
   Child& start(const std::vector<std::string>& argv, std::map<std::string, std::string> env = {}) {
     env["DDP_FAULT_TRIAL"] = id_;
     const std::string tag = std::to_string(children_.size());
-    children_.push_back(std::make_unique<Child>(argv, env, dir_ / ("p" + tag + ".out"), dir_ / ("p" + tag + ".err")));
+    children_.push_back(
+        std::make_unique<Child>(argv, env, dir_ / ("p" + tag + ".out"), dir_ / ("p" + tag + ".err")));
     pids_.insert(children_.back()->pid());
     return *children_.back();
   }
   // Rank r of a world started directly (no launcher): env:// with rank 0 hosting the store.
   Child& start_rank(int r, int world, int port, const std::vector<std::string>& args,
                     std::map<std::string, std::string> env = {}) {
-    env.insert({{"RANK", std::to_string(r)}, {"WORLD_SIZE", std::to_string(world)}, {"LOCAL_RANK", std::to_string(r)},
-                {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}, {"DDP_RUN_ID", id_},
+    env.insert({{"RANK", std::to_string(r)},
+                {"WORLD_SIZE", std::to_string(world)},
+                {"LOCAL_RANK", std::to_string(r)},
+                {"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", std::to_string(port)},
+                {"DDP_RUN_ID", id_},
                 {"DDP_JOB_TOKEN", "fault-token"}});
     std::vector<std::string> argv = {worker_path(), "--dir", dir_.path()};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -79,7 +84,9 @@ class Trial {
     for (pid_t p : processes_with_env("DDP_FAULT_TRIAL=" + id_)) pids_.insert(p);
     return ok;
   }
-  pid_t rank_pid(int r) const { return static_cast<pid_t>(std::stol(slurp(dir_ / ("ready." + std::to_string(r))))); }
+  pid_t rank_pid(int r) const {
+    return static_cast<pid_t>(std::stol(slurp(dir_ / ("ready." + std::to_string(r)))));
+  }
 
   // The fault happens now: the clock for time-to-error starts.
   void fault() { fault_at_ = std::chrono::steady_clock::now(); }
@@ -115,7 +122,9 @@ inline void kill_all(const std::vector<pid_t>& pids) {
   for (pid_t p : pids) ::kill(p, SIGKILL);
 }
 
-inline bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+inline bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
 
 // The line where worker rank r said why it failed ("fault_worker rank r: <kind>: ..."), or "".
 inline std::string error_line(const std::string& text, int r) {

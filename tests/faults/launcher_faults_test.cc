@@ -13,8 +13,17 @@ using namespace ddp::test::faults;
 namespace {
 
 std::vector<std::string> launch_argv(const Trial& t, const std::vector<std::string>& worker_extra = {}) {
-  std::vector<std::string> argv = {launcher_path(), "--nproc-per-node", "3", "--rdzv-id", t.id(), "--master-port",
-                                   std::to_string(free_port_pair()), worker_path(), "--backend", "tcp", "--dir",
+  std::vector<std::string> argv = {launcher_path(),
+                                   "--nproc-per-node",
+                                   "3",
+                                   "--rdzv-id",
+                                   t.id(),
+                                   "--master-port",
+                                   std::to_string(free_port_pair()),
+                                   worker_path(),
+                                   "--backend",
+                                   "tcp",
+                                   "--dir",
                                    t.dir().path()};
   argv.insert(argv.end(), worker_extra.begin(), worker_extra.end());
   return argv;
@@ -112,10 +121,26 @@ TEST_CASE("fault: launcher, the node hosting the store killed") {
   Trial t("launch-store");
   const int port = free_port_pair();
   auto node = [&](int rank) {
-    return std::vector<std::string>{launcher_path(), "--nnodes", "2", "--node-rank", std::to_string(rank),
-                                    "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port",
-                                    std::to_string(port), "--rdzv-id", t.id(), "--monitor-interval", "0.2",
-                                    worker_path(), "--backend", "tcp", "--dir", t.dir().path()};
+    return std::vector<std::string>{launcher_path(),
+                                    "--nnodes",
+                                    "2",
+                                    "--node-rank",
+                                    std::to_string(rank),
+                                    "--nproc-per-node",
+                                    "1",
+                                    "--master-addr",
+                                    "127.0.0.1",
+                                    "--master-port",
+                                    std::to_string(port),
+                                    "--rdzv-id",
+                                    t.id(),
+                                    "--monitor-interval",
+                                    "0.2",
+                                    worker_path(),
+                                    "--backend",
+                                    "tcp",
+                                    "--dir",
+                                    t.dir().path()};
   };
   t.start(node(0), job_env());
   Child& survivor = t.start(node(1), job_env());
@@ -134,8 +159,9 @@ TEST_CASE("fault: launcher, the node hosting the store killed") {
 TEST_CASE("fault: launcher, a worker's error file is garbage") {
   Trial t("launch-errfile");
   // Invalid UTF-8, control characters, broken JSON, then exit 5.
-  const std::string script = "if [ \"$RANK\" = 1 ]; then printf '{\"message\": \\001\\377\\033[2J{{{' > "
-                             "\"$TORCHELASTIC_ERROR_FILE\"; exit 5; fi; exec sleep 30";
+  const std::string script =
+      "if [ \"$RANK\" = 1 ]; then printf '{\"message\": \\001\\377\\033[2J{{{' > "
+      "\"$TORCHELASTIC_ERROR_FILE\"; exit 5; fi; exec sleep 30";
   Child& launcher = t.start({launcher_path(), "--nproc-per-node", "2", "--rdzv-id", t.id(), "--master-port",
                              std::to_string(free_port_pair()), "sh", "-c", script});
   t.fault();

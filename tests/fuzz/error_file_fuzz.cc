@@ -14,7 +14,8 @@ namespace {
 const std::string& scratch_file() {
   static const std::string path = [] {
     const char* tmp = std::getenv("TMPDIR");
-    std::string p = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddp-error-file-fuzz-" + std::to_string(::getpid());
+    std::string p =
+        std::string(tmp && *tmp ? tmp : "/tmp") + "/ddp-error-file-fuzz-" + std::to_string(::getpid());
     return p;
   }();
   return path;

@@ -42,7 +42,8 @@ void check_end(const AcceptorHandshake& h, const HandshakeIdentity& self, const 
   check(reply.size() >= 8);
   if (h.state() == AcceptorHandshake::State::kAccepted) {
     check(h.refusal().empty());
-    check(h.peer_rank() > self.rank && h.peer_rank() < self.size && !have[static_cast<size_t>(h.peer_rank())]);
+    check(h.peer_rank() > self.rank && h.peer_rank() < self.size &&
+          !have[static_cast<size_t>(h.peer_rank())]);
   } else {
     check(!h.refusal().empty());
   }

@@ -37,12 +37,14 @@ bool same(const mcast::Announcement& a, const mcast::Announcement& b) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  std::vector<uint8_t> bytes = (data[0] & 1) ? signed_body(data + 1, size - 1) : std::vector<uint8_t>(data + 1, data + size);
+  std::vector<uint8_t> bytes =
+      (data[0] & 1) ? signed_body(data + 1, size - 1) : std::vector<uint8_t>(data + 1, data + size);
   mcast::Decoded d = mcast::decode(bytes, kToken);
   if (d.status != mcast::DecodeStatus::kOk) return 0;
   try {
     mcast::Decoded again = mcast::decode(mcast::encode(d.announcement, kToken), kToken);
-    if (again.status != mcast::DecodeStatus::kOk || !same(again.announcement, d.announcement)) __builtin_trap();
+    if (again.status != mcast::DecodeStatus::kOk || !same(again.announcement, d.announcement))
+      __builtin_trap();
   } catch (const ddp::InvalidArgument&) {
     __builtin_trap();  // decode accepted what encode refuses: the two disagree on the rules
   }

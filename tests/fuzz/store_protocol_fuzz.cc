@@ -7,14 +7,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstddef>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 
 #include "common/fd.h"
 #include "common/log.h"
@@ -35,7 +35,8 @@ ddp::rdzv::TCPStoreServer& server() {
 int poll_one(int fd, short events, int timeout_ms) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
     pollfd p{fd, events, 0};
     const int rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
     if (rc >= 0 || errno != EINTR) return rc;
@@ -98,9 +99,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (true) {
     if (poll_one(fd.get(), POLLIN, 10'000) <= 0) {
       const auto st = s.stats();
-      std::fprintf(stderr, "store_protocol_fuzz: no reply and no close for 10 s (server: %zu connections, %zu in "
-                   "their handshake, %zu waiting, %zu buffered bytes)\n", st.connections, st.unauthenticated,
-                   s.num_waiting(), st.buffered_bytes);
+      std::fprintf(stderr,
+                   "store_protocol_fuzz: no reply and no close for 10 s (server: %zu connections, %zu in "
+                   "their handshake, %zu waiting, %zu buffered bytes)\n",
+                   st.connections, st.unauthenticated, s.num_waiting(), st.buffered_bytes);
       std::abort();
     }
     ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);

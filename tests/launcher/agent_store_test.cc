@@ -1,7 +1,6 @@
 // The agent's pure decisions: where the store lives, tokens, addresses, ports.
 #include <doctest/doctest.h>
 
-
 #include "common/socket.h"
 #include "launcher/agent.h"
 

@@ -26,7 +26,8 @@ std::vector<int> run_nodes(const ScratchDir& d, const std::vector<std::vector<st
                            const std::map<std::string, std::string>& env = {}) {
   std::vector<std::unique_ptr<Child>> nodes;
   for (size_t i = 0; i < args.size(); ++i) {
-    nodes.push_back(std::make_unique<Child>(with({launcher_path()}, args[i]), env, d / ("node" + std::to_string(i) + ".out"),
+    nodes.push_back(std::make_unique<Child>(with({launcher_path()}, args[i]), env,
+                                            d / ("node" + std::to_string(i) + ".out"),
                                             d / ("node" + std::to_string(i) + ".err")));
   }
   std::vector<int> codes;
@@ -46,10 +47,12 @@ TEST_CASE("static: two nodes with different nproc, contiguous ranks, one store, 
   ScratchDir d;
   const int port = free_port_pair();
   const std::string id = unique_id("static");
-  auto common = std::vector<std::string>{"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port",
-                                         std::to_string(port), "--rdzv-id", id, "--rdzv-conf", "timeout=60"};
-  auto codes = run_nodes(d, {with(common, {"--node-rank", "0", "--nproc-per-node", "2", "sh", "-c", dump_env(d)}),
-                             with(common, {"--node-rank", "1", "--nproc-per-node", "1", "sh", "-c", dump_env(d)})});
+  auto common = std::vector<std::string>{
+      "--nnodes",  "2", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port),
+      "--rdzv-id", id,  "--rdzv-conf",   "timeout=60"};
+  auto codes =
+      run_nodes(d, {with(common, {"--node-rank", "0", "--nproc-per-node", "2", "sh", "-c", dump_env(d)}),
+                    with(common, {"--node-rank", "1", "--nproc-per-node", "1", "sh", "-c", dump_env(d)})});
   CHECK(codes == std::vector<int>{0, 0});
   std::set<std::string> tokens;
   for (int rank = 0; rank < 3; ++rank) {
@@ -80,9 +83,11 @@ TEST_CASE("static: two nodes with different nproc, contiguous ranks, one store, 
 TEST_CASE("static: DDP_JOB_TOKEN given to every launcher is the job's token") {
   ScratchDir d;
   const int port = free_port_pair();
-  auto common = std::vector<std::string>{"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port)};
-  auto codes = run_nodes(d, {with(common, {"--node-rank", "0", "sh", "-c", dump_env(d)}),
-                             with(common, {"--node-rank", "1", "sh", "-c", dump_env(d)})},
+  auto common = std::vector<std::string>{
+      "--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port)};
+  auto codes = run_nodes(d,
+                         {with(common, {"--node-rank", "0", "sh", "-c", dump_env(d)}),
+                          with(common, {"--node-rank", "1", "sh", "-c", dump_env(d)})},
                          {{"DDP_JOB_TOKEN", "0123456789abcdef0123456789abcdef"}});
   CHECK(codes == std::vector<int>{0, 0});
   CHECK(env_of(d, 1)["DDP_JOB_TOKEN"] == "0123456789abcdef0123456789abcdef");
@@ -93,9 +98,19 @@ TEST_CASE("tcp: ranks assigned at the rendezvous, the same command on every node
   ScratchDir d;
   const int port = free_port_pair();
   const std::string id = unique_id("tcp");
-  auto args = std::vector<std::string>{"--nnodes", "3", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                                       "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port), "--rdzv-id", id,
-                                       "sh", "-c", dump_env(d)};
+  auto args = std::vector<std::string>{"--nnodes",
+                                       "3",
+                                       "--nproc-per-node",
+                                       "1",
+                                       "--rdzv-backend",
+                                       "c10d",
+                                       "--rdzv-endpoint",
+                                       "127.0.0.1:" + std::to_string(port),
+                                       "--rdzv-id",
+                                       id,
+                                       "sh",
+                                       "-c",
+                                       dump_env(d)};
   auto codes = run_nodes(d, {args, args, args});
   CHECK(codes == std::vector<int>{0, 0, 0});
   std::set<std::string> node_ranks, stores, master_ports;
@@ -116,9 +131,21 @@ TEST_CASE("tcp: ranks assigned at the rendezvous, the same command on every node
 TEST_CASE("file: nodes meet in a shared directory; the token is shared through it") {
   ScratchDir d;
   const std::string id = unique_id("file");
-  auto args = std::vector<std::string>{"--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "file",
-                                       "--rdzv-endpoint", d / "rdzv", "--rdzv-id", id, "--local-addr", "127.0.0.1",
-                                       "sh", "-c", dump_env(d)};
+  auto args = std::vector<std::string>{"--nnodes",
+                                       "2",
+                                       "--nproc-per-node",
+                                       "2",
+                                       "--rdzv-backend",
+                                       "file",
+                                       "--rdzv-endpoint",
+                                       d / "rdzv",
+                                       "--rdzv-id",
+                                       id,
+                                       "--local-addr",
+                                       "127.0.0.1",
+                                       "sh",
+                                       "-c",
+                                       dump_env(d)};
   auto codes = run_nodes(d, {args, args}, {{"DDP_JOB_TOKEN", ""}});
   CHECK(codes == std::vector<int>{0, 0});
   std::set<std::string> tokens, stores;
@@ -141,9 +168,21 @@ TEST_CASE("a failure on one node stops every node: its code there, 122 elsewhere
   ScratchDir d;
   const int port = free_port_pair();
   const std::string id = unique_id("fail");
-  auto args = std::vector<std::string>{"--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint",
-                                       "127.0.0.1:" + std::to_string(port), "--rdzv-id", id, "--shutdown-timeout", "5",
-                                       "sh", "-c", "if [ $RANK = 3 ]; then exit 7; fi; exec sleep 300"};
+  auto args = std::vector<std::string>{"--nnodes",
+                                       "2",
+                                       "--nproc-per-node",
+                                       "2",
+                                       "--rdzv-backend",
+                                       "tcp",
+                                       "--rdzv-endpoint",
+                                       "127.0.0.1:" + std::to_string(port),
+                                       "--rdzv-id",
+                                       id,
+                                       "--shutdown-timeout",
+                                       "5",
+                                       "sh",
+                                       "-c",
+                                       "if [ $RANK = 3 ]; then exit 7; fi; exec sleep 300"};
   auto codes = run_nodes(d, {args, args});
   std::multiset<int> got(codes.begin(), codes.end());
   CHECK(got == std::multiset<int>{7, 122});
@@ -156,8 +195,9 @@ TEST_CASE("a failure on one node stops every node: its code there, 122 elsewhere
 TEST_CASE("a node whose launcher dies before the exit barrier: the others stop, naming it, not hang") {
   ScratchDir d;
   const int port = free_port_pair();
-  auto common = std::vector<std::string>{"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port),
-                                         "--rdzv-conf", "timeout=10", "--shutdown-timeout", "1"};
+  auto common = std::vector<std::string>{
+      "--nnodes",           "2",           "--master-addr", "127.0.0.1",          "--master-port",
+      std::to_string(port), "--rdzv-conf", "timeout=10",    "--shutdown-timeout", "1"};
   // Node 1's worker SIGKILLs its own launcher, which so never reports at the exit barrier.
   auto codes = run_nodes(d, {with(common, {"--node-rank", "0", "true"}),
                              with(common, {"--node-rank", "1", "sh", "-c", "kill -KILL $PPID; exit 0"})});
@@ -171,11 +211,14 @@ TEST_CASE("a node whose launcher dies before the exit barrier: the others stop, 
 TEST_CASE("restarts happen on every node together") {
   ScratchDir d;
   const int port = free_port_pair();
-  const std::string script = "echo $TORCHELASTIC_RESTART_COUNT >> " + d.path() + "/attempts.$RANK; "
+  const std::string script = "echo $TORCHELASTIC_RESTART_COUNT >> " + d.path() +
+                             "/attempts.$RANK; "
                              "if [ $RANK = 1 ] && [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exit 9; fi; "
-                             "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exec sleep 300; fi; exec " + probe();
-  auto common = std::vector<std::string>{"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port),
-                                         "--max-restarts", "1", "--shutdown-timeout", "5"};
+                             "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exec sleep 300; fi; exec " +
+                             probe();
+  auto common = std::vector<std::string>{
+      "--nnodes",       "2", "--master-addr",      "127.0.0.1", "--master-port", std::to_string(port),
+      "--max-restarts", "1", "--shutdown-timeout", "5"};
   auto codes = run_nodes(d, {with(common, {"--node-rank", "0", "sh", "-c", script}),
                              with(common, {"--node-rank", "1", "sh", "-c", script})});
   CHECK(codes == std::vector<int>{0, 0});
@@ -186,8 +229,8 @@ TEST_CASE("restarts happen on every node together") {
 TEST_CASE("a node that never arrives: exit 121 saying how many nodes arrived") {
   ScratchDir d;
   const int port = free_port_pair();
-  auto r = launch(d, {"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port),
-                      "--rdzv-conf", "timeout=2", "true"});
+  auto r = launch(d, {"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint",
+                      "127.0.0.1:" + std::to_string(port), "--rdzv-conf", "timeout=2", "true"});
   CHECK(r.code == 121);
   CHECK(r.err.find("1 of 2 nodes arrived") != std::string::npos);
   // while it waited it said so (stderr is a file here: whole lines, no carriage returns)
@@ -201,7 +244,8 @@ TEST_CASE("a node that never arrives: exit 121 saying how many nodes arrived") {
   CHECK(lone.code == 121);
   CHECK(lone.err.find("did not answer") != std::string::npos);
   // a store host that does not resolve fails at once, not after the timeout
-  auto typo = launch(d, {"--nnodes", "2", "--node-rank", "1", "--master-addr", "no-such-host.invalid", "true"});
+  auto typo =
+      launch(d, {"--nnodes", "2", "--node-rank", "1", "--master-addr", "no-such-host.invalid", "true"});
   CHECK(typo.code == 121);
   CHECK(typo.err.find("does not resolve") != std::string::npos);
 }
@@ -209,9 +253,11 @@ TEST_CASE("a node that never arrives: exit 121 saying how many nodes arrived") {
 TEST_CASE("Ctrl-C while waiting for other nodes stops the launcher with 130") {
   ScratchDir d;
   const int port = free_port_pair();
-  Child c({launcher_path(), "--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port), "true"},
+  Child c({launcher_path(), "--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint",
+           "127.0.0.1:" + std::to_string(port), "true"},
           {{"DDP_LOG_LEVEL", "info"}}, d / "out", d / "err");
-  REQUIRE(eventually([&] { return slurp(d / "err").find("hosting the rendezvous store") != std::string::npos; }));
+  REQUIRE(
+      eventually([&] { return slurp(d / "err").find("hosting the rendezvous store") != std::string::npos; }));
   ::kill(c.pid(), SIGINT);
   CHECK(c.wait() == 130);
 }
@@ -219,8 +265,11 @@ TEST_CASE("Ctrl-C while waiting for other nodes stops the launcher with 130") {
 TEST_CASE("two launchers claiming the same node rank: exit 121 naming the conflict") {
   ScratchDir d;
   const int port = free_port_pair();
-  auto common = std::vector<std::string>{"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint",
-                                         "127.0.0.1:" + std::to_string(port), "--rdzv-conf", "timeout=20", "--node-rank"};
+  auto common = std::vector<std::string>{"--nnodes",        "2",
+                                         "--rdzv-backend",  "tcp",
+                                         "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port),
+                                         "--rdzv-conf",     "timeout=20",
+                                         "--node-rank"};
   // The conflict ends both at once; the timeout only has to outlast a slow start on a loaded
   // machine (at 3 s a late second launcher made the first fail for a missing node instead).
   auto codes = run_nodes(d, {with(common, {"0", "true"}), with(common, {"0", "true"})});

@@ -9,8 +9,9 @@ using namespace ddp::launcher::test;
 
 TEST_CASE("error file: PyTorch @record format") {
   TempDir dir;
-  std::ofstream(dir / "e.json") << R"({"message": {"message": "RuntimeError: x", "extraInfo": )"
-                                 << R"({"py_callstack": "Traceback:\n  line\nRuntimeError: x", "timestamp": "1700000001"}}})";
+  std::ofstream(dir / "e.json")
+      << R"({"message": {"message": "RuntimeError: x", "extraInfo": )"
+      << R"({"py_callstack": "Traceback:\n  line\nRuntimeError: x", "timestamp": "1700000001"}}})";
   auto c = read_error_file(dir / "e.json");
   REQUIRE(c.has_value());
   CHECK(c->message == "RuntimeError: x");
@@ -48,7 +49,8 @@ TEST_CASE("error head: only the first lines") {
 TEST_CASE("error file: anything a worker writes is shown, never crashes the launcher") {
   TempDir dir;
   // Nested 100,000 deep: nlohmann's dump recursed until the stack ran out (SIGSEGV).
-  std::ofstream(dir / "deep") << "{\"message\": " << std::string(100000, '[') << std::string(100000, ']') << "}";
+  std::ofstream(dir / "deep") << "{\"message\": " << std::string(100000, '[') << std::string(100000, ']')
+                              << "}";
   auto deep = read_error_file(dir / "deep");
   REQUIRE(deep.has_value());
   CHECK(deep->message.starts_with("{\"message\": [[["));  // shown as the raw text
@@ -57,7 +59,8 @@ TEST_CASE("error file: anything a worker writes is shown, never crashes the laun
   // Not an object, wrong types: shown as JSON text.
   std::ofstream(dir / "array") << "[1, 2, 3]";
   CHECK(error_head(*read_error_file(dir / "array")) == "[1, 2, 3]");
-  std::ofstream(dir / "types") << R"({"message": {"message": 5, "extraInfo": {"py_callstack": [1, {"a": null}], "timestamp": 1e300}}})";
+  std::ofstream(dir / "types")
+      << R"({"message": {"message": 5, "extraInfo": {"py_callstack": [1, {"a": null}], "timestamp": 1e300}}})";
   auto types = read_error_file(dir / "types");
   REQUIRE(types.has_value());
   CHECK(types->message == "5");

@@ -2,8 +2,8 @@
 // Helpers for the launcher's black-box tests: a scratch directory, a "launcher" run in a
 // forked child process (the Supervisor blocks signals and becomes a subreaper process-wide,
 // which must not leak into doctest's own process), and small /proc queries.
-#include <signal.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,7 +53,8 @@ inline bool exists(const std::string& path) { return std::filesystem::exists(pat
 
 // Waits (generously) for a condition the test cannot be notified of, such as a file a worker
 // writes. Not a timing assertion: the deadline only turns a bug into a failure, not a hang.
-inline bool eventually(const std::function<bool()>& cond, std::chrono::seconds limit = std::chrono::seconds(60)) {
+inline bool eventually(const std::function<bool()>& cond,
+                       std::chrono::seconds limit = std::chrono::seconds(60)) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
     if (cond()) return true;
@@ -130,10 +131,16 @@ inline Outcome run_launcher(const LaunchOptions& options, const rdzv::NodeAssign
       j["exit_code"] = r.exit_code();
       j["failures"] = nlohmann::json::array();
       for (const auto& f : r.failures) {
-        j["failures"].push_back({{"rank", f.rank}, {"local_rank", f.local_rank}, {"host", f.host},
-                                 {"pid", f.pid}, {"exit_code", f.exit_code}, {"signal", f.signal},
-                                 {"error_head", f.error_head}, {"error_file", f.error_file},
-                                 {"message", f.message}, {"time", f.time}});
+        j["failures"].push_back({{"rank", f.rank},
+                                 {"local_rank", f.local_rank},
+                                 {"host", f.host},
+                                 {"pid", f.pid},
+                                 {"exit_code", f.exit_code},
+                                 {"signal", f.signal},
+                                 {"error_head", f.error_head},
+                                 {"error_file", f.error_file},
+                                 {"message", f.message},
+                                 {"time", f.time}});
       }
       j["summary"] = r.success ? "" : format_failure_summary(r, options.command.front());
       j["descendants_left"] = descendants(::getpid()).size();

@@ -49,7 +49,9 @@ TEST_CASE("the relay writes whole prefixed lines, joins pieces, flushes the tail
   ConsoleSink sink(console.get(), "stdout");
   OutputRelay relay{Fd(p[0]), open_log_file(dir / "file"), &sink, "[7]:"};
   Fd writer(p[1]);
-  auto put = [&](const std::string& s) { REQUIRE(::write(writer.get(), s.data(), s.size()) == static_cast<ssize_t>(s.size())); };
+  auto put = [&](const std::string& s) {
+    REQUIRE(::write(writer.get(), s.data(), s.size()) == static_cast<ssize_t>(s.size()));
+  };
   put("hel");
   CHECK(relay.pump());
   CHECK(read_file(dir / "console").empty());  // a partial line waits
@@ -113,11 +115,13 @@ TEST_CASE("log files: always new, never through a symlink, 0640; worker dirs fre
   REQUIRE(::stat((logs + "/job/attempt_0/0").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0750);
   // The same rank again: another job with this run id wrote here.
-  CHECK_THROWS_WITH_AS(make_worker_dir(logs, logs + "/job/attempt_0/0"), doctest::Contains("exists already"), SystemError);
+  CHECK_THROWS_WITH_AS(make_worker_dir(logs, logs + "/job/attempt_0/0"), doctest::Contains("exists already"),
+                       SystemError);
   // A symlink planted for a level below the log dir is refused.
   std::filesystem::create_directory(dir / "elsewhere");
   REQUIRE(::symlink((dir / "elsewhere").c_str(), (logs + "/job/attempt_1").c_str()) == 0);
-  CHECK_THROWS_WITH_AS(make_worker_dir(logs, logs + "/job/attempt_1/0"), doctest::Contains("not a directory"), SystemError);
+  CHECK_THROWS_WITH_AS(make_worker_dir(logs, logs + "/job/attempt_1/0"), doctest::Contains("not a directory"),
+                       SystemError);
   CHECK(std::filesystem::is_empty(dir / "elsewhere"));
   ::umask(old_umask);
 }

@@ -28,7 +28,8 @@ NodeRoundOptions opts(int nnodes, Millis timeout = Millis(20'000)) {
 
 TEST_CASE("outcomes keep their stored text, and decode back to the same kind") {
   CHECK(RoundOutcome::done().text() == "done");
-  CHECK(RoundOutcome::failed("node 1 (h1): rank 3 exited with code 1").text() == "failed: node 1 (h1): rank 3 exited with code 1");
+  CHECK(RoundOutcome::failed("node 1 (h1): rank 3 exited with code 1").text() ==
+        "failed: node 1 (h1): rank 3 exited with code 1");
   CHECK(RoundOutcome::interrupted("h0 got SIGINT").text() == "interrupted: h0 got SIGINT");
   CHECK(RoundOutcome::lost("node(s) 1 did not reach").text() == "lost: node(s) 1 did not reach");
   for (const auto& o : {RoundOutcome::done(), RoundOutcome::failed("x: y"), RoundOutcome::interrupted("z"),
@@ -42,7 +43,9 @@ TEST_CASE("outcomes keep their stored text, and decode back to the same kind") {
   CHECK_FALSE(RoundOutcome::done().final());
 }
 
-TEST_CASE("keys live under <run_id>/round/<n>/") { CHECK(round_key("job", 3, "outcome") == "job/round/3/outcome"); }
+TEST_CASE("keys live under <run_id>/round/<n>/") {
+  CHECK(round_key("job", 3, "outcome") == "job/round/3/outcome");
+}
 
 TEST_CASE("the first announcement wins; every node reads it; decided() sees it") {
   rdzv::HashStore store;
@@ -74,7 +77,8 @@ TEST_CASE("exit barrier: nodes that never come are lost, named, within the timeo
   rdzv::HashStore store;
   const auto out = NodeRound(store, opts(3, Millis(300))).wait_outcome(1);
   CHECK(out.kind == K::kLost);
-  CHECK(out.detail.find("node(s) 0, 2 did not reach the exit barrier within 300 ms of node 1") != std::string::npos);
+  CHECK(out.detail.find("node(s) 0, 2 did not reach the exit barrier within 300 ms of node 1") !=
+        std::string::npos);
   CHECK(NodeRound(store, opts(3)).announce(RoundOutcome::done()) == out);  // it is the round's outcome
 }
 

@@ -19,7 +19,8 @@ TEST_CASE("descendants are found, and kill_all_descendants leaves none, orphans 
     ::close(fds[0]);
     become_subreaper();
     // A shell that starts a grandchild and a setsid daemon, then exits: both re-parent to us.
-    std::string cmd = "sleep 1000 & echo $! > " + (dir / "a") + "; setsid sleep 1000 & echo $! > " + (dir / "b");
+    std::string cmd =
+        "sleep 1000 & echo $! > " + (dir / "a") + "; setsid sleep 1000 & echo $! > " + (dir / "b");
     pid_t sh = ::fork();
     if (sh == 0) {
       ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));

@@ -75,7 +75,8 @@ TEST_CASE("signal mask and ignored signals are reset in the child") {
   sigemptyset(&block);
   sigaddset(&block, SIGUSR1);
   ::pthread_sigmask(SIG_BLOCK, &block, &old);
-  struct sigaction ign {}, old_hup{};
+  struct sigaction ign {
+  }, old_hup{};
   ign.sa_handler = SIG_IGN;
   ::sigaction(SIGHUP, &ign, &old_hup);
   Fd out(::open((dir / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -99,14 +100,16 @@ TEST_CASE("exec failure: 127 and ENOENT, 126 and EACCES, reported through the pi
   Spawned s = spawn_process(o);
   int status = wait_status(s.pid);
   CHECK(WEXITSTATUS(status) == 127);
-  CHECK(read_exec_error(s.exec_status.get(), "prog") == std::optional<std::string>("exec prog: No such file or directory"));
+  CHECK(read_exec_error(s.exec_status.get(), "prog") ==
+        std::optional<std::string>("exec prog: No such file or directory"));
 
   TempDir dir;
   std::ofstream(dir / "noexec") << "#!/bin/sh\n";
   o.path = dir / "noexec";
   Spawned s2 = spawn_process(o);
   CHECK(WEXITSTATUS(wait_status(s2.pid)) == 126);
-  CHECK(read_exec_error(s2.exec_status.get(), "x") == std::optional<std::string>("exec x: Permission denied"));
+  CHECK(read_exec_error(s2.exec_status.get(), "x") ==
+        std::optional<std::string>("exec x: Permission denied"));
 }
 
 TEST_CASE("cpu affinity is applied before exec") {

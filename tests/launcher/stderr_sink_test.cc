@@ -3,8 +3,8 @@
 #include "launcher/stderr_sink.h"
 
 #include <doctest/doctest.h>
-#include <spdlog/spdlog.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include "common/fd.h"

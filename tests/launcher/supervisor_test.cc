@@ -34,8 +34,8 @@ pid_t read_pid(const std::string& path) { return static_cast<pid_t>(std::stol(re
 int prefix_rank(const std::string& line, std::string* rest) {
   const std::string head = "[default";
   const size_t n = head.size();
-  if (line.size() < n + 3 || line.compare(0, n, head) != 0 || !std::isdigit(static_cast<unsigned char>(line[n])) ||
-      line[n + 1] != ']' || line[n + 2] != ':') {
+  if (line.size() < n + 3 || line.compare(0, n, head) != 0 ||
+      !std::isdigit(static_cast<unsigned char>(line[n])) || line[n + 1] != ']' || line[n + 2] != ':') {
     return -1;
   }
   *rest = line.substr(n + 3);
@@ -43,7 +43,8 @@ int prefix_rank(const std::string& line, std::string* rest) {
 }
 
 bool all_digits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
 }  // namespace
@@ -109,10 +110,13 @@ TEST_CASE("all workers succeed: exit code 0") {
 TEST_CASE("a worker's exit code is the job's, and the other workers are stopped") {
   TempDir dir;
   // Rank 1 fails; rank 0 would run for 1000 s unless stopped, and records the SIGTERM.
-  LaunchOptions o = sh_options(
-      "if [ $RANK = 1 ]; then while [ ! -e " + dir.path() + "/ready0 ]; do sleep 0.01; done; exit 3; fi; "
-      "trap 'echo term > " + dir.path() + "/term0; exit 0' TERM; touch " + dir.path() + "/ready0; "
-      "sleep 1000 & wait", 2);
+  LaunchOptions o = sh_options("if [ $RANK = 1 ]; then while [ ! -e " + dir.path() +
+                                   "/ready0 ]; do sleep 0.01; done; exit 3; fi; "
+                                   "trap 'echo term > " +
+                                   dir.path() + "/term0; exit 0' TERM; touch " + dir.path() +
+                                   "/ready0; "
+                                   "sleep 1000 & wait",
+                               2);
   Outcome out = run_launcher(o, single_node(2));
   CHECK(out.result["success"] == false);
   CHECK(out.result["exit_code"] == 3);
@@ -133,11 +137,13 @@ TEST_CASE("a worker's exit code is the job's, and the other workers are stopped"
 TEST_CASE("a worker killed from outside: the rest are stopped, exit 128+9") {
   TempDir dir;
   const std::string d = dir.path();
-  LaunchOptions o = sh_options("trap 'touch " + d + "/term_$RANK; exit 0' TERM; echo $$ > " + d +
-                                   "/tmp_$RANK; mv " + d + "/tmp_$RANK " + d + "/pid_$RANK; sleep 1000 & wait",
-                               3);
+  LaunchOptions o =
+      sh_options("trap 'touch " + d + "/term_$RANK; exit 0' TERM; echo $$ > " + d + "/tmp_$RANK; mv " + d +
+                     "/tmp_$RANK " + d + "/pid_$RANK; sleep 1000 & wait",
+                 3);
   Outcome out = run_launcher(o, single_node(3), [&](pid_t) {
-    REQUIRE(eventually([&] { return exists(dir / "pid_0") && exists(dir / "pid_1") && exists(dir / "pid_2"); }));
+    REQUIRE(
+        eventually([&] { return exists(dir / "pid_0") && exists(dir / "pid_1") && exists(dir / "pid_2"); }));
     ::kill(read_pid(dir / "pid_1"), SIGKILL);
   });
   CHECK(out.result["exit_code"] == 128 + 9);
@@ -161,9 +167,11 @@ TEST_CASE("death by signal: exit code 128+N and the signal's name") {
 
 TEST_CASE("a worker that ignores SIGTERM is killed after the shutdown timeout") {
   TempDir dir;
-  LaunchOptions o = sh_options(
-      "if [ $RANK = 1 ]; then while [ ! -e " + dir.path() + "/ready ]; do sleep 0.01; done; exit 5; fi; "
-      "trap '' TERM; touch " + dir.path() + "/ready; sleep 1000", 2);
+  LaunchOptions o = sh_options("if [ $RANK = 1 ]; then while [ ! -e " + dir.path() +
+                                   "/ready ]; do sleep 0.01; done; exit 5; fi; "
+                                   "trap '' TERM; touch " +
+                                   dir.path() + "/ready; sleep 1000",
+                               2);
   o.shutdown_timeout = std::chrono::milliseconds(200);
   Outcome out = run_launcher(o, single_node(2));
   CHECK(out.result["exit_code"] == 5);
@@ -179,7 +187,8 @@ TEST_CASE("exec failures: 127 not found, 126 not executable, with the errno in t
     Outcome out = run_launcher(o, single_node(1));
     CHECK(out.result["exit_code"] == 127);
     REQUIRE(out.result["failures"].size() == 1);
-    CHECK(out.result["failures"][0]["message"] == "exec ./definitely-not-here-xyz: No such file or directory");
+    CHECK(out.result["failures"][0]["message"] ==
+          "exec ./definitely-not-here-xyz: No such file or directory");
     CHECK(out.result["summary"].get<std::string>().find("No such file or directory") != std::string::npos);
   }
   SUBCASE("not on PATH") {
@@ -206,11 +215,17 @@ TEST_CASE("no process of the job survives: grandchildren, daemons and orphans ar
   // Each worker leaves a background child in its group and a setsid daemon, then exits 0
   // (rank 0) or waits (rank 1) until rank 0 fails... rank 0 exits successfully here.
   const std::string d = dir.path();
-  LaunchOptions o = sh_options(
-      "sleep 1000 & echo $! > " + d + "/bg_$RANK; "
-      "setsid sleep 1000 & echo $! > " + d + "/daemon_$RANK; "
-      "sh -c 'sleep 1000 & echo $! > " + d + "/orphan_$RANK' ; "
-      "echo $$ > " + d + "/worker_$RANK", 2);
+  LaunchOptions o = sh_options("sleep 1000 & echo $! > " + d +
+                                   "/bg_$RANK; "
+                                   "setsid sleep 1000 & echo $! > " +
+                                   d +
+                                   "/daemon_$RANK; "
+                                   "sh -c 'sleep 1000 & echo $! > " +
+                                   d +
+                                   "/orphan_$RANK' ; "
+                                   "echo $$ > " +
+                                   d + "/worker_$RANK",
+                               2);
   Outcome out = run_launcher(o, single_node(2));
   CHECK(out.result["success"] == true);
   CHECK(out.result["descendants_left"] == 0);
@@ -228,9 +243,12 @@ TEST_CASE("no process of the job survives: grandchildren, daemons and orphans ar
 TEST_CASE("no process survives a failing job either") {
   TempDir dir;
   const std::string d = dir.path();
-  LaunchOptions o = sh_options(
-      "setsid sleep 1000 & echo $! > " + d + "/tmp_$RANK; mv " + d + "/tmp_$RANK " + d + "/daemon_$RANK; "
-      "if [ $RANK = 0 ]; then while [ ! -e " + d + "/daemon_1 ]; do sleep 0.01; done; exit 1; fi; sleep 1000", 2);
+  LaunchOptions o =
+      sh_options("setsid sleep 1000 & echo $! > " + d + "/tmp_$RANK; mv " + d + "/tmp_$RANK " + d +
+                     "/daemon_$RANK; "
+                     "if [ $RANK = 0 ]; then while [ ! -e " +
+                     d + "/daemon_1 ]; do sleep 0.01; done; exit 1; fi; sleep 1000",
+                 2);
   Outcome out = run_launcher(o, single_node(2));
   CHECK(out.result["exit_code"] == 1);
   CHECK(out.result["descendants_left"] == 0);
@@ -243,7 +261,8 @@ TEST_CASE("SIGINT is forwarded to every worker and the job exits 130") {
   LaunchOptions o = sh_options(
       "trap 'echo int > " + d + "/int_$RANK; exit 0' INT; touch " + d + "/ready_$RANK; sleep 1000 & wait", 3);
   Outcome out = run_launcher(o, single_node(3), [&](pid_t launcher) {
-    REQUIRE(eventually([&] { return exists(dir / "ready_0") && exists(dir / "ready_1") && exists(dir / "ready_2"); }));
+    REQUIRE(eventually(
+        [&] { return exists(dir / "ready_0") && exists(dir / "ready_1") && exists(dir / "ready_2"); }));
     ::kill(launcher, SIGINT);
   });
   CHECK(out.result["interrupted_by"] == SIGINT);
@@ -302,7 +321,8 @@ TEST_CASE("the failure carries the head of the worker's error file") {
     CHECK(out.result["summary"].get<std::string>().find("ValueError: boom") != std::string::npos);
   }
   SUBCASE("plain message") {
-    LaunchOptions o = sh_options("echo '{\"message\": \"disk full\", \"timestamp\": 5}' > $TORCHELASTIC_ERROR_FILE; exit 2");
+    LaunchOptions o = sh_options(
+        "echo '{\"message\": \"disk full\", \"timestamp\": 5}' > $TORCHELASTIC_ERROR_FILE; exit 2");
     Outcome out = run_launcher(o, single_node(1));
     REQUIRE(out.result["failures"].size() == 1);
     CHECK(out.result["failures"][0]["error_head"] == "disk full");
@@ -370,8 +390,8 @@ TEST_CASE("redirects send output to files only; local_ranks_filter limits the co
   const std::string logs = dir / "logs";
   LaunchOptions o = sh_options("echo out-$RANK; echo err-$RANK >&2", 3);
   o.log_dir = logs;
-  o.redirects.all = 1;        // stdout to files only
-  o.tee.all = 2;              // stderr to files and console
+  o.redirects.all = 1;  // stdout to files only
+  o.tee.all = 2;        // stderr to files and console
   o.local_ranks_filter = std::set<int>{0, 2};
   Outcome out = run_launcher(o, single_node(3, "rj"), {}, dir / "console");
   REQUIRE(out.result["success"] == true);
@@ -396,7 +416,8 @@ TEST_CASE("without log options workers write straight to the launcher's console"
 
 TEST_CASE("the attempt number selects the log directory; the error file lives beside the logs") {
   TempDir dir;
-  LaunchOptions o = sh_options("echo $TORCHELASTIC_ERROR_FILE; echo '{\"message\": \"x\"}' > $TORCHELASTIC_ERROR_FILE; exit 4");
+  LaunchOptions o = sh_options(
+      "echo $TORCHELASTIC_ERROR_FILE; echo '{\"message\": \"x\"}' > $TORCHELASTIC_ERROR_FILE; exit 4");
   o.log_dir = dir / "logs";
   Outcome out = run_launcher(o, single_node(1, "r"), {}, dir / "console", /*restart_count=*/1);
   std::string expected = dir / "logs/r/attempt_1/0/error.json";
@@ -407,7 +428,8 @@ TEST_CASE("the attempt number selects the log directory; the error file lives be
 
 TEST_CASE("cpu-bind cores gives each local rank its own disjoint CPUs") {
   TempDir dir;
-  LaunchOptions o = sh_options("grep Cpus_allowed_list /proc/self/status | cut -f2 > " + dir.path() + "/cpus_$LOCAL_RANK", 2);
+  LaunchOptions o = sh_options(
+      "grep Cpus_allowed_list /proc/self/status | cut -f2 > " + dir.path() + "/cpus_$LOCAL_RANK", 2);
   o.cpu_bind = CpuBind::kCores;
   Outcome out = run_launcher(o, single_node(2));
   REQUIRE(out.result["success"] == true);
@@ -452,7 +474,8 @@ TEST_CASE("queued signals are visible between attempts through poll_signal") {
   CHECK(WIFEXITED(status));
 }
 
-TEST_CASE("log_run_dir names the directory under log_dir (run id 'none' gets one of its own); the run id stays") {
+TEST_CASE(
+    "log_run_dir names the directory under log_dir (run id 'none' gets one of its own); the run id stays") {
   TempDir dir;
   const std::string logs = dir / "logs";
   LaunchOptions o = sh_options("echo out-$RANK; echo run=$TORCHELASTIC_RUN_ID", 1);

@@ -34,9 +34,12 @@ TEST_CASE("netns: static rendezvous, node 0 at 10.77.0.1" * doctest::skip(!can_r
   NetnsPair ns;
   REQUIRE(ns.ok());
   ScratchDir d;
-  auto common = std::vector<std::string>{"--nnodes", "2", "--nproc-per-node", "2", "--master-addr", "10.77.0.1",
-                                         "--master-port", "29500", "--rdzv-id", unique_id("ns-static"),
-                                         "--rdzv-conf", "timeout=60"};
+  auto common = std::vector<std::string>{"--nnodes",         "2",
+                                         "--nproc-per-node", "2",
+                                         "--master-addr",    "10.77.0.1",
+                                         "--master-port",    "29500",
+                                         "--rdzv-id",        unique_id("ns-static"),
+                                         "--rdzv-conf",      "timeout=60"};
   auto a = common, b = common;
   for (auto* v : {&a, &b}) v->insert(v->end(), {"--node-rank", v == &a ? "0" : "1", "sh", "-c", worker(d)});
   Child n0(in_ns(ns.a(), a), {}, d / "n0.out", d / "n0.err");
@@ -53,13 +56,26 @@ TEST_CASE("netns: static rendezvous, node 0 at 10.77.0.1" * doctest::skip(!can_r
   CHECK(slurp(d / "n1.out").find("all 4 ranks met") != std::string::npos);
 }
 
-TEST_CASE("netns: tcp rendezvous, the launcher at the endpoint hosts, ranks by arrival" * doctest::skip(!can_run())) {
+TEST_CASE("netns: tcp rendezvous, the launcher at the endpoint hosts, ranks by arrival" *
+          doctest::skip(!can_run())) {
   NetnsPair ns;
   REQUIRE(ns.ok());
   ScratchDir d;
-  auto args = std::vector<std::string>{"--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "tcp",
-                                       "--rdzv-endpoint", "10.77.0.1:29400", "--rdzv-id", unique_id("ns-tcp"),
-                                       "--rdzv-conf", "timeout=60", "sh", "-c", worker(d)};
+  auto args = std::vector<std::string>{"--nnodes",
+                                       "2",
+                                       "--nproc-per-node",
+                                       "1",
+                                       "--rdzv-backend",
+                                       "tcp",
+                                       "--rdzv-endpoint",
+                                       "10.77.0.1:29400",
+                                       "--rdzv-id",
+                                       unique_id("ns-tcp"),
+                                       "--rdzv-conf",
+                                       "timeout=60",
+                                       "sh",
+                                       "-c",
+                                       worker(d)};
   // Node B starts first: it must wait for A's store rather than host one itself.
   Child n1(in_ns(ns.b(), args), {}, d / "n1.out", d / "n1.err");
   Child n0(in_ns(ns.a(), args), {}, d / "n0.out", d / "n0.err");

@@ -22,7 +22,7 @@ namespace {
 constexpr Millis kLong{30'000};
 
 uint64_t size_of(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   ::stat(path.c_str(), &st);
   return static_cast<uint64_t>(st.st_size);
 }
@@ -66,7 +66,9 @@ TEST_CASE("a torn tail is ignored by readers and cut by the next writer") {
   }
   uint64_t good = size_of(path);
   // A record cut short: valid magic and lengths, missing body and checksum.
-  append_raw(path, std::string("DDRL\x01\x01\x00\x00\x00\x05\x00\x00\x00" "c12", 16));
+  append_raw(path, std::string("DDRL\x01\x01\x00\x00\x00\x05\x00\x00\x00"
+                               "c12",
+                               16));
   FileStore reader(path);
   CHECK(reader.get_string("a", kLong) == "1");
   CHECK_FALSE(reader.check({"c"}));
@@ -78,7 +80,10 @@ TEST_CASE("a torn tail is ignored by readers and cut by the next writer") {
   CHECK(fresh.num_keys() == 3);
   CHECK(size_of(path) > good);
   // A torn record with a bad checksum (garbage in place of the sum) is equally ignored.
-  append_raw(path, std::string("DDRL\x01\x01\x00\x00\x00\x01\x00\x00\x00" "dX" "garbage!", 23));
+  append_raw(path, std::string("DDRL\x01\x01\x00\x00\x00\x01\x00\x00\x00"
+                               "dX"
+                               "garbage!",
+                               23));
   FileStore again(path);
   CHECK_FALSE(again.check({"d"}));
   again.add("n", 5);

@@ -62,14 +62,15 @@ TEST_CASE("wait: present keys answer at once; a missing one parks until a write 
   CHECK(t.parked() == 0);
   CHECK_FALSE(t.wait(11, {"a", "b", "c"}));
   CHECK(t.parked() == 1);
-  CHECK(t.set("x", b("0")).empty());          // not a key it waits for
-  CHECK(t.set("b", b("2")).empty());          // still missing c: parked again, under c
+  CHECK(t.set("x", b("0")).empty());        // not a key it waits for
+  CHECK(t.set("b", b("2")).empty());        // still missing c: parked again, under c
   CHECK(t.add("c", 1).woken == Woken{11});  // complete: returned and forgotten
   CHECK(t.parked() == 0);
   CHECK(t.set("c", b("3")).empty());
 }
 
-TEST_CASE("wait: every waiter on a key is woken, in the order they parked; compare_set wakes when it writes") {
+TEST_CASE(
+    "wait: every waiter on a key is woken, in the order they parked; compare_set wakes when it writes") {
   KeyTable t;
   CHECK_FALSE(t.wait(3, {"k"}));
   CHECK_FALSE(t.wait(1, {"k"}));

@@ -245,7 +245,8 @@ TEST_CASE("over a real TCPStore: two clients and the server's own client") {
   co.port = server.port();
   TCPStore c1(co), c2(co);
   std::vector<std::future<NodeAssignment>> f;
-  f.push_back(std::async(std::launch::async, [&] { return node_rendezvous(server, node("h0", 2), opts(3)); }));
+  f.push_back(
+      std::async(std::launch::async, [&] { return node_rendezvous(server, node("h0", 2), opts(3)); }));
   f.push_back(std::async(std::launch::async, [&] { return node_rendezvous(c1, node("h1", 2), opts(3)); }));
   f.push_back(std::async(std::launch::async, [&] { return node_rendezvous(c2, node("h2", 2), opts(3)); }));
   std::set<int> ranks;
@@ -262,9 +263,12 @@ TEST_CASE("a malformed registration in the store is a StoreError naming its key,
   for (const char* nproc : {"4294967297", "1.5", "\"2\"", "1e400"}) {
     CAPTURE(nproc);
     HashStore s;
-    s.set("job/round/0/node/1", Store::to_bytes(
-          std::string(R"({"host":"h1","addresses":["10.0.0.1"],"requested_rank":1,"nnodes":2,"nonce":"n","nproc":)") +
-              nproc + "}"));
+    s.set(
+        "job/round/0/node/1",
+        Store::to_bytes(
+            std::string(
+                R"({"host":"h1","addresses":["10.0.0.1"],"requested_rank":1,"nnodes":2,"nonce":"n","nproc":)") +
+            nproc + "}"));
     CHECK_THROWS_WITH_AS(node_rendezvous(s, node("h0", 1, 0), opts(2)),
                          doctest::Contains("registration under 'job/round/0/node/1'"), StoreError);
   }

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "common/auth.h"
 #include "common/error.h"
 #include "common/socket.h"
-#include "common/auth.h"
 #include "rendezvous/tcp_store_handshake.h"
 #include "rendezvous/tcp_store_protocol.h"
 

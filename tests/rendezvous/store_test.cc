@@ -29,9 +29,8 @@ bool contains(const std::string& haystack, const std::string& needle) {
 
 }  // namespace
 
-#define STORE_FIXTURES                                                                  \
-  HashFixture, FileFixture, TcpFixture, Prefixed<HashFixture>, Prefixed<FileFixture>, \
-      Prefixed<TcpFixture>
+#define STORE_FIXTURES \
+  HashFixture, FileFixture, TcpFixture, Prefixed<HashFixture>, Prefixed<FileFixture>, Prefixed<TcpFixture>
 
 TEST_CASE_TEMPLATE("set overwrites and get returns bytes exactly", F, STORE_FIXTURES) {
   F f;
@@ -106,7 +105,8 @@ TEST_CASE_TEMPLATE("add counts from zero and rejects non-integers", F, STORE_FIX
   CHECK(s->add("big", int64_t{1} << 40) == int64_t{1} << 40);
 }
 
-TEST_CASE_TEMPLATE("add that would overflow int64 is refused and the store keeps serving", F, STORE_FIXTURES) {
+TEST_CASE_TEMPLATE("add that would overflow int64 is refused and the store keeps serving", F,
+                   STORE_FIXTURES) {
   F f;
   auto s = f.main();
   const int64_t max = std::numeric_limits<int64_t>::max();

@@ -8,8 +8,8 @@
 #include <random>
 #include <thread>
 
-#include "common/error.h"
 #include <sys/resource.h>
+#include "common/error.h"
 
 #include "process.h"
 #include "raw_client.h"

@@ -30,22 +30,14 @@ comm::Buffer empty_like_view(const at::Tensor& tensor, const char* op) {
 
 comm::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const char* name) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM:
-      return comm::ReduceOp::kSum;
-    case c10d::ReduceOp::AVG:
-      return comm::ReduceOp::kAvg;
-    case c10d::ReduceOp::PRODUCT:
-      return comm::ReduceOp::kProduct;
-    case c10d::ReduceOp::MIN:
-      return comm::ReduceOp::kMin;
-    case c10d::ReduceOp::MAX:
-      return comm::ReduceOp::kMax;
-    case c10d::ReduceOp::BAND:
-      return comm::ReduceOp::kBand;
-    case c10d::ReduceOp::BOR:
-      return comm::ReduceOp::kBor;
-    case c10d::ReduceOp::BXOR:
-      return comm::ReduceOp::kBxor;
+    case c10d::ReduceOp::SUM: return comm::ReduceOp::kSum;
+    case c10d::ReduceOp::AVG: return comm::ReduceOp::kAvg;
+    case c10d::ReduceOp::PRODUCT: return comm::ReduceOp::kProduct;
+    case c10d::ReduceOp::MIN: return comm::ReduceOp::kMin;
+    case c10d::ReduceOp::MAX: return comm::ReduceOp::kMax;
+    case c10d::ReduceOp::BAND: return comm::ReduceOp::kBand;
+    case c10d::ReduceOp::BOR: return comm::ReduceOp::kBor;
+    case c10d::ReduceOp::BXOR: return comm::ReduceOp::kBxor;
     default:
       DDP_THROW(InvalidArgument, "ddp backend ", name, ": reduce op ", static_cast<int>(op.op_),
                 " (PREMUL_SUM) is not supported (SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR)");

@@ -16,7 +16,8 @@ std::string check_all_reduce(ProcessGroup& pg, const Case& c) {
   Array a(c.dtype, c.count);
   fill_input(a, c.rop, pg.rank());
   pg.all_reduce(a.buffer(), {c.rop})->wait();
-  return compare(a, 0, c.count, [&](size_t i) { return reduced_value(c.dtype, c.rop, pg.size(), i); }, c.name());
+  return compare(
+      a, 0, c.count, [&](size_t i) { return reduced_value(c.dtype, c.rop, pg.size(), i); }, c.name());
 }
 
 std::string check_reduce(ProcessGroup& pg, const Case& c) {
@@ -24,15 +25,19 @@ std::string check_reduce(ProcessGroup& pg, const Case& c) {
   fill_input(a, c.rop, pg.rank());
   pg.reduce(a.buffer(), {c.root, c.rop})->wait();
   if (pg.rank() != c.root) return "";
-  return compare(a, 0, c.count, [&](size_t i) { return reduced_value(c.dtype, c.rop, pg.size(), i); }, c.name());
+  return compare(
+      a, 0, c.count, [&](size_t i) { return reduced_value(c.dtype, c.rop, pg.size(), i); }, c.name());
 }
 
 std::string check_broadcast(ProcessGroup& pg, const Case& c) {
   Array a(c.dtype, c.count);
-  if (pg.rank() == c.root) fill_input(a, ReduceOp::kSum, c.root);
-  else fill_constant(a, kSentinel);
+  if (pg.rank() == c.root)
+    fill_input(a, ReduceOp::kSum, c.root);
+  else
+    fill_constant(a, kSentinel);
   pg.broadcast(a.buffer(), {c.root})->wait();
-  return compare(a, 0, c.count, [&](size_t i) { return input_value(c.dtype, ReduceOp::kSum, c.root, i); }, c.name());
+  return compare(
+      a, 0, c.count, [&](size_t i) { return input_value(c.dtype, ReduceOp::kSum, c.root, i); }, c.name());
 }
 
 std::string check_gathers(ProcessGroup& pg, const Case& c) {
@@ -48,9 +53,10 @@ std::string check_gathers(ProcessGroup& pg, const Case& c) {
   }
   std::string err;
   for (size_t r = 0; r < n && err.empty(); ++r) {
-    err = compare(out, r * c.count, c.count,
-                  [&](size_t i) { return input_value(c.dtype, ReduceOp::kSum, static_cast<int>(r), i); },
-                  c.name() + " from rank " + std::to_string(r));
+    err = compare(
+        out, r * c.count, c.count,
+        [&](size_t i) { return input_value(c.dtype, ReduceOp::kSum, static_cast<int>(r), i); },
+        c.name() + " from rank " + std::to_string(r));
   }
   return err;
 }
@@ -61,11 +67,14 @@ std::string check_scatter(ProcessGroup& pg, const Case& c) {
   fill_constant(out, kSentinel);
   if (pg.rank() == c.root) {
     for (size_t r = 0; r < n; ++r) {
-      for (size_t i = 0; i < c.count; ++i) in.set(r * c.count + i, input_value(c.dtype, ReduceOp::kSum, static_cast<int>(r), i));
+      for (size_t i = 0; i < c.count; ++i)
+        in.set(r * c.count + i, input_value(c.dtype, ReduceOp::kSum, static_cast<int>(r), i));
     }
   }
   pg.scatter(in.buffer(), out.buffer(), {c.root})->wait();
-  return compare(out, 0, c.count, [&](size_t i) { return input_value(c.dtype, ReduceOp::kSum, pg.rank(), i); }, c.name());
+  return compare(
+      out, 0, c.count, [&](size_t i) { return input_value(c.dtype, ReduceOp::kSum, pg.rank(), i); },
+      c.name());
 }
 
 std::string check_reduce_scatter(ProcessGroup& pg, const Case& c) {
@@ -75,7 +84,9 @@ std::string check_reduce_scatter(ProcessGroup& pg, const Case& c) {
   fill_constant(out, kSentinel);
   pg.reduce_scatter(in.buffer(), out.buffer(), {c.rop})->wait();
   const size_t first = static_cast<size_t>(pg.rank()) * c.count;
-  return compare(out, 0, c.count, [&](size_t i) { return reduced_value(c.dtype, c.rop, pg.size(), first + i); }, c.name());
+  return compare(
+      out, 0, c.count, [&](size_t i) { return reduced_value(c.dtype, c.rop, pg.size(), first + i); },
+      c.name());
 }
 
 std::string check_all_to_all(ProcessGroup& pg, const Case& c) {
@@ -87,9 +98,10 @@ std::string check_all_to_all(ProcessGroup& pg, const Case& c) {
   std::string err;
   const size_t mine = static_cast<size_t>(pg.rank()) * c.count;
   for (size_t s = 0; s < n && err.empty(); ++s) {
-    err = compare(out, s * c.count, c.count,
-                  [&](size_t i) { return input_value(c.dtype, ReduceOp::kSum, static_cast<int>(s), mine + i); },
-                  c.name() + " from rank " + std::to_string(s));
+    err = compare(
+        out, s * c.count, c.count,
+        [&](size_t i) { return input_value(c.dtype, ReduceOp::kSum, static_cast<int>(s), mine + i); },
+        c.name() + " from rank " + std::to_string(s));
   }
   return err;
 }
@@ -105,7 +117,8 @@ std::string check_send_recv(ProcessGroup& pg, const Case& c, int tag) {
   auto r = pg.recv(in.buffer(), prev, {tag});
   auto s = pg.send(out.buffer(), next, {tag});
   wait_all({s, r});
-  return compare(in, 0, c.count, [&](size_t i) { return input_value(c.dtype, ReduceOp::kSum, prev, i); }, c.name());
+  return compare(
+      in, 0, c.count, [&](size_t i) { return input_value(c.dtype, ReduceOp::kSum, prev, i); }, c.name());
 }
 
 }  // namespace
@@ -128,9 +141,11 @@ const char* to_string(Op op) {
 
 std::string Case::name() const {
   std::string s = std::string(to_string(op)) + "(" + comm::to_string(dtype);
-  if (op == Op::kAllReduce || op == Op::kReduce || op == Op::kReduceScatter) s += std::string(", ") + comm::to_string(rop);
+  if (op == Op::kAllReduce || op == Op::kReduce || op == Op::kReduceScatter)
+    s += std::string(", ") + comm::to_string(rop);
   s += ", count " + std::to_string(count);
-  if (op == Op::kReduce || op == Op::kBroadcast || op == Op::kGather || op == Op::kScatter) s += ", root " + std::to_string(root);
+  if (op == Op::kReduce || op == Op::kBroadcast || op == Op::kGather || op == Op::kScatter)
+    s += ", root " + std::to_string(root);
   return s + ")";
 }
 
@@ -146,7 +161,8 @@ std::vector<Case> full_matrix(int world, const std::vector<size_t>& counts) {
           out.push_back({op, d, r, count, op == Op::kReduce ? root() : 0});
         }
       }
-      for (Op op : {Op::kBroadcast, Op::kAllGather, Op::kGather, Op::kScatter, Op::kAllToAll, Op::kSendRecv}) {
+      for (Op op :
+           {Op::kBroadcast, Op::kAllGather, Op::kGather, Op::kScatter, Op::kAllToAll, Op::kSendRecv}) {
         out.push_back({op, d, ReduceOp::kSum, count, root()});
       }
     }

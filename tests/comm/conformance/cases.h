@@ -8,8 +8,18 @@
 
 namespace ddp::comm::conformance {
 
-enum class Op { kAllReduce, kReduce, kBroadcast, kAllGather, kGather, kScatter, kReduceScatter, kAllToAll,
-                kSendRecv, kBarrier };
+enum class Op {
+  kAllReduce,
+  kReduce,
+  kBroadcast,
+  kAllGather,
+  kGather,
+  kScatter,
+  kReduceScatter,
+  kAllToAll,
+  kSendRecv,
+  kBarrier
+};
 const char* to_string(Op op);
 
 struct Case {
@@ -34,6 +44,7 @@ std::string run_case(ProcessGroup& pg, const Case& c, int tag);
 
 // Runs the cases in order; collects at most `max_failures` messages. Stops early after an error
 // that leaves the group unusable (NetworkError, TimeoutError).
-std::vector<std::string> run_cases(ProcessGroup& pg, const std::vector<Case>& cases, size_t max_failures = 20);
+std::vector<std::string> run_cases(ProcessGroup& pg, const std::vector<Case>& cases,
+                                   size_t max_failures = 20);
 
 }  // namespace ddp::comm::conformance

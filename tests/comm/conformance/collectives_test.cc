@@ -50,7 +50,8 @@ TEST_CASE("conformance oracle: no rank's input is the reduction (worlds 2..8)" *
       for (int n = 2; n <= 8; ++n) {
         for (int r = 0; r < n; ++r) {
           bool differs = false;
-          for (size_t i = 0; i < 33 && !differs; ++i) differs = reduced_value(d, op, n, i) != input_value(d, op, r, i);
+          for (size_t i = 0; i < 33 && !differs; ++i)
+            differs = reduced_value(d, op, n, i) != input_value(d, op, r, i);
           CAPTURE(to_string(op));
           CAPTURE(n);
           CHECK_MESSAGE(differs, "rank ", r, "'s input equals the reduction");

@@ -32,7 +32,9 @@ class Mirrored {
 class DeviceMirror final : public ProcessGroup {
  public:
   DeviceMirror(ProcessGroupPtr inner, int device)
-      : ProcessGroup(inner->rank(), inner->size(), Options{inner->timeout()}), inner_(std::move(inner)), device_(device) {}
+      : ProcessGroup(inner->rank(), inner->size(), Options{inner->timeout()}),
+        inner_(std::move(inner)),
+        device_(device) {}
 
   std::string backend_name() const override { return inner_->backend_name(); }
 

@@ -31,7 +31,8 @@ rdzv::TCPStore& parent_store() {
   return store;
 }
 
-[[noreturn]] void child_main(int rank, const ProcessOptions& o, const std::string& run, const ProcessFn& body) {
+[[noreturn]] void child_main(int rank, const ProcessOptions& o, const std::string& run,
+                             const ProcessFn& body) {
   // doctest's crash handlers belong to the parent: a child that crashes just dies of its signal.
   for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT}) ::signal(sig, SIG_DFL);
   std::string result;
@@ -116,7 +117,8 @@ std::vector<std::string> run_threads(int world, const ThreadFn& fn, Millis timeo
         GroupFactory f(o);
         per_rank[r] = fn(f);
       } catch (const std::exception& e) {
-        per_rank[r].push_back("rank " + std::to_string(r) + "/" + std::to_string(world) + " threw: " + e.what());
+        per_rank[r].push_back("rank " + std::to_string(r) + "/" + std::to_string(world) +
+                              " threw: " + e.what());
       }
     });
   }
@@ -145,12 +147,14 @@ std::vector<std::string> run_processes(const ProcessOptions& o, const ProcessFn&
   const Deadline deadline(o.deadline);
   std::vector<std::string> out;
   for (int r = 0; r < o.world; ++r) {
-    const bool expected_dead = std::find(o.expect_killed.begin(), o.expect_killed.end(), r) != o.expect_killed.end();
+    const bool expected_dead =
+        std::find(o.expect_killed.begin(), o.expect_killed.end(), r) != o.expect_killed.end();
     const std::string how = reap(pids[r], deadline);
     if (expected_dead) {
       // It must have died of SIGKILL before reporting: a rank that lived on proves nothing.
       if (how != "died of signal " + std::to_string(SIGKILL)) {
-        out.push_back("rank " + std::to_string(r) + " was to die of SIGKILL but " + (how.empty() ? "exited normally" : how));
+        out.push_back("rank " + std::to_string(r) + " was to die of SIGKILL but " +
+                      (how.empty() ? "exited normally" : how));
       }
       if (store.check({run + "/result/" + std::to_string(r)})) {
         out.push_back("rank " + std::to_string(r) + " was to die of SIGKILL but reported a result");

@@ -19,7 +19,7 @@ namespace ddp::comm::conformance {
 
 const std::string& backend_under_test();
 bool threads_as_ranks();  // the backend can run several ranks in one process
-bool under_mpirun();  // or under a launcher: see above
+bool under_mpirun();      // or under a launcher: see above
 bool gpu_visible();
 // Under mpirun: the default group over MPI_COMM_WORLD, built once for the whole run.
 ProcessGroupPtr mpirun_world();
@@ -39,10 +39,10 @@ std::vector<std::string> run_worlds(const std::vector<int>& worlds, const WorldF
 
 struct ProcessOptions {
   int world = 2;
-  Millis timeout = kSuiteTimeout;     // the group's collective timeout (DDP_TIMEOUT_MS)
-  Millis deadline{240'000};           // after this every child still running is SIGKILLed
-  std::vector<int> expect_killed;     // ranks that kill themselves: checked to die of SIGKILL, unreported
-  bool tolerate_abort = false;        // a rank dying of SIGABRT is no failure (still: no hang)
+  Millis timeout = kSuiteTimeout;  // the group's collective timeout (DDP_TIMEOUT_MS)
+  Millis deadline{240'000};        // after this every child still running is SIGKILLed
+  std::vector<int> expect_killed;  // ranks that kill themselves: checked to die of SIGKILL, unreported
+  bool tolerate_abort = false;     // a rank dying of SIGABRT is no failure (still: no hang)
 };
 // Processes as ranks. body runs on every rank with the default group (built by
 // init_process_group(env://) in each child); returns "" or what failed. Returns the failures of

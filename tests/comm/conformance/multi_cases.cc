@@ -51,8 +51,9 @@ void fill_multi(Array& a, ReduceOp op, int vrank) {
 
 std::string check_each(std::vector<Array>& a, const std::vector<double>& want, const std::string& what) {
   for (size_t b = 0; b < a.size(); ++b) {
-    std::string err = compare(a[b], 0, a[b].count(), [&](size_t i) { return want[i % kPeriod]; },
-                              what + " buffer " + std::to_string(b));
+    std::string err = compare(
+        a[b], 0, a[b].count(), [&](size_t i) { return want[i % kPeriod]; },
+        what + " buffer " + std::to_string(b));
     if (!err.empty()) return err;
   }
   return "";
@@ -77,8 +78,9 @@ std::string check_reduce(ProcessGroup& pg, const MultiCase& c) {
     const auto want = period([&](size_t i) {
       return dest ? multi_reduced(c.dtype, c.rop, n, i) : multi_input(c.dtype, c.rop, v, i);
     });
-    std::string err = compare(a[b], 0, c.count, [&](size_t i) { return want[i % kPeriod]; },
-                              c.name() + (dest ? " root buffer " : " input buffer ") + std::to_string(b));
+    std::string err = compare(
+        a[b], 0, c.count, [&](size_t i) { return want[i % kPeriod]; },
+        c.name() + (dest ? " root buffer " : " input buffer ") + std::to_string(b));
     if (!err.empty()) return err;
   }
   return "";
@@ -88,8 +90,10 @@ std::string check_broadcast(ProcessGroup& pg, const MultiCase& c) {
   auto a = arrays(c.dtype, c.count, c.k);
   const int vroot = c.root * c.k + c.root_index;
   for (int i = 0; i < c.k; ++i) {
-    if (pg.rank() == c.root && i == c.root_index) fill_multi(a[i], ReduceOp::kSum, vroot);
-    else fill_constant(a[i], kSentinel);
+    if (pg.rank() == c.root && i == c.root_index)
+      fill_multi(a[i], ReduceOp::kSum, vroot);
+    else
+      fill_constant(a[i], kSentinel);
   }
   pg.broadcast_multi(buffers(a), {c.root, c.root_index})->wait();
   const auto want = period([&](size_t i) { return multi_input(c.dtype, ReduceOp::kSum, vroot, i); });
@@ -108,8 +112,9 @@ std::string check_all_gather(ProcessGroup& pg, const MultiCase& c) {
     for (int b = 0; b < c.k; ++b) {
       const std::string what =
           c.name() + " output " + std::to_string(b) + " from virtual rank " + std::to_string(v);
-      std::string err = compare(out[b], static_cast<size_t>(v) * c.count, c.count,
-                                [&](size_t i) { return want[i % kPeriod]; }, what);
+      std::string err = compare(
+          out[b], static_cast<size_t>(v) * c.count, c.count, [&](size_t i) { return want[i % kPeriod]; },
+          what);
       if (!err.empty()) return err;
     }
   }

@@ -48,7 +48,9 @@ bool mentions_rank(const std::string& text, int rank) {
 
 // MPI aborts the whole job when a rank dies, and an MPI mismatch is undefined behaviour.
 bool survives_peer_loss() { return !under_mpirun() && backend_under_test() != "mpi"; }
-bool processes_available() { return backend_under_test() != "nccl" && (backend_under_test() != "mpi" || under_mpirun()); }
+bool processes_available() {
+  return backend_under_test() != "nccl" && (backend_under_test() != "mpi" || under_mpirun());
+}
 
 // Issues `n` all_reduces and broadcasts of mixed dtypes and sizes without waiting, then checks each.
 std::string many_async(ProcessGroup& g) {
@@ -66,8 +68,10 @@ std::string many_async(ProcessGroup& g) {
       fill_input(bufs.back(), c.rop, g.rank());
       works.push_back(g.all_reduce(bufs.back().buffer()));
     } else {
-      if (g.rank() == c.root) fill_input(bufs.back(), ReduceOp::kSum, c.root);
-      else fill_constant(bufs.back(), 99);
+      if (g.rank() == c.root)
+        fill_input(bufs.back(), ReduceOp::kSum, c.root);
+      else
+        fill_constant(bufs.back(), 99);
       works.push_back(g.broadcast(bufs.back().buffer(), {c.root}));
     }
     cases.push_back(c);
@@ -75,10 +79,13 @@ std::string many_async(ProcessGroup& g) {
   wait_all(works);
   for (int k = 0; k < kOps; ++k) {
     const Case& c = cases[k];
-    std::string err = compare(bufs[k], 0, c.count, [&](size_t i) {
-      return c.op == Op::kAllReduce ? reduced_value(c.dtype, c.rop, g.size(), i)
-                                    : input_value(c.dtype, ReduceOp::kSum, c.root, i);
-    }, "async op " + std::to_string(k) + " " + c.name());
+    std::string err = compare(
+        bufs[k], 0, c.count,
+        [&](size_t i) {
+          return c.op == Op::kAllReduce ? reduced_value(c.dtype, c.rop, g.size(), i)
+                                        : input_value(c.dtype, ReduceOp::kSum, c.root, i);
+        },
+        "async op " + std::to_string(k) + " " + c.name());
     if (!err.empty()) return who(g) + err;
   }
   return "";
@@ -89,8 +96,9 @@ std::string checked_all_reduce(ProcessGroup& g, size_t count, const std::string&
   Array a(DType::kFloat32, count);
   fill_input(a, ReduceOp::kSum, g.rank());
   g.all_reduce(a.buffer())->wait();
-  return compare(a, 0, count, [&](size_t i) { return reduced_value(DType::kFloat32, ReduceOp::kSum, g.size(), i); },
-                 who(g) + what);
+  return compare(
+      a, 0, count, [&](size_t i) { return reduced_value(DType::kFloat32, ReduceOp::kSum, g.size(), i); },
+      who(g) + what);
 }
 
 std::string subgroups(ProcessGroup& world) {
@@ -103,12 +111,14 @@ std::string subgroups(ProcessGroup& world) {
     auto it = std::find(ranks.begin(), ranks.end(), me);
     if ((it == ranks.end()) != (g == nullptr)) return who(world) + "membership wrong";
     if (g && (g->rank() != it - ranks.begin() || g->size() != static_cast<int>(ranks.size()))) {
-      return who(world) + "group rank " + std::to_string(g->rank()) + " of " + std::to_string(g->size()) + " is wrong";
+      return who(world) + "group rank " + std::to_string(g->rank()) + " of " + std::to_string(g->size()) +
+             " is wrong";
     }
     return "";
   };
-  for (auto [g, ranks] : {std::pair{odd, std::vector<int>{1, 3}}, std::pair{first3, std::vector<int>{0, 1, 2}},
-                          std::pair{pair, std::vector<int>{2, 0}}}) {
+  for (auto [g, ranks] :
+       {std::pair{odd, std::vector<int>{1, 3}}, std::pair{first3, std::vector<int>{0, 1, 2}},
+        std::pair{pair, std::vector<int>{2, 0}}}) {
     if (auto e = check_membership(g, ranks); !e.empty()) return e;
   }
   // Interleave world and subgroup ops: each group counts its own sequence numbers.
@@ -168,20 +178,20 @@ TEST_CASE("processes: monitored_barrier passes, then names the rank that did not
 TEST_CASE("processes: a peer killed with SIGKILL mid-op fails the survivors, naming it" *
           doctest::skip(!processes_available() || !survives_peer_loss())) {
   constexpr int kVictim = 2;
-  report(run_processes(procs(3, Millis(30'000), {kVictim}),
-                       [](ProcessGroup& world) -> std::string {
+  report(run_processes(procs(3, Millis(30'000), {kVictim}), [](ProcessGroup& world) -> std::string {
     Array a(DType::kFloat32, 4 << 20);
     fill_input(a, ReduceOp::kSum, world.rank());
     for (int i = 0; i < 3; ++i) world.all_reduce(a.buffer())->wait();
     if (world.rank() == kVictim) {
       [[maybe_unused]] auto w = world.all_reduce(a.buffer());  // in flight...
-      ::raise(SIGKILL);                        // ...when this rank dies
+      ::raise(SIGKILL);                                        // ...when this rank dies
     }
     try {
       for (int i = 0; i < 1000; ++i) world.all_reduce(a.buffer())->wait();
       return who(world) + "1000 all_reduces succeeded without rank 2";
     } catch (const Error& e) {
-      if (!mentions_rank(e.what(), kVictim)) return who(world) + "the error does not name rank 2: " + e.what();
+      if (!mentions_rank(e.what(), kVictim))
+        return who(world) + "the error does not name rank 2: " + e.what();
     }
     try {
       world.all_reduce(a.buffer())->wait();  // later ops fail too, and fast

@@ -31,20 +31,11 @@ T expect(ReduceOp op, size_t i, int n) {
     T x = static_cast<T>(r + 1 + static_cast<int>(i % 5));
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        acc = static_cast<T>(acc + x);
-        break;
-      case ReduceOp::kProduct:
-        acc = static_cast<T>(acc * x);
-        break;
-      case ReduceOp::kMin:
-        acc = std::min(acc, x);
-        break;
-      case ReduceOp::kMax:
-        acc = std::max(acc, x);
-        break;
-      default:
-        break;
+      case ReduceOp::kAvg: acc = static_cast<T>(acc + x); break;
+      case ReduceOp::kProduct: acc = static_cast<T>(acc * x); break;
+      case ReduceOp::kMin: acc = std::min(acc, x); break;
+      case ReduceOp::kMax: acc = std::max(acc, x); break;
+      default: break;
     }
   }
   if (op == ReduceOp::kAvg) acc = static_cast<T>(acc / static_cast<T>(n));

@@ -70,8 +70,11 @@ TEST_CASE("mpi all_reduce: every dtype and op, AVG, 16-bit floats") {
     pg->all_reduce(view(b.data(), b.size()), {op})->wait();
     double sum = n * (n + 1) / 2.0, prod = 1;
     for (int k = 1; k <= n; ++k) prod *= k;
-    double expected = op == ReduceOp::kSum ? sum : op == ReduceOp::kProduct ? prod : op == ReduceOp::kMin ? 1
-                    : op == ReduceOp::kMax ? n : sum / n;
+    double expected = op == ReduceOp::kSum       ? sum
+                      : op == ReduceOp::kProduct ? prod
+                      : op == ReduceOp::kMin     ? 1
+                      : op == ReduceOp::kMax     ? n
+                                                 : sum / n;
     INFO("op ", to_string(op));
     CHECK(d[6] == doctest::Approx(expected));
     CHECK(l[4] == static_cast<int64_t>(op == ReduceOp::kAvg ? static_cast<int64_t>(sum) / n : expected));
@@ -213,7 +216,8 @@ TEST_CASE("mpi: a group larger than the MPI world is a BackendError, not a hang"
   CHECK_THROWS_AS(make_mpi_group(s), BackendError);
 }
 
-TEST_CASE("mpi: an unmatched recv times out naming the op; the group stays broken" * doctest::skip(!multi())) {
+TEST_CASE("mpi: an unmatched recv times out naming the op; the group stays broken" *
+          doctest::skip(!multi())) {
   auto pg = make_mpi_group(setup(all_ranks(), "group/timeout", Millis(60'000)));
   std::vector<int32_t> v(4, 7);
   if (pg->rank() == 0) {
@@ -231,8 +235,10 @@ TEST_CASE("mpi: an unmatched recv times out naming the op; the group stays broke
   world()->barrier()->wait();
 }
 
-TEST_CASE("mpi: a blocking world collective past its deadline is a TimeoutError, not a hang; the thread "
-          "is free again once the late rank arrives" * doctest::skip(!multi())) {
+TEST_CASE(
+    "mpi: a blocking world collective past its deadline is a TimeoutError, not a hang; the thread "
+    "is free again once the late rank arrives" *
+    doctest::skip(!multi())) {
   // A second group named "world" runs its collectives blocking (the first world() is warm).
   world()->barrier()->wait();
   auto pg = make_mpi_group(setup(all_ranks(), "world", Millis(400)));

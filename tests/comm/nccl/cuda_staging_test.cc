@@ -53,7 +53,9 @@ TEST_CASE("cuda staging: two ranks on one GPU all_reduce, all_gather and send/re
     auto x = cuda::device_alloc(2 * sizeof(float), 0);
     auto all = cuda::device_alloc(4 * sizeof(float), 0);
     cuda::copy_to_device(x.get(), init.data(), 2 * sizeof(float), 0);
-    pg.all_gather(cuda::device_view(x.get(), 2, DType::kFloat32, 0), cuda::device_view(all.get(), 4, DType::kFloat32, 0))->wait();
+    pg.all_gather(cuda::device_view(x.get(), 2, DType::kFloat32, 0),
+                  cuda::device_view(all.get(), 4, DType::kFloat32, 0))
+        ->wait();
     gathered[r] = to_host(all, 4);
     pg.all_reduce(cuda::device_view(x.get(), 2, DType::kFloat32, 0))->wait();
     reduced[r] = to_host(x, 2);
@@ -84,9 +86,10 @@ TEST_CASE("cuda staging: host buffers pass straight through; the backend name is
 }
 
 // Multi-buffer ops on device lists (issue 19): every buffer staged, the host path on the copies.
-TEST_CASE("cuda staging: two ranks on one GPU all_reduce_multi, broadcast_multi, reduce_multi and "
-          "all_gather_multi over device lists" *
-          doctest::skip(!has_gpu())) {
+TEST_CASE(
+    "cuda staging: two ranks on one GPU all_reduce_multi, broadcast_multi, reduce_multi and "
+    "all_gather_multi over device lists" *
+    doctest::skip(!has_gpu())) {
   std::vector<std::vector<float>> reduced(2), broadcast(2), root(2), gathered(2);
   two_ranks([&](ProcessGroup& pg, int r) {
     std::vector<cuda::DeviceMemory> mem, out;

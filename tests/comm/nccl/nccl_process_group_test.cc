@@ -30,7 +30,8 @@ GroupSetup setup(std::shared_ptr<rdzv::Store> store, int rank, int size, Millis 
 
 // A float array on device `dev`, filled from host values.
 struct DeviceArray {
-  DeviceArray(const std::vector<float>& v, int dev) : n(v.size()), device(dev), mem(cuda::device_alloc(v.size() * 4, dev)) {
+  DeviceArray(const std::vector<float>& v, int dev)
+      : n(v.size()), device(dev), mem(cuda::device_alloc(v.size() * 4, dev)) {
     cuda::copy_to_device(mem.get(), v.data(), v.size() * 4, dev);
   }
   Buffer view() const { return cuda::device_view(mem.get(), n, DType::kFloat32, device); }
@@ -70,7 +71,8 @@ TEST_CASE("nccl, world size 1: every op on device buffers; AVG; order" * doctest
   CHECK(works.back()->is_success());
 }
 
-TEST_CASE("nccl: bitwise ops, host buffers and wrong devices are InvalidArgument" * doctest::skip(!has_gpu())) {
+TEST_CASE("nccl: bitwise ops, host buffers and wrong devices are InvalidArgument" *
+          doctest::skip(!has_gpu())) {
   auto pg = make_nccl_group(setup(std::make_shared<rdzv::HashStore>(), 0, 1));
   const int dev = cuda::default_device(0);
   auto mem = cuda::device_alloc(64, dev);
@@ -88,7 +90,8 @@ TEST_CASE("nccl: a rank that never arrives is a TimeoutError, not a hang" * doct
   CHECK_THROWS_AS(make_nccl_group(setup(store, 0, 2, Millis(2'000))), TimeoutError);
 }
 
-TEST_CASE("nccl, two GPUs as threads: collectives, grouped ops, and the watchdog" * doctest::skip(!two_gpus())) {
+TEST_CASE("nccl, two GPUs as threads: collectives, grouped ops, and the watchdog" *
+          doctest::skip(!two_gpus())) {
   auto store = std::make_shared<rdzv::HashStore>();
   std::vector<std::vector<float>> sums(2), a2a(2);
   std::vector<std::string> timeouts(2);

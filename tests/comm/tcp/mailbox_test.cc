@@ -126,8 +126,9 @@ TEST_CASE("sizes must agree: the recv fails naming both sizes and the peer; the 
   Recv posted(2);
   box.post(kA, posted.op("recv posted"), done);
   deliver(box, kA, "toolong", done);  // discarded
-  CHECK(outcome(posted.work, done).find("recv posted: the message from rank 1 (pid 42) holds 7 bytes but the buffer "
-                                        "holds 2") != std::string::npos);
+  CHECK(outcome(posted.work, done)
+            .find("recv posted: the message from rank 1 (pid 42) holds 7 bytes but the buffer "
+                  "holds 2") != std::string::npos);
   CHECK(posted.buf == "..");
   CHECK_FALSE(box.has_unexpected(kA));
   deliver(box, kA, "abc", done);
@@ -176,7 +177,8 @@ TEST_CASE("buffering past the limit is refused before anything is allocated") {
   CHECK(box.arrive(kB, 4, done).empty());
 }
 
-TEST_CASE("expire ends posted recvs, waiters and the recv being filled, naming the peer; the rest is discarded") {
+TEST_CASE(
+    "expire ends posted recvs, waiters and the recv being filled, naming the peer; the rest is discarded") {
   Mailbox box("rank 3", 1 << 20);
   Completions done;
   const auto past = Clock::now() - Millis(1);
@@ -186,7 +188,8 @@ TEST_CASE("expire ends posted recvs, waiters and the recv being filled, naming t
   box.post(kB, alive.op("alive"), done);
   REQUIRE(box.arrive(kA, 8, done).empty());  // into `active`
   box.expire(Clock::now(), done);
-  CHECK(outcome(posted.work, done).find("posted: timed out waiting for a message from rank 3") != std::string::npos);
+  CHECK(outcome(posted.work, done).find("posted: timed out waiting for a message from rank 3") !=
+        std::string::npos);
   CHECK(outcome(active.work, done).find("active: timed out receiving from rank 3") != std::string::npos);
   CHECK(box.payload_target(kChunk).data == nullptr);  // the rest of the payload is discarded
   REQUIRE(box.received(8));
@@ -199,7 +202,8 @@ TEST_CASE("expire ends posted recvs, waiters and the recv being filled, naming t
   CHECK(outcome(alive.work, done) == "pending");
 }
 
-TEST_CASE("when a waiter expires, the recv queued behind it takes the message (first posted, first matched)") {
+TEST_CASE(
+    "when a waiter expires, the recv queued behind it takes the message (first posted, first matched)") {
   Mailbox box("rank 1", 1 << 20);
   Completions done;
   REQUIRE(box.arrive(kA, 2, done).empty());
@@ -223,8 +227,11 @@ TEST_CASE("fail ends every waiting recv with the caller's error; messages that c
   box.post(kA, posted.op("posted"), done);
   box.post(kA, active.op("active"), done);
   REQUIRE(box.arrive(kA, 1, done).empty());  // `posted` is being filled
-  box.fail([](const std::string& label) { return std::make_exception_ptr(NetworkError(label + ": lost", "f", 1)); },
-           done);
+  box.fail(
+      [](const std::string& label) {
+        return std::make_exception_ptr(NetworkError(label + ": lost", "f", 1));
+      },
+      done);
   CHECK(outcome(posted.work, done).find("posted: lost") != std::string::npos);
   CHECK(outcome(active.work, done).find("active: lost") != std::string::npos);
   Recv later(4);

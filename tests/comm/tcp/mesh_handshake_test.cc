@@ -69,8 +69,11 @@ TEST_CASE("refusals: wrong token, wrong group, taken or impossible rank") {
     int rank;
     std::string group;
     const char* why;
-  } cases[] = {{"bad", 2, "g", "job token"}, {"tok", 2, "other", "group"}, {"tok", 3, "g", "unexpected rank"},
-               {"tok", 0, "g", "unexpected rank"}, {"tok", -1, "g", "unexpected rank"}};
+  } cases[] = {{"bad", 2, "g", "job token"},
+               {"tok", 2, "other", "group"},
+               {"tok", 3, "g", "unexpected rank"},
+               {"tok", 0, "g", "unexpected rank"},
+               {"tok", -1, "g", "unexpected rank"}};
   for (const auto& c : cases) {
     AcceptorHandshake h({0, 4, "tok", "g"}, &have);
     auto nonce = auth::random_nonce();
@@ -86,7 +89,8 @@ TEST_CASE("refusals: wrong token, wrong group, taken or impossible rank") {
 TEST_CASE("garbage is InvalidArgument, before any large buffer") {
   AcceptorHandshake bad_magic({0, 2, "tok", "g"}, nullptr);
   std::string junk(20, 'x');
-  CHECK_THROWS_AS(bad_magic.feed(reinterpret_cast<const uint8_t*>(junk.data()), junk.size()), InvalidArgument);
+  CHECK_THROWS_AS(bad_magic.feed(reinterpret_cast<const uint8_t*>(junk.data()), junk.size()),
+                  InvalidArgument);
   AcceptorHandshake huge_group({0, 2, "tok", "g"}, nullptr);
   std::string h("DDPTCP02", 8);
   put_u32(h, 1);

@@ -33,7 +33,9 @@ TEST_CASE("every pair of ranks gets one connection") {
   std::vector<Mesh> meshes(4);
   std::vector<std::thread> threads;
   for (int r = 0; r < 4; ++r) {
-    threads.emplace_back([&, r] { meshes[r] = build_mesh(store, {r, 4, "tok", "g"}, Deadline(Millis(30'000))); });
+    threads.emplace_back([&, r] {
+      meshes[r] = build_mesh(store, {r, 4, "tok", "g"}, Deadline(Millis(30'000)));
+    });
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < 4; ++r) {

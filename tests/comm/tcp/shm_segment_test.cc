@@ -18,7 +18,8 @@ using namespace ddp;
 using namespace ddp::comm::tcp;
 
 TEST_CASE("a segment's name names its creator by the shared rule") {
-  ShmSegment s = ShmSegment::create(ShmGeometry{.world = 2, .depth = 2, .slot_bytes = 4096, .oneshot_bytes = 1024});
+  ShmSegment s =
+      ShmSegment::create(ShmGeometry{.world = 2, .depth = 2, .slot_bytes = 4096, .oneshot_bytes = 1024});
   REQUIRE(s.name().size() > 1);
   CHECK(shm_names::tcp_segment_creator(s.name().substr(1)) == ::getpid());
 }
@@ -61,8 +62,10 @@ TEST_CASE("a /dev/shm too small for the segment: an error naming the size and /d
     return;
   }
   CHECK(got.starts_with("error: "));
-  CHECK(got.find(std::to_string(ShmGeometry{.world = 4, .depth = 4, .slot_bytes = 1 << 20, .oneshot_bytes = 1024}.total_bytes()) +
-                 " bytes") != std::string::npos);
+  CHECK(got.find(
+            std::to_string(ShmGeometry{.world = 4, .depth = 4, .slot_bytes = 1 << 20, .oneshot_bytes = 1024}
+                               .total_bytes()) +
+            " bytes") != std::string::npos);
   CHECK(got.find("/dev/shm") != std::string::npos);
   CHECK(got.find("DDP_TCP_TRANSPORT=socket") != std::string::npos);
 }

@@ -40,7 +40,8 @@ struct Pair {
   }
   void send_header(const WireHeader& h, const std::string& payload = "") {
     net::send_all(theirs.get(), &h, sizeof(h), Deadline(kLong), "test peer");
-    if (!payload.empty()) net::send_all(theirs.get(), payload.data(), payload.size(), Deadline(kLong), "test peer");
+    if (!payload.empty())
+      net::send_all(theirs.get(), payload.data(), payload.size(), Deadline(kLong), "test peer");
   }
   // A recv that waits for something the peer never sends: how the group's failure is seen.
   std::string failure_seen_by_recv() {

@@ -22,7 +22,8 @@ inline void check_rooted(ProcessGroup& pg, int r, DType t, size_t n) {
     auto b = filled(t, n);
     for (size_t i = 0; i < n; ++i) put(t, b.bytes.data(), i, value(ReduceOp::kSum, r, i));
     pg.broadcast(b.buffer(), {root})->wait();
-    for (size_t i = 0; i < n; ++i) expect_at("broadcast" + sz, t, b.bytes.data(), i, value(ReduceOp::kSum, root, i));
+    for (size_t i = 0; i < n; ++i)
+      expect_at("broadcast" + sz, t, b.bytes.data(), i, value(ReduceOp::kSum, root, i));
   }
   {  // reduce to rank 0: the root holds the sum, the others keep their input
     auto b = filled(t, n);
@@ -48,7 +49,8 @@ inline void check_rooted(ProcessGroup& pg, int r, DType t, size_t n) {
     }
     auto dst = filled(t, n);
     pg.scatter(src.buffer(), dst.buffer(), {0})->wait();
-    for (size_t i = 0; i < n; ++i) expect_at("scatter" + sz, t, dst.bytes.data(), i, value(ReduceOp::kSum, r, i));
+    for (size_t i = 0; i < n; ++i)
+      expect_at("scatter" + sz, t, dst.bytes.data(), i, value(ReduceOp::kSum, r, i));
   }
 }
 
@@ -62,7 +64,8 @@ inline void check_all_to_all_family(ProcessGroup& pg, int r, DType t, size_t n) 
     auto out = filled(t, total);
     pg.all_gather(in.buffer(), out.buffer())->wait();
     for (size_t k = 0; k < total; ++k) {
-      expect_at("all_gather" + sz, t, out.bytes.data(), k, value(ReduceOp::kSum, static_cast<int>(k / n), k % n));
+      expect_at("all_gather" + sz, t, out.bytes.data(), k,
+                value(ReduceOp::kSum, static_cast<int>(k / n), k % n));
     }
   }
   {
@@ -77,11 +80,13 @@ inline void check_all_to_all_family(ProcessGroup& pg, int r, DType t, size_t n) 
   }
   {
     auto in = filled(t, total);
-    for (size_t k = 0; k < total; ++k) put(t, in.bytes.data(), k, value(ReduceOp::kSum, r * 7 + static_cast<int>(k / n), k % n));
+    for (size_t k = 0; k < total; ++k)
+      put(t, in.bytes.data(), k, value(ReduceOp::kSum, r * 7 + static_cast<int>(k / n), k % n));
     auto out = filled(t, total);
     pg.all_to_all(in.buffer(), out.buffer())->wait();
     for (size_t k = 0; k < total; ++k) {
-      expect_at("all_to_all" + sz, t, out.bytes.data(), k, value(ReduceOp::kSum, static_cast<int>(k / n) * 7 + r, k % n));
+      expect_at("all_to_all" + sz, t, out.bytes.data(), k,
+                value(ReduceOp::kSum, static_cast<int>(k / n) * 7 + r, k % n));
     }
   }
 }
@@ -97,7 +102,8 @@ inline void check_p2p(ProcessGroup& pg, int r, DType t, size_t n) {
   auto sw = pg.send(out.buffer(), (r + 1) % w, {7});
   sw->wait();
   rw->wait();
-  for (size_t i = 0; i < n; ++i) expect_at("send/recv", t, in.bytes.data(), i, value(ReduceOp::kSum, (r + w - 1) % w, i));
+  for (size_t i = 0; i < n; ++i)
+    expect_at("send/recv", t, in.bytes.data(), i, value(ReduceOp::kSum, (r + w - 1) % w, i));
 }
 
 // Everything once for one dtype and size.

@@ -39,12 +39,14 @@ TEST_CASE("every op, both transports, world sizes 2, 3, 5") {
       CAPTURE(transport);
       CAPTURE(w);
       // Small slots: the 70001-element ops run through many pipelined chunks.
-      ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}, {"DDP_TCP_SHM_SLOT_BYTES", std::string("8192")},
+      ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)},
+                     {"DDP_TCP_SHM_SLOT_BYTES", std::string("8192")},
                      {"DDP_TCP_SHM_DEPTH", std::string(w == 3 ? "2" : "4")}});
       run_ranks(w, [&](TcpProcessGroup& pg, int r) {
         const Transport want = std::string(transport) == "shm" ? Transport::kShm : Transport::kSocket;
         if (pg.transport() != want) throw std::runtime_error("wrong transport");
-        for (size_t n : {size_t{1}, size_t{7}, size_t{4099}, size_t{70001}}) check_everything(pg, r, DType::kFloat32, n);
+        for (size_t n : {size_t{1}, size_t{7}, size_t{4099}, size_t{70001}})
+          check_everything(pg, r, DType::kFloat32, n);
         check_everything(pg, r, DType::kInt8, 4099);
       });
     }
@@ -54,7 +56,8 @@ TEST_CASE("every op, both transports, world sizes 2, 3, 5") {
 TEST_CASE("all_reduce: every dtype and reduce op, both transports") {
   for (const char* transport : {"shm", "socket"}) {
     CAPTURE(transport);
-    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}, {"DDP_TCP_SHM_SLOT_BYTES", std::string("65536")}});
+    ScopedEnv env(
+        {{"DDP_TCP_TRANSPORT", std::string(transport)}, {"DDP_TCP_SHM_SLOT_BYTES", std::string("65536")}});
     run_ranks(3, [&](TcpProcessGroup& pg, int r) {
       for (DType t : kAllTypes) {
         for (ReduceOp op : kAllOps) {
@@ -67,13 +70,16 @@ TEST_CASE("all_reduce: every dtype and reduce op, both transports") {
 }
 
 TEST_CASE("socket pipeline sizes from the environment: nonsense is an error naming the variable") {
-  for (const auto& [var, value] : std::vector<std::pair<std::string, std::string>>{
-           {"DDP_TCP_SOCKET_CHUNK_BYTES", "0"}, {"DDP_TCP_SOCKET_CHUNK_BYTES", "-4096"},
-           {"DDP_TCP_SOCKET_ONESHOT_BYTES", "-1"}, {"DDP_TCP_SOCKET_CHUNK_BYTES", "lots"}}) {
+  for (const auto& [var, value] :
+       std::vector<std::pair<std::string, std::string>>{{"DDP_TCP_SOCKET_CHUNK_BYTES", "0"},
+                                                        {"DDP_TCP_SOCKET_CHUNK_BYTES", "-4096"},
+                                                        {"DDP_TCP_SOCKET_ONESHOT_BYTES", "-1"},
+                                                        {"DDP_TCP_SOCKET_CHUNK_BYTES", "lots"}}) {
     CAPTURE(var);
     CAPTURE(value);
     ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("socket")}, {var, value}});
-    CHECK_THROWS_WITH_AS(run_ranks(2, [](TcpProcessGroup&, int) {}), doctest::Contains(var.c_str()), InvalidArgument);
+    CHECK_THROWS_WITH_AS(run_ranks(2, [](TcpProcessGroup&, int) {}), doctest::Contains(var.c_str()),
+                         InvalidArgument);
   }
 }
 
@@ -127,7 +133,8 @@ TEST_CASE("mismatched collectives fail on every rank, naming both sides") {
     std::vector<std::string> messages(2);
     run_ranks(2, [&](TcpProcessGroup& pg, int r) {
       std::vector<float> f(1000, 1.0f);
-      WorkPtr w = r == 0 ? pg.all_reduce(view(f.data(), f.size())) : pg.broadcast(view(f.data(), f.size()), {1});
+      WorkPtr w =
+          r == 0 ? pg.all_reduce(view(f.data(), f.size())) : pg.broadcast(view(f.data(), f.size()), {1});
       try {
         w->wait();
       } catch (const InvalidArgument& e) {
@@ -160,7 +167,7 @@ TEST_CASE("a collective a peer never joins times out naming the op, its seq and 
     run_ranks(2, [&](TcpProcessGroup& pg, int r) {
       pg.barrier()->wait();
       if (r == 1) {
-        pg.barrier()->wait();  // seq 1 only: rank 0 also calls all_reduce at seq 2
+        pg.barrier()->wait();      // seq 1 only: rank 0 also calls all_reduce at seq 2
         rank0_done_future.wait();  // stay in the group: a departed peer is a different error
         return;
       }
@@ -204,7 +211,8 @@ TEST_CASE("many async ops in flight complete in order with the right results") {
       all_done = true;
       for (size_t k = works.size(); k-- > 0;) {
         const bool done = works[k]->is_completed();
-        if (!done && later_done) throw std::runtime_error("op " + std::to_string(k) + " completed after a later op");
+        if (!done && later_done)
+          throw std::runtime_error("op " + std::to_string(k) + " completed after a later op");
         later_done = later_done || done;
         all_done = all_done && done;
       }
@@ -212,14 +220,16 @@ TEST_CASE("many async ops in flight complete in order with the right results") {
     wait_all(works);
     for (size_t k = 0; k < bufs.size(); ++k) {
       for (float x : bufs[k]) {
-        if (x != static_cast<float>(3 * k + 3)) throw std::runtime_error("wrong async result in op " + std::to_string(k));
+        if (x != static_cast<float>(3 * k + 3))
+          throw std::runtime_error("wrong async result in op " + std::to_string(k));
       }
     }
   });
 }
 
 TEST_CASE("an inline op that must wait for a late peer is finished by the worker, correctly") {
-  ScopedEnv env({{"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")}, {"DDP_TCP_INLINE_SPIN_US", std::string("10")}});
+  ScopedEnv env(
+      {{"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")}, {"DDP_TCP_INLINE_SPIN_US", std::string("10")}});
   // Rank 1 calls only after rank 0's call has returned: rank 0's op cannot finish inline (its
   // peer has not arrived), so it must come back pending (handed off), and the worker must then
   // finish it with the right values. No sleep decides the path; the test sees it taken.

@@ -17,7 +17,8 @@ using namespace ddp::comm::tcp::testing;
 
 namespace {
 
-std::shared_ptr<TcpProcessGroup> join(const std::string& path, int rank, int size, Millis timeout = Millis(60'000)) {
+std::shared_ptr<TcpProcessGroup> join(const std::string& path, int rank, int size,
+                                      Millis timeout = Millis(60'000)) {
   auto store = std::make_shared<rdzv::FileStore>(path, Millis(60'000));
   return TcpProcessGroup::create(setup_for(store, rank, size, timeout));
 }
@@ -27,7 +28,8 @@ std::shared_ptr<TcpProcessGroup> join(const std::string& path, int rank, int siz
 TEST_CASE("processes: every op over shared memory and over sockets") {
   for (const char* transport : {"shm", "socket"}) {
     CAPTURE(transport);
-    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}, {"DDP_TCP_SHM_SLOT_BYTES", std::string("16384")}});
+    ScopedEnv env(
+        {{"DDP_TCP_TRANSPORT", std::string(transport)}, {"DDP_TCP_SHM_SLOT_BYTES", std::string("16384")}});
     const std::string path = temp_path("ops");
     auto codes = run_processes(3, [&](int r) {
       auto pg = join(path, r, 3);

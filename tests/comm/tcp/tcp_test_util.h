@@ -27,14 +27,18 @@ class ScopedEnv {
     for (auto& [k, v] : vars) {
       const char* old = std::getenv(k.c_str());
       saved_[k] = old ? std::optional<std::string>(old) : std::nullopt;
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
     }
   }
   ~ScopedEnv() {
     for (auto& [k, v] : saved_) {
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
     }
   }
   ScopedEnv(const ScopedEnv&) = delete;
@@ -44,8 +48,8 @@ class ScopedEnv {
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
-inline GroupSetup setup_for(std::shared_ptr<rdzv::Store> store, int rank, int size, Millis timeout = Millis(60'000),
-                            std::string token = "secret") {
+inline GroupSetup setup_for(std::shared_ptr<rdzv::Store> store, int rank, int size,
+                            Millis timeout = Millis(60'000), std::string token = "secret") {
   GroupSetup s;
   s.store = std::move(store);
   s.rank = rank;

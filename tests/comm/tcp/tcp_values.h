@@ -60,9 +60,15 @@ inline double reference(ReduceOp op, DType t, int world, size_t i) {
       case ReduceOp::kProduct: acc *= v; break;
       case ReduceOp::kMin: acc = std::min(acc, v); break;
       case ReduceOp::kMax: acc = std::max(acc, v); break;
-      case ReduceOp::kBand: acc = static_cast<double>(static_cast<int64_t>(acc) & static_cast<int64_t>(v)); break;
-      case ReduceOp::kBor: acc = static_cast<double>(static_cast<int64_t>(acc) | static_cast<int64_t>(v)); break;
-      case ReduceOp::kBxor: acc = static_cast<double>(static_cast<int64_t>(acc) ^ static_cast<int64_t>(v)); break;
+      case ReduceOp::kBand:
+        acc = static_cast<double>(static_cast<int64_t>(acc) & static_cast<int64_t>(v));
+        break;
+      case ReduceOp::kBor:
+        acc = static_cast<double>(static_cast<int64_t>(acc) | static_cast<int64_t>(v));
+        break;
+      case ReduceOp::kBxor:
+        acc = static_cast<double>(static_cast<int64_t>(acc) ^ static_cast<int64_t>(v));
+        break;
     }
   }
   if (op == ReduceOp::kAvg) acc = is_integer(t) ? std::trunc(acc / world) : acc / world;

@@ -9,8 +9,8 @@
 #include "torch_models.h"
 
 using namespace ddp;
-using torch_test::Batches;
 using ddp::testing::run_ranks;
+using torch_test::Batches;
 using torch_test::seeded_net;
 using torch_test::shard;
 using torch_test::TinyNet;
@@ -60,7 +60,8 @@ std::vector<std::vector<::torch::Tensor>> train(const Case& c, const Batches& da
         const auto& x = data.x[s * micro + m];
         const auto& y = data.y[s * micro + m];
         auto step = [&] {
-          ::torch::nn::functional::cross_entropy(model(shard(x, rank, kPerRank)), shard(y, rank, kPerRank)).backward();
+          ::torch::nn::functional::cross_entropy(model(shard(x, rank, kPerRank)), shard(y, rank, kPerRank))
+              .backward();
         };
         if (m + 1 < micro) {
           auto scope = model->no_sync();
@@ -133,7 +134,9 @@ TEST_CASE("W ranks x batch B train the same model as one process on batch W*B") 
 TEST_CASE("negative control: a wrong gradient scale is caught by the equivalence check") {
   at::set_num_threads(1);
   Case c;
-  c.hook = [](comm::ProcessGroup& group, GradBucket& bucket) { return group.all_reduce(bucket.buffer); };  // sum, not mean
+  c.hook = [](comm::ProcessGroup& group, GradBucket& bucket) {
+    return group.all_reduce(bucket.buffer);
+  };  // sum, not mean
   Batches data = torch_test::make_batches(kSteps, 2 * kPerRank);
   auto got = train(c, data, 2);
   CHECK(torch_test::max_diff(got[0], reference(c, data)) > 1e-3);

@@ -111,7 +111,8 @@ TEST_CASE("an input on another device than the parameters is an error naming its
     ddp::torch::ModuleEngine engine(net.ptr(), group);
     engine.check_input(::torch::ones({1}), 0);
     auto meta = ::torch::empty({1}, ::torch::TensorOptions().device(at::kMeta));
-    CHECK_THROWS_WITH_AS(engine.check_input(meta, 1), doctest::Contains("argument 1 is on meta"), InvalidArgument);
+    CHECK_THROWS_WITH_AS(engine.check_input(meta, 1), doctest::Contains("argument 1 is on meta"),
+                         InvalidArgument);
   });
 }
 
@@ -119,7 +120,8 @@ TEST_CASE("parameters on two devices are refused by name") {
   at::set_num_threads(1);
   auto errors = errors_of(1, [](int, comm::ProcessGroupPtr group) {
     auto net = seeded_net(1);
-    net->fc2->register_parameter("elsewhere", ::torch::empty({2}, ::torch::TensorOptions().device(at::kMeta)));
+    net->fc2->register_parameter("elsewhere",
+                                 ::torch::empty({2}, ::torch::TensorOptions().device(at::kMeta)));
     ddp::torch::ModuleEngine engine(net.ptr(), group);
   });
   CHECK(errors[0].find("'fc2.elsewhere' (rank 0) is on meta") != std::string::npos);

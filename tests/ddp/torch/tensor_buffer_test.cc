@@ -8,7 +8,8 @@
 using namespace ddp;
 
 TEST_CASE("every supported dtype maps both ways") {
-  for (auto t : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kChar, at::kByte, at::kInt, at::kLong}) {
+  for (auto t :
+       {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kChar, at::kByte, at::kInt, at::kLong}) {
     CHECK(static_cast<int>(ddp::torch::scalar_type_of(ddp::torch::dtype_of(t, "x"))) == static_cast<int>(t));
   }
   CHECK_THROWS_AS(ddp::torch::dtype_of(at::kBool, "flag"), InvalidArgument);
@@ -29,7 +30,8 @@ TEST_CASE("a buffer views the tensor's memory and a tensor views the buffer's") 
 
 TEST_CASE("non-contiguous and undefined tensors are refused with their name") {
   auto t = ::torch::zeros({4, 4}).t();
-  CHECK_THROWS_WITH(ddp::torch::buffer_of(t, "fc.weight"), doctest::Contains("fc.weight: tensor is not contiguous"));
+  CHECK_THROWS_WITH(ddp::torch::buffer_of(t, "fc.weight"),
+                    doctest::Contains("fc.weight: tensor is not contiguous"));
   CHECK_THROWS_AS(ddp::torch::buffer_of(at::Tensor(), "g"), InvalidArgument);
   CHECK_THROWS_WITH(ddp::torch::device_of(at::Device("meta"), "x"), doctest::Contains("not supported"));
 }

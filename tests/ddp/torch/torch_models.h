@@ -58,7 +58,8 @@ inline std::vector<::torch::Tensor> snapshot(::torch::nn::Module& m) {
 
 inline double max_diff(const std::vector<::torch::Tensor>& a, const std::vector<::torch::Tensor>& b) {
   double d = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
   return a.size() == b.size() ? d : 1e30;
 }
 

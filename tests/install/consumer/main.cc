@@ -24,7 +24,8 @@ std::string foreign_libraries() {
   std::string out;
   for (std::string line; std::getline(maps, line);) {
     for (const char* lib : {"libmpi.so", "libgloo.so", "libnccl.so", "libcudart.so"}) {
-      if (line.find(lib) != std::string::npos && out.find(lib) == std::string::npos) out += std::string(lib) + " ";
+      if (line.find(lib) != std::string::npos && out.find(lib) == std::string::npos)
+        out += std::string(lib) + " ";
     }
   }
   return out;
@@ -60,7 +61,8 @@ int run(const std::string& backend) {
   std::vector<float> w{0.5f}, g{4.0f};
   {
     ddp::Engine engine(group);
-    engine.register_param({"w", ddp::comm::view(w.data(), w.size()), ddp::comm::view(g.data(), g.size()), {}});
+    engine.register_param(
+        {"w", ddp::comm::view(w.data(), w.size()), ddp::comm::view(g.data(), g.size()), {}});
     engine.finalize();
     engine.finish_backward();  // average over one rank: unchanged
   }
@@ -81,7 +83,8 @@ int run(const std::string& backend) {
     std::printf("consumer: InvalidArgument did not arrive as its type\n");
     return 1;
   }
-  std::printf("consumer: %s all_reduce %g %g, averaged gradient %g\n", group->backend_name().c_str(), x[0], x[1], g[0]);
+  std::printf("consumer: %s all_reduce %g %g, averaged gradient %g\n", group->backend_name().c_str(), x[0],
+              x[1], g[0]);
   return x[0] == 1.0f && x[1] == 2.0f && g[0] == 4.0f ? 0 : 1;
 }
 
