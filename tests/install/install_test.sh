@@ -22,8 +22,11 @@ echo "== what libddp.so exports"
 leaked=$(nm -DC --defined-only "$lib" | awk '{$1=""; $2=""; sub(/^ +/, ""); print}' \
   | grep -E '^(std::|fmt::|spdlog::|nlohmann::|gloo::|typeinfo (name )?for std::|vtable for std::)' || true)
 if [ -n "$leaked" ]; then echo "libddp.so exports what is not its API:"; echo "$leaked" | head -20; exit 1; fi
-nm -D --defined-only "$lib" | grep -q ' T ddp_init_process_group$' || { echo "the C ABI is not exported"; exit 1; }
-echo "exports: $(nm -D --defined-only "$lib" | wc -l) symbols, none of std/fmt/spdlog/nlohmann"
+# Read whole, then matched: `nm | grep -q` under pipefail fails when grep's early exit kills nm
+# with SIGPIPE (a flaky 'not exported').
+exports=$(nm -D --defined-only "$lib")
+grep -q ' T ddp_init_process_group$' <<< "$exports" || { echo "the C ABI is not exported"; exit 1; }
+echo "exports: $(wc -l <<< "$exports") symbols, none of std/fmt/spdlog/nlohmann"
 
 echo "== libddp.so needs no backend's dependency"
 if ldd "$lib" | grep -E 'libmpi|libgloo|libnccl|libcudart'; then echo "libddp.so links a backend's dependency"; exit 1; fi
