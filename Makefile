@@ -27,7 +27,8 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
 
-# libFuzzer, each target FUZZ_SECONDS over its seeds in tests/fuzz/corpus/<target>/; clang, in
+# libFuzzer, each target FUZZ_SECONDS over its seeds in tests/fuzz/corpus/<target>/, one target per
+# core at a time (FUZZ_JOBS); clang, in
 # build-fuzz (only the fuzz targets and the libraries they need are built; -O1 with line tables
 # only and asserts on: quick to build, stack traces still name lines).
 fuzz:
