@@ -27,7 +27,7 @@ float expected(const OpShape& s, size_t i) {
 }
 
 const float* result_of(const OpShape& s, const float* in, const float* out) {
-  const bool in_place = s.op == CollOp::kAllReduce || s.op == CollOp::kBroadcast || s.result_in_input;
+  const bool in_place = s.op == CollOp::kAllReduce || s.op == CollOp::kBroadcast;
   return in_place ? in : out;
 }
 
@@ -89,7 +89,7 @@ void SampledCheck::prepare(size_t k, float* in, float* out) {
           const size_t g = static_cast<size_t>(b) * s_.count + p;
           in[g] = input_value(s_.rank, g);
         }
-        if (!s_.result_in_input) out[p] = kSentinel;
+        out[p] = kSentinel;
         break;
     }
   }
@@ -106,7 +106,7 @@ std::string SampledCheck::check(size_t k, const float* in, const float* out) con
 
 void SampledCheck::corrupt(size_t k, float* in, float* out) const {
   const size_t p = position(k, 0);
-  const bool in_place = s_.op == CollOp::kAllReduce || s_.op == CollOp::kBroadcast || s_.result_in_input;
+  const bool in_place = s_.op == CollOp::kAllReduce || s_.op == CollOp::kBroadcast;
   (in_place ? in : out)[p] = expected(s_, p) + 1;
 }
 

@@ -20,14 +20,12 @@
 namespace ddp::bench {
 
 // One op's buffers as the harness sees them on this rank: `in` and `out` sized for the op
-// (all_gather: out is count x size; reduce_scatter: in is count x size), and where the runner
-// leaves the result (`result_in_input`: in place in `in`, at its front).
+// (all_gather: out is count x size; reduce_scatter: in is count x size).
 struct OpShape {
   CollOp op = CollOp::kAllReduce;
   int rank = 0;
   int size = 1;
   size_t count = 0;  // per rank, as CollectiveRunner::run takes it
-  bool result_in_input = false;
   size_t in_count() const;
   size_t out_count() const;  // 0 when the op works in place
   size_t result_count() const;

@@ -23,11 +23,8 @@ class CollectiveRunner {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // all_reduce, broadcast: in place on `in` (count elements). all_gather: `in` (count) -> `out`
-  // (count x size). reduce_scatter: `in` (count x size) -> `out` (count), summed, unless
-  // result_in_input(): then the runner reduces in place and leaves this rank's block at the
-  // front of `in` (Gloo's algorithm does; copying it out would time a copy Gloo never makes).
+  // (count x size). reduce_scatter: `in` (count x size) -> `out` (count), summed.
   virtual void run(CollOp op, float* in, float* out, size_t count) = 0;
-  virtual bool result_in_input(CollOp) const { return false; }
   virtual void barrier() = 0;
   // Element-wise max over ranks of v[0..n), in place, through the implementation under test
   // (host doubles whatever the buffers' memory): how the harness takes the slowest rank's time.

@@ -67,11 +67,9 @@ bool checked_op(CollectiveRunner& r, CollOp op, size_t count, OpBuffers& b, std:
 }  // namespace
 
 SizeResult measure_size(CollectiveRunner& r, CollOp op, size_t count, const TimingOptions& o) {
-  const OpShape shape{op, r.rank(), r.size(), count, r.result_in_input(op)};
-  // Sampled checks need host buffers whose input the op leaves alone between ops: not device
-  // memory, and not an input reduced in place (Gloo's reduce_scatter), where restoring inputs
-  // between back-to-back ops races with the previous op's sends still reading them.
-  const bool sampling = o.memory.kind == MemoryKind::kHost && !shape.result_in_input;
+  const OpShape shape{op, r.rank(), r.size(), count};
+  // Sampled checks need host buffers (device memory is checked whole, once per repeat).
+  const bool sampling = o.memory.kind == MemoryKind::kHost;
   OpBuffers b(shape, o.memory);
   SampledCheck sampler(shape);
   SampledCheck* sampled = sampling ? &sampler : nullptr;
