@@ -11,7 +11,14 @@ mapfile -t files < <(git ls-files '*.cc' | grep -v -e '^tests/' -e '^ddp/torch/'
 echo "lint: clang-tidy over ${#files[@]} files"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-run-clang-tidy-14 -p "$build" -quiet -j "$(nproc)" "${files[@]/#/$PWD/}" > "$log" 2>/dev/null || true
+# run-clang-tidy exits 1 when a file had warnings; anything else (killed, no clang-tidy) is not
+# a clean run.
+status=0
+run-clang-tidy-14 -p "$build" -quiet -j "$(nproc)" "${files[@]/#/$PWD/}" > "$log" 2>/dev/null || status=$?
+if [ "$status" -gt 1 ]; then
+  echo "lint: clang-tidy did not finish (exit $status)"
+  exit 1
+fi
 warnings=$(grep -E '^/.*: (warning|error): ' "$log" | sort -u || true)
 if [ -n "$warnings" ]; then
   echo "$warnings"

@@ -201,17 +201,17 @@ TEST_CASE("fault: the store server killed while the ranks meet there" * doctest:
   check_clean(t);
 }
 
-// Strangers during a job (tcp backend): ranks 0 and 1 are in set-up, listening for rank 2, when
-// silent and garbage-sending connections reach their backend listeners and the store; rank 2
-// then comes, and more strangers reach the store while the job runs. The job still finishes,
-// every result checked.
+// Strangers during a job (tcp and gloo backends): ranks 0 and 1 are in set-up, listening for
+// rank 2, when silent and garbage-sending connections reach their backend listeners (ours, or
+// Gloo's device listener) and the store; rank 2 then comes, and more strangers reach the store
+// while the job runs. The job still finishes, every result checked.
 TEST_CASE("fault: strangers connect to the backend's listeners and the store during a job" *
-          doctest::skip(backend() != "tcp")) {
+          doctest::skip(backend() != "tcp" && backend() != "gloo")) {
   Trial t("strangers");
   auto env = job_env();
-  env["DDP_TIMEOUT_MS"] = "10000";  // set-up waits for rank 2 while the strangers come
+  env["DDP_TIMEOUT_MS"] = "20000";  // set-up waits for rank 2 while the strangers come
   const int port = free_port_pair();
-  const std::vector<std::string> args = {"--backend", "tcp", "--iters", "300"};
+  const std::vector<std::string> args = {"--backend", backend(), "--iters", "300"};
   for (int r = 0; r < 2; ++r) t.start_rank(r, 3, port, args, env);
   // Their backend listeners: every listening port of theirs but the store's.
   std::set<int> backend_ports;
@@ -227,20 +227,38 @@ TEST_CASE("fault: strangers connect to the backend's listeners and the store dur
   Strangers strangers;
   int reached = 0;
   for (int p : backend_ports) reached += strangers.visit(p, 3, 3);
-  CHECK(reached == 6 * static_cast<int>(backend_ports.size()));
+  INFO("rank 0: ", t.child(0).err(), "\nrank 1: ", t.child(1).err());
+  if (backend() == "tcp") {
+    CHECK(reached == 6 * static_cast<int>(backend_ports.size()));
+  } else {
+    CHECK(reached >= 1);  // Gloo's listeners close once their pairs connect: some strangers find none
+  }
   CHECK(strangers.visit(port, 3, 3) == 6);
   t.start_rank(2, 3, port, args, env);
-  REQUIRE(t.wait_ready(3));
+  const bool ready = t.wait_ready(3);
   t.fault();
-  CHECK(strangers.visit(port, 3, 3) == 6);  // the store, while the job runs
+  if (ready) CHECK(strangers.visit(port, 3, 3) == 6);  // the store, while the job runs
+  int right = 0;
   for (size_t r = 0; r < 3; ++r) {
-    INFO("rank ", r, ": ", t.child(r).err());
-    CHECK(t.wait(r) == 0);
-    CHECK(contains(t.child(r).out(), "every result right"));
+    const int code = t.wait(r);
+    INFO("rank ", r, " exit ", code, ": ", t.child(r).err());
+    if (code == 0) {
+      CHECK(contains(t.child(r).out(), "every result right"));
+      ++right;
+    } else {
+      CHECK(contains(t.child(r).err(), "Error: "));  // an error, said; never a hang or a crash
+    }
   }
-  // The strangers were met, and dropped, by the listeners' acceptors (not merely queued).
-  CHECK(contains(t.child(0).err() + t.child(1).err(), "dropped a connection"));
-  t.report("every rank exit 0, every result right, " + std::to_string(reached) +
-           " strangers at backend listeners");
+  if (backend() == "tcp") {
+    CHECK(right == 3);
+    // Ours met the strangers, and dropped them, in their acceptors (not merely queued).
+    CHECK(contains(t.child(0).err() + t.child(1).err(), "dropped a connection"));
+  }
+  // Gloo's transport does not authenticate: a stranger can take a pair's connection, and the
+  // job then ends on an error naming the peer (docs/backends.md says so).
+  t.report(right == 3 ? "every rank exit 0, every result right, " + std::to_string(reached) +
+                            " strangers at backend listeners"
+                      : "the job failed with errors after " + std::to_string(reached) +
+                            " strangers at Gloo's listeners");
   check_clean(t);
 }

@@ -2,7 +2,8 @@
 // Strangers for the fault matrix: connections a job did not ask for, to its listening ports —
 // some silent (they connect and hold the connection), some sending garbage (bytes that look
 // like nothing the job speaks, then a frame header announcing a huge message). They stay open
-// until the Strangers object goes, so the job meets them for as long as it runs.
+// until the Strangers object goes, so the job meets them for as long as it runs. A port that
+// refuses (a listener that closed meanwhile) costs at most a second, and ends that port's visit.
 // listening_ports(pid) finds a process's TCP listeners (its socket inodes, /proc/<pid>/fd,
 // looked up among the LISTEN entries of /proc/net/tcp and tcp6).
 #include <sys/socket.h>
@@ -55,11 +56,12 @@ class Strangers {
     int connected = 0;
     for (int i = 0; i < silent + garbage; ++i) {
       try {
-        Fd fd = net::connect_tcp({"127.0.0.1", static_cast<uint16_t>(port)}, Deadline(Millis(2000)));
+        Fd fd = net::connect_tcp({"127.0.0.1", static_cast<uint16_t>(port)}, Deadline(Millis(1000)));
         if (i >= silent) send_garbage(fd.get(), i);
         held_.push_back(std::move(fd));
         ++connected;
-      } catch (const Error&) {  // the port closed meanwhile: a stranger that found nobody
+      } catch (const Error&) {  // the port closed meanwhile: the rest would find nobody either
+        break;
       }
     }
     return connected;
