@@ -178,8 +178,16 @@ void ProcessGroup::check_device(const char* op, const Buffer& b) const {
   }
 }
 
+void ProcessGroup::check_list_devices(const char* op, std::span<const Buffer> list) const {
+  for (const Buffer& b : list) check_device(op, b);
+}
+
 void ProcessGroup::check_buffer(const char* op, const Buffer& b) const {
   check_device(op, b);
+  check_not_null(op, b);
+}
+
+void ProcessGroup::check_not_null(const char* op, const Buffer& b) const {
   if (b.count > 0 && b.data == nullptr) DDP_THROW(InvalidArgument, op, ": null buffer with count ", b.count);
 }
 
@@ -230,8 +238,9 @@ void ProcessGroup::check_split(const char* op, const Buffer& b) const {
 
 void ProcessGroup::check_list(const char* op, std::span<const Buffer> list) const {
   if (list.empty()) DDP_THROW(InvalidArgument, op, ": the buffer list is empty");
+  check_list_devices(op, list);
   for (size_t i = 0; i < list.size(); ++i) {
-    check_buffer(op, list[i]);
+    check_not_null(op, list[i]);
     if (list[i].dtype != list[0].dtype || list[i].count != list[0].count) {
       DDP_THROW(InvalidArgument, op, ": buffer ", i, " holds ", list[i].count, " x ",
                 to_string(list[i].dtype), ", buffer 0 holds ", list[0].count, " x ", to_string(list[0].dtype),

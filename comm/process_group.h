@@ -173,6 +173,10 @@ class ProcessGroup {
   // Whether the backend takes `b` where it lives. Default: on buffer_device(). Backends with a
   // rule of their own (MPI's int counts, a decorator that stages device buffers) override it.
   virtual void check_device(const char* op, const Buffer& b) const;
+  // Whether the backend takes a multi-buffer list where its buffers live. Default: check_device
+  // on each. nccl overrides it: a list of one on the group's device, or K CUDA buffers on K
+  // distinct devices (one communicator per device).
+  virtual void check_list_devices(const char* op, std::span<const Buffer> list) const;
   Millis resolve(Millis timeout) const { return timeout == kUseDefault ? options_.timeout : timeout; }
 
  private:
@@ -180,11 +184,13 @@ class ProcessGroup {
   void check_peer(const char* op, int peer) const;
   void check_p2p(const char* op, const Buffer& buf, int peer) const;
   void check_buffer(const char* op, const Buffer& b) const;  // check_device, then not null
+  void check_not_null(const char* op, const Buffer& b) const;
   void check_reduce(const char* op, const Buffer& buf, ReduceOp rop) const;
   void check_sizes(const char* op, const Buffer& small, const Buffer& large) const;  // large = world × small
   void check_same(const char* op, const Buffer& a, const Buffer& b) const;           // same dtype and count
   void check_split(const char* op, const Buffer& b) const;                           // count % world == 0
-  // A multi-buffer list: non-empty, each buffer checked, same count and dtype, no two overlapping.
+  // A multi-buffer list: non-empty, check_list_devices, none null, same count and dtype, no two
+  // overlapping.
   void check_list(const char* op, std::span<const Buffer> list) const;
   void check_root_index(const char* op, int root_index, size_t k) const;
 

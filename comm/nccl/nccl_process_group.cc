@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "comm/nccl/cuda_memory.h"
+#include "comm/nccl/nccl_unique_id.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -16,26 +17,6 @@ void check_cuda(cudaError_t rc, const std::string& what) {
     cudaGetLastError();
     DDP_THROW(BackendError, what, ": ", cudaGetErrorString(rc));
   }
-}
-
-ncclUniqueId exchange_id(const GroupSetup& s) {
-  ncclUniqueId id;
-  std::memset(&id, 0, sizeof(id));
-  if (s.rank == 0) {
-    ncclResult_t rc = ncclGetUniqueId(&id);
-    if (rc != ncclSuccess)
-      DDP_THROW(BackendError, "nccl group '", s.name, "': ncclGetUniqueId: ", ncclGetErrorString(rc));
-    const auto* p = reinterpret_cast<const uint8_t*>(&id);
-    s.store->set(kUniqueIdKey, rdzv::Bytes(p, p + sizeof(id)));
-    return id;
-  }
-  rdzv::Bytes bytes = s.store->get(kUniqueIdKey, s.options.timeout);
-  if (bytes.size() != sizeof(id)) {
-    DDP_THROW(BackendError, "nccl group '", s.name, "': the store holds a ", bytes.size(),
-              "-byte unique id, expected ", sizeof(id));
-  }
-  std::memcpy(&id, bytes.data(), sizeof(id));
-  return id;
 }
 
 }  // namespace
@@ -53,7 +34,9 @@ std::exception_ptr NcclProcessGroup::nccl_error(const std::string& what, ncclRes
   return std::make_exception_ptr(BackendError(text, __FILE__, __LINE__));
 }
 
-void NcclProcessGroup::settle(const std::string& what, ncclResult_t rc, const Deadline& deadline) {
+void NcclProcessGroup::settle(const std::string& what, ncclResult_t rc, const Deadline& deadline,
+                              std::span<const ncclComm_t> comms) {
+  if (comms.empty()) comms = std::span<const ncclComm_t>(&comm_, 1);
   int backoff_us = 10;
   while (rc == ncclInProgress) {
     if (deadline.expired()) {
@@ -62,21 +45,30 @@ void NcclProcessGroup::settle(const std::string& what, ncclResult_t rc, const De
     }
     std::this_thread::sleep_for(std::chrono::microseconds(backoff_us));
     backoff_us = std::min(backoff_us * 2, 1000);
-    ncclResult_t async = ncclSuccess;
-    if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess) break;
-    rc = async;
+    rc = ncclSuccess;
+    for (ncclComm_t c : comms) {
+      ncclResult_t async = ncclSuccess;
+      const ncclResult_t query = ncclCommGetAsyncError(c, &async);
+      if (query != ncclSuccess) async = query;
+      if (async != ncclSuccess && async != ncclInProgress) {
+        rc = async;
+        break;
+      }
+      if (async == ncclInProgress) rc = ncclInProgress;
+    }
   }
   if (rc != ncclSuccess) std::rethrow_exception(nccl_error(what, rc));
 }
 
 NcclProcessGroup::NcclProcessGroup(const GroupSetup& setup)
-    : ProcessGroup(setup.rank, setup.size, setup.options), name_(setup.name) {
+    : ProcessGroup(setup.rank, setup.size, setup.options), name_(setup.name), store_(setup.store) {
   DDP_CHECK(setup.store != nullptr, "nccl: group '", setup.name, "' needs a store");
   device_ = cuda::default_device(setup.rank);
   const std::string what =
       detail::str("nccl group '", name_, "' (rank ", rank(), "/", size(), ", cuda:", device_, ")");
   check_cuda(cudaSetDevice(device_), what + ": cudaSetDevice");
-  ncclUniqueId id = exchange_id(setup);
+  ncclUniqueId id = exchange_unique_id(
+      *setup.store, {kUniqueIdKey, rank() == 0, setup.options.timeout, "nccl group '" + name_ + "'"});
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // so a rank that never arrives is a timeout, not a hang
   Deadline deadline(setup.options.timeout);
@@ -111,6 +103,7 @@ NcclProcessGroup::~NcclProcessGroup() {
                      __FILE__, __LINE__)));
   }
   watcher_.join();
+  cliques_.clear();  // finalized and destroyed, or already aborted with the group
   cudaSetDevice(device_);
   for (cudaEvent_t e : retired_) cudaEventDestroy(e);
   if (!aborted_) {
@@ -124,6 +117,7 @@ NcclProcessGroup::~NcclProcessGroup() {
 
 void NcclProcessGroup::fail_all(std::exception_ptr error) noexcept {
   std::deque<Pending> failed;
+  std::vector<NcclClique*> cliques;
   bool abort_now = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -131,10 +125,12 @@ void NcclProcessGroup::fail_all(std::exception_ptr error) noexcept {
     failed.swap(pending_);
     abort_now = !aborted_;
     aborted_ = true;
+    for (const auto& c : cliques_) cliques.push_back(c.get());
   }
   if (abort_now) {
-    // Makes NCCL's kernels exit, so the stream (and our events) can complete.
+    // Makes NCCL's kernels exit, so the streams (and our events) can complete.
     ncclCommAbort(comm_);
+    for (NcclClique* c : cliques) c->abort();
     logger("nccl")->debug("nccl group '{}': communicator aborted", name_);
   }
   for (auto& p : failed) {
@@ -178,13 +174,12 @@ void NcclProcessGroup::watch() {
       continue;
     }
     std::exception_ptr error;
-    ncclResult_t async = ncclSuccess;
+    const ncclResult_t async = q == cudaErrorNotReady ? async_error() : ncclSuccess;
     if (q != cudaErrorNotReady) {
       cudaGetLastError();
       error = std::make_exception_ptr(
           BackendError(front.what + ": CUDA: " + cudaGetErrorString(q), __FILE__, __LINE__));
-    } else if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
-               async != ncclInProgress) {
+    } else if (async != ncclSuccess) {
       error = nccl_error(front.what, async);
     } else if (Clock::now() >= front.deadline) {
       error = std::make_exception_ptr(TimeoutError(front.what + ": did not complete within " +
@@ -199,6 +194,22 @@ void NcclProcessGroup::watch() {
     }
     backoff_us = std::min(std::max(backoff_us * 2, 20), 1000);
   }
+}
+
+ncclResult_t NcclProcessGroup::async_error() const {
+  ncclResult_t async = ncclSuccess;
+  if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
+    return async;
+  std::vector<const NcclClique*> cliques;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& c : cliques_) cliques.push_back(c.get());
+  }
+  for (const NcclClique* c : cliques) {
+    async = c->async_error();
+    if (async != ncclSuccess && async != ncclInProgress) return async;
+  }
+  return ncclSuccess;
 }
 
 WorkPtr NcclProcessGroup::submit(const char* name, Millis timeout, bool local, const Launch& launch,

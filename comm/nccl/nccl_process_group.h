@@ -16,20 +16,31 @@
 //   ncclAvg; bitwise reductions do not exist in NCCL and are an InvalidArgument; send/recv
 //   ignore the tag (NCCL matches point-to-point messages in issue order per peer).
 // - Zero-length ops complete at once.
-// - Multi-buffer ops (process_group.h): one buffer per call only, as the single-buffer op; a
-//   list of more is an InvalidArgument for now (one communicator per local device under
-//   ncclGroupStart/End is not built yet, issue 19). A tcp group stages CUDA lists instead.
+// - Multi-buffer ops (process_group.h, nccl_multi.cc): first the list-shape agreement, an
+//   all_gather on the group's communicator (a rank that differs is an InvalidArgument on every
+//   rank). A list of one (on the group's device) then runs on the group's communicator. K > 1
+//   buffers must be CUDA buffers on K distinct devices (else InvalidArgument naming the index):
+//   they run on a clique of world × K NCCL ranks (nccl_clique.h), communicator i being rank
+//   rank × K + i on the device of buffer i, all K calls in one ncclGroupStart/End. The clique
+//   for a device list is created on first use (unique id under a store key of its own, created
+//   when any rank lacks it, so every rank creates it together), cached, watched by the same
+//   watchdog and aborted with the group. Works, timeouts and errors as for the other ops.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "comm/backend.h"
+#include "comm/multi_buffer.h"
+#include "comm/nccl/cuda_memory.h"
+#include "comm/nccl/nccl_clique.h"
 #include "common/deadline.h"
 
 namespace ddp::comm::nccl_backend {
@@ -61,6 +72,7 @@ class NcclProcessGroup final : public ProcessGroup {
   WorkPtr do_reduce_multi(std::span<const Buffer> buffers, ReduceMultiOptions opts) override;
   WorkPtr do_all_gather_multi(std::span<const Buffer> inputs, std::span<const Buffer> outputs,
                               AllGatherOptions opts) override;
+  void check_list_devices(const char* op, std::span<const Buffer> list) const override;
 
  private:
   // Queues the op's NCCL calls on stream_; throws (via settle) on failure.
@@ -75,9 +87,28 @@ class NcclProcessGroup final : public ProcessGroup {
 
   WorkPtr submit(const char* name, Millis timeout, bool local, const Launch& launch,
                  const std::string& detail = "");
-  // Waits out ncclInProgress (non-blocking communicator) until the deadline; throws mapped errors.
-  void settle(const std::string& what, ncclResult_t rc, const Deadline& deadline);
+  // Waits out ncclInProgress (non-blocking communicators: `comms`, else the group's) until the
+  // deadline; throws mapped errors.
+  void settle(const std::string& what, ncclResult_t rc, const Deadline& deadline,
+              std::span<const ncclComm_t> comms = {});
   void watch();
+  // The first async error of the group's communicator or of any clique's (ncclSuccess if none).
+  ncclResult_t async_error() const;
+
+  // nccl_multi_setup.cc. One call of buffer i's op: on communicator `comm` and stream `s`.
+  using PerBuffer = std::function<ncclResult_t(ncclComm_t comm, cudaStream_t s, size_t i)>;
+  struct MultiOp {
+    const char* name;  // "all_reduce_multi"
+    const char* call;  // "ncclAllReduce"
+    Millis timeout;
+    std::span<const Buffer> list;  // where the calls run: buffer i's device
+    multi::ListShape shape;        // what every rank must agree on
+    PerBuffer per_buffer;
+  };
+  WorkPtr submit_multi(const MultiOp& op);
+  // The shape agreement; returns whether any rank lacks the clique for its device list.
+  bool agree_multi(const char* op, const multi::ListShape& shape, bool lacking, Millis timeout);
+  NcclClique& clique_for(const std::vector<int>& devices, bool create, const Deadline& deadline);
   void fail_all(std::exception_ptr error) noexcept;
   std::exception_ptr nccl_error(const std::string& what, ncclResult_t rc) const;
 
@@ -87,17 +118,24 @@ class NcclProcessGroup final : public ProcessGroup {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t caller_ready_ = nullptr;  // recorded on the legacy stream before each op
   void* scratch_ = nullptr;             // one int32 on the device, for barrier
+  std::shared_ptr<rdzv::Store> store_;  // for the cliques' unique ids
+
+  std::mutex multi_mu_;  // one multi-buffer op at a time: agreement, clique cache, issue
+  cuda::DeviceMemory agree_scratch_;
+  std::map<std::vector<int>, NcclClique*> clique_by_devices_;
+  int cliques_made_ = 0;  // the same on every rank: cliques are created collectively
 
   std::mutex issue_mu_;  // NCCL calls of this communicator come from one thread at a time
   uint64_t next_seq_ = 1;
 
-  std::mutex mu_;  // guards what follows
+  mutable std::mutex mu_;  // guards what follows
   std::condition_variable cv_;
   std::deque<Pending> pending_;
   std::exception_ptr broken_;
   bool aborted_ = false;
   bool stop_ = false;
   std::vector<cudaEvent_t> retired_;  // events of failed ops, destroyed once the watcher stopped
+  std::vector<std::unique_ptr<NcclClique>> cliques_;  // every clique made, until destruction
   std::thread watcher_;
 };
 

@@ -1,5 +1,7 @@
 #include "device_mirror.h"
 
+#include <vector>
+
 #include "comm/nccl/cuda_memory.h"
 
 namespace ddp::comm::conformance {
@@ -80,8 +82,47 @@ class DeviceMirror final : public ProcessGroup {
     return finish(inner_->all_to_all(in.view(), out.view(), o), {&out});
   }
   WorkPtr do_barrier(BarrierOptions o) override { return inner_->barrier(o); }
+  WorkPtr do_all_reduce_multi(std::span<const Buffer> list, AllReduceOptions o) override {
+    auto io = mirror_list(list, true);
+    return finish(inner_->all_reduce_multi(views(io), o), io);
+  }
+  WorkPtr do_broadcast_multi(std::span<const Buffer> list, BroadcastMultiOptions o) override {
+    auto io = mirror_list(list, true);
+    return finish(inner_->broadcast_multi(views(io), o), io);
+  }
+  WorkPtr do_reduce_multi(std::span<const Buffer> list, ReduceMultiOptions o) override {
+    auto io = mirror_list(list, true);
+    return finish(inner_->reduce_multi(views(io), o), io);
+  }
+  WorkPtr do_all_gather_multi(std::span<const Buffer> inputs, std::span<const Buffer> outputs,
+                              AllGatherOptions o) override {
+    auto in = mirror_list(inputs, true), out = mirror_list(outputs, false);
+    return finish(inner_->all_gather_multi(views(in), views(out), o), out);
+  }
 
  private:
+  // A list of one on the group's device; of K > 1, buffer i on device rank × K + i, so every
+  // virtual rank has a device of its own (nccl's rule: world × K GPUs).
+  std::vector<Mirrored> mirror_list(std::span<const Buffer> list, bool copy_in) const {
+    std::vector<Mirrored> out;
+    out.reserve(list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      const int k = static_cast<int>(list.size());
+      out.emplace_back(list[i], k == 1 ? device_ : rank() * k + static_cast<int>(i), copy_in);
+    }
+    return out;
+  }
+  static std::vector<Buffer> views(const std::vector<Mirrored>& list) {
+    std::vector<Buffer> out;
+    for (const Mirrored& m : list) out.push_back(m.view());
+    return out;
+  }
+  static WorkPtr finish(const WorkPtr& w, const std::vector<Mirrored>& outputs) {
+    w->wait();
+    for (const Mirrored& m : outputs) m.back();
+    return Work::completed(w->description() + " (device mirror)");
+  }
+
   // Waits for the inner op (rethrowing its error), then brings the outputs home.
   static WorkPtr finish(const WorkPtr& w, std::initializer_list<const Mirrored*> outputs) {
     w->wait();

@@ -1,11 +1,19 @@
 // The multi-buffer conformance matrix (issue 19): 1..4 buffers per rank x worlds 1..4 x every op,
 // dtype and reduce op, checked element by element against multi_cases.h's exact references;
 // then the agreement step: a rank whose list differs gets an error naming it, on every rank.
+// nccl runs the matrix on GPU copies (device_mirror.h), buffer i of rank r on device r*K + i:
+// world 1 with one buffer on one GPU; every world × K up to the GPUs visible in its own ctest.
 #include <doctest/doctest.h>
+
+#include <algorithm>
 
 #include "common/error.h"
 #include "harness.h"
 #include "multi_cases.h"
+#ifdef DDP_CONFORMANCE_CUDA
+#include "comm/nccl/cuda_memory.h"
+#include "device_mirror.h"
+#endif
 
 using namespace ddp;
 using namespace ddp::comm;
@@ -113,3 +121,57 @@ TEST_CASE("conformance (multi-buffer): a rank whose list differs is named on eve
     return f;
   }));
 }
+
+#ifdef DDP_CONFORMANCE_CUDA
+namespace {
+
+// nccl: the same matrix on GPU copies (device_mirror.h), threads as ranks: buffer i of rank r on
+// device r*K + i, so world × K is at most the GPUs visible. NCCL has no bitwise reductions, and
+// its AVG on floating types multiplies each input by 1/(world × K) before summing, which rounds
+// differently from the exact mean unless world × K is a power of two: those cases stay out.
+std::vector<MultiCase> nccl_cases(int n, int k, const std::vector<size_t>& counts) {
+  const int v = n * k;
+  const bool exact_avg = (v & (v - 1)) == 0;
+  std::vector<MultiCase> cases = multi_matrix(n, k, counts);
+  std::erase_if(cases, [&](const MultiCase& c) {
+    return is_bitwise(c.rop) || (c.rop == ReduceOp::kAvg && !is_integer(c.dtype) && !exact_avg);
+  });
+  return cases;
+}
+
+// Every (world, K) with world × K <= GPUs (world <= 4, K <= 4) for which keep(world, K) holds.
+template <typename Keep>
+std::vector<std::string> run_nccl_lists(Keep&& keep, const std::vector<size_t>& counts) {
+  std::vector<std::string> failures;
+  const int gpus = cuda::device_count();
+  for (int k = 1; k <= std::min(gpus, 4); ++k) {
+    for (int n = 1; n <= std::min(gpus / k, 4); ++n) {
+      if (!keep(n, k)) continue;
+      auto f = run_threads(n, [&](GroupFactory& gf) {
+        auto world = gf.world();
+        auto mirrored = mirror_on_device(world, cuda::default_device(world->rank()));
+        return run_multi_cases(*mirrored, nccl_cases(n, k, counts));
+      });
+      for (auto& s : f)
+        failures.push_back("world " + std::to_string(n) + ", K " + std::to_string(k) + ": " + s);
+    }
+  }
+  return failures;
+}
+
+bool nccl_runnable() { return backend_under_test() == "nccl" && cuda::device_count() > 0; }
+// Lists over several GPUs have their own ctest (conformance_nccl_multi_gpu): Skipped with one GPU.
+bool nccl_multi_gpu() { return nccl_runnable() && cuda::device_count() >= 2; }
+
+}  // namespace
+
+TEST_CASE("conformance (multi-buffer, nccl, device buffers): one buffer, world 1" *
+          doctest::skip(!nccl_runnable())) {
+  report(run_nccl_lists([](int n, int k) { return n == 1 && k == 1; }, {0, 1, 37}));
+}
+
+TEST_CASE("conformance (multi-buffer, nccl, device buffers, multi-GPU): K x worlds with world x K <= GPUs" *
+          doctest::skip(!nccl_multi_gpu())) {
+  report(run_nccl_lists([](int n, int k) { return n * k > 1; }, {0, 1, 37, 65536 + 3}));
+}
+#endif

@@ -8,6 +8,7 @@
 
 #include "comm/backend.h"
 #include "comm/nccl/cuda_memory.h"
+#include "comm/nccl/device_vector.h"
 #include "comm/nccl/gpu.h"
 #include "common/error.h"
 #include "rendezvous/hash_store.h"
@@ -18,32 +19,11 @@ using ddp::test::has_gpu;
 
 namespace {
 
-GroupSetup setup(std::shared_ptr<rdzv::Store> store, int rank, int size, Millis timeout = Millis(60'000)) {
-  GroupSetup s;
-  s.store = std::move(store);
-  s.rank = rank;
-  s.size = size;
-  s.options.timeout = timeout;
-  for (int r = 0; r < size; ++r) s.global_ranks.push_back(r);
-  return s;
-}
+using DeviceArray = test::DeviceVector<float>;
 
-// A float array on device `dev`, filled from host values.
-struct DeviceArray {
-  DeviceArray(const std::vector<float>& v, int dev)
-      : n(v.size()), device(dev), mem(cuda::device_alloc(v.size() * 4, dev)) {
-    cuda::copy_to_device(mem.get(), v.data(), v.size() * 4, dev);
-  }
-  Buffer view() const { return cuda::device_view(mem.get(), n, DType::kFloat32, device); }
-  std::vector<float> host() const {
-    std::vector<float> v(n);
-    cuda::copy_to_host(v.data(), mem.get(), n * 4, device);
-    return v;
-  }
-  size_t n;
-  int device;
-  cuda::DeviceMemory mem;
-};
+GroupSetup setup(std::shared_ptr<rdzv::Store> store, int rank, int size, Millis timeout = Millis(60'000)) {
+  return test::nccl_setup(std::move(store), rank, size, timeout);
+}
 
 bool two_gpus() { return has_gpu() && cuda::device_count() >= 2; }
 
@@ -126,18 +106,4 @@ TEST_CASE("nccl, two GPUs as threads: collectives, grouped ops, and the watchdog
     CHECK(a2a[r] == std::vector<float>{100.0f * r, 100.0f * r + 1});  // element r of each rank's input
   }
   CHECK(timeouts[0].find("all_reduce #3") != std::string::npos);
-}
-
-TEST_CASE("nccl multi-buffer ops: a list of one is the single op; longer lists are refused (not yet)" *
-          doctest::skip(!has_gpu())) {
-  auto pg = make_nccl_group(setup(std::make_shared<rdzv::HashStore>(), 0, 1));
-  const int dev = cuda::default_device(0);
-  DeviceArray a({1, 2}, dev), b({3, 4}, dev), out({0, 0}, dev);
-  std::vector<Buffer> one{a.view()}, two{a.view(), b.view()};
-  pg->all_reduce_multi(one, {ReduceOp::kSum})->wait();
-  pg->broadcast_multi(one)->wait();
-  pg->reduce_multi(one)->wait();
-  pg->all_gather_multi(one, std::vector<Buffer>{out.view()})->wait();
-  CHECK(out.host() == std::vector<float>{1, 2});
-  CHECK_THROWS_WITH_AS(pg->all_reduce_multi(two), doctest::Contains("not supported yet"), InvalidArgument);
 }
