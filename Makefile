@@ -48,9 +48,10 @@ SOAK_SECONDS ?= 60
 soak: build
 	@bash scripts/soak.sh $(BUILD_DIR) $(SOAK_ITERATIONS) $(SOAK_SECONDS)
 
-# ThreadSanitizer (preset tsan, build-tsan: -O1, line tables, tcp backend only — gloo, mpi, nccl
-# and torch off to keep the build short): the suites whose threads share state — the tcp backend
-# (threads as ranks, progress threads, shm), the stores (the server's event loop), init, the DDP
+# ThreadSanitizer (preset tsan, build-tsan: -O1, line tables; nccl and torch off): the suites
+# whose threads share state — the tcp backend (threads as ranks, progress threads, shm), the gloo
+# backend (threads as ranks, Gloo's own threads), the mpi backend (its MPI thread and watchdog,
+# a singleton and 3 ranks under mpirun), the stores (the server's event loop), init, the DDP
 # engine (reducer, comm hooks, join: bucket threads) and the launcher's supervisor and sinks. Only
 # these targets are built (every name is also its ctest). One suppression, tests/tsan.supp:
 # libstdc++'s exception_ptr refcount, invisible to TSan. In .ci/run. Measured cold
@@ -63,14 +64,16 @@ TSAN_TARGETS ?= comm_work_test comm_tcp_process_group_test comm_tcp_socket_engin
   comm_init_test comm_tcp_hierarchical_collectives_test comm_tcp_shm_segment_test comm_tcp_mailbox_test \
   rendezvous_file_store_test rendezvous_node_rendezvous_test common_task_thread_test \
   ddp_engine_test ddp_reducer_test ddp_join_test ddp_comm_hook_test \
-  launcher_supervisor_test launcher_stderr_sink_test launcher_console_sink_test
+  launcher_supervisor_test launcher_stderr_sink_test launcher_console_sink_test \
+  comm_gloo_process_group_test comm_gloo_context_test comm_mpi_process_group_test comm_mpi_watchdog_test
+TSAN_TESTS ?= $(TSAN_TARGETS) comm_mpi_process_group_test_np3
 empty :=
 space := $(empty) $(empty)
 tsan-test: deps
 	@cmake --preset tsan $(CMAKE_FLAGS) > build-tsan.configure.log 2>&1 || (cat build-tsan.configure.log; exit 1)
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
-	  ctest --output-on-failure -j $(JOBS) -R '^($(subst $(space),|,$(strip $(TSAN_TARGETS))))$$'
+	  ctest --output-on-failure -j $(JOBS) -R '^($(subst $(space),|,$(strip $(TSAN_TESTS))))$$'
 
 # House style, enforced (.clang-format, .clang-tidy; docs/style.md). `make format` rewrites every
 # tracked C/C++ file in place; `make format-check` (in .ci/run, seconds) lists the files that

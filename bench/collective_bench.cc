@@ -21,6 +21,9 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "bench/bench.h"
 #include "bench/collective_runners.h"
@@ -235,29 +238,23 @@ int refuse(CollectiveRunner& runner, const SizeResult& r) {
   return 1;
 }
 
+// `--op`: one op, or several comma-separated, run in order by the same ranks.
+std::vector<CollOp> parse_ops(const std::string& list) {
+  std::vector<CollOp> ops;
+  std::string name;
+  std::istringstream in(list);
+  while (std::getline(in, name, ',')) ops.push_back(parse_coll_op(name));
+  if (ops.empty()) DDP_THROW(InvalidArgument, "--op: no op given");
+  return ops;
+}
+
 // Every implementation measures each size in turn, one repeat at a time (A B A B ...), so a
 // slow minute of the machine falls on all of them alike: the ratios compare like with like.
-int run_rank(const Flags& f) {
-  const CollOp op = parse_coll_op(f.op);
-  TimingOptions t;
-  t.warmup = f.warmup;
-  t.iters = f.iters;
-  t.repeats = 1;
-  t.memory = memory_of(f);
-  t.corrupt_rank = f.corrupt_rank;
-  std::vector<std::unique_ptr<CollectiveRunner>> runners;
+int run_op(const Flags& f, std::vector<std::unique_ptr<CollectiveRunner>>& runners, CollOp op,
+           const TimingOptions& t) {
   const std::vector<std::string> impls = implementations(f);
-  for (const auto& impl : impls) {
-    RunnerOptions ro;
-    ro.backend = impl;
-    ro.memory = t.memory;
-    ro.buffers = f.buffers;
-    runners.push_back(make_runner(ro));
-  }
   CollectiveRunner& lead = *runners.front();
   const int n = lead.size();
-  if (lead.rank() == 0) print_header(f);
-  settle(lead);
   for (size_t bytes : parse_sizes(f.sizes)) {
     // Per-rank count; the full buffer is rounded down to whole elements per rank.
     const bool split = op == CollOp::kAllGather || op == CollOp::kReduceScatter;
@@ -265,7 +262,8 @@ int run_rank(const Flags& f) {
     if (count == 0) {
       // Below one element per rank there is nothing to move (and Gloo divides by the count).
       if (lead.rank() == 0)
-        std::fprintf(stderr, "ddp-bench collective: %zu bytes is under one float per rank: skipped\n", bytes);
+        std::fprintf(stderr, "ddp-bench collective: %s: %zu bytes is under one float per rank: skipped\n",
+                     to_string(op), bytes);
       continue;
     }
     std::vector<Row> rows(runners.size());
@@ -291,11 +289,36 @@ int run_rank(const Flags& f) {
   return 0;
 }
 
+int run_rank(const Flags& f) {
+  TimingOptions t;
+  t.warmup = f.warmup;
+  t.iters = f.iters;
+  t.repeats = 1;
+  t.memory = memory_of(f);
+  t.corrupt_rank = f.corrupt_rank;
+  std::vector<std::unique_ptr<CollectiveRunner>> runners;
+  for (const auto& impl : implementations(f)) {
+    RunnerOptions ro;
+    ro.backend = impl;
+    ro.memory = t.memory;
+    ro.buffers = f.buffers;
+    runners.push_back(make_runner(ro));
+  }
+  if (runners.front()->rank() == 0) print_header(f);
+  settle(*runners.front());
+  for (CollOp op : parse_ops(f.op)) {
+    if (int rc = run_op(f, runners, op, t); rc != 0) return rc;
+  }
+  return 0;
+}
+
 int collective_main(int argc, char** argv) {
   CLI::App app(
       "ddp-bench collective: one collective over a list of sizes; max over ranks, medians, every op checked");
   Flags f;
-  app.add_option("--op", f.op, "all_reduce, broadcast, all_gather, reduce_scatter")->capture_default_str();
+  app.add_option("--op", f.op,
+                 "all_reduce, broadcast, all_gather, reduce_scatter; several, comma-separated, run in turn")
+      ->capture_default_str();
   app.add_option("--backend", f.backend, "tcp, gloo, mpi, nccl, gloo-direct, mpi-direct")
       ->capture_default_str();
   app.add_option("--sizes", f.sizes, "bytes of the full buffer, comma-separated (K, M, G suffixes)")
@@ -337,9 +360,10 @@ int collective_main(int argc, char** argv) {
   try {
     parse_sizes(f.sizes);
     implementations(f);
-    const CollOp op = parse_coll_op(f.op);
-    if (f.buffers > 1 && (!f.compare.empty() || (op != CollOp::kAllReduce && op != CollOp::kBroadcast))) {
-      DDP_THROW(InvalidArgument, "--buffers: all_reduce or broadcast, without --compare");
+    for (CollOp op : parse_ops(f.op)) {
+      if (f.buffers > 1 && (!f.compare.empty() || (op != CollOp::kAllReduce && op != CollOp::kBroadcast))) {
+        DDP_THROW(InvalidArgument, "--buffers: all_reduce or broadcast, without --compare");
+      }
     }
     const bool has_rank = env::get("RANK") || env::get("OMPI_COMM_WORLD_RANK") || env::get("SLURM_PROCID");
     if (f.world_size > 0 && !has_rank) {
