@@ -19,7 +19,8 @@ if [ "$status" -gt 1 ]; then
   echo "lint: clang-tidy did not finish (exit $status)"
   exit 1
 fi
-warnings=$(grep -E '^/.*: (warning|error): ' "$log" | sort -u || true)
+# run-clang-tidy colours its output even into a file: strip the escapes before matching.
+warnings=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^/.*: (warning|error): ' | sort -u || true)
 if [ -n "$warnings" ]; then
   echo "$warnings"
   echo "lint: $(echo "$warnings" | wc -l) warnings"
