@@ -9,22 +9,12 @@
 #include <vector>
 
 #include "comm/backend.h"
+#include "comm/group_setup.h"
 #include "rendezvous/hash_store.h"
 
 namespace ddp::test {
 
 using GroupFactory = comm::ProcessGroupPtr (*)(const comm::GroupSetup&);
-
-inline comm::GroupSetup setup_for(std::shared_ptr<rdzv::Store> store, int rank, int size,
-                                  Millis timeout = Millis(60'000)) {
-  comm::GroupSetup s;
-  s.store = std::move(store);
-  s.rank = rank;
-  s.size = size;
-  s.options.timeout = timeout;
-  for (int r = 0; r < size; ++r) s.global_ranks.push_back(r);
-  return s;
-}
 
 inline void run_ranks(GroupFactory make, int n, const std::function<void(comm::ProcessGroup&, int)>& fn,
                       Millis timeout = Millis(60'000)) {

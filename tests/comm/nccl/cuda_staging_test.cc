@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/backend.h"
+#include "comm/group_setup.h"
 #include "comm/nccl/cuda_memory.h"
 #include "comm/nccl/gpu.h"
 #include "common/error.h"
@@ -19,21 +20,12 @@ using ddp::test::has_gpu;
 
 namespace {
 
-GroupSetup setup(std::shared_ptr<rdzv::Store> store, int rank, int size) {
-  GroupSetup s;
-  s.store = std::move(store);
-  s.rank = rank;
-  s.size = size;
-  s.options.timeout = Millis(60'000);
-  for (int r = 0; r < size; ++r) s.global_ranks.push_back(r);
-  return s;
-}
-
 template <typename Fn>
 void two_ranks(Fn fn) {
   auto store = std::make_shared<rdzv::HashStore>();
-  auto other = std::async(std::launch::async, [&] { fn(*create_group("tcp", setup(store, 1, 2)), 1); });
-  fn(*create_group("tcp", setup(store, 0, 2)), 0);
+  auto other =
+      std::async(std::launch::async, [&] { fn(*create_group("tcp", test::setup_for(store, 1, 2)), 1); });
+  fn(*create_group("tcp", test::setup_for(store, 0, 2)), 0);
   other.get();
 }
 

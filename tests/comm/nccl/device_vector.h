@@ -1,6 +1,6 @@
 #pragma once
 // Test helpers for device buffers: DeviceVector<T>, an array on one GPU filled from host values
-// and read back whole; nccl_setup, a GroupSetup over a shared store for threads as ranks.
+// and read back whole.
 #include <memory>
 #include <vector>
 
@@ -25,16 +25,5 @@ struct DeviceVector {
   int device;
   comm::cuda::DeviceMemory mem;
 };
-
-inline comm::GroupSetup nccl_setup(std::shared_ptr<rdzv::Store> store, int rank, int size,
-                                   Millis timeout = Millis(60'000)) {
-  comm::GroupSetup s;
-  s.store = std::move(store);
-  s.rank = rank;
-  s.size = size;
-  s.options.timeout = timeout;
-  for (int r = 0; r < size; ++r) s.global_ranks.push_back(r);
-  return s;
-}
 
 }  // namespace ddp::test

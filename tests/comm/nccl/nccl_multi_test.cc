@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/backend.h"
+#include "comm/group_setup.h"
 #include "comm/nccl/device_vector.h"
 #include "comm/nccl/gpu.h"
 #include "common/error.h"
@@ -19,7 +20,7 @@ using namespace ddp;
 using namespace ddp::comm;
 using ddp::test::DeviceVector;
 using ddp::test::has_gpu;
-using ddp::test::nccl_setup;
+using ddp::test::setup_for;
 
 namespace {
 
@@ -174,7 +175,7 @@ Share half(int rank) {
 
 TEST_CASE("nccl multi-buffer, world 1: K = every visible device, all four ops exact" *
           doctest::skip(!has_gpu())) {
-  auto pg = make_nccl_group(nccl_setup(std::make_shared<rdzv::HashStore>(), 0, 1));
+  auto pg = make_nccl_group(setup_for(std::make_shared<rdzv::HashStore>(), 0, 1));
   Share s{0, 1, {}};
   for (int d = 0; d < cuda::device_count(); ++d) s.devices.push_back(d);
   INFO("K = ", s.k());
@@ -185,7 +186,7 @@ TEST_CASE("nccl multi-buffer, two GPUs or more: two ranks as threads, K = device
           doctest::skip(!two_gpus())) {
   auto store = std::make_shared<rdzv::HashStore>();
   auto rank_fn = [&](int r) {
-    auto pg = make_nccl_group(nccl_setup(store, r, 2));
+    auto pg = make_nccl_group(setup_for(store, r, 2));
     return run_share(*pg, half(r));
   };
   auto other = std::async(std::launch::async, rank_fn, 1);
@@ -199,7 +200,7 @@ TEST_CASE("nccl multi-buffer, two GPUs or more: a rank whose list differs is nam
   std::vector<std::string> errors(2);
   std::vector<int32_t> after(2);
   auto rank_fn = [&](int r) {
-    auto pg = make_nccl_group(nccl_setup(store, r, 2));
+    auto pg = make_nccl_group(setup_for(store, r, 2));
     auto bufs = inputs_of<int32_t>(half(r));
     std::vector<Buffer> list;
     for (const auto& b : bufs) list.push_back(b.view().slice(0, r == 1 ? kCount - 1 : kCount));
@@ -223,7 +224,7 @@ TEST_CASE("nccl multi-buffer, two GPUs or more: a rank whose list differs is nam
 
 TEST_CASE("nccl multi-buffer: host buffers, shared or missing devices and bitwise ops are InvalidArgument" *
           doctest::skip(!has_gpu())) {
-  auto pg = make_nccl_group(nccl_setup(std::make_shared<rdzv::HashStore>(), 0, 1));
+  auto pg = make_nccl_group(setup_for(std::make_shared<rdzv::HashStore>(), 0, 1));
   const int dev = cuda::default_device(0);
   const int missing = cuda::device_count();
   DeviceVector<int32_t> a({1, 2}, dev), b({3, 4}, dev);
@@ -254,7 +255,7 @@ TEST_CASE("nccl multi-buffer: host buffers, shared or missing devices and bitwis
 
 TEST_CASE("nccl multi-buffer, two GPUs or more: an all_gather pair on two devices is InvalidArgument" *
           doctest::skip(!two_gpus())) {
-  auto pg = make_nccl_group(nccl_setup(std::make_shared<rdzv::HashStore>(), 0, 1));
+  auto pg = make_nccl_group(setup_for(std::make_shared<rdzv::HashStore>(), 0, 1));
   DeviceVector<int32_t> in0({1}, 0), in1({2}, 1), out0({0, 0}, 0), out1({0, 0}, 1);
   std::vector<Buffer> in{in0.view(), in1.view()}, crossed{out1.view(), out0.view()};
   CHECK_THROWS_WITH_AS(pg->all_gather_multi(in, crossed),
@@ -263,7 +264,7 @@ TEST_CASE("nccl multi-buffer, two GPUs or more: an all_gather pair on two device
 
 TEST_CASE("nccl multi-buffer: a list of one runs on the group's communicator, as the single op" *
           doctest::skip(!has_gpu())) {
-  auto pg = make_nccl_group(nccl_setup(std::make_shared<rdzv::HashStore>(), 0, 1));
+  auto pg = make_nccl_group(setup_for(std::make_shared<rdzv::HashStore>(), 0, 1));
   const int dev = cuda::default_device(0);
   DeviceVector<float> a({1, 2}, dev), out({0, 0}, dev);
   std::vector<Buffer> one{a.view()};

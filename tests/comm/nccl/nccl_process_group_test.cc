@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm/backend.h"
+#include "comm/group_setup.h"
 #include "comm/nccl/cuda_memory.h"
 #include "comm/nccl/device_vector.h"
 #include "comm/nccl/gpu.h"
@@ -21,16 +22,12 @@ namespace {
 
 using DeviceArray = test::DeviceVector<float>;
 
-GroupSetup setup(std::shared_ptr<rdzv::Store> store, int rank, int size, Millis timeout = Millis(60'000)) {
-  return test::nccl_setup(std::move(store), rank, size, timeout);
-}
-
 bool two_gpus() { return has_gpu() && cuda::device_count() >= 2; }
 
 }  // namespace
 
 TEST_CASE("nccl, world size 1: every op on device buffers; AVG; order" * doctest::skip(!has_gpu())) {
-  auto pg = make_nccl_group(setup(std::make_shared<rdzv::HashStore>(), 0, 1));
+  auto pg = make_nccl_group(test::setup_for(std::make_shared<rdzv::HashStore>(), 0, 1));
   const int dev = cuda::default_device(0);
   DeviceArray a({1, 2, 3, 4}, dev), out({0, 0, 0, 0}, dev);
   pg->all_reduce(a.view(), {ReduceOp::kAvg})->wait();
@@ -53,7 +50,7 @@ TEST_CASE("nccl, world size 1: every op on device buffers; AVG; order" * doctest
 
 TEST_CASE("nccl: bitwise ops, host buffers and wrong devices are InvalidArgument" *
           doctest::skip(!has_gpu())) {
-  auto pg = make_nccl_group(setup(std::make_shared<rdzv::HashStore>(), 0, 1));
+  auto pg = make_nccl_group(test::setup_for(std::make_shared<rdzv::HashStore>(), 0, 1));
   const int dev = cuda::default_device(0);
   auto mem = cuda::device_alloc(64, dev);
   Buffer ints = cuda::device_view(mem.get(), 4, DType::kInt32, dev);
@@ -67,7 +64,7 @@ TEST_CASE("nccl: bitwise ops, host buffers and wrong devices are InvalidArgument
 
 TEST_CASE("nccl: a rank that never arrives is a TimeoutError, not a hang" * doctest::skip(!has_gpu())) {
   auto store = std::make_shared<rdzv::HashStore>();
-  CHECK_THROWS_AS(make_nccl_group(setup(store, 0, 2, Millis(2'000))), TimeoutError);
+  CHECK_THROWS_AS(make_nccl_group(test::setup_for(store, 0, 2, Millis(2'000))), TimeoutError);
 }
 
 TEST_CASE("nccl, two GPUs as threads: collectives, grouped ops, and the watchdog" *
@@ -78,7 +75,7 @@ TEST_CASE("nccl, two GPUs as threads: collectives, grouped ops, and the watchdog
   std::promise<void> seen;
   auto timed_out = seen.get_future().share();
   auto rank_fn = [&](int r) {
-    auto pg = make_nccl_group(setup(store, r, 2));
+    auto pg = make_nccl_group(test::setup_for(store, r, 2));
     const int dev = r;  // LOCAL_RANK unset: rank modulo devices
     DeviceArray x({1.0f + r, 10.0f * r}, dev), y({0, 0}, dev);
     pg->all_reduce(x.view())->wait();
