@@ -107,12 +107,6 @@ std::vector<std::string> run_nccl_worlds(int first, int last, CasesFn&& cases) {
   return failures;
 }
 
-// Without a GPU every nccl case skips: the binary exits 77 and ctest says Skipped.
-bool nccl_runnable() { return backend_under_test() == "nccl" && cuda::device_count() > 0; }
-// Worlds above 1 need a GPU per rank: these cases have their own ctest (conformance_nccl_multi_gpu),
-// Skipped with fewer than two GPUs rather than quietly reduced to world size 1.
-bool nccl_multi_gpu() { return nccl_runnable() && cuda::device_count() >= 2; }
-
 }  // namespace
 
 TEST_CASE("conformance (nccl, device buffers): every op, dtype and reduce op, world 1" *

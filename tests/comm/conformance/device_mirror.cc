@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "comm/nccl/cuda_memory.h"
+#include "harness.h"
 
 namespace ddp::comm::conformance {
 namespace {
@@ -139,5 +140,9 @@ class DeviceMirror final : public ProcessGroup {
 ProcessGroupPtr mirror_on_device(ProcessGroupPtr inner, int device) {
   return std::make_shared<DeviceMirror>(std::move(inner), device);
 }
+
+bool nccl_runnable() { return backend_under_test() == "nccl" && cuda::device_count() > 0; }
+
+bool nccl_multi_gpu() { return nccl_runnable() && cuda::device_count() >= 2; }
 
 }  // namespace ddp::comm::conformance

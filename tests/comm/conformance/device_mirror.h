@@ -11,4 +11,10 @@ namespace ddp::comm::conformance {
 
 ProcessGroupPtr mirror_on_device(ProcessGroupPtr inner, int device);
 
+// Without a GPU every nccl case skips: the binary exits 77 and ctest says Skipped.
+bool nccl_runnable();
+// Worlds above 1 and lists over several GPUs need a GPU each: those cases have their own ctest
+// (conformance_nccl_multi_gpu), Skipped with fewer than two GPUs rather than quietly reduced.
+bool nccl_multi_gpu();
+
 }  // namespace ddp::comm::conformance

@@ -159,10 +159,6 @@ std::vector<std::string> run_nccl_lists(Keep&& keep, const std::vector<size_t>& 
   return failures;
 }
 
-bool nccl_runnable() { return backend_under_test() == "nccl" && cuda::device_count() > 0; }
-// Lists over several GPUs have their own ctest (conformance_nccl_multi_gpu): Skipped with one GPU.
-bool nccl_multi_gpu() { return nccl_runnable() && cuda::device_count() >= 2; }
-
 }  // namespace
 
 TEST_CASE("conformance (multi-buffer, nccl, device buffers): one buffer, world 1" *
