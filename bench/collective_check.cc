@@ -12,7 +12,8 @@ constexpr int kSamples = 3;
 float input_value(int rank, size_t g) { return static_cast<float>(g % 13) + static_cast<float>(rank + 1); }
 
 float sum_over_ranks(int n, size_t g) {
-  return static_cast<float>(n) * static_cast<float>(g % 13) + static_cast<float>(n * (n + 1) / 2);
+  return static_cast<float>(n) * static_cast<float>(g % 13) +
+         static_cast<float>(n) * static_cast<float>(n + 1) / 2.0f;
 }
 
 // The right value of result element i on this rank.

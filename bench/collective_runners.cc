@@ -29,6 +29,8 @@ namespace {
 
 class OursRunner final : public CollectiveRunner {
  public:
+  OursRunner(const OursRunner&) = delete;
+  OursRunner& operator=(const OursRunner&) = delete;
   explicit OursRunner(const RunnerOptions& options) : memory_(options.memory), extra_(options.buffers - 1) {
     InitOptions o;
     o.backend = options.backend;
@@ -205,6 +207,8 @@ class GlooDirectRunner final : public CollectiveRunner {
 #ifdef DDP_WITH_MPI
 class MpiDirectRunner final : public CollectiveRunner {
  public:
+  MpiDirectRunner(const MpiDirectRunner&) = delete;
+  MpiDirectRunner& operator=(const MpiDirectRunner&) = delete;
   MpiDirectRunner() {
     int initialized = 0;
     MPI_Initialized(&initialized);

@@ -142,7 +142,7 @@ void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupP
   for (int l = 0; l < m.layers; ++l) {
     Layer& L = layers[l];
     L.w.assign(static_cast<size_t>(m.width_in) * m.width_out, 0.01f);
-    L.gw.assign(L.w.size(), 0.001f * (g->rank() + 1));
+    L.gw.assign(L.w.size(), 0.001f * static_cast<float>(g->rank() + 1));
     L.b.assign(m.width_out, 0.0f);
     L.gb.assign(m.width_out, 0.001f);
     std::string n = "layer" + std::to_string(l);
@@ -161,6 +161,7 @@ void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupP
   // Communication alone (every bucket after an empty backward) calibrates the compute.
   auto comm_step = [&] { engine.finish_backward(); };
   std::vector<double> calib;
+  calib.reserve(5);
   int step_no = 0;
   for (int i = 0; i < c.warmup + 2; ++i)
     time_step(*g, comm_step, &engine, step_no++);  // first touch, bucket rebuild

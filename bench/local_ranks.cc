@@ -27,6 +27,7 @@ bool is_var(const std::string& kv, const std::vector<std::string>& names) {
 // This process's environment with `set` replacing (or adding) the variables it names.
 std::vector<std::string> environment_with(const std::vector<std::string>& set) {
   std::vector<std::string> names;
+  names.reserve(set.size() + 3);
   for (const auto& kv : set) names.push_back(kv.substr(0, kv.find('=')));
   names.insert(names.end(), {"RANK", "WORLD_SIZE", "LOCAL_RANK"});  // never inherited from a caller
   std::vector<std::string> env = set;
@@ -38,6 +39,7 @@ std::vector<std::string> environment_with(const std::vector<std::string>& set) {
 
 std::vector<char*> pointers(std::vector<std::string>& strings) {
   std::vector<char*> out;
+  out.reserve(strings.size() + 1);
   for (auto& s : strings) out.push_back(s.data());
   out.push_back(nullptr);
   return out;

@@ -65,6 +65,7 @@ Phase run_phase(int clients, int ops_per_client, const OpFn& op) {
   std::vector<std::vector<double>> lat(clients);
   std::latch start(clients + 1);
   std::vector<std::thread> threads;
+  threads.reserve(clients);
   std::mutex mu;
   std::exception_ptr first_error;
   for (int c = 0; c < clients; ++c) {
@@ -151,8 +152,8 @@ void bench_subject(const Config& cfg, const Subject& s, const std::shared_ptr<in
   }
 }
 
-Subject ddp_subject(const std::string& name, std::vector<std::shared_ptr<rdzv::Store>> clients,
-                    size_t value_size, std::shared_ptr<int> round) {
+Subject ddp_subject(const std::string& name, const std::vector<std::shared_ptr<rdzv::Store>>& clients,
+                    size_t value_size, const std::shared_ptr<int>& round) {
   Subject s{name, {}, {}, {}, {}};
   s.set = [clients, value_size, round](int c, int i) {
     const std::string k = key_of(*round, c, i), v = value_of(k, value_size);
@@ -242,6 +243,7 @@ int run_ops(const Config& cfg) {
   {
     rdzv::TCPStoreServer server({"127.0.0.1", 0, "bench"});
     std::vector<std::shared_ptr<rdzv::Store>> clients;
+    clients.reserve(cfg.clients);
     for (int c = 0; c < cfg.clients; ++c)
       clients.push_back(std::make_shared<rdzv::TCPStore>(client_options(server.port())));
     bench_subject(cfg, ddp_subject("TCPStore", clients, cfg.value_size, round), round, rows);
@@ -253,6 +255,7 @@ int run_ops(const Config& cfg) {
     std::filesystem::create_directories(dir);
     {
       std::vector<std::shared_ptr<rdzv::Store>> clients;
+      clients.reserve(cfg.clients);
       for (int c = 0; c < cfg.clients; ++c)
         clients.push_back(std::make_shared<rdzv::FileStore>((dir / "ddp.store").string()));
       bench_subject(cfg, ddp_subject("FileStore", clients, cfg.value_size, round), round, rows);
@@ -261,6 +264,7 @@ int run_ops(const Config& cfg) {
     {
       std::filesystem::create_directories(dir / "gloo");
       std::vector<std::shared_ptr<gloo::rendezvous::FileStore>> g;
+      g.reserve(cfg.clients);
       for (int c = 0; c < cfg.clients; ++c)
         g.push_back(std::make_shared<gloo::rendezvous::FileStore>((dir / "gloo").string()));
       const size_t vs = cfg.value_size;

@@ -38,7 +38,7 @@ std::vector<size_t> sizes_of(const std::string& list) {
     std::string item = list.substr(start, end - start);
     size_t mult = 1;
     if (!item.empty() && (item.back() == 'K' || item.back() == 'M' || item.back() == 'G')) {
-      mult = item.back() == 'K' ? 1024 : item.back() == 'M' ? 1024 * 1024 : 1024ull * 1024 * 1024;
+      mult = item.back() == 'K' ? 1024 : item.back() == 'M' ? 1024ull * 1024 : 1024ull * 1024 * 1024;
       item.pop_back();
     }
     out.push_back(std::stoull(item) * mult);

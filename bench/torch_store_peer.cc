@@ -63,6 +63,7 @@ print(json.dumps({"floor_us": sorted(floors)[2]}), flush=True)
 // Runs argv, returns its stdout; throws when it cannot start or exits non-zero.
 std::string capture(const std::vector<std::string>& argv) {
   std::vector<char*> cargv;
+  cargv.reserve(argv.size() + 1);
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
   int fds[2];
@@ -127,7 +128,7 @@ TorchStoreRun run_torch_tcpstore(const TorchStoreOptions& o) {
     run.phases.push_back({j["op"].get<std::string>(), j["round"].get<int>(), j["ops_per_s"].get<double>(),
                           j["p50_us"].get<double>(), j["p99_us"].get<double>()});
   }
-  if (run.phases.size() != static_cast<size_t>(3 * o.repeat)) {
+  if (run.phases.size() != 3 * static_cast<size_t>(o.repeat)) {
     DDP_THROW(Error, "PyTorch's TCPStore peer reported ", run.phases.size(), " phases, expected ",
               3 * o.repeat);
   }

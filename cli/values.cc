@@ -203,7 +203,7 @@ RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what) {
     if (eq == std::string::npos) DDP_THROW(InvalidArgument, what, ": '", item, "' is not KEY=VALUE");
     std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
     if (key == "timeout" || key == "join_timeout") {
-      conf.timeout = parse_seconds(value, what + " " + key);
+      conf.timeout = parse_seconds(value, detail::str(what, " ", key));
     } else if (key == "is_host") {
       conf.is_host = parse_bool(value, what + " is_host");
     } else if (key == "ttl") {
@@ -249,7 +249,7 @@ void expand_item(const std::string& done, const std::string& rest, const std::st
     }
     for (int i = lo; i <= hi; ++i) {
       std::string num = std::to_string(i);
-      if (num.size() < a.size()) num = std::string(a.size() - num.size(), '0') + num;
+      if (num.size() < a.size()) num.insert(0, a.size() - num.size(), '0');
       expand_item(head + num, tail, text, out);
     }
   }

@@ -57,7 +57,7 @@ void Work::finish(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mu_);
     if (completed_) return;
     completed_ = true;
-    error_ = error;
+    error_ = std::move(error);
     callbacks.swap(callbacks_);
   }
   cv_.notify_all();

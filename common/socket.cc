@@ -23,6 +23,9 @@ namespace {
 
 struct AddrInfo {
   addrinfo* head = nullptr;
+  AddrInfo() = default;
+  AddrInfo(const AddrInfo&) = delete;
+  AddrInfo& operator=(const AddrInfo&) = delete;
   ~AddrInfo() {
     if (head) freeaddrinfo(head);
   }

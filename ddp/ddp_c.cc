@@ -96,7 +96,7 @@ int run_op(ddp_work_t** work, Issue&& issue) noexcept {
       w->wait();
       return;
     }
-    *work = new ddp_work{std::move(w)};
+    *work = new ddp_work{std::move(w)};  // NOLINT(bugprone-unhandled-exception-at-new): guard() catches it
   });
 }
 

@@ -125,6 +125,7 @@ std::vector<std::vector<int>> split_cpus(CpuBind mode, int n, const std::vector<
     by_key[key].push_back(cpus[i]);
   }
   std::vector<std::vector<int>> units;
+  units.reserve(order.size());
   for (long key : order) units.push_back(by_key[key]);
 
   if (mode == CpuBind::kNuma) {
@@ -135,6 +136,7 @@ std::vector<std::vector<int>> split_cpus(CpuBind mode, int n, const std::vector<
   }
   if (static_cast<int>(units.size()) >= n) return split_units(units, n);
   std::vector<std::vector<int>> single;
+  single.reserve(cpus.size());
   for (int c : cpus) single.push_back({c});
   if (static_cast<int>(single.size()) >= n) return split_units(single, n);
   std::vector<std::vector<int>> out(n);  // more ranks than CPUs: share round-robin

@@ -75,7 +75,7 @@ std::vector<std::string> merge_environ(char** base, const EnvList& vars) {
     if (eq == nullptr) continue;
     put(std::string(*e, static_cast<size_t>(eq - *e)), *e);
   }
-  for (const auto& [key, value] : vars) put(key, key + "=" + value);
+  for (const auto& [key, value] : vars) put(key, detail::str(key, '=', value));
   return out;
 }
 

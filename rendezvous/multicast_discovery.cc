@@ -135,7 +135,7 @@ struct MulticastDiscovery::State {
 
   void set_conflict(std::exception_ptr e) {
     if (conflict || complete) return;
-    conflict = e;
+    conflict = std::move(e);
     conflict_at = Clock::now();
     cv.notify_all();
   }

@@ -175,6 +175,7 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
   const int rank = claim_rank(store, prefix, o, mine);
 
   std::vector<std::string> keys;
+  keys.reserve(o.nnodes);
   for (int r = 0; r < o.nnodes; ++r) keys.push_back(node_key(prefix, r));
   wait_all(store, keys, deadline, o);
 

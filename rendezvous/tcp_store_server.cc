@@ -26,7 +26,6 @@ namespace {
 
 using namespace server_detail;
 using proto::ProtocolError;
-using proto::Writer;
 
 std::string peer_name(int fd) {
   sockaddr_storage ss{};
@@ -43,6 +42,17 @@ void release_if_large(std::vector<uint8_t>& buf) {
 }  // namespace
 
 void TCPStoreServer::Loop::run() noexcept {
+  try {
+    serve();
+  } catch (const std::exception& e) {
+    // Out of memory outside one connection's request: the clients get their connections closed
+    // (an error at once) rather than a server that no longer answers.
+    log_->error("store server on port {}: stopped: {}", owner_->port_, e.what());
+    conns_.clear();
+  }
+}
+
+void TCPStoreServer::Loop::serve() {
   std::vector<epoll_event> events(256);
   while (!stopping_) {
     int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), next_timeout_ms());

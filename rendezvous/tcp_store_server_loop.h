@@ -91,9 +91,11 @@ class TCPStoreServer::Loop {
     add_fd(owner_->wake_.get(), kWakeId, EPOLLIN);
   }
 
+  // Serves until stopped; an error no connection owns stops it, closing every connection.
   void run() noexcept;
 
  private:
+  void serve();
   void add_fd(int fd, uint64_t id, uint32_t events) {
     epoll_event ev{};
     ev.events = events;

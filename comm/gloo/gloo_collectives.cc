@@ -113,6 +113,7 @@ void run_scatter(const OpArgs& a, const Buffer& input, const Buffer& output, int
   ::gloo::ScatterOptions o(a.context);
   if (a.context->rank == root) {
     std::vector<uint8_t*> parts;
+    parts.reserve(a.context->size);
     for (int r = 0; r < a.context->size; ++r) parts.push_back(bytes(input) + r * output.bytes());
     o.setInputs(parts, output.bytes());
   }

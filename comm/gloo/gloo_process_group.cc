@@ -81,7 +81,7 @@ std::exception_ptr GlooProcessGroup::broken() {
   return broken_;
 }
 
-void GlooProcessGroup::break_group(const Op& op, std::exception_ptr error) noexcept {
+void GlooProcessGroup::break_group(const Op& op, const std::exception_ptr& error) noexcept {
   {
     std::lock_guard<std::mutex> lock(broken_mu_);
     if (broken_) return;
@@ -126,6 +126,7 @@ std::string GlooProcessGroup::silent_ranks(const Op& op) noexcept {
     auto key = [&](int r) { return saw_failure_key(op.tag, r); };
     rdzv::Store& store = *setup_.store;
     std::vector<std::string> keys;
+    keys.reserve(size());
     for (int r = 0; r < size(); ++r) keys.push_back(key(r));
     try {
       store.wait(keys, kSilentGrace);

@@ -71,7 +71,7 @@ class GlooProcessGroup final : public ProcessGroup {
   std::string silent_ranks(const Op& op) noexcept;
   std::exception_ptr translate(const Op& op) noexcept;  // from the exception being handled
   std::exception_ptr broken();
-  void break_group(const Op& op, std::exception_ptr error) noexcept;
+  void break_group(const Op& op, const std::exception_ptr& error) noexcept;
 
   GroupSetup setup_;
   std::unique_ptr<GlooContext> context_;  // null when the world size is 1

@@ -108,7 +108,7 @@ void MpiRuntime::Impl::test_zombies() {
 }
 
 void MpiRuntime::Impl::break_channel(Channel& ch, std::exception_ptr error) {
-  if (!ch.broken) ch.broken = error;
+  if (!ch.broken) ch.broken = std::move(error);
   // Finish in order: completed ops succeed, the rest fail with the channel's error.
   while (!ch.inflight.empty()) {
     Inflight f = std::move(ch.inflight.front());
@@ -421,7 +421,7 @@ void MpiRuntime::post(uint64_t channel, MpiOp op) {
     stuck = impl_->stuck_in;
     if (!impl_->stopped && !impl_->stop && stuck.empty()) {
       impl_->posted.emplace_back(channel, std::move(op));
-      op.work = nullptr;
+      op.work = nullptr;  // NOLINT(bugprone-use-after-move): reset, so the failure path below skips it
     }
   }
   if (op.work && !stuck.empty()) {

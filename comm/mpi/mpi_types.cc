@@ -58,7 +58,7 @@ MPI_Datatype mpi_dtype(DType dtype) {
   switch (dtype) {
     case DType::kFloat32: return MPI_FLOAT;
     case DType::kFloat64: return MPI_DOUBLE;
-    case DType::kFloat16: return MPI_UINT16_T;
+    case DType::kFloat16:
     case DType::kBFloat16: return MPI_UINT16_T;
     case DType::kInt8: return MPI_INT8_T;
     case DType::kUInt8: return MPI_UINT8_T;

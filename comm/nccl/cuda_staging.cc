@@ -148,6 +148,7 @@ class CudaStagingGroup final : public ProcessGroup {
   }
   static std::vector<Buffer> hosts(const std::vector<Staged>& staged) {
     std::vector<Buffer> out;
+    out.reserve(staged.size());
     for (const auto& s : staged) out.push_back(s.host);
     return out;
   }

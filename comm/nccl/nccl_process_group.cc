@@ -121,7 +121,7 @@ void NcclProcessGroup::fail_all(std::exception_ptr error) noexcept {
   bool abort_now = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_) broken_ = error;
+    if (!broken_) broken_ = std::move(error);
     failed.swap(pending_);
     abort_now = !aborted_;
     aborted_ = true;

@@ -90,7 +90,7 @@ void SocketEngine::finish_all(Done& done) {
 }
 
 void SocketEngine::send(int p, Channel ch, int64_t tag, const void* data, size_t bytes,
-                        const Deadline& deadline, WorkPtr work, std::string label) {
+                        const Deadline& deadline, const WorkPtr& work, std::string label) {
   std::exception_ptr err;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -125,7 +125,7 @@ void SocketEngine::send(int p, Channel ch, int64_t tag, const void* data, size_t
 }
 
 void SocketEngine::recv(int p, Channel ch, int64_t tag, void* data, size_t bytes, const Deadline& deadline,
-                        WorkPtr work, std::string label) {
+                        const WorkPtr& work, std::string label) {
   Done done;
   bool queued = false;
   {

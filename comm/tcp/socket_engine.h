@@ -58,9 +58,9 @@ class SocketEngine {
   SocketEngine& operator=(const SocketEngine&) = delete;
 
   void send(int peer, Channel ch, int64_t tag, const void* data, size_t bytes, const Deadline& deadline,
-            WorkPtr work, std::string label);
+            const WorkPtr& work, std::string label);
   void recv(int peer, Channel ch, int64_t tag, void* data, size_t bytes, const Deadline& deadline,
-            WorkPtr work, std::string label);
+            const WorkPtr& work, std::string label);
 
  private:
   struct SendOp;

@@ -162,6 +162,7 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Deadl
   if (shm && !segment.valid()) store.add("tcp/shm_failed", 1);
   store.set("tcp/ready/" + std::to_string(setup.rank), "1");
   std::vector<std::string> keys;
+  keys.reserve(setup.size);
   for (int r = 0; r < setup.size; ++r) keys.push_back("tcp/ready/" + std::to_string(r));
   store.wait(keys, deadline.remaining());
   segment.unlink();
