@@ -29,6 +29,7 @@
 #include "bench/collective_runners.h"
 #include "bench/collective_timing.h"
 #include "bench/local_ranks.h"
+#include "bench/machine_json.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/machine.h"
@@ -170,17 +171,6 @@ struct Row {
   std::string first;
   double first_median_us = 0;
 };
-
-nlohmann::json machine_json() {
-  const MachineProfile& m = machine_profile();
-  return {{"cpu", m.cpu_model},
-          {"cpus", m.usable_cpus},
-          {"online_cpus", m.online_cpus},
-          {"l1d_bytes", m.l1d_bytes},
-          {"l2_bytes", m.l2_bytes},
-          {"l3_bytes", m.l3_bytes},
-          {"l3_shared_by", m.l3_shared_by}};
-}
 
 void print_row(const Flags& f, const Row& row) {
   const auto& r = row.samples_us;

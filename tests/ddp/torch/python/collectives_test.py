@@ -8,6 +8,7 @@ Exit status: 0 all checks passed; 1 a check failed (the message names op, dtype 
 77 PyTorch or the ddp_torch module is not available here (ctest: skipped).
 Env: DDP_TORCH_TEST_BACKEND picks ours underneath (tcp default, gloo, mpi).
 """
+import faulthandler
 import os
 import sys
 
@@ -189,6 +190,9 @@ def check_subgroup(rank, world):
 
 
 def worker(rank, world, init_method):
+    # A worker still here after 180 s (ctest's limit is 240 s) prints every thread's stack and
+    # exits non-zero: a hang shows where it is instead of ending as a bare timeout.
+    faulthandler.dump_traceback_later(180, exit=True)
     if os.environ.get("DDP_TORCH_TEST_BACKEND"):
         ddp_torch.set_backend(os.environ["DDP_TORCH_TEST_BACKEND"])
     if init_method == "env://":
