@@ -77,6 +77,15 @@ PYBIND11_MODULE(ddp_torch, m) {
   m.def("backend", &ddp::torch::backend_for_new_group, "The backend the next group will run on.");
   m.def("available_backends", &ddp::comm::available_backends, "Our backends built into this module.");
   m.attr("BACKEND_NAME") = "ddp";
+  // A group destroyed with the GIL held (destroy_process_group) lets its threads take it.
+  ddp::torch::set_blocking_section([](const std::function<void()>& body) {
+    if (PyGILState_Check()) {
+      py::gil_scoped_release no_gil;
+      body();
+    } else {
+      body();
+    }
+  });
   dist.attr("Backend").attr("register_backend")("ddp", m.attr("_create_process_group"),
                                                 py::arg("extended_api") = true);
 }

@@ -1,6 +1,7 @@
 #include "ddp/torch/python/torch_process_group.h"
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 
 #include "comm/backend.h"
@@ -72,7 +73,20 @@ TorchProcessGroup::TorchProcessGroup(const c10::intrusive_ptr<c10d::Store>& stor
   init();
 }
 
-TorchProcessGroup::~TorchProcessGroup() = default;
+namespace {
+std::atomic<BlockingSection> g_blocking_section{nullptr};
+}  // namespace
+
+void set_blocking_section(BlockingSection section) { g_blocking_section.store(section); }
+
+TorchProcessGroup::~TorchProcessGroup() {
+  auto shut_down = [this] { group_.reset(); };
+  if (BlockingSection section = g_blocking_section.load()) {
+    section(shut_down);
+  } else {
+    shut_down();
+  }
+}
 
 c10::intrusive_ptr<c10d::Work> TorchProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {

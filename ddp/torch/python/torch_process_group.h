@@ -22,6 +22,7 @@
 // Thread-safety: as c10d's, calls issued from one thread at a time per group.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,14 @@
 #include "common/timeouts.h"
 
 namespace ddp::torch {
+
+// How the destructor shuts the group down. Shutting down joins the group's threads, and they may
+// need the GIL to finish what is in flight: a tensor whose Python object only our op still keeps
+// (dropping it decrefs that object), a future's Python callback. Destroyed from Python with the
+// GIL held, that is a deadlock, so the Python module installs a section that releases the GIL
+// when the caller holds it (as PyTorch does for its own groups). Unset (C++ programs): runs as is.
+using BlockingSection = void (*)(const std::function<void()>& body);
+void set_blocking_section(BlockingSection section);
 
 struct PluginOptions {
   std::string backend = "tcp";  // ours underneath: "tcp", "gloo", "mpi"

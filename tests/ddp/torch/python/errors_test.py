@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The "ddp" backend's error cases, two processes over tcp://: bad input is a clear Python
 error at the call (never a crash or a silent wrong result), a collective that a peer never
-joins times out naming the op, and a killed peer is named within seconds instead of a hang.
+joins times out naming the op, a group destroyed with an op in flight returns, and a killed
+peer is named within seconds instead of a hang.
 
 Exit 0 ok, 1 a case failed (named), 77 PyTorch or ddp_torch missing.
 """
@@ -66,6 +67,20 @@ def timeout(rank):
     dist.barrier()
 
 
+def pending_at_destroy(rank):
+    # Destroying a group with an op still in flight whose tensor Python no longer holds: the
+    # group's threads fail the op and drop that tensor, which takes the GIL, while
+    # destroy_process_group holds it. The destroy must return (it used to deadlock now and then).
+    for i in range(20):
+        g = dist.new_group([0, 1], backend="ddp")
+        if rank == 0:
+            dist.irecv(torch.ones(1 << 10), src=1, group=g)  # never sent; work and tensor dropped
+        dist.destroy_process_group(g)
+    if rank == 0:
+        print("rank 0: 20 groups destroyed with a receive in flight", flush=True)
+    dist.barrier()
+
+
 def dead_peer(rank):
     dist.barrier()
     if rank == 1:
@@ -88,6 +103,7 @@ def worker(rank, port):
                                 timeout=datetime.timedelta(seconds=60))
         bad_input(rank)
         timeout(rank)
+        pending_at_destroy(rank)
         dead_peer(rank)
     except Exception as e:
         print(f"FAIL rank {rank}: {e}", flush=True)
