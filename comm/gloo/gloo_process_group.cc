@@ -263,7 +263,7 @@ WorkPtr GlooProcessGroup::do_recv(Buffer buf, int src, RecvOptions opts) {
 
 WorkPtr GlooProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
   bool local = size() == 1 || buf.count == 0;
-  return submit("broadcast", opts.timeout, local, signature(buf, -1, opts.root), [=, this](const OpArgs& a) {
+  return submit("broadcast", opts.timeout, local, signature(buf, -1, opts.root), [=](const OpArgs& a) {
     if (!local) run_broadcast(a, buf, opts.root);
   });
 }
@@ -271,7 +271,7 @@ WorkPtr GlooProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
 WorkPtr GlooProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
   bool local = size() == 1 || buf.count == 0;
   return submit("all_reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), -1),
-                [=, this](const OpArgs& a) {
+                [=](const OpArgs& a) {
                   if (!local) run_all_reduce(a, buf, opts.op);
                 });
 }
@@ -279,7 +279,7 @@ WorkPtr GlooProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
 WorkPtr GlooProcessGroup::do_reduce(Buffer buf, ReduceOptions opts) {
   bool local = size() == 1 || buf.count == 0;
   return submit("reduce", opts.timeout, local, signature(buf, static_cast<int>(opts.op), opts.root),
-                [=, this](const OpArgs& a) {
+                [=](const OpArgs& a) {
                   if (!local) run_reduce(a, buf, opts.root, opts.op);
                 });
 }
@@ -327,7 +327,7 @@ WorkPtr GlooProcessGroup::do_all_to_all(Buffer input, Buffer output, AllToAllOpt
 
 WorkPtr GlooProcessGroup::do_barrier(BarrierOptions opts) {
   bool local = size() == 1;
-  return submit("barrier", opts.timeout, local, 0, [=, this](const OpArgs& a) {
+  return submit("barrier", opts.timeout, local, 0, [=](const OpArgs& a) {
     if (!local) run_barrier(a);
   });
 }
