@@ -45,10 +45,11 @@ void TCPStoreServer::Loop::run() noexcept {
   try {
     serve();
   } catch (const std::exception& e) {
-    // Out of memory outside one connection's request: the clients get their connections closed
-    // (an error at once) rather than a server that no longer answers.
+    // Out of memory outside one connection's request: clients get their connections closed and
+    // new ones refused (an error at once) rather than a server that no longer answers.
     log_->error("store server on port {}: stopped: {}", owner_->port_, e.what());
     conns_.clear();
+    listener_.reset();
   }
 }
 

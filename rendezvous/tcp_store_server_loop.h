@@ -91,7 +91,8 @@ class TCPStoreServer::Loop {
     add_fd(owner_->wake_.get(), kWakeId, EPOLLIN);
   }
 
-  // Serves until stopped; an error no connection owns stops it, closing every connection.
+  // Serves until stopped; an error no connection owns stops it, closing every connection and
+  // the listener.
   void run() noexcept;
 
  private:

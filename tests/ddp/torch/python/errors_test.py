@@ -7,6 +7,7 @@ peer is named within seconds instead of a hang.
 Exit 0 ok, 1 a case failed (named), 77 PyTorch or ddp_torch missing.
 """
 import datetime
+import faulthandler
 import os
 import socket
 import sys
@@ -97,6 +98,8 @@ def dead_peer(rank):
 
 
 def worker(rank, port):
+    # A worker still here after 150 s (ctest's limit is 180 s) prints its stacks and exits.
+    faulthandler.dump_traceback_later(150, exit=True)
     torch.set_num_threads(1)
     try:
         dist.init_process_group("ddp", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
