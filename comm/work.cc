@@ -1,8 +1,21 @@
 #include "comm/work.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "common/error.h"
 
 namespace ddp::comm {
+namespace {
+
+// Polls `done` with a yield per pass until it is set or `budget` has passed.
+void poll(const std::atomic<bool>& done, std::chrono::microseconds budget) {
+  if (budget.count() <= 0) return;
+  const auto end = Clock::now() + budget;
+  while (!done.load(std::memory_order_acquire) && Clock::now() < end) std::this_thread::yield();
+}
+
+}  // namespace
 
 bool Work::is_completed() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -24,6 +37,10 @@ bool Work::wait(Millis timeout) {
   if (!completed_) {
     lock.unlock();
     blocking(true);
+    auto budget = poll_before_sleep();
+    if (timeout != kUseDefault && timeout.count() >= 0)
+      budget = std::min<std::chrono::microseconds>(budget, timeout);
+    poll(done_, budget);
     lock.lock();
     bool done = true;
     if (timeout == kUseDefault || timeout.count() < 0) {
@@ -58,6 +75,7 @@ void Work::finish(std::exception_ptr error) {
     if (completed_) return;
     completed_ = true;
     error_ = std::move(error);
+    done_.store(true, std::memory_order_release);
     callbacks.swap(callbacks_);
   }
   cv_.notify_all();

@@ -10,6 +10,11 @@
 // - A backend may learn that a thread blocks in wait() (blocking(true) before it sleeps,
 //   blocking(false) after): one that polls for progress can poll hard while someone is blocked
 //   and leave the core to the caller's computation otherwise (the tcp backend does).
+// - A backend whose ops finish on another thread within microseconds may have wait() poll for
+//   completion (yielding the core each time) for a while before it sleeps: a futex wake-up costs
+//   several microseconds on a VM, more than the small op itself (the mpi backend does).
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -46,12 +51,16 @@ class Work {
   // Around a wait() that finds the op not complete; never with the Work's lock held. Must not
   // throw.
   virtual void blocking(bool /*begin*/) noexcept {}
+  // How long a wait() that finds the op not complete polls for it before sleeping (none by
+  // default); called after blocking(true).
+  virtual std::chrono::microseconds poll_before_sleep() const noexcept { return {}; }
 
  private:
   std::string description_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool completed_ = false;
+  std::atomic<bool> done_{false};  // completed_, read without the lock while polling
   std::exception_ptr error_;
   std::vector<std::function<void(Work&)>> callbacks_;
 };

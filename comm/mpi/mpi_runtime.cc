@@ -16,6 +16,13 @@
 #include "common/log.h"
 
 namespace ddp::comm::mpi_backend {
+namespace {
+
+// The hand-off's poll (DDP_MPI_POLL_US): a bound on the CPU a finished op may cost the MPI
+// thread and its waiter, several times a futex wake-up on a VM.
+constexpr std::chrono::microseconds kDefaultPoll{50};
+
+}  // namespace
 
 const char* thread_level_name(int level) {
   switch (level) {
@@ -25,6 +32,13 @@ const char* thread_level_name(int level) {
     case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
     default: return "unknown";
   }
+}
+
+std::chrono::microseconds poll_budget_from_env() {
+  const auto us = env::get_int("DDP_MPI_POLL_US");
+  if (!us) return kDefaultPoll;
+  if (*us < 0) DDP_THROW(InvalidArgument, "DDP_MPI_POLL_US=", *us, ": give 0 (sleep at once) or more");
+  return std::chrono::microseconds(*us);
 }
 
 std::string mpi_error_string(int code) {
@@ -74,6 +88,7 @@ struct MpiRuntime::Impl {
   std::deque<std::pair<uint64_t, MpiOp>> posted;
   std::deque<std::pair<uint64_t, std::function<void()>>> closes;
   bool stop = false;
+  std::atomic<uint64_t> submitted{0};  // commands, posts, closes and the stop, ever: polled
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> next_channel{1};
   std::map<uint64_t, bool> opened;  // channel -> blocking collectives, until its first use
@@ -95,6 +110,7 @@ struct MpiRuntime::Impl {
   void finish_front(Channel& ch);
   void test_zombies();
   void run(MpiRuntime& rt, std::promise<void>& ready);
+  void await_submission(std::unique_lock<std::mutex>& lock, uint64_t seen, Clock::time_point poll_end);
   void wind_down(MpiRuntime& rt);
 };
 
@@ -256,6 +272,19 @@ bool MpiRuntime::Impl::progress(Channel& ch) {
   return progressed;
 }
 
+// Idle: polls for a submission past `seen` until poll_end (yielding each pass), then sleeps.
+void MpiRuntime::Impl::await_submission(std::unique_lock<std::mutex>& lock, uint64_t seen,
+                                        Clock::time_point poll_end) {
+  if (submitted.load(std::memory_order_acquire) == seen && Clock::now() < poll_end) {
+    lock.unlock();
+    while (submitted.load(std::memory_order_acquire) == seen && Clock::now() < poll_end) {
+      std::this_thread::yield();
+    }
+    lock.lock();
+  }
+  cv.wait(lock, [&] { return submitted.load(std::memory_order_relaxed) != seen; });
+}
+
 void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
   try {
     int initialized = 0;
@@ -288,7 +317,9 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
     ready.set_exception(std::current_exception());
     return;
   }
-  int idle = 0;  // consecutive passes without progress while ops are in flight
+  int idle = 0;                // consecutive passes without progress while ops are in flight
+  uint64_t seen = 0;           // `submitted` when the queues were last taken
+  Clock::time_point poll_end;  // the hand-off's poll, from the last pass that did something
   for (;;) {
     std::deque<std::function<void()>> commands_now;
     std::deque<std::pair<uint64_t, MpiOp>> posted_now;
@@ -300,7 +331,7 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
       bool busy = !zombies.empty() || std::any_of(channels.begin(), channels.end(),
                                                   [](const auto& c) { return !c.second.inflight.empty(); });
       if (!busy) {
-        cv.wait(lock, has_work);
+        await_submission(lock, seen, poll_end);
       } else if (idle > kSpinPasses) {
         // Nothing moved for a while: back off, but briefly: MPI only moves data inside our
         // MPI_Test calls, so long sleeps would throttle large transfers.
@@ -310,7 +341,9 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
       posted_now.swap(posted);
       closes_now.swap(closes);
       stopping = stop;
+      seen = submitted.load(std::memory_order_relaxed);
     }
+    if (!commands_now.empty() || !posted_now.empty()) poll_end = Clock::now() + rt.poll_budget_;
     for (auto& c : commands_now) c();
     for (auto& [id, op] : posted_now) start(id, std::move(op));
     for (auto& [id, fn] : closes_now) {
@@ -330,6 +363,7 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
       }
     }
     test_zombies();
+    if (progressed) poll_end = Clock::now() + rt.poll_budget_;
     idle = progressed ? 0 : idle + 1;
     if (stopping) break;
   }
@@ -363,7 +397,7 @@ void MpiRuntime::Impl::wind_down(MpiRuntime& rt) {
   MPI_Finalize();
 }
 
-MpiRuntime::MpiRuntime() : impl_(std::make_unique<Impl>()) {
+MpiRuntime::MpiRuntime() : impl_(std::make_unique<Impl>()), poll_budget_(poll_budget_from_env()) {
   std::promise<void> ready;
   auto started = ready.get_future();
   impl_->thread = std::thread([this, &ready] { impl_->run(*this, ready); });
@@ -403,6 +437,7 @@ void MpiRuntime::submit_command(std::function<void()> command) {
       DDP_THROW(TimeoutError, "mpi: the MPI thread is stuck in ", impl_->stuck_in, ", which timed out");
     }
     impl_->commands.push_back(std::move(command));
+    impl_->submitted.fetch_add(1, std::memory_order_release);
   }
   impl_->cv.notify_all();
 }
@@ -421,6 +456,7 @@ void MpiRuntime::post(uint64_t channel, MpiOp op) {
     stuck = impl_->stuck_in;
     if (!impl_->stopped && !impl_->stop && stuck.empty()) {
       impl_->posted.emplace_back(channel, std::move(op));
+      impl_->submitted.fetch_add(1, std::memory_order_release);
       op.work = nullptr;  // NOLINT(bugprone-use-after-move): reset, so the failure path below skips it
     }
   }
@@ -442,6 +478,7 @@ void MpiRuntime::close_channel(uint64_t channel, std::function<void()> on_draine
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->stopped || impl_->stop) return;  // MPI is gone with everything it owned
     impl_->closes.emplace_back(channel, std::move(on_drained));
+    impl_->submitted.fetch_add(1, std::memory_order_release);
   }
   impl_->cv.notify_all();
 }
@@ -456,6 +493,7 @@ void MpiRuntime::shutdown() noexcept {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->stop) return;
     impl_->stop = true;
+    impl_->submitted.fetch_add(1, std::memory_order_release);
     if (!impl_->stuck_in.empty()) {
       // Joining would wait for a call that may never return; MPI is not finalized either.
       logger("mpi")->warn("mpi: the MPI thread is stuck in {}; MPI_Finalize skipped", impl_->stuck_in);
