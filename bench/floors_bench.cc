@@ -1,0 +1,193 @@
+// ddp-bench floors: what this machine's memory allows, the yardsticks for a 2-rank all_reduce on
+// one host (issue 14's targets are ratios to these, measured in the same minutes):
+//   - copy: a memcpy of `bytes` that another CPU has just written (the cost of taking a peer's
+//     data through shared memory once);
+//   - pass: two threads on two CPUs, each adding its half of b into a (`a += b` in float32 with
+//     the backends' own kernel), from a common start until both are done (one full reduction
+//     pass over the buffer with both cores, the least a 2-rank all_reduce must do).
+// Threads are pinned to the first two CPUs this process may use (one CPU: both on it, said in
+// the output). Prints medians over --repeats; never asserts a timing.
+//
+//   ddp-bench floors --sizes 1M,64M
+#include <pthread.h>
+#include <sched.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "bench/bench.h"
+#include "bench/machine_json.h"
+#include "comm/reduce_kernels.h"
+#include "comm/types.h"
+#include "common/machine.h"
+
+namespace ddp::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Flags {
+  std::string sizes = "1M,64M";
+  int repeats = 21;
+  std::string format = "table";
+};
+
+std::vector<size_t> parse_list(const std::string& text) {
+  std::vector<size_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) throw CLI::ValidationError("--sizes", "an empty size");
+    size_t used = 0;
+    const size_t v = std::stoull(item, &used);
+    const std::string unit = item.substr(used);
+    const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
+    if (shift < 0 || v == 0) throw CLI::ValidationError("--sizes", "'" + item + "' is not a size (4, 64K, 1M)");
+    out.push_back(v << shift);
+  }
+  return out;
+}
+
+// The first two CPUs this process may run on (the same one twice on a single-CPU machine).
+std::pair<int, int> two_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  if (cpus.empty()) cpus.push_back(0);
+  return {cpus.front(), cpus.back()};
+}
+
+void pin(std::thread& t, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(t.native_handle(), sizeof(set), &set);
+}
+
+double us_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+// Median microseconds of a memcpy of `bytes` that the other CPU wrote just before.
+double copy_floor(size_t bytes, int repeats, std::pair<int, int> cpus) {
+  std::vector<char> src(bytes), dst(bytes);
+  std::atomic<int> turn{0};  // even: the writer's turn for round turn/2; odd: the copier's
+  std::vector<double> samples;
+  std::thread writer([&] {
+    for (int r = 0; r < repeats; ++r) {
+      while (turn.load(std::memory_order_acquire) != 2 * r) std::this_thread::yield();
+      std::memset(src.data(), r + 1, bytes);
+      turn.store(2 * r + 1, std::memory_order_release);
+    }
+  });
+  std::thread copier([&] {
+    for (int r = 0; r < repeats; ++r) {
+      while (turn.load(std::memory_order_acquire) != 2 * r + 1) std::this_thread::yield();
+      const auto t0 = Clock::now();
+      std::memcpy(dst.data(), src.data(), bytes);
+      samples.push_back(us_between(t0, Clock::now()));
+      turn.store(2 * r + 2, std::memory_order_release);
+    }
+  });
+  pin(writer, cpus.first);
+  pin(copier, cpus.second);
+  writer.join();
+  copier.join();
+  if (dst[bytes - 1] != static_cast<char>(repeats)) throw std::runtime_error("copy floor: the copy is wrong");
+  return median(samples);
+}
+
+// Median microseconds of a two-thread `a += b` pass over `bytes` of float32.
+double pass_floor(size_t bytes, int repeats, std::pair<int, int> cpus) {
+  const size_t n = bytes / sizeof(float), half = n / 2;
+  std::vector<float> a(n, 0.0F), b(n, 1.0F);
+  std::atomic<int> go{0}, done{0};
+  std::vector<double> samples;
+  std::vector<Clock::time_point> ends(2);
+  auto worker = [&](int id) {
+    const size_t off = id == 0 ? 0 : half, len = id == 0 ? half : n - half;
+    for (int r = 1; r <= repeats; ++r) {
+      while (go.load(std::memory_order_acquire) != r) std::this_thread::yield();
+      comm::combine(a.data() + off, b.data() + off, len, comm::DType::kFloat32, comm::ReduceOp::kSum);
+      ends[id] = Clock::now();
+      done.fetch_add(1, std::memory_order_acq_rel);
+    }
+  };
+  std::thread t0(worker, 0), t1(worker, 1);
+  pin(t0, cpus.first);
+  pin(t1, cpus.second);
+  for (int r = 1; r <= repeats; ++r) {
+    const auto start = Clock::now();
+    go.store(r, std::memory_order_release);
+    while (done.load(std::memory_order_acquire) != 2 * r) std::this_thread::yield();
+    samples.push_back(us_between(start, std::max(ends[0], ends[1])));
+  }
+  t0.join();
+  t1.join();
+  if (a[0] != static_cast<float>(repeats) || a[n - 1] != static_cast<float>(repeats)) {
+    throw std::runtime_error("pass floor: the sums are wrong");
+  }
+  return median(samples);
+}
+
+void print_row(const Flags& f, size_t bytes, double copy_us, double pass_us) {
+  if (f.format == "json") {
+    nlohmann::json j = {{"bench", "floors"},         {"bytes", bytes},     {"copy_us", copy_us},
+                        {"pass_us", pass_us},        {"repeats", f.repeats}, {"machine", machine_json()}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%12zu %12.2f %12.2f %10.2f %10.2f\n", bytes, copy_us, pass_us,
+                static_cast<double>(bytes) / copy_us / 1e3, static_cast<double>(bytes) / pass_us / 1e3);
+  }
+  std::fflush(stdout);
+}
+
+int floors_main(int argc, char** argv) {
+  CLI::App app{"ddp-bench floors: this machine's copy and 2-thread reduction floors, medians"};
+  Flags f;
+  app.add_option("--sizes", f.sizes, "bytes, comma-separated (K, M, G suffixes)")->capture_default_str();
+  app.add_option("--repeats", f.repeats, "samples per figure (median)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--format", f.format, "json or table")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"json", "table"}));
+  CLI11_PARSE(app, argc, argv);
+  std::vector<size_t> sizes;
+  try {
+    sizes = parse_list(f.sizes);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp-bench floors: %s\n", e.what());
+    return 1;
+  }
+  const auto cpus = two_cpus();
+  if (f.format == "table") {
+    std::printf("# machine: %s\n", machine_profile().summary().c_str());
+    std::printf("# threads on CPUs %d and %d%s\n", cpus.first, cpus.second,
+                cpus.first == cpus.second ? " (one CPU: the pass is not parallel)" : "");
+    std::printf("%12s %12s %12s %10s %10s\n", "bytes", "copy_us", "pass_us", "copy_GBps", "pass_GBps");
+  }
+  for (size_t bytes : sizes) {
+    const size_t rounded = std::max<size_t>(bytes / 8 * 8, 8);  // two whole float halves
+    print_row(f, rounded, copy_floor(rounded, f.repeats, cpus), pass_floor(rounded, f.repeats, cpus));
+  }
+  return 0;
+}
+
+const Register kRegister("floors", "this machine's copy and 2-thread a+=b floors (issue 14's yardsticks)",
+                         floors_main);
+
+}  // namespace
+}  // namespace ddp::bench
