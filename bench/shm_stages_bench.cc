@@ -2,7 +2,9 @@
 // (comm/tcp/shm_allreduce_chunked.h), stage by stage, with no peer and so no waits: stage-in
 // (half a chunk into this rank's slot), copy-out (the peer's reduced half into the buffer),
 // reduce (this rank's half with the peer's staged half), publish (the reduced half into the
-// slot). Each stage once with glibc's memcpy and once with comm::copy_bytes, the buffer --offset
+// slot). Each stage once with glibc's memcpy and separate passes, and once as the backend runs
+// it: comm::copy_bytes, and the reduce publishing into the slot in the same pass
+// (comm::combine_copy: its publish column is 0). The buffer --offset
 // bytes past a page boundary (16: where glibc's malloc puts a large, mmap'd buffer, such as a
 // std::vector of 128 KiB or more; PyTorch's 64-byte aligned tensors are 0 mod 64). Prints median
 // microseconds per op over --repeats. The tool behind issue 14's cause: on AMD Zen 3 with glibc
@@ -83,10 +85,15 @@ void one_op(float* buf, size_t bytes, char* slots, size_t chunk, bool ours, Stag
     in += since(at);
     copy(base + half, peer + half * sizeof(float), half * sizeof(float));
     out += since(at);
-    comm::combine(base, peer, half, comm::DType::kFloat32, comm::ReduceOp::kSum);
-    red += since(at);
-    copy(mine, base, half * sizeof(float));
-    pub += since(at);
+    if (ours) {  // the backend's path: the reduction publishes into the slot in the same pass
+      comm::combine_copy(base, peer, mine, half, comm::DType::kFloat32, comm::ReduceOp::kSum);
+      red += since(at);
+    } else {
+      comm::combine(base, peer, half, comm::DType::kFloat32, comm::ReduceOp::kSum);
+      red += since(at);
+      copy(mine, base, half * sizeof(float));
+      pub += since(at);
+    }
   }
   s.stage_in.push_back(in);
   s.copy_out.push_back(out);

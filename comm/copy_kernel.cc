@@ -1,6 +1,13 @@
 #include "comm/copy_kernel.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+
+#include "common/env.h"
+#include "common/error.h"
 
 namespace ddp::comm {
 
@@ -24,6 +31,63 @@ DDP_COPY_CLONES void copy_bytes_vector(void* dst, const void* src, size_t n) {
     __builtin_memcpy(d + i, block, 128);
   }
   std::memcpy(d + i, s + i, n - i);
+}
+
+CopyKernelSetting parse_copy_kernel(const std::string& value) {
+  if (value == "auto") return CopyKernelSetting::kAuto;
+  if (value == "memcpy") return CopyKernelSetting::kMemcpy;
+  if (value == "vector") return CopyKernelSetting::kVector;
+  DDP_THROW(InvalidArgument, "DDP_COPY_KERNEL='", value, "': choose auto, memcpy or vector");
+}
+
+namespace {
+
+constexpr size_t kProbeBytes = 64 << 10;
+constexpr size_t kProbeDistance = 16;  // where malloc puts a large buffer past a 64-byte slot
+constexpr int kProbeRounds = 7;
+// The loop must win by this much to replace memcpy (noise must not flip a tie).
+constexpr double kMargin = 1.2;
+
+using Clock = std::chrono::steady_clock;
+
+template <typename Copy>
+double fastest_ns(Copy copy) {
+  double best = 1e30;
+  for (int r = 0; r < kProbeRounds; ++r) {
+    const auto t0 = Clock::now();
+    copy();
+    best = std::min(best, std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+ShortCopy calibrate_short_copy() {
+  using Memory = std::unique_ptr<unsigned char, decltype(&std::free)>;
+  Memory src(static_cast<unsigned char*>(std::aligned_alloc(4096, kProbeBytes)), &std::free);
+  Memory dst(static_cast<unsigned char*>(std::aligned_alloc(4096, kProbeBytes + 4096)), &std::free);
+  if (!src || !dst) return ShortCopy::kMemcpy;
+  std::memset(src.get(), 1, kProbeBytes);
+  std::memset(dst.get(), 0, kProbeBytes + 4096);
+  unsigned char* to = dst.get() + kProbeDistance;
+  // Through a volatile pointer: the compiler must not see (and inline) memcpy's size.
+  void* (*volatile libc_copy)(void*, const void*, size_t) = &std::memcpy;
+  const double lib = fastest_ns([&] { libc_copy(to, src.get(), kProbeBytes); });
+  const double loop = fastest_ns([&] { copy_bytes_vector(to, src.get(), kProbeBytes); });
+  return lib > loop * kMargin ? ShortCopy::kVector : ShortCopy::kMemcpy;
+}
+
+ShortCopy short_copy() {
+  static const ShortCopy choice = [] {
+    switch (parse_copy_kernel(env::get_or("DDP_COPY_KERNEL", "auto"))) {
+      case CopyKernelSetting::kMemcpy: return ShortCopy::kMemcpy;
+      case CopyKernelSetting::kVector: return ShortCopy::kVector;
+      case CopyKernelSetting::kAuto: break;
+    }
+    return calibrate_short_copy();
+  }();
+  return choice;
 }
 
 }  // namespace ddp::comm

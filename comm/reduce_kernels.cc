@@ -203,28 +203,45 @@ void run(void* dst, const void* a, const void* b, size_t n) {
   }
 }
 
-template <typename P>
-void by_op(ReduceOp op, void* dst, const void* a, const void* b, size_t n) {
+// dst[i] = dst[i] op src[i], then also[i] = dst[i], in one pass (all three disjoint).
+template <typename P, typename Op>
+void run_copy(void* dst, const void* src, void* also, size_t n) {
+  using S = typename P::S;
+  if (!aligned<S>(dst) || !aligned<S>(src) || !aligned<S>(also)) {
+    loop_misaligned<P, Op>(dst, dst, src, n);
+    std::memcpy(also, dst, n * sizeof(S));
+    return;
+  }
+  S* __restrict d = static_cast<S*>(dst);
+  S* __restrict c = static_cast<S*>(also);
+  const S* __restrict s = static_cast<const S*>(src);
+  for (size_t i = 0; i < n; ++i) c[i] = d[i] = P::store(Op::f(P::load(d[i]), P::load(s[i])));
+}
+
+// Calls fn(Op{}) with the element function of `op` (kAvg combines as kSum).
+template <typename Fn>
+void with_op(ReduceOp op, Fn&& fn) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return run<P, OpSum>(dst, a, b, n);
-    case ReduceOp::kProduct: return run<P, OpProd>(dst, a, b, n);
-    case ReduceOp::kMin: return run<P, OpMin>(dst, a, b, n);
-    case ReduceOp::kMax: return run<P, OpMax>(dst, a, b, n);
-    case ReduceOp::kBand: return run<P, OpAnd>(dst, a, b, n);
-    case ReduceOp::kBor: return run<P, OpOr>(dst, a, b, n);
-    case ReduceOp::kBxor: return run<P, OpXor>(dst, a, b, n);
+    case ReduceOp::kAvg: return fn(OpSum{});
+    case ReduceOp::kProduct: return fn(OpProd{});
+    case ReduceOp::kMin: return fn(OpMin{});
+    case ReduceOp::kMax: return fn(OpMax{});
+    case ReduceOp::kBand: return fn(OpAnd{});
+    case ReduceOp::kBor: return fn(OpOr{});
+    case ReduceOp::kBxor: return fn(OpXor{});
   }
   DDP_THROW(InvalidArgument, "unknown reduce op ", static_cast<int>(op));
 }
 
-void dispatch(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t n) {
+// Calls fn(P{}, Op{}) for `dtype` and `op`, after refusing a bitwise op on floats.
+template <typename Fn>
+void dispatch(DType dtype, ReduceOp op, Fn&& fn) {
   if (is_bitwise(op) && !is_integer(dtype)) {
     DDP_THROW(InvalidArgument, "reduce op ", to_string(op), " needs an integer dtype, got ",
               to_string(dtype));
   }
-  if (n == 0) return;
-  with_dtype(dtype, [&](auto policy) { by_op<decltype(policy)>(op, dst, a, b, n); });
+  with_dtype(dtype, [&](auto policy) { with_op(op, [&](auto element) { fn(policy, element); }); });
 }
 
 // dst[i] = f(dst[i]) over storage S; f is inlined, so the aligned loop vectorizes.
@@ -287,11 +304,21 @@ void scale_typed(void* dst, size_t n, double factor) {
 }  // namespace
 
 void combine(void* dst, const void* src, size_t n, DType dtype, ReduceOp op) {
-  dispatch(dtype, op, dst, src, nullptr, n);
+  dispatch(dtype, op, [&](auto p, auto o) {
+    if (n > 0) run<decltype(p), decltype(o)>(dst, src, nullptr, n);
+  });
 }
 
 void combine3(void* dst, const void* a, const void* b, size_t n, DType dtype, ReduceOp op) {
-  dispatch(dtype, op, dst, a, b, n);
+  dispatch(dtype, op, [&](auto p, auto o) {
+    if (n > 0) run<decltype(p), decltype(o)>(dst, a, b, n);
+  });
+}
+
+void combine_copy(void* dst, const void* src, void* also, size_t n, DType dtype, ReduceOp op) {
+  dispatch(dtype, op, [&](auto p, auto o) {
+    if (n > 0) run_copy<decltype(p), decltype(o)>(dst, src, also, n);
+  });
 }
 
 void finish_avg(void* dst, size_t n, DType dtype, int divisor) {

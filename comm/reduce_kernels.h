@@ -21,6 +21,9 @@ namespace ddp::comm {
 void combine(void* dst, const void* src, size_t n, DType dtype, ReduceOp op);
 // dst[i] = a[i] op b[i]. dst may be exactly a or exactly b; otherwise no overlap.
 void combine3(void* dst, const void* a, const void* b, size_t n, DType dtype, ReduceOp op);
+// dst[i] = dst[i] op src[i], and also[i] = the same, in one pass (a reduction published to a
+// second place: the shared-memory all_reduce's slice into its slot). None of the three overlap.
+void combine_copy(void* dst, const void* src, void* also, size_t n, DType dtype, ReduceOp op);
 // dst[i] = dst[i] / divisor (kAvg's last step). Integers: truncating division in int64, so a
 // divisor wider than the dtype (int8 over 200 ranks) still divides correctly.
 void finish_avg(void* dst, size_t n, DType dtype, int divisor);

@@ -38,11 +38,20 @@ void reduce_mine(ShmChannel& ch, const ShmStep& s, char* base, size_t m, uint64_
   const ReduceOp rop = s.ctx.desc.rop;
   const Part me = part(m, ch.world(), ch.rank());
   char* dst = base + me.off * es;
+  char* mine = ch.slot(ch.rank(), t) + me.off * es;
+  // The last peer's combine also publishes the result, in the same pass (AVG divides first).
+  const int last = ch.rank() == ch.world() - 1 ? ch.world() - 2 : ch.world() - 1;
   for (int p = 0; p < ch.world(); ++p) {
-    if (p != ch.rank()) combine(dst, ch.slot(p, t) + me.off * es, me.len, buf.dtype, rop);
+    if (p == ch.rank()) continue;
+    const char* theirs = ch.slot(p, t) + me.off * es;
+    if (p == last && rop != ReduceOp::kAvg) {
+      combine_copy(dst, theirs, mine, me.len, buf.dtype, rop);
+      return;
+    }
+    combine(dst, theirs, me.len, buf.dtype, rop);
   }
   if (rop == ReduceOp::kAvg) finish_avg(dst, me.len, buf.dtype, ch.world());
-  copy_bytes(ch.slot(ch.rank(), t) + me.off * es, dst, me.len * es);
+  copy_bytes(mine, dst, me.len * es);
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 // copy_bytes copies exactly what memcpy would, at every size and relative alignment, and takes
-// the vector loop exactly for the short forward distances that are slow with `rep movsb`.
+// the vector loop for the short forward distances that are slow with `rep movsb` where the
+// calibration (or DDP_COPY_KERNEL) says so.
 #include "comm/copy_kernel.h"
 
 #include <doctest/doctest.h>
 
 #include <cstring>
 #include <vector>
+
+#include "common/error.h"
 
 using namespace ddp::comm;
 
@@ -36,4 +39,25 @@ TEST_CASE("copy_bytes and copy_bytes_vector equal memcpy at every size and offse
       }
     }
   }
+}
+
+TEST_CASE("DDP_COPY_KERNEL: auto, memcpy or vector; anything else is refused by name") {
+  CHECK(parse_copy_kernel("auto") == CopyKernelSetting::kAuto);
+  CHECK(parse_copy_kernel("memcpy") == CopyKernelSetting::kMemcpy);
+  CHECK(parse_copy_kernel("vector") == CopyKernelSetting::kVector);
+  CHECK_THROWS_WITH_AS(parse_copy_kernel("rep-movsb"), doctest::Contains("DDP_COPY_KERNEL='rep-movsb'"),
+                       ddp::InvalidArgument);
+  CHECK_THROWS_AS(parse_copy_kernel(""), ddp::InvalidArgument);
+}
+
+TEST_CASE("the short-distance copy is calibrated once: one of the two, the same on every call") {
+  const ShortCopy measured = calibrate_short_copy();
+  CHECK((measured == ShortCopy::kMemcpy || measured == ShortCopy::kVector));
+  const ShortCopy first = short_copy();
+  CHECK(short_copy() == first);
+  // Whichever was chosen, a short-distance copy is still exact.
+  std::vector<unsigned char> src(8192 + 64), got(8192 + 64, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 1);
+  copy_bytes(got.data() + 16, src.data(), 8192);
+  CHECK(std::memcmp(got.data() + 16, src.data(), 8192) == 0);
 }

@@ -135,7 +135,39 @@ TEST_CASE("combine: misaligned views give the aligned results, for every dtype a
   }
 }
 
+TEST_CASE("combine_copy: the result of combine, in dst and in the copy, aligned or not, every dtype and op") {
+  const size_t n = 1000;
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8,
+                  DType::kUInt8, DType::kInt32, DType::kInt64}) {
+    const size_t es = dtype_size(d);
+    std::vector<unsigned char> a(n * es + 1), b(n * es + 1);
+    for (size_t i = 0; i < a.size(); ++i) {  // small integers in every byte: finite in every dtype
+      a[i] = static_cast<unsigned char>(i % 7 + 1);
+      b[i] = static_cast<unsigned char>(i % 5 + 2);
+    }
+    for (ReduceOp op : kAllOps) {
+      if (is_bitwise(op) && !is_integer(d)) continue;
+      CAPTURE(to_string(d));
+      CAPTURE(to_string(op));
+      std::vector<unsigned char> want = a;
+      combine(want.data(), b.data(), n, d, op);
+      for (size_t shift : {0u, 1u}) {  // 1: every pointer misaligned
+        std::vector<unsigned char> dst(n * es + 1), src(n * es + 1), copy(n * es + 1, 0xAB);
+        std::memcpy(dst.data() + shift, a.data(), n * es);
+        std::memcpy(src.data() + shift, b.data(), n * es);
+        combine_copy(dst.data() + shift, src.data() + shift, copy.data() + shift, n, d, op);
+        CHECK(std::memcmp(dst.data() + shift, want.data(), n * es) == 0);
+        CHECK(std::memcmp(copy.data() + shift, want.data(), n * es) == 0);
+        CHECK(copy[shift == 0 ? n * es : 0] == 0xAB);  // nothing written past the n elements
+      }
+    }
+  }
+  CHECK_THROWS_AS(combine_copy(nullptr, nullptr, nullptr, 0, DType::kFloat32, ReduceOp::kBxor),
+                  InvalidArgument);
+}
+
 TEST_CASE("combine: zero elements touch nothing") {
+  combine_copy(nullptr, nullptr, nullptr, 0, DType::kInt32, ReduceOp::kMax);
   combine(nullptr, nullptr, 0, DType::kFloat32, ReduceOp::kSum);
   combine3(nullptr, nullptr, nullptr, 0, DType::kInt64, ReduceOp::kBxor);
   finish_avg(nullptr, 0, DType::kFloat16, 3);
