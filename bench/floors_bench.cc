@@ -49,7 +49,8 @@ std::vector<size_t> parse_list(const std::string& text) {
     const size_t v = std::stoull(item, &used);
     const std::string unit = item.substr(used);
     const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
-    if (shift < 0 || v == 0) throw CLI::ValidationError("--sizes", "'" + item + "' is not a size (4, 64K, 1M)");
+    if (shift < 0 || v == 0)
+      throw CLI::ValidationError("--sizes", "'" + item + "' is not a size (4, 64K, 1M)");
     out.push_back(v << shift);
   }
   return out;
@@ -144,8 +145,8 @@ double pass_floor(size_t bytes, int repeats, std::pair<int, int> cpus) {
 
 void print_row(const Flags& f, size_t bytes, double copy_us, double pass_us) {
   if (f.format == "json") {
-    nlohmann::json j = {{"bench", "floors"},         {"bytes", bytes},     {"copy_us", copy_us},
-                        {"pass_us", pass_us},        {"repeats", f.repeats}, {"machine", machine_json()}};
+    nlohmann::json j = {{"bench", "floors"},  {"bytes", bytes},       {"copy_us", copy_us},
+                        {"pass_us", pass_us}, {"repeats", f.repeats}, {"machine", machine_json()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%12zu %12.2f %12.2f %10.2f %10.2f\n", bytes, copy_us, pass_us,

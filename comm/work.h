@@ -67,6 +67,19 @@ class Work {
 
 using WorkPtr = std::shared_ptr<Work>;
 
+// A Work whose wait() polls for completion for `poll` before it sleeps (see above).
+class PollingWork final : public Work {
+ public:
+  PollingWork(std::string description, std::chrono::microseconds poll)
+      : Work(std::move(description)), poll_(poll) {}
+
+ protected:
+  std::chrono::microseconds poll_before_sleep() const noexcept override { return poll_; }
+
+ private:
+  std::chrono::microseconds poll_;
+};
+
 // Waits for every Work in order; rethrows the first error after all have finished or failed.
 void wait_all(const std::vector<WorkPtr>& works, Millis timeout = kUseDefault);
 

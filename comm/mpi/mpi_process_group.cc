@@ -148,7 +148,7 @@ WorkPtr MpiProcessGroup::submit(const char* name, Millis timeout, bool local, St
   MpiOp op;
   op.what = detail::str("mpi ", name, " #", seq, " in group '", name_, "' (rank ", rank(), "/", size(), ")",
                         detail);
-  op.work = std::make_shared<MpiWork>(op.what, runtime_.poll_budget());
+  op.work = std::make_shared<PollingWork>(op.what, runtime_.poll_budget());
   if (local) {
     op.work->finish();
     return op.work;

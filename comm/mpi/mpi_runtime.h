@@ -23,7 +23,7 @@
 //   until it returns.
 // - Hand-off: after its last op the MPI thread polls for the next one (yielding the core each
 //   pass) for poll_budget() before it sleeps, and a thread waiting on an op polls for as long
-//   before it sleeps (MpiWork): a small op then costs no futex wake-up either way (several
+//   before it sleeps (a PollingWork): a small op then costs no futex wake-up either way (several
 //   microseconds each on a VM, ten times MPI's own latency). DDP_MPI_POLL_US overrides; 0
 //   sleeps at once.
 // - Finalize: at exit (atexit), if this runtime initialized MPI and nothing is in flight.
@@ -115,18 +115,6 @@ class MpiRuntime {
   bool owns_init_ = false;
   int tag_ub_ = 32767;
   std::chrono::microseconds poll_budget_{0};
-};
-
-// The Work of an MpiOp: polls for the runtime's poll budget before it sleeps.
-class MpiWork final : public Work {
- public:
-  MpiWork(std::string what, std::chrono::microseconds poll) : Work(std::move(what)), poll_(poll) {}
-
- protected:
-  std::chrono::microseconds poll_before_sleep() const noexcept override { return poll_; }
-
- private:
-  std::chrono::microseconds poll_;
 };
 
 // DDP_MPI_POLL_US, or the default (50 µs) where unset; InvalidArgument naming it if negative.

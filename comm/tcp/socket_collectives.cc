@@ -16,20 +16,24 @@ char* at(const Buffer& b, size_t elems) { return static_cast<char*>(b.data) + el
 
 }  // namespace
 
+std::chrono::microseconds SocketCollectives::poll_for(size_t bytes) const {
+  return bytes <= opt_.oneshot_bytes ? opt_.poll : std::chrono::microseconds{0};
+}
+
 int SocketCollectives::world_rank(int p) const {
   return opt_.world_ranks.empty() ? p : opt_.world_ranks[static_cast<size_t>(p)];
 }
 
 void SocketCollectives::send(Batch& b, int peer, int step, const void* data, size_t bytes,
                              const OpContext& ctx) {
-  auto work = std::make_shared<Work>(ctx.label());
+  auto work = std::make_shared<PollingWork>(ctx.label(), poll_for(bytes));
   engine_->send(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data,
                 bytes, ctx.deadline, work, ctx.label());
   b.works.emplace_back(std::move(work), peer);
 }
 
 void SocketCollectives::recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx) {
-  auto work = std::make_shared<Work>(ctx.label());
+  auto work = std::make_shared<PollingWork>(ctx.label(), poll_for(bytes));
   engine_->recv(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data,
                 bytes, ctx.deadline, work, ctx.label());
   b.works.emplace_back(std::move(work), peer);
@@ -76,9 +80,9 @@ void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
   const auto tag = static_cast<int64_t>(ctx.desc.seq);
   for (int p = 0; p < opt_.world; ++p) {
     if (p == opt_.rank) continue;
-    auto s = std::make_shared<Work>(ctx.label());
+    auto s = std::make_shared<PollingWork>(ctx.label(), opt_.poll);
     engine_->send(p, Channel::kFingerprint, tag, &mine, sizeof(mine), ctx.deadline, s, ctx.label());
-    auto r = std::make_shared<Work>(ctx.label());
+    auto r = std::make_shared<PollingWork>(ctx.label(), opt_.poll);
     engine_->recv(p, Channel::kFingerprint, tag, &theirs[static_cast<size_t>(p)], sizeof(Fingerprint),
                   ctx.deadline, r, ctx.label());
     works.emplace_back(s, p);

@@ -1,6 +1,7 @@
 #include "comm/tcp/socket_engine.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -181,9 +182,17 @@ void SocketEngine::loop() noexcept {
   }
 }
 
+// Whether the next poll(2) should not sleep (Options::blocked, Options::poll).
+bool SocketEngine::polling(Clock::time_point last_moved) const {
+  const auto* blocked = options_.blocked;
+  return blocked != nullptr && options_.poll.count() > 0 && blocked->load(std::memory_order_relaxed) > 0 &&
+         Clock::now() < last_moved + options_.poll;
+}
+
 void SocketEngine::run_loop(Done& done) {
   std::vector<pollfd> fds;
   std::vector<int> ranks;
+  Clock::time_point last_moved = Clock::now();
   while (true) {
     fds.clear();
     ranks.clear();
@@ -203,7 +212,10 @@ void SocketEngine::run_loop(Done& done) {
       }
       timeout = next_timeout_ms();
     }
-    int rc = ::poll(fds.data(), fds.size(), timeout);
+    const bool hot = polling(last_moved);
+    int rc = ::poll(fds.data(), fds.size(), hot ? 0 : timeout);
+    if (rc > 0) last_moved = Clock::now();
+    if (rc == 0 && hot) sched_yield();
     if (rc < 0 && errno != EINTR) {
       std::lock_guard<std::mutex> lock(mu_);
       health_->fail(FailureKind::kOther, -1, detail::str("poll failed: ", std::strerror(errno)));

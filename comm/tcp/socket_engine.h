@@ -21,6 +21,8 @@
 // - The progress thread never lets an exception escape: should anything throw there, the group
 //   fails (kOther) and every pending Work completes with the error.
 // Thread-safe: any thread may post. Works finish outside the engine's lock.
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -48,6 +50,11 @@ class SocketEngine {
     std::vector<std::string> peer_names;  // "rank 1 (pid 42 on host)", for errors
     // Per peer: bytes of messages that arrived before their recv, buffered at most.
     uint64_t max_unexpected_bytes = kDefaultMaxUnexpectedBytes;
+    // While *blocked > 0 (a thread waits on one of the group's collectives) the progress thread
+    // polls its sockets without sleeping, yielding the core each pass, until `poll` has passed
+    // since it last moved anything; otherwise it sleeps in poll(2). Null or 0: always sleeps.
+    const std::atomic<int>* blocked = nullptr;
+    std::chrono::microseconds poll{0};
   };
   SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* health);
   ~SocketEngine();
@@ -73,6 +80,7 @@ class SocketEngine {
   void fail_engine(Done& done, const std::string& why) noexcept;
   void wake();
   int next_timeout_ms();
+  bool polling(Clock::time_point last_moved) const;
   void on_readable(int p, Done& done);
   bool read_header(int p, Done& done);
   bool read_payload(int p, Done& done);

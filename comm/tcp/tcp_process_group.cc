@@ -11,19 +11,24 @@
 namespace ddp::comm::tcp {
 namespace {
 
-// A collective's Work: counts the threads blocked on it into the group's counter.
+using Micros = std::chrono::microseconds;
+
+// A collective's Work: counts the threads blocked on it into the group's counter, and polls
+// for completion for the group's budget before it sleeps.
 class CollectiveWork final : public Work {
  public:
-  CollectiveWork(std::string label, std::shared_ptr<std::atomic<int>> blocked)
-      : Work(std::move(label)), blocked_(std::move(blocked)) {}
+  CollectiveWork(std::string label, std::shared_ptr<std::atomic<int>> blocked, Micros poll)
+      : Work(std::move(label)), blocked_(std::move(blocked)), poll_(poll) {}
 
  protected:
   void blocking(bool begin) noexcept override {
     blocked_->fetch_add(begin ? 1 : -1, std::memory_order_relaxed);
   }
+  Micros poll_before_sleep() const noexcept override { return poll_; }
 
  private:
   std::shared_ptr<std::atomic<int>> blocked_;
+  Micros poll_;
 };
 
 }  // namespace
@@ -102,8 +107,10 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
     return task.work;
   }
   task.ctx.deadline = Deadline(timeout);
+  // Polling pays only where the op takes about as long as a wake-up: small ones.
+  const auto poll = std::max(in.bytes(), out.bytes()) <= poll_max_bytes_ ? collective_poll_ : Micros{0};
   task.work = std::make_shared<CollectiveWork>(
-      detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group_, "'"), blocked_);
+      detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group_, "'"), blocked_, poll);
   WorkPtr work = task.work;
   queue_.push_back(std::move(task));
   lock.unlock();
@@ -125,11 +132,11 @@ bool TcpProcessGroup::try_inline(Task& task) {
     return true;
   }
   if (error) {
-    task.work = std::make_shared<CollectiveWork>(task.ctx.label(), blocked_);
+    task.work = std::make_shared<CollectiveWork>(task.ctx.label(), blocked_, Micros{0});
     task.work->finish(error);
     return true;
   }
-  task.work = std::make_shared<CollectiveWork>(task.ctx.label(), blocked_);
+  task.work = std::make_shared<CollectiveWork>(task.ctx.label(), blocked_, Micros{0});
   return false;
 }
 

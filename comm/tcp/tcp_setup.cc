@@ -47,6 +47,32 @@ HostLayout layout_of(const Mesh& mesh) {
   return HostLayout::of(keys);
 }
 
+// How long this rank polls for its peers before it sleeps, whatever the transport: ranks that
+// have a core each pause-spin (like MPI's shm progress), then poll with sched_yield, then sleep;
+// ranks that outnumber this host's cores never spin (a spinning rank would hold the core of the
+// peer it waits for) and yield only briefly. Sleeping (a futex, poll(2)) costs a scheduling
+// delay, milliseconds on a busy machine; polling with sched_yield keeps the rank runnable and
+// lets others run. DDP_TCP_SPIN_US / DDP_TCP_YIELD_US override.
+struct WaitBudget {
+  int spin_us = 0;
+  int yield_us = 0;
+};
+
+WaitBudget wait_budget(int ranks_here) {
+  const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool roomy = ranks_here <= cores;
+  WaitBudget b;
+  b.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", roomy ? 200 : 0));
+  b.yield_us = static_cast<int>(env::get_int_or("DDP_TCP_YIELD_US", roomy ? 20000 : 50));
+  return b;
+}
+
+// This rank's host's share of the group (ranks with its same-host key).
+int ranks_on_this_host(const HostLayout& layout, int rank) {
+  const int host = layout.host_of[static_cast<size_t>(rank)];
+  return static_cast<int>(std::count(layout.host_of.begin(), layout.host_of.end(), host));
+}
+
 // One host: shared memory. Several, with several ranks on each (the same number): shared
 // memory within, sockets between (hierarchical). Otherwise sockets.
 Transport choose_transport(const Mesh& mesh) {
@@ -204,21 +230,23 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
   }
   eo.max_unexpected_bytes = static_cast<uint64_t>(max_unexpected);
   for (int r = 0; r < setup.size; ++r) eo.peer_names.push_back(peer_name(setup, mesh, r));
+  const HostLayout layout = layout_of(mesh);
+  const WaitBudget wait = wait_budget(ranks_on_this_host(layout, setup.rank));
+  // Messages: the progress thread, and a thread waiting for a message or for a collective over
+  // sockets, poll for the whole budget while a thread is blocked on the group (yielding: two
+  // or three threads per rank share the cores), then sleep.
+  const auto poll = std::chrono::microseconds(std::max(0, wait.spin_us) + std::max(0, wait.yield_us));
+  eo.blocked = blocked_.get();
+  eo.poll = poll;
   engine_ = std::make_unique<SocketEngine>(std::move(eo), std::move(mesh.fds), &health_);
   if (transport_ == Transport::kShm) {
     ShmCollectives::Options so;
     so.rank = setup.rank;
     so.world = setup.size;
     so.fingerprints = fingerprints_;
-    const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    const bool roomy = setup.size <= cores;
-    // Ranks that have a core each pause-spin (like MPI's shm progress), then poll with
-    // sched_yield, then sleep; ranks that outnumber the cores never spin: a spinning rank
-    // would hold the core of the peer it waits for.
-    so.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", roomy ? 200 : 0));
-    // Sleeping (a futex, a condition variable) costs a scheduling delay of milliseconds on a
-    // busy machine; polling with sched_yield keeps the rank runnable and lets others run.
-    so.yield_us = static_cast<int>(env::get_int_or("DDP_TCP_YIELD_US", roomy ? 20000 : 50));
+    const bool roomy = setup.size <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    so.spin_us = wait.spin_us;
+    so.yield_us = wait.yield_us;
     // The caller's thread polls for its peers as long as the worker would spin, no longer: an
     // op issued from a computation that goes on (DDP's backward) must not hold it up. Ranks
     // that outnumber cores poll inline too, yielding from the start (crowded: the peer gets the
@@ -239,9 +267,12 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.chunk_bytes = socket_bytes("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10, 1);
     so.algo = parse_socket_algo(env::get_or("DDP_TCP_SOCKET_ALGO", "auto"));
     so.world_ranks = setup.global_ranks;
+    so.poll = poll;
     sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
+    collective_poll_ = poll;
+    poll_max_bytes_ = so.oneshot_bytes;
   }
-  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout_of(mesh));
+  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout);
 }
 
 namespace {

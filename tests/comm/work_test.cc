@@ -72,44 +72,28 @@ TEST_CASE("Work tells its backend when a thread blocks in wait, and when it stop
   }
 }
 
-namespace {
-
-// Polls for completion (as the mpi backend's Works do) for up to `poll` before it sleeps.
-class PollingWork final : public Work {
- public:
-  explicit PollingWork(std::chrono::microseconds poll) : Work("polling"), poll_(poll) {}
-
- protected:
-  std::chrono::microseconds poll_before_sleep() const noexcept override { return poll_; }
-
- private:
-  std::chrono::microseconds poll_;
-};
-
-}  // namespace
-
 TEST_CASE("A Work that polls before sleeping sees completion, errors and its wait's timeout") {
   constexpr std::chrono::hours kForever{24};
   SUBCASE("finished by another thread while the waiter polls") {
-    PollingWork w(kForever);
+    PollingWork w("polling", kForever);
     std::thread finisher([&] { w.finish(); });
     CHECK(w.wait());
     finisher.join();
   }
   SUBCASE("an error is rethrown") {
-    PollingWork w(kForever);
+    PollingWork w("polling", kForever);
     std::thread finisher(
         [&] { w.finish(std::make_exception_ptr(NetworkError("lost", __FILE__, __LINE__))); });
     CHECK_THROWS_AS(w.wait(), NetworkError);
     finisher.join();
   }
   SUBCASE("a wait's timeout bounds the poll (a day's poll budget would hang this test)") {
-    PollingWork w(kForever);
+    PollingWork w("polling", kForever);
     CHECK_THROWS_AS(w.wait(Millis(1)), TimeoutError);
     CHECK_FALSE(w.is_completed());
   }
   SUBCASE("a poll budget shorter than the op: the waiter sleeps and is woken") {
-    PollingWork w(std::chrono::microseconds(1));
+    PollingWork w("polling", std::chrono::microseconds(1));
     std::thread finisher([&] {
       std::this_thread::sleep_for(Millis(20));
       w.finish();
