@@ -48,8 +48,9 @@ TcpProcessGroup::TcpProcessGroup(const GroupSetup& setup)
   health_.init(setup.size);
 }
 
-std::shared_ptr<TcpProcessGroup> TcpProcessGroup::create(const GroupSetup& setup) {
+std::shared_ptr<TcpProcessGroup> TcpProcessGroup::create(const GroupSetup& setup, bool on_caller) {
   std::shared_ptr<TcpProcessGroup> pg(new TcpProcessGroup(setup));
+  pg->on_caller_ = on_caller;
   if (setup.size > 1) pg->connect(setup);
   pg->worker_ = std::thread([raw = pg.get()] { raw->worker_loop(); });
   return pg;
@@ -85,6 +86,7 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
   task.ctx.timeout = timeout;
   task.in = in;
   task.out = out;
+  if (on_caller_ && queue_.empty() && !busy_) return run_on_caller(task, lock);
   if (inline_spin_us_ >= 0 && shm_ && queue_.empty() && !busy_ && shm_->resumable(desc, in) &&
       in.bytes() <= inline_max_bytes_) {
     busy_ = true;
@@ -116,6 +118,24 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
   lock.unlock();
   cv_.notify_one();
   return work;
+}
+
+// create(setup, true): the op runs to its end here, as the worker would run it; the caller
+// counts as blocked on it meanwhile (the waits it makes poll as for a blocked thread).
+WorkPtr TcpProcessGroup::run_on_caller(Task& task, std::unique_lock<std::mutex>& lock) {
+  busy_ = true;
+  lock.unlock();
+  task.ctx.deadline = Deadline(task.ctx.timeout);
+  task.work = std::make_shared<CollectiveWork>(task.ctx.label(), blocked_, Micros{0});
+  blocked_->fetch_add(1, std::memory_order_relaxed);
+  execute(task);
+  blocked_->fetch_sub(1, std::memory_order_relaxed);
+  lock.lock();
+  busy_ = false;
+  const bool wake = !queue_.empty() || stopping_;
+  lock.unlock();
+  if (wake) cv_.notify_one();
+  return task.work;
 }
 
 // On the caller's thread, with busy_ held: true when the op ended (task.work finished).

@@ -9,7 +9,8 @@
 //   DDP_TCP_TRANSPORT=socket, over the sockets (socket_collectives.h). send/recv always use the
 //   sockets; the sockets also carry liveness: a peer's EOF fails the group at once.
 // - Execution: collectives run on one worker thread per group, in issue order, each with the
-//   group's next collective sequence number (shared by all ranks). Fast path: an shm
+//   group's next collective sequence number (shared by all ranks); a hierarchical group's
+//   children run theirs on the thread that issues them (its worker: create(setup, true)). Fast path: an shm
 //   all_reduce up to DDP_TCP_INLINE_MAX_BYTES (default 4 MiB) or a barrier issued while nothing
 //   else is queued runs on the caller's thread (no thread hand-off, no sleep);
 //   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default: DDP_TCP_SPIN_US; 2 ms of
@@ -60,7 +61,10 @@ void set_inter_node_factory(InterNodeFactory factory);
 
 class TcpProcessGroup final : public ProcessGroup {
  public:
-  static std::shared_ptr<TcpProcessGroup> create(const GroupSetup& setup);
+  // `on_caller`: every collective runs to its end on the thread that issues it, which the
+  // returned (completed) Work then reports: a hierarchical group's children, whose ops its
+  // worker issues one at a time and waits for at once (two thread hand-offs less per step).
+  static std::shared_ptr<TcpProcessGroup> create(const GroupSetup& setup, bool on_caller = false);
   ~TcpProcessGroup() override;
 
   std::string backend_name() const override { return "tcp"; }
@@ -98,6 +102,7 @@ class TcpProcessGroup final : public ProcessGroup {
   WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout);
   WorkPtr post_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout);
   void worker_loop();
+  WorkPtr run_on_caller(Task& task, std::unique_lock<std::mutex>& lock);
   void execute(Task& task);
   bool try_inline(Task& task);
   template <typename F>
@@ -124,6 +129,7 @@ class TcpProcessGroup final : public ProcessGroup {
   bool busy_ = false;        // someone (the worker or an inline caller) is running an op
   int inline_spin_us_ = -1;  // < 0: never run ops on the caller's thread
   size_t inline_max_bytes_ = 0;
+  bool on_caller_ = false;  // create(setup, true)
   std::atomic<uint64_t> collectives_run_{0};
   // Threads blocked in wait() on this group's collectives (shared with their Works, which
   // may outlive the group): the shm waits poll only while one is.

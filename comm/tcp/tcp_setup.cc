@@ -281,7 +281,7 @@ std::atomic<InterNodeFactory> g_inter_node_factory{nullptr};
 // The cross-host child group: this backend's sockets, or DDP_TCP_INTER's engine.
 ProcessGroupPtr make_cross_group(const GroupSetup& c) {
   const std::string inter = env::get_or("DDP_TCP_INTER", "socket");
-  if (inter == "socket") return ProcessGroupPtr(TcpProcessGroup::create(c));
+  if (inter == "socket") return ProcessGroupPtr(TcpProcessGroup::create(c, true));
   if (inter != "gloo" && inter != "mpi")
     DDP_THROW(InvalidArgument, "DDP_TCP_INTER='", inter, "': choose socket, gloo or mpi");
   const InterNodeFactory factory = g_inter_node_factory.load();
@@ -313,7 +313,7 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
     }
     c.size = static_cast<int>(c.global_ranks.size());
     c.rank = rank;
-    return cross ? make_cross_group(c) : ProcessGroupPtr(TcpProcessGroup::create(c));
+    return cross ? make_cross_group(c) : ProcessGroupPtr(TcpProcessGroup::create(c, true));
   };
   auto local_group = child(
       "host", host, [&](size_t r) { return layout.host_of[r] == host; }, local, false);
