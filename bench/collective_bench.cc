@@ -30,6 +30,7 @@
 #include "bench/collective_timing.h"
 #include "bench/local_ranks.h"
 #include "bench/machine_json.h"
+#include "bench/sizes.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/machine.h"
@@ -83,40 +84,6 @@ bool needs_mpirun(const std::vector<std::string>& impls) {
     if (i == "mpi" || i == "mpi-direct") return true;
   }
   return false;
-}
-
-size_t parse_size(const std::string& text) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &pos);
-  } catch (const std::exception&) {
-    DDP_THROW(InvalidArgument, "--sizes: '", text, "' is not a size (e.g. 4, 1K, 16M, 1G)");
-  }
-  const std::string unit = text.substr(pos);
-  double mult = 1;
-  if (unit == "K" || unit == "KiB" || unit == "k")
-    mult = 1024;
-  else if (unit == "M" || unit == "MiB")
-    mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB")
-    mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B")
-    DDP_THROW(InvalidArgument, "--sizes: unknown unit in '", text, "'");
-  if (v < 0) DDP_THROW(InvalidArgument, "--sizes: negative size '", text, "'");
-  return static_cast<size_t>(v * mult);
-}
-
-std::vector<size_t> parse_sizes(const std::string& list) {
-  std::vector<size_t> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    if (comma > start) out.push_back(parse_size(list.substr(start, comma - start)));
-    start = comma + 1;
-  }
-  return out;
 }
 
 double busbw_factor(CollOp op, int n) {

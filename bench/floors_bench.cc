@@ -18,12 +18,12 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "bench/bench.h"
 #include "bench/machine_json.h"
+#include "bench/sizes.h"
 #include "comm/reduce_kernels.h"
 #include "comm/types.h"
 #include "common/machine.h"
@@ -38,23 +38,6 @@ struct Flags {
   int repeats = 21;
   std::string format = "table";
 };
-
-std::vector<size_t> parse_list(const std::string& text) {
-  std::vector<size_t> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item.empty()) throw CLI::ValidationError("--sizes", "an empty size");
-    size_t used = 0;
-    const size_t v = std::stoull(item, &used);
-    const std::string unit = item.substr(used);
-    const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
-    if (shift < 0 || v == 0)
-      throw CLI::ValidationError("--sizes", "'" + item + "' is not a size (4, 64K, 1M)");
-    out.push_back(v << shift);
-  }
-  return out;
-}
 
 // The first two CPUs this process may run on (the same one twice on a single-CPU machine).
 std::pair<int, int> two_cpus() {
@@ -166,13 +149,7 @@ int floors_main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"json", "table"}));
   CLI11_PARSE(app, argc, argv);
-  std::vector<size_t> sizes;
-  try {
-    sizes = parse_list(f.sizes);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp-bench floors: %s\n", e.what());
-    return 1;
-  }
+  const std::vector<size_t> sizes = parse_sizes(f.sizes);  // errors: ddp-bench's main names them
   const auto cpus = two_cpus();
   if (f.format == "table") {
     std::printf("# machine: %s\n", machine_profile().summary().c_str());

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 
 #include "bench/bench.h"
 
@@ -39,7 +41,18 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   for (const auto& s : ddp::bench::registry()) {
-    if (s.name == argv[1]) return s.main(argc - 1, argv + 1);
+    if (s.name != argv[1]) continue;
+    // A subcommand's error (a bad --sizes item, a buffer that cannot be allocated) ends it here,
+    // named, instead of in std::terminate.
+    try {
+      return s.main(argc - 1, argv + 1);
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "ddp-bench %s: out of memory (are --sizes too large for this machine?)\n",
+                   argv[1]);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ddp-bench %s: %s\n", argv[1], e.what());
+    }
+    return 1;
   }
   std::fprintf(stderr, "ddp-bench: unknown subcommand '%s'\n\n", argv[1]);
   usage(stderr);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/sizes.h"
 #include "comm/copy_kernel.h"
 #include "comm/reduce_kernels.h"
 #include "common/machine.h"
@@ -35,24 +36,6 @@ struct Flags {
   int repeats = 51;
   size_t offset = 16;
 };
-
-size_t bytes_of(const std::string& t) {
-  const size_t v = std::stoull(t);
-  const char unit = t.empty() ? ' ' : t.back();
-  return unit == 'K' ? v << 10 : unit == 'M' ? v << 20 : unit == 'G' ? v << 30 : v;
-}
-
-std::vector<size_t> list(const std::string& text) {
-  std::vector<size_t> out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    out.push_back(bytes_of(text.substr(start, comma - start)));
-    start = comma + 1;
-  }
-  return out;
-}
 
 struct Stages {
   std::vector<double> stage_in, copy_out, reduce, publish;
@@ -109,11 +92,12 @@ int shm_stages_main(int argc, char** argv) {
   app.add_option("--repeats", f.repeats, "ops per figure (median)")->capture_default_str();
   app.add_option("--offset", f.offset, "the buffer's address past a page boundary")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  const std::vector<size_t> sizes = parse_sizes(f.sizes), chunks = parse_sizes(f.chunks);
   std::printf("# machine: %s\n", machine_profile().summary().c_str());
   std::printf("%10s %8s %-10s %10s %10s %10s %10s %10s\n", "bytes", "chunk", "copy", "stage_in", "copy_out",
               "reduce", "publish", "total_us");
-  for (size_t bytes : list(f.sizes)) {
-    for (size_t chunk : list(f.chunks)) {
+  for (size_t bytes : sizes) {
+    for (size_t chunk : chunks) {
       if (chunk < 64 || bytes % chunk != 0) continue;
       using Memory = std::unique_ptr<char, decltype(&std::free)>;
       Memory raw(static_cast<char*>(std::aligned_alloc(4096, bytes + 4096)), &std::free);

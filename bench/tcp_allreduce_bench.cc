@@ -14,6 +14,7 @@
 #include <cstdio>
 
 #include "bench/bench.h"
+#include "bench/sizes.h"
 #include "comm/tcp/tcp_process_group.h"
 #include "rendezvous/file_store.h"
 
@@ -28,24 +29,6 @@ struct Flags {
   bool barrier = true;
   bool bind = true;
 };
-
-std::vector<size_t> sizes_of(const std::string& list) {
-  std::vector<size_t> out;
-  size_t start = 0;
-  while (start < list.size()) {
-    size_t end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    std::string item = list.substr(start, end - start);
-    size_t mult = 1;
-    if (!item.empty() && (item.back() == 'K' || item.back() == 'M' || item.back() == 'G')) {
-      mult = item.back() == 'K' ? 1024 : item.back() == 'M' ? 1024ull * 1024 : 1024ull * 1024 * 1024;
-      item.pop_back();
-    }
-    out.push_back(std::stoull(item) * mult);
-    start = end + 1;
-  }
-  return out;
-}
 
 int run_rank(const Flags& f, const std::string& path, int rank) {
   if (f.bind) {  // one core per rank, as mpirun binds its ranks: a fair side-by-side
@@ -66,7 +49,7 @@ int run_rank(const Flags& f, const std::string& path, int rank) {
     std::printf("%12s %12s %12s %12s\n", "bytes", "median_us", "min_us", "algbw_GBps");
   }
   int wrong = 0;
-  for (size_t bytes : sizes_of(f.sizes)) {
+  for (size_t bytes : parse_sizes(f.sizes)) {
     const size_t count = std::max<size_t>(1, bytes / sizeof(float));
     std::vector<float> buf(count, 1.f);
     std::vector<double> us;
@@ -107,6 +90,7 @@ int tcp_allreduce_main(int argc, char** argv) {
   app.add_flag("!--no-barrier", f.barrier, "do not barrier before each timed op");
   app.add_flag("!--no-bind", f.bind, "do not bind rank i to core i % cores");
   CLI11_PARSE(app, argc, argv);
+  parse_sizes(f.sizes);  // refused here, once, not in every forked rank
   const std::string path = "/tmp/ddp-tcp-allreduce-" + std::to_string(::getpid());
   std::vector<pid_t> pids;
   for (int r = 0; r < f.world_size; ++r) {

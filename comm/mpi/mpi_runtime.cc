@@ -21,6 +21,9 @@ namespace {
 // The hand-off's poll (DDP_MPI_POLL_US): a bound on the CPU a finished op may cost the MPI
 // thread and its waiter, several times a futex wake-up on a VM.
 constexpr std::chrono::microseconds kDefaultPoll{50};
+// Above this a poll is no longer a hand-off but a busy thread (and deadlines added to it would
+// overflow the clock).
+constexpr int64_t kMaxPollUs = 1'000'000;
 
 }  // namespace
 
@@ -37,7 +40,10 @@ const char* thread_level_name(int level) {
 std::chrono::microseconds poll_budget_from_env() {
   const auto us = env::get_int("DDP_MPI_POLL_US");
   if (!us) return kDefaultPoll;
-  if (*us < 0) DDP_THROW(InvalidArgument, "DDP_MPI_POLL_US=", *us, ": give 0 (sleep at once) or more");
+  if (*us < 0 || *us > kMaxPollUs) {
+    DDP_THROW(InvalidArgument, "DDP_MPI_POLL_US=", *us, ": give 0 (sleep at once) to ", kMaxPollUs,
+              " microseconds");
+  }
   return std::chrono::microseconds(*us);
 }
 

@@ -117,7 +117,8 @@ class MpiRuntime {
   std::chrono::microseconds poll_budget_{0};
 };
 
-// DDP_MPI_POLL_US, or the default (50 µs) where unset; InvalidArgument naming it if negative.
+// DDP_MPI_POLL_US, or the default (50 µs) where unset; InvalidArgument naming it outside
+// 0..1 s or not an integer.
 std::chrono::microseconds poll_budget_from_env();
 // "MPI_THREAD_MULTIPLE", ...
 const char* thread_level_name(int level);

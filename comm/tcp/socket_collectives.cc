@@ -80,9 +80,9 @@ void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
   const auto tag = static_cast<int64_t>(ctx.desc.seq);
   for (int p = 0; p < opt_.world; ++p) {
     if (p == opt_.rank) continue;
-    auto s = std::make_shared<PollingWork>(ctx.label(), opt_.poll);
+    auto s = std::make_shared<PollingWork>(ctx.label(), poll_for(sizeof(Fingerprint)));
     engine_->send(p, Channel::kFingerprint, tag, &mine, sizeof(mine), ctx.deadline, s, ctx.label());
-    auto r = std::make_shared<PollingWork>(ctx.label(), opt_.poll);
+    auto r = std::make_shared<PollingWork>(ctx.label(), poll_for(sizeof(Fingerprint)));
     engine_->recv(p, Channel::kFingerprint, tag, &theirs[static_cast<size_t>(p)], sizeof(Fingerprint),
                   ctx.deadline, r, ctx.label());
     works.emplace_back(s, p);

@@ -47,12 +47,15 @@ class SocketCollectives {
     SocketAlgo algo = SocketAlgo::kAuto;  // the same on every rank (DDP_TCP_SOCKET_ALGO)
     std::vector<int> world_ranks;         // group rank -> world rank, for errors (empty: the same)
     // How long a wait for a message of at most oneshot_bytes polls before it sleeps
-    // (PollingWork; the engine's poll). Larger messages take longer than a wake-up costs.
+    // (PollingWork; the engine's poll): poll_for().
     std::chrono::microseconds poll{0};
   };
   SocketCollectives(SocketEngine* engine, Options options) : engine_(engine), opt_(options) {}
 
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
+  // How long a wait for `bytes` polls before it sleeps: Options::poll up to oneshot_bytes, none
+  // above (a larger transfer takes longer than a wake-up costs).
+  std::chrono::microseconds poll_for(size_t bytes) const;
 
  private:
   struct Batch {
@@ -61,7 +64,6 @@ class SocketCollectives {
   void send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx);
   void recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx);
   void wait(Batch& b, const OpContext& ctx);
-  std::chrono::microseconds poll_for(size_t bytes) const;
   void wait_one(Batch& b, size_t k, const OpContext& ctx);
   void exchange_fingerprints(const OpContext& ctx);
 

@@ -109,8 +109,9 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
     return task.work;
   }
   task.ctx.deadline = Deadline(timeout);
-  // Polling pays only where the op takes about as long as a wake-up: small ones.
-  const auto poll = std::max(in.bytes(), out.bytes()) <= poll_max_bytes_ ? collective_poll_ : Micros{0};
+  // Over sockets a wait polls as a wait for a message that size would; shm ops sleep at once
+  // (they mostly finish on the caller's thread).
+  const auto poll = sockets_ ? sockets_->poll_for(std::max(in.bytes(), out.bytes())) : Micros{0};
   task.work = std::make_shared<CollectiveWork>(
       detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group_, "'"), blocked_, poll);
   WorkPtr work = task.work;

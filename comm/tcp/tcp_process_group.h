@@ -134,11 +134,6 @@ class TcpProcessGroup final : public ProcessGroup {
   // Threads blocked in wait() on this group's collectives (shared with their Works, which
   // may outlive the group): the shm waits poll only while one is.
   std::shared_ptr<std::atomic<int>> blocked_ = std::make_shared<std::atomic<int>>(0);
-  // How long a wait on one of the group's collectives of at most poll_max_bytes_ polls before
-  // it sleeps (socket and hierarchical groups: their ops finish on the worker; shm ops mostly
-  // on the caller). Larger ops take longer than a wake-up costs: they sleep at once.
-  std::chrono::microseconds collective_poll_{0};
-  size_t poll_max_bytes_ = 0;
   // Returned for every op that completed on the caller's thread: a finished Work carries no
   // per-op state, and sharing one saves an allocation on the fast path.
   const WorkPtr inline_done_ = Work::completed("collective (completed on the caller's thread)");

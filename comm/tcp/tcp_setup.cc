@@ -54,16 +54,17 @@ HostLayout layout_of(const Mesh& mesh) {
 // delay, milliseconds on a busy machine; polling with sched_yield keeps the rank runnable and
 // lets others run. DDP_TCP_SPIN_US / DDP_TCP_YIELD_US override.
 struct WaitBudget {
+  bool roomy = true;  // a core for each of this host's ranks
   int spin_us = 0;
   int yield_us = 0;
 };
 
 WaitBudget wait_budget(int ranks_here) {
   const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const bool roomy = ranks_here <= cores;
   WaitBudget b;
-  b.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", roomy ? 200 : 0));
-  b.yield_us = static_cast<int>(env::get_int_or("DDP_TCP_YIELD_US", roomy ? 20000 : 50));
+  b.roomy = ranks_here <= cores;
+  b.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", b.roomy ? 200 : 0));
+  b.yield_us = static_cast<int>(env::get_int_or("DDP_TCP_YIELD_US", b.roomy ? 20000 : 50));
   return b;
 }
 
@@ -244,7 +245,6 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.rank = setup.rank;
     so.world = setup.size;
     so.fingerprints = fingerprints_;
-    const bool roomy = setup.size <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     so.spin_us = wait.spin_us;
     so.yield_us = wait.yield_us;
     // The caller's thread polls for its peers as long as the worker would spin, no longer: an
@@ -252,7 +252,8 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     // that outnumber cores poll inline too, yielding from the start (crowded: the peer gets the
     // core at once): handing each op to the worker cost a thread wake-up per op (3 ranks on 2
     // cores, 1 KiB: 26-37 us against Open MPI's 7-17 us; polling: 10-26 us).
-    inline_spin_us_ = static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", roomy ? so.spin_us : 2000));
+    inline_spin_us_ =
+        static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", wait.roomy ? so.spin_us : 2000));
     so.blocked = blocked_.get();
     inline_max_bytes_ = static_cast<size_t>(env::get_int_or("DDP_TCP_INLINE_MAX_BYTES", 4 << 20));
     shm_ = std::make_unique<ShmCollectives>(std::move(segment), so, &health_);
@@ -269,8 +270,6 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.world_ranks = setup.global_ranks;
     so.poll = poll;
     sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
-    collective_poll_ = poll;
-    poll_max_bytes_ = so.oneshot_bytes;
   }
   if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout);
 }
