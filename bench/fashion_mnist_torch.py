@@ -88,6 +88,7 @@ def rank_main(args):
             print(f"pytorch epoch {epoch}/{args.epochs}  loss {totals[0] / totals[1]:.4f}  "
                   f"test-acc {100 * correct[0] / correct[1]:.1f}%  samples/s {totals[1] / secs:.0f}  ({secs:.1f} s)",
                   flush=True)
+    del model, opt  # before the group: see bench/torch_ddp_bench.py (a PyTorch 1.13 deadlock at teardown)
     dist.destroy_process_group()
     return 0
 

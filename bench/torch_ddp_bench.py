@@ -63,6 +63,12 @@ def rank_main(args):
     dist.all_reduce(lo, op=dist.ReduceOp.MIN)
     dist.all_reduce(hi, op=dist.ReduceOp.MAX)
     identical = bool(torch.equal(lo, hi))
+    # PyTorch 1.13: if the DDP module outlives destroy_process_group, its Reducer holds the last
+    # reference to ProcessGroupGloo and destroys it with the GIL held, while Gloo's worker thread
+    # waits for the GIL to free a tensor: the join never returns (bench_torch_tcp timed out in CI;
+    # here 2 hangs in 60 runs under load, none in 65 after).
+    # Freed first, the group's last reference goes through PyTorch's GIL-releasing holder.
+    del wrapped
     if rank == 0:
         local_ms = statistics.median(local_times) * 1e3
         ddp_ms = statistics.median(ddp_times) * 1e3
