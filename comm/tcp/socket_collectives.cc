@@ -1,7 +1,9 @@
 #include "comm/tcp/socket_collectives.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <set>
 
 #include "comm/reduce_kernels.h"
@@ -14,6 +16,32 @@ constexpr int64_t kStepsPerOp = 16;
 
 char* at(const Buffer& b, size_t elems) { return static_cast<char*>(b.data) + elems * dtype_size(b.dtype); }
 
+// Finishes `whole` once every part has finished, with the first part's error if any. The
+// parts' buffers are the whole's, so it never finishes while the engine may still touch one.
+class PartsJoin {
+ public:
+  PartsJoin(WorkPtr whole, size_t parts) : whole_(std::move(whole)), left_(parts) {}
+  void arrive(const std::exception_ptr& error) {
+    if (error) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!first_) first_ = error;
+    }
+    if (left_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    std::exception_ptr first;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first = first_;
+    }
+    whole_->finish(first);
+  }
+
+ private:
+  WorkPtr whole_;
+  std::atomic<size_t> left_;
+  std::mutex mu_;
+  std::exception_ptr first_;
+};
+
 }  // namespace
 
 std::chrono::microseconds SocketCollectives::poll_for(size_t bytes) const {
@@ -24,18 +52,49 @@ int SocketCollectives::world_rank(int p) const {
   return opt_.world_ranks.empty() ? p : opt_.world_ranks[static_cast<size_t>(p)];
 }
 
+StripePlan stripe_plan(size_t bytes, int streams, size_t chunk_bytes) {
+  const auto n = static_cast<size_t>(std::max(1, streams));
+  const size_t least = std::max<size_t>(64, chunk_bytes / n);
+  const size_t want = std::clamp<size_t>(bytes / least, 1, n);
+  const size_t part = ((bytes + want - 1) / want + 63) / 64 * 64;
+  if (part == 0) return {1, 0};
+  return {(bytes + part - 1) / part, part};
+}
+
 void SocketCollectives::send(Batch& b, int peer, int step, const void* data, size_t bytes,
                              const OpContext& ctx) {
-  auto work = std::make_shared<PollingWork>(ctx.label(), poll_for(bytes));
-  engine_->send(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data,
-                bytes, ctx.deadline, work, ctx.label());
-  b.works.emplace_back(std::move(work), peer);
+  // The engine only reads a send's buffer; post() takes one pointer type for both directions.
+  post(b, true, peer, step, const_cast<char*>(static_cast<const char*>(data)), bytes, ctx);
 }
 
 void SocketCollectives::recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx) {
+  post(b, false, peer, step, static_cast<char*>(data), bytes, ctx);
+}
+
+void SocketCollectives::post(Batch& b, bool is_send, int peer, int step, char* data, size_t bytes,
+                             const OpContext& ctx) {
+  const int64_t tag = static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step;
+  auto transfer = [&](SocketEngine* engine, char* at, size_t n, const WorkPtr& work) {
+    if (is_send) {
+      engine->send(peer, Channel::kCollective, tag, at, n, ctx.deadline, work, ctx.label());
+    } else {
+      engine->recv(peer, Channel::kCollective, tag, at, n, ctx.deadline, work, ctx.label());
+    }
+  };
   auto work = std::make_shared<PollingWork>(ctx.label(), poll_for(bytes));
-  engine_->recv(peer, Channel::kCollective, static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step, data,
-                bytes, ctx.deadline, work, ctx.label());
+  const StripePlan plan = stripe_plan(bytes, static_cast<int>(opt_.stripes.size()) + 1, opt_.chunk_bytes);
+  if (plan.parts == 1) {
+    transfer(engine_, data, bytes, work);
+  } else {
+    auto join = std::make_shared<PartsJoin>(work, plan.parts);
+    for (size_t i = 0; i < plan.parts; ++i) {
+      const size_t off = i * plan.part_bytes;
+      auto part = std::make_shared<Work>(ctx.label());
+      part->then([join](Work& w) { join->arrive(w.exception()); });
+      transfer(i == 0 ? engine_ : opt_.stripes[i - 1], data + off, std::min(plan.part_bytes, bytes - off),
+               part);
+    }
+  }
   b.works.emplace_back(std::move(work), peer);
 }
 

@@ -35,6 +35,18 @@ const char* to_string(SocketAlgo algo);
 SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t oneshot_bytes,
                               size_t chunk_bytes);
 
+// DDP_TCP_SOCKET_STREAMS' bound: connections to each peer.
+inline constexpr int kMaxSocketStreams = 8;
+
+// How a message of `bytes` is split over `streams` connections to its peer: `parts` pieces of
+// `part_bytes` (a multiple of 64; the last piece shorter), none under chunk_bytes / streams. A
+// pure function of values equal on both sides, so the sender and the receiver split alike.
+struct StripePlan {
+  size_t parts = 1;
+  size_t part_bytes = 0;
+};
+StripePlan stripe_plan(size_t bytes, int streams, size_t chunk_bytes);
+
 class SocketCollectives {
  public:
   struct Options {
@@ -49,6 +61,10 @@ class SocketCollectives {
     // How long a wait for a message of at most oneshot_bytes polls before it sleeps
     // (PollingWork; the engine's poll): poll_for().
     std::chrono::microseconds poll{0};
+    // More connections to every peer (DDP_TCP_SOCKET_STREAMS - 1 more engines, each with its
+    // own mesh and progress thread): each collective message is split across the engine and
+    // these (stripe_plan), so that several TCP streams and threads carry it. Empty: one.
+    std::vector<SocketEngine*> stripes;
   };
   SocketCollectives(SocketEngine* engine, Options options) : engine_(engine), opt_(options) {}
 
@@ -63,6 +79,8 @@ class SocketCollectives {
   };
   void send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx);
   void recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx);
+  // send/recv: one Work in the batch, over one connection or striped over several.
+  void post(Batch& b, bool is_send, int peer, int step, char* data, size_t bytes, const OpContext& ctx);
   void wait(Batch& b, const OpContext& ctx);
   void wait_one(Batch& b, size_t k, const OpContext& ctx);
   void exchange_fingerprints(const OpContext& ctx);

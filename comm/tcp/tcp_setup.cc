@@ -1,5 +1,7 @@
 // TcpProcessGroup set-up: the mesh, the transport choice and the shared-memory segment.
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include "comm/tcp/hierarchical_collectives.h"
@@ -21,25 +23,39 @@ namespace {
 struct Config {
   Transport transport = Transport::kSocket;
   bool fingerprints = true;
+  int streams = 1;  // connections to each peer (socket transport)
   std::string shm_name;
 
   std::string encode() const {
-    return detail::str(to_string(transport), "\n", fingerprints ? 1 : 0, "\n", shm_name);
+    return detail::str(to_string(transport), "\n", fingerprints ? 1 : 0, "\n", streams, "\n", shm_name);
   }
   static Config decode(const std::string& text) {
     Config c;
     auto a = text.find('\n');
     auto b = a == std::string::npos ? a : text.find('\n', a + 1);
-    if (b == std::string::npos) DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "'");
+    auto d = b == std::string::npos ? b : text.find('\n', b + 1);
+    if (d == std::string::npos) DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "'");
     const std::string t = text.substr(0, a);
     c.transport = t == "shm"            ? Transport::kShm
                   : t == "hierarchical" ? Transport::kHierarchical
                                         : Transport::kSocket;
     c.fingerprints = text.substr(a + 1, b - a - 1) == "1";
-    c.shm_name = text.substr(b + 1);
+    c.streams = std::clamp(std::atoi(text.substr(b + 1, d - b - 1).c_str()), 1, kMaxSocketStreams);
+    c.shm_name = text.substr(d + 1);
     return c;
   }
 };
+
+// DDP_TCP_SOCKET_STREAMS: connections to each peer over sockets, 1..kMaxSocketStreams. Read on
+// every rank (a bad value fails there, naming it); rank 0's is the group's.
+int socket_streams() {
+  const int64_t n = env::get_int_or("DDP_TCP_SOCKET_STREAMS", 1);
+  if (n < 1 || n > kMaxSocketStreams) {
+    DDP_THROW(InvalidArgument, "DDP_TCP_SOCKET_STREAMS=", n, ": choose 1..", kMaxSocketStreams,
+              " connections to each peer");
+  }
+  return static_cast<int>(n);
+}
 
 HostLayout layout_of(const Mesh& mesh) {
   std::vector<std::string> keys;
@@ -174,9 +190,11 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Deadl
                           ShmSegment& segment) {
   rdzv::Store& store = *setup.store;
   Config config;
+  const int streams = socket_streams();
   if (setup.rank == 0) {
     config.transport = choose_transport(mesh);
     config.fingerprints = env::get_bool_or("DDP_TCP_FINGERPRINT", true);
+    config.streams = streams;
     if (config.transport == Transport::kShm) segment = create_or_fall_back(setup, geometry(setup.size));
     if (config.transport == Transport::kShm && !segment.valid()) config.transport = Transport::kSocket;
     config.shm_name = segment.name();
@@ -205,6 +223,25 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Deadl
     }
   }
   return config;
+}
+
+// DDP_TCP_SOCKET_STREAMS - 1 more connections to each peer: one more mesh and engine per stream,
+// made by every rank in the same order (the store keys and handshake name carry the stream's
+// number). They carry only parts of large messages, whose waits never poll: their progress
+// threads sleep in poll(2).
+std::vector<std::unique_ptr<SocketEngine>> open_stripes(const GroupSetup& setup, int streams,
+                                                        SocketEngine::Options eo, const Deadline& deadline,
+                                                        GroupHealth* health) {
+  eo.blocked = nullptr;
+  std::vector<std::unique_ptr<SocketEngine>> stripes;
+  for (int k = 1; k < streams; ++k) {
+    auto store = std::make_shared<rdzv::PrefixStore>(detail::str("tcp/stream/", k), setup.store);
+    const std::string name = detail::str(setup.name, "/stream", k);
+    Mesh extra = build_mesh(*store, {setup.rank, setup.size, setup.job_token, name}, deadline);
+    stripes.push_back(std::make_unique<SocketEngine>(eo, std::move(extra.fds), health));
+  }
+  if (streams > 1) logger("tcp")->debug("group '{}': {} connections to each peer", setup.name, streams);
+  return stripes;
 }
 
 }  // namespace
@@ -239,6 +276,8 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
   const auto poll = std::chrono::microseconds(std::max(0, wait.spin_us) + std::max(0, wait.yield_us));
   eo.blocked = blocked_.get();
   eo.poll = poll;
+  if (transport_ == Transport::kSocket)
+    stripes_ = open_stripes(setup, config.streams, eo, deadline, &health_);
   engine_ = std::make_unique<SocketEngine>(std::move(eo), std::move(mesh.fds), &health_);
   if (transport_ == Transport::kShm) {
     ShmCollectives::Options so;
@@ -269,6 +308,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.algo = parse_socket_algo(env::get_or("DDP_TCP_SOCKET_ALGO", "auto"));
     so.world_ranks = setup.global_ranks;
     so.poll = poll;
+    for (const auto& e : stripes_) so.stripes.push_back(e.get());
     sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
   }
   if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout);

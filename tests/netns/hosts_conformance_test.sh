@@ -6,11 +6,13 @@
 #                 sockets between: the debug log says so on every rank); small counts take the
 #                 reduce_scatter/all_gather path too (DDP_TCP_HIERARCHY_SMALL_BYTES=0).
 #   flat          DDP_TCP_TRANSPORT=socket: sockets between every pair.
+#   streams       hierarchical with 2 connections between each pair of the cross-host step
+#                 (DDP_TCP_SOCKET_STREAMS=2: its messages split across them).
 #   gloo          hierarchical with the step between hosts on Gloo (DDP_TCP_INTER=gloo); Skipped
 #                 (77) when this build has no gloo backend.
 # The matrix's subgroups cover the other layouts (one host, uneven hosts). Exit 77 (Skipped)
 # when not root or a tool is missing.
-# usage: [GLOO_BUILT=1] hosts_conformance_test.sh <bin dir> <tests dir> <source dir> HOSTS hierarchical|flat|gloo
+# usage: [GLOO_BUILT=1] hosts_conformance_test.sh <bin dir> <tests dir> <source dir> HOSTS hierarchical|flat|streams|gloo
 set -uo pipefail
 bin=$1 tests=$2 src=$3 n=$4 mode=$5
 GLOO_BUILT=${GLOO_BUILT:-0}
@@ -26,8 +28,9 @@ trap '$hosts down "$p" "$n"; rm -rf "$out"' EXIT
 case "$mode" in
   hierarchical) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0) ;;
   flat) extra=(DDP_TCP_TRANSPORT=socket) ;;
+  streams) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_SOCKET_STREAMS=2) ;;
   gloo) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_INTER=gloo) ;;
-  *) echo "mode: hierarchical or flat"; exit 2 ;;
+  *) echo "mode: hierarchical, flat, streams or gloo"; exit 2 ;;
 esac
 pids=()
 for h in $(seq 1 "$n"); do
@@ -53,5 +56,9 @@ fi
 if [ "$mode" = flat ] && [ "$got" != 0 ]; then echo "FAIL: DDP_TCP_TRANSPORT=socket, yet hierarchical"; exit 1; fi
 inter=$(cat "$out"/host*.log | grep -c "group 'world': hierarchical, .*between hosts: gloo")
 if [ "$mode" = gloo ] && [ "$inter" != "$ranks" ]; then echo "FAIL: $inter of $ranks ranks went between hosts on gloo"; exit 1; fi
+striped=$(cat "$out"/host*.log | grep -c "group 'world/across[0-9]*': 2 connections to each peer")
+if [ "$mode" = streams ] && [ "$striped" != "$ranks" ]; then
+  echo "FAIL: $striped of $ranks ranks opened 2 connections to each peer between hosts"; exit 1
+fi
 grep -h "test cases:" "$out"/host*.log | head -2
 echo "$n hosts x 2 ranks, $mode: ok"

@@ -74,13 +74,41 @@ TEST_CASE("socket pipeline sizes from the environment: nonsense is an error nami
        std::vector<std::pair<std::string, std::string>>{{"DDP_TCP_SOCKET_CHUNK_BYTES", "0"},
                                                         {"DDP_TCP_SOCKET_CHUNK_BYTES", "-4096"},
                                                         {"DDP_TCP_SOCKET_ONESHOT_BYTES", "-1"},
-                                                        {"DDP_TCP_SOCKET_CHUNK_BYTES", "lots"}}) {
+                                                        {"DDP_TCP_SOCKET_CHUNK_BYTES", "lots"},
+                                                        {"DDP_TCP_SOCKET_STREAMS", "0"},
+                                                        {"DDP_TCP_SOCKET_STREAMS", "9"},
+                                                        {"DDP_TCP_SOCKET_STREAMS", "two"}}) {
     CAPTURE(var);
     CAPTURE(value);
     ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("socket")}, {var, value}});
     CHECK_THROWS_WITH_AS(run_ranks(2, [](TcpProcessGroup&, int) {}), doctest::Contains(var.c_str()),
                          InvalidArgument);
   }
+}
+
+TEST_CASE("several connections to each peer (DDP_TCP_SOCKET_STREAMS): every op exact, messages split") {
+  for (int w : {2, 3}) {
+    CAPTURE(w);
+    // 4 KiB chunks over 3 streams: every chunk travels in 3 parts, whole buffers in up to 3.
+    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("socket")},
+                   {"DDP_TCP_SOCKET_STREAMS", std::string("3")},
+                   {"DDP_TCP_SOCKET_CHUNK_BYTES", std::string("4096")},
+                   {"DDP_TCP_SOCKET_ONESHOT_BYTES", std::string("64")}});
+    run_ranks(w, [&](TcpProcessGroup& pg, int r) {
+      if (pg.socket_streams() != 3) throw std::runtime_error("expected 3 connections to each peer");
+      for (size_t n : {size_t{1}, size_t{4099}, size_t{70001}}) check_everything(pg, r, DType::kFloat32, n);
+      check_all_reduce(pg, r, DType::kInt64, ReduceOp::kMax, 100003);
+    });
+  }
+}
+
+TEST_CASE("DDP_TCP_SOCKET_STREAMS only adds connections where collectives use sockets") {
+  ScopedEnv env({{"DDP_TCP_SOCKET_STREAMS", std::string("4")}});
+  run_ranks(2, [](TcpProcessGroup& pg, int r) {
+    if (pg.transport() != Transport::kShm || pg.socket_streams() != 1)
+      throw std::runtime_error("one host: shared memory and no extra connections");
+    check_all_reduce(pg, r, DType::kFloat32, ReduceOp::kSum, 1000);
+  });
 }
 
 TEST_CASE("the shared-memory segment is unlinked once every rank mapped it") {

@@ -1,0 +1,55 @@
+// stripe_plan: how a collective's message is split over several connections to one peer (the
+// striped transfers themselves run in tcp_process_group_test and conformance_tcp_socket_streams).
+#include <doctest/doctest.h>
+
+#include "comm/tcp/socket_collectives.h"
+
+namespace ddp::comm::tcp {
+namespace {
+
+constexpr size_t kChunk = 256 << 10;
+
+// The parts cover [0, bytes) exactly once, in 64-byte multiples, none empty.
+void check_covers(size_t bytes, const StripePlan& p) {
+  CAPTURE(bytes);
+  REQUIRE(p.parts >= 1);
+  if (p.parts == 1) return;
+  CHECK(p.part_bytes % 64 == 0);
+  CHECK(p.parts * p.part_bytes >= bytes);
+  CHECK((p.parts - 1) * p.part_bytes < bytes);
+}
+
+TEST_CASE("one connection, or a message under two parts: never split") {
+  CHECK(stripe_plan(size_t{1} << 30, 1, kChunk).parts == 1);
+  CHECK(stripe_plan(0, 4, kChunk).parts == 1);
+  CHECK(stripe_plan(4, 4, kChunk).parts == 1);
+  CHECK(stripe_plan(kChunk / 2 - 1, 2, kChunk).parts == 1);
+}
+
+TEST_CASE("a pipeline chunk is split over every stream; larger messages no further") {
+  for (int streams : {2, 3, 4, 8}) {
+    CAPTURE(streams);
+    const StripePlan chunk = stripe_plan(kChunk, streams, kChunk);
+    CHECK(chunk.parts == static_cast<size_t>(streams));
+    check_covers(kChunk, chunk);
+    const StripePlan big = stripe_plan(size_t{64} << 20, streams, kChunk);
+    CHECK(big.parts == static_cast<size_t>(streams));
+    check_covers(size_t{64} << 20, big);
+  }
+}
+
+TEST_CASE("uneven sizes: the last part is shorter, no part is empty") {
+  for (size_t bytes : {size_t{4097}, size_t{100003}, size_t{262145}, size_t{(1 << 20) + 4}}) {
+    for (int streams : {2, 3, 5}) {
+      CAPTURE(streams);
+      check_covers(bytes, stripe_plan(bytes, streams, 4096));
+    }
+  }
+  // Parts never fall under chunk_bytes / streams: 3 * 1408 B for a 4 KiB chunk over 3 streams.
+  const StripePlan p = stripe_plan(4096, 3, 4096);
+  CHECK(p.parts == 3);
+  CHECK(p.part_bytes == 1408);
+}
+
+}  // namespace
+}  // namespace ddp::comm::tcp
