@@ -2,7 +2,7 @@
 # ddp-bench collective across N emulated hosts (tests/netns/hosts.sh: each host its own network,
 # IPC and mount namespace and /dev/shm, on one bridge), RANKS_PER_HOST ranks on each under
 # ddp-launch. One run measures, on the same hosts:
-#   - the link floor: one TCP stream host 1 -> host 2 (python, 1 s);
+#   - the link floor: one TCP stream host 1 -> host 2 (python, 1 s), then one each way at once;
 #   - ours with the transport chosen automatically (hierarchical when RANKS_PER_HOST > 1: shared
 #     memory within hosts, sockets between), beside Gloo's own algorithms (COMPARE) in the same
 #     processes, interleaved repeat by repeat;
@@ -34,20 +34,31 @@ $hosts up "$p" "$n" "${RATE:--}" "${DELAY:--}"
 out=$(mktemp -d)
 trap '$hosts down "$p" "$n"; rm -rf "$out"' EXIT
 
-$hosts run "$p" 2 /usr/bin/python3 -c '
-import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("10.78.0.2", 29999)); s.listen(1)
+# One TCP stream host FROM -> host TO on PORT for 1 s; prints its GB/s.
+stream() {
+  $hosts run "$p" "$2" /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
 c, _ = s.accept()
 while c.recv(1 << 20): pass
-' &
-sleep 0.3
-$hosts run "$p" 1 /usr/bin/python3 -c '
-import socket, time
-s = socket.create_connection(("10.78.0.2", 29999)); buf = b"x" * (1 << 20); t = time.time(); n = 0
+' "10.78.0.$2" "$3" &
+  sleep 0.3
+  $hosts run "$p" "$1" /usr/bin/python3 -c '
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2]))); buf = b"x" * (1 << 20); t = time.time(); n = 0
 while time.time() - t < 1: s.sendall(buf); n += len(buf)
-s.close(); print("# link floor: one TCP stream host 1 -> host 2: %.2f GB/s" % (n / (time.time() - t) / 1e9))
-'
+s.close(); print("%.2f" % (n / (time.time() - t) / 1e9))
+' "10.78.0.$2" "$3"
+  wait
+}
+echo "# link floor: one TCP stream host 1 -> host 2: $(stream 1 2 29999) GB/s"
+# An all_reduce loads both directions at once: on emulated hosts both streams' copies share
+# this machine's cores, so each direction gets less than one stream alone (a real NIC is full
+# duplex).
+stream 1 2 29998 > "$out/both.12" &
+stream 2 1 29997 > "$out/both.21"
 wait
+echo "# one stream each way at once: host 1 -> 2 $(cat "$out/both.12") GB/s, host 2 -> 1 $(cat "$out/both.21") GB/s"
 
 # The emulated hosts share this machine's cores: when their ranks outnumber them, shared memory
 # gets the settings the backend itself picks for ranks that outnumber a host's cores (never

@@ -74,25 +74,26 @@ void SocketCollectives::recv(Batch& b, int peer, int step, void* data, size_t by
 void SocketCollectives::post(Batch& b, bool is_send, int peer, int step, char* data, size_t bytes,
                              const OpContext& ctx) {
   const int64_t tag = static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step;
-  auto transfer = [&](SocketEngine* engine, char* at, size_t n, const WorkPtr& work) {
+  // Connection k to `peer` is the engine's peer + k * world.
+  auto transfer = [&](size_t k, char* at, size_t n, const WorkPtr& work) {
+    const int conn = peer + static_cast<int>(k) * opt_.world;
     if (is_send) {
-      engine->send(peer, Channel::kCollective, tag, at, n, ctx.deadline, work, ctx.label());
+      engine_->send(conn, Channel::kCollective, tag, at, n, ctx.deadline, work, ctx.label());
     } else {
-      engine->recv(peer, Channel::kCollective, tag, at, n, ctx.deadline, work, ctx.label());
+      engine_->recv(conn, Channel::kCollective, tag, at, n, ctx.deadline, work, ctx.label());
     }
   };
   auto work = std::make_shared<PollingWork>(ctx.label(), poll_for(bytes));
-  const StripePlan plan = stripe_plan(bytes, static_cast<int>(opt_.stripes.size()) + 1, opt_.chunk_bytes);
+  const StripePlan plan = stripe_plan(bytes, opt_.streams, opt_.chunk_bytes);
   if (plan.parts == 1) {
-    transfer(engine_, data, bytes, work);
+    transfer(0, data, bytes, work);
   } else {
     auto join = std::make_shared<PartsJoin>(work, plan.parts);
     for (size_t i = 0; i < plan.parts; ++i) {
       const size_t off = i * plan.part_bytes;
       auto part = std::make_shared<Work>(ctx.label());
       part->then([join](Work& w) { join->arrive(w.exception()); });
-      transfer(i == 0 ? engine_ : opt_.stripes[i - 1], data + off, std::min(plan.part_bytes, bytes - off),
-               part);
+      transfer(i, data + off, std::min(plan.part_bytes, bytes - off), part);
     }
   }
   b.works.emplace_back(std::move(work), peer);

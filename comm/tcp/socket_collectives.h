@@ -61,10 +61,9 @@ class SocketCollectives {
     // How long a wait for a message of at most oneshot_bytes polls before it sleeps
     // (PollingWork; the engine's poll): poll_for().
     std::chrono::microseconds poll{0};
-    // More connections to every peer (DDP_TCP_SOCKET_STREAMS - 1 more engines, each with its
-    // own mesh and progress thread): each collective message is split across the engine and
-    // these (stripe_plan), so that several TCP streams and threads carry it. Empty: one.
-    std::vector<SocketEngine*> stripes;
+    // The engine's connections to each peer (SocketEngine::Options::streams, from
+    // DDP_TCP_SOCKET_STREAMS): each collective message is split across them (stripe_plan).
+    int streams = 1;
   };
   SocketCollectives(SocketEngine* engine, Options options) : engine_(engine), opt_(options) {}
 

@@ -24,11 +24,16 @@ SocketEngine::SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* he
     : options_(std::move(options)), health_(health) {
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_fd_) DDP_THROW_ERRNO("eventfd");
-  for (size_t r = options_.peer_names.size(); r < fds.size(); ++r) {
+  const auto streams = static_cast<size_t>(std::max(1, options_.streams));
+  if (fds.size() % streams != 0) {
+    DDP_THROW(InvalidArgument, "SocketEngine: ", fds.size(), " connections for ", streams, " per rank");
+  }
+  world_ = std::max<int>(1, static_cast<int>(fds.size() / streams));
+  for (auto r = static_cast<int>(options_.peer_names.size()); r < world_; ++r) {
     options_.peer_names.push_back(detail::str("rank ", r));
   }
   for (size_t r = 0; r < fds.size(); ++r) {
-    auto peer = std::make_unique<Peer>(options_.peer_names[r], options_.max_unexpected_bytes);
+    auto peer = std::make_unique<Peer>(name_of(static_cast<int>(r)), options_.max_unexpected_bytes);
     if (fds[r]) {
       net::set_nonblocking(fds[r].get());
       peer->alive = true;
@@ -103,8 +108,8 @@ void SocketEngine::send(int p, Channel ch, int64_t tag, const void* data, size_t
         err = std::current_exception();
       }
     } else if (!peer.alive || stop_ || peer.said_bye) {
-      err = engine_error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
-                                                   peer.said_bye ? " (it left the group)" : ""));
+      err = engine_error<NetworkError>(
+          detail::str(label, ": no connection to ", name_of(p), peer.said_bye ? " (it left the group)" : ""));
     } else {
       SendOp op;
       op.hdr.channel = static_cast<uint8_t>(ch);
@@ -143,8 +148,8 @@ void SocketEngine::recv(int p, Channel ch, int64_t tag, void* data, size_t bytes
         err = std::current_exception();
       }
     } else if (!peer.alive || stop_) {
-      err = engine_error<NetworkError>(detail::str(label, ": no connection to ", options_.peer_names[p],
-                                                   peer.said_bye ? " (it left the group)" : ""));
+      err = engine_error<NetworkError>(
+          detail::str(label, ": no connection to ", name_of(p), peer.said_bye ? " (it left the group)" : ""));
     }
     if (err) {
       done.emplace_back(work, err);
@@ -272,7 +277,7 @@ bool SocketEngine::read_header(int p, Done& done) {
   }
   if (peer.hdr.channel == static_cast<uint8_t>(Channel::kBye)) {
     peer.said_bye = true;
-    health_->mark_departed(p);
+    health_->mark_departed(rank_of(p));
     return true;
   }
   const MailKey key{peer.hdr.channel, peer.hdr.tag};

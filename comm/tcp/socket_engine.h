@@ -55,6 +55,10 @@ class SocketEngine {
     // since it last moved anything; otherwise it sleeps in poll(2). Null or 0: always sleeps.
     const std::atomic<int>* blocked = nullptr;
     std::chrono::microseconds poll{0};
+    // Connections to each rank (DDP_TCP_SOCKET_STREAMS): fds holds world * streams of them,
+    // connection k to rank r at k * world + r, and every operation names one by that index.
+    // Each is its own ordered stream of messages; errors and health name the rank.
+    int streams = 1;
   };
   SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* health);
   ~SocketEngine();
@@ -75,6 +79,8 @@ class SocketEngine {
   using Done = std::vector<std::pair<WorkPtr, std::exception_ptr>>;  // = Completions (mailbox.h)
   using ErrorFor = std::function<std::exception_ptr(const std::string& label)>;
 
+  int rank_of(int p) const { return p % world_; }
+  const std::string& name_of(int p) const { return options_.peer_names[static_cast<size_t>(rank_of(p))]; }
   void loop() noexcept;
   void run_loop(Done& done);
   void fail_engine(Done& done, const std::string& why) noexcept;
@@ -94,7 +100,8 @@ class SocketEngine {
 
   Options options_;
   GroupHealth* health_;
-  std::vector<std::unique_ptr<Peer>> peers_;
+  int world_ = 1;
+  std::vector<std::unique_ptr<Peer>> peers_;  // one per connection
   Fd wake_fd_;
   std::mutex mu_;
   bool stop_ = false;

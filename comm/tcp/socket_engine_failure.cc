@@ -9,7 +9,7 @@ namespace ddp::comm::tcp {
 void SocketEngine::expire(Done& done) {
   const auto now = Clock::now();
   auto timeout = [&](const std::string& label, int p, const char* what) {
-    return engine_error<TimeoutError>(detail::str(label, ": timed out ", what, " ", options_.peer_names[p]));
+    return engine_error<TimeoutError>(detail::str(label, ": timed out ", what, " ", name_of(p)));
   };
   for (size_t r = 0; r < peers_.size(); ++r) {
     Peer& peer = *peers_[r];
@@ -38,7 +38,7 @@ void SocketEngine::close_peer(int p, Done& done) {
   if (!peer.alive) return;
   peer.alive = false;
   const std::string reason =
-      detail::str(options_.peer_names[p], " left the group (destroyed it) before this op completed");
+      detail::str(name_of(p), " left the group (destroyed it) before this op completed");
   fail_ops(
       peer,
       [&](const std::string& label) { return engine_error<NetworkError>(detail::str(label, ": ", reason)); },
@@ -59,8 +59,8 @@ void SocketEngine::lose_peer(int p, const std::string& why, Done& done) {
   Peer& peer = *peers_[p];
   if (!peer.alive) return;
   peer.alive = false;
-  const std::string reason = detail::str(options_.peer_names[p], " was lost: ", why);
-  health_->fail(FailureKind::kNetwork, p, reason);
+  const std::string reason = detail::str(name_of(p), " was lost: ", why);
+  health_->fail(FailureKind::kNetwork, rank_of(p), reason);
   fail_all(done, reason);
 }
 

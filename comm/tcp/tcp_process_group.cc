@@ -66,7 +66,6 @@ void TcpProcessGroup::shutdown() noexcept {
   }
   cv_.notify_all();
   if (engine_) engine_->shutdown();  // fails the socket waits of a running op
-  for (const auto& e : stripes_) e->shutdown();
   if (worker_.joinable()) {
     if (worker_.get_id() == std::this_thread::get_id()) {
       worker_.detach();  // destroyed from a Work callback on the worker: it exits by itself

@@ -36,7 +36,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "comm/backend.h"
 #include "comm/process_group.h"
@@ -75,7 +74,7 @@ class TcpProcessGroup final : public ProcessGroup {
   bool fingerprints() const { return fingerprints_; }
   const std::string& shm_name() const { return shm_name_; }  // empty unless kShm
   // Connections to each peer that carry collectives (DDP_TCP_SOCKET_STREAMS; 1 unless kSocket).
-  int socket_streams() const { return 1 + static_cast<int>(stripes_.size()); }
+  int socket_streams() const { return streams_; }
   uint64_t collectives_run() const { return collectives_run_.load(); }
 
  protected:
@@ -119,7 +118,7 @@ class TcpProcessGroup final : public ProcessGroup {
   bool fingerprints_ = true;
   std::string shm_name_;
   std::unique_ptr<SocketEngine> engine_;
-  std::vector<std::unique_ptr<SocketEngine>> stripes_;  // DDP_TCP_SOCKET_STREAMS - 1 more
+  int streams_ = 1;  // connections to each peer (DDP_TCP_SOCKET_STREAMS)
   std::unique_ptr<ShmCollectives> shm_;
   std::unique_ptr<SocketCollectives> sockets_;
   std::unique_ptr<HierarchicalCollectives> hierarchy_;  // kHierarchical: the child groups

@@ -225,23 +225,18 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Deadl
   return config;
 }
 
-// DDP_TCP_SOCKET_STREAMS - 1 more connections to each peer: one more mesh and engine per stream,
-// made by every rank in the same order (the store keys and handshake name carry the stream's
-// number). They carry only parts of large messages, whose waits never poll: their progress
-// threads sleep in poll(2).
-std::vector<std::unique_ptr<SocketEngine>> open_stripes(const GroupSetup& setup, int streams,
-                                                        SocketEngine::Options eo, const Deadline& deadline,
-                                                        GroupHealth* health) {
-  eo.blocked = nullptr;
-  std::vector<std::unique_ptr<SocketEngine>> stripes;
+// DDP_TCP_SOCKET_STREAMS - 1 more connections to each peer, appended to `fds` (connection k to
+// rank r at k * world + r, as SocketEngine::Options::streams reads them): one more mesh per
+// stream, made by every rank in the same order (the store keys and handshake name carry its
+// number).
+void add_streams(const GroupSetup& setup, int streams, const Deadline& deadline, std::vector<Fd>& fds) {
   for (int k = 1; k < streams; ++k) {
     auto store = std::make_shared<rdzv::PrefixStore>(detail::str("tcp/stream/", k), setup.store);
     const std::string name = detail::str(setup.name, "/stream", k);
     Mesh extra = build_mesh(*store, {setup.rank, setup.size, setup.job_token, name}, deadline);
-    stripes.push_back(std::make_unique<SocketEngine>(eo, std::move(extra.fds), health));
+    for (auto& fd : extra.fds) fds.push_back(std::move(fd));
   }
   if (streams > 1) logger("tcp")->debug("group '{}': {} connections to each peer", setup.name, streams);
-  return stripes;
 }
 
 }  // namespace
@@ -276,8 +271,11 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
   const auto poll = std::chrono::microseconds(std::max(0, wait.spin_us) + std::max(0, wait.yield_us));
   eo.blocked = blocked_.get();
   eo.poll = poll;
-  if (transport_ == Transport::kSocket)
-    stripes_ = open_stripes(setup, config.streams, eo, deadline, &health_);
+  if (transport_ == Transport::kSocket && config.streams > 1) {
+    add_streams(setup, config.streams, deadline, mesh.fds);
+    eo.streams = config.streams;
+  }
+  streams_ = eo.streams;
   engine_ = std::make_unique<SocketEngine>(std::move(eo), std::move(mesh.fds), &health_);
   if (transport_ == Transport::kShm) {
     ShmCollectives::Options so;
@@ -308,7 +306,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.algo = parse_socket_algo(env::get_or("DDP_TCP_SOCKET_ALGO", "auto"));
     so.world_ranks = setup.global_ranks;
     so.poll = poll;
-    for (const auto& e : stripes_) so.stripes.push_back(e.get());
+    so.streams = streams_;
     sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
   }
   if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout);
