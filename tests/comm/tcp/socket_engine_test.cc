@@ -1,6 +1,7 @@
 // SocketEngine against a peer that breaks the wire format: real sockets (a socketpair), the
 // other end written by hand. The group fails with a NetworkError naming the peer; the process
-// survives (no exception escapes the progress thread, nothing huge is allocated).
+// survives (no exception escapes the progress thread, nothing huge is allocated). And several
+// connections to one rank (Options::streams): each its own stream, errors naming the rank.
 #include "comm/tcp/socket_engine.h"
 
 #include <doctest/doctest.h>
@@ -120,4 +121,70 @@ TEST_CASE("malformed headers fail the group with NetworkError naming the peer; l
   auto work = std::make_shared<Work>();
   p.engine->send(1, Channel::kUser, 1, "x", 1, Deadline(kLong), work, "send");
   CHECK_THROWS_AS(work->wait(kLong), NetworkError);
+}
+
+namespace {
+
+// An engine with 2 connections to rank 1 (Options::streams = 2): fds [-, c0, -, c1].
+struct TwoStreams {
+  GroupHealth health;
+  Fd theirs[2];
+  std::unique_ptr<SocketEngine> engine;
+
+  TwoStreams() {
+    health.init(2);
+    std::vector<Fd> fds(4);
+    for (int k = 0; k < 2; ++k) {
+      int sv[2];
+      REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+      theirs[k] = Fd(sv[1]);
+      fds[static_cast<size_t>(2 * k + 1)] = Fd(sv[0]);
+    }
+    SocketEngine::Options o{.rank = 0,
+                            .group = std::string("g"),
+                            .peer_names = {"rank 0", "rank 1 (pid 42 on elsewhere)"},
+                            .streams = 2};
+    engine = std::make_unique<SocketEngine>(o, std::move(fds), &health);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("several connections per rank: each is its own stream, addressed k * world + rank") {
+  TwoStreams t;
+  // The same tag on both connections: each recv matches the message of its own connection.
+  for (int k : {1, 0}) {
+    WireHeader h = header(3, 5);
+    const std::string payload = k == 0 ? "abc" : "xyz";
+    net::send_all(t.theirs[k].get(), &h, sizeof(h), Deadline(kLong), "test peer");
+    net::send_all(t.theirs[k].get(), payload.data(), payload.size(), Deadline(kLong), "test peer");
+  }
+  char on0[3], on1[3];
+  auto w0 = std::make_shared<Work>(), w1 = std::make_shared<Work>();
+  t.engine->recv(1, Channel::kUser, 5, on0, 3, Deadline(kLong), w0, "recv on 0");
+  t.engine->recv(3, Channel::kUser, 5, on1, 3, Deadline(kLong), w1, "recv on 1");
+  w0->wait(kLong);
+  w1->wait(kLong);
+  CHECK(std::string(on0, 3) == "abc");
+  CHECK(std::string(on1, 3) == "xyz");
+}
+
+TEST_CASE("several connections per rank: losing one fails the group, naming the rank") {
+  TwoStreams t;
+  t.theirs[1] = Fd();  // the second connection to rank 1 closes without a goodbye
+  auto work = std::make_shared<Work>();
+  char buf[4];
+  t.engine->recv(1, Channel::kUser, 9, buf, sizeof(buf), Deadline(kLong), work, "recv(tag 9)");
+  CHECK_THROWS_WITH_AS(work->wait(kLong), doctest::Contains("rank 1 (pid 42 on elsewhere) was lost"),
+                       NetworkError);
+  CHECK(t.health.lost_peer() == 1);
+}
+
+TEST_CASE("several connections per rank: a connection count that is not a multiple is refused") {
+  GroupHealth health;
+  health.init(2);
+  std::vector<Fd> fds(3);
+  SocketEngine::Options o;
+  o.streams = 2;
+  CHECK_THROWS_AS(SocketEngine(o, std::move(fds), &health), InvalidArgument);
 }
