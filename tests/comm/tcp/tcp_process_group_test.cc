@@ -185,6 +185,40 @@ TEST_CASE("mismatched collectives fail on every rank, naming both sides") {
   }
 }
 
+TEST_CASE("sockets: all_reduces that differ in count or op fail on both ranks, buffers untouched") {
+  ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("socket")}});
+  struct Case {
+    size_t count[2];
+    ReduceOp op[2];
+    const char* seen;  // what rank 1 called, as the error names it
+  };
+  for (const Case& c : {Case{{1000, 1024}, {ReduceOp::kSum, ReduceOp::kSum}, "float32 x 1024, sum"},
+                        Case{{1000, 1000}, {ReduceOp::kSum, ReduceOp::kMax}, "float32 x 1000, max"}}) {
+    CAPTURE(c.seen);
+    std::vector<std::string> messages(2);
+    std::vector<std::vector<float>> kept(2);
+    run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+      const auto me = static_cast<size_t>(r);
+      std::vector<float> f(c.count[me], 1.0f + static_cast<float>(r));
+      try {
+        AllReduceOptions o;
+        o.op = c.op[me];
+        pg.all_reduce(view(f.data(), f.size()), o)->wait();
+      } catch (const InvalidArgument& e) {
+        messages[me] = e.message();
+      }
+      kept[me] = std::move(f);  // the caller's buffer: nothing may have been reduced into it
+    });
+    for (int r = 0; r < 2; ++r) {
+      const auto& m = messages[static_cast<size_t>(r)];
+      CAPTURE(m);
+      CHECK(m.find("mismatched collectives") != std::string::npos);
+      CHECK(m.find(c.seen) != std::string::npos);
+      for (float v : kept[static_cast<size_t>(r)]) REQUIRE(v == 1.0f + static_cast<float>(r));
+    }
+  }
+}
+
 TEST_CASE("a collective a peer never joins times out naming the op, its seq and the missing rank") {
   for (const char* transport : {"shm", "socket"}) {
     CAPTURE(transport);
