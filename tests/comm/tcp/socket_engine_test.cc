@@ -138,7 +138,7 @@ struct TwoStreams {
       int sv[2];
       REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
       theirs[k] = Fd(sv[1]);
-      fds[static_cast<size_t>(2 * k + 1)] = Fd(sv[0]);
+      fds[2 * static_cast<size_t>(k) + 1] = Fd(sv[0]);
     }
     SocketEngine::Options o{.rank = 0,
                             .group = std::string("g"),
