@@ -62,7 +62,7 @@ SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t ones
 void SocketCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
   const int w = opt_.world;
   const size_t n = buf.count;
-  if (n < static_cast<size_t>(w) || buf.bytes() <= opt_.oneshot_bytes) return oneshot_all_reduce(ctx, buf);
+  if (oneshot(buf)) return oneshot_all_reduce(ctx, buf);
   SocketAlgo algo = opt_.algo;
   if (algo == SocketAlgo::kAuto)
     algo = choose_socket_algo(buf.bytes(), n, w, opt_.oneshot_bytes, opt_.chunk_bytes);
@@ -73,22 +73,34 @@ void SocketCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
   }
 }
 
-// Small: everyone's whole buffer to everyone, combined in rank order everywhere.
+// Small: everyone's whole buffer to everyone, combined in rank order everywhere. The op's
+// fingerprints go first and the data right behind them, without waiting for them: the data
+// travels in a block that its messages own (kept alive until each finishes), so that a
+// mismatch, found before anything is reduced, returns while they may still be in flight and
+// leaves the engine nothing of the caller's to touch.
 void SocketCollectives::oneshot_all_reduce(const OpContext& ctx, const Buffer& buf) {
   const int r = opt_.rank, w = opt_.world;
-  const size_t n = buf.count;
+  const size_t n = buf.count, bytes = buf.bytes();
   const ReduceOp rop = ctx.desc.rop;
+  auto block = std::make_shared<std::vector<char>>(static_cast<size_t>(w) * bytes);
+  auto slot = [&](int p) { return block->data() + static_cast<size_t>(p) * bytes; };
+  std::memcpy(slot(r), buf.data, bytes);
+  Fingerprints f;
   Batch b;
-  std::vector<std::vector<char>> c(static_cast<size_t>(w), std::vector<char>(buf.bytes()));
-  for (int p = 0; p < w; ++p) {
-    if (p == r) continue;
-    send(b, p, 0, buf.data, buf.bytes(), ctx);
-    recv(b, p, 0, c[static_cast<size_t>(p)].data(), buf.bytes(), ctx);
+  {
+    SocketEngine::Hold together(*engine_);
+    if (opt_.fingerprints) post_fingerprints(ctx, f);
+    for (int p = 0; p < w; ++p) {
+      if (p == r) continue;
+      send(b, p, 0, slot(r), bytes, ctx);
+      recv(b, p, 0, slot(p), bytes, ctx);
+    }
   }
+  for (auto& entry : b.works) entry.first->then([block](Work&) {});
+  if (opt_.fingerprints) check_fingerprints(ctx, f);
   wait(b, ctx);
-  std::memcpy(c[static_cast<size_t>(r)].data(), buf.data, buf.bytes());
-  combine3(buf.data, c[0].data(), c[1].data(), n, buf.dtype, rop);
-  for (int p = 2; p < w; ++p) combine(buf.data, c[static_cast<size_t>(p)].data(), n, buf.dtype, rop);
+  combine3(buf.data, slot(0), slot(1), n, buf.dtype, rop);
+  for (int p = 2; p < w; ++p) combine(buf.data, slot(p), n, buf.dtype, rop);
   if (rop == ReduceOp::kAvg) finish_avg(buf.data, n, buf.dtype, w);
 }
 

@@ -133,37 +133,50 @@ void SocketCollectives::wait_one(Batch& b, size_t k, const OpContext& ctx) {
   }
 }
 
-void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
-  const Fingerprint mine = Fingerprint::of(ctx.desc);
-  std::vector<Fingerprint> theirs(static_cast<size_t>(opt_.world));
-  std::vector<std::pair<WorkPtr, int>> works;
+void SocketCollectives::post_fingerprints(const OpContext& ctx, Fingerprints& f) {
+  f.mine = Fingerprint::of(ctx.desc);
+  f.theirs.assign(static_cast<size_t>(opt_.world), Fingerprint{});
   const auto tag = static_cast<int64_t>(ctx.desc.seq);
   for (int p = 0; p < opt_.world; ++p) {
     if (p == opt_.rank) continue;
     auto s = std::make_shared<PollingWork>(ctx.label(), poll_for(sizeof(Fingerprint)));
-    engine_->send(p, Channel::kFingerprint, tag, &mine, sizeof(mine), ctx.deadline, s, ctx.label());
+    engine_->send(p, Channel::kFingerprint, tag, &f.mine, sizeof(f.mine), ctx.deadline, s, ctx.label());
     auto r = std::make_shared<PollingWork>(ctx.label(), poll_for(sizeof(Fingerprint)));
-    engine_->recv(p, Channel::kFingerprint, tag, &theirs[static_cast<size_t>(p)], sizeof(Fingerprint),
+    engine_->recv(p, Channel::kFingerprint, tag, &f.theirs[static_cast<size_t>(p)], sizeof(Fingerprint),
                   ctx.deadline, r, ctx.label());
-    works.emplace_back(s, p);
-    works.emplace_back(r, p);
+    f.batch.works.emplace_back(s, p);
+    f.batch.works.emplace_back(r, p);
   }
-  Batch b{std::move(works)};
-  wait(b, ctx);
+}
+
+void SocketCollectives::check_fingerprints(const OpContext& ctx, Fingerprints& f) {
+  wait(f.batch, ctx);
   if (!opt_.fingerprints) return;
   for (int p = 0; p < opt_.world; ++p) {
     if (p == opt_.rank) continue;
-    const Fingerprint& f = theirs[static_cast<size_t>(p)];
-    if (!mine.same_op(f)) {
+    const Fingerprint& theirs = f.theirs[static_cast<size_t>(p)];
+    if (!f.mine.same_op(theirs)) {
       DDP_THROW(InvalidArgument, ctx.label(), ": mismatched collectives: rank ", world_rank(opt_.rank),
                 " called ", describe(ctx.desc), " at seq ", ctx.desc.seq, " but rank ", world_rank(p),
-                " called ", describe(f.desc()), " at seq ", f.seq);
+                " called ", describe(theirs.desc()), " at seq ", theirs.seq);
     }
   }
 }
 
+void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
+  Fingerprints f;
+  post_fingerprints(ctx, f);
+  check_fingerprints(ctx, f);
+}
+
+bool SocketCollectives::oneshot(const Buffer& buf) const {
+  return buf.count < static_cast<size_t>(opt_.world) || buf.bytes() <= opt_.oneshot_bytes;
+}
+
 void SocketCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
-  if (opt_.fingerprints || ctx.desc.kind == OpKind::kBarrier) exchange_fingerprints(ctx);
+  // A one-shot all_reduce exchanges its own, beside its data.
+  const bool beside = ctx.desc.kind == OpKind::kAllReduce && oneshot(in);
+  if ((opt_.fingerprints && !beside) || ctx.desc.kind == OpKind::kBarrier) exchange_fingerprints(ctx);
   switch (ctx.desc.kind) {
     case OpKind::kAllReduce: all_reduce(ctx, in); break;
     case OpKind::kReduce: reduce(ctx, in); break;

@@ -13,7 +13,10 @@
 // is reduced by one rank in a fixed order, so every rank gets the same bits.
 //
 // Fingerprints: each op first exchanges its OpDesc with every peer (channel kFingerprint,
-// tag = seq); a mismatch is InvalidArgument naming both sides, before any data moves.
+// tag = seq); a mismatch is InvalidArgument naming both sides, before any data is used. A
+// one-shot all_reduce posts its data right behind its fingerprint (the engine writes both in
+// one system call), from a copy, and reduces only once every fingerprint matched: one round
+// trip, not two, and a mismatch leaves the engine nothing of the caller's to touch.
 // Errors: a lost peer is the engine's NetworkError; internal messages that miss the op's
 // deadline become one TimeoutError naming the op and the ranks that did not deliver.
 // Called by one thread at a time (the group's worker).
@@ -82,7 +85,16 @@ class SocketCollectives {
   void post(Batch& b, bool is_send, int peer, int step, char* data, size_t bytes, const OpContext& ctx);
   void wait(Batch& b, const OpContext& ctx);
   void wait_one(Batch& b, size_t k, const OpContext& ctx);
+  // Fingerprints: posted, then waited for and compared (throws the mismatch); exchange does both.
+  struct Fingerprints {
+    Fingerprint mine;
+    std::vector<Fingerprint> theirs;
+    Batch batch;
+  };
+  void post_fingerprints(const OpContext& ctx, Fingerprints& f);
+  void check_fingerprints(const OpContext& ctx, Fingerprints& f);
   void exchange_fingerprints(const OpContext& ctx);
+  bool oneshot(const Buffer& buf) const;
 
   void all_reduce(const OpContext& ctx, const Buffer& buf);
   void oneshot_all_reduce(const OpContext& ctx, const Buffer& buf);

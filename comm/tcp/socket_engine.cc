@@ -18,6 +18,7 @@ namespace ddp::comm::tcp {
 namespace {
 constexpr size_t kDiscardChunk = 64 << 10;
 constexpr Millis kByeFlush{500};
+constexpr size_t kMaxSendIov = 32;
 }  // namespace
 
 SocketEngine::SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* health)
@@ -81,6 +82,19 @@ void SocketEngine::shutdown() noexcept {
     fail_all(done, detail::str("the group '", options_.group, "' was destroyed"));
   }
   finish_all(done);
+}
+
+SocketEngine::Hold::Hold(SocketEngine& engine) : engine_(engine) {
+  std::lock_guard<std::mutex> lock(engine_.mu_);
+  ++engine_.held_;
+}
+
+SocketEngine::Hold::~Hold() {
+  {
+    std::lock_guard<std::mutex> lock(engine_.mu_);
+    --engine_.held_;
+  }
+  engine_.wake();
 }
 
 void SocketEngine::wake() {
@@ -211,7 +225,7 @@ void SocketEngine::run_loop(Done& done) {
         Peer& peer = *peers_[r];
         if (!peer.alive) continue;
         short ev = POLLIN;
-        if (!peer.sendq.empty()) ev |= POLLOUT;
+        if (!peer.sendq.empty() && held_ == 0) ev |= POLLOUT;
         fds.push_back({peer.fd.get(), ev, 0});
         ranks.push_back(static_cast<int>(r));
       }
@@ -306,26 +320,31 @@ bool SocketEngine::read_payload(int p, Done& done) {
   return true;
 }
 
+// Writes as many queued messages as one sendmsg takes (up to kMaxSendIov pieces): messages
+// queued together (an op's fingerprint and data, a chunk to each step) leave in one system call
+// and, when small, one TCP segment.
 void SocketEngine::on_writable(int p, Done& done) {
   Peer& peer = *peers_[p];
   while (true) {
-    iovec iov[2];
-    int cnt = 0;
+    iovec iov[kMaxSendIov];
+    size_t cnt = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (peer.sendq.empty() || !peer.alive) return;
-      SendOp& op = peer.sendq.front();
-      if (op.sent < sizeof(WireHeader)) {
-        iov[cnt++] = {reinterpret_cast<char*>(&op.hdr) + op.sent, sizeof(WireHeader) - op.sent};
-        if (op.bytes) iov[cnt++] = {const_cast<char*>(op.data), op.bytes};
-      } else {
-        size_t off = op.sent - sizeof(WireHeader);
-        iov[cnt++] = {const_cast<char*>(op.data) + off, op.bytes - off};
+      for (SendOp& op : peer.sendq) {
+        if (cnt + 2 > kMaxSendIov) break;
+        if (op.sent < sizeof(WireHeader)) {
+          iov[cnt++] = {reinterpret_cast<char*>(&op.hdr) + op.sent, sizeof(WireHeader) - op.sent};
+          if (op.bytes) iov[cnt++] = {const_cast<char*>(op.data), op.bytes};
+        } else {
+          size_t off = op.sent - sizeof(WireHeader);
+          iov[cnt++] = {const_cast<char*>(op.data) + off, op.bytes - off};
+        }
       }
     }
     msghdr msg{};
     msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(cnt);
+    msg.msg_iovlen = cnt;
     ssize_t n = ::sendmsg(peer.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     std::lock_guard<std::mutex> lock(mu_);
     if (n < 0) {
@@ -333,11 +352,17 @@ void SocketEngine::on_writable(int p, Done& done) {
       lose_peer(p, std::strerror(errno), done);
       return;
     }
-    SendOp& op = peer.sendq.front();
-    op.sent += static_cast<size_t>(n);
-    if (op.sent < sizeof(WireHeader) + op.bytes) continue;
-    if (op.work) done.emplace_back(op.work, nullptr);
-    peer.sendq.pop_front();
+    // The bytes written finish the queue's messages in order; the last may be partly written.
+    auto left = static_cast<size_t>(n);
+    while (!peer.sendq.empty()) {
+      SendOp& op = peer.sendq.front();
+      const size_t take = std::min(left, sizeof(WireHeader) + op.bytes - op.sent);
+      op.sent += take;
+      left -= take;
+      if (op.sent < sizeof(WireHeader) + op.bytes) break;
+      if (op.work) done.emplace_back(op.work, nullptr);
+      peer.sendq.pop_front();
+    }
   }
 }
 
