@@ -15,6 +15,7 @@ constexpr const char* kFailureKey = "gloo/first_failure";
 // How long a rank whose collective failed waits for the others to report the same failure
 // before it names the ones that did not (they share the op's deadline, so they report together).
 constexpr Millis kSilentGrace{2'000};
+constexpr Millis kGaveUpGrace{500};
 
 // Point-to-point slots: the tag in the low 32 bits and a hash of the byte count above it, so
 // that a send and a recv of different sizes never match (Gloo would abort the process on the
@@ -145,6 +146,19 @@ std::string GlooProcessGroup::silent_ranks(const Op& op) noexcept {
   }
 }
 
+// A peer that timed out on this op itself closes its connections (Gloo does, on a timeout), so
+// the ranks still waiting see it hang up first: when it reported the failure too (within
+// kGaveUpGrace), it is not the cause, and the ranks that stayed silent are named instead.
+std::string GlooProcessGroup::gave_up_too(const Op& op, int peer) noexcept {
+  if (peer < 0 || size() <= 2) return "";
+  try {
+    setup_.store->wait({saw_failure_key(op.tag, peer)}, kGaveUpGrace);
+  } catch (...) {
+    return "";  // it did not report: it may well be the cause (or the store went with it)
+  }
+  return detail::str(" (rank ", peer, " gave up on this op too)", silent_ranks(op));
+}
+
 std::exception_ptr GlooProcessGroup::translate(const Op& op) noexcept {
   try {
     try {
@@ -173,7 +187,7 @@ std::exception_ptr GlooProcessGroup::translate(const Op& op) noexcept {
       }
       DDP_THROW(NetworkError, op.what, ": lost connection to ",
                 peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer"), " (gloo: ", gloo, ")",
-                first, "; the group must be rebuilt");
+                first, op.peer < 0 ? gave_up_too(op, peer) : std::string(), "; the group must be rebuilt");
     } catch (const ::gloo::Exception& e) {
       DDP_THROW(BackendError, op.what, ": gloo: ", e.what());
     } catch (const std::exception& e) {

@@ -66,8 +66,10 @@ class GlooProcessGroup final : public ProcessGroup {
   // Every rank whose collective fails says so in the store (report_failure); after a timeout in
   // which gloo did not say which peer, the ranks that did not report the same failure within a
   // short grace are named (silent_ranks: "; silent: ranks [..] ...", or ""). Inference, and
-  // labelled so: they are stopped, cut off or dead — or late.
+  // labelled so: they are stopped, cut off or dead — or late. So are they after a lost
+  // connection to a peer that reported the same failure (gave_up_too: it timed out and hung up).
   void report_failure(const Op& op) noexcept;
+  std::string gave_up_too(const Op& op, int peer) noexcept;
   std::string silent_ranks(const Op& op) noexcept;
   std::exception_ptr translate(const Op& op) noexcept;  // from the exception being handled
   std::exception_ptr broken();
