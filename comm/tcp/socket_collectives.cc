@@ -1,7 +1,6 @@
 #include "comm/tcp/socket_collectives.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -22,14 +21,11 @@ class PartsJoin {
  public:
   PartsJoin(WorkPtr whole, size_t parts) : whole_(std::move(whole)), left_(parts) {}
   void arrive(const std::exception_ptr& error) {
-    if (error) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!first_) first_ = error;
-    }
-    if (left_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     std::exception_ptr first;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (error && !first_) first_ = error;
+      if (--left_ != 0) return;
       first = first_;
     }
     whole_->finish(first);
@@ -37,8 +33,8 @@ class PartsJoin {
 
  private:
   WorkPtr whole_;
-  std::atomic<size_t> left_;
   std::mutex mu_;
+  size_t left_;  // parts not finished yet
   std::exception_ptr first_;
 };
 

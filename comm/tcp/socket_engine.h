@@ -70,6 +70,8 @@ class SocketEngine {
 
   void send(int peer, Channel ch, int64_t tag, const void* data, size_t bytes, const Deadline& deadline,
             const WorkPtr& work, std::string label);
+  void recv(int peer, Channel ch, int64_t tag, void* data, size_t bytes, const Deadline& deadline,
+            const WorkPtr& work, std::string label);
   // While a Hold lives the progress thread writes nothing: messages posted under it leave
   // together, in as few sendmsg calls (and small ones in as few TCP segments) as fit. For a few
   // posts in a row, never across a wait.
@@ -83,8 +85,6 @@ class SocketEngine {
    private:
     SocketEngine& engine_;
   };
-  void recv(int peer, Channel ch, int64_t tag, void* data, size_t bytes, const Deadline& deadline,
-            const WorkPtr& work, std::string label);
 
  private:
   struct SendOp;

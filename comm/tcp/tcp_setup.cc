@@ -1,7 +1,7 @@
 // TcpProcessGroup set-up: the mesh, the transport choice and the shared-memory segment.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
+#include <charconv>
 #include <thread>
 
 #include "comm/tcp/hierarchical_collectives.h"
@@ -40,7 +40,11 @@ struct Config {
                   : t == "hierarchical" ? Transport::kHierarchical
                                         : Transport::kSocket;
     c.fingerprints = text.substr(a + 1, b - a - 1) == "1";
-    c.streams = std::clamp(std::atoi(text.substr(b + 1, d - b - 1).c_str()), 1, kMaxSocketStreams);
+    const char* first = text.data() + b + 1;
+    const char* last = text.data() + d;
+    auto [end, ec] = std::from_chars(first, last, c.streams);
+    if (ec != std::errc() || end != last || c.streams < 1 || c.streams > kMaxSocketStreams)
+      DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "' (connections per peer)");
     c.shm_name = text.substr(d + 1);
     return c;
   }
