@@ -227,7 +227,6 @@ void Attempt::on_signal(int sig) {
 }
 
 void Attempt::reap() {
-  bool new_failure = false;
   const size_t known = result_.failures.size();
   std::vector<pid_t> reaped;
   while (true) {
@@ -236,20 +235,10 @@ void Attempt::reap() {
     if (pid < 0 && errno == EINTR) continue;
     if (pid <= 0) break;  // 0: none ready; ECHILD: no children at all
     reaped.push_back(pid);
-    Worker* w = nullptr;
-    for (auto& candidate : workers_) {
-      if (candidate.pid == pid && candidate.alive) w = &candidate;
-    }
-    if (w == nullptr) continue;  // an orphaned grandchild re-parented to us: reaped, done
-    w->alive = false;
-    --alive_;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-    // Failures after the stop began are its consequences, not causes.
-    if (phase_ == Phase::kRunning) {
-      result_.failures.push_back(describe_failure(*w, status));
-      new_failure = true;
-    }
+    record_exit(pid, status);
   }
+  const bool new_failure = result_.failures.size() > known;
+  if (new_failure) reap_dying(&reaped);
   // waitpid's order within one batch is not the order of death. A worker killed by a signal
   // (SIGKILL, the OOM killer, a crash) goes before the ones that exited with an error in the same
   // instant: those errors are most often its consequence (peers that saw it go).
@@ -258,6 +247,38 @@ void Attempt::reap() {
   // A process killed while it set up a tcp group leaves its shm segment named: remove it.
   shm_names::remove_tcp_segments(reaped);
   if (new_failure) begin_stop(SIGTERM);
+}
+
+void Attempt::record_exit(pid_t pid, int status) {
+  Worker* w = nullptr;
+  for (auto& candidate : workers_) {
+    if (candidate.pid == pid && candidate.alive) w = &candidate;
+  }
+  if (w == nullptr) return;  // an orphaned grandchild re-parented to us: reaped, done
+  w->alive = false;
+  --alive_;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  // Failures after the stop began are its consequences, not causes.
+  if (phase_ == Phase::kRunning) result_.failures.push_back(describe_failure(*w, status));
+}
+
+void Attempt::reap_dying(std::vector<pid_t>* reaped) {
+  // A worker SIGKILLed closes its sockets before it becomes reapable: a peer can see it go, fail
+  // and be reaped first. Such a worker is already exiting (the kernel flags it before it closes
+  // its files), so it joins this batch, and the ordering above can put the cause first.
+  if (phase_ != Phase::kRunning) return;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (auto& w : workers_) {
+    if (!w.alive || !is_exiting(w.pid)) continue;
+    int status = 0;
+    pid_t got = 0;
+    while ((got = ::waitpid(w.pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline) {
+      ::usleep(1000);
+    }
+    if (got != w.pid) continue;  // still exiting at the deadline: reaped by the loop later
+    reaped->push_back(got);
+    record_exit(got, status);
+  }
 }
 
 WorkerFailure Attempt::describe_failure(Worker& w, int status) const {

@@ -83,6 +83,8 @@ class Attempt {
   void dispatch(uint64_t tag);
   void on_signal(int sig);
   void reap();
+  void record_exit(pid_t pid, int status);  // a worker's exit: a failure while running
+  void reap_dying(std::vector<pid_t>* reaped);
   WorkerFailure describe_failure(Worker& w, int status) const;
   void begin_stop(int sig);
   void signal_groups(int sig);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "common/error.h"
@@ -30,6 +31,20 @@ std::vector<pid_t> children_of(pid_t pid) {
   return out;
 }
 
+// The `flags` field (the 9th) of a /proc/<pid>/stat line; the command name (2nd) may hold
+// spaces and parentheses, so fields are counted from the last ')'.
+bool stat_flags(const std::string& path, unsigned long* flags) {
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream fields(line.substr(close + 1));
+  std::string skip;
+  for (int field = 3; field < 9; ++field) fields >> skip;  // state .. tpgid
+  return static_cast<bool>(fields >> *flags);
+}
+
 }  // namespace
 
 void become_subreaper() {
@@ -42,6 +57,24 @@ std::vector<pid_t> descendants(pid_t root) {
     for (pid_t grandchild : children_of(out[i])) out.push_back(grandchild);
   }
   return out;
+}
+
+bool is_exiting(pid_t pid) {
+  constexpr unsigned long kPfExiting = 0x4;  // include/linux/sched.h
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(task_dir.c_str());
+  if (dir == nullptr) return false;
+  int threads = 0;
+  bool all_exiting = true;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    unsigned long flags = 0;
+    if (!stat_flags(task_dir + "/" + entry->d_name + "/stat", &flags)) continue;  // gone meanwhile
+    ++threads;
+    if ((flags & kPfExiting) == 0) all_exiting = false;
+  }
+  ::closedir(dir);
+  return threads > 0 && all_exiting;
 }
 
 int kill_all_descendants(std::vector<pid_t>* reaped) {

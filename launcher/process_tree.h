@@ -16,6 +16,12 @@ void become_subreaper();
 // that exits while the tree is walked is simply missing from the result.
 std::vector<pid_t> descendants(pid_t root);
 
+// True when every thread of `pid` has begun to exit (PF_EXITING in /proc/<pid>/task/*/stat):
+// the process is dying or a zombie, and waitpid will have it soon. The kernel sets the flag
+// before the process closes its files, so a process whose peers already saw its sockets close
+// is exiting by this test even before it can be reaped. False for a pid not in /proc.
+bool is_exiting(pid_t pid);
+
 // SIGKILLs every descendant of this process until none is left, reaping the ones that are our
 // own children. Returns how many processes were killed. Used at the end of every attempt so no
 // process of the job (daemonized grandchildren included) outlives it. `reaped`, when given,

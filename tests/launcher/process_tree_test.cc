@@ -1,7 +1,9 @@
 #include "launcher/process_tree.h"
 
 #include <doctest/doctest.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "launcher_test_util.h"
 
@@ -44,4 +46,51 @@ TEST_CASE("descendants are found, and kill_all_descendants leaves none, orphans 
   CHECK(report[2] == 0);
   CHECK(process_gone(static_cast<pid_t>(std::stol(read_file(dir / "a")))));
   CHECK(process_gone(static_cast<pid_t>(std::stol(read_file(dir / "b")))));
+}
+
+namespace {
+
+// Forks a child that runs `body` and then exits 0.
+template <typename Body>
+pid_t fork_running(Body body) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    body();
+    ::_exit(0);
+  }
+  return pid;
+}
+
+void* sleep_then_exit(void*) {
+  ::usleep(300 * 1000);
+  ::_exit(0);
+}
+
+}  // namespace
+
+TEST_CASE("is_exiting: a zombie is, a live process is not, nor one whose main thread alone has exited") {
+  CHECK_FALSE(is_exiting(::getpid()));
+
+  pid_t sleeper = fork_running([] { ::pause(); });
+  CHECK_FALSE(is_exiting(sleeper));
+  ::kill(sleeper, SIGKILL);
+  // A zombie until reaped: wait for it without reaping (WNOWAIT), then it reads as exiting.
+  siginfo_t info{};
+  REQUIRE(::waitid(P_PID, static_cast<id_t>(sleeper), &info, WEXITED | WNOWAIT) == 0);
+  CHECK(is_exiting(sleeper));
+  ::waitpid(sleeper, nullptr, 0);
+  CHECK_FALSE(is_exiting(sleeper));  // reaped: no longer in /proc
+
+  // The main thread exits while another keeps the process alive: not a dying process.
+  pid_t half = fork_running([] {
+    pthread_t thread;
+    // SYS_exit ends only the calling thread, without pthread_exit's unwinding through doctest.
+    if (::pthread_create(&thread, nullptr, sleep_then_exit, nullptr) == 0) ::syscall(SYS_exit, 0);
+  });
+  CHECK(eventually(
+      [&] { return read_file("/proc/" + std::to_string(half) + "/stat").find(") Z") != std::string::npos; }));
+  CHECK_FALSE(is_exiting(half));
+  int status = 0;
+  ::waitpid(half, &status, 0);
+  CHECK(WIFEXITED(status));
 }
