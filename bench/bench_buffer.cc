@@ -31,6 +31,12 @@ BenchBuffer::BenchBuffer(size_t count, BufferOptions options) : count_(count), o
     data_ = host_.data();
     return;
   }
+  if (options_.kind == MemoryKind::kGroup) {
+    DDP_CHECK(options_.group, "group memory without a group to allocate it");
+    group_ = options_.group(std::max<size_t>(count_, 1) * sizeof(float));
+    data_ = static_cast<float*>(group_->data());
+    return;
+  }
 #ifdef DDP_BENCH_CUDA
   device_ = std::make_unique<Device>();
   device_->memory = comm::cuda::device_alloc(std::max<size_t>(count_, 1) * sizeof(float), options_.device);
@@ -44,8 +50,8 @@ BenchBuffer::~BenchBuffer() = default;
 
 void BenchBuffer::upload(const std::vector<float>& from) {
   DDP_CHECK(from.size() == count_, "upload of ", from.size(), " elements into a buffer of ", count_);
-  if (options_.kind == MemoryKind::kHost) {
-    std::copy(from.begin(), from.end(), host_.begin());
+  if (options_.kind != MemoryKind::kCuda) {
+    std::copy(from.begin(), from.end(), data_);
     return;
   }
 #ifdef DDP_BENCH_CUDA
@@ -55,8 +61,8 @@ void BenchBuffer::upload(const std::vector<float>& from) {
 
 void BenchBuffer::download(std::vector<float>& to) const {
   to.resize(count_);
-  if (options_.kind == MemoryKind::kHost) {
-    std::copy(host_.begin(), host_.end(), to.begin());
+  if (options_.kind != MemoryKind::kCuda) {
+    std::copy(data_, data_ + count_, to.begin());
     return;
   }
 #ifdef DDP_BENCH_CUDA

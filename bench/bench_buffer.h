@@ -1,19 +1,25 @@
 #pragma once
-// A float32 buffer for `ddp-bench collective`: host memory, or CUDA device memory when the
+// A float32 buffer for `ddp-bench collective`: host memory, the group's memory
+// (ProcessGroup::allocate: tcp's shared memory on one host), or CUDA device memory when the
 // bench was built with CUDA (DDP_BENCH_CUDA) and asked for it. Owns its memory (RAII); copies
 // to and from a host vector are synchronous. Without CUDA, asking for a device buffer is an
 // InvalidArgument that says so.
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "comm/group_memory.h"
+
 namespace ddp::bench {
 
-enum class MemoryKind { kHost, kCuda };
+enum class MemoryKind { kHost, kCuda, kGroup };
 
 struct BufferOptions {
   MemoryKind kind = MemoryKind::kHost;
   int device = 0;  // CUDA device index (kCuda)
+  // kGroup: where it comes from (a collective call: every rank makes its buffers in step).
+  std::function<std::shared_ptr<comm::GroupMemory>(size_t bytes)> group;
 };
 
 class BenchBuffer {
@@ -33,6 +39,7 @@ class BenchBuffer {
   size_t count_;
   BufferOptions options_;
   std::vector<float> host_;
+  std::shared_ptr<comm::GroupMemory> group_;
   std::unique_ptr<Device> device_;
   float* data_ = nullptr;
 };

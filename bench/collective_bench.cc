@@ -46,6 +46,7 @@ struct Flags {
   int warmup = 5;
   int repeats = 5;
   std::string device = "cpu";
+  std::string memory = "host";  // host, or group: the group's memory (ProcessGroup::allocate)
   std::string format = "json";
   int world_size = 0;
   int corrupt_rank = -1;
@@ -110,6 +111,12 @@ void settle(CollectiveRunner& runner) {
 
 BufferOptions memory_of(const Flags& f) {
   BufferOptions m;
+  if (f.memory == "group") {
+    if (f.device != "cpu")
+      DDP_THROW(InvalidArgument, "--memory group: host memory only (not with --device cuda)");
+    m.kind = MemoryKind::kGroup;
+    return m;
+  }
   if (f.device == "cpu") return m;
   if (!cuda_built())
     DDP_THROW(InvalidArgument,
@@ -152,6 +159,7 @@ void print_row(const Flags& f, const Row& row) {
     nlohmann::json j = {{"op", to_string(row.op)},
                         {"backend", row.impl},
                         {"device", f.device},
+                        {"memory", f.memory},
                         {"world_size", row.world},
                         {"bytes", row.bytes},
                         {"iters", f.iters},
@@ -173,7 +181,8 @@ void print_row(const Flags& f, const Row& row) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%-14s %-12s %-4s %5d %12zu %11.2f %11.2f %11.2f %11.3f %11.3f %9.2f\n", to_string(row.op),
-                row.impl.c_str(), f.device.c_str(), row.world, row.bytes, med, lo, hi, algbw, busbw, x_first);
+                row.impl.c_str(), f.memory == "group" ? "grp" : f.device.c_str(), row.world, row.bytes, med,
+                lo, hi, algbw, busbw, x_first);
   }
   std::fflush(stdout);
 }
@@ -293,6 +302,12 @@ int collective_main(int argc, char** argv) {
                  "cpu (host buffers) or cuda (device buffers: nccl, or tcp/gloo staged)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--memory", f.memory,
+                 "host (the bench's own buffers) or group: memory from the group itself "
+                 "(ProcessGroup::allocate; tcp on one host: shared memory its all_reduce runs in place); "
+                 "--compare peers use host memory either way")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"host", "group"}));
   app.add_option(
       "--compare", f.compare,
       "peers measured in the same run, interleaved repeat by repeat, each row with its time "

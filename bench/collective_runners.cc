@@ -44,6 +44,7 @@ class OursRunner final : public CollectiveRunner {
   int rank() const override { return pg_->rank(); }
   int size() const override { return pg_->size(); }
   void barrier() override { pg_->barrier()->wait(); }
+  std::shared_ptr<comm::GroupMemory> allocate(size_t bytes) override { return pg_->allocate(bytes); }
   void run(CollOp op, float* in, float* out, size_t count) override {
     const size_t n = static_cast<size_t>(size());
     if (!extra_.empty()) return run_multi(op, in, count);
@@ -279,11 +280,13 @@ const char* to_string(CollOp op) {
 std::unique_ptr<CollectiveRunner> make_runner(const RunnerOptions& options) {
   const std::string& backend = options.backend;
   const bool direct = backend == "gloo-direct" || backend == "mpi-direct";
-  if (direct && options.memory.kind != MemoryKind::kHost) {
+  // Group memory is host memory: the peers take it (from their runner's allocate: plain).
+  if (direct && options.memory.kind == MemoryKind::kCuda) {
     DDP_THROW(InvalidArgument, backend, " measures host buffers only (--device cpu)");
   }
   if (options.buffers > 1 && (direct || options.memory.kind != MemoryKind::kHost)) {
-    DDP_THROW(InvalidArgument, "--buffers: ours on host buffers only (not ", backend, ", not --device cuda)");
+    DDP_THROW(InvalidArgument, "--buffers: ours on host buffers only (not ", backend,
+              ", not --device cuda, not --memory group)");
   }
   if (backend == "gloo-direct") {
 #ifdef DDP_WITH_GLOO

@@ -29,6 +29,9 @@ class CollectiveRunner {
   // Element-wise max over ranks of v[0..n), in place, through the implementation under test
   // (host doubles whatever the buffers' memory): how the harness takes the slowest rank's time.
   virtual void max_over_ranks(double* v, size_t n) = 0;
+  // Memory for the buffers passed to run() (--memory group): ours, the group's
+  // (ProcessGroup::allocate, collective); the peers', plain host memory.
+  virtual std::shared_ptr<comm::GroupMemory> allocate(size_t bytes) { return comm::host_memory(bytes); }
 };
 
 struct RunnerOptions {

@@ -69,8 +69,10 @@ bool checked_op(CollectiveRunner& r, CollOp op, size_t count, OpBuffers& b, std:
 SizeResult measure_size(CollectiveRunner& r, CollOp op, size_t count, const TimingOptions& o) {
   const OpShape shape{op, r.rank(), r.size(), count};
   // Sampled checks need host buffers (device memory is checked whole, once per repeat).
-  const bool sampling = o.memory.kind == MemoryKind::kHost;
-  OpBuffers b(shape, o.memory);
+  const bool sampling = o.memory.kind != MemoryKind::kCuda;
+  BufferOptions memory = o.memory;
+  if (memory.kind == MemoryKind::kGroup) memory.group = [&r](size_t bytes) { return r.allocate(bytes); };
+  OpBuffers b(shape, memory);
   SampledCheck sampler(shape);
   SampledCheck* sampled = sampling ? &sampler : nullptr;
   SizeResult res;

@@ -15,6 +15,8 @@ ProcessGroup::ProcessGroup(int rank, int size, Options options)
   DDP_CHECK(rank >= 0 && rank < size, "rank ", rank, " is outside [0, ", size, ")");
 }
 
+std::shared_ptr<GroupMemory> ProcessGroup::allocate(size_t bytes) { return host_memory(bytes); }
+
 // ---- the ops: validate, resolve, hand over ----
 
 WorkPtr ProcessGroup::send(Buffer buf, int dst, SendOptions opts) {

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/group_memory.h"
 #include "comm/types.h"
 #include "comm/work.h"
 #include "common/timeouts.h"
@@ -141,6 +142,13 @@ class ProcessGroup {
   WorkPtr reduce_multi(std::span<const Buffer> buffers, ReduceMultiOptions opts = {});
   WorkPtr all_gather_multi(std::span<const Buffer> inputs, std::span<const Buffer> outputs,
                            AllGatherOptions opts = {});
+
+  // Host memory for this group's buffers (comm/group_memory.h). Collective: every rank calls
+  // it with the same bytes, in the same order, as when creating a group. tcp on one host gives
+  // shared memory its all_reduce works on in place; other backends (and tcp across hosts) give
+  // plain host memory. Errors: what the allocation or the exchange with the peers raised
+  // (a rank asking for a different size: InvalidArgument naming both).
+  virtual std::shared_ptr<GroupMemory> allocate(size_t bytes);
 
   // Barrier through rank 0 with send/recv; on timeout the error names every rank that did not
   // arrive. Synchronous. Implemented once here on top of send/recv, with host tokens: a group

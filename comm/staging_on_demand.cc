@@ -14,6 +14,7 @@ class StagingOnDemand final : public ProcessGroup {
 
   std::string backend_name() const override { return inner_->backend_name(); }
   Device buffer_device() const override { return inner_->buffer_device(); }
+  std::shared_ptr<GroupMemory> allocate(size_t bytes) override { return inner_->allocate(bytes); }
 
  protected:
   // Checked by whichever group takes the op (the tcp group, or the staging decorator).

@@ -72,8 +72,16 @@ void Reducer::build(const BucketAssignment& assignment) {
       count += params_[p].data.count;
     }
     buckets[b].params = assignment[b];
-    buckets[b].memory = DeviceMemory(count * comm::dtype_size(first.data.dtype), first.data.device);
-    buckets[b].flat = buckets[b].memory.view(count, first.data.dtype);
+    const size_t bytes = count * comm::dtype_size(first.data.dtype);
+    if (first.data.device.is_cuda()) {
+      buckets[b].memory = DeviceMemory(bytes, first.data.device);
+      buckets[b].flat = buckets[b].memory.view(count, first.data.dtype);
+    } else {
+      // Every rank builds the same buckets at the same point (construction, and the rebuild
+      // after rank 0's broadcast), as allocate needs: tcp on one host reduces them in place.
+      buckets[b].on_host = group_->allocate(bytes);
+      buckets[b].flat = buckets[b].on_host->view(count, first.data.dtype);
+    }
   }
   if (options_.gradient_as_bucket_view) {
     // Gradients live in the buckets: carry their values over (the user's initial buffer the
@@ -100,6 +108,12 @@ comm::Buffer Reducer::grad(size_t param) const {
   std::lock_guard<std::mutex> lock(mu_);
   DDP_CHECK_LT(param, params_.size(), "grad: no such parameter");
   return options_.gradient_as_bucket_view ? slot_view(param) : params_[param].grad;
+}
+
+bool Reducer::buckets_shared() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::all_of(buckets_.begin(), buckets_.end(),
+                     [](const Bucket& b) { return b.on_host && b.on_host->shared(); });
 }
 
 BucketAssignment Reducer::assignment() const {
@@ -273,7 +287,7 @@ void Reducer::shadow() {
   std::vector<DeviceMemory> zeros;
   std::vector<comm::WorkPtr> works;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    zeros.emplace_back(buckets_[b].memory.bytes(), buckets_[b].memory.device());
+    zeros.emplace_back(buckets_[b].flat.bytes(), buckets_[b].flat.device);  // plain: peers fall back
     GradBucket gb = grad_bucket(b, zeros.back().view(buckets_[b].flat.count, buckets_[b].flat.dtype));
     works.push_back(run_hook(gb));
   }

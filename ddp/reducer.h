@@ -59,6 +59,9 @@ class Reducer {
   comm::Buffer grad(size_t param) const;
   BucketAssignment assignment() const;
   bool rebuilt() const;
+  // Whether every bucket lives in memory the group reduces in place (GroupMemory::shared: tcp
+  // within a host). For tests and benchmarks.
+  bool buckets_shared() const;
 
  private:
   enum class Fill { kCopy, kZero };
@@ -68,7 +71,8 @@ class Reducer {
   };
   struct Bucket {
     std::vector<size_t> params;
-    DeviceMemory memory;
+    DeviceMemory memory;                         // on a GPU
+    std::shared_ptr<comm::GroupMemory> on_host;  // on the host: the group's (all_reduce in place)
     comm::Buffer flat;
     size_t pending = 0;
     comm::WorkPtr done;  // completes when the gradients are final: reduced and copied out

@@ -59,6 +59,7 @@ class CudaStagingGroup final : public ProcessGroup {
       : ProcessGroup(inner->rank(), inner->size(), Options{inner->timeout()}), inner_(std::move(inner)) {}
 
   std::string backend_name() const override { return inner_->backend_name(); }
+  std::shared_ptr<GroupMemory> allocate(size_t bytes) override { return inner_->allocate(bytes); }
 
  protected:
   // Host buffers pass through; CUDA buffers (on any device) are staged through pinned memory.

@@ -21,6 +21,18 @@ void ShmChannel::acquire(uint64_t ticket, const OpContext& ctx) {
   wait_.wait([&] { return reached(Counter::kDone, need); }, [&] { return below(Counter::kDone, need); }, ctx);
 }
 
+void ShmChannel::begin(const OpContext& ctx, uint64_t direct_tag) {
+  fingerprints_.begin(ctx);
+  const uint64_t seq = ctx.desc.seq;
+  segment_.control(opt_.rank).direct[seq % 2].store(direct_tag, std::memory_order_relaxed);
+  if (direct_tag != 0) {
+    publish(Counter::kEntered, seq + 1);
+  } else {
+    // No wake-up: whoever waits for kEntered is woken by the staged/done publish that follows.
+    segment_.counter(opt_.rank, Counter::kEntered).store(seq + 1, std::memory_order_release);
+  }
+}
+
 bool ShmChannel::reached(Counter c, uint64_t value) const {
   for (int p = 0; p < opt_.world; ++p) {
     if (p != opt_.rank && segment_.counter(p, c).load(std::memory_order_acquire) < value) return false;

@@ -36,7 +36,10 @@ struct ShmProgress {
   size_t off = 0;  // elements done
   size_t last_off = 0;
   uint64_t last_ticket = 0;
+  int direct = 0;  // allreduce_direct_step: 0 undecided, 1 direct, -1 fell back to chunked
 };
+
+struct DirectView;  // shm_region.h
 
 struct ShmStep {
   const OpContext& ctx;
@@ -44,6 +47,7 @@ struct ShmStep {
   const Buffer& out;
   ShmProgress& at;
   ShmPoll poll;
+  const DirectView* direct = nullptr;  // the buffer in group memory (allreduce_direct_step)
 };
 
 // Rank p's share of n elements split w ways (the first n % w shares get one more).
@@ -82,7 +86,9 @@ class ShmChannel {
   uint64_t next_ticket() { return ticket_++; }
   char* slot(int rank, uint64_t ticket) const { return segment_.slot(rank, ticket); }
 
-  void begin(const OpContext& ctx) { fingerprints_.begin(ctx); }
+  // A new op: its fingerprint and direct tag (0: its buffer is not in group memory), then
+  // kEntered. A tagged rank's peers wait for that, so it wakes them.
+  void begin(const OpContext& ctx, uint64_t direct_tag = 0);
   void end(const OpContext& ctx) { fingerprints_.verify_all(ctx); }
 
   bool slot_free(uint64_t ticket) const;                // every peer is done with its last use

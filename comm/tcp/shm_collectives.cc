@@ -1,10 +1,15 @@
 #include "comm/tcp/shm_collectives.h"
 
+#include <atomic>
+#include <optional>
+
 #include "comm/tcp/shm_allreduce_chunked.h"
+#include "comm/tcp/shm_allreduce_direct.h"
 #include "comm/tcp/shm_channel.h"
 #include "comm/tcp/shm_exchange.h"
 #include "comm/tcp/shm_oneshot.h"
 #include "comm/tcp/shm_reduce.h"
+#include "comm/tcp/shm_region.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -33,6 +38,9 @@ struct ShmCollectives::Impl {
   ShmChannel channel;
   ShmProgress progress;
   Algorithm algorithm = nullptr;
+  ShmRegions regions;
+  std::optional<DirectView> direct;  // the running op's buffer in group memory
+  std::atomic<uint64_t> direct_runs{0};
 
   Impl(ShmSegment segment, const Options& o, GroupHealth* health)
       : channel(std::move(segment), {o.rank, o.world, o.fingerprints, o.spin_us, o.yield_us, o.blocked},
@@ -41,14 +49,20 @@ struct ShmCollectives::Impl {
   void begin(const OpContext& ctx, const Buffer& in) {
     progress = {};
     algorithm = algorithm_for(ctx.desc, in, channel.geometry());
-    channel.begin(ctx);
+    direct.reset();
+    if (algorithm == allreduce_chunked_step && !regions.empty()) {
+      direct = regions.find(in.data, in.bytes(), ctx.desc.seq);
+      if (direct) algorithm = allreduce_direct_step;
+    }
+    channel.begin(ctx, direct ? direct->tag : 0);
   }
 
   // One step of the op in progress: true when it is done (and every peer's fingerprint checked).
   bool step(const OpContext& ctx, const Buffer& in, const Buffer& out, ShmPoll poll) {
-    ShmStep s{ctx, in, out, progress, poll};
+    ShmStep s{ctx, in, out, progress, poll, direct ? &*direct : nullptr};
     if (!algorithm(channel, s)) return false;
     channel.end(ctx);
+    if (progress.direct > 0) direct_runs.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 };
@@ -59,6 +73,10 @@ ShmCollectives::ShmCollectives(ShmSegment segment, Options options, GroupHealth*
 ShmCollectives::~ShmCollectives() = default;
 
 const ShmSegment& ShmCollectives::segment() const { return impl_->channel.segment(); }
+
+uint64_t ShmCollectives::direct_runs() const { return impl_->direct_runs.load(std::memory_order_relaxed); }
+
+void ShmCollectives::add_region(const std::shared_ptr<ShmRegion>& region) { impl_->regions.add(region); }
 
 bool ShmCollectives::resumable(const OpDesc& d, const Buffer& in) const {
   return d.kind == OpKind::kAllReduce || oneshot_fits(d, in, impl_->channel.geometry());

@@ -9,6 +9,7 @@
 // - Algorithms, one family per file: shm_oneshot.h (an all_reduce up to oneshot_bytes;
 //   broadcast, all_gather and reduce_scatter whose input fits a slot; barrier),
 //   shm_allreduce_chunked.h (larger all_reduce: chunked reduce-scatter + all-gather),
+//   shm_allreduce_direct.h (the same, of a buffer in group memory: in place, in one pass),
 //   shm_reduce.h (reduce, reduce_scatter), shm_exchange.h (broadcast, (all_)gather, scatter,
 //   all_to_all).
 //
@@ -25,6 +26,8 @@
 #include "comm/types.h"
 
 namespace ddp::comm::tcp {
+
+class ShmRegion;
 
 class ShmCollectives {
  public:
@@ -49,6 +52,10 @@ class ShmCollectives {
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
   const ShmSegment& segment() const;
+  // Group memory (shm_region.h) whose all_reduces may run direct (shm_allreduce_direct.h).
+  // Any thread; the group keeps it only as long as its owner does.
+  void add_region(const std::shared_ptr<ShmRegion>& region);
+  uint64_t direct_runs() const;  // all_reduces that ran direct (tests, benchmarks)
 
  private:
   struct Impl;

@@ -17,8 +17,6 @@ void ShmFingerprints::begin(const OpContext& ctx) {
   me.fingerprints[ctx.desc.seq % kFingerprintRing] = fp;
   my_hash_ = fp.hash();
   me.hashes[ctx.desc.seq % 2].store(my_hash_, std::memory_order_relaxed);
-  // No wake-up: whoever waits for kEntered is woken by the staged/done publish that follows.
-  segment_->counter(rank_, Counter::kEntered).store(ctx.desc.seq + 1, std::memory_order_release);
 }
 
 void ShmFingerprints::verify(int peer, const OpContext& ctx) {

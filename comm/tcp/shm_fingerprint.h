@@ -2,12 +2,12 @@
 // ShmFingerprints: the check that every rank of a shared-memory group runs the same op.
 //
 // begin(ctx) writes this rank's OpDesc (its fingerprint, and a hash of it on the counters'
-// cache line) and marks it entered, before the op touches data. The first time the op depends
-// on a peer, verify(peer) waits until that peer entered the same seq and compares hashes (the
-// full fingerprints only on a mismatch, for the message); every op ends with verify_all, so no
-// rank runs more than one op ahead and slot [seq % 2] of the hash is still this op's. A
-// mismatch is InvalidArgument naming both ranks' ops. Disabled: every call returns at once.
-// Called by one thread at a time (the one running the group's op).
+// cache line) before the channel marks the op entered (kEntered), before it touches data. The first time the
+// op depends on a peer, verify(peer) waits until that peer entered the same seq and compares hashes (the full
+// fingerprints only on a mismatch, for the message); every op ends with verify_all, so no rank runs more than
+// one op ahead and slot [seq % 2] of the hash is still this op's. A mismatch is InvalidArgument naming both
+// ranks' ops. Disabled: every call returns at once. Called by one thread at a time (the one running the
+// group's op).
 #include <vector>
 
 #include "comm/tcp/op.h"

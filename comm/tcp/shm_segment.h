@@ -17,6 +17,7 @@
 #include <string>
 
 #include "comm/tcp/op.h"
+#include "comm/tcp/shm_file.h"
 
 namespace ddp::comm::tcp {
 
@@ -34,6 +35,10 @@ struct alignas(64) RankControl {
   // The CPU this rank last waited on (-1: not yet): a waiter whose peer shares its CPU yields
   // at once instead of spinning on the core the peer needs.
   std::atomic<int32_t> cpu{-1};
+  // For op seq at [seq % 2], written before kEntered: where its buffer lies in the group's
+  // memory (shm_region.h: a tag of region, offset, length and seq), or 0 when it does not.
+  // Every rank's the same: the all_reduce reads and writes the peers' buffers directly.
+  alignas(64) std::atomic<uint64_t> direct[2] = {};
   alignas(64) Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
 };
 
@@ -71,17 +76,12 @@ class ShmSegment {
   // Rank 0: a fresh object under a unique name. Others: open and check the header.
   static ShmSegment create(const ShmGeometry& geometry);
   static ShmSegment open(const std::string& name, int world);
-  ~ShmSegment();
-  ShmSegment(ShmSegment&& o) noexcept;
-  ShmSegment& operator=(ShmSegment&& o) noexcept;
-  ShmSegment(const ShmSegment&) = delete;
-  ShmSegment& operator=(const ShmSegment&) = delete;
 
-  const std::string& name() const { return name_; }
-  void unlink() noexcept;  // idempotent; after every rank mapped it
-  bool valid() const { return base_ != nullptr; }
+  const std::string& name() const { return file_.name(); }
+  void unlink() noexcept { file_.unlink(); }  // idempotent; after every rank mapped it
+  bool valid() const { return file_.valid(); }
 
-  SegmentHeader& header() const { return *static_cast<SegmentHeader*>(base_); }
+  SegmentHeader& header() const { return *reinterpret_cast<SegmentHeader*>(file_.base()); }
   RankControl& control(int rank) const;
   char* slot(int rank, uint64_t ticket) const;
   const ShmGeometry& geometry() const { return geometry_; }
@@ -95,12 +95,7 @@ class ShmSegment {
   void sleep(uint32_t seen, Millis timeout) const;
 
  private:
-  void release() noexcept;
-  std::string name_;
-  void* base_ = nullptr;
-  size_t bytes_ = 0;
-  bool owner_ = false;
-  bool unlinked_ = false;
+  ShmFile file_;
   ShmGeometry geometry_;
 };
 

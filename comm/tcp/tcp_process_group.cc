@@ -4,9 +4,11 @@
 
 #include "comm/tcp/hierarchical_collectives.h"
 #include "comm/tcp/shm_collectives.h"
+#include "comm/tcp/shm_region.h"
 #include "comm/tcp/socket_collectives.h"
 #include "comm/tcp/socket_engine.h"
 #include "common/error.h"
+#include "common/log.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -44,8 +46,45 @@ const char* to_string(Transport t) {
 }
 
 TcpProcessGroup::TcpProcessGroup(const GroupSetup& setup)
-    : ProcessGroup(setup.rank, setup.size, setup.options), group_(setup.name) {
+    : ProcessGroup(setup.rank, setup.size, setup.options), group_(setup.name), store_(setup.store) {
   health_.init(setup.size);
+}
+
+namespace {
+
+class RegionMemory final : public GroupMemory {
+ public:
+  explicit RegionMemory(std::shared_ptr<ShmRegion> region)
+      : GroupMemory(region->mine(), region->bytes(), true), region_(std::move(region)) {}
+
+ private:
+  std::shared_ptr<ShmRegion> region_;
+};
+
+}  // namespace
+
+uint64_t TcpProcessGroup::direct_all_reduces() const { return shm_ ? shm_->direct_runs() : 0; }
+
+std::shared_ptr<GroupMemory> TcpProcessGroup::allocate(size_t bytes) {
+  if (transport_ != Transport::kShm || bytes == 0) return ProcessGroup::allocate(bytes);
+  ShmRegion::Setup s;
+  s.store = store_.get();
+  s.rank = rank();
+  s.world = size();
+  s.id = regions_made_.fetch_add(1);
+  s.bytes = bytes;
+  s.timeout = timeout();
+  std::shared_ptr<ShmRegion> region;
+  try {
+    region = ShmRegion::create(s);
+  } catch (const BackendError& e) {
+    // Some rank's /dev/shm had no room (every rank sees it: ShmRegion): plain memory, which
+    // every op takes as well, only not in place.
+    logger("tcp")->warn("{}: group memory of {} bytes falls back to plain host memory", e.what(), bytes);
+    return ProcessGroup::allocate(bytes);
+  }
+  shm_->add_region(region);
+  return std::make_shared<RegionMemory>(std::move(region));
 }
 
 std::shared_ptr<TcpProcessGroup> TcpProcessGroup::create(const GroupSetup& setup, bool on_caller) {

@@ -68,6 +68,9 @@ class TcpProcessGroup final : public ProcessGroup {
   ~TcpProcessGroup() override;
 
   std::string backend_name() const override { return "tcp"; }
+  // On a shared-memory group (kShm): shared memory every rank maps (shm_region.h), whose
+  // all_reduces run in place (shm_allreduce_direct.h). Otherwise plain host memory.
+  std::shared_ptr<GroupMemory> allocate(size_t bytes) override;
 
   // Introspection (tests, benchmarks).
   Transport transport() const { return transport_; }
@@ -76,6 +79,8 @@ class TcpProcessGroup final : public ProcessGroup {
   // Connections to each peer that carry collectives (DDP_TCP_SOCKET_STREAMS; 1 unless kSocket).
   int socket_streams() const { return streams_; }
   uint64_t collectives_run() const { return collectives_run_.load(); }
+  // all_reduces that ran in place in group memory (allocate; 0 unless kShm).
+  uint64_t direct_all_reduces() const;
 
  protected:
   WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
@@ -113,6 +118,8 @@ class TcpProcessGroup final : public ProcessGroup {
   void shutdown() noexcept;
 
   std::string group_;
+  std::shared_ptr<rdzv::Store> store_;  // group memory meets its peers here
+  std::atomic<uint64_t> regions_made_{0};
   GroupHealth health_;
   Transport transport_ = Transport::kLocal;
   bool fingerprints_ = true;

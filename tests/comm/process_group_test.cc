@@ -248,3 +248,12 @@ TEST_CASE("multi-buffer ops reach the backend with the timeout resolved (agreeme
   CHECK(one.last_timeout <= Millis(1234));
   CHECK(one.last_timeout > Millis(1000));
 }
+
+TEST_CASE("allocate: a backend without memory of its own gives plain host memory") {
+  FakeGroup g(0, 2, Device{});
+  auto m = g.allocate(4096);
+  CHECK(m->bytes() == 4096);
+  CHECK_FALSE(m->shared());
+  g.all_reduce(m->view(1024, DType::kFloat32));
+  CHECK(g.calls == 1);
+}

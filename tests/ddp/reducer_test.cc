@@ -137,3 +137,21 @@ TEST_CASE("a hook that returns no Work is an error from finish, with copies or b
     });
   }
 }
+
+TEST_CASE("host buckets live in the group's memory: on tcp within a host they are reduced in place") {
+  std::vector<std::vector<float>> out(2);
+  std::vector<int> shared(2, 0);
+  run_ranks(2, [&](int rank, comm::ProcessGroupPtr g) {
+    Model m(1, 100000);  // 400 KB: past the one-shot size
+    Reducer reducer(g, m.specs, {});
+    for (size_t i = 0; i < m.grads[0].size(); ++i) m.grads[0][i] = static_cast<float>(rank * 2 + i % 3);
+    reducer.finish();
+    out[rank] = m.grads[0];
+    shared[rank] = reducer.buckets_shared() ? 1 : 0;
+  });
+  for (size_t i = 0; i < out[0].size(); ++i) REQUIRE(out[0][i] == 1.0f + static_cast<float>(i % 3));
+  CHECK(out[1] == out[0]);
+  // tcp with every rank on this host: shared memory; gloo and mpi: plain host memory.
+  const int want = ddp::testing::test_backend() == "tcp" ? 1 : 0;
+  CHECK(shared == std::vector<int>{want, want});
+}

@@ -201,6 +201,7 @@ std::vector<std::string> run_cases(ProcessGroup& pg, const std::vector<Case>& ca
   std::vector<std::string> failures;
   const std::string who = "rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.size()) + ": ";
   for (size_t k = 0; k < cases.size() && failures.size() < max_failures; ++k) {
+    ArrayArena::reset();  // (group memory, where a test set an arena: each case from its start)
     try {
       std::string err = run_case(pg, cases[k], static_cast<int>(k % 1000));
       if (!err.empty()) failures.push_back(who + err);

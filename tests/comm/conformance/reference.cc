@@ -25,10 +25,40 @@ bool is_signed(DType d) { return d != DType::kUInt8; }
 
 }  // namespace
 
-Array::Array(DType dtype, size_t count) : dtype_(dtype), count_(count), data_(count * dtype_size(dtype)) {}
+namespace {
+thread_local ArrayArena* current_arena = nullptr;
+}
+
+ArrayArena::ArrayArena(std::shared_ptr<GroupMemory> memory) : memory_(std::move(memory)) {
+  current_arena = this;
+}
+
+ArrayArena::~ArrayArena() { current_arena = nullptr; }
+
+void ArrayArena::reset() {
+  if (current_arena) current_arena->used_ = 0;
+}
+
+unsigned char* ArrayArena::take(size_t bytes) {
+  ArrayArena* a = current_arena;
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  if (a == nullptr || rounded > a->memory_->bytes() - a->used_) return nullptr;
+  unsigned char* p = static_cast<unsigned char*>(a->memory_->data()) + a->used_;
+  a->used_ += rounded;
+  return p;
+}
+
+Array::Array(DType dtype, size_t count) : dtype_(dtype), count_(count) {
+  const size_t bytes = count * dtype_size(dtype);
+  data_ = ArrayArena::take(bytes);
+  if (data_ == nullptr) {
+    own_.resize(bytes);
+    data_ = own_.data();
+  }
+}
 
 double Array::get(size_t i) const {
-  const unsigned char* p = data_.data();
+  const unsigned char* p = data_;
   switch (dtype_) {
     case DType::kFloat32: return load<float>(p, i);
     case DType::kFloat64: return load<double>(p, i);
@@ -43,7 +73,7 @@ double Array::get(size_t i) const {
 }
 
 void Array::set(size_t i, double v) {
-  unsigned char* p = data_.data();
+  unsigned char* p = data_;
   switch (dtype_) {
     case DType::kFloat32: return save<float>(p, i, static_cast<float>(v));
     case DType::kFloat64: return save<double>(p, i, v);

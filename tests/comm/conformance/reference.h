@@ -13,18 +13,37 @@
 // where i = 10 - 3r mod 11), so returning one rank's buffer (an end one, the middle one, its
 // own) fails.
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/group_memory.h"
 #include "comm/types.h"
 
 namespace ddp::comm::conformance {
 
 // A typed host array that reads and writes through doubles (all values here are exact).
+// Where Arrays made on this thread live while it is set: memory a group handed out
+// (ProcessGroup::allocate), taken in order from its start, so ranks that run the same cases get
+// the same offsets. Arrays that no longer fit use their own memory. reset() between cases.
+class ArrayArena {
+ public:
+  explicit ArrayArena(std::shared_ptr<GroupMemory> memory);  // current on this thread until destroyed
+  ~ArrayArena();
+  ArrayArena(const ArrayArena&) = delete;
+  ArrayArena& operator=(const ArrayArena&) = delete;
+  static void reset();                       // the next Array starts at the memory's start again
+  static unsigned char* take(size_t bytes);  // null: no arena, or it is full
+
+ private:
+  std::shared_ptr<GroupMemory> memory_;
+  size_t used_ = 0;
+};
+
 class Array {
  public:
   Array(DType dtype, size_t count);
-  Buffer buffer() { return Buffer{data_.data(), count_, dtype_, Device{}}; }
+  Buffer buffer() { return Buffer{data_, count_, dtype_, Device{}}; }
   double get(size_t i) const;
   void set(size_t i, double v);
   size_t count() const { return count_; }
@@ -33,7 +52,8 @@ class Array {
  private:
   DType dtype_;
   size_t count_;
-  std::vector<unsigned char> data_;
+  std::vector<unsigned char> own_;  // unless the arena had room
+  unsigned char* data_;
 };
 
 double input_value(DType dtype, ReduceOp op, int rank, size_t index);

@@ -74,3 +74,20 @@ TEST_CASE("a non-blocking poll gives up after its budget; a blocking one says go
   CHECK_FALSE(ch->poll([] { return false; }, ShmPoll{false, 100}));
   CHECK(ch->poll([] { return false; }, ShmPoll{true, 0}));
 }
+
+TEST_CASE("begin publishes the op's direct tag, then marks it entered") {
+  ShmRanks ranks(2, 4096, 1024, 2);
+  auto a = channel(ranks, 0);
+  const OpDesc d{OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, 100, 5};
+  auto ctx = context(d, Millis(1000));
+  const RankControl& mine = ranks.segments[1].control(0);  // as a peer sees rank 0
+  a->begin(ctx, 0xabc);
+  CHECK(mine.counters[static_cast<int>(Counter::kEntered)].load() == 6);
+  CHECK(mine.direct[5 % 2].load() == 0xabc);
+  const OpDesc next{OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, 100, 6};
+  auto ctx2 = context(next, Millis(1000));
+  a->begin(ctx2);  // not in group memory: 0, in the other slot
+  CHECK(mine.counters[static_cast<int>(Counter::kEntered)].load() == 7);
+  CHECK(mine.direct[6 % 2].load() == 0);
+  CHECK(mine.direct[5 % 2].load() == 0xabc);
+}

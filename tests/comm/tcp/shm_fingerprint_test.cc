@@ -23,6 +23,8 @@ std::vector<std::exception_ptr> enter_and_verify(const std::vector<OpDesc>& desc
     ShmFingerprints fp(&ranks.segments[static_cast<size_t>(r)], &wait, r, w, enabled);
     auto ctx = context(descs[static_cast<size_t>(r)], Millis(2000));
     fp.begin(ctx);
+    // Then the op is entered, as ShmChannel::begin does.
+    ranks.segments[static_cast<size_t>(r)].counter(r, Counter::kEntered).store(ctx.desc.seq + 1);
     fp.verify_all(ctx);
   });
 }

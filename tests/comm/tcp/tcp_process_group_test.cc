@@ -18,13 +18,6 @@ using namespace ddp::comm;
 using namespace ddp::comm::tcp;
 using namespace ddp::comm::tcp::testing;
 
-namespace {
-const DType kAllTypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
-                           DType::kInt8,    DType::kUInt8,   DType::kInt32,   DType::kInt64};
-const ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax,
-                            ReduceOp::kAvg, ReduceOp::kBand,    ReduceOp::kBor, ReduceOp::kBxor};
-}  // namespace
-
 TEST_CASE("world size 1: every op completes locally") {
   run_ranks(1, [](TcpProcessGroup& pg, int r) {
     CHECK(pg.transport() == Transport::kLocal);

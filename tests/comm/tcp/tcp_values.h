@@ -12,6 +12,11 @@
 
 namespace ddp::comm::tcp::testing {
 
+inline constexpr DType kAllTypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                                      DType::kInt8,    DType::kUInt8,   DType::kInt32,   DType::kInt64};
+inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax,
+                                       ReduceOp::kAvg, ReduceOp::kBand,    ReduceOp::kBor, ReduceOp::kBxor};
+
 inline void put(DType t, void* base, size_t i, double v) {
   switch (t) {
     case DType::kFloat32: static_cast<float*>(base)[i] = static_cast<float>(v); break;

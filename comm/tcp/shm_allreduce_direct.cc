@@ -1,0 +1,73 @@
+#include "comm/tcp/shm_allreduce_direct.h"
+
+#include <algorithm>
+
+#include "comm/copy_kernel.h"
+#include "comm/reduce_kernels.h"
+#include "comm/tcp/shm_allreduce_chunked.h"
+#include "comm/tcp/shm_region.h"
+
+namespace ddp::comm::tcp {
+namespace {
+
+// Every peer's tag for op seq equals ours (after every peer entered it).
+bool all_direct(const ShmChannel& ch, uint64_t seq, uint64_t tag) {
+  for (int p = 0; p < ch.world(); ++p) {
+    if (p == ch.rank()) continue;
+    if (ch.segment().control(p).direct[seq % 2].load(std::memory_order_relaxed) != tag) return false;
+  }
+  return true;
+}
+
+// Reduces this rank's share from every rank's buffer and writes it into all of them. A chunk
+// is a slot's size (the machine's L2 / 4: shm_segment.h), so it is still cached when copied.
+void reduce_share(const ShmChannel& ch, const ShmStep& s) {
+  const Buffer& buf = s.in;
+  const size_t es = dtype_size(buf.dtype);
+  const ReduceOp rop = s.ctx.desc.rop;
+  const std::vector<char*>& bufs = s.direct->bufs;
+  const Part me = part(buf.count, ch.world(), ch.rank());
+  const size_t chunk = std::max<size_t>(1, ch.geometry().slot_bytes / es);
+  for (size_t off = me.off; off < me.off + me.len; off += chunk) {
+    const size_t n = std::min(chunk, me.off + me.len - off);
+    char* dst = bufs[static_cast<size_t>(ch.rank())] + off * es;
+    for (int p = 0; p < ch.world(); ++p) {
+      if (p != ch.rank()) combine(dst, bufs[static_cast<size_t>(p)] + off * es, n, buf.dtype, rop);
+    }
+    if (rop == ReduceOp::kAvg) finish_avg(dst, n, buf.dtype, ch.world());
+    for (int p = 0; p < ch.world(); ++p) {
+      if (p != ch.rank()) copy_bytes(bufs[static_cast<size_t>(p)] + off * es, dst, n * es);
+    }
+  }
+}
+
+}  // namespace
+
+bool allreduce_direct_step(ShmChannel& ch, ShmStep& s) {
+  auto poll = [&](auto ready) { return ch.poll(ready, s.poll); };
+  ShmProgress& st = s.at;
+  const uint64_t seq = s.ctx.desc.seq;
+  if (st.direct == 0) {
+    // Every peer entered (its buffer holds its input, and its tag is published).
+    if (!poll([&] { return ch.reached(Counter::kEntered, seq + 1); })) return false;
+    ch.wait_all(Counter::kEntered, seq + 1, s.ctx);
+    st.direct = all_direct(ch, seq, s.direct->tag) ? 1 : -1;
+  }
+  if (st.direct < 0) return allreduce_chunked_step(ch, s);
+  if (st.phase == 0) {
+    st.ticket = ch.next_ticket();
+    reduce_share(ch, s);
+    // The ticket's slots were never used: staged and done keep the counters in step for the
+    // ops after this one; reduced (published last: it wakes) says this rank's share is written.
+    ch.segment().counter(ch.rank(), Counter::kStaged).store(st.ticket + 1, std::memory_order_relaxed);
+    ch.segment().counter(ch.rank(), Counter::kDone).store(st.ticket + 1, std::memory_order_relaxed);
+    ch.publish(Counter::kReduced, st.ticket + 1);
+    st.phase = 1;
+  }
+  // Nobody returns while a peer may still write into its buffer.
+  if (!poll([&] { return ch.reached(Counter::kReduced, st.ticket + 1); })) return false;
+  ch.wait_all(Counter::kReduced, st.ticket + 1, s.ctx);
+  return true;
+}
+
+}  // namespace ddp::comm::tcp

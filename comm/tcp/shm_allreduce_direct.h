@@ -1,0 +1,21 @@
+#pragma once
+// Direct shared-memory all_reduce: for a buffer in the group's memory (ProcessGroup::allocate,
+// shm_region.h) at the same place on every rank. One pass and no staging: each rank reduces
+// its share of the buffer (part()) straight from every rank's copy and writes the result into
+// all of them, a chunk at a time (the chunk still in its cache when copied out); it returns
+// once every rank has written its share. Each element is read once from each rank and written
+// once to each, where the chunked algorithm also copies it through the slots.
+//
+// Whether every rank's buffer is such a view is known only once all have entered the op: each
+// publishes a tag (DirectView) with its fingerprint, 0 when its buffer is not in group memory.
+// A rank with a tag waits for every peer to enter; all tags equal: the direct pass; else the
+// op runs allreduce_chunked_step, as a rank without a tag does from the start. Resumable, like
+// the chunked one.
+#include "comm/tcp/shm_channel.h"
+
+namespace ddp::comm::tcp {
+
+// True when the op completed. step.direct is this rank's view (non-null).
+bool allreduce_direct_step(ShmChannel& ch, ShmStep& step);
+
+}  // namespace ddp::comm::tcp

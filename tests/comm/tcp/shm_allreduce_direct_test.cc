@@ -1,0 +1,180 @@
+// The direct all_reduce (in place in group memory), through TcpProcessGroup with threads as
+// ranks: every dtype and reduce op, views at an offset, the fall-back when ranks' buffers are
+// not all in group memory at the same place, a missing peer, and nothing left in /dev/shm.
+#include "comm/tcp/shm_allreduce_direct.h"
+
+#include <doctest/doctest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "comm/tcp/tcp_process_group.h"
+#include "common/error.h"
+#include "tcp_ops_check.h"
+#include "tcp_test_util.h"
+#include "tcp_values.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using namespace ddp::comm::tcp;
+using namespace ddp::comm::tcp::testing;
+
+namespace {
+
+// Small slots and one-shot limit: ops of a few thousand elements run direct, in many chunks.
+std::map<std::string, std::optional<std::string>> small_geometry() {
+  return {{"DDP_TCP_TRANSPORT", std::string("shm")},
+          {"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")},
+          {"DDP_TCP_SHM_ONESHOT_BYTES", std::string("1024")}};
+}
+
+// Fills `b` with rank r's values for op, all_reduces it and checks every element.
+void reduce_and_check(ProcessGroup& pg, int r, const Buffer& b, ReduceOp op) {
+  for (size_t i = 0; i < b.count; ++i) put(b.dtype, b.data, i, value(op, r, i));
+  pg.all_reduce(b, {op})->wait();
+  const std::string what = std::string("all_reduce ") + to_string(op) + " n=" + std::to_string(b.count);
+  for (size_t i = 0; i < b.count; ++i)
+    expect_at(what, b.dtype, b.data, i, reference(op, b.dtype, pg.size(), i));
+}
+
+size_t shm_entries_of_this_process() {
+  const std::string stem = "ddp-tcp-" + std::to_string(::getpid()) + "-";
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    if (e.path().filename().string().rfind(stem, 0) == 0) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("direct all_reduce: every dtype and reduce op, worlds 2 and 3, each element exact") {
+  ScopedEnv env(small_geometry());
+  for (int w : {2, 3}) {
+    CAPTURE(w);
+    run_ranks(w, [&](TcpProcessGroup& pg, int r) {
+      auto mem = pg.allocate(64 << 10);
+      if (!mem->shared()) throw std::runtime_error("group memory is not shared");
+      uint64_t ops = 0;
+      for (DType t : kAllTypes) {
+        for (ReduceOp op : kAllOps) {
+          if (is_bitwise(op) && !is_integer(t)) continue;
+          // Uneven shares (5003 over 2 or 3 ranks) and the largest that fits.
+          for (size_t n : {size_t{5003}, (64 << 10) / dtype_size(t)}) {
+            reduce_and_check(pg, r, mem->view(n, t), op);
+            ++ops;
+          }
+        }
+      }
+      if (pg.direct_all_reduces() != ops) throw std::runtime_error("not every all_reduce ran direct");
+    });
+  }
+}
+
+TEST_CASE("direct all_reduce: a view at the same offset runs direct; different offsets fall back, exact") {
+  ScopedEnv env(small_geometry());
+  run_ranks(3, [&](TcpProcessGroup& pg, int r) {
+    auto mem = pg.allocate(1 << 20);
+    reduce_and_check(pg, r, mem->view(9000, DType::kFloat32, 4096 + 12), ReduceOp::kSum);
+    if (pg.direct_all_reduces() != 1) throw std::runtime_error("the same offset did not run direct");
+    // Rank 2's view starts elsewhere: nobody may read its buffer at rank 0's offset.
+    const size_t offset = r == 2 ? 64 : 0;
+    reduce_and_check(pg, r, mem->view(9000, DType::kFloat32, offset), ReduceOp::kMax);
+    if (pg.direct_all_reduces() != 1) throw std::runtime_error("different offsets ran direct");
+  });
+}
+
+TEST_CASE("direct all_reduce: one rank's buffer outside group memory: every rank falls back, exact") {
+  ScopedEnv env(small_geometry());
+  run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+    auto mem = pg.allocate(1 << 16);
+    auto plain = filled(DType::kInt32, 10000);
+    const Buffer b = r == 0 ? mem->view(10000, DType::kInt32) : plain.buffer();
+    for (int round = 0; round < 3; ++round) reduce_and_check(pg, r, b, ReduceOp::kSum);
+    // Then both in group memory again: direct, and the counters stayed in step.
+    reduce_and_check(pg, r, mem->view(10000, DType::kInt32), ReduceOp::kSum);
+    if (pg.direct_all_reduces() != 1) throw std::runtime_error("expected exactly one direct all_reduce");
+  });
+}
+
+TEST_CASE("direct all_reduce: mixed with every other op, many rounds") {
+  ScopedEnv env(small_geometry());
+  run_ranks(3, [&](TcpProcessGroup& pg, int r) {
+    auto mem = pg.allocate(1 << 16);
+    for (int round = 0; round < 20; ++round) {
+      reduce_and_check(pg, r, mem->view(7001, DType::kFloat32), ReduceOp::kSum);
+      check_everything(pg, r, DType::kFloat32, 3001);
+    }
+    if (pg.direct_all_reduces() != 20) throw std::runtime_error("expected 20 direct all_reduces");
+  });
+}
+
+TEST_CASE("direct all_reduce: a peer that never calls it is a TimeoutError naming it") {
+  ScopedEnv env(small_geometry());
+  std::atomic<bool> named{false}, done{false};
+  run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+    auto mem = pg.allocate(1 << 16);
+    if (r == 1) {  // allocates, then never all_reduces (nor leaves the group)
+      while (!done) std::this_thread::sleep_for(Millis(5));
+      return;
+    }
+    try {
+      pg.all_reduce(mem->view(10000, DType::kFloat32), {ReduceOp::kSum, Millis(300)})->wait();
+    } catch (const TimeoutError& e) {
+      named = std::string(e.what()).find("ranks [1]") != std::string::npos;
+    }
+    done = true;
+  });
+  CHECK(named);
+}
+
+TEST_CASE("group memory: nothing of it is left in /dev/shm, and it outlives its group") {
+  ScopedEnv env(small_geometry());
+  const size_t before = shm_entries_of_this_process();
+  std::vector<std::shared_ptr<GroupMemory>> kept(2);
+  run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+    kept[static_cast<size_t>(r)] = pg.allocate(4096);
+    reduce_and_check(pg, r, kept[static_cast<size_t>(r)]->view(1024, DType::kFloat32), ReduceOp::kSum);
+  });
+  CHECK(shm_entries_of_this_process() == before);  // unlinked once every rank mapped it
+  for (auto& m : kept)
+    CHECK(get(DType::kFloat32, m->data(), 5) == reference(ReduceOp::kSum, DType::kFloat32, 2, 5));
+}
+
+TEST_CASE("group memory: a /dev/shm without room gives plain memory on every rank, and ops still work") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: needs root (a private mount namespace with a 4 MiB /dev/shm)");
+    return;
+  }
+  // In a child: its own mount namespace, where /dev/shm is a 4 MiB tmpfs.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    int code = 1;
+    if (::unshare(CLONE_NEWNS) == 0 && ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+        ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=4m") == 0) {
+      try {
+        ScopedEnv env(small_geometry());
+        run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+          auto mem = pg.allocate(8 << 20);
+          if (mem->shared()) throw std::runtime_error("8 MiB in a 4 MiB /dev/shm");
+          reduce_and_check(pg, r, mem->view(1 << 20, DType::kFloat32), ReduceOp::kSum);
+          auto small = pg.allocate(64 << 10);  // there is room for this one
+          if (!small->shared()) throw std::runtime_error("64 KiB did not fit");
+          reduce_and_check(pg, r, small->view(10000, DType::kFloat32), ReduceOp::kSum);
+        });
+        code = 0;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+      }
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
