@@ -1,7 +1,10 @@
 // The C ABI: errors, process groups and collectives. The engine part is in ddp_c_engine.cc.
 #include "ddp/ddp_c.h"
 
+#include <memory>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 #ifndef DDP_VERSION
 #error "DDP_VERSION comes from CMake (ddp/CMakeLists.txt)"
@@ -171,6 +174,34 @@ int ddp_new_group(const int* ranks, int n, ddp_group_t** group) {
 }
 
 void ddp_group_free(ddp_group_t* group) { delete group; }
+
+namespace {
+// What ddp_mem_alloc handed out, by address, until ddp_mem_free.
+std::mutex g_memory_mu;
+std::unordered_map<void*, std::shared_ptr<comm::GroupMemory>> g_memory;
+}  // namespace
+
+int ddp_mem_alloc(ddp_group_t* g, size_t bytes, void** data) {
+  return guard([&] {
+    DDP_CHECK(data != nullptr, "ddp_mem_alloc: NULL argument");
+    auto memory = group_of(g)->allocate(bytes);
+    std::lock_guard<std::mutex> lock(g_memory_mu);
+    g_memory.emplace(memory->data(), memory);
+    *data = memory->data();
+  });
+}
+
+int ddp_mem_free(void* data) {
+  return guard([&] {
+    if (data == nullptr) return;
+    std::shared_ptr<comm::GroupMemory> memory;  // released outside the lock
+    std::lock_guard<std::mutex> lock(g_memory_mu);
+    auto it = g_memory.find(data);
+    DDP_CHECK(it != g_memory.end(), "ddp_mem_free: ", data, " was not returned by ddp_mem_alloc");
+    memory = std::move(it->second);
+    g_memory.erase(it);
+  });
+}
 
 int ddp_isend(ddp_group_t* g, const void* buf, size_t count, int dtype, int dst, int tag, ddp_work_t** work) {
   return run_op(work, [&] {

@@ -98,6 +98,14 @@ DDP_C_API int ddp_get_world_size(ddp_group_t* group, int* world_size);
 DDP_C_API int ddp_new_group(const int* ranks, int n, ddp_group_t** group);
 DDP_C_API void ddp_group_free(ddp_group_t* group);
 
+/* Memory for a group's buffers (ProcessGroup::allocate), 64-byte aligned and zeroed. Collective:
+ * every rank of the group calls it with the same bytes, in the same order. On tcp within a host it
+ * is shared memory, and an all_reduce of a buffer in it (at the same offset on every rank) runs in
+ * place; elsewhere plain memory. ddp_mem_free is local; NULL is a no-op, a pointer that
+ * ddp_mem_alloc did not return an InvalidArgument. Memory outlives its group until freed. */
+DDP_C_API int ddp_mem_alloc(ddp_group_t* g, size_t bytes, void** data);
+DDP_C_API int ddp_mem_free(void* data);
+
 /* ---- collectives: blocking ---------------------------------------------------------------- */
 DDP_C_API int ddp_send(ddp_group_t* g, const void* buf, size_t count, int dtype, int dst, int tag);
 DDP_C_API int ddp_recv(ddp_group_t* g, void* buf, size_t count, int dtype, int src, int tag);
