@@ -1,5 +1,7 @@
 #include "comm/tcp/shm_region.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <sstream>
 
@@ -32,6 +34,19 @@ void wait_all(rdzv::Store& store, const ShmRegion::Setup& s, const char* what) {
   }
 }
 
+// Group memory takes at most half of what /dev/shm has free (the group's ranks together): the
+// rest stays for the segments of groups made later, which would otherwise run over sockets.
+void leave_room(const ShmRegion::Setup& s) {
+  struct statvfs st {};
+  if (::statvfs("/dev/shm", &st) != 0) return;  // no such file system: shm_open will say
+  const auto free_bytes = static_cast<unsigned long long>(st.f_bavail) * st.f_frsize;
+  const auto want = static_cast<unsigned long long>(s.bytes) * static_cast<unsigned long long>(s.world);
+  if (want > free_bytes / 2) {
+    DDP_THROW(BackendError, "group memory of ", s.bytes, " bytes for each of ", s.world,
+              " ranks would take more than half of the ", free_bytes, " bytes free in /dev/shm");
+  }
+}
+
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x ^= x >> 30;
   x *= 0xbf58476d1ce4e5b9ull;
@@ -54,6 +69,7 @@ std::shared_ptr<ShmRegion> ShmRegion::create(const Setup& s) {
   // every rank then fails alike: allocate is collective, so all must come out the same way.
   std::string failed;
   try {
+    leave_room(s);
     mine = ShmFile::create(s.bytes, detail::str("for group memory of ", s.bytes, " bytes"));
     store.set(key(s.id, "name", s.rank), detail::str(s.bytes, " ", mine.name()));
   } catch (const BackendError& e) {

@@ -7,8 +7,9 @@
 // - Made collectively: every rank of the group, the same bytes, the same order (the id is the
 //   group's count of allocations, so it is the same on every rank). Names and sizes meet in
 //   the group's store; a rank asking for a different size is an InvalidArgument naming both,
-//   one that never comes a TimeoutError naming it, and one whose /dev/shm has no room a
-//   BackendError on every rank (so all can fall back alike). Each creator unlinks its name once every
+//   one that never comes a TimeoutError naming it, and one whose /dev/shm has no room (or
+//   would be left with less than half its free space) a BackendError on every rank, so all
+//   can fall back alike. Each creator unlinks its name once every
 //   rank mapped it, so nothing is left in /dev/shm.
 // - ShmRegions: a group's live regions, found by address. It holds them weakly: a region lives
 //   as long as the GroupMemory the user holds (and any op that found it).

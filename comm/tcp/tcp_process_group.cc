@@ -80,7 +80,11 @@ std::shared_ptr<GroupMemory> TcpProcessGroup::allocate(size_t bytes) {
   } catch (const BackendError& e) {
     // Some rank's /dev/shm had no room (every rank sees it: ShmRegion): plain memory, which
     // every op takes as well, only not in place.
-    logger("tcp")->warn("{}: group memory of {} bytes falls back to plain host memory", e.what(), bytes);
+    if (!warned_memory_.exchange(true)) {
+      logger("tcp")->warn(
+          "{}: group '{}' gives plain host memory instead (all_reduces not in place; said once)", e.what(),
+          group_);
+    }
     return ProcessGroup::allocate(bytes);
   }
   shm_->add_region(region);

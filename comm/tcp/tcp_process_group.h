@@ -120,6 +120,7 @@ class TcpProcessGroup final : public ProcessGroup {
   std::string group_;
   std::shared_ptr<rdzv::Store> store_;  // group memory meets its peers here
   std::atomic<uint64_t> regions_made_{0};
+  std::atomic<bool> warned_memory_{false};  // group memory fell back to plain (said once)
   GroupHealth health_;
   Transport transport_ = Transport::kLocal;
   bool fingerprints_ = true;
