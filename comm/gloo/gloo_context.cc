@@ -98,6 +98,17 @@ std::vector<Address> addresses_in(const std::string& m) {
   return out;
 }
 
+// "" while the store answers; else what it said. A peer that lost the store exits, so the mesh
+// connect often fails on that peer's closed connection first: the store is the cause to name.
+std::string store_health(rdzv::Store& store) {
+  try {
+    store.check({"gloo/health"});
+    return "";
+  } catch (const Error& e) {
+    return detail::str("; the group's store failed too: ", e.message());
+  }
+}
+
 }  // namespace
 
 DeviceAddress device_address() {
@@ -132,7 +143,8 @@ GlooContext::GlooContext(const GroupSetup& setup) {
     throw;  // the store's own errors (a rank that never arrived) already say what is missing
   } catch (const std::exception& e) {
     DDP_THROW(NetworkError, "gloo: group '", setup.name, "' rank ", setup.rank,
-              " could not connect its full mesh on ", where.str(), ": ", e.what());
+              " could not connect its full mesh on ", where.str(), ": ", e.what(),
+              store_health(*setup.store));
   }
   for (int r = 0; r < setup.size; ++r) {
     if (r == setup.rank) continue;
