@@ -17,8 +17,12 @@ bool ShmChannel::slot_free(uint64_t ticket) const {
 void ShmChannel::acquire(uint64_t ticket, const OpContext& ctx) {
   const auto depth = static_cast<uint64_t>(segment_.geometry().depth);
   if (ticket < depth) return;
-  const uint64_t need = ticket - depth + 1;  // peers finished reading the slot's last use
-  wait_.wait([&] { return reached(Counter::kDone, need); }, [&] { return below(Counter::kDone, need); }, ctx);
+  wait_done(ticket - depth + 1, ctx);  // peers finished reading the slot's last use
+}
+
+void ShmChannel::wait_done(uint64_t tickets, const OpContext& ctx) {
+  wait_.wait([&] { return reached(Counter::kDone, tickets); }, [&] { return below(Counter::kDone, tickets); },
+             ctx);
 }
 
 void ShmChannel::begin(const OpContext& ctx, uint64_t direct_tag) {

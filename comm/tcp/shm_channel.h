@@ -91,8 +91,9 @@ class ShmChannel {
   void begin(const OpContext& ctx, uint64_t direct_tag = 0);
   void end(const OpContext& ctx) { fingerprints_.verify_all(ctx); }
 
-  bool slot_free(uint64_t ticket) const;                // every peer is done with its last use
-  void acquire(uint64_t ticket, const OpContext& ctx);  // waits for slot_free
+  bool slot_free(uint64_t ticket) const;                   // every peer is done with its last use
+  void acquire(uint64_t ticket, const OpContext& ctx);     // waits for slot_free
+  void wait_done(uint64_t tickets, const OpContext& ctx);  // every peer's kDone >= tickets
   void publish(Counter c, uint64_t value) { segment_.publish(opt_.rank, c, value); }
   bool reached(Counter c, uint64_t value) const;  // every peer's counter is >= value
   void wait_for(int peer, Counter c, uint64_t value, const OpContext& ctx);

@@ -88,3 +88,24 @@ TEST_CASE("a non-blocking step stops at a late peer and resumes where it stopped
   CHECK(v0 == std::vector<float>(8, 3.0f));
   CHECK(v1 == std::vector<float>(8, 3.0f));
 }
+
+TEST_CASE("an all_reduce of at most 8 bytes (in the control line): 2000 in a row, mixed with slot ones") {
+  ShmRanks ranks(3, 4096, 1024, 2);  // depth 2: slot reuse and small reuse both come around fast
+  auto errors = run_ranks(3, [&](int r) {
+    auto ch = channel(ranks, r);
+    uint64_t seq = 0;
+    for (int round = 0; round < 2000; ++round) {
+      // Two floats (8 bytes: small), then, every third round, 3 floats (a slot).
+      const size_t n = round % 3 == 2 ? 3 : 2;
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(round + r * 10 + static_cast<int>(i));
+      run_op(oneshot_step, *ch, context({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, n, seq++}),
+             view(v), {});
+      for (size_t i = 0; i < n; ++i) {
+        const float want = 3.0f * static_cast<float>(round + static_cast<int>(i)) + 30.0f;
+        if (v[i] != want) throw std::runtime_error("round " + std::to_string(round) + ": wrong sum");
+      }
+    }
+  });
+  require_no_errors(errors);
+}
