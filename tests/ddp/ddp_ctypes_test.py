@@ -37,6 +37,8 @@ def load():
         "ddp_work_wait": ([vp, i64], i32),
         "ddp_work_free": ([vp], None),
         "ddp_barrier": ([vp], i32),
+        "ddp_mem_alloc": ([vp, sz, C.POINTER(vp)], i32),
+        "ddp_mem_free": ([vp], i32),
         "ddp_engine_create": ([vp, vp, C.POINTER(vp)], i32),
         "ddp_engine_destroy": ([vp], None),
         "ddp_tensor_options_init": ([vp], None),
@@ -162,6 +164,18 @@ def worker(rank, backend, url):
     mine, every = (C.c_int32 * 1)(rank * 7), (C.c_int32 * WORLD)()
     check(lib, lib.ddp_all_gather(None, mine, every, 1, INT32), "all_gather")
     expect(list(every) == [0, 7], list(every))
+    # Group memory from Python: tcp reduces it in place (shared memory on this host).
+    n = 1 << 16
+    ptr = C.c_void_p()
+    check(lib, lib.ddp_mem_alloc(None, n * 4, C.byref(ptr)), "mem_alloc")
+    z = (C.c_float * n).from_address(ptr.value)
+    for i in range(n):
+        z[i] = float(rank + i % 5)
+    check(lib, lib.ddp_all_reduce(None, ptr, n, FLOAT32, SUM), "all_reduce in group memory")
+    expect(all(z[i] == float(1 + 2 * (i % 5)) for i in range(n)), z[0])
+    check(lib, lib.ddp_mem_free(ptr), "mem_free")
+    expect(lib.ddp_mem_free(ptr) == INVALID_ARGUMENT)
+
     y = floats(2.0)
     work = C.c_void_p()
     check(lib, lib.ddp_iall_reduce(None, y, 1, FLOAT32, SUM, C.byref(work)), "iall_reduce")
