@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/shm_names.h"
 #include "rendezvous/store.h"
 
 namespace ddp::comm::tcp {
@@ -55,6 +56,24 @@ uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   return x ^ (x >> 31);
 }
 
+// What a rank published: "<bytes> <name>", or "<bytes> - <why>" when it could not make its object.
+struct Entry {
+  size_t bytes = 0;
+  std::string name;
+  std::string why;  // non-empty: that rank failed
+};
+
+Entry read_entry(rdzv::Store& store, const ShmRegion::Setup& s, int r) {
+  std::istringstream in(store.get_string(key(s.id, "name", r), s.timeout));
+  Entry e;
+  in >> e.bytes >> e.name;
+  if (e.name == "-") {
+    std::getline(in, e.why);
+    if (e.why.empty()) e.why = " (no reason given)";
+  }
+  return e;
+}
+
 }  // namespace
 
 std::shared_ptr<ShmRegion> ShmRegion::create(const Setup& s) {
@@ -67,42 +86,39 @@ std::shared_ptr<ShmRegion> ShmRegion::create(const Setup& s) {
   ShmFile& mine = region->files_[static_cast<size_t>(s.rank)];
   // A rank that cannot make its object (a /dev/shm too small) says so instead of a name, and
   // every rank then fails alike: allocate is collective, so all must come out the same way.
-  std::string failed;
   try {
     leave_room(s);
     mine = ShmFile::create(s.bytes, detail::str("for group memory of ", s.bytes, " bytes"));
     store.set(key(s.id, "name", s.rank), detail::str(s.bytes, " ", mine.name()));
   } catch (const BackendError& e) {
-    failed = e.what();
-    store.set(key(s.id, "name", s.rank), detail::str(s.bytes, " - ", failed));
+    store.set(key(s.id, "name", s.rank), detail::str(s.bytes, " - ", e.what()));
   }
   wait_all(store, s, "name");
+  std::vector<Entry> entries;
+  entries.reserve(static_cast<size_t>(s.world));
+  for (int r = 0; r < s.world; ++r) entries.push_back(read_entry(store, s, r));
   for (int r = 0; r < s.world; ++r) {
-    std::istringstream in(store.get_string(key(s.id, "name", r), s.timeout));
-    size_t bytes = 0;
-    std::string name;
-    in >> bytes >> name;
-    if (name == "-") {
-      std::string why;
-      std::getline(in, why);
-      DDP_THROW(BackendError, "allocate (group memory #", s.id, "): rank ", r, " could not:", why);
-    }
+    const Entry& e = entries[static_cast<size_t>(r)];
+    if (!e.why.empty())
+      DDP_THROW(BackendError, "allocate (group memory #", s.id, "): rank ", r, " could not:", e.why);
   }
   for (int r = 0; r < s.world; ++r) {
+    const Entry& e = entries[static_cast<size_t>(r)];
     if (r == s.rank) continue;
-    std::istringstream in(store.get_string(key(s.id, "name", r), s.timeout));
-    size_t bytes = 0;
-    std::string name;
-    in >> bytes >> name;
-    if (bytes != s.bytes) {
+    if (e.bytes != s.bytes) {
       DDP_THROW(InvalidArgument, "allocate (group memory #", s.id, "): rank ", s.rank, " asked for ", s.bytes,
-                " bytes but rank ", r, " for ", bytes, " (every rank must ask for the same)");
+                " bytes but rank ", r, " for ", e.bytes, " (every rank must ask for the same)");
+    }
+    // Only a tcp object (common/shm_names.h) is opened, whatever the store holds.
+    if (e.name.empty() || e.name[0] != '/' || shm_names::tcp_segment_creator(e.name.substr(1)) <= 0) {
+      DDP_THROW(InvalidArgument, "allocate (group memory #", s.id, "): rank ", r, " published '", e.name,
+                "', not a tcp shared-memory name");
     }
     ShmFile& theirs = region->files_[static_cast<size_t>(r)];
-    theirs = ShmFile::open(name);
+    theirs = ShmFile::open(e.name);
     if (theirs.bytes() != s.bytes) {
-      DDP_THROW(InvalidArgument, "allocate: shared memory ", name, " of rank ", r, " holds ", theirs.bytes(),
-                " bytes, not ", s.bytes);
+      DDP_THROW(InvalidArgument, "allocate: shared memory ", e.name, " of rank ", r, " holds ",
+                theirs.bytes(), " bytes, not ", s.bytes);
     }
   }
   store.set(key(s.id, "mapped", s.rank), "1");

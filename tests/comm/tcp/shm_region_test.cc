@@ -7,32 +7,26 @@
 
 #include <cstring>
 #include <functional>
-#include <thread>
 
 #include "common/error.h"
 #include "rendezvous/hash_store.h"
+#include "tests/comm/tcp/shm_test_util.h"
 
 using namespace ddp;
 using namespace ddp::comm::tcp;
+using namespace ddp::comm::tcp::testing;
 
 namespace {
 
-// Runs body(rank, store) on `world` threads; returns each rank's error message ("" if none).
-std::vector<std::string> on_ranks(int world, const std::function<void(int, rdzv::Store&)>& body) {
-  rdzv::HashStore store;
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r, store);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
+// Runs body(rank, store) on `world` threads (shm_test_util.h's run_ranks) over one store;
+// returns each rank's error message ("" if none).
+std::vector<std::string> on_ranks(int world, const std::function<void(int, rdzv::Store&)>& body,
+                                  rdzv::Store* shared = nullptr) {
+  rdzv::HashStore own;
+  rdzv::Store& store = shared ? *shared : own;
+  std::vector<std::string> out;
+  for (const auto& e : run_ranks(world, [&](int r) { body(r, store); })) out.push_back(what(e));
+  return out;
 }
 
 ShmRegion::Setup setup(rdzv::Store& store, int rank, int world, size_t bytes,
@@ -109,4 +103,18 @@ TEST_CASE("ShmRegions::find: inside one region only; the same tag on every rank 
   regions[0].reset();
   CHECK_FALSE(at0.find(gone, 16, 5));
   CHECK(at0.empty());
+}
+
+TEST_CASE("ShmRegion: an entry in the store that is not a tcp object's name is refused, naming the rank") {
+  // Rank 1's entry, written by someone else: the right size, but a name that is not ours.
+  for (const char* bogus : {"8192 /etc-passwd", "8192 ../../dev/mem", "8192", "18446744073709551615 /x"}) {
+    CAPTURE(bogus);
+    rdzv::HashStore s;
+    s.set("tcp/region/7/name/1", std::string(bogus));
+    s.set("tcp/region/7/mapped/1", std::string("1"));
+    auto errors = on_ranks(
+        1, [&](int, rdzv::Store& st) { ShmRegion::create(setup(st, 0, 2, 8192, Millis(2000))); }, &s);
+    CHECK(errors[0].find("rank 1") != std::string::npos);
+    CHECK(errors[0].find("allocate (group memory #7)") != std::string::npos);
+  }
 }
