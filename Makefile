@@ -54,7 +54,7 @@ soak: build
 # a singleton and 3 ranks under mpirun), the stores (the server's event loop), init, the DDP
 # engine (reducer, comm hooks, join: bucket threads) and the launcher's supervisor and sinks. Only
 # these targets are built (every name is also its ctest; TSAN_TESTS adds the mpi suite's runs
-# under mpirun). Three suppressions, tests/tsan.supp: libstdc++'s exception_ptr refcount,
+# under mpirun). Suppressions, tests/tsan.supp: libstdc++'s exception_ptr refcount,
 # invisible to TSan, a lock order inside Open MPI's tcp BTL, and a condition variable inside
 # Gloo's own allreduce buffers. In .ci/run. Measured cold
 # (CCACHE_DISABLE=1, nice -n -15, JOBS=2, on 2 cores shared with other agents' builds, load
