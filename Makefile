@@ -55,8 +55,8 @@ soak: build
 # engine (reducer, comm hooks, join: bucket threads) and the launcher's supervisor and sinks. Only
 # these targets are built (every name is also its ctest; TSAN_TESTS adds the mpi suite's runs
 # under mpirun). Suppressions, tests/tsan.supp: libstdc++'s exception_ptr refcount,
-# invisible to TSan, a lock order inside Open MPI's tcp BTL, and a condition variable inside
-# Gloo's own allreduce buffers. In .ci/run. Measured cold
+# invisible to TSan, a lock order inside Open MPI's tcp BTL, and races inside libgloo (its
+# loop thread and gloo::allreduce's own temporary buffers). In .ci/run. Measured cold
 # (CCACHE_DISABLE=1, nice -n -15, JOBS=2, on 2 cores shared with other agents' builds, load
 # 11-16, so wall times are inflated): the first 8 suites' build 185 s of CPU (4.4 to 12 min
 # wall), their tests 34-86 s; the other 14 suites' build +179 s of CPU (12.4 min wall), their
