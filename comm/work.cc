@@ -33,6 +33,12 @@ std::exception_ptr Work::exception() {
 }
 
 bool Work::wait(Millis timeout) {
+  // Finished already (an op that ran on the caller's thread): no lock. error_ is set before
+  // done_ is stored (release) and never again, so this acquire load makes it visible.
+  if (done_.load(std::memory_order_acquire)) {
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (!completed_) {
     lock.unlock();

@@ -78,6 +78,7 @@ class CudaStagingGroup final : public ProcessGroup {
     return after(inner_->broadcast(io.host, opts), {io}, {});
   }
   WorkPtr do_all_reduce(Buffer buf, AllReduceOptions opts) override {
+    if (!buf.device.is_cuda()) return inner_->all_reduce(buf, opts);  // the common case: no staging
     auto io = stage(buf, true);
     return after(inner_->all_reduce(io.host, opts), {io}, {});
   }

@@ -42,18 +42,20 @@ Fingerprint Fingerprint::of(const OpDesc& d) {
 }
 
 uint64_t Fingerprint::hash() const {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the fields, then a final mix
-  auto mix = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 0x100000001b3ull;
-    }
+  // Word by word, three multiply-xorshift rounds (splitmix64's finalizer): every op computes
+  // it, and a byte-wise hash is a chain of 32 dependent multiplies, a tenth of a small op.
+  auto mix = [](uint64_t h) {
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 32);
   };
-  mix(seq);
-  mix(count);
-  mix(static_cast<uint32_t>(root));
-  mix(uint64_t{kind} | uint64_t{dtype} << 8 | uint64_t{rop} << 16);
-  h ^= h >> 29;
+  const uint64_t fields = uint64_t{kind} | uint64_t{dtype} << 8 | uint64_t{rop} << 16 |
+                          uint64_t{static_cast<uint32_t>(root)} << 24;
+  uint64_t h = mix(seq + 0x9e3779b97f4a7c15ull);
+  h = mix(h ^ count);
+  h = mix(h ^ fields);
   return h | 1;
 }
 
