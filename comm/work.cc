@@ -17,10 +17,7 @@ void poll(const std::atomic<bool>& done, std::chrono::microseconds budget) {
 
 }  // namespace
 
-bool Work::is_completed() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return completed_;
-}
+bool Work::is_completed() { return done_.load(std::memory_order_acquire); }
 
 bool Work::is_success() {
   std::lock_guard<std::mutex> lock(mu_);

@@ -79,26 +79,36 @@ void SocketCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
 // mismatch, found before anything is reduced, returns while they may still be in flight and
 // leaves the engine nothing of the caller's to touch.
 void SocketCollectives::oneshot_all_reduce(const OpContext& ctx, const Buffer& buf) {
+  OneShot o;
+  post_oneshot(ctx, buf, o);
+  end_oneshot(ctx, buf, o);
+}
+
+void SocketCollectives::post_oneshot(const OpContext& ctx, const Buffer& buf, OneShot& o) {
   const int r = opt_.rank, w = opt_.world;
-  const size_t n = buf.count, bytes = buf.bytes();
-  const ReduceOp rop = ctx.desc.rop;
-  auto block = std::make_shared<std::vector<char>>(static_cast<size_t>(w) * bytes);
-  auto slot = [&](int p) { return block->data() + static_cast<size_t>(p) * bytes; };
+  const size_t bytes = buf.bytes();
+  o.block = std::make_shared<std::vector<char>>(static_cast<size_t>(w) * bytes);
+  auto slot = [&](int p) { return o.block->data() + static_cast<size_t>(p) * bytes; };
   std::memcpy(slot(r), buf.data, bytes);
-  Fingerprints f;
-  Batch b;
   {
     SocketEngine::Hold together(*engine_);
-    if (opt_.fingerprints) post_fingerprints(ctx, f);
+    if (opt_.fingerprints) post_fingerprints(ctx, o.f);
     for (int p = 0; p < w; ++p) {
       if (p == r) continue;
-      send(b, p, 0, slot(r), bytes, ctx);
-      recv(b, p, 0, slot(p), bytes, ctx);
+      send(o.b, p, 0, slot(r), bytes, ctx);
+      recv(o.b, p, 0, slot(p), bytes, ctx);
     }
   }
-  for (auto& entry : b.works) entry.first->then([block](Work&) {});
-  if (opt_.fingerprints) check_fingerprints(ctx, f);
-  wait(b, ctx);
+  for (auto& entry : o.b.works) entry.first->then([block = o.block](Work&) {});
+}
+
+void SocketCollectives::end_oneshot(const OpContext& ctx, const Buffer& buf, OneShot& o) {
+  const int w = opt_.world;
+  const size_t n = buf.count, bytes = buf.bytes();
+  const ReduceOp rop = ctx.desc.rop;
+  auto slot = [&](int p) { return o.block->data() + static_cast<size_t>(p) * bytes; };
+  if (opt_.fingerprints) check_fingerprints(ctx, o.f);
+  wait(o.b, ctx);
   combine3(buf.data, slot(0), slot(1), n, buf.dtype, rop);
   for (int p = 2; p < w; ++p) combine(buf.data, slot(p), n, buf.dtype, rop);
   if (rop == ReduceOp::kAvg) finish_avg(buf.data, n, buf.dtype, w);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "comm/reduce_kernels.h"
@@ -101,7 +102,7 @@ void SocketCollectives::wait(Batch& b, const OpContext& ctx) {
   std::set<int> late_ranks;
   for (auto& [work, peer] : b.works) {
     try {
-      work->wait();
+      await(*work);
     } catch (const TimeoutError&) {
       late_ranks.insert(peer);
     } catch (...) {
@@ -122,7 +123,7 @@ void SocketCollectives::wait(Batch& b, const OpContext& ctx) {
 void SocketCollectives::wait_one(Batch& b, size_t k, const OpContext& ctx) {
   auto& [work, peer] = b.works[k];
   try {
-    work->wait();
+    await(*work);
   } catch (const TimeoutError&) {
     DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [",
               world_rank(peer), "] (sockets)");
@@ -169,7 +170,59 @@ bool SocketCollectives::oneshot(const Buffer& buf) const {
   return buf.count < static_cast<size_t>(opt_.world) || buf.bytes() <= opt_.oneshot_bytes;
 }
 
+void SocketCollectives::await(Work& work) {
+  if (driver_ != nullptr && !driver_->drive(work, Clock::now() + opt_.poll)) driver_->release();
+  work.wait();
+}
+
+class SocketCollectives::Driving {
+ public:
+  explicit Driving(SocketCollectives& c) : c_(c) {
+    if (c.opt_.poll.count() > 0) c.driver_ = &driver_.emplace(*c.engine_);
+  }
+  ~Driving() { c_.driver_ = nullptr; }  // then driver_ releases
+  Driving(const Driving&) = delete;
+  Driving& operator=(const Driving&) = delete;
+
+ private:
+  SocketCollectives& c_;
+  std::optional<SocketEngine::Driver> driver_;
+};
+
 void SocketCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  Driving driving(*this);
+  run_op(ctx, in, out);
+}
+
+bool SocketCollectives::resumable(const OpDesc& d, const Buffer& in) const {
+  return d.kind == OpKind::kAllReduce && oneshot(in) && opt_.poll.count() > 0;
+}
+
+bool SocketCollectives::start(const OpContext& ctx, const Buffer& in, std::chrono::microseconds budget) {
+  Driving driving(*this);
+  auto o = std::make_unique<OneShot>();
+  post_oneshot(ctx, in, *o);
+  const auto until = Clock::now() + budget;
+  auto arrived = [&](Batch& b) {
+    return std::all_of(b.works.begin(), b.works.end(),
+                       [&](auto& w) { return driver_->drive(*w.first, until); });
+  };
+  if (!arrived(o->f.batch) || !arrived(o->b)) {
+    pending_ = std::move(o);
+    return false;
+  }
+  end_oneshot(ctx, in, *o);
+  return true;
+}
+
+void SocketCollectives::finish(const OpContext& ctx, const Buffer& in) {
+  DDP_CHECK(pending_ != nullptr, "SocketCollectives::finish: no op was started");
+  std::unique_ptr<OneShot> o = std::move(pending_);
+  Driving driving(*this);
+  end_oneshot(ctx, in, *o);
+}
+
+void SocketCollectives::run_op(const OpContext& ctx, const Buffer& in, const Buffer& out) {
   // A one-shot all_reduce exchanges its own, beside its data.
   const bool beside = ctx.desc.kind == OpKind::kAllReduce && oneshot(in);
   if ((opt_.fingerprints && !beside) || ctx.desc.kind == OpKind::kBarrier) exchange_fingerprints(ctx);

@@ -17,9 +17,15 @@
 // one-shot all_reduce posts its data right behind its fingerprint (the engine writes both in
 // one system call), from a copy, and reduces only once every fingerprint matched: one round
 // trip, not two, and a mismatch leaves the engine nothing of the caller's to touch.
+// The thread that runs an op moves its bytes itself (SocketEngine::Driver) for as long as its
+// waits may poll (Options::poll): no wake-up of the engine's thread, nor of this one, per
+// message. Past that (a late peer) the engine's thread takes over and the wait sleeps. Options::
+// poll 0 (DDP_TCP_SPIN_US=DDP_TCP_YIELD_US=0) leaves every op to the engine's thread.
 // Errors: a lost peer is the engine's NetworkError; internal messages that miss the op's
 // deadline become one TimeoutError naming the op and the ranks that did not deliver.
 // Called by one thread at a time (the group's worker).
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +77,12 @@ class SocketCollectives {
   SocketCollectives(SocketEngine* engine, Options options) : engine_(engine), opt_(options) {}
 
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
+  // The resumable form, for TcpProcessGroup's attempt on the caller's thread: a one-shot
+  // all_reduce (resumable()) is posted and driven on the calling thread for `budget`; true when
+  // it completed there. Otherwise finish() (on any thread, one op at a time) completes it.
+  bool resumable(const OpDesc& d, const Buffer& in) const;
+  bool start(const OpContext& ctx, const Buffer& in, std::chrono::microseconds budget);
+  void finish(const OpContext& ctx, const Buffer& in);
   // How long a wait for `bytes` polls before it sleeps: Options::poll up to oneshot_bytes, none
   // above (a larger transfer takes longer than a wake-up costs).
   std::chrono::microseconds poll_for(size_t bytes) const;
@@ -85,6 +97,9 @@ class SocketCollectives {
   void post(Batch& b, bool is_send, int peer, int step, char* data, size_t bytes, const OpContext& ctx);
   void wait(Batch& b, const OpContext& ctx);
   void wait_one(Batch& b, size_t k, const OpContext& ctx);
+  // Waits for one message's work: driving the engine first while this op holds a Driver (for
+  // Options::poll, then the Driver is released and the progress thread takes over).
+  void await(Work& work);
   // Fingerprints: posted, then waited for and compared (throws the mismatch); exchange does both.
   struct Fingerprints {
     Fingerprint mine;
@@ -95,9 +110,20 @@ class SocketCollectives {
   void check_fingerprints(const OpContext& ctx, Fingerprints& f);
   void exchange_fingerprints(const OpContext& ctx);
   bool oneshot(const Buffer& buf) const;
+  void run_op(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
+  // Holds a Driver while an op runs and points driver_ at it.
+  class Driving;
+  // A one-shot all_reduce between its posts and its end (start() keeps one for finish()).
+  struct OneShot {
+    std::shared_ptr<std::vector<char>> block;  // every rank's buffer, by rank
+    Fingerprints f;
+    Batch b;
+  };
   void all_reduce(const OpContext& ctx, const Buffer& buf);
   void oneshot_all_reduce(const OpContext& ctx, const Buffer& buf);
+  void post_oneshot(const OpContext& ctx, const Buffer& buf, OneShot& o);
+  void end_oneshot(const OpContext& ctx, const Buffer& buf, OneShot& o);
   void pipelined_all_reduce(const OpContext& ctx, const Buffer& buf);
   void ring_all_reduce(const OpContext& ctx, const Buffer& buf);
   void hd_all_reduce(const OpContext& ctx, const Buffer& buf);
@@ -121,6 +147,12 @@ class SocketCollectives {
 
   SocketEngine* engine_;
   Options opt_;
+  // The op in progress drives the engine from this thread: run() holds a Driver for its
+  // length (Driving), unless Options::poll is 0.
+  SocketEngine::Driver* driver_ = nullptr;
+  // A start() that did not complete. Its messages point into it (the fingerprint sent among
+  // them), so it stays where start() made it.
+  std::unique_ptr<OneShot> pending_;
   std::vector<std::vector<char>> scratch_;  // per peer: its contributions to this rank's part (kept)
   std::vector<char> ring_scratch_;          // ring and hd: incoming chunks to reduce (kept)
 };

@@ -19,6 +19,9 @@ namespace {
 constexpr size_t kDiscardChunk = 64 << 10;
 constexpr Millis kByeFlush{500};
 constexpr size_t kMaxSendIov = 32;
+// While Drivers hold the sockets the progress thread looks again this often (it is not woken
+// when the last one leaves with nothing in flight).
+constexpr int kDrivenRecheckMs = 10;
 }  // namespace
 
 SocketEngine::SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* health)
@@ -94,12 +97,93 @@ SocketEngine::Hold::~Hold() {
     std::lock_guard<std::mutex> lock(engine_.mu_);
     --engine_.held_;
   }
-  engine_.wake();
+  engine_.wake_unless_driven();
 }
 
 void SocketEngine::wake() {
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_fd_.get(), &one, sizeof(one));
+}
+
+// A post under a Driver is the Driver's to write; Driver::release wakes the progress thread if
+// it is still in flight then (it checks under mu_ after leaving, so no post is missed).
+void SocketEngine::wake_unless_driven() {
+  if (drivers_.load() == 0) wake();
+}
+
+bool SocketEngine::in_flight() const {
+  const auto never = Clock::time_point::max();
+  for (const auto& peer : peers_) {
+    if (!peer->sendq.empty() || peer->mailbox.next_deadline(never) != never) return true;
+  }
+  return false;
+}
+
+SocketEngine::Driver::Driver(SocketEngine& engine) : engine_(&engine) { engine.drivers_.fetch_add(1); }
+
+void SocketEngine::Driver::release() noexcept {
+  if (engine_ == nullptr) return;
+  SocketEngine& e = *engine_;
+  engine_ = nullptr;
+  if (e.drivers_.fetch_sub(1) != 1) return;
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(e.mu_);
+    wake = e.in_flight();
+  }
+  if (wake) e.wake();
+}
+
+bool SocketEngine::Driver::drive(Work& work, Clock::time_point until) {
+  if (engine_ == nullptr) return work.is_completed();
+  SocketEngine& e = *engine_;
+  Done done;
+  std::vector<pollfd> fds;
+  std::vector<int> ranks;
+  while (!work.is_completed()) {
+    if (Clock::now() >= until) return false;
+    bool moved = false;
+    if (std::unique_lock<std::mutex> io(e.io_mu_, std::try_to_lock); io) {
+      {
+        std::lock_guard<std::mutex> lock(e.mu_);
+        if (e.stop_) return work.is_completed();
+        e.gather(false, fds, ranks);
+      }
+      const int rc = ::poll(fds.data(), fds.size(), 0);
+      moved = rc > 0;
+      if (moved) e.move_bytes(fds, ranks, 0, done);
+      std::lock_guard<std::mutex> lock(e.mu_);
+      e.expire(done);
+    }
+    finish_all(done);
+    if (!moved) sched_yield();
+  }
+  return true;
+}
+
+void SocketEngine::gather(bool wake_fd, std::vector<pollfd>& fds, std::vector<int>& ranks) const {
+  fds.clear();
+  ranks.clear();
+  if (wake_fd) {
+    fds.push_back({wake_fd_.get(), POLLIN, 0});
+    ranks.push_back(-1);
+  }
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    const Peer& peer = *peers_[r];
+    if (!peer.alive) continue;
+    short ev = POLLIN;
+    if (!peer.sendq.empty() && held_ == 0) ev |= POLLOUT;
+    fds.push_back({peer.fd.get(), ev, 0});
+    ranks.push_back(static_cast<int>(r));
+  }
+}
+
+void SocketEngine::move_bytes(const std::vector<pollfd>& fds, const std::vector<int>& ranks, size_t first,
+                              Done& done) {
+  for (size_t i = first; i < fds.size(); ++i) {
+    if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) on_readable(ranks[i], done);
+    if (fds[i].revents & POLLOUT) on_writable(ranks[i], done);
+  }
 }
 
 void SocketEngine::finish_all(Done& done) {
@@ -141,7 +225,7 @@ void SocketEngine::send(int p, Channel ch, int64_t tag, const void* data, size_t
     work->finish(err);
     return;
   }
-  wake();
+  wake_unless_driven();
 }
 
 void SocketEngine::recv(int p, Channel ch, int64_t tag, void* data, size_t bytes, const Deadline& deadline,
@@ -173,7 +257,7 @@ void SocketEngine::recv(int p, Channel ch, int64_t tag, void* data, size_t bytes
     }
   }
   finish_all(done);
-  if (queued) wake();
+  if (queued) wake_unless_driven();
 }
 
 int SocketEngine::next_timeout_ms() {
@@ -213,25 +297,18 @@ void SocketEngine::run_loop(Done& done) {
   std::vector<int> ranks;
   Clock::time_point last_moved = Clock::now();
   while (true) {
-    fds.clear();
-    ranks.clear();
+    // Driven (Driver): only the wake fd, and back soon to see whether the drivers left.
+    const bool driven = drivers_.load() > 0;
     int timeout = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
-      fds.push_back({wake_fd_.get(), POLLIN, 0});
-      ranks.push_back(-1);
-      for (size_t r = 0; r < peers_.size(); ++r) {
-        Peer& peer = *peers_[r];
-        if (!peer.alive) continue;
-        short ev = POLLIN;
-        if (!peer.sendq.empty() && held_ == 0) ev |= POLLOUT;
-        fds.push_back({peer.fd.get(), ev, 0});
-        ranks.push_back(static_cast<int>(r));
-      }
+      gather(true, fds, ranks);
+      if (driven) fds.resize(1);
       timeout = next_timeout_ms();
+      if (driven) timeout = std::min(timeout, kDrivenRecheckMs);
     }
-    const bool hot = polling(last_moved);
+    const bool hot = !driven && polling(last_moved);
     int rc = ::poll(fds.data(), fds.size(), hot ? 0 : timeout);
     if (rc > 0) last_moved = Clock::now();
     if (rc == 0 && hot) sched_yield();
@@ -245,9 +322,9 @@ void SocketEngine::run_loop(Done& done) {
       uint64_t v;
       [[maybe_unused]] ssize_t n = ::read(wake_fd_.get(), &v, sizeof(v));
     }
-    for (size_t i = 1; i < fds.size() && rc > 0; ++i) {
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) on_readable(ranks[i], done);
-      if (fds[i].revents & POLLOUT) on_writable(ranks[i], done);
+    if (rc > 0 && fds.size() > 1) {
+      std::lock_guard<std::mutex> io(io_mu_);
+      move_bytes(fds, ranks, 1, done);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

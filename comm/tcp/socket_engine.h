@@ -1,6 +1,7 @@
 #pragma once
 // SocketEngine: tagged, asynchronous messages over the group's TCP mesh, driven by one
-// progress thread (poll over every peer socket and an eventfd).
+// progress thread (poll over every peer socket and an eventfd), or by the thread that waits
+// for them (Driver: the progress thread then leaves the sockets to it).
 //
 // - send/recv post an operation and return; its Work finishes when the bytes were handed to
 //   the kernel (send) or landed in the buffer (recv). Buffers stay the caller's until then.
@@ -21,6 +22,8 @@
 // - The progress thread never lets an exception escape: should anything throw there, the group
 //   fails (kOther) and every pending Work completes with the error.
 // Thread-safe: any thread may post. Works finish outside the engine's lock.
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -85,6 +88,26 @@ class SocketEngine {
    private:
     SocketEngine& engine_;
   };
+  // The calling thread drives the engine itself. While a Driver lives the progress thread
+  // leaves the sockets alone (it sleeps, watching deadlines) and posts wake nobody; drive(work)
+  // polls the sockets and moves the bytes on the calling thread until `work` finishes or
+  // `until` passes. A small message's round trip is then the network's, with no thread
+  // hand-off on either side (each cost a wake-up: several microseconds on a VM, ten per op).
+  // release() (or the destructor) hands the sockets back, waking the progress thread when
+  // anything is still in flight. Used by one thread; Drivers may coexist.
+  class Driver {
+   public:
+    explicit Driver(SocketEngine& engine);
+    ~Driver() { release(); }
+    Driver(const Driver&) = delete;
+    Driver& operator=(const Driver&) = delete;
+    // True when `work` completed; false once `until` passed (the Driver still holds).
+    bool drive(Work& work, Clock::time_point until);
+    void release() noexcept;
+
+   private:
+    SocketEngine* engine_;  // null once released
+  };
 
  private:
   struct SendOp;
@@ -96,6 +119,13 @@ class SocketEngine {
   const std::string& name_of(int p) const { return options_.peer_names[static_cast<size_t>(rank_of(p))]; }
   void loop() noexcept;
   void run_loop(Done& done);
+  // Under mu_: the poll set (the wake fd first when `wake_fd`; each live peer's socket, writable
+  // too when it has something to send and no Hold lives).
+  void gather(bool wake_fd, std::vector<pollfd>& fds, std::vector<int>& ranks) const;
+  // Reads and writes what poll(2) reported (from fds[first] on); the caller holds io_mu_.
+  void move_bytes(const std::vector<pollfd>& fds, const std::vector<int>& ranks, size_t first, Done& done);
+  bool in_flight() const;  // under mu_: a send queued or a recv waiting
+  void wake_unless_driven();
   void fail_engine(Done& done, const std::string& why) noexcept;
   void wake();
   int next_timeout_ms();
@@ -118,7 +148,10 @@ class SocketEngine {
   Fd wake_fd_;
   std::mutex mu_;
   bool stop_ = false;
-  int held_ = 0;  // live Holds
+  int held_ = 0;                 // live Holds
+  std::atomic<int> drivers_{0};  // live Drivers (the progress thread leaves the sockets to them)
+  // Serializes socket I/O and the reader state between the progress thread and Drivers.
+  std::mutex io_mu_;
   std::thread thread_;
 };
 

@@ -35,7 +35,7 @@ struct SocketEngine::Peer {
   bool alive = false;
   std::deque<SendOp> sendq;
   Mailbox mailbox;  // posted recvs and messages that came first; the payload's target
-  // Reader state: touched only by the engine thread.
+  // Reader state: touched only under io_mu_ (by the progress thread or a Driver).
   WireHeader hdr;
   size_t hdr_got = 0;
   bool said_bye = false;

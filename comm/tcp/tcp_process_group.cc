@@ -130,8 +130,7 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
   task.in = in;
   task.out = out;
   if (on_caller_ && queue_.empty() && !busy_) return run_on_caller(task, lock);
-  if (inline_spin_us_ >= 0 && shm_ && queue_.empty() && !busy_ && shm_->resumable(desc, in) &&
-      in.bytes() <= inline_max_bytes_) {
+  if (inline_spin_us_ >= 0 && queue_.empty() && !busy_ && inline_fits(desc, in)) {
     busy_ = true;
     lock.unlock();
     // The inline attempt only polls, within its own budget: the op's deadline starts when
@@ -183,12 +182,22 @@ WorkPtr TcpProcessGroup::run_on_caller(Task& task, std::unique_lock<std::mutex>&
 }
 
 // On the caller's thread, with busy_ held: true when the op ended (task.work finished).
+bool TcpProcessGroup::inline_fits(const OpDesc& desc, const Buffer& in) const {
+  if (shm_) return shm_->resumable(desc, in) && in.bytes() <= inline_max_bytes_;
+  return sockets_ && !hierarchy_ && sockets_->resumable(desc, in);
+}
+
 bool TcpProcessGroup::try_inline(Task& task) {
   bool finished = false;
   std::exception_ptr error = guarded([&] {
     if (health_.broken()) health_.rethrow(task.ctx.label());
     task.started = true;
-    finished = shm_->start(task.ctx, task.in, task.out, inline_spin_us_);
+    if (shm_) {
+      finished = shm_->start(task.ctx, task.in, task.out, inline_spin_us_);
+    } else {
+      task.ctx.deadline = Deadline(task.ctx.timeout);  // its messages carry it from the start
+      finished = sockets_->start(task.ctx, task.in, Micros(inline_spin_us_));
+    }
   });
   if (!error && finished) {
     collectives_run_.fetch_add(1, std::memory_order_relaxed);
@@ -325,8 +334,10 @@ void TcpProcessGroup::execute(Task& task) {
     if (health_.broken()) health_.rethrow(task.ctx.label());
     if (transport_ == Transport::kLocal) {
       run_local(task);
-    } else if (task.started) {
+    } else if (task.started && shm_) {
       shm_->finish(task.ctx, task.in, task.out);
+    } else if (task.started) {
+      sockets_->finish(task.ctx, task.in);
     } else if (shm_) {
       shm_->run(task.ctx, task.in, task.out);
     } else if (hierarchy_) {

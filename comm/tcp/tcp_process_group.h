@@ -110,6 +110,9 @@ class TcpProcessGroup final : public ProcessGroup {
   WorkPtr post_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout);
   void worker_loop();
   WorkPtr run_on_caller(Task& task, std::unique_lock<std::mutex>& lock);
+  // Whether the op may start on the caller's thread (a resumable shm op, a one-shot socket
+  // all_reduce); try_inline does, within inline_spin_us_.
+  bool inline_fits(const OpDesc& desc, const Buffer& in) const;
   void execute(Task& task);
   bool try_inline(Task& task);
   template <typename F>

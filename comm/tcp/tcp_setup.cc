@@ -312,6 +312,10 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.poll = poll;
     so.streams = streams_;
     sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
+    // A one-shot all_reduce starts on the caller's thread and drives the sockets itself, for as
+    // long as the shm attempt would poll (no hand-off to the worker and back: two wake-ups).
+    inline_spin_us_ =
+        static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", wait.roomy ? wait.spin_us : 2000));
   }
   if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout);
 }

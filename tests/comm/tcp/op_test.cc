@@ -22,7 +22,8 @@ OpDesc all_reduce(uint64_t count, uint64_t seq) {
 
 TEST_CASE("describe names the op, its dtype, count, reduce op and root") {
   CHECK(describe(all_reduce(1000, 0)) == "all_reduce(float32 x 1000, sum)");
-  CHECK(describe({OpKind::kBroadcast, DType::kInt8, ReduceOp::kSum, 1, 5, 0}) == "broadcast(int8 x 5, root 1)");
+  CHECK(describe({OpKind::kBroadcast, DType::kInt8, ReduceOp::kSum, 1, 5, 0}) ==
+        "broadcast(int8 x 5, root 1)");
   CHECK(describe({}) == "barrier()");
 }
 

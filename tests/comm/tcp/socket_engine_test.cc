@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <string>
+#include <thread>
 
 #include "common/error.h"
 #include "common/socket.h"
@@ -222,4 +223,96 @@ TEST_CASE("messages posted under a Hold leave together, whole and in order, acro
     CHECK(got == payloads[static_cast<size_t>(i)]);
   }
   for (auto& w : works) CHECK(w->wait(kLong));
+}
+
+namespace {
+
+// The raw peer end holds no bytes yet (nothing was written to it).
+bool nothing_written(const Fd& theirs) {
+  char probe;
+  return ::recv(theirs.get(), &probe, 1, MSG_DONTWAIT | MSG_PEEK) < 0;
+}
+
+std::string read_message(const Fd& theirs, int64_t tag) {
+  WireHeader h;
+  net::recv_all(theirs.get(), &h, sizeof(h), Deadline(kLong), "test peer");
+  REQUIRE(check_header(h).empty());
+  CHECK(h.tag == tag);
+  std::string got(h.bytes, '\0');
+  net::recv_all(theirs.get(), got.data(), got.size(), Deadline(kLong), "test peer");
+  return got;
+}
+
+Clock::time_point in(Millis ms) { return Clock::now() + ms; }
+
+}  // namespace
+
+TEST_CASE("a Driver moves the bytes on its own thread; the progress thread leaves them to it") {
+  Pair p;
+  SocketEngine::Driver driver(*p.engine);
+  auto sent = std::make_shared<Work>();
+  const std::string hello = "hello";
+  p.engine->send(1, Channel::kUser, 7, hello.data(), hello.size(), Deadline(kLong), sent, "send");
+  // Posted under a Driver: written by drive() only, never by the progress thread.
+  std::this_thread::sleep_for(Millis(50));
+  CHECK(nothing_written(p.theirs));
+  CHECK_FALSE(sent->is_completed());
+  CHECK(driver.drive(*sent, in(kLong)));
+  CHECK(read_message(p.theirs, 7) == "hello");
+
+  p.send_header(header(5, 8), "world");
+  auto got = std::make_shared<Work>();
+  char buf[5];
+  p.engine->recv(1, Channel::kUser, 8, buf, sizeof(buf), Deadline(kLong), got, "recv");
+  CHECK(driver.drive(*got, in(kLong)));
+  CHECK(std::string(buf, 5) == "world");
+
+  // Nothing comes: drive() gives up at `until`, the op still pending.
+  auto never = std::make_shared<Work>();
+  char none[4];
+  p.engine->recv(1, Channel::kUser, 9, none, sizeof(none), Deadline(kLong), never, "recv(tag 9)");
+  CHECK_FALSE(driver.drive(*never, in(Millis(20))));
+  CHECK_FALSE(never->is_completed());
+}
+
+TEST_CASE("a released Driver hands what is in flight back to the progress thread") {
+  Pair p;
+  auto sent = std::make_shared<Work>();
+  auto got = std::make_shared<Work>();
+  const std::string bye = "later";
+  char buf[3];
+  {
+    SocketEngine::Driver driver(*p.engine);
+    p.engine->send(1, Channel::kUser, 3, bye.data(), bye.size(), Deadline(kLong), sent, "send");
+    p.engine->recv(1, Channel::kUser, 4, buf, sizeof(buf), Deadline(kLong), got, "recv");
+    std::this_thread::sleep_for(Millis(20));
+    CHECK(nothing_written(p.theirs));
+  }  // released with a send queued and a recv waiting: the progress thread takes both over
+  CHECK(sent->wait(kLong));
+  CHECK(read_message(p.theirs, 3) == "later");
+  p.send_header(header(3, 4), "end");
+  CHECK(got->wait(kLong));
+  CHECK(std::string(buf, 3) == "end");
+}
+
+TEST_CASE("a Driver sees the peer's loss: the op fails naming it, as under the progress thread") {
+  Pair p;
+  SocketEngine::Driver driver(*p.engine);
+  auto work = std::make_shared<Work>();
+  char buf[4];
+  p.engine->recv(1, Channel::kUser, 9, buf, sizeof(buf), Deadline(kLong), work, "recv(tag 9)");
+  p.theirs = Fd();  // closed without a goodbye
+  CHECK(driver.drive(*work, in(kLong)));
+  CHECK_THROWS_WITH_AS(work->wait(kLong), doctest::Contains("rank 1 (pid 42 on elsewhere) was lost"),
+                       NetworkError);
+}
+
+TEST_CASE("a Driver ends a timed-out op at its deadline, as the progress thread would") {
+  Pair p;
+  SocketEngine::Driver driver(*p.engine);
+  auto work = std::make_shared<Work>();
+  char buf[4];
+  p.engine->recv(1, Channel::kUser, 9, buf, sizeof(buf), Deadline(Millis(30)), work, "recv(tag 9)");
+  CHECK(driver.drive(*work, in(kLong)));
+  CHECK_THROWS_WITH_AS(work->wait(kLong), doctest::Contains("recv(tag 9): timed out"), TimeoutError);
 }

@@ -283,35 +283,63 @@ TEST_CASE("many async ops in flight complete in order with the right results") {
 }
 
 TEST_CASE("an inline op that must wait for a late peer is finished by the worker, correctly") {
-  ScopedEnv env(
-      {{"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")}, {"DDP_TCP_INLINE_SPIN_US", std::string("10")}});
   // Rank 1 calls only after rank 0's call has returned: rank 0's op cannot finish inline (its
   // peer has not arrived), so it must come back pending (handed off), and the worker must then
   // finish it with the right values. No sleep decides the path; the test sees it taken.
-  std::latch returned_small(1), returned_large(1);
-  std::latch* returned[] = {&returned_small, &returned_large};
-  run_ranks(2, [&](TcpProcessGroup& pg, int r) {
-    int step = 0;
-    for (size_t n : {size_t{10}, size_t{50000}}) {
-      std::vector<float> f(n, static_cast<float>(r + 1));
-      if (r == 1) returned[step]->wait();
-      WorkPtr w;
-      try {
-        w = pg.all_reduce(view(f.data(), n));
-      } catch (...) {
-        if (r == 0) returned[step]->count_down();  // never leave rank 1 waiting
-        throw;
+  // Sockets: 10 floats start on the caller (a one-shot all_reduce), 50000 go to the worker.
+  for (const char* transport : {"shm", "socket"}) {
+    CAPTURE(transport);
+    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)},
+                   {"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")},
+                   {"DDP_TCP_INLINE_SPIN_US", std::string("10")}});
+    std::latch returned_small(1), returned_large(1);
+    std::latch* returned[] = {&returned_small, &returned_large};
+    run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+      int step = 0;
+      for (size_t n : {size_t{10}, size_t{50000}}) {
+        std::vector<float> f(n, static_cast<float>(r + 1));
+        if (r == 1) returned[step]->wait();
+        WorkPtr w;
+        try {
+          w = pg.all_reduce(view(f.data(), n));
+        } catch (...) {
+          if (r == 0) returned[step]->count_down();  // never leave rank 1 waiting
+          throw;
+        }
+        if (r == 0) {
+          const bool pending = !w->is_completed();
+          returned[step]->count_down();
+          if (!pending) throw std::runtime_error("completed inline without its peer: no hand-off happened");
+        }
+        w->wait();
+        for (float x : f) {
+          if (x != 3.0f) throw std::runtime_error("wrong result after a hand-off");
+        }
+        ++step;
       }
-      if (r == 0) {
-        const bool pending = !w->is_completed();
-        returned[step]->count_down();
-        if (!pending) throw std::runtime_error("completed inline without its peer: no hand-off happened");
+    });
+  }
+}
+
+TEST_CASE("sockets: a small all_reduce runs on the caller's thread, and is done when the call returns") {
+  // The caller drives the sockets itself (SocketCollectives::start) for as long as it may poll:
+  // with both ranks calling together and a generous budget, every op finishes inside the call.
+  ScopedEnv env(
+      {{"DDP_TCP_TRANSPORT", std::string("socket")}, {"DDP_TCP_INLINE_SPIN_US", std::string("5000000")}});
+  run_ranks(2, [](TcpProcessGroup& pg, int r) {
+    for (int i = 0; i < 200; ++i) {
+      std::vector<int32_t> v(static_cast<size_t>(1 + i % 50), r + i);
+      WorkPtr w = pg.all_reduce(view(v.data(), v.size()));
+      if (!w->is_completed())
+        throw std::runtime_error("op " + std::to_string(i) + " was handed to the worker");
+      for (int32_t x : v) {
+        if (x != 1 + 2 * i) throw std::runtime_error("wrong result at op " + std::to_string(i));
       }
-      w->wait();
-      for (float x : f) {
-        if (x != 3.0f) throw std::runtime_error("wrong result after a hand-off");
+      if (i % 10 == 0) {  // other ops between: they run on the worker, in order with these
+        std::vector<int32_t> b(3, r == 0 ? i : -1);
+        pg.broadcast(view(b.data(), b.size()))->wait();
+        if (b[2] != i) throw std::runtime_error("broadcast out of order at op " + std::to_string(i));
       }
-      ++step;
     }
   });
 }
