@@ -8,10 +8,12 @@
 //   launcher's MPI identity, so only one worker per launcher (RANK == OMPI_COMM_WORLD_RANK)
 //   is supported; anything else is a BackendError before MPI is touched.
 // - Ops are MPI calls run by the process's MPI thread (mpi_runtime.h), in issue order; Works
-//   complete in issue order. The world group's collectives are MPI's blocking calls (its tuned
-//   algorithms), other groups' and every send/recv are nonblocking calls completed by MPI_Test
-//   (DDP_MPI_COLLECTIVES=nonblocking makes the world's nonblocking too). AVG = SUM then divide;
-//   float16/bfloat16 reduce through user-defined MPI_Ops.
+//   complete in issue order. A collective of at most DDP_MPI_CALLER_BYTES (default 4 KiB, the
+//   same on every rank) is nonblocking, and starts on the caller's thread when the MPI thread
+//   is idle (MpiRuntime::run_here): a small op costs no hand-off to that thread. The world group's
+//   collectives are MPI's blocking calls (its tuned algorithms), other groups' and every send/recv are
+//   nonblocking calls completed by MPI_Test (DDP_MPI_COLLECTIVES=nonblocking makes the world's nonblocking
+//   too). AVG = SUM then divide; float16/bfloat16 reduce through user-defined MPI_Ops.
 // - Errors: MPI error codes are BackendErrors naming the op and sequence number (the group's
 //   communicator returns errors instead of aborting); a deadline passing is a TimeoutError
 //   and breaks the group. A dead peer is the MPI runtime's business: Open MPI ends the job.
@@ -20,6 +22,8 @@
 #include <mpi.h>
 
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "comm/backend.h"
 #include "comm/mpi/mpi_runtime.h"
@@ -51,15 +55,31 @@ class MpiProcessGroup final : public ProcessGroup {
  private:
   // Makes the op's MPI call: the nonblocking one with a request, the blocking one without.
   using Start = std::function<int(MPI_Comm, MPI_Request*)>;
-  // Takes the next sequence number; posts start (and done) to the MPI thread unless `local`.
-  WorkPtr submit(const char* name, Millis timeout, bool local, Start start, std::function<void()> done = {},
-                 const std::string& detail = "", bool cancellable = false);
+  struct Spec {
+    const char* name = "";
+    Millis timeout{0};
+    bool local = false;  // nothing to move (count 0): completes at once
+    size_t bytes = 0;    // each rank's share, the same on every rank: small ones may start on the caller
+    std::string detail;  // appended to the op's description (send/recv: the peer and tag)
+    bool cancellable = false;  // send/recv
+  };
+  // Takes the next sequence number; runs start (and done) on the calling thread (a small
+  // collective while the MPI thread is idle: MpiRuntime::run_here) or posts them to the MPI
+  // thread, unless `local`.
+  WorkPtr submit(const Spec& spec, Start start, std::function<void()> done = {});
+  // A collective whose rank's share is `share` (none: a barrier), and a send/recv.
+  static Spec collective(const char* name, Millis timeout, const std::optional<Buffer>& share);
+  static Spec p2p(const char* name, Millis timeout, const Buffer& buf, std::string detail);
   int mpi_tag(const char* op, int tag) const;
 
   MpiRuntime& runtime_;
   std::string name_;
+  std::string where_;  // " in group 'name' (rank r/n)": the end of every op's description
   MPI_Comm comm_ = MPI_COMM_NULL;
   uint64_t channel_ = 0;
+  // Collectives of at most this many bytes are nonblocking on every rank (MPI matches blocking
+  // with blocking only) and start on the caller's thread when they can (DDP_MPI_CALLER_BYTES).
+  size_t caller_bytes_ = 0;
   std::mutex issue_mu_;
   uint64_t next_seq_ = 1;
 };

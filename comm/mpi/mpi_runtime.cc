@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/mpi/mpi_watchdog.h"
+#include "comm/mpi/mpi_runtime_state.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -69,56 +69,7 @@ int requested_level() {
             "': choose single, funneled, serialized or multiple");
 }
 
-struct Inflight {
-  MpiOp op;
-  MPI_Request request = MPI_REQUEST_NULL;
-  bool done = false;
-  Clock::time_point deadline;
-};
-
-struct Channel {
-  bool blocking = false;  // collectives as blocking calls (open_channel)
-  std::deque<Inflight> inflight;
-  std::exception_ptr broken;
-  bool closing = false;
-  std::function<void()> on_drained;
-};
-
 }  // namespace
-
-struct MpiRuntime::Impl {
-  // Shared with user threads, under mu.
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::function<void()>> commands;
-  std::deque<std::pair<uint64_t, MpiOp>> posted;
-  std::deque<std::pair<uint64_t, std::function<void()>>> closes;
-  bool stop = false;
-  std::atomic<uint64_t> submitted{0};  // commands, posts, closes and the stop, ever: polled
-  std::atomic<bool> stopped{false};
-  std::atomic<uint64_t> next_channel{1};
-  std::map<uint64_t, bool> opened;  // channel -> blocking collectives, until its first use
-  std::string stuck_in;             // the timed-out blocking call the MPI thread is in, if any
-  std::thread thread;
-  MpiWatchdog watchdog;
-
-  // MPI thread only.
-  std::map<uint64_t, Channel> channels;
-  std::vector<MPI_Request> zombies;  // timed-out requests MPI cannot cancel
-  std::vector<std::function<void()>> finalizers;
-  MPI_Comm world = MPI_COMM_WORLD;
-
-  void start(uint64_t id, MpiOp op);
-  void run_blocking(Channel& ch, Inflight f);
-  void on_stuck(const MpiOp& op, const std::vector<WorkPtr>& others);
-  bool progress(Channel& ch);
-  void break_channel(Channel& ch, std::exception_ptr error);
-  void finish_front(Channel& ch);
-  void test_zombies();
-  void run(MpiRuntime& rt, std::promise<void>& ready);
-  void await_submission(std::unique_lock<std::mutex>& lock, uint64_t seen, Clock::time_point poll_end);
-  void wind_down(MpiRuntime& rt);
-};
 
 void MpiRuntime::Impl::test_zombies() {
   zombies.erase(std::remove_if(zombies.begin(), zombies.end(),
@@ -130,7 +81,11 @@ void MpiRuntime::Impl::test_zombies() {
 }
 
 void MpiRuntime::Impl::break_channel(Channel& ch, std::exception_ptr error) {
-  if (!ch.broken) ch.broken = std::move(error);
+  if (!ch.broken) {
+    ch.broken = std::move(error);
+    std::lock_guard<std::mutex> lock(mu);
+    broken.emplace(ch.id, ch.broken);  // run_here fails the channel's ops too
+  }
   // Finish in order: completed ops succeed, the rest fail with the channel's error.
   while (!ch.inflight.empty()) {
     Inflight f = std::move(ch.inflight.front());
@@ -150,14 +105,23 @@ std::exception_ptr timeout_error(const MpiOp& op) {
       __FILE__, __LINE__));
 }
 
-void MpiRuntime::Impl::start(uint64_t id, MpiOp op) {
+Channel& MpiRuntime::Impl::channel(uint64_t id) {
   auto [it, created] = channels.try_emplace(id);
   Channel& ch = it->second;
+  std::lock_guard<std::mutex> lock(mu);
   if (created) {
-    std::lock_guard<std::mutex> lock(mu);
+    ch.id = id;
     ch.blocking = opened[id];
     opened.erase(id);
   }
+  if (!ch.broken) {
+    if (auto b = broken.find(id); b != broken.end()) ch.broken = b->second;  // by a run_here op
+  }
+  return ch;
+}
+
+void MpiRuntime::Impl::start(uint64_t id, MpiOp op) {
+  Channel& ch = channel(id);
   if (ch.broken) {
     op.work->finish(ch.broken);
     return;
@@ -330,13 +294,17 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
     std::deque<std::function<void()>> commands_now;
     std::deque<std::pair<uint64_t, MpiOp>> posted_now;
     std::deque<std::pair<uint64_t, std::function<void()>>> closes_now;
+    std::deque<std::pair<uint64_t, Inflight>> adopted_now;
     bool stopping = false;
     {
       std::unique_lock<std::mutex> lock(mu);
-      auto has_work = [&] { return stop || !commands.empty() || !posted.empty() || !closes.empty(); };
+      auto has_work = [&] {
+        return stop || !commands.empty() || !posted.empty() || !closes.empty() || !adopted.empty();
+      };
       bool busy = !zombies.empty() || std::any_of(channels.begin(), channels.end(),
                                                   [](const auto& c) { return !c.second.inflight.empty(); });
       if (!busy) {
+        baton.store(kBatonFree, std::memory_order_release);  // idle: callers may run small ops
         await_submission(lock, seen, poll_end);
       } else if (idle > kSpinPasses) {
         // Nothing moved for a while: back off, but briefly: MPI only moves data inside our
@@ -346,17 +314,21 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
       commands_now.swap(commands);
       posted_now.swap(posted);
       closes_now.swap(closes);
+      adopted_now.swap(adopted);
       stopping = stop;
       seen = submitted.load(std::memory_order_relaxed);
     }
+    take_baton();  // outside mu: a caller holding the baton takes mu to hand its op over
     if (!commands_now.empty() || !posted_now.empty()) poll_end = Clock::now() + rt.poll_budget_;
     for (auto& c : commands_now) c();
+    for (auto& [id, f] : adopted_now) adopt(id, std::move(f));  // started before anything posted
     for (auto& [id, op] : posted_now) start(id, std::move(op));
     for (auto& [id, fn] : closes_now) {
-      channels[id].closing = true;
-      channels[id].on_drained = std::move(fn);
+      Channel& ch = channel(id);
+      ch.closing = true;
+      ch.on_drained = std::move(fn);
       std::lock_guard<std::mutex> lock(mu);
-      opened.erase(id);  // closed before any op started
+      broken.erase(id);
     }
     bool progressed = false;
     for (auto it = channels.begin(); it != channels.end();) {
@@ -378,6 +350,7 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
 
 // At exit: fail what is left, finalize if we initialized MPI and nothing is in flight.
 void MpiRuntime::Impl::wind_down(MpiRuntime& rt) {
+  take_baton();
   auto gone =
       std::make_exception_ptr(BackendError("mpi: MPI was shut down at process exit", __FILE__, __LINE__));
   {

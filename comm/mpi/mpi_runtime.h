@@ -1,10 +1,12 @@
 #pragma once
-// MpiRuntime: the one thread of this process that talks to MPI.
+// MpiRuntime: the thread of this process that talks to MPI.
 //
 // - It initializes MPI on itself (MPI_Init_thread requesting MPI_THREAD_MULTIPLE, or the level
-//   in DDP_MPI_THREAD_LEVEL) and makes every later MPI call, so any provided level is correct:
-//   with less than MULTIPLE this *is* the serialized fallback, with MULTIPLE the application may
-//   also use MPI itself. If the application initialized MPI first, MULTIPLE is required.
+//   in DDP_MPI_THREAD_LEVEL) and makes the later MPI calls, but for small ops a caller starts
+//   while it is idle (run_here). One thread calls MPI at a time (the baton), so any provided
+//   level is correct: with less than MULTIPLE this *is* the serialized fallback (below
+//   SERIALIZED only this thread calls MPI), with MULTIPLE the application may also use MPI
+//   itself. If the application initialized MPI first, MULTIPLE is required.
 // - Ops are started in post order per channel (one channel per group, so every rank starts a
 //   communicator's collectives in the same order); a channel's Works finish in post order.
 //   Nonblocking MPI calls (MPI_Iallreduce, MPI_Isend, ...) are progressed with MPI_Test, and
@@ -21,6 +23,7 @@
 //   deadline its Work fails, and so does every op in flight or posted while the MPI thread is
 //   stuck in it (other ops' deadlines are checked when the call returns); new ops fail at once
 //   until it returns.
+// - Small collectives (run_here) start on the caller's thread while this thread is idle.
 // - Hand-off: after its last op the MPI thread polls for the next one (yielding the core each
 //   pass) for poll_budget() before it sleeps, and a thread waiting on an op polls for as long
 //   before it sleeps (a PollingWork): a small op then costs no futex wake-up either way (several
@@ -84,6 +87,16 @@ class MpiRuntime {
   // channel's ops are finished (immediately if none), unless a timed-out op never completes.
   uint64_t open_channel(bool blocking_collectives = false);
   void post(uint64_t channel, MpiOp op);
+  // Starts a nonblocking op on the calling thread when the MPI thread is idle (nothing in
+  // flight, nothing queued for the channel) and MPI allows it (at least
+  // MPI_THREAD_SERIALIZED: the caller holds the runtime's baton meanwhile, so one thread calls
+  // MPI at a time). It tests the request for poll_budget(); done then, the Work finishes here;
+  // otherwise the request goes to the MPI thread, which goes on testing it (deadline and all)
+  // ahead of anything posted since. False when not taken: post() it instead. A small op then
+  // costs no hand-off to the MPI thread and back (two wake-ups on a busy machine).
+  bool run_here(uint64_t channel, MpiOp& op);
+  // Ops run_here started on a caller's thread, ever.
+  uint64_t ran_here() const;
   void close_channel(uint64_t channel, std::function<void()> on_drained);
 
   // Runs fn on the MPI thread just before MPI_Finalize (to free user-defined MPI objects).

@@ -155,6 +155,74 @@ TEST_CASE("mpi: ops complete in issue order") {
   CHECK(bufs[15][0] == static_cast<float>(pg->size()));
 }
 
+TEST_CASE("mpi: small collectives start on the caller's thread; mixed with large ones, order holds") {
+  auto pg = world();
+  pg->barrier()->wait();
+  const uint64_t before = MpiRuntime::instance().ran_here();
+  for (int i = 0; i < 100; ++i) {
+    std::vector<int32_t> v(3, world_rank() + i);
+    pg->all_reduce(view(v.data(), v.size()))->wait();
+    const int32_t want = world_size() * i + world_size() * (world_size() - 1) / 2;
+    REQUIRE(v[2] == want);
+  }
+  // Each one finds the MPI thread idle unless it lands in the instant it goes idle.
+  if (MpiRuntime::instance().thread_level() >= MPI_THREAD_SERIALIZED) {
+    CHECK(MpiRuntime::instance().ran_here() > before);
+  } else {
+    CHECK(MpiRuntime::instance().ran_here() == before);  // only the MPI thread may call MPI
+  }
+  // Issued back to back without waiting: 16 B and 16 KiB alternate; the small ones run where
+  // they can, the large ones on the MPI thread, and every Work still finishes in issue order.
+  std::vector<std::vector<float>> bufs;
+  for (int i = 0; i < 16; ++i) bufs.emplace_back(i % 2 == 0 ? 4 : 4096, static_cast<float>(i));
+  std::vector<int> order;
+  std::mutex mu;
+  std::vector<WorkPtr> works;
+  for (int i = 0; i < 16; ++i) {
+    works.push_back(pg->all_reduce(view(bufs[i].data(), bufs[i].size())));
+    works.back()->then([&order, &mu, i](Work&) {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(i);
+    });
+  }
+  wait_all(works);
+  pg->barrier()->wait();
+  std::vector<int> expected(16);
+  std::iota(expected.begin(), expected.end(), 0);
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(order == expected);
+  for (int i = 0; i < 16; ++i) CHECK(bufs[i].back() == static_cast<float>(i * pg->size()));
+}
+
+TEST_CASE("mpi: a small collective whose peer is late goes on on the MPI thread, and is right" *
+          doctest::skip(!multi())) {
+  auto pg = world();
+  pg->barrier()->wait();
+  std::vector<double> v(2, world_rank() + 1.0);
+  if (world_rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  WorkPtr w = pg->all_reduce(view(v.data(), v.size()));
+  if (world_rank() == 0) CHECK_FALSE(w->is_completed());  // rank 1 had not come: handed over
+  w->wait();
+  CHECK(v[1] == world_size() * (world_size() + 1) / 2.0);
+}
+
+TEST_CASE("mpi: a small collective past its deadline is a TimeoutError; the late rank completes it" *
+          doctest::skip(!multi())) {
+  world()->barrier()->wait();
+  auto pg = make_mpi_group(setup(all_ranks(), "late-small", Millis(300)));
+  std::vector<float> v(4, 1.0f);
+  if (world_rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // late, but it does come
+    CHECK(pg->all_reduce(view(v.data(), v.size()))->wait());
+  } else {
+    CHECK_THROWS_WITH_AS(pg->all_reduce(view(v.data(), v.size()))->wait(),
+                         doctest::Contains("mpi all_reduce #1 in group 'late-small'"), TimeoutError);
+    std::vector<float> x(4, 1.0f);  // the group stays broken
+    CHECK_THROWS_AS(pg->all_reduce(view(x.data(), x.size()))->wait(), TimeoutError);
+  }
+  world()->barrier()->wait();  // every rank again; the timed-out request completed meanwhile
+}
+
 TEST_CASE("mpi subgroups: members in any order, two groups driven from two threads") {
   if (!multi()) return;
   // Group rank = position in the list, as in torch: world rank 2 is group rank 0.
@@ -241,8 +309,9 @@ TEST_CASE(
     doctest::skip(!multi())) {
   // A second group named "world" runs its collectives blocking (the first world() is warm).
   world()->barrier()->wait();
+  // 16 KiB: above DDP_MPI_CALLER_BYTES, so the blocking call (smaller ones are nonblocking).
   auto pg = make_mpi_group(setup(all_ranks(), "world", Millis(400)));
-  std::vector<float> v(1024, 1.0f);
+  std::vector<float> v(4096, 1.0f);
   if (world_rank() == 1) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // late, but it does come
     CHECK(pg->all_reduce(view(v.data(), v.size()))->wait());

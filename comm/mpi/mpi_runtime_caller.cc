@@ -1,0 +1,120 @@
+// MpiRuntime's caller side: a small op started and tested on the calling thread while the
+// MPI thread is idle (run_here), handed to the MPI thread if it is not done within the poll
+// budget (adopt), and the baton that keeps one thread in MPI at a time (take_baton).
+#include <algorithm>
+
+#include "comm/mpi/mpi_runtime_state.h"
+#include "common/error.h"
+
+namespace ddp::comm::mpi_backend {
+namespace {
+
+// A caller's hold on the baton, taken by run_here's compare-exchange: given back at scope end.
+class BatonHold {
+ public:
+  explicit BatonHold(std::atomic<int>& baton) : baton_(baton) {}
+  ~BatonHold() { baton_.store(kBatonFree, std::memory_order_release); }
+  BatonHold(const BatonHold&) = delete;
+  BatonHold& operator=(const BatonHold&) = delete;
+
+ private:
+  std::atomic<int>& baton_;
+};
+
+}  // namespace
+
+// A run_here op the caller could not finish: tested from now on like one started here.
+void MpiRuntime::Impl::adopt(uint64_t id, Inflight f) {
+  Channel& ch = channel(id);
+  if (ch.broken) {  // broken meanwhile: the request cannot be cancelled, only left to complete
+    zombies.push_back(f.request);
+    f.op.work->finish(ch.broken);
+    return;
+  }
+  ch.inflight.push_back(std::move(f));
+}
+
+// The MPI thread calls MPI only with the baton: it waits while a caller's op runs (microseconds:
+// run_here hands anything longer over).
+void MpiRuntime::Impl::take_baton() {
+  for (int b = baton.load(std::memory_order_acquire); b != kBatonThread;
+       b = baton.load(std::memory_order_acquire)) {
+    int expected = kBatonFree;
+    if (baton.compare_exchange_weak(expected, kBatonThread, std::memory_order_acquire)) return;
+    std::this_thread::yield();
+  }
+}
+
+bool MpiRuntime::run_here(uint64_t channel, MpiOp& op) {
+  if (provided_ < MPI_THREAD_SERIALIZED) return false;  // only the MPI thread may call MPI
+  Impl& im = *impl_;
+  int expected = kBatonFree;
+  if (!im.baton.compare_exchange_strong(expected, kBatonCaller, std::memory_order_acquire)) return false;
+  Inflight f;
+  std::exception_ptr error;
+  {
+    BatonHold hold(im.baton);  // given back before the Work finishes (its callbacks may post)
+    {
+      std::lock_guard<std::mutex> lock(im.mu);
+      if (im.stopped || im.stop || !im.stuck_in.empty()) return false;  // post() says why
+      auto queued = [channel](const auto& q) {
+        return std::any_of(q.begin(), q.end(), [channel](const auto& e) { return e.first == channel; });
+      };
+      if (queued(im.posted) || queued(im.adopted)) return false;  // the MPI thread starts those first
+      if (auto b = im.broken.find(channel); b != im.broken.end()) error = b->second;
+    }
+    f.deadline = Clock::now() + op.timeout;
+    f.op = std::move(op);  // taken: the caller does not post it
+    if (!error) {
+      if (!im.start_here(f, poll_budget_, error)) {
+        {
+          std::lock_guard<std::mutex> lock(im.mu);
+          im.adopted.emplace_back(channel, std::move(f));
+          im.submitted.fetch_add(1, std::memory_order_release);
+        }
+        im.cv.notify_all();
+        return true;
+      }
+      if (error) {
+        std::lock_guard<std::mutex> lock(im.mu);
+        im.broken.emplace(channel, error);  // the channel's later ops fail with it, as on the MPI thread
+      }
+    }
+  }
+  if (!error && f.op.done) {
+    try {
+      f.op.done();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  f.op.work->finish(error);
+  return true;
+}
+
+// Starts f's request and tests it for the poll budget: true when it completed (or failed:
+// `error`), false when it is still in flight.
+bool MpiRuntime::Impl::start_here(Inflight& f, std::chrono::microseconds poll, std::exception_ptr& error) {
+  int rc = MPI_SUCCESS;
+  try {
+    rc = f.op.start(&f.request);
+  } catch (...) {
+    error = std::current_exception();
+    return true;
+  }
+  ran_here.fetch_add(1, std::memory_order_relaxed);
+  const auto until = Clock::now() + poll;
+  int flag = 0;
+  while (rc == MPI_SUCCESS && (rc = MPI_Test(&f.request, &flag, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !flag &&
+         Clock::now() < until) {
+  }
+  if (rc != MPI_SUCCESS) {
+    error = std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
+    return true;
+  }
+  return flag != 0;
+}
+
+uint64_t MpiRuntime::ran_here() const { return impl_->ran_here.load(std::memory_order_relaxed); }
+
+}  // namespace ddp::comm::mpi_backend

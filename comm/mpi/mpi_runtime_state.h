@@ -1,0 +1,86 @@
+#pragma once
+// Internal to MpiRuntime: its state, shared by mpi_runtime.cc (the MPI thread: its loop,
+// channels, deadlines, finalize) and mpi_runtime_caller.cc (small ops started on a caller's
+// thread: run_here, and the baton that keeps one thread in MPI at a time).
+#include <mpi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/mpi/mpi_runtime.h"
+#include "comm/mpi/mpi_watchdog.h"
+
+namespace ddp::comm::mpi_backend {
+
+// The baton: who may call MPI now (run_here).
+inline constexpr int kBatonFree = 0;    // nobody: the MPI thread is idle
+inline constexpr int kBatonThread = 1;  // the MPI thread
+inline constexpr int kBatonCaller = 2;  // a caller running a small op
+
+struct Inflight {
+  MpiOp op;
+  MPI_Request request = MPI_REQUEST_NULL;
+  bool done = false;
+  Clock::time_point deadline;
+};
+
+struct Channel {
+  uint64_t id = 0;
+  bool blocking = false;  // collectives as blocking calls (open_channel)
+  std::deque<Inflight> inflight;
+  std::exception_ptr broken;
+  bool closing = false;
+  std::function<void()> on_drained;
+};
+
+struct MpiRuntime::Impl {
+  // Shared with user threads, under mu.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> commands;
+  std::deque<std::pair<uint64_t, MpiOp>> posted;
+  std::deque<std::pair<uint64_t, std::function<void()>>> closes;
+  std::deque<std::pair<uint64_t, Inflight>> adopted;  // run_here's ops still in flight, in order
+  std::map<uint64_t, std::exception_ptr> broken;      // channels broken, as callers must see them
+  bool stop = false;
+  std::atomic<uint64_t> submitted{0};  // commands, posts, closes and the stop, ever: polled
+  std::atomic<bool> stopped{false};
+  std::atomic<uint64_t> next_channel{1};
+  std::map<uint64_t, bool> opened;  // channel -> blocking collectives, until its first use
+  std::string stuck_in;             // the timed-out blocking call the MPI thread is in, if any
+  std::thread thread;
+  MpiWatchdog watchdog;
+  std::atomic<int> baton{kBatonThread};
+  std::atomic<uint64_t> ran_here{0};
+
+  // MPI thread only.
+  std::map<uint64_t, Channel> channels;
+  std::vector<MPI_Request> zombies;  // timed-out requests MPI cannot cancel
+  std::vector<std::function<void()>> finalizers;
+  MPI_Comm world = MPI_COMM_WORLD;
+
+  Channel& channel(uint64_t id);
+  void start(uint64_t id, MpiOp op);
+  void adopt(uint64_t id, Inflight f);
+  void take_baton();
+  bool start_here(Inflight& f, std::chrono::microseconds poll, std::exception_ptr& error);
+  void run_blocking(Channel& ch, Inflight f);
+  void on_stuck(const MpiOp& op, const std::vector<WorkPtr>& others);
+  bool progress(Channel& ch);
+  void break_channel(Channel& ch, std::exception_ptr error);
+  void finish_front(Channel& ch);
+  void test_zombies();
+  void run(MpiRuntime& rt, std::promise<void>& ready);
+  void await_submission(std::unique_lock<std::mutex>& lock, uint64_t seen, Clock::time_point poll_end);
+  void wind_down(MpiRuntime& rt);
+};
+
+}  // namespace ddp::comm::mpi_backend
