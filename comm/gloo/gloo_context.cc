@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <csignal>
 #include <mutex>
@@ -135,10 +136,15 @@ GlooContext::GlooContext(const GroupSetup& setup) {
   DeviceAddress where = device_address();
   auto device = make_device(where);
   auto context = std::make_shared<Context>(setup.rank, setup.size);
-  context->setTimeout(setup.options.timeout);
-  GlooStore store(setup.store);
+  // Gloo waits five times the pair timeout for a pair's first connection (tcp/pair.h), so a
+  // peer that published its address and died before connecting held this rank five times the
+  // group's timeout. The mesh is connected under a fifth of it; the ops carry their own
+  // timeouts, and the store's rules the wait for the other ranks (GlooStore).
+  context->setTimeout(std::max(Millis(1), setup.options.timeout / 5));
+  GlooStore store(setup.store, setup.options.timeout);
   try {
     context->connectFullMesh(store, device);
+    context->setTimeout(setup.options.timeout);
   } catch (const Error&) {
     throw;  // the store's own errors (a rank that never arrived) already say what is missing
   } catch (const std::exception& e) {

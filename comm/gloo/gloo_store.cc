@@ -13,9 +13,10 @@ std::vector<char> GlooStore::get(const std::string& key) {
 
 void GlooStore::wait(const std::vector<std::string>& keys) { store_->wait(keys); }
 
-void GlooStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
-  // Gloo passes kNoTimeout (zero) to mean "no timeout of its own": use the store's.
-  store_->wait(keys, timeout.count() > 0 ? Millis(timeout.count()) : kUseDefault);
+void GlooStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) {
+  // Gloo passes its context's timeout, which GlooContext shortens while it connects the mesh
+  // (gloo_context.cc): the group's timeout rules the wait for the other ranks.
+  store_->wait(keys, wait_timeout_);
 }
 
 }  // namespace ddp::comm::gloo_backend

@@ -109,7 +109,8 @@ bool MpiRuntime::Impl::start_here(Inflight& f, std::chrono::microseconds poll, s
          Clock::now() < until) {
   }
   if (rc != MPI_SUCCESS) {
-    error = std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
+    error =
+        std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
     return true;
   }
   return flag != 0;
