@@ -45,6 +45,27 @@ ProcessGroupPtr world() {
 
 bool multi() { return world_size() >= 3; }
 
+// An all_reduce on every buffer, issued back to back without waiting: whether their Works
+// finished in issue order (their callbacks ran before the barrier's Work finished).
+bool issue_order_kept(ProcessGroup& pg, std::vector<std::vector<float>>& bufs) {
+  std::vector<int> order;
+  std::mutex mu;
+  std::vector<WorkPtr> works;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    works.push_back(pg.all_reduce(view(bufs[i].data(), bufs[i].size())));
+    works.back()->then([&order, &mu, i](Work&) {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(static_cast<int>(i));
+    });
+  }
+  wait_all(works);
+  pg.barrier()->wait();
+  std::vector<int> expected(bufs.size());
+  std::iota(expected.begin(), expected.end(), 0);
+  std::lock_guard<std::mutex> lock(mu);
+  return order == expected;
+}
+
 }  // namespace
 
 TEST_CASE("mpi: the thread level is the one requested, and ops work at any level") {
@@ -136,22 +157,7 @@ TEST_CASE("mpi send/recv: both neighbours send first; negative library tags work
 TEST_CASE("mpi: ops complete in issue order") {
   auto pg = world();
   std::vector<std::vector<float>> bufs(16, std::vector<float>(4096, 1.0f));
-  std::vector<int> order;
-  std::mutex mu;
-  std::vector<WorkPtr> works;
-  for (int i = 0; i < 16; ++i) {
-    works.push_back(pg->all_reduce(view(bufs[i].data(), bufs[i].size())));
-    works.back()->then([&order, &mu, i](Work&) {
-      std::lock_guard<std::mutex> lock(mu);
-      order.push_back(i);
-    });
-  }
-  wait_all(works);
-  pg->barrier()->wait();  // callbacks of the 16 ran before the barrier's Work finished
-  std::vector<int> expected(16);
-  std::iota(expected.begin(), expected.end(), 0);
-  std::lock_guard<std::mutex> lock(mu);
-  CHECK(order == expected);
+  CHECK(issue_order_kept(*pg, bufs));
   CHECK(bufs[15][0] == static_cast<float>(pg->size()));
 }
 
@@ -175,22 +181,7 @@ TEST_CASE("mpi: small collectives start on the caller's thread; mixed with large
   // they can, the large ones on the MPI thread, and every Work still finishes in issue order.
   std::vector<std::vector<float>> bufs;
   for (int i = 0; i < 16; ++i) bufs.emplace_back(i % 2 == 0 ? 4 : 4096, static_cast<float>(i));
-  std::vector<int> order;
-  std::mutex mu;
-  std::vector<WorkPtr> works;
-  for (int i = 0; i < 16; ++i) {
-    works.push_back(pg->all_reduce(view(bufs[i].data(), bufs[i].size())));
-    works.back()->then([&order, &mu, i](Work&) {
-      std::lock_guard<std::mutex> lock(mu);
-      order.push_back(i);
-    });
-  }
-  wait_all(works);
-  pg->barrier()->wait();
-  std::vector<int> expected(16);
-  std::iota(expected.begin(), expected.end(), 0);
-  std::lock_guard<std::mutex> lock(mu);
-  CHECK(order == expected);
+  CHECK(issue_order_kept(*pg, bufs));
   for (int i = 0; i < 16; ++i) CHECK(bufs[i].back() == static_cast<float>(i * pg->size()));
 }
 
