@@ -311,6 +311,14 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
         // MPI_Test calls, so long sleeps would throttle large transfers.
         cv.wait_for(lock, kMaxBackoff, has_work);
       }
+      // The baton before anything leaves the queues: a caller that holds it then sees every op
+      // not yet started in them, and starts nothing ahead of those (run_here). Not waited for
+      // under mu: the caller takes mu to check the queues and to hand its op over.
+      while (!try_take_baton()) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+      }
       commands_now.swap(commands);
       posted_now.swap(posted);
       closes_now.swap(closes);
@@ -318,7 +326,6 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
       stopping = stop;
       seen = submitted.load(std::memory_order_relaxed);
     }
-    take_baton();  // outside mu: a caller holding the baton takes mu to hand its op over
     if (!commands_now.empty() || !posted_now.empty()) poll_end = Clock::now() + rt.poll_budget_;
     for (auto& c : commands_now) c();
     for (auto& [id, f] : adopted_now) adopt(id, std::move(f));  // started before anything posted

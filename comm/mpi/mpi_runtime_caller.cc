@@ -36,6 +36,12 @@ void MpiRuntime::Impl::adopt(uint64_t id, Inflight f) {
 
 // The MPI thread calls MPI only with the baton: it waits while a caller's op runs (microseconds:
 // run_here hands anything longer over).
+bool MpiRuntime::Impl::try_take_baton() {
+  if (baton.load(std::memory_order_acquire) == kBatonThread) return true;
+  int expected = kBatonFree;
+  return baton.compare_exchange_strong(expected, kBatonThread, std::memory_order_acquire);
+}
+
 void MpiRuntime::Impl::take_baton() {
   for (int b = baton.load(std::memory_order_acquire); b != kBatonThread;
        b = baton.load(std::memory_order_acquire)) {

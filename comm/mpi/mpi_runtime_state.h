@@ -71,6 +71,7 @@ struct MpiRuntime::Impl {
   void start(uint64_t id, MpiOp op);
   void adopt(uint64_t id, Inflight f);
   void take_baton();
+  bool try_take_baton();  // true when this thread holds it (had it, or took it now)
   bool start_here(Inflight& f, std::chrono::microseconds poll, std::exception_ptr& error);
   void run_blocking(Channel& ch, Inflight f);
   void on_stuck(const MpiOp& op, const std::vector<WorkPtr>& others);
