@@ -271,6 +271,18 @@ TEST_CASE("mpi: DDP_MPI_COLLECTIVES other than blocking or nonblocking is an err
   ::unsetenv("DDP_MPI_COLLECTIVES");
 }
 
+TEST_CASE("mpi: DDP_MPI_CALLER_BYTES that is not a byte count is an error naming it, before MPI") {
+  // (Empty is unset, as for every DDP_* variable: env::get.)
+  for (std::string bad : {"-1", "4k", "99999999999999999999", "0x10"}) {
+    CAPTURE(bad);
+    ::setenv("DDP_MPI_CALLER_BYTES", bad.c_str(), 1);
+    CHECK_THROWS_WITH_AS(make_mpi_group(setup(all_ranks(), "world")),
+                         doctest::Contains("DDP_MPI_CALLER_BYTES"), InvalidArgument);
+  }
+  ::setenv("DDP_MPI_CALLER_BYTES", "4096", 1);  // as the cases above run
+  world()->barrier()->wait();                   // every rank refused alike: still in step
+}
+
 TEST_CASE("mpi: a group larger than the MPI world is a BackendError, not a hang") {
   std::vector<int> too_many(world_size() + 1);
   std::iota(too_many.begin(), too_many.end(), 0);
