@@ -14,7 +14,7 @@ int clique_rank(int rank, int index, size_t k) { return rank * static_cast<int>(
 }  // namespace
 
 WorkPtr NcclProcessGroup::do_all_reduce_multi(std::span<const Buffer> buffers, AllReduceOptions opts) {
-  const ncclRedOp_t op = nccl_op("all_reduce_multi", opts.op);
+  const ncclRedOp_t op = nccl_op("all_reduce_multi", opts.op, size() * static_cast<int>(buffers.size()));
   const ncclDataType_t type = nccl_dtype(buffers[0].dtype);
   return submit_multi({"all_reduce_multi", "ncclAllReduce", opts.timeout, buffers,
                        multi::shape_of(buffers, -1, static_cast<int>(opts.op)),
@@ -36,7 +36,7 @@ WorkPtr NcclProcessGroup::do_broadcast_multi(std::span<const Buffer> buffers, Br
 }
 
 WorkPtr NcclProcessGroup::do_reduce_multi(std::span<const Buffer> buffers, ReduceMultiOptions opts) {
-  const ncclRedOp_t op = nccl_op("reduce_multi", opts.op);
+  const ncclRedOp_t op = nccl_op("reduce_multi", opts.op, size() * static_cast<int>(buffers.size()));
   const ncclDataType_t type = nccl_dtype(buffers[0].dtype);
   const int root = clique_rank(opts.root, opts.root_index, buffers.size());
   // In place: NCCL writes recvbuff on the root only, so every other buffer stays an input.

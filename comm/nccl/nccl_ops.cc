@@ -44,7 +44,7 @@ WorkPtr NcclProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
 }
 
 WorkPtr NcclProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
-  const ncclRedOp_t op = nccl_op("all_reduce", opts.op);
+  const ncclRedOp_t op = nccl_op("all_reduce", opts.op, size());
   return submit("all_reduce", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     settle("ncclAllReduce", ncclAllReduce(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), op, comm_, s),
            d);
@@ -52,7 +52,7 @@ WorkPtr NcclProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
 }
 
 WorkPtr NcclProcessGroup::do_reduce(Buffer buf, ReduceOptions opts) {
-  const ncclRedOp_t op = nccl_op("reduce", opts.op);
+  const ncclRedOp_t op = nccl_op("reduce", opts.op, size());
   return submit("reduce", opts.timeout, buf.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
     settle("ncclReduce",
            ncclReduce(buf.data, buf.data, buf.count, nccl_dtype(buf.dtype), op, opts.root, comm_, s), d);
@@ -67,7 +67,7 @@ WorkPtr NcclProcessGroup::do_all_gather(Buffer input, Buffer output, AllGatherOp
 }
 
 WorkPtr NcclProcessGroup::do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) {
-  const ncclRedOp_t op = nccl_op("reduce_scatter", opts.op);
+  const ncclRedOp_t op = nccl_op("reduce_scatter", opts.op, size());
   return submit(
       "reduce_scatter", opts.timeout, output.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
         settle(

@@ -18,13 +18,13 @@ ncclDataType_t nccl_dtype(DType dtype) {
   DDP_THROW(InvalidArgument, "nccl: unknown dtype ", static_cast<int>(dtype));
 }
 
-ncclRedOp_t nccl_op(const char* op, ReduceOp rop) {
+ncclRedOp_t nccl_op(const char* op, ReduceOp rop, int nranks) {
   switch (rop) {
     case ReduceOp::kSum: return ncclSum;
     case ReduceOp::kProduct: return ncclProd;
     case ReduceOp::kMin: return ncclMin;
     case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kAvg: return nranks == 1 ? ncclSum : ncclAvg;
     default: break;
   }
   DDP_THROW(InvalidArgument, "nccl ", op, ": NCCL has no bitwise reductions (", to_string(rop),
