@@ -45,16 +45,13 @@ bool blocking_collectives(const GroupSetup& s) {
   return mode == "blocking" && s.name == "world";
 }
 
-// DDP_MPI_CALLER_BYTES (default 0, off; 4096 is the size it was measured to pay up to): the
-// collectives small enough for MpiRuntime::run_here. Up to a few KiB Open MPI's nonblocking
-// algorithms cost well under a thread hand-off (2 ranks, 4 B: 0.8 µs against 0.4 µs blocking;
-// the hand-off 5-6 µs); above, its blocking ones win. Off by default for now: its first version
-// let a caller start a small op while an earlier one of the same group was off the queue but
-// not yet started, so ranks started them in different orders (a hang in conformance_mpi, wrong
-// sums in mpi_process_group_test); fixed (the MPI thread takes the baton before it empties the
-// queues), to be turned on once CI has run it.
+// DDP_MPI_CALLER_BYTES (default 2048; 0: none): the collectives small enough for
+// MpiRuntime::run_here. Below Open MPI's shared-memory eager limit (btl_vader_eager_limit, 4 KiB)
+// its nonblocking algorithms cost well under a thread hand-off (2 ranks: 4 B 0.8 µs against
+// 0.4 µs blocking, the hand-off 5-6 µs). At 4096 B, past that limit, the nonblocking call waits
+// for a rendezvous and loses (7 µs against 5.4 with the hand-off); half the limit leaves room.
 size_t caller_bytes() {
-  const int64_t bytes = env::get_int_or("DDP_MPI_CALLER_BYTES", 0);
+  const int64_t bytes = env::get_int_or("DDP_MPI_CALLER_BYTES", 2048);
   if (bytes < 0) DDP_THROW(InvalidArgument, "DDP_MPI_CALLER_BYTES=", bytes, ": give a byte count (0: none)");
   return static_cast<size_t>(bytes);
 }

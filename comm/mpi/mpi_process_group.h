@@ -8,8 +8,8 @@
 //   launcher's MPI identity, so only one worker per launcher (RANK == OMPI_COMM_WORLD_RANK)
 //   is supported; anything else is a BackendError before MPI is touched.
 // - Ops are MPI calls run by the process's MPI thread (mpi_runtime.h), in issue order; Works
-//   complete in issue order. With DDP_MPI_CALLER_BYTES set (e.g. 4096; the same on every rank;
-//   default 0, off) a collective of at most that many bytes is nonblocking, and starts on the
+//   complete in issue order. A collective of at most DDP_MPI_CALLER_BYTES (default 2048; the
+//   same on every rank; 0: none) is nonblocking, and starts on the
 //   caller's thread when the MPI thread is idle (MpiRuntime::run_here): a small op then costs
 //   no hand-off to that thread. The world group's
 //   collectives are MPI's blocking calls (its tuned algorithms), other groups' and every send/recv are

@@ -46,8 +46,9 @@ ProcessGroupPtr world() {
 
 bool multi() { return world_size() >= 3; }
 
-// Small collectives on the caller's thread (opt-in: DDP_MPI_CALLER_BYTES), before any group is
-// made: the cases below count on it, and on 16 KiB ops staying blocking.
+// Small collectives on the caller's thread (DDP_MPI_CALLER_BYTES: 4096 here, default 2048), set
+// before any group is made: the cases below count on 16 B ops running there and on 16 KiB ops
+// staying blocking.
 [[maybe_unused]] const bool caller_path = ::setenv("DDP_MPI_CALLER_BYTES", "4096", 0) == 0;
 
 // An all_reduce on every buffer, issued back to back without waiting: whether their Works
@@ -281,6 +282,19 @@ TEST_CASE("mpi: DDP_MPI_CALLER_BYTES that is not a byte count is an error naming
   }
   ::setenv("DDP_MPI_CALLER_BYTES", "4096", 1);  // as the cases above run
   world()->barrier()->wait();                   // every rank refused alike: still in step
+}
+
+TEST_CASE("mpi: DDP_MPI_CALLER_BYTES=0 leaves every op to the MPI thread") {
+  ::setenv("DDP_MPI_CALLER_BYTES", "0", 1);
+  auto pg = make_mpi_group(setup(all_ranks(), "world"));
+  ::setenv("DDP_MPI_CALLER_BYTES", "4096", 1);  // read when a group is made: the next ones use it
+  const uint64_t before = MpiRuntime::instance().ran_here();
+  for (int i = 0; i < 20; ++i) {
+    std::vector<int32_t> v(1, 1);
+    pg->all_reduce(view(v.data(), v.size()))->wait();
+    REQUIRE(v[0] == world_size());
+  }
+  CHECK(MpiRuntime::instance().ran_here() == before);
 }
 
 TEST_CASE("mpi: a group larger than the MPI world is a BackendError, not a hang") {
