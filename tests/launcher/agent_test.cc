@@ -30,8 +30,17 @@ std::vector<int> run_nodes(const ScratchDir& d, const std::vector<std::vector<st
                                             d / ("node" + std::to_string(i) + ".out"),
                                             d / ("node" + std::to_string(i) + ".err")));
   }
+  // One deadline for every node, well inside ctest's 240 s: a launcher still running then is
+  // killed (code -1) and its stderr printed, so a hang is a failure that says where.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(100);
   std::vector<int> codes;
-  for (auto& n : nodes) codes.push_back(n->wait());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    codes.push_back(nodes[i]->wait(std::max(left, std::chrono::milliseconds(1))));
+    if (codes.back() == -1)
+      MESSAGE("node ", i, " was still running after 100 s; its stderr:\n", nodes[i]->err());
+  }
   return codes;
 }
 
