@@ -87,7 +87,8 @@ std::vector<std::string> resolve_host(const std::string& host);
 // Whether `host` names this machine (localhost, its hostname, or one of its addresses).
 bool is_local_host(const std::string& host);
 
-// A free TCP port on 127.0.0.1 (bind port 0, read it, close).
+// A free TCP port outside the kernel's ephemeral range (net::pick_free_port): one the launcher
+// hands to its workers (MASTER_PORT), which bind it later.
 int free_port();
 
 // This host's addresses as others would reach it via `peer_host`: the source address of a route

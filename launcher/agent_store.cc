@@ -7,6 +7,7 @@
 
 #include "common/auth.h"
 #include "common/error.h"
+#include "common/free_port.h"
 #include "common/host_addresses.h"
 #include "common/socket.h"
 #include "launcher/agent.h"
@@ -93,10 +94,7 @@ std::string random_hex(size_t bytes) {
   return out;
 }
 
-int free_port() {
-  Fd s = net::listen_tcp({.host = "127.0.0.1", .port = 0, .backlog = 1, .reuse_addr = false});
-  return net::local_port(s.get());
-}
+int free_port() { return net::pick_free_port(); }
 
 std::vector<std::string> local_addresses(const std::string& peer_host) {
   return net::local_addresses(peer_host);

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/free_port.h"
 #include "common/socket.h"
 
 extern char** environ;
@@ -200,39 +201,10 @@ inline std::vector<pid_t> processes_with_env(const std::string& needle) {
   return out;
 }
 
-// The kernel's ephemeral range (ip_local_port_range): ports it hands to outgoing connections.
-inline std::pair<int, int> ephemeral_ports() {
-  std::ifstream f("/proc/sys/net/ipv4/ip_local_port_range");
-  int lo = 32768, hi = 60999;
-  f >> lo >> hi;
-  return {lo, hi};
-}
-
-// A port p such that p and p+1 are free on 127.0.0.1 now (the static store uses p+1), chosen at
-// random outside the ephemeral range: between this check and the launcher's bind, any outgoing
-// connection of a test running beside this one could take a port inside it (port 0 hands out
-// ephemeral ports), and a launcher that finds its endpoint taken connects to it instead.
-inline int free_port_pair() {
-  const auto [lo, hi] = ephemeral_ports();
-  // The larger gap outside [lo, hi] within 10000..65534.
-  const int below = std::max(0, lo - 1 - 10000), above = std::max(0, 65534 - (hi + 1));
-  const int first = below >= above ? 10000 : hi + 1;
-  const int span = std::max(below, above);
-  static unsigned seed = static_cast<unsigned>(::getpid()) * 2654435761u ^
-                         static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count());
-  for (int tries = 0; tries < 200 && span > 1; ++tries) {
-    const int p = first + static_cast<int>(::rand_r(&seed) % static_cast<unsigned>(span - 1));
-    try {
-      Fd a = net::listen_tcp(
-          {.host = "127.0.0.1", .port = static_cast<uint16_t>(p), .backlog = 1, .reuse_addr = false});
-      Fd b = net::listen_tcp(
-          {.host = "127.0.0.1", .port = static_cast<uint16_t>(p + 1), .backlog = 1, .reuse_addr = false});
-      return p;
-    } catch (const std::exception&) {
-    }
-  }
-  throw std::runtime_error("no free port pair outside the ephemeral range");
-}
+// A port p such that p and p+1 are free now (the static store uses p+1), outside the kernel's
+// ephemeral range, so no outgoing connection of a test running beside this one takes it before
+// the launcher binds it (net::pick_free_port).
+inline int free_port_pair() { return net::pick_free_port(2); }
 
 inline std::string unique_id(const std::string& what) {
   static int n = 0;

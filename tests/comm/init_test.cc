@@ -23,6 +23,7 @@
 #include "common/deadline.h"
 #include "common/error.h"
 #include "common/fd.h"
+#include "common/free_port.h"
 #include "common/socket.h"
 #include "rendezvous/hash_store.h"
 
@@ -260,10 +261,7 @@ TEST_CASE("GroupFactory and the default group reject bad options") {
 
 namespace {
 
-uint16_t free_port() {
-  Fd probe = net::listen_tcp({.host = "127.0.0.1"});
-  return net::local_port(probe.get());
-}
+uint16_t free_port() { return net::pick_free_port(); }
 
 // One rank in a child process: joins through init_process_group, checks an all_reduce and a
 // subgroup, leaves. The exit status says what failed (0: all good).

@@ -225,10 +225,8 @@ def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "--spawn":
         world, init_method = int(sys.argv[2]), sys.argv[3]
         if init_method == "tcp://auto":
-            import socket
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                init_method = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+            from ports import free_port
+            init_method = f"tcp://127.0.0.1:{free_port()}"
         elif init_method == "file://auto":
             import tempfile
             init_method = f"file://{tempfile.mkdtemp()}/rendezvous"

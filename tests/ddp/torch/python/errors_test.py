@@ -9,9 +9,9 @@ Exit 0 ok, 1 a case failed (named), 77 PyTorch or ddp_torch missing.
 import datetime
 import faulthandler
 import os
-import socket
 import sys
 import time
+from ports import free_port
 
 try:
     import torch
@@ -112,12 +112,6 @@ def worker(rank, port):
         print(f"FAIL rank {rank}: {e}", flush=True)
         os._exit(1)
     os._exit(0)  # the world group lost a peer: skip its teardown
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def bad_backend_name():
