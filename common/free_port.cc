@@ -19,7 +19,8 @@ bool all_free(int p, int count) {
   std::vector<Fd> held;
   try {
     for (int i = 0; i < count; ++i) {
-      held.push_back(listen_tcp({.host = "", .port = static_cast<uint16_t>(p + i), .backlog = 1, .reuse_addr = false}));
+      held.push_back(
+          listen_tcp({.host = "", .port = static_cast<uint16_t>(p + i), .backlog = 1, .reuse_addr = false}));
     }
     return true;
   } catch (const Error&) {

@@ -61,16 +61,8 @@ void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const 
 void HierarchicalCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
   const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
   const auto per = static_cast<size_t>(opt_.layout.per_host);
-  const size_t es = dtype_size(buf.dtype);
   const size_t q = buf.bytes() <= opt_.small_bytes ? 0 : buf.count / per;
-  if (q > 0) {
-    const Buffer share{scratch(q * es).data(), q, buf.dtype, buf.device};
-    const Buffer body = slice(buf, 0, q * per);
-    local_->reduce_scatter(body, share, {op, left(ctx)})->wait();
-    cross_->all_reduce(share, {op, left(ctx)})->wait();
-    if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(share.data, q, buf.dtype, opt_.world);
-    local_->all_gather(share, body, {left(ctx)})->wait();
-  }
+  if (q > 0) pipelined_all_reduce(ctx, slice(buf, 0, q * per), op);
   const size_t tail = buf.count - q * per;
   if (tail > 0) {
     const Buffer rest = slice(buf, q * per, tail);
@@ -78,6 +70,80 @@ void HierarchicalCollectives::all_reduce(const OpContext& ctx, const Buffer& buf
     cross_->all_reduce(rest, {op, left(ctx)})->wait();
     if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(rest.data, tail, buf.dtype, opt_.world);
   }
+}
+
+namespace {
+
+// The child ops an outer op issued: each waited for in turn; leaving early (a failure) still
+// waits for the rest, since they write the outer op's buffer and scratch.
+class InFlight {
+ public:
+  InFlight() = default;
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  ~InFlight() {
+    for (auto& w : works_) {
+      try {
+        w->wait();
+      } catch (...) {  // the first failure is already on its way out
+      }
+    }
+  }
+  size_t add(WorkPtr w) {
+    works_.push_back(std::move(w));
+    return works_.size() - 1;
+  }
+  void wait(size_t i) { works_[i]->wait(); }
+
+ private:
+  std::vector<WorkPtr> works_;
+};
+
+}  // namespace
+
+// Segment k's three steps run on the two child groups' workers, so segment k's step across
+// hosts overlaps segment k + 1's reduce_scatter and segment k - 1's all_gather within the host:
+// every reduce_scatter is issued at once (the host group runs them in order), each segment's
+// all_reduce across hosts as soon as its reduce_scatter is done, each all_gather as soon as
+// its all_reduce is. Every rank cuts the same segments (they depend on the count alone).
+void HierarchicalCollectives::pipelined_all_reduce(const OpContext& ctx, const Buffer& body, ReduceOp op) {
+  const auto per = static_cast<size_t>(opt_.layout.per_host);
+  const size_t q = body.count / per, es = dtype_size(body.dtype);
+  const size_t segments = segments_for(body.bytes());
+  const size_t sq = (q + segments - 1) / segments;  // share elements per segment
+  char* shares = scratch(q * es).data();
+  struct Segment {
+    Buffer body, share;
+  };
+  std::vector<Segment> seg;
+  for (size_t first = 0; first < q; first += sq) {
+    const size_t n = std::min(sq, q - first);
+    seg.push_back(
+        {slice(body, first * per, n * per), Buffer{shares + first * es, n, body.dtype, body.device}});
+  }
+  InFlight flight;
+  std::vector<size_t> scattered, reduced;
+  for (const Segment& s : seg)
+    scattered.push_back(flight.add(local_->reduce_scatter(s.body, s.share, {op, left(ctx)})));
+  for (size_t k = 0; k < seg.size(); ++k) {
+    flight.wait(scattered[k]);
+    reduced.push_back(flight.add(cross_->all_reduce(seg[k].share, {op, left(ctx)})));
+  }
+  std::vector<size_t> gathered;
+  for (size_t k = 0; k < seg.size(); ++k) {
+    flight.wait(reduced[k]);
+    if (ctx.desc.rop == ReduceOp::kAvg)
+      finish_avg(seg[k].share.data, seg[k].share.count, body.dtype, opt_.world);
+    gathered.push_back(flight.add(local_->all_gather(seg[k].share, seg[k].body, {left(ctx)})));
+  }
+  for (size_t g : gathered) flight.wait(g);
+}
+
+// Segments of at least Options::segment_bytes, at most Options::max_segments: each child op
+// costs a round trip across hosts, which a segment that size hides.
+size_t HierarchicalCollectives::segments_for(size_t bytes) const {
+  if (opt_.segment_bytes == 0) return 1;
+  return std::clamp<size_t>(bytes / opt_.segment_bytes, 1, std::max<size_t>(1, opt_.max_segments));
 }
 
 void HierarchicalCollectives::broadcast(const OpContext& ctx, const Buffer& buf) {

@@ -5,7 +5,9 @@
 // index, one per host: sockets). Every rank's NIC share carries 1/L of the data.
 //
 // - all_reduce: reduce_scatter within the host (each local rank gets 1/L of the host's sum),
-//   all_reduce of that share across hosts, all_gather within the host. The n % L trailing
+//   all_reduce of that share across hosts, all_gather within the host; large buffers in
+//   segments whose steps overlap (one segment crosses hosts while the next is reduced within
+//   the host and the last gathered). The n % L trailing
 //   elements, and buffers up to Options::small_bytes whole, take an all_reduce within the
 //   host then across hosts. AVG is summed and divided once by the world size at the end.
 //   Every rank computes or receives the same bits (each share's sum is taken once, in host
@@ -51,6 +53,10 @@ class HierarchicalCollectives {
     int world = 1;
     HostLayout layout;
     size_t small_bytes = 64 << 10;
+    // all_reduce in segments of at least this many bytes (0: one), at most max_segments, the
+    // steps of successive segments overlapping (pipelined_all_reduce).
+    size_t segment_bytes = 4 << 20;
+    size_t max_segments = 8;
   };
   HierarchicalCollectives(Options options, ProcessGroupPtr local, ProcessGroupPtr cross,
                           SocketCollectives* flat);
@@ -62,6 +68,8 @@ class HierarchicalCollectives {
 
  private:
   void all_reduce(const OpContext& ctx, const Buffer& buf);
+  void pipelined_all_reduce(const OpContext& ctx, const Buffer& body, ReduceOp op);
+  size_t segments_for(size_t bytes) const;
   void broadcast(const OpContext& ctx, const Buffer& buf);
   void barrier(const OpContext& ctx);
   void all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out);

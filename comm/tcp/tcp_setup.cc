@@ -370,6 +370,7 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   ho.layout = layout;
   // The same on every rank (it picks the children's ops: a mismatch is their error, no result).
   ho.small_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_HIERARCHY_SMALL_BYTES", 64 << 10));
+  ho.segment_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 4 << 20));
   logger("tcp")->debug(
       "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}", setup.name,
       layout.hosts, layout.per_host, host, local, cross_group->backend_name());

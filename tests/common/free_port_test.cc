@@ -27,7 +27,8 @@ TEST_CASE("pick_free_port: outside the ephemeral range, bindable, not always the
     if (gap) CHECK((p < lo || p > hi));
     CHECK(p >= 1024);
     // Free: it binds on every interface now.
-    CHECK_NOTHROW(net::listen_tcp({.host = "", .port = static_cast<uint16_t>(p), .backlog = 1, .reuse_addr = false}));
+    CHECK_NOTHROW(
+        net::listen_tcp({.host = "", .port = static_cast<uint16_t>(p), .backlog = 1, .reuse_addr = false}));
     seen.insert(p);
   }
   CHECK(seen.size() > 10);  // random, not the first free one each time
@@ -38,7 +39,8 @@ TEST_CASE("pick_free_port(2): the port and the next are both free") {
     const int p = net::pick_free_port(2);
     CAPTURE(p);
     Fd a = net::listen_tcp({.host = "", .port = static_cast<uint16_t>(p), .backlog = 1, .reuse_addr = false});
-    Fd b = net::listen_tcp({.host = "", .port = static_cast<uint16_t>(p + 1), .backlog = 1, .reuse_addr = false});
+    Fd b = net::listen_tcp(
+        {.host = "", .port = static_cast<uint16_t>(p + 1), .backlog = 1, .reuse_addr = false});
     CHECK(net::local_port(b.get()) == p + 1);
   }
 }
@@ -51,7 +53,8 @@ TEST_CASE("pick_free_port never returns a port something listens on") {
   std::set<int> busy;
   for (int p = first; p < first + 400 && held.size() < 200; ++p) {
     try {
-      held.push_back(net::listen_tcp({.host = "", .port = static_cast<uint16_t>(p), .backlog = 1, .reuse_addr = false}));
+      held.push_back(
+          net::listen_tcp({.host = "", .port = static_cast<uint16_t>(p), .backlog = 1, .reuse_addr = false}));
       busy.insert(p);
     } catch (const Error&) {
     }

@@ -4,12 +4,14 @@
 # ddp-launch, every op and the large counts. TRANSPORT:
 #   hierarchical  the world group must come up hierarchical (shared memory within each host,
 #                 sockets between: the debug log says so on every rank); small counts take the
-#                 reduce_scatter/all_gather path too (DDP_TCP_HIERARCHY_SMALL_BYTES=0).
+#                 reduce_scatter/all_gather path too (DDP_TCP_HIERARCHY_SMALL_BYTES=0), and
+#                 all_reduces of 8 KiB and up run in pipelined segments
+#                 (DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096: 4 Ki + 3 elements in 4, large counts in 8).
 #   flat          DDP_TCP_TRANSPORT=socket: sockets between every pair.
 #   streams       hierarchical with 2 connections between each pair of the cross-host step
 #                 (DDP_TCP_SOCKET_STREAMS=2: its messages split across them).
-#   gloo          hierarchical with the step between hosts on Gloo (DDP_TCP_INTER=gloo); Skipped
-#                 (77) when this build has no gloo backend.
+#   gloo          hierarchical with the step between hosts on Gloo (DDP_TCP_INTER=gloo), in
+#                 segments as above; Skipped (77) when this build has no gloo backend.
 # The matrix's subgroups cover the other layouts (one host, uneven hosts). Exit 77 (Skipped)
 # when not root or a tool is missing.
 # usage: [GLOO_BUILT=1] hosts_conformance_test.sh <bin dir> <tests dir> <source dir> HOSTS hierarchical|flat|streams|gloo
@@ -26,10 +28,10 @@ out=$(mktemp -d)
 trap '$hosts down "$p" "$n"; rm -rf "$out"' EXIT
 
 case "$mode" in
-  hierarchical) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0) ;;
+  hierarchical) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096) ;;
   flat) extra=(DDP_TCP_TRANSPORT=socket) ;;
   streams) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_SOCKET_STREAMS=2) ;;
-  gloo) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_INTER=gloo) ;;
+  gloo) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096 DDP_TCP_INTER=gloo) ;;
   *) echo "mode: hierarchical, flat, streams or gloo"; exit 2 ;;
 esac
 pids=()
