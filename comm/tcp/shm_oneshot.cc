@@ -1,38 +1,13 @@
 #include "comm/tcp/shm_oneshot.h"
 
-#include <cstring>
-
 #include "comm/copy_kernel.h"
 #include "comm/reduce_kernels.h"
 
 namespace ddp::comm::tcp {
 namespace {
 
-// An all_reduce this small travels in RankControl::small, not in a slot.
-bool travels_small(const ShmStep& s) {
-  return s.ctx.desc.kind == OpKind::kAllReduce && s.in.bytes() <= sizeof(uint64_t);
-}
-
-uint64_t small_of(const ShmChannel& ch, int rank) {
-  return ch.segment().control(rank).small.load(std::memory_order_relaxed);  // after kStaged's acquire
-}
-
-// The all_reduce of RankControl::small values, in rank order (the same result on every rank).
-void consume_small(ShmChannel& ch, const ShmStep& s) {
-  const Buffer& in = s.in;
-  const ReduceOp rop = s.ctx.desc.rop;
-  const uint64_t a = small_of(ch, 0), b = small_of(ch, 1);
-  combine3(in.data, &a, &b, in.count, in.dtype, rop);
-  for (int p = 2; p < ch.world(); ++p) {
-    const uint64_t v = small_of(ch, p);
-    combine(in.data, &v, in.count, in.dtype, rop);
-  }
-  if (rop == ReduceOp::kAvg) finish_avg(in.data, in.count, in.dtype, ch.world());
-}
-
 // Every rank staged ticket t: take what this rank needs.
 void consume(ShmChannel& ch, const ShmStep& s, uint64_t t) {
-  if (travels_small(s)) return consume_small(ch, s);
   const int r = ch.rank(), w = ch.world();
   const ReduceOp rop = s.ctx.desc.rop;
   const Buffer &in = s.in, &out = s.out;
@@ -85,14 +60,7 @@ bool oneshot_step(ShmChannel& ch, ShmStep& s) {
   }
   const uint64_t t = st.ticket;
   if (st.phase == 1) {
-    if (stages && travels_small(s)) {
-      // Every peer read the last small value (kDone passed the tickets before this one).
-      if (!poll([&] { return ch.reached(Counter::kDone, t); })) return false;
-      ch.wait_done(t, s.ctx);
-      uint64_t v = 0;
-      std::memcpy(&v, s.in.data, s.in.bytes());
-      ch.segment().control(ch.rank()).small.store(v, std::memory_order_relaxed);  // before kStaged
-    } else if (stages) {
+    if (stages) {
       if (!poll([&] { return ch.slot_free(t); })) return false;
       ch.acquire(t, s.ctx);
       copy_bytes(ch.slot(ch.rank(), t), s.in.data, s.in.bytes());

@@ -35,18 +35,12 @@ struct alignas(64) RankControl {
   // The CPU this rank last waited on (-1: not yet): a waiter whose peer shares its CPU yields
   // at once instead of spinning on the core the peer needs.
   std::atomic<int32_t> cpu{-1};
-  // A one-shot all_reduce of at most 8 bytes travels here, on the line its peers read anyway
-  // (kStaged, the hash), instead of in a slot: one cache line less to fetch per peer. Written
-  // before kStaged, rewritten only once every peer's kDone passed the ticket that read it.
-  std::atomic<uint64_t> small{0};
   // For op seq at [seq % 2], written before kEntered: where its buffer lies in the group's
   // memory (shm_region.h: a tag of region, offset, length and seq), or 0 when it does not.
   // Every rank's the same: the all_reduce reads and writes the peers' buffers directly.
   alignas(64) std::atomic<uint64_t> direct[2] = {};
   alignas(64) Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
 };
-
-static_assert(offsetof(RankControl, small) + sizeof(uint64_t) <= 64, "small shares the counters' line");
 
 struct alignas(64) SegmentHeader {
   // Stored last by the creator (release), loaded first by the others (acquire): a rank that sees
