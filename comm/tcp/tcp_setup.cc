@@ -116,7 +116,7 @@ Transport choose_transport(const Mesh& mesh) {
 }
 
 // A byte count from the environment, at least `min`; InvalidArgument naming the variable.
-size_t socket_bytes(const char* var, int64_t fallback, int64_t min) {
+size_t env_bytes(const char* var, int64_t fallback, int64_t min) {
   const int64_t v = env::get_int_or(var, fallback);
   if (v < min) DDP_THROW(InvalidArgument, var, "=", v, ": must be a byte count of at least ", min);
   return static_cast<size_t>(v);
@@ -305,8 +305,8 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.fingerprints = fingerprints_;
     // Both must be the same on every rank (a mismatch is an InvalidArgument on the size of a
     // message, never a wrong result).
-    so.oneshot_bytes = socket_bytes("DDP_TCP_SOCKET_ONESHOT_BYTES", 64 << 10, 0);
-    so.chunk_bytes = socket_bytes("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10, 1);
+    so.oneshot_bytes = env_bytes("DDP_TCP_SOCKET_ONESHOT_BYTES", 64 << 10, 0);
+    so.chunk_bytes = env_bytes("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10, 1);
     so.algo = parse_socket_algo(env::get_or("DDP_TCP_SOCKET_ALGO", "auto"));
     so.world_ranks = setup.global_ranks;
     so.poll = poll;
@@ -369,8 +369,8 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   ho.world = setup.size;
   ho.layout = layout;
   // The same on every rank (it picks the children's ops: a mismatch is their error, no result).
-  ho.small_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_HIERARCHY_SMALL_BYTES", 64 << 10));
-  ho.segment_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 4 << 20));
+  ho.small_bytes = env_bytes("DDP_TCP_HIERARCHY_SMALL_BYTES", 64 << 10, 0);
+  ho.segment_bytes = env_bytes("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 4 << 20, 0);
   logger("tcp")->debug(
       "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}", setup.name,
       layout.hosts, layout.per_host, host, local, cross_group->backend_name());

@@ -5,7 +5,8 @@
 # up hierarchical (shared memory within each namespace, sockets between: the debug log says so),
 # and the matrix's subgroups cover the other layouts: one host (shm), 2+1 ranks (flat sockets).
 # DDP_TCP_HIERARCHY_SMALL_BYTES=0 sends small counts through the reduce_scatter/all_gather path
-# too. Exit 77 (Skipped) when not root or iproute2 is missing.
+# too. Then a hierarchy setting that is not a byte count (DDP_TCP_HIERARCHY_SEGMENT_BYTES=-1):
+# every rank fails naming it, no hang. Exit 77 (Skipped) when not root or iproute2 is missing.
 # usage: hierarchical_test.sh <bin dir> <tests dir> <source dir>
 set -uo pipefail
 bin=$1 tests=$2 src=$3
@@ -38,4 +39,20 @@ fi
 n=$(cat "$out"/node*.log | grep -c "group 'world': hierarchical, 2 hosts x 2 ranks")
 [ "$n" = 4 ] || { echo "FAIL: $n of 4 ranks built the world group hierarchical"; exit 1; }
 grep -h "test cases:" "$out"/node*.log | head -4
+
+k=0
+pids=()
+for ns in "$a" "$b"; do
+  ip netns exec "$ns" env DDP_TCP_HIERARCHY_SEGMENT_BYTES=-1 timeout 60 \
+    "$bin/ddp-launch" --nnodes 2 --nproc-per-node 2 --node-rank $k --master-addr 10.77.0.1 \
+      --local-addr 10.77.0.$((k + 1)) "$bin/ddp-bench" collective --sizes 4 --iters 1 --repeats 1 \
+    > "$out/bad$k.log" 2>&1 &
+  pids+=($!)
+  k=$((k + 1))
+done
+for k in 0 1; do
+  if wait "${pids[$k]}"; then echo "FAIL: node $k ran with DDP_TCP_HIERARCHY_SEGMENT_BYTES=-1"; exit 1; fi
+  grep -q "DDP_TCP_HIERARCHY_SEGMENT_BYTES=-1: must be a byte count" "$out/bad$k.log" ||
+    { cat "$out/bad$k.log"; echo "FAIL: node $k did not name DDP_TCP_HIERARCHY_SEGMENT_BYTES"; exit 1; }
+done
 echo "hierarchical: ok"
