@@ -41,7 +41,8 @@ uint16_t pick_free_port(int count) {
   count = std::max(count, 1);
   const auto [lo, hi] = ephemeral_port_range();
   const int last = 65535 - (count - 1);
-  const int below = std::max(0, lo - kLowest), above = std::max(0, last - hi);
+  // p .. p + count - 1 all in the gap: below the range, p + count - 1 < lo.
+  const int below = std::max(0, lo - kLowest - (count - 1)), above = std::max(0, last - hi);
   const int first = below >= above ? kLowest : hi + 1;
   const int span = std::max(below, above);
   if (span >= kMinGap) {
