@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "common/error.h"
@@ -30,11 +31,20 @@ bool all_free(int p, int count) {
 
 }  // namespace
 
+std::pair<int, int> parse_port_range(const std::string& text) {
+  constexpr std::pair<int, int> kDefault{32768, 60999};
+  std::istringstream in(text);
+  long lo = 0, hi = 0;
+  std::string rest;
+  if (!(in >> lo >> hi) || (in >> rest) || lo < 1 || hi > 65535 || lo > hi) return kDefault;
+  return {static_cast<int>(lo), static_cast<int>(hi)};
+}
+
 std::pair<int, int> ephemeral_port_range() {
   std::ifstream f("/proc/sys/net/ipv4/ip_local_port_range");
-  int lo = 0, hi = 0;
-  if (!(f >> lo >> hi) || lo < 1 || hi > 65535 || lo > hi) return {32768, 60999};
-  return {lo, hi};
+  std::stringstream text;
+  text << f.rdbuf();
+  return parse_port_range(text.str());
 }
 
 uint16_t pick_free_port(int count) {

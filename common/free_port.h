@@ -6,6 +6,7 @@
 // bind, any of them can take it (c10d then fails with "Address already in use", or connects
 // to a stranger). These ports come at random from outside that range.
 #include <cstdint>
+#include <string>
 #include <utility>
 
 namespace ddp::net {
@@ -13,6 +14,10 @@ namespace ddp::net {
 // The kernel's ephemeral port range (/proc/sys/net/ipv4/ip_local_port_range; 32768-60999, the
 // kernel's default, when that cannot be read).
 std::pair<int, int> ephemeral_port_range();
+
+// That file's text ("LOW<whitespace>HIGH"): the range, or 32768-60999 for anything else (not two
+// numbers, out of 1..65535, LOW above HIGH, trailing text).
+std::pair<int, int> parse_port_range(const std::string& text);
 
 // A port p such that p .. p + count - 1 are free on every interface now (each bound once,
 // dual-stack where IPv6 is available, and released), chosen at random from the larger gap

@@ -17,6 +17,17 @@ TEST_CASE("ephemeral_port_range: the kernel's, a sane range") {
   CHECK(lo <= hi);
 }
 
+TEST_CASE("parse_port_range: the kernel's text, or its default for anything else") {
+  using R = std::pair<int, int>;
+  CHECK(net::parse_port_range("32768\t60999\n") == R{32768, 60999});
+  CHECK(net::parse_port_range("1024 65535") == R{1024, 65535});
+  for (const char* bad : {"", "\n", "garbage", "40000", "40000 x", "0 100", "100 70000", "50000 40000",
+                          "-1 5", "99999999999999999999 5", "1024 2048 4096", "1024 2048x"}) {
+    CAPTURE(bad);
+    CHECK(net::parse_port_range(bad) == R{32768, 60999});
+  }
+}
+
 TEST_CASE("pick_free_port: outside the ephemeral range, bindable, not always the same") {
   const auto [lo, hi] = net::ephemeral_port_range();
   const bool gap = lo - 10000 >= 1000 || 65535 - hi >= 1000;

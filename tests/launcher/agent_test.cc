@@ -4,6 +4,8 @@
 // scripts and ddp_store_probe (a real client of DDP_STORE with DDP_JOB_TOKEN).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <memory>
 #include <set>
