@@ -6,22 +6,17 @@
 #include <cstring>
 #include <memory>
 
+#include "comm/cpu_features.h"
 #include "common/env.h"
 #include "common/error.h"
 
 namespace ddp::comm {
 
+namespace {
+
 // 128 bytes an iteration through fixed-size copies the compiler turns into vector moves (and
 // never into a call to memcpy); the tail goes through memcpy, which is short there.
-// Not under ThreadSanitizer: the clones' ifunc resolver runs at relocation, before the TSan
-// runtime is up, and its instrumented entry crashes every program at load.
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define DDP_COPY_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define DDP_COPY_CLONES
-#endif
-
-DDP_COPY_CLONES void copy_bytes_vector(void* dst, const void* src, size_t n) {
+[[gnu::always_inline]] inline void copy_loop(void* dst, const void* src, size_t n) {
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
   size_t i = 0;
@@ -31,6 +26,15 @@ DDP_COPY_CLONES void copy_bytes_vector(void* dst, const void* src, size_t n) {
     __builtin_memcpy(d + i, block, 128);
   }
   std::memcpy(d + i, s + i, n - i);
+}
+
+DDP_TARGET_AVX2 void copy_loop_avx2(void* dst, const void* src, size_t n) { copy_loop(dst, src, n); }
+
+}  // namespace
+
+void copy_bytes_vector(void* dst, const void* src, size_t n) {
+  if (cpu_features().avx2) return copy_loop_avx2(dst, src, n);
+  copy_loop(dst, src, n);
 }
 
 CopyKernelSetting parse_copy_kernel(const std::string& value) {

@@ -1,8 +1,8 @@
 #include "comm/types.h"
 
 #include <algorithm>
-#include <cstring>
 
+#include "comm/half_float.h"
 #include "common/error.h"
 
 namespace ddp::comm {
@@ -113,68 +113,9 @@ bool overlap(const Buffer& a, const Buffer& b) {
   return a0 < b0 + b.bytes() && b0 < a0 + a.bytes();
 }
 
-float half_to_float(uint16_t h) {
-  uint32_t sign = (h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      exp = 127 - 15 + 1;
-      while ((mant & 0x400u) == 0) {
-        mant <<= 1;
-        --exp;
-      }
-      mant &= 0x3ffu;
-      bits = sign | (exp << 23) | (mant << 13);
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t float_to_half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {                                               // subnormal or zero in half
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
-    uint32_t exp = abs >> 23;
-    uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - exp;  // 113 - exp + 13
-    uint32_t half_mant = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (half_mant & 1u))) ++half_mant;
-    return static_cast<uint16_t>(sign | half_mant);
-  }
-  uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
-  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
-}
-
-float bfloat16_to_float(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t float_to_bfloat16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
+float half_to_float(uint16_t h) { return half_float::f16_to_f32(h); }
+uint16_t float_to_half(float f) { return half_float::f32_to_f16(f); }
+float bfloat16_to_float(uint16_t b) { return half_float::bf16_to_f32(b); }
+uint16_t float_to_bfloat16(float f) { return half_float::f32_to_bf16(f); }
 
 }  // namespace ddp::comm

@@ -76,7 +76,8 @@ Buffer view(T* data, size_t count) {
   return Buffer{static_cast<void*>(data), count, dtype_of<std::remove_const_t<T>>(), Device{}};
 }
 
-// 16-bit floats: conversions used by reductions and compression hooks (round to nearest even).
+// 16-bit floats: conversions used by reductions and compression hooks (round to nearest even;
+// comm/half_float.h has their inline, vectorizable forms).
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 float bfloat16_to_float(uint16_t b);

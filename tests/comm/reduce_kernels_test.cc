@@ -87,6 +87,81 @@ TEST_CASE("combine: 16-bit floats reduce in float and round back") {
   CHECK(bfloat16_to_float(p[0]) == 9.0f);
 }
 
+namespace {
+
+// One element of op over float16/bfloat16, the scalar way: widen, combine in float as the
+// kernels' ops do (min/max: std::min/std::max's rule), round back.
+uint16_t scalar_16(DType d, ReduceOp op, uint16_t x, uint16_t y) {
+  const bool half = d == DType::kFloat16;
+  const float a = half ? half_to_float(x) : bfloat16_to_float(x);
+  const float b = half ? half_to_float(y) : bfloat16_to_float(y);
+  float r = a;
+  switch (op) {
+    case ReduceOp::kProduct: r = a * b; break;
+    case ReduceOp::kMin: r = b < a ? b : a; break;
+    case ReduceOp::kMax: r = a < b ? b : a; break;
+    default: r = a + b; break;
+  }
+  return half ? float_to_half(r) : float_to_bfloat16(r);
+}
+
+// Which NaN a sum of two NaNs gives (sign, payload) is the hardware's choice of operand, and the
+// compiler may swap a commutative sum's operands: any NaN for a NaN, every other value exact.
+bool is_nan_16(DType d, uint16_t v) {
+  return d == DType::kFloat16 ? (v & 0x7fffu) > 0x7c00u : (v & 0x7fffu) > 0x7f80u;
+}
+
+}  // namespace
+
+TEST_CASE("16-bit floats: every value against every other's neighbours, each kernel, the scalar result") {
+  // a runs through all 65536 bit patterns (normals, subnormals, infinities, NaNs), b through
+  // them at a stride, so every kernel's vector body (F16C where the CPU has it) meets every
+  // input class; the result must be the scalar widen-combine-round, bit for bit.
+  const size_t n = 65536;
+  std::vector<uint16_t> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<uint16_t>(i);
+    b[i] = static_cast<uint16_t>(i * 40503u + 12345u);
+  }
+  for (DType d : {DType::kFloat16, DType::kBFloat16}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
+      CAPTURE(to_string(d));
+      CAPTURE(to_string(op));
+      std::vector<uint16_t> want(n), rev(n);
+      for (size_t i = 0; i < n; ++i) {
+        want[i] = scalar_16(d, op, a[i], b[i]);
+        rev[i] = scalar_16(d, op, b[i], a[i]);
+      }
+      auto same = [&](const std::vector<uint16_t>& got, const std::vector<uint16_t>& w) {
+        for (size_t i = 0; i < n; ++i) {
+          if (got[i] != w[i] && !(is_nan_16(d, got[i]) && is_nan_16(d, w[i]))) {
+            FAIL_CHECK("element " << i << ": a " << a[i] << " b " << b[i] << " got " << got[i] << " want "
+                                  << w[i]);
+            return false;
+          }
+        }
+        return true;
+      };
+      std::vector<uint16_t> x = a, copy(n);
+      combine(x.data(), b.data(), n, d, op);
+      CHECK(same(x, want));
+      std::vector<uint16_t> out(n);
+      combine3(out.data(), a.data(), b.data(), n, d, op);
+      CHECK(same(out, want));
+      std::vector<uint16_t> in_b = b;
+      combine3(in_b.data(), a.data(), in_b.data(), n, d, op);  // output is the second input
+      CHECK(same(in_b, want));
+      std::vector<uint16_t> c = b;
+      combine(c.data(), a.data(), n, d, op);  // operand order kept: b op a
+      CHECK(same(c, rev));
+      std::vector<uint16_t> y = a;
+      combine_copy(y.data(), b.data(), copy.data(), n, d, op);
+      CHECK(same(y, want));
+      CHECK(same(copy, want));
+    }
+  }
+}
+
 TEST_CASE("combine: bitwise ops on floating types are an InvalidArgument") {
   std::vector<float> a{1.0f}, b{2.0f};
   for (DType d : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
