@@ -28,6 +28,7 @@
 #include "bench/bench.h"
 #include "comm/init.h"
 #include "common/error.h"
+#include "ddp/comm_hook.h"
 #include "ddp/engine.h"
 
 namespace {
@@ -53,7 +54,8 @@ struct Config {
   std::string compute = "spin";  // spin | sleep
   double compute_ratio = 1.0;    // backward compute = ratio x measured communication time
   double bucket_cap_mb = 25;
-  bool bucket_view = false;  // gradient_as_bucket_view: no copies in or out
+  bool bucket_view = false;        // gradient_as_bucket_view: no copies in or out
+  std::string hook = "allreduce";  // allreduce | fp16 | bf16 (the compression hooks)
   std::vector<std::string> models{"1M", "25M", "100M"};
   std::string init_method;  // set for forked ranks
 };
@@ -100,6 +102,9 @@ void write_grads(const ddp::Engine& e, int step) {
 // The negative control of the bench's own ctest (hidden --inject-wrong-result RANK): that
 // rank's average of step 3 gets one wrong element before the check, which must then fail.
 int g_corrupt_rank = -1;
+// How far an averaged gradient may be from the exact average: float32 rounding, or with a
+// compression hook the 16-bit float's (half a unit in the last place, twice: cast, then sum).
+float g_tolerance = 1e-6f;
 
 void check_grads(const ddp::Engine& e, int step) {
   const int world = e.group()->size();
@@ -109,7 +114,7 @@ void check_grads(const ddp::Engine& e, int step) {
     const float* d = static_cast<const float*>(b.data);
     const float want = average_value(world, p, step);
     for (size_t i = 0; i < b.count; ++i) {
-      if (std::fabs(d[i] - want) > 1e-6f * std::fabs(want)) {
+      if (std::fabs(d[i] - want) > g_tolerance * std::fabs(want)) {
         DDP_THROW(Error, "WRONG RESULT: step ", step, ", rank ", e.group()->rank(),
                   ": gradient of parameter ", p, " element ", i, " is ", d[i], ", expected the average ",
                   want);
@@ -138,6 +143,8 @@ void bench_model(const Config& c, const Model& m, const ddp::comm::ProcessGroupP
   o.bucket_cap_mb = c.bucket_cap_mb;
   o.gradient_as_bucket_view = c.bucket_view;
   ddp::Engine engine(g, o);
+  if (c.hook == "fp16") engine.register_comm_hook(ddp::fp16_compress_hook());
+  if (c.hook == "bf16") engine.register_comm_hook(ddp::bf16_compress_hook());
   size_t total = 0;
   for (int l = 0; l < m.layers; ++l) {
     Layer& L = layers[l];
@@ -223,9 +230,9 @@ int worker(const Config& c, int rank, int world) {
   if (g->rank() == 0) {
     std::printf(
         "ddp-bench ddp: %d ranks, backend %s, compute %s (ratio %.2f of communication), bucket cap %.0f MB, "
-        "%s, median of %d steps (slowest rank), every averaged gradient checked\n",
+        "%s, hook %s, median of %d steps (slowest rank), every averaged gradient checked\n",
         g->size(), c.backend.c_str(), c.compute.c_str(), c.compute_ratio, c.bucket_cap_mb,
-        c.bucket_view ? "bucket views" : "gradient copies", c.steps);
+        c.bucket_view ? "bucket views" : "gradient copies", c.hook.c_str(), c.steps);
     std::printf("%-5s %10s %7s %9s %9s %11s %9s %9s %9s\n", "model", "params", "buckets", "local ms",
                 "comm ms", "no-ovl ms", "ovl ms", "hidden", "ovl/max");
   }
@@ -287,6 +294,10 @@ int ddp_main(int argc, char** argv) {
   app.add_option("--bucket-cap-mb", c.bucket_cap_mb, "engine bucket cap")->capture_default_str();
   app.add_option("--models", c.models, "1M, 25M, 100M")->capture_default_str();
   app.add_flag("--bucket-view", c.bucket_view, "gradient_as_bucket_view (no gradient copies)");
+  app.add_option("--hook", c.hook,
+                 "allreduce, or a compression hook: fp16, bf16 (the bucket cast to 16 bits)")
+      ->check(CLI::IsMember({"allreduce", "fp16", "bf16"}))
+      ->capture_default_str();
   app.add_option("--inject-wrong-result", g_corrupt_rank, "")->group("");
   try {
     app.parse(argc, argv);
@@ -297,6 +308,8 @@ int ddp_main(int argc, char** argv) {
     std::fprintf(stderr, "ddp-bench ddp: --nproc and --steps must be positive, --compute-ratio >= 0\n");
     return 2;
   }
+  if (c.hook == "fp16") g_tolerance = 4e-3f;  // 2^-11 per rounding, three roundings, and margin
+  if (c.hook == "bf16") g_tolerance = 3e-2f;  // 2^-8 likewise
   try {
     return run(c);
   } catch (const std::exception& e) {

@@ -63,4 +63,12 @@ void f32_to_f16_n(uint16_t* out, const float* in, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = f32_to_f16(in[i]);
 }
 
+void bf16_to_f32_n(float* out, const uint16_t* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(in[i]);
+}
+
+void f32_to_bf16_n(uint16_t* out, const float* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(in[i]);
+}
+
 }  // namespace ddp::comm::half_float

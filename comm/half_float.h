@@ -61,12 +61,14 @@ inline uint16_t f32_to_bf16(float value) {
   return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
-// n float16 values to float and back, in bulk: through F16C where the CPU has it (with AVX2),
-// else the inline forms above, vectorized. The same results either way, but for signaling
-// NaNs, which f16_to_f32_n may return quiet.
+// n values to float and back, in bulk: float16 through F16C where the CPU has it (with AVX2),
+// else the inline forms above, vectorized (as bfloat16 always is). The same results either
+// way, but for signaling NaNs, which f16_to_f32_n may return quiet.
 void f16_to_f32_n(float* out, const uint16_t* in, size_t n);
 void f32_to_f16_n(uint16_t* out, const float* in, size_t n);
-// Whether the bulk conversions use F16C in this process (DDP_F16C=0 turns it off).
+void bf16_to_f32_n(float* out, const uint16_t* in, size_t n);
+void f32_to_bf16_n(uint16_t* out, const float* in, size_t n);
+// Whether the float16 bulk conversions use F16C in this process (DDP_F16C=0 turns it off).
 bool f16c_in_use();
 
 }  // namespace ddp::comm::half_float

@@ -1,10 +1,12 @@
 #include "ddp/device_ops.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "comm/half_float.h"
 #include "comm/reduce_kernels.h"
 #include "common/error.h"
 #include "ddp/cuda_ops.h"
@@ -46,6 +48,36 @@ void store(const comm::Buffer& b, size_t i, double v) {
 
 void scale_host(const comm::Buffer& buf, double factor) {
   comm::scale(buf.data, buf.count, buf.dtype, factor);
+}
+
+bool is_16bit_float(comm::DType d) { return d == comm::DType::kFloat16 || d == comm::DType::kBFloat16; }
+
+// float32 -> float16/bfloat16 times `factor` (multiplied in float, as the tensor's own
+// arithmetic would), a block at a time through the bulk conversions (F16C where the CPU has
+// it): the compression hooks' cast of a bucket onto the wire.
+void narrow_host(const comm::Buffer& dst, const comm::Buffer& src, double factor) {
+  constexpr size_t kBlock = 1024;
+  float block[kBlock];
+  const float* s = static_cast<const float*>(src.data);
+  uint16_t* d = static_cast<uint16_t*>(dst.data);
+  const float f = static_cast<float>(factor);
+  for (size_t i = 0; i < src.count; i += kBlock) {
+    const size_t m = std::min(kBlock, src.count - i);
+    for (size_t k = 0; k < m; ++k) block[k] = s[i + k] * f;
+    if (dst.dtype == comm::DType::kFloat16) {
+      comm::half_float::f32_to_f16_n(d + i, block, m);
+    } else {
+      comm::half_float::f32_to_bf16_n(d + i, block, m);
+    }
+  }
+}
+
+// float16/bfloat16 -> float32 (exact): the cast back into the bucket.
+void widen_host(const comm::Buffer& dst, const comm::Buffer& src) {
+  const uint16_t* s = static_cast<const uint16_t*>(src.data);
+  float* d = static_cast<float*>(dst.data);
+  if (src.dtype == comm::DType::kFloat16) return comm::half_float::f16_to_f32_n(d, s, src.count);
+  comm::half_float::bf16_to_f32_n(d, s, src.count);
 }
 
 }  // namespace
@@ -144,13 +176,9 @@ void convert_buffer(const comm::Buffer& dst, const comm::Buffer& src, double fac
     copy_buffer(dst, d);
     return;
   }
-  if (dst.dtype == comm::DType::kFloat16 && src.dtype == comm::DType::kFloat32) {
-    const float* s = static_cast<const float*>(src.data);
-    uint16_t* d = static_cast<uint16_t*>(dst.data);
-    const float f = static_cast<float>(factor);
-    for (size_t i = 0; i < src.count; ++i) d[i] = comm::float_to_half(s[i] * f);
-    return;
-  }
+  if (is_16bit_float(dst.dtype) && src.dtype == comm::DType::kFloat32) return narrow_host(dst, src, factor);
+  if (dst.dtype == comm::DType::kFloat32 && is_16bit_float(src.dtype) && factor == 1.0)
+    return widen_host(dst, src);
   for (size_t i = 0; i < src.count; ++i) store(dst, i, load(src, i) * factor);
 }
 

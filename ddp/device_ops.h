@@ -39,7 +39,9 @@ void zero_buffer(const comm::Buffer& buf);
 // zero).
 void scale_buffer(const comm::Buffer& buf, double factor);
 // Converts between floating dtypes (float32/float64 <-> float16/bfloat16), elementwise, times
-// `factor`: the compression hooks' cast.
+// `factor`: the compression hooks' cast. From float32 the product is taken in float (as the
+// tensor's own arithmetic would), from float64 in double; a bucket-sized cast to or from
+// float32 runs through the bulk conversions of comm/half_float.h.
 void convert_buffer(const comm::Buffer& dst, const comm::Buffer& src, double factor = 1.0);
 
 bool cuda_supported();

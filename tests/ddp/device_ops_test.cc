@@ -51,6 +51,35 @@ TEST_CASE("convert to and from half precision, with a factor") {
   CHECK(back[2] == doctest::Approx(1000.0f).epsilon(0.01));
 }
 
+TEST_CASE("convert: float32 to and from both 16-bit floats, element by element, every length") {
+  // The bucket-sized casts go a block at a time (F16C for float16 where the CPU has it): each
+  // element must still be the scalar cast of (float) x * factor, and back exactly, at lengths
+  // across the blocks' edges; nothing past the end is written.
+  for (size_t n : {size_t{1}, size_t{7}, size_t{1023}, size_t{1024}, size_t{1025}, size_t{5000}}) {
+    CAPTURE(n);
+    std::vector<float> src(n);
+    for (size_t i = 0; i < n; ++i) src[i] = (static_cast<float>(i % 1997) - 998.5f) * 0.37f;
+    for (comm::DType wire : {comm::DType::kFloat16, comm::DType::kBFloat16}) {
+      CAPTURE(comm::to_string(wire));
+      const bool half = wire == comm::DType::kFloat16;
+      std::vector<uint16_t> narrow(n + 1, 0xabcd);
+      convert_buffer(comm::Buffer{narrow.data(), n, wire, {}}, comm::view(src.data(), n), 0.25);
+      std::vector<float> back(n + 1, -7.0f);
+      convert_buffer(comm::view(back.data(), n), comm::Buffer{narrow.data(), n, wire, {}});
+      bool same = true;
+      for (size_t i = 0; i < n && same; ++i) {
+        const float scaled = src[i] * 0.25f;
+        const uint16_t want = half ? comm::float_to_half(scaled) : comm::float_to_bfloat16(scaled);
+        const float want_back = half ? comm::half_to_float(want) : comm::bfloat16_to_float(want);
+        same = narrow[i] == want && back[i] == want_back;
+        if (!same) FAIL_CHECK("element " << i << ": " << narrow[i] << " want " << want);
+      }
+      CHECK(narrow[n] == 0xabcd);
+      CHECK(back[n] == -7.0f);
+    }
+  }
+}
+
 TEST_CASE("CUDA memory: a clear error without a GPU, a working round trip with one") {
   comm::Device gpu{comm::DeviceType::kCuda, 0};
   if (cuda::device_count() == 0) {
