@@ -72,7 +72,10 @@ args=("$@")
 echo "# $n hosts x $per ranks; peers: $compare"
 # Open MPI beside: mpirun on host 1 starts its daemons on the others through an rsh agent that
 # enters host K (hosts.sh run), then ddp-bench --backend mpi-direct (MPI_Allreduce: its tuned
-# algorithms, vader within a host, tcp between). A run that fails says so and is skipped.
+# algorithms, vader within a host, tcp between). The launcher is forced to rsh: an environment
+# may preset another (a 16-core machine here sets OMPI_MCA_plm=isolated, which starts every rank
+# on host 1: 8 ranks over shared memory, measured as if across hosts). Ranks are placed, then
+# checked by hostname. A run that fails says so, with the end of its stderr, and is skipped.
 run_mpi() {
   command -v mpirun > /dev/null || { echo "## Open MPI: no mpirun here, skipped"; return 0; }
   cat > "$out/agent.sh" << AGENT
@@ -83,12 +86,24 @@ exec sh $here/tests/netns/hosts.sh run $p "\${host##*h}" sh -c "\$*"
 AGENT
   chmod +x "$out/agent.sh"
   hostlist=$(for h in $(seq 1 "$n"); do printf '%s' "${p}h$h:$per,"; done)
+  local mpi=(mpirun --allow-run-as-root --host "${hostlist%,}" -np $((n * per))
+    --mca plm rsh --mca plm_rsh_agent "$out/agent.sh" --mca btl tcp,self,vader --mca btl_tcp_if_include veth0
+    --mca oob_tcp_if_include veth0 --bind-to none --mca mpi_yield_when_idle 1)
   echo "## Open MPI (mpirun across the hosts, mpi-direct)"
-  if ! $hosts run "$p" 1 mpirun --allow-run-as-root --host "${hostlist%,}" -np $((n * per)) \
-      --mca plm_rsh_agent "$out/agent.sh" --mca btl tcp,self,vader --mca btl_tcp_if_include veth0 \
-      --mca oob_tcp_if_include veth0 --bind-to none --mca mpi_yield_when_idle 1 \
-      "$bin/ddp-bench" collective --backend mpi-direct "${args[@]}" > "$out/mpi.out" 2> "$out/mpi.err"; then
-    echo "# Open MPI did not run across the hosts: $(tail -1 "$out/mpi.err")"
+  # Where mpirun put the ranks (each emulated host has its own hostname): figures only when
+  # every host runs its share, never a run that piled ranks onto fewer hosts.
+  local names placed
+  names=$($hosts run "$p" 1 "${mpi[@]}" hostname 2> "$out/mpi.err" | sort) || true
+  placed=$(uniq -c <<< "$names" | awk '{print $1}' | sort -u | tr '\n' ' ')
+  if [ "$placed" != "$per " ] || [ "$(uniq <<< "$names" | grep -c .)" != "$n" ]; then
+    echo "# Open MPI did not place $per ranks on each of the $n hosts (ranks per host seen: ${placed:-none}); skipped:"
+    tail -40 "$out/mpi.err" | sed "s/^/#   /"
+    return 0
+  fi
+  if ! $hosts run "$p" 1 "${mpi[@]}" "$bin/ddp-bench" collective --backend mpi-direct "${args[@]}" \
+      > "$out/mpi.out" 2> "$out/mpi.err"; then
+    echo "# Open MPI did not run across the hosts:"
+    tail -40 "$out/mpi.err" | sed "s/^/#   /"
     return 0
   fi
   grep -v "^\[" "$out/mpi.out"
