@@ -39,7 +39,7 @@ for h in $(seq 1 "$n"); do
   $hosts run "$p" "$h" env DDP_CONFORMANCE_BACKEND=tcp DDP_LOG_LEVEL=debug "${extra[@]}" \
     "$bin/ddp-launch" --nnodes "$n" --nproc-per-node 2 --node-rank $((h - 1)) --master-addr 10.78.0.1 \
       --local-addr "10.78.0.$h" \
-      "$tests/comm_conformance" "--test-case=conformance: every op*,conformance: large counts*" \
+      "$tests/comm_conformance" "--test-case=conformance: every op*,conformance: large counts*,processes: a late rank*" \
     > "$out/host$h.log" 2>&1 &
   pids+=($!)
 done

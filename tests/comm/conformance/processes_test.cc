@@ -6,6 +6,8 @@
 #include <signal.h>
 
 #include <cctype>
+#include <chrono>
+#include <thread>
 
 #include "cases.h"
 #include "comm/init.h"
@@ -101,6 +103,34 @@ std::string checked_all_reduce(ProcessGroup& g, size_t count, const std::string&
       who(g) + what);
 }
 
+// Small all_reduces (sum and avg) with one rank, a different one each round, 30 ms late: the
+// others' attempt on their own thread (tcp: shared memory, sockets, a hierarchy's steps) must
+// hand the op over mid-way, and the op issued right behind it must wait its turn. Exact results.
+std::string late_rank(ProcessGroup& g) {
+  for (int round = 0; round < 2 * g.size(); ++round) {
+    if (g.rank() == round % g.size()) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    Array first(DType::kFloat32, 5), second(DType::kInt64, 1000);
+    fill_input(first, ReduceOp::kAvg, g.rank());
+    fill_input(second, ReduceOp::kSum, g.rank());
+    WorkPtr a = g.all_reduce(first.buffer(), {ReduceOp::kAvg});
+    WorkPtr b = g.all_reduce(second.buffer());
+    wait_all({a, b});
+    const std::string when =
+        "round " + std::to_string(round) + ", rank " + std::to_string(round % g.size()) + " late: ";
+    std::string err = compare(
+        first, 0, 5, [&](size_t i) { return reduced_value(DType::kFloat32, ReduceOp::kAvg, g.size(), i); },
+        when + "float32 avg");
+    if (err.empty()) {
+      err = compare(
+          second, 0, 1000,
+          [&](size_t i) { return reduced_value(DType::kInt64, ReduceOp::kSum, g.size(), i); },
+          when + "int64 sum behind it");
+    }
+    if (!err.empty()) return who(g) + err;
+  }
+  return "";
+}
+
 std::string subgroups(ProcessGroup& world) {
   const int me = world.rank();
   // Every rank makes every group, in the same order; ranks are listed out of order on purpose.
@@ -141,6 +171,11 @@ std::string subgroups(ProcessGroup& world) {
 TEST_CASE("processes: many concurrent async ops complete in order with exact results" *
           doctest::skip(!processes_available())) {
   report(run_processes(procs(3), many_async));
+}
+
+TEST_CASE("processes: a late rank's small all_reduces, and the op behind them, are exact" *
+          doctest::skip(!processes_available())) {
+  report(run_processes(procs(3), late_rank));
 }
 
 TEST_CASE("processes: subgroups via new_group, interleaved with the world" *
