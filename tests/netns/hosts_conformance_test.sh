@@ -3,8 +3,10 @@
 # own network, IPC and mount namespace, its own /dev/shm), HOSTS hosts x 2 ranks under
 # ddp-launch, every op and the large counts. TRANSPORT:
 #   hierarchical  the world group must come up hierarchical (shared memory within each host,
-#                 sockets between: the debug log says so on every rank); small counts take the
-#                 reduce_scatter/all_gather path too (DDP_TCP_HIERARCHY_SMALL_BYTES=0), and
+#                 sockets between: the debug log says so on every rank); first every op and a
+#                 late rank with small all_reduces whole (as by default: within the host, then
+#                 across), then the matrix with small counts on
+#                 the reduce_scatter/all_gather path too (DDP_TCP_HIERARCHY_SMALL_BYTES=0), and
 #                 all_reduces of 8 KiB and up run in pipelined segments
 #                 (DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096: 4 Ki + 3 elements in 4, large counts in 8).
 #   flat          DDP_TCP_TRANSPORT=socket: sockets between every pair.
@@ -34,22 +36,35 @@ case "$mode" in
   gloo) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096 DDP_TCP_INTER=gloo) ;;
   *) echo "mode: hierarchical, flat, streams or gloo"; exit 2 ;;
 esac
-pids=()
-for h in $(seq 1 "$n"); do
-  $hosts run "$p" "$h" env DDP_CONFORMANCE_BACKEND=tcp DDP_LOG_LEVEL=debug "${extra[@]}" \
-    "$bin/ddp-launch" --nnodes "$n" --nproc-per-node 2 --node-rank $((h - 1)) --master-addr 10.78.0.1 \
-      --local-addr "10.78.0.$h" \
-      "$tests/comm_conformance" "--test-case=conformance: every op*,conformance: large counts*,processes: a late rank*" \
-    > "$out/host$h.log" 2>&1 &
-  pids+=($!)
-done
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-if [ $status != 0 ]; then
-  for f in "$out"/host*.log; do echo "== $f"; grep -v "\] \[debug\]" "$f" | tail -40; done
-  echo "FAIL: the conformance matrix failed across $n hosts ($mode)"
-  exit 1
+# Runs the conformance binary on every host under ddp-launch with the given filter and extra
+# environment; logs in $out/host*.log. Fails the test (printing the logs' tails) on any failure.
+run_matrix() {
+  local filter=$1 what=$2
+  shift 2
+  local pids=() status=0
+  for h in $(seq 1 "$n"); do
+    $hosts run "$p" "$h" env DDP_CONFORMANCE_BACKEND=tcp DDP_LOG_LEVEL=debug "$@" \
+      "$bin/ddp-launch" --nnodes "$n" --nproc-per-node 2 --node-rank $((h - 1)) --master-addr 10.78.0.1 \
+        --local-addr "10.78.0.$h" "$tests/comm_conformance" "--test-case=$filter" \
+      > "$out/host$h.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  if [ $status != 0 ]; then
+    for f in "$out"/host*.log; do echo "== $f"; grep -v "\] \[debug\]" "$f" | tail -40; done
+    echo "FAIL: the conformance matrix failed across $n hosts ($mode$what)"
+    exit 1
+  fi
+}
+
+# A hierarchy's small all_reduces as users get them (whole within the host, then across), with
+# late ranks: before the matrix, whose logs are checked below.
+if [ "$mode" = hierarchical ] || [ "$mode" = gloo ]; then
+  small=("${extra[@]}")
+  small=("${small[@]/DDP_TCP_HIERARCHY_SMALL_BYTES=0/DDP_TCP_HIERARCHY_SMALL_BYTES=65536}")
+  run_matrix "conformance: every op*,processes: a late rank*" ", small all_reduces whole" "${small[@]}"
 fi
+run_matrix "conformance: every op*,conformance: large counts*,processes: a late rank*" "" "${extra[@]}"
 ranks=$((2 * n))
 got=$(cat "$out"/host*.log | grep -c "group 'world': hierarchical, $n hosts x 2 ranks")
 if [ "$mode" != flat ] && [ "$got" != "$ranks" ]; then
