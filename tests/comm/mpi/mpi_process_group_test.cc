@@ -172,12 +172,16 @@ TEST_CASE("mpi: small collectives start on the caller's thread; mixed with large
   pg->barrier()->wait();
   const uint64_t before = MpiRuntime::instance().ran_here();
   for (int i = 0; i < 100; ++i) {
+    // A pause past the MPI thread's poll budget (50 us) lets it go idle first: back to back,
+    // on a loaded machine (3 ranks on 2 cores under ASan, CI), every op can land while it still
+    // polls after the last one, and all 100 went through it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
     std::vector<int32_t> v(3, world_rank() + i);
     pg->all_reduce(view(v.data(), v.size()))->wait();
     const int32_t want = world_size() * i + world_size() * (world_size() - 1) / 2;
     REQUIRE(v[2] == want);
   }
-  // Each one finds the MPI thread idle unless it lands in the instant it goes idle.
+  // Each one finds the MPI thread idle unless it is descheduled past the pause.
   if (MpiRuntime::instance().thread_level() >= MPI_THREAD_SERIALIZED) {
     CHECK(MpiRuntime::instance().ran_here() > before);
   } else {
