@@ -17,6 +17,7 @@
 namespace ddp::comm::tcp {
 namespace {
 constexpr size_t kDiscardChunk = 64 << 10;
+constexpr size_t kReadAhead = 8 << 10;
 constexpr Millis kByeFlush{500};
 constexpr size_t kMaxSendIov = 32;
 // While Drivers hold the sockets the progress thread looks again this often (it is not woken
@@ -342,11 +343,39 @@ void SocketEngine::on_readable(int p, Done& done) {
   }
 }
 
+ssize_t SocketEngine::pull(Peer& peer, char* dst, size_t want, bool& drained) {
+  drained = false;
+  if (peer.ahead_pos < peer.ahead_len) {
+    const size_t n = std::min(want, peer.ahead_len - peer.ahead_pos);
+    std::memcpy(dst, peer.ahead.data() + peer.ahead_pos, n);
+    peer.ahead_pos += n;
+    return static_cast<ssize_t>(n);
+  }
+  if (want >= kReadAhead) {
+    const ssize_t n = ::recv(peer.fd.get(), dst, want, MSG_DONTWAIT);
+    drained = n >= 0 && static_cast<size_t>(n) < want;
+    return n;
+  }
+  peer.ahead.resize(kReadAhead);
+  iovec iov[2] = {{dst, want}, {peer.ahead.data(), kReadAhead}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  const ssize_t n = ::recvmsg(peer.fd.get(), &msg, MSG_DONTWAIT);
+  if (n <= 0) return n;
+  const auto got = static_cast<size_t>(n);
+  drained = got < want + kReadAhead;
+  peer.ahead_pos = 0;
+  peer.ahead_len = got > want ? got - want : 0;
+  return static_cast<ssize_t>(std::min(got, want));
+}
+
 // Returns false when the socket has nothing more now (or the peer was lost).
 bool SocketEngine::read_header(int p, Done& done) {
   Peer& peer = *peers_[p];
   auto* dst = reinterpret_cast<char*>(&peer.hdr) + peer.hdr_got;
-  ssize_t n = ::recv(peer.fd.get(), dst, sizeof(WireHeader) - peer.hdr_got, MSG_DONTWAIT);
+  bool drained = false;
+  ssize_t n = pull(peer, dst, sizeof(WireHeader) - peer.hdr_got, drained);
   if (n == 0 && peer.hdr_got == 0 && peer.said_bye) {
     std::lock_guard<std::mutex> lock(mu_);
     close_peer(p, done);
@@ -359,7 +388,7 @@ bool SocketEngine::read_header(int p, Done& done) {
   }
   if (n < 0) return errno == EINTR;
   peer.hdr_got += static_cast<size_t>(n);
-  if (peer.hdr_got < sizeof(WireHeader)) return true;
+  if (peer.hdr_got < sizeof(WireHeader)) return !drained;
   peer.hdr_got = 0;
   std::lock_guard<std::mutex> lock(mu_);
   if (std::string bad = check_header(peer.hdr); !bad.empty()) {
@@ -384,17 +413,20 @@ bool SocketEngine::read_payload(int p, Done& done) {
   static thread_local std::vector<char> scratch(kDiscardChunk);
   Mailbox::Target target = peer.mailbox.payload_target(kDiscardChunk);
   char* dst = target.data != nullptr ? target.data : scratch.data();
-  ssize_t n = ::recv(peer.fd.get(), dst, target.room, MSG_DONTWAIT);
+  bool drained = false;
+  ssize_t n = pull(peer, dst, target.room, drained);
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
     std::lock_guard<std::mutex> lock(mu_);
     lose_peer(p, n == 0 ? "connection closed (process exited or crashed)" : std::strerror(errno), done);
     return false;
   }
   if (n < 0) return errno == EINTR;
-  if (!peer.mailbox.received(static_cast<size_t>(n))) return true;
+  // Drained with nothing read ahead: the next read would only say EAGAIN.
+  const bool more = !drained || peer.ahead_pos < peer.ahead_len;
+  if (!peer.mailbox.received(static_cast<size_t>(n))) return more;
   std::lock_guard<std::mutex> lock(mu_);
   peer.mailbox.complete(done);
-  return true;
+  return more;
 }
 
 // Writes as many queued messages as one sendmsg takes (up to kMaxSendIov pieces): messages

@@ -133,6 +133,11 @@ class SocketEngine {
   void on_readable(int p, Done& done);
   bool read_header(int p, Done& done);
   bool read_payload(int p, Done& done);
+  // Up to `want` bytes into dst: from what an earlier read brought ahead, else one recvmsg that
+  // also brings up to kReadAhead bytes beyond them (a small message's header and payload, and
+  // the next one's, in one system call), or a plain recv for a large piece. recv's result;
+  // `drained` when the socket had less than asked (nothing more to read until poll says so).
+  ssize_t pull(Peer& peer, char* dst, size_t want, bool& drained);
   void on_writable(int p, Done& done);
   void expire(Done& done);
   void lose_peer(int p, const std::string& why, Done& done);

@@ -38,6 +38,10 @@ struct SocketEngine::Peer {
   // Reader state: touched only under io_mu_ (by the progress thread or a Driver).
   WireHeader hdr;
   size_t hdr_got = 0;
+  // Bytes read past the piece asked for (SocketEngine::pull): the next header, a small payload.
+  std::vector<char> ahead;
+  size_t ahead_pos = 0;
+  size_t ahead_len = 0;
   bool said_bye = false;
 };
 

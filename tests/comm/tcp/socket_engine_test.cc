@@ -79,6 +79,67 @@ TEST_CASE("a message that arrives before its recv is buffered and matched") {
   CHECK(std::string(buf, 5) == "hello");
 }
 
+namespace {
+
+// `n` messages of sizes around the engine's read-ahead (8 KiB) and below, as one byte stream.
+std::string burst(int n, std::vector<std::string>& payloads) {
+  const size_t sizes[] = {1, 4, 100, 8191, 8192, 8193, 3, 20000, 0, 8000, 24, 16384};
+  std::string wire;
+  for (int i = 0; i < n; ++i) {
+    payloads.emplace_back(sizes[static_cast<size_t>(i) % std::size(sizes)], static_cast<char>('A' + i % 26));
+    const WireHeader h = header(payloads.back().size(), 1000 + i);
+    wire.append(reinterpret_cast<const char*>(&h), sizeof(h));
+    wire.append(payloads.back());
+  }
+  return wire;
+}
+
+// Posts a recv for each payload, waits, and checks every byte.
+void receive_all(SocketEngine& engine, const std::vector<std::string>& payloads) {
+  std::vector<std::string> got;
+  got.reserve(payloads.size());  // the engine holds pointers into them (short ones live inline)
+  std::vector<WorkPtr> works;
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    got.emplace_back(payloads[i].size(), '\0');
+    works.push_back(std::make_shared<Work>());
+    engine.recv(1, Channel::kUser, 1000 + static_cast<int64_t>(i), got.back().data(), got.back().size(),
+                Deadline(kLong), works.back(), "recv");
+  }
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(works[i]->wait(kLong));
+    CHECK(got[i] == payloads[i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("messages back to back in one write are each read whole, whatever was read ahead") {
+  // One recvmsg reads a piece and up to 8 KiB beyond it: the next headers and small payloads
+  // come from there, larger ones straight from the socket.
+  Pair p;
+  std::vector<std::string> payloads;
+  const std::string wire = burst(48, payloads);
+  net::send_all(p.theirs.get(), wire.data(), wire.size(), Deadline(kLong), "test peer");
+  receive_all(*p.engine, payloads);
+}
+
+TEST_CASE("messages trickling in a few bytes at a time are read whole, headers split anywhere") {
+  Pair p;
+  std::vector<std::string> payloads;
+  const std::string wire = burst(12, payloads);
+  std::thread writer([&] {
+    for (size_t at = 0; at < wire.size();) {
+      const size_t n = std::min<size_t>(at % 7 + 1, wire.size() - at);  // 1..7 bytes a write
+      net::send_all(p.theirs.get(), wire.data() + at, n, Deadline(kLong), "test peer");
+      at += n;
+      if (at % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
+  receive_all(*p.engine, payloads);
+  writer.join();
+}
+
 TEST_CASE("a header announcing more than may be buffered fails the group, naming the peer") {
   SUBCASE("half a terabyte, under the default cap of the wire format but not of memory") {
     Pair p;
