@@ -330,13 +330,12 @@ void dispatch(DType dtype, ReduceOp op, Fn&& fn) {
 
 // dst[i] = f(dst[i]) over storage S; f is inlined, so the aligned loop vectorizes.
 template <typename S, typename F>
-void map_loop(S* __restrict d, size_t n, F f) {
-  for (size_t i = 0; i < n; ++i) d[i] = f(d[i]);
-}
-
-template <typename S, typename F>
 void map_in_place(void* dst, size_t n, F f) {
-  if (aligned<S>(dst)) return map_loop<S>(static_cast<S*>(dst), n, f);
+  if (aligned<S>(dst)) {
+    S* __restrict d = static_cast<S*>(dst);
+    for (size_t i = 0; i < n; ++i) d[i] = f(d[i]);
+    return;
+  }
   for (size_t i = 0; i < n; ++i) put<S>(dst, i, f(get<S>(dst, i)));
 }
 

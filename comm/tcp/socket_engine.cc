@@ -370,6 +370,10 @@ ssize_t SocketEngine::pull(Peer& peer, char* dst, size_t want, bool& drained) {
   return static_cast<ssize_t>(std::min(got, want));
 }
 
+bool SocketEngine::more_to_read(const Peer& peer, bool drained) {
+  return !drained || peer.ahead_pos < peer.ahead_len;
+}
+
 // Returns false when the socket has nothing more now (or the peer was lost).
 bool SocketEngine::read_header(int p, Done& done) {
   Peer& peer = *peers_[p];
@@ -388,7 +392,7 @@ bool SocketEngine::read_header(int p, Done& done) {
   }
   if (n < 0) return errno == EINTR;
   peer.hdr_got += static_cast<size_t>(n);
-  if (peer.hdr_got < sizeof(WireHeader)) return !drained;
+  if (peer.hdr_got < sizeof(WireHeader)) return more_to_read(peer, drained);
   peer.hdr_got = 0;
   std::lock_guard<std::mutex> lock(mu_);
   if (std::string bad = check_header(peer.hdr); !bad.empty()) {
@@ -405,7 +409,7 @@ bool SocketEngine::read_header(int p, Done& done) {
     lose_peer(p, why, done);
     return false;
   }
-  return true;
+  return more_to_read(peer, drained);
 }
 
 bool SocketEngine::read_payload(int p, Done& done) {
@@ -421,8 +425,7 @@ bool SocketEngine::read_payload(int p, Done& done) {
     return false;
   }
   if (n < 0) return errno == EINTR;
-  // Drained with nothing read ahead: the next read would only say EAGAIN.
-  const bool more = !drained || peer.ahead_pos < peer.ahead_len;
+  const bool more = more_to_read(peer, drained);
   if (!peer.mailbox.received(static_cast<size_t>(n))) return more;
   std::lock_guard<std::mutex> lock(mu_);
   peer.mailbox.complete(done);

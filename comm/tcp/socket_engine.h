@@ -138,6 +138,9 @@ class SocketEngine {
   // the next one's, in one system call), or a plain recv for a large piece. recv's result;
   // `drained` when the socket had less than asked (nothing more to read until poll says so).
   ssize_t pull(Peer& peer, char* dst, size_t want, bool& drained);
+  // After a read: whether reading again may find anything (not when the socket was drained
+  // and nothing is left read ahead: that read would only say EAGAIN).
+  static bool more_to_read(const Peer& peer, bool drained);
   void on_writable(int p, Done& done);
   void expire(Done& done);
   void lose_peer(int p, const std::string& why, Done& done);
