@@ -39,17 +39,23 @@ WorkPtr MpiProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
 WorkPtr MpiProcessGroup::do_all_reduce(Buffer buf, AllReduceOptions opts) {
   MpiRuntime* rt = &runtime_;
   const int world = size();
-  return submit(
-      collective("all_reduce", opts.timeout, buf),
-      [=](MPI_Comm c, MPI_Request* r) {
-        const MPI_Datatype t = mpi_dtype(buf.dtype);
-        const MPI_Op o = mpi_op(*rt, buf.dtype, opts.op);
-        return r ? MPI_Iallreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c, r)
-                 : MPI_Allreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c);
-      },
-      [=] {
-        if (opts.op == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, world);
-      });
+  Spec spec = collective("all_reduce", opts.timeout, buf);
+  if (spec.bytes <= p2p_bytes_) {
+    spec.p2p_all_reduce = P2pAllReduceSpec{.rank = rank(), .size = world, .buf = buf, .op = opts.op};
+  }
+  // Each std::function here is an allocation: made only where used.
+  std::function<void()> done;
+  if (opts.op == ReduceOp::kAvg) done = [=] { finish_avg(buf.data, buf.count, buf.dtype, world); };
+  Start start;
+  if (!spec.p2p_all_reduce) {
+    start = [=](MPI_Comm c, MPI_Request* r) {
+      const MPI_Datatype t = mpi_dtype(buf.dtype);
+      const MPI_Op o = mpi_op(*rt, buf.dtype, opts.op);
+      return r ? MPI_Iallreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c, r)
+               : MPI_Allreduce(MPI_IN_PLACE, buf.data, n(buf), t, o, c);
+    };
+  }
+  return submit(spec, std::move(start), std::move(done));
 }
 
 WorkPtr MpiProcessGroup::do_reduce(Buffer buf, ReduceOptions opts) {

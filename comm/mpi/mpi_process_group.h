@@ -8,16 +8,20 @@
 //   launcher's MPI identity, so only one worker per launcher (RANK == OMPI_COMM_WORLD_RANK)
 //   is supported; anything else is a BackendError before MPI is touched.
 // - Ops are MPI calls run by the process's MPI thread (mpi_runtime.h), in issue order; Works
-//   complete in issue order. A collective of at most DDP_MPI_CALLER_BYTES (default 2048; the
-//   same on every rank; 0: none) is nonblocking, and starts on the
-//   caller's thread when the MPI thread is idle (MpiRuntime::run_here): a small op then costs
-//   no hand-off to that thread. The world group's
-//   collectives are MPI's blocking calls (its tuned algorithms), other groups' and every send/recv are
-//   nonblocking calls completed by MPI_Test (DDP_MPI_COLLECTIVES=nonblocking makes the world's nonblocking
-//   too). AVG = SUM then divide; float16/bfloat16 reduce through user-defined MPI_Ops.
+//   complete in issue order. An all_reduce of at most DDP_MPI_P2P_BYTES (default 64 KiB; 0:
+//   none) is our own point-to-point recursive doubling (mpi_p2p_allreduce.h) instead of MPI's
+//   all_reduce; any other collective of at most DDP_MPI_CALLER_BYTES (default 2048; 0: none)
+//   is MPI's nonblocking call (both the same on every rank). Either starts on the caller's
+//   thread when the MPI thread is idle (MpiRuntime::run_here): a small op then costs no
+//   hand-off to that thread. The world group's other collectives are MPI's blocking calls (its
+//   tuned algorithms), other groups' and every send/recv are nonblocking calls completed by
+//   MPI_Test (DDP_MPI_COLLECTIVES=nonblocking makes the world's nonblocking too). AVG = SUM then
+//   divide; float16/bfloat16 reduce through user-defined MPI_Ops (ours: the shared kernels).
 // - Errors: MPI error codes are BackendErrors naming the op and sequence number (the group's
 //   communicator returns errors instead of aborting); a deadline passing is a TimeoutError
-//   and breaks the group. A dead peer is the MPI runtime's business: Open MPI ends the job.
+//   and breaks the group (a point-to-point all_reduce cancels its receives: a late peer may
+//   still complete it, or time out itself). A dead peer is the MPI runtime's business: Open MPI
+//   ends the job.
 // - Zero-length ops complete at once; CUDA buffers are an InvalidArgument. The store is not
 //   used (MPI wires itself up).
 #include <mpi.h>
@@ -27,6 +31,7 @@
 #include <string>
 
 #include "comm/backend.h"
+#include "comm/mpi/mpi_p2p_allreduce.h"
 #include "comm/mpi/mpi_runtime.h"
 
 namespace ddp::comm::mpi_backend {
@@ -63,6 +68,8 @@ class MpiProcessGroup final : public ProcessGroup {
     size_t bytes = 0;    // each rank's share, the same on every rank: small ones may start on the caller
     std::string detail;  // appended to the op's description (send/recv: the peer and tag)
     bool cancellable = false;  // send/recv
+    // Set: the op is our own point-to-point all_reduce of this (comm and tag filled in).
+    std::optional<P2pAllReduceSpec> p2p_all_reduce;
   };
   // Takes the next sequence number; runs start (and done) on the calling thread (a small
   // collective while the MPI thread is idle: MpiRuntime::run_here) or posts them to the MPI
@@ -77,12 +84,16 @@ class MpiProcessGroup final : public ProcessGroup {
   std::string name_;
   std::string where_;  // " in group 'name' (rank r/n)": the end of every op's description
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm p2p_comm_ = MPI_COMM_NULL;  // a dup of comm_: our own point-to-point all_reduces
   uint64_t channel_ = 0;
   // Collectives of at most this many bytes are nonblocking on every rank (MPI matches blocking
   // with blocking only) and start on the caller's thread when they can (DDP_MPI_CALLER_BYTES).
   size_t caller_bytes_ = 0;
+  // All_reduces of at most this many bytes are our own point-to-point rounds (DDP_MPI_P2P_BYTES).
+  size_t p2p_bytes_ = 0;
   std::mutex issue_mu_;
   uint64_t next_seq_ = 1;
+  uint64_t next_p2p_op_ = 0;  // our point-to-point all_reduces issued: their tag ranges
 };
 
 }  // namespace ddp::comm::mpi_backend

@@ -73,9 +73,9 @@ int requested_level() {
 
 void MpiRuntime::Impl::test_zombies() {
   zombies.erase(std::remove_if(zombies.begin(), zombies.end(),
-                               [](MPI_Request& r) {
+                               [](Zombie& z) {
                                  int flag = 0;
-                                 return MPI_Test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag;
+                                 return MPI_Test(&z.request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag;
                                }),
                 zombies.end());
 }
@@ -90,17 +90,16 @@ void MpiRuntime::Impl::break_channel(Channel& ch, std::exception_ptr error) {
   while (!ch.inflight.empty()) {
     Inflight f = std::move(ch.inflight.front());
     ch.inflight.pop_front();
-    if (!f.done && f.request != MPI_REQUEST_NULL) {
-      if (f.op.cancellable) MPI_Cancel(&f.request);  // completes the request, cancelled
-      zombies.push_back(f.request);
-    }
+    f.abandon(zombies);
     f.op.work->finish(f.done ? nullptr : ch.broken);
   }
+  for (Inflight& f : ch.held) f.op.work->finish(ch.broken);
+  ch.held.clear();
 }
 
 std::exception_ptr timeout_error(const MpiOp& op) {
   return std::make_exception_ptr(TimeoutError(
-      op.what + ": timed out after " + std::to_string(op.timeout.count()) +
+      op.what() + ": timed out after " + std::to_string(op.timeout.count()) +
           " ms (MPI cannot say which ranks are missing, nor cancel the op: the group is broken, rebuild it)",
       __FILE__, __LINE__));
 }
@@ -128,17 +127,38 @@ void MpiRuntime::Impl::start(uint64_t id, MpiOp op) {
   }
   Inflight f{std::move(op), MPI_REQUEST_NULL, false, Clock::now()};
   f.deadline += f.op.timeout;
+  ch.held.push_back(std::move(f));
+  start_held(ch);
+}
+
+// Starts the channel's held ops in post order, up to the first steps op that must wait for
+// its turn (kMaxStepsInFlight of the channel's in flight).
+void MpiRuntime::Impl::start_held(Channel& ch) {
+  while (!ch.held.empty() && !ch.broken) {
+    if (ch.held.front().op.steps) {
+      const auto running = std::count_if(ch.inflight.begin(), ch.inflight.end(),
+                                         [](const Inflight& f) { return f.op.steps && !f.done; });
+      if (running >= kMaxStepsInFlight) return;
+    }
+    Inflight f = std::move(ch.held.front());
+    ch.held.pop_front();
+    start_now(ch, std::move(f));
+  }
+}
+
+void MpiRuntime::Impl::start_now(Channel& ch, Inflight f) {
   if (ch.blocking && f.op.can_block) return run_blocking(ch, std::move(f));
   std::exception_ptr error;
   try {
-    int rc = f.op.start(&f.request);
+    int rc = f.begin();
     if (rc != MPI_SUCCESS)
-      error =
-          std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
+      error = std::make_exception_ptr(
+          BackendError(f.op.what() + ": " + mpi_error_string(rc), __FILE__, __LINE__));
   } catch (...) {
     error = std::current_exception();
   }
   if (error) {
+    f.abandon(zombies);  // a steps op may have posted part of a round
     break_channel(ch, error);
     f.op.work->finish(error);
     return;
@@ -173,7 +193,7 @@ void MpiRuntime::Impl::run_blocking(Channel& ch, Inflight f) {
   }
   if (!error && rc != MPI_SUCCESS) {
     error =
-        std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
+        std::make_exception_ptr(BackendError(f.op.what() + ": " + mpi_error_string(rc), __FILE__, __LINE__));
   }
   if (error) {
     break_channel(ch, error);
@@ -189,12 +209,12 @@ void MpiRuntime::Impl::run_blocking(Channel& ch, Inflight f) {
 void MpiRuntime::Impl::on_stuck(const MpiOp& op, const std::vector<WorkPtr>& others) {
   op.work->finish(timeout_error(op));
   auto blocked = std::make_exception_ptr(TimeoutError(
-      "mpi: the MPI thread is stuck in " + op.what + ", which timed out (MPI cannot interrupt it)", __FILE__,
-      __LINE__));
+      "mpi: the MPI thread is stuck in " + op.what() + ", which timed out (MPI cannot interrupt it)",
+      __FILE__, __LINE__));
   std::deque<std::pair<uint64_t, MpiOp>> dropped;
   {
     std::lock_guard<std::mutex> lock(mu);
-    stuck_in = op.what;
+    stuck_in = op.what();
     dropped.swap(posted);
     commands.clear();  // their callers get a broken promise: an error, not a hang
   }
@@ -221,21 +241,20 @@ bool MpiRuntime::Impl::progress(Channel& ch) {
   bool progressed = false;
   for (auto& f : ch.inflight) {
     if (f.done) continue;
-    int flag = 0;
-    int rc = MPI_Test(&f.request, &flag, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      f.request = MPI_REQUEST_NULL;  // an erroneous request is released by MPI
+    if (int rc = f.test(); rc != MPI_SUCCESS) {
       break_channel(ch, std::make_exception_ptr(
-                            BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__)));
+                            BackendError(f.op.what() + ": " + mpi_error_string(rc), __FILE__, __LINE__)));
       return true;
     }
-    if (flag) f.done = progressed = true;
+    progressed |= f.done;
   }
   while (!ch.inflight.empty() && ch.inflight.front().done) finish_front(ch);
+  if (progressed) start_held(ch);
   const auto now = Clock::now();
-  for (auto& f : ch.inflight) {
-    if (!f.done && now >= f.deadline) {
-      break_channel(ch, timeout_error(f.op));
+  auto late = [now](const Inflight& f) { return !f.done && now >= f.deadline; };
+  for (const std::deque<Inflight>* q : {&ch.inflight, &ch.held}) {
+    if (auto f = std::find_if(q->begin(), q->end(), late); f != q->end()) {
+      break_channel(ch, timeout_error(f->op));
       return true;
     }
   }
@@ -303,6 +322,7 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
       };
       bool busy = !zombies.empty() || std::any_of(channels.begin(), channels.end(),
                                                   [](const auto& c) { return !c.second.inflight.empty(); });
+      // (held ops wait only behind ops in flight: a channel with held ops is busy)
       if (!busy) {
         baton.store(kBatonFree, std::memory_order_release);  // idle: callers may run small ops
         await_submission(lock, seen, poll_end);
@@ -323,6 +343,8 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
       posted_now.swap(posted);
       closes_now.swap(closes);
       adopted_now.swap(adopted);
+      for (Zombie& z : orphans) zombies.push_back(std::move(z));
+      orphans.clear();
       stopping = stop;
       seen = submitted.load(std::memory_order_relaxed);
     }
@@ -448,12 +470,12 @@ void MpiRuntime::post(uint64_t channel, MpiOp op) {
   }
   if (op.work && !stuck.empty()) {
     op.work->finish(std::make_exception_ptr(TimeoutError(
-        op.what + ": the MPI thread is stuck in " + stuck + ", which timed out", __FILE__, __LINE__)));
+        op.what() + ": the MPI thread is stuck in " + stuck + ", which timed out", __FILE__, __LINE__)));
     return;
   }
   if (op.work) {
     op.work->finish(
-        std::make_exception_ptr(BackendError(op.what + ": MPI was already finalized", __FILE__, __LINE__)));
+        std::make_exception_ptr(BackendError(op.what() + ": MPI was already finalized", __FILE__, __LINE__)));
     return;
   }
   impl_->cv.notify_all();

@@ -39,17 +39,33 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/work.h"
 #include "common/timeouts.h"
 
 namespace ddp::comm::mpi_backend {
 
+// An op made of several MPI requests in turn (our own point-to-point rounds:
+// mpi_p2p_allreduce.h) instead of one. Called by whichever thread holds the runtime's baton.
+class MpiSteps {
+ public:
+  virtual ~MpiSteps() = default;
+  // Posts the first round: an MPI error code.
+  virtual int start() = 0;
+  // Advances as far as MPI allows without waiting; `done` once the result is in place.
+  virtual int test(bool& done) = 0;
+  // Gives up: the requests still outstanding, each MPI_Cancel()ed (the runtime tests them until
+  // MPI lets them go, keeping this object, whose memory they may still write, alive as long).
+  virtual std::vector<MPI_Request> abandon() = 0;
+};
+
 // One nonblocking op. start() runs on the MPI thread and returns an MPI error code; done()
 // (optional) runs there after completion (e.g. AVG's division) and may throw.
 struct MpiOp {
-  std::string what;  // "mpi all_reduce #3 in group 'world' (rank 0/4)"
   WorkPtr work;
+  // "mpi all_reduce #3 in group 'world' (rank 0/4)": the Work's description.
+  const std::string& what() const { return work->description(); }
   Millis timeout{0};
   std::function<int(MPI_Request*)> start;
   std::function<void()> done;
@@ -59,6 +75,9 @@ struct MpiOp {
   // on a channel opened with blocking collectives (on every rank alike: MPI never matches a
   // blocking collective with a nonblocking one).
   bool can_block = false;
+  // Set: the op is these steps, and `start` is unused. Started in post order like any op, but
+  // at most kMaxStepsInFlight of a channel at once (later ops of the channel wait their turn).
+  std::shared_ptr<MpiSteps> steps;
 };
 
 class MpiRuntime {
@@ -66,6 +85,8 @@ class MpiRuntime {
   // Starts the runtime on first use (blocks until MPI_Init_thread returned); BackendError if
   // MPI cannot be initialized or was finalized already.
   static MpiRuntime& instance();
+  // Steps ops (MpiOp::steps) of one channel in flight at once, at most.
+  static constexpr int kMaxStepsInFlight = 1024;
 
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }

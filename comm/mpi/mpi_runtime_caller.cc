@@ -9,6 +9,8 @@
 namespace ddp::comm::mpi_backend {
 namespace {
 
+constexpr unsigned kTestsPerClockRead = 8;
+
 // A caller's hold on the baton, taken by run_here's compare-exchange: given back at scope end.
 class BatonHold {
  public:
@@ -26,8 +28,8 @@ class BatonHold {
 // A run_here op the caller could not finish: tested from now on like one started here.
 void MpiRuntime::Impl::adopt(uint64_t id, Inflight f) {
   Channel& ch = channel(id);
-  if (ch.broken) {  // broken meanwhile: the request cannot be cancelled, only left to complete
-    zombies.push_back(f.request);
+  if (ch.broken) {  // broken meanwhile: a collective cannot be cancelled, only left to complete
+    f.abandon(zombies);
     f.op.work->finish(ch.broken);
     return;
   }
@@ -69,10 +71,21 @@ bool MpiRuntime::run_here(uint64_t channel, MpiOp& op) {
       if (queued(im.posted) || queued(im.adopted)) return false;  // the MPI thread starts those first
       if (auto b = im.broken.find(channel); b != im.broken.end()) error = b->second;
     }
-    f.deadline = Clock::now() + op.timeout;
+    const auto now = Clock::now();
+    f.deadline = now + op.timeout;
     f.op = std::move(op);  // taken: the caller does not post it
     if (!error) {
-      if (!im.start_here(f, poll_budget_, error)) {
+      std::vector<Zombie> left;
+      const bool finished = im.start_here(f, now + poll_budget_, error, left);
+      if (!left.empty()) {  // the MPI thread tests them until MPI lets them go
+        {
+          std::lock_guard<std::mutex> lock(im.mu);
+          for (Zombie& z : left) im.orphans.push_back(std::move(z));
+          im.submitted.fetch_add(1, std::memory_order_release);
+        }
+        im.cv.notify_all();
+      }
+      if (!finished) {
         {
           std::lock_guard<std::mutex> lock(im.mu);
           im.adopted.emplace_back(channel, std::move(f));
@@ -98,28 +111,29 @@ bool MpiRuntime::run_here(uint64_t channel, MpiOp& op) {
   return true;
 }
 
-// Starts f's request and tests it for the poll budget: true when it completed (or failed:
-// `error`), false when it is still in flight.
-bool MpiRuntime::Impl::start_here(Inflight& f, std::chrono::microseconds poll, std::exception_ptr& error) {
+// Starts f and tests it until `until` (the poll budget): true when it completed (or failed: `error`, with
+// any requests it leaves outstanding in `left`), false when it is still in flight.
+bool MpiRuntime::Impl::start_here(Inflight& f, Clock::time_point until, std::exception_ptr& error,
+                                  std::vector<Zombie>& left) {
   int rc = MPI_SUCCESS;
   try {
-    rc = f.op.start(&f.request);
+    rc = f.begin();
   } catch (...) {
     error = std::current_exception();
     return true;
   }
   ran_here.fetch_add(1, std::memory_order_relaxed);
-  const auto until = Clock::now() + poll;
-  int flag = 0;
-  while (rc == MPI_SUCCESS && (rc = MPI_Test(&f.request, &flag, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !flag &&
-         Clock::now() < until) {
+  // The clock is read every kTestsPerClockRead tests: reading it costs about what a test does.
+  for (unsigned tests = 1; rc == MPI_SUCCESS && (rc = f.test()) == MPI_SUCCESS && !f.done; ++tests) {
+    if (tests % kTestsPerClockRead == 0 && Clock::now() >= until) break;
   }
   if (rc != MPI_SUCCESS) {
+    f.abandon(left);
     error =
-        std::make_exception_ptr(BackendError(f.op.what + ": " + mpi_error_string(rc), __FILE__, __LINE__));
+        std::make_exception_ptr(BackendError(f.op.what() + ": " + mpi_error_string(rc), __FILE__, __LINE__));
     return true;
   }
-  return flag != 0;
+  return f.done;
 }
 
 uint64_t MpiRuntime::ran_here() const { return impl_->ran_here.load(std::memory_order_relaxed); }

@@ -25,17 +25,33 @@ inline constexpr int kBatonFree = 0;    // nobody: the MPI thread is idle
 inline constexpr int kBatonThread = 1;  // the MPI thread
 inline constexpr int kBatonCaller = 2;  // a caller running a small op
 
+// A request MPI has not let go of after its op was given up (a timed-out collective, a
+// cancelled send/recv), tested until it has; `owner` keeps the memory it may write alive.
+struct Zombie {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::shared_ptr<MpiSteps> owner;
+};
+
 struct Inflight {
   MpiOp op;
   MPI_Request request = MPI_REQUEST_NULL;
   bool done = false;
   Clock::time_point deadline;
+
+  // The op's nonblocking start (its request, or its steps' first round): an MPI error code.
+  int begin();
+  // MPI_Test of the request, or a pass over the steps: sets done.
+  int test();
+  // Its requests still outstanding, for the zombies (cancelled where the op allows it).
+  void abandon(std::vector<Zombie>& zombies);
 };
 
 struct Channel {
   uint64_t id = 0;
   bool blocking = false;  // collectives as blocking calls (open_channel)
   std::deque<Inflight> inflight;
+  // Posted behind a steps op that could not start (kMaxStepsInFlight), in post order.
+  std::deque<Inflight> held;
   std::exception_ptr broken;
   bool closing = false;
   std::function<void()> on_drained;
@@ -50,6 +66,7 @@ struct MpiRuntime::Impl {
   std::deque<std::pair<uint64_t, std::function<void()>>> closes;
   std::deque<std::pair<uint64_t, Inflight>> adopted;  // run_here's ops still in flight, in order
   std::map<uint64_t, std::exception_ptr> broken;      // channels broken, as callers must see them
+  std::vector<Zombie> orphans;                        // left by a caller's failed op, for `zombies`
   bool stop = false;
   std::atomic<uint64_t> submitted{0};  // commands, posts, closes and the stop, ever: polled
   std::atomic<bool> stopped{false};
@@ -63,16 +80,18 @@ struct MpiRuntime::Impl {
 
   // MPI thread only.
   std::map<uint64_t, Channel> channels;
-  std::vector<MPI_Request> zombies;  // timed-out requests MPI cannot cancel
+  std::vector<Zombie> zombies;  // given-up requests MPI has not let go of
   std::vector<std::function<void()>> finalizers;
   MPI_Comm world = MPI_COMM_WORLD;
 
   Channel& channel(uint64_t id);
   void start(uint64_t id, MpiOp op);
+  void start_now(Channel& ch, Inflight f);
+  void start_held(Channel& ch);
   void adopt(uint64_t id, Inflight f);
   void take_baton();
   bool try_take_baton();  // true when this thread holds it (had it, or took it now)
-  bool start_here(Inflight& f, std::chrono::microseconds poll, std::exception_ptr& error);
+  bool start_here(Inflight& f, Clock::time_point until, std::exception_ptr& error, std::vector<Zombie>& left);
   void run_blocking(Channel& ch, Inflight f);
   void on_stuck(const MpiOp& op, const std::vector<WorkPtr>& others);
   bool progress(Channel& ch);

@@ -5,7 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <future>
+#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -46,8 +48,9 @@ ProcessGroupPtr world() {
 
 bool multi() { return world_size() >= 3; }
 
-// Small collectives on the caller's thread (DDP_MPI_CALLER_BYTES: 4096 here, default 2048), set
-// before any group is made: the cases below count on 16 B ops running there and on 16 KiB ops
+// Small collectives on the caller's thread (DDP_MPI_CALLER_BYTES: 4096 here, default 2048; and
+// all_reduces up to DDP_MPI_P2P_BYTES, 64 KiB), set before any group is made: the cases below
+// count on 16 B ops running there and on 256 KiB ops
 // staying blocking.
 [[maybe_unused]] const bool caller_path = ::setenv("DDP_MPI_CALLER_BYTES", "4096", 0) == 0;
 
@@ -85,38 +88,87 @@ TEST_CASE("mpi: the thread level is the one requested, and ops work at any level
   CHECK(v[0] == world_size());
 }
 
-TEST_CASE("mpi all_reduce: every dtype and op, AVG, 16-bit floats") {
+// Elements per buffer: a few (our point-to-point all_reduce, DDP_MPI_P2P_BYTES) and past 64 KiB
+// (MPI's own).
+struct Counts {
+  size_t f64, i64, i8, f16;
+};
+
+TEST_CASE("mpi all_reduce: every dtype and op, AVG, 16-bit floats; small (ours) and large (MPI's)") {
   auto pg = world();
   const int n = pg->size(), r = pg->rank();
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
-    std::vector<double> d(7, r + 1.0);
-    std::vector<int64_t> l(5, r + 1);
-    std::vector<int8_t> b(3, static_cast<int8_t>(r + 1));
-    pg->all_reduce(view(d.data(), d.size()), {op})->wait();
-    pg->all_reduce(view(l.data(), l.size()), {op})->wait();
-    pg->all_reduce(view(b.data(), b.size()), {op})->wait();
-    double sum = n * (n + 1) / 2.0, prod = 1;
-    for (int k = 1; k <= n; ++k) prod *= k;
-    double expected = op == ReduceOp::kSum       ? sum
-                      : op == ReduceOp::kProduct ? prod
-                      : op == ReduceOp::kMin     ? 1
-                      : op == ReduceOp::kMax     ? n
-                                                 : sum / n;
-    INFO("op ", to_string(op));
-    CHECK(d[6] == doctest::Approx(expected));
-    CHECK(l[4] == static_cast<int64_t>(op == ReduceOp::kAvg ? static_cast<int64_t>(sum) / n : expected));
-    CHECK(b[0] == static_cast<int8_t>(op == ReduceOp::kAvg ? static_cast<int64_t>(sum) / n : expected));
+  for (Counts c : {Counts{7, 5, 3, 4}, Counts{9000, 9000, 70000, 40000}}) {
+    CAPTURE(c.i8);
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
+      std::vector<double> d(c.f64, r + 1.0);
+      std::vector<int64_t> l(c.i64, r + 1);
+      std::vector<int8_t> b(c.i8, static_cast<int8_t>(r + 1));
+      pg->all_reduce(view(d.data(), d.size()), {op})->wait();
+      pg->all_reduce(view(l.data(), l.size()), {op})->wait();
+      pg->all_reduce(view(b.data(), b.size()), {op})->wait();
+      double sum = n * (n + 1) / 2.0, prod = 1;
+      for (int k = 1; k <= n; ++k) prod *= k;
+      double expected = op == ReduceOp::kSum       ? sum
+                        : op == ReduceOp::kProduct ? prod
+                        : op == ReduceOp::kMin     ? 1
+                        : op == ReduceOp::kMax     ? n
+                                                   : sum / n;
+      INFO("op ", to_string(op));
+      CHECK(d.front() == doctest::Approx(expected));
+      CHECK(d.back() == doctest::Approx(expected));
+      CHECK(l.back() ==
+            static_cast<int64_t>(op == ReduceOp::kAvg ? static_cast<int64_t>(sum) / n : expected));
+      CHECK(b.back() == static_cast<int8_t>(op == ReduceOp::kAvg ? static_cast<int64_t>(sum) / n : expected));
+    }
+    std::vector<int32_t> bits(c.i64, 7);
+    bits[0] = 1 << r;
+    pg->all_reduce(view(bits.data(), bits.size()), {ReduceOp::kBor})->wait();
+    CHECK(bits[0] == (1 << n) - 1);
+    pg->all_reduce(view(bits.data(), bits.size()), {ReduceOp::kBand})->wait();
+    CHECK(bits.back() == 7);
+    std::vector<uint16_t> h(c.f16, float_to_half(1.5f)), bf(c.f16, float_to_bfloat16(2.0f * (r + 1)));
+    pg->all_reduce(Buffer{h.data(), h.size(), DType::kFloat16, {}}, {ReduceOp::kSum})->wait();
+    pg->all_reduce(Buffer{bf.data(), bf.size(), DType::kBFloat16, {}}, {ReduceOp::kMax})->wait();
+    CHECK(half_to_float(h.back()) == doctest::Approx(1.5 * n));
+    CHECK(bfloat16_to_float(bf[0]) == doctest::Approx(2.0 * n));
   }
-  std::vector<int32_t> bits{1 << r, 7};
-  pg->all_reduce(view(bits.data(), 2), {ReduceOp::kBor})->wait();
-  CHECK(bits[0] == (1 << n) - 1);
-  pg->all_reduce(view(bits.data(), 2), {ReduceOp::kBand})->wait();
-  CHECK(bits[1] == 7);
-  std::vector<uint16_t> h(4, float_to_half(1.5f)), bf(4, float_to_bfloat16(2.0f * (r + 1)));
-  pg->all_reduce(Buffer{h.data(), 4, DType::kFloat16, {}}, {ReduceOp::kSum})->wait();
-  pg->all_reduce(Buffer{bf.data(), 4, DType::kBFloat16, {}}, {ReduceOp::kMax})->wait();
-  CHECK(half_to_float(h[3]) == doctest::Approx(1.5 * n));
-  CHECK(bfloat16_to_float(bf[0]) == doctest::Approx(2.0 * n));
+}
+
+TEST_CASE(
+    "mpi all_reduce: min and max of NaNs and signed zeros come out bit for bit the same on every rank") {
+  auto pg = world();
+  const int r = pg->rank();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kSum}) {
+    // Each rank's NaN, zero and ordinary values in a different place: the order of combining
+    // decides which one a min/max of a NaN keeps.
+    std::vector<float> v{r % 2 ? nan : 1.0f, r % 2 ? -0.0f : 0.0f, static_cast<float>(r) * 0.1f,
+                         r == 0 ? nan : 2.0f};
+    pg->all_reduce(view(v.data(), v.size()), {op})->wait();
+    std::vector<int32_t> bits(v.size()), all(v.size() * static_cast<size_t>(pg->size()));
+    std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
+    pg->all_gather(view(bits.data(), bits.size()), view(all.data(), all.size()))->wait();
+    for (int k = 1; k < pg->size(); ++k) {
+      CAPTURE(k);
+      CHECK(std::equal(all.begin(), all.begin() + 4, all.begin() + 4 * k));
+    }
+  }
+}
+
+TEST_CASE("mpi all_reduce: 1500 small ones in flight at once (past the runtime's 1024), each right") {
+  auto pg = world();
+  const int n = pg->size(), r = pg->rank();
+  std::vector<std::vector<int32_t>> bufs(1500);
+  std::vector<WorkPtr> works;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    bufs[i].assign(3, r + static_cast<int32_t>(i));
+    works.push_back(pg->all_reduce(view(bufs[i].data(), bufs[i].size())));
+  }
+  wait_all(works);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(bufs[i][2] == n * static_cast<int32_t>(i) + n * (n - 1) / 2);
+  }
 }
 
 TEST_CASE("mpi rooted ops from a non-zero root, gathers, reduce_scatter, all_to_all, barrier") {
@@ -187,10 +239,10 @@ TEST_CASE("mpi: small collectives start on the caller's thread; mixed with large
   } else {
     CHECK(MpiRuntime::instance().ran_here() == before);  // only the MPI thread may call MPI
   }
-  // Issued back to back without waiting: 16 B and 16 KiB alternate; the small ones run where
+  // Issued back to back without waiting: 16 B and 256 KiB alternate; the small ones run where
   // they can, the large ones on the MPI thread, and every Work still finishes in issue order.
   std::vector<std::vector<float>> bufs;
-  for (int i = 0; i < 16; ++i) bufs.emplace_back(i % 2 == 0 ? 4 : 4096, static_cast<float>(i));
+  for (int i = 0; i < 16; ++i) bufs.emplace_back(i % 2 == 0 ? 4 : 65536, static_cast<float>(i));
   CHECK(issue_order_kept(*pg, bufs));
   for (int i = 0; i < 16; ++i) CHECK(bufs[i].back() == static_cast<float>(i * pg->size()));
 }
@@ -288,10 +340,23 @@ TEST_CASE("mpi: DDP_MPI_CALLER_BYTES that is not a byte count is an error naming
   world()->barrier()->wait();                   // every rank refused alike: still in step
 }
 
-TEST_CASE("mpi: DDP_MPI_CALLER_BYTES=0 leaves every op to the MPI thread") {
+TEST_CASE("mpi: DDP_MPI_P2P_BYTES that is not a byte count is an error naming it, before MPI") {
+  for (std::string bad : {"-1", "64k", "0x10"}) {
+    CAPTURE(bad);
+    ::setenv("DDP_MPI_P2P_BYTES", bad.c_str(), 1);
+    CHECK_THROWS_WITH_AS(make_mpi_group(setup(all_ranks(), "world")), doctest::Contains("DDP_MPI_P2P_BYTES"),
+                         InvalidArgument);
+  }
+  ::unsetenv("DDP_MPI_P2P_BYTES");
+  world()->barrier()->wait();
+}
+
+TEST_CASE("mpi: DDP_MPI_CALLER_BYTES=0 and DDP_MPI_P2P_BYTES=0 leave every op to the MPI thread") {
   ::setenv("DDP_MPI_CALLER_BYTES", "0", 1);
+  ::setenv("DDP_MPI_P2P_BYTES", "0", 1);
   auto pg = make_mpi_group(setup(all_ranks(), "world"));
   ::setenv("DDP_MPI_CALLER_BYTES", "4096", 1);  // read when a group is made: the next ones use it
+  ::unsetenv("DDP_MPI_P2P_BYTES");
   const uint64_t before = MpiRuntime::instance().ran_here();
   for (int i = 0; i < 20; ++i) {
     std::vector<int32_t> v(1, 1);
@@ -335,9 +400,9 @@ TEST_CASE(
     doctest::skip(!multi())) {
   // A second group named "world" runs its collectives blocking (the first world() is warm).
   world()->barrier()->wait();
-  // 16 KiB: above DDP_MPI_CALLER_BYTES, so the blocking call (smaller ones are nonblocking).
+  // 256 KiB: above DDP_MPI_P2P_BYTES, so the blocking call (smaller ones are nonblocking).
   auto pg = make_mpi_group(setup(all_ranks(), "world", Millis(400)));
-  std::vector<float> v(4096, 1.0f);
+  std::vector<float> v(65536, 1.0f);
   if (world_rank() == 1) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // late, but it does come
     CHECK(pg->all_reduce(view(v.data(), v.size()))->wait());
