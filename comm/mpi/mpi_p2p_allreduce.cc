@@ -43,13 +43,25 @@ P2pPlan p2p_allreduce_plan(int rank, int size) {
   return plan;
 }
 
-P2pAllReduce::P2pAllReduce(const P2pAllReduceSpec& spec)
-    : spec_(spec), plan_(p2p_allreduce_plan(spec.rank, spec.size)) {
-  scratch_ = inline_scratch_.data();
-  if (spec_.buf.bytes() > kInlineScratch) {
-    heap_scratch_ = std::make_unique_for_overwrite<std::byte[]>(spec_.buf.bytes());
-    scratch_ = heap_scratch_.get();
+P2pAllReduce::P2pAllReduce(const P2pAllReduceSpec& spec) { reset(spec); }
+
+void P2pAllReduce::reset(const P2pAllReduceSpec& spec) {
+  if (spec.rank != spec_.rank || spec.size != spec_.size || plan_.count == 0) {
+    plan_ = p2p_allreduce_plan(spec.rank, spec.size);
   }
+  spec_ = spec;
+  current_ = 0;
+  outstanding_ = 0;
+  const size_t bytes = spec_.buf.bytes();
+  if (bytes <= kInlineScratch) {
+    scratch_ = inline_scratch_.data();
+    return;
+  }
+  if (bytes > heap_bytes_) {
+    heap_scratch_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    heap_bytes_ = bytes;
+  }
+  scratch_ = heap_scratch_.get();
 }
 
 int P2pAllReduce::post(const P2pStep& step) {

@@ -12,7 +12,8 @@
 //   the same value bit for bit (min/max of a NaN, float rounding) whatever its place.
 // - Messages are bytes on the group's own point-to-point communicator, each tagged with the
 //   op's first tag plus its round, so ops in flight together never match each other's
-//   messages (the runtime keeps fewer than kP2pTagSlots of them in flight per group).
+//   messages: the runtime starts one only within kMaxStepsInFlight of the group's oldest not
+//   finished (a window, since they finish out of order), and those have distinct tags.
 // - AVG combines as SUM; the caller divides afterwards (as for MPI's ops).
 #include <mpi.h>
 
@@ -28,7 +29,7 @@
 namespace ddp::comm::mpi_backend {
 
 // Tags one op may use, and how many ops' tag ranges fit below 32767 (MPI_TAG_UB's minimum):
-// ops in flight together on one rank must be fewer (MpiRuntime::kMaxStepsInFlight).
+// the runtime's window of ops in flight (MpiRuntime::kMaxStepsInFlight) must not be larger.
 inline constexpr int kP2pTagsPerOp = 32;
 inline constexpr int kP2pTagSlots = 1024;
 static_assert(MpiRuntime::kMaxStepsInFlight <= kP2pTagSlots);
@@ -69,6 +70,9 @@ struct P2pAllReduceSpec {
 class P2pAllReduce final : public MpiSteps {
  public:
   explicit P2pAllReduce(const P2pAllReduceSpec& spec);
+  // Made ready for another op (not while in flight): one object serves a group's ops one after
+  // another, with no allocation each (its heap scratch kept while large enough).
+  void reset(const P2pAllReduceSpec& spec);
 
   int start() override;
   int test(bool& done) override;
@@ -88,6 +92,7 @@ class P2pAllReduce final : public MpiSteps {
   // The peer's data, each round: inline for a few bytes (no allocation), else on the heap.
   alignas(16) std::array<std::byte, kInlineScratch> inline_scratch_{};
   std::unique_ptr<std::byte[]> heap_scratch_;
+  size_t heap_bytes_ = 0;
   std::byte* scratch_ = nullptr;
 };
 

@@ -1,5 +1,6 @@
 #include "comm/mpi/mpi_process_group.h"
 
+#include <atomic>
 #include <climits>
 #include <functional>
 
@@ -206,28 +207,41 @@ MpiProcessGroup::Spec MpiProcessGroup::p2p(const char* name, Millis timeout, con
 WorkPtr MpiProcessGroup::submit(const Spec& spec, Start start, std::function<void()> done) {
   std::lock_guard<std::mutex> lock(issue_mu_);
   const uint64_t seq = next_seq_++;
-  MpiOp op;
   // Every op names itself (errors, Work's description): appended pieces, not a stream, since a
-  // small op takes about a microsecond in all.
-  std::string what;
-  what.reserve(32 + where_.size() + spec.detail.size());
-  what.append("mpi ")
-      .append(spec.name)
-      .append(" #")
-      .append(std::to_string(seq))
-      .append(where_)
-      .append(spec.detail);
-  op.work = std::make_shared<PollingWork>(std::move(what), runtime_.poll_budget());
+  // small op takes about a microsecond in all; and only when its Work is made: a small op that
+  // finishes on the caller's thread needs none (run_here).
+  auto make_work = [&]() -> WorkPtr {
+    std::string what;
+    what.reserve(32 + where_.size() + spec.detail.size());
+    what.append("mpi ")
+        .append(spec.name)
+        .append(" #")
+        .append(std::to_string(seq))
+        .append(where_)
+        .append(spec.detail);
+    return std::make_shared<PollingWork>(std::move(what), runtime_.poll_budget());
+  };
   if (spec.local) {
-    op.work->finish();
-    return op.work;
+    WorkPtr work = make_work();
+    work->finish();
+    return work;
   }
+  MpiOp op;
   op.timeout = spec.timeout;  // resolved by ProcessGroup
   if (spec.p2p_all_reduce) {
     P2pAllReduceSpec steps = *spec.p2p_all_reduce;
     steps.comm = p2p_comm_;
     steps.first_tag = static_cast<int>(next_p2p_op_++ % kP2pTagSlots) * kP2pTagsPerOp;
-    op.steps = std::make_shared<P2pAllReduce>(steps);
+    // The group's last one, unless it is still held (in flight, or a zombie's owner): only the
+    // runtime can hold it besides us, and it only lets go, so a count of one stays one.
+    if (p2p_spare_ && p2p_spare_.use_count() == 1) {
+      // use_count is a relaxed load: the fence orders our reuse after the runtime's release.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      p2p_spare_->reset(steps);
+    } else {
+      p2p_spare_ = std::make_shared<P2pAllReduce>(steps);
+    }
+    op.steps = p2p_spare_;
   } else {
     MPI_Comm comm = comm_;
     op.start = [comm, start = std::move(start)](MPI_Request* req) { return start(comm, req); };
@@ -238,8 +252,12 @@ WorkPtr MpiProcessGroup::submit(const Spec& spec, Start start, std::function<voi
       spec.p2p_all_reduce || (!spec.cancellable && caller_bytes_ > 0 && spec.bytes <= caller_bytes_);
   // Every collective has a blocking form; send/recv, and small collectives, stay nonblocking.
   op.can_block = !spec.cancellable && !small;
+  if (small) {
+    if (WorkPtr work = runtime_.run_here(channel_, op, make_work)) return work;
+  }
+  op.work = make_work();
   WorkPtr work = op.work;
-  if (!small || !runtime_.run_here(channel_, op)) runtime_.post(channel_, std::move(op));
+  runtime_.post(channel_, std::move(op));
   return work;
 }
 

@@ -132,13 +132,16 @@ void MpiRuntime::Impl::start(uint64_t id, MpiOp op) {
 }
 
 // Starts the channel's held ops in post order, up to the first steps op that must wait for
-// its turn (kMaxStepsInFlight of the channel's in flight).
+// its turn: kMaxStepsInFlight of the channel's since the oldest one not finished, done or not.
+// A window, not a count of those still running: steps ops finish out of order, and one that
+// started while an older one with the same tags still ran could post its receive first and
+// take that one's message.
 void MpiRuntime::Impl::start_held(Channel& ch) {
   while (!ch.held.empty() && !ch.broken) {
     if (ch.held.front().op.steps) {
-      const auto running = std::count_if(ch.inflight.begin(), ch.inflight.end(),
-                                         [](const Inflight& f) { return f.op.steps && !f.done; });
-      if (running >= kMaxStepsInFlight) return;
+      const auto window = std::count_if(ch.inflight.begin(), ch.inflight.end(),
+                                        [](const Inflight& f) { return f.op.steps != nullptr; });
+      if (window >= kMaxStepsInFlight) return;
     }
     Inflight f = std::move(ch.held.front());
     ch.held.pop_front();

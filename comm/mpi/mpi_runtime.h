@@ -76,8 +76,23 @@ struct MpiOp {
   // blocking collective with a nonblocking one).
   bool can_block = false;
   // Set: the op is these steps, and `start` is unused. Started in post order like any op, but
-  // at most kMaxStepsInFlight of a channel at once (later ops of the channel wait their turn).
+  // within a window: at most kMaxStepsInFlight of a channel's from its oldest not finished on
+  // (later ops of the channel wait their turn).
   std::shared_ptr<MpiSteps> steps;
+};
+
+// A reference to the callable that makes an op's Work, for run_here (no allocation: it is only
+// called during run_here, while the callable lives on the caller's stack).
+class WorkMaker {
+ public:
+  template <typename F>
+  WorkMaker(const F& f)  // NOLINT(google-explicit-constructor): passed as a lambda
+      : obj_(&f), call_([](const void* o) { return (*static_cast<const F*>(o))(); }) {}
+  WorkPtr operator()() const { return call_(obj_); }
+
+ private:
+  const void* obj_;
+  WorkPtr (*call_)(const void*);
 };
 
 class MpiRuntime {
@@ -111,11 +126,14 @@ class MpiRuntime {
   // Starts a nonblocking op on the calling thread when the MPI thread is idle (nothing in
   // flight, nothing queued for the channel) and MPI allows it (at least
   // MPI_THREAD_SERIALIZED: the caller holds the runtime's baton meanwhile, so one thread calls
-  // MPI at a time). It tests the request for poll_budget(); done then, the Work finishes here;
+  // MPI at a time). It tests the request for poll_budget(); done then, the op is finished here;
   // otherwise the request goes to the MPI thread, which goes on testing it (deadline and all)
-  // ahead of anything posted since. False when not taken: post() it instead. A small op then
-  // costs no hand-off to the MPI thread and back (two wake-ups on a busy machine).
-  bool run_here(uint64_t channel, MpiOp& op);
+  // ahead of anything posted since. A small op then costs no hand-off to the MPI thread and
+  // back (two wake-ups on a busy machine). `op` comes without a Work: make_work makes it when
+  // one is needed (the op is handed over, or fails); an op that succeeds here returns one
+  // completed Work shared by all such ops instead (no allocation, no description built).
+  // Null when not taken: op is untouched; give it its Work and post() it.
+  WorkPtr run_here(uint64_t channel, MpiOp& op, WorkMaker make_work);
   // Ops run_here started on a caller's thread, ever.
   uint64_t ran_here() const;
   void close_channel(uint64_t channel, std::function<void()> on_drained);

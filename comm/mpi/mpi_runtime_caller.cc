@@ -53,22 +53,22 @@ void MpiRuntime::Impl::take_baton() {
   }
 }
 
-bool MpiRuntime::run_here(uint64_t channel, MpiOp& op) {
-  if (provided_ < MPI_THREAD_SERIALIZED) return false;  // only the MPI thread may call MPI
+WorkPtr MpiRuntime::run_here(uint64_t channel, MpiOp& op, WorkMaker make_work) {
+  if (provided_ < MPI_THREAD_SERIALIZED) return nullptr;  // only the MPI thread may call MPI
   Impl& im = *impl_;
   int expected = kBatonFree;
-  if (!im.baton.compare_exchange_strong(expected, kBatonCaller, std::memory_order_acquire)) return false;
+  if (!im.baton.compare_exchange_strong(expected, kBatonCaller, std::memory_order_acquire)) return nullptr;
   Inflight f;
   std::exception_ptr error;
   {
     BatonHold hold(im.baton);  // given back before the Work finishes (its callbacks may post)
     {
       std::lock_guard<std::mutex> lock(im.mu);
-      if (im.stopped || im.stop || !im.stuck_in.empty()) return false;  // post() says why
+      if (im.stopped || im.stop || !im.stuck_in.empty()) return nullptr;  // post() says why
       auto queued = [channel](const auto& q) {
         return std::any_of(q.begin(), q.end(), [channel](const auto& e) { return e.first == channel; });
       };
-      if (queued(im.posted) || queued(im.adopted)) return false;  // the MPI thread starts those first
+      if (queued(im.posted) || queued(im.adopted)) return nullptr;  // the MPI thread starts those first
       if (auto b = im.broken.find(channel); b != im.broken.end()) error = b->second;
     }
     const auto now = Clock::now();
@@ -76,7 +76,8 @@ bool MpiRuntime::run_here(uint64_t channel, MpiOp& op) {
     f.op = std::move(op);  // taken: the caller does not post it
     if (!error) {
       std::vector<Zombie> left;
-      const bool finished = im.start_here(f, now + poll_budget_, error, left);
+      int rc = MPI_SUCCESS;
+      const bool finished = im.start_here(f, now + poll_budget_, rc, error, left);
       if (!left.empty()) {  // the MPI thread tests them until MPI lets them go
         {
           std::lock_guard<std::mutex> lock(im.mu);
@@ -85,14 +86,20 @@ bool MpiRuntime::run_here(uint64_t channel, MpiOp& op) {
         }
         im.cv.notify_all();
       }
+      if (!finished || error || rc != MPI_SUCCESS) f.op.work = make_work();
       if (!finished) {
+        WorkPtr work = f.op.work;
         {
           std::lock_guard<std::mutex> lock(im.mu);
           im.adopted.emplace_back(channel, std::move(f));
           im.submitted.fetch_add(1, std::memory_order_release);
         }
         im.cv.notify_all();
-        return true;
+        return work;
+      }
+      if (rc != MPI_SUCCESS) {
+        error = std::make_exception_ptr(
+            BackendError(f.op.what() + ": " + mpi_error_string(rc), __FILE__, __LINE__));
       }
       if (error) {
         std::lock_guard<std::mutex> lock(im.mu);
@@ -107,15 +114,17 @@ bool MpiRuntime::run_here(uint64_t channel, MpiOp& op) {
       error = std::current_exception();
     }
   }
+  if (!error) return f.op.work ? f.op.work : im.finished_here;
+  if (!f.op.work) f.op.work = make_work();
   f.op.work->finish(error);
-  return true;
+  return f.op.work;
 }
 
-// Starts f and tests it until `until` (the poll budget): true when it completed (or failed: `error`, with
-// any requests it leaves outstanding in `left`), false when it is still in flight.
-bool MpiRuntime::Impl::start_here(Inflight& f, Clock::time_point until, std::exception_ptr& error,
+// Starts f and tests it until `until` (the poll budget): true when it completed, or failed (an
+// MPI error code in `rc`, or an exception in `error`, with any requests it leaves outstanding
+// in `left`); false when it is still in flight.
+bool MpiRuntime::Impl::start_here(Inflight& f, Clock::time_point until, int& rc, std::exception_ptr& error,
                                   std::vector<Zombie>& left) {
-  int rc = MPI_SUCCESS;
   try {
     rc = f.begin();
   } catch (...) {
@@ -129,8 +138,6 @@ bool MpiRuntime::Impl::start_here(Inflight& f, Clock::time_point until, std::exc
   }
   if (rc != MPI_SUCCESS) {
     f.abandon(left);
-    error =
-        std::make_exception_ptr(BackendError(f.op.what() + ": " + mpi_error_string(rc), __FILE__, __LINE__));
     return true;
   }
   return f.done;

@@ -77,6 +77,7 @@ struct MpiRuntime::Impl {
   MpiWatchdog watchdog;
   std::atomic<int> baton{kBatonThread};
   std::atomic<uint64_t> ran_here{0};
+  const WorkPtr finished_here = Work::completed("mpi op (finished on the caller's thread)");
 
   // MPI thread only.
   std::map<uint64_t, Channel> channels;
@@ -91,7 +92,8 @@ struct MpiRuntime::Impl {
   void adopt(uint64_t id, Inflight f);
   void take_baton();
   bool try_take_baton();  // true when this thread holds it (had it, or took it now)
-  bool start_here(Inflight& f, Clock::time_point until, std::exception_ptr& error, std::vector<Zombie>& left);
+  bool start_here(Inflight& f, Clock::time_point until, int& rc, std::exception_ptr& error,
+                  std::vector<Zombie>& left);
   void run_blocking(Channel& ch, Inflight f);
   void on_stuck(const MpiOp& op, const std::vector<WorkPtr>& others);
   bool progress(Channel& ch);
