@@ -1,5 +1,6 @@
 #include "comm/mpi/mpi_p2p_allreduce.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "comm/reduce_kernels.h"
@@ -53,6 +54,11 @@ void P2pAllReduce::reset(const P2pAllReduceSpec& spec) {
   current_ = 0;
   outstanding_ = 0;
   const size_t bytes = spec_.buf.bytes();
+  piece_ = bytes;
+  if (spec_.piece_bytes > 0 && bytes > spec_.piece_bytes) {
+    const size_t pieces = (bytes + spec_.piece_bytes - 1) / spec_.piece_bytes;
+    if (pieces <= kP2pMaxPieces) piece_ = (bytes + pieces - 1) / pieces;
+  }
   if (bytes <= kInlineScratch) {
     scratch_ = inline_scratch_.data();
     return;
@@ -64,21 +70,30 @@ void P2pAllReduce::reset(const P2pAllReduceSpec& spec) {
   scratch_ = heap_scratch_.get();
 }
 
+int P2pAllReduce::post_pieces(std::byte* data, int peer, int tag, bool send) {
+  const size_t bytes = spec_.buf.bytes();
+  for (size_t at = 0; at < bytes; at += piece_) {
+    const int n = static_cast<int>(std::min(piece_, bytes - at));
+    MPI_Request* r = &requests_[static_cast<size_t>(outstanding_++)];
+    const int rc = send ? MPI_Isend(data + at, n, MPI_BYTE, peer, tag, spec_.comm, r)
+                        : MPI_Irecv(data + at, n, MPI_BYTE, peer, tag, spec_.comm, r);
+    if (rc != MPI_SUCCESS) return rc;  // pieces of one tag match in order: posted in order
+  }
+  return MPI_SUCCESS;
+}
+
 int P2pAllReduce::post(const P2pStep& step) {
   using Kind = P2pStep::Kind;
-  const int bytes = static_cast<int>(spec_.buf.bytes());
+  auto* buf = static_cast<std::byte*>(spec_.buf.data);
   const int tag = spec_.first_tag + step.tag;
   int rc = MPI_SUCCESS;
   if (step.kind == Kind::kRecvCombine || step.kind == Kind::kExchange) {
-    rc = MPI_Irecv(scratch_, bytes, MPI_BYTE, step.peer, tag, spec_.comm,
-                   &requests_[static_cast<size_t>(outstanding_++)]);
+    rc = post_pieces(scratch_, step.peer, tag, false);
   } else if (step.kind == Kind::kRecvResult) {
-    rc = MPI_Irecv(spec_.buf.data, bytes, MPI_BYTE, step.peer, tag, spec_.comm,
-                   &requests_[static_cast<size_t>(outstanding_++)]);
+    rc = post_pieces(buf, step.peer, tag, false);
   }
   if (rc == MPI_SUCCESS && (step.kind == Kind::kSend || step.kind == Kind::kExchange)) {
-    rc = MPI_Isend(spec_.buf.data, bytes, MPI_BYTE, step.peer, tag, spec_.comm,
-                   &requests_[static_cast<size_t>(outstanding_++)]);
+    rc = post_pieces(buf, step.peer, tag, true);
   }
   return rc;
 }

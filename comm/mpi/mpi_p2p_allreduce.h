@@ -65,7 +65,16 @@ struct P2pAllReduceSpec {
   Buffer buf;  // reduced in place
   ReduceOp op = ReduceOp::kSum;
   int first_tag = 0;  // this op's range: [first_tag, first_tag + kP2pTagsPerOp)
+  // Eager pieces (mpi_eager_limit.h; 0: none): a message of up to kP2pMaxPieces such pieces is
+  // sent as that many equal pieces, each sent eagerly, instead of one that waits for a
+  // rendezvous. The same on every rank.
+  size_t piece_bytes = 0;
 };
+
+// More pieces than this and one rendezvous costs less than their copies (Open MPI 4.1, shared
+// memory, 2 ranks: 12 KiB as 4 pieces 2.5 us, whole 3.4; 16 KiB as 5 pieces 3.4, whole 3.7;
+// 32 KiB as 9 pieces 9.2, whole 5.8).
+inline constexpr size_t kP2pMaxPieces = 4;
 
 class P2pAllReduce final : public MpiSteps {
  public:
@@ -82,12 +91,14 @@ class P2pAllReduce final : public MpiSteps {
   static constexpr size_t kInlineScratch = 256;
 
   int post(const P2pStep& step);
+  int post_pieces(std::byte* data, int peer, int tag, bool send);
   void finish(const P2pStep& step);
 
   P2pAllReduceSpec spec_;
   P2pPlan plan_;
   int current_ = 0;
-  std::array<MPI_Request, 2> requests_{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  size_t piece_ = 0;  // bytes per message: the whole buffer, or an eager piece of it
+  std::array<MPI_Request, 2 * kP2pMaxPieces> requests_{};
   int outstanding_ = 0;
   // The peer's data, each round: inline for a few bytes (no allocation), else on the heap.
   alignas(16) std::array<std::byte, kInlineScratch> inline_scratch_{};

@@ -4,6 +4,7 @@
 #include <climits>
 #include <functional>
 
+#include "comm/mpi/mpi_eager_limit.h"
 #include "comm/mpi/mpi_p2p_allreduce.h"
 #include "comm/mpi/mpi_types.h"
 #include "common/env.h"
@@ -148,6 +149,11 @@ MpiProcessGroup::MpiProcessGroup(const GroupSetup& setup)
       check_rc(rc, "mpi group '" + name_ + "': MPI_Comm_dup");
     }
     MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    // The eager piece every rank uses: the smallest any rank reads (libraries could differ).
+    unsigned long piece = eager_piece_bytes(mpi_eager_limit());
+    check_rc(MPI_Allreduce(MPI_IN_PLACE, &piece, 1, MPI_UNSIGNED_LONG, MPI_MIN, dup),
+             "mpi group '" + name_ + "': MPI_Allreduce (eager limit)");
+    eager_piece_ = piece;
     return dup;
   });
   channel_ = runtime_.open_channel(blocking);
@@ -232,6 +238,7 @@ WorkPtr MpiProcessGroup::submit(const Spec& spec, Start start, std::function<voi
     P2pAllReduceSpec steps = *spec.p2p_all_reduce;
     steps.comm = p2p_comm_;
     steps.first_tag = static_cast<int>(next_p2p_op_++ % kP2pTagSlots) * kP2pTagsPerOp;
+    steps.piece_bytes = eager_piece_;
     // The group's last one, unless it is still held (in flight, or a zombie's owner): only the
     // runtime can hold it besides us, and it only lets go, so a count of one stays one.
     if (p2p_spare_ && p2p_spare_.use_count() == 1) {

@@ -93,8 +93,10 @@ class MpiProcessGroup final : public ProcessGroup {
   size_t p2p_bytes_ = 0;
   std::mutex issue_mu_;
   uint64_t next_seq_ = 1;
-  uint64_t next_p2p_op_ = 0;                 // our point-to-point all_reduces issued: their tag ranges
-  std::shared_ptr<P2pAllReduce> p2p_spare_;  // reused by the next one once nobody else holds it
+  uint64_t next_p2p_op_ = 0;  // our point-to-point all_reduces issued: their tag ranges
+  std::shared_ptr<P2pAllReduce> p2p_spare_;
+  size_t eager_piece_ = 0;  // P2pAllReduceSpec::piece_bytes, agreed by the group's ranks  // reused by the
+                            // next one once nobody else holds it
 };
 
 }  // namespace ddp::comm::mpi_backend

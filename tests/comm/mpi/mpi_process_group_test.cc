@@ -2,6 +2,8 @@
 // the same test cases in the same order; each checks its own results.
 #include "comm/mpi/mpi_process_group.h"
 
+#include "comm/mpi/mpi_eager_limit.h"
+
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -17,6 +19,8 @@
 
 using namespace ddp;
 using namespace ddp::comm;
+using ddp::comm::mpi_backend::eager_piece_bytes;
+using ddp::comm::mpi_backend::mpi_eager_limit;
 using ddp::comm::mpi_backend::MpiRuntime;
 
 namespace {
@@ -150,8 +154,33 @@ TEST_CASE(
     pg->all_gather(view(bits.data(), bits.size()), view(all.data(), all.size()))->wait();
     for (int k = 1; k < pg->size(); ++k) {
       CAPTURE(k);
-      CHECK(std::equal(all.begin(), all.begin() + 4, all.begin() + 4 * k));
+      CHECK(std::equal(all.begin(), all.begin() + 4, all.begin() + 4L * k));
     }
+  }
+}
+
+TEST_CASE("mpi all_reduce: messages split into eager pieces around every boundary, each byte right") {
+  const size_t limit = MpiRuntime::instance().call([] { return mpi_eager_limit(); });
+  CHECK(limit > 0);  // Open MPI: its shared-memory and tcp eager limits, read through MPI_T
+  CHECK(eager_piece_bytes(4096) == 4032);
+  CHECK(eager_piece_bytes(65536) == 65472);
+  CHECK(eager_piece_bytes(512) == 0);
+  auto pg = world();
+  const size_t piece = eager_piece_bytes(limit);
+  // Whole, just past one piece (two), several, past kP2pMaxPieces (whole again), odd sizes.
+  for (size_t bytes : {piece - 1, piece, piece + 1, 2 * piece + 7, 4 * piece, 4 * piece + 1, 3 * piece + 2}) {
+    CAPTURE(bytes);
+    std::vector<int8_t> v(bytes);
+    for (size_t i = 0; i < bytes; ++i)
+      v[i] = static_cast<int8_t>((i * 7 + static_cast<size_t>(pg->rank())) % 50);
+    pg->all_reduce(view(v.data(), v.size()))->wait();
+    bool right = true;
+    for (size_t i = 0; i < bytes && right; ++i) {
+      int want = 0;
+      for (int r = 0; r < pg->size(); ++r) want += static_cast<int>((i * 7 + static_cast<size_t>(r)) % 50);
+      right = v[i] == static_cast<int8_t>(want);
+    }
+    CHECK(right);
   }
 }
 
