@@ -71,13 +71,11 @@ WorkPtr MpiRuntime::run_here(uint64_t channel, MpiOp& op, WorkMaker make_work) {
       if (queued(im.posted) || queued(im.adopted)) return nullptr;  // the MPI thread starts those first
       if (auto b = im.broken.find(channel); b != im.broken.end()) error = b->second;
     }
-    const auto now = Clock::now();
-    f.deadline = now + op.timeout;
     f.op = std::move(op);  // taken: the caller does not post it
     if (!error) {
       std::vector<Zombie> left;
       int rc = MPI_SUCCESS;
-      const bool finished = im.start_here(f, now + poll_budget_, rc, error, left);
+      const bool finished = im.start_here(f, poll_budget_, rc, error, left);
       if (!left.empty()) {  // the MPI thread tests them until MPI lets them go
         {
           std::lock_guard<std::mutex> lock(im.mu);
@@ -88,6 +86,9 @@ WorkPtr MpiRuntime::run_here(uint64_t channel, MpiOp& op, WorkMaker make_work) {
       }
       if (!finished || error || rc != MPI_SUCCESS) f.op.work = make_work();
       if (!finished) {
+        // The deadline counts from here, late by the poll at most (microseconds; deadlines are
+        // seconds): an op that finishes here reads no clock for it.
+        f.deadline = Clock::now() + f.op.timeout;
         WorkPtr work = f.op.work;
         {
           std::lock_guard<std::mutex> lock(im.mu);
@@ -120,11 +121,12 @@ WorkPtr MpiRuntime::run_here(uint64_t channel, MpiOp& op, WorkMaker make_work) {
   return f.op.work;
 }
 
-// Starts f and tests it until `until` (the poll budget): true when it completed, or failed (an
+// Starts f and tests it for the poll budget (timed from the first clock read, kTestsPerClockRead
+// tests in: an op done by then reads no clock): true when it completed, or failed (an
 // MPI error code in `rc`, or an exception in `error`, with any requests it leaves outstanding
 // in `left`); false when it is still in flight.
-bool MpiRuntime::Impl::start_here(Inflight& f, Clock::time_point until, int& rc, std::exception_ptr& error,
-                                  std::vector<Zombie>& left) {
+bool MpiRuntime::Impl::start_here(Inflight& f, std::chrono::microseconds poll, int& rc,
+                                  std::exception_ptr& error, std::vector<Zombie>& left) {
   try {
     rc = f.begin();
   } catch (...) {
@@ -133,8 +135,12 @@ bool MpiRuntime::Impl::start_here(Inflight& f, Clock::time_point until, int& rc,
   }
   ran_here.fetch_add(1, std::memory_order_relaxed);
   // The clock is read every kTestsPerClockRead tests: reading it costs about what a test does.
+  Clock::time_point until{};
   for (unsigned tests = 1; rc == MPI_SUCCESS && (rc = f.test()) == MPI_SUCCESS && !f.done; ++tests) {
-    if (tests % kTestsPerClockRead == 0 && Clock::now() >= until) break;
+    if (tests % kTestsPerClockRead != 0) continue;
+    const auto now = Clock::now();
+    if (until == Clock::time_point{}) until = now + poll;
+    if (now >= until) break;
   }
   if (rc != MPI_SUCCESS) {
     f.abandon(left);

@@ -92,7 +92,7 @@ struct MpiRuntime::Impl {
   void adopt(uint64_t id, Inflight f);
   void take_baton();
   bool try_take_baton();  // true when this thread holds it (had it, or took it now)
-  bool start_here(Inflight& f, Clock::time_point until, int& rc, std::exception_ptr& error,
+  bool start_here(Inflight& f, std::chrono::microseconds poll, int& rc, std::exception_ptr& error,
                   std::vector<Zombie>& left);
   void run_blocking(Channel& ch, Inflight f);
   void on_stuck(const MpiOp& op, const std::vector<WorkPtr>& others);
