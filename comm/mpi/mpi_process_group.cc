@@ -61,10 +61,10 @@ size_t caller_bytes() {
 
 // DDP_MPI_P2P_BYTES (default 64 KiB; 0: none): the all_reduces run as our own point-to-point
 // rounds (mpi_p2p_allreduce.h) instead of MPI's all_reduce, starting on the caller's thread when
-// they can. 2 ranks (Open MPI 4.1, shared memory), against MPI_Allreduce itself: from 8 KiB to
-// 64 KiB as fast or faster (a hand-off to the MPI thread and back cost 4-5 us more); a few bytes
-// about 1.5x its time (MPI_Iallreduce was 3-4x); 4 KiB slower, since a 4096-byte message just
-// passes Open MPI's eager limit (one rendezvous) where its own all_reduce sends halves.
+// they can. 2 ranks (Open MPI 4.1, shared memory), against MPI_Allreduce itself: 16-64 KiB as
+// fast or faster (through the MPI thread they paid a 4-5 us hand-off), a few bytes 1.0-1.4x;
+// past 64 KiB MPI's own (tuned, pipelined) all_reduce is the faster (256 KiB as recursive
+// doubling: 103 against 66 us).
 size_t p2p_bytes() {
   const int64_t bytes = env::get_int_or("DDP_MPI_P2P_BYTES", 65536);
   if (bytes < 0) DDP_THROW(InvalidArgument, "DDP_MPI_P2P_BYTES=", bytes, ": give a byte count (0: none)");
