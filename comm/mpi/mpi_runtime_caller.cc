@@ -76,26 +76,11 @@ WorkPtr MpiRuntime::run_here(uint64_t channel, MpiOp& op, WorkMaker make_work) {
       std::vector<Zombie> left;
       int rc = MPI_SUCCESS;
       const bool finished = im.start_here(f, poll_budget_, rc, error, left);
-      if (!left.empty()) {  // the MPI thread tests them until MPI lets them go
-        {
-          std::lock_guard<std::mutex> lock(im.mu);
-          for (Zombie& z : left) im.orphans.push_back(std::move(z));
-          im.submitted.fetch_add(1, std::memory_order_release);
-        }
-        im.cv.notify_all();
-      }
+      if (!left.empty()) im.hand_over(std::move(left));
       if (!finished || error || rc != MPI_SUCCESS) f.op.work = make_work();
       if (!finished) {
-        // The deadline counts from here, late by the poll at most (microseconds; deadlines are
-        // seconds): an op that finishes here reads no clock for it.
-        f.deadline = Clock::now() + f.op.timeout;
         WorkPtr work = f.op.work;
-        {
-          std::lock_guard<std::mutex> lock(im.mu);
-          im.adopted.emplace_back(channel, std::move(f));
-          im.submitted.fetch_add(1, std::memory_order_release);
-        }
-        im.cv.notify_all();
+        im.hand_over(channel, std::move(f));
         return work;
       }
       if (rc != MPI_SUCCESS) {
@@ -119,6 +104,29 @@ WorkPtr MpiRuntime::run_here(uint64_t channel, MpiOp& op, WorkMaker make_work) {
   if (!f.op.work) f.op.work = make_work();
   f.op.work->finish(error);
   return f.op.work;
+}
+
+// A caller's op not done within the poll: the MPI thread goes on with it. Its deadline counts
+// from here, late by the poll at most (microseconds; deadlines are seconds): an op that
+// finishes on the caller reads no clock for it.
+void MpiRuntime::Impl::hand_over(uint64_t channel, Inflight f) {
+  f.deadline = Clock::now() + f.op.timeout;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    adopted.emplace_back(channel, std::move(f));
+    submitted.fetch_add(1, std::memory_order_release);
+  }
+  cv.notify_all();
+}
+
+// Requests a caller's failed op left outstanding: the MPI thread tests them until MPI lets go.
+void MpiRuntime::Impl::hand_over(std::vector<Zombie> left) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (Zombie& z : left) orphans.push_back(std::move(z));
+    submitted.fetch_add(1, std::memory_order_release);
+  }
+  cv.notify_all();
 }
 
 // Starts f and tests it for the poll budget (timed from the first clock read, kTestsPerClockRead
