@@ -1,6 +1,5 @@
 #include "comm/mpi/mpi_process_group.h"
 
-#include <atomic>
 #include <climits>
 #include <functional>
 
@@ -239,15 +238,15 @@ WorkPtr MpiProcessGroup::submit(const Spec& spec, Start start, std::function<voi
     steps.comm = p2p_comm_;
     steps.first_tag = static_cast<int>(next_p2p_op_++ % kP2pTagSlots) * kP2pTagsPerOp;
     steps.piece_bytes = eager_piece_;
-    // The group's last one, unless it is still held (in flight, or a zombie's owner): only the
-    // runtime can hold it besides us, and it only lets go, so a count of one stays one.
-    if (p2p_spare_ && p2p_spare_.use_count() == 1) {
-      // use_count is a relaxed load: the fence orders our reuse after the runtime's release.
-      std::atomic_thread_fence(std::memory_order_acquire);
+    // The group's last one when that one ran start to end on a caller's thread (under
+    // issue_mu_, as this does): nothing else ever held it. One the MPI thread had is not reused
+    // (its release is not ordered before this thread's reuse), nor one still held.
+    if (p2p_spare_ && p2p_spare_free_ && p2p_spare_.use_count() == 1) {
       p2p_spare_->reset(steps);
     } else {
       p2p_spare_ = std::make_shared<P2pAllReduce>(steps);
     }
+    p2p_spare_free_ = false;
     op.steps = p2p_spare_;
   } else {
     MPI_Comm comm = comm_;
@@ -260,7 +259,10 @@ WorkPtr MpiProcessGroup::submit(const Spec& spec, Start start, std::function<voi
   // Every collective has a blocking form; send/recv, and small collectives, stay nonblocking.
   op.can_block = !spec.cancellable && !small;
   if (small) {
-    if (WorkPtr work = runtime_.run_here(channel_, op, make_work)) return work;
+    if (WorkPtr work = runtime_.run_here(channel_, op, make_work)) {
+      p2p_spare_free_ = spec.p2p_all_reduce && work == runtime_.finished_here();
+      return work;
+    }
   }
   op.work = make_work();
   WorkPtr work = op.work;

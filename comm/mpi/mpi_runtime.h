@@ -134,6 +134,8 @@ class MpiRuntime {
   // completed Work shared by all such ops instead (no allocation, no description built).
   // Null when not taken: op is untouched; give it its Work and post() it.
   WorkPtr run_here(uint64_t channel, MpiOp& op, WorkMaker make_work);
+  // The completed Work run_here returns for every op that succeeded on the caller's thread.
+  const WorkPtr& finished_here() const;
   // Ops run_here started on a caller's thread, ever.
   uint64_t ran_here() const;
   void close_channel(uint64_t channel, std::function<void()> on_drained);

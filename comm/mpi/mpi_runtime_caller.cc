@@ -157,6 +157,8 @@ bool MpiRuntime::Impl::start_here(Inflight& f, std::chrono::microseconds poll, i
   return f.done;
 }
 
+const WorkPtr& MpiRuntime::finished_here() const { return impl_->finished_here; }
+
 uint64_t MpiRuntime::ran_here() const { return impl_->ran_here.load(std::memory_order_relaxed); }
 
 }  // namespace ddp::comm::mpi_backend
