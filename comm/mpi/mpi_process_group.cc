@@ -64,9 +64,12 @@ size_t caller_bytes() {
 // fast or faster (through the MPI thread they paid a 4-5 us hand-off), a few bytes 1.0-1.4x;
 // past 64 KiB MPI's own (tuned, pipelined) all_reduce is the faster (256 KiB as recursive
 // doubling: 103 against 66 us).
+// At most INT_MAX: its messages are MPI counts of bytes.
 size_t p2p_bytes() {
   const int64_t bytes = env::get_int_or("DDP_MPI_P2P_BYTES", 65536);
-  if (bytes < 0) DDP_THROW(InvalidArgument, "DDP_MPI_P2P_BYTES=", bytes, ": give a byte count (0: none)");
+  if (bytes < 0 || bytes > INT_MAX) {
+    DDP_THROW(InvalidArgument, "DDP_MPI_P2P_BYTES=", bytes, ": give a byte count from 0 (none) to ", INT_MAX);
+  }
   return static_cast<size_t>(bytes);
 }
 
@@ -143,15 +146,19 @@ MpiProcessGroup::MpiProcessGroup(const GroupSetup& setup)
   comm_ = runtime_.call([&rt, &s] { return make_comm(rt, s); });
   p2p_comm_ = runtime_.call([this] {
     MPI_Comm dup = MPI_COMM_NULL;
-    if (const int rc = MPI_Comm_dup(comm_, &dup); rc != MPI_SUCCESS) {
-      MPI_Comm_free(&comm_);
-      check_rc(rc, "mpi group '" + name_ + "': MPI_Comm_dup");
-    }
-    MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    int rc = MPI_Comm_dup(comm_, &dup);
     // The eager piece every rank uses: the smallest any rank reads (libraries could differ).
     unsigned long piece = eager_piece_bytes(mpi_eager_limit());
-    check_rc(MPI_Allreduce(MPI_IN_PLACE, &piece, 1, MPI_UNSIGNED_LONG, MPI_MIN, dup),
-             "mpi group '" + name_ + "': MPI_Allreduce (eager limit)");
+    if (rc == MPI_SUCCESS) {
+      MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+      rc = MPI_Allreduce(MPI_IN_PLACE, &piece, 1, MPI_UNSIGNED_LONG, MPI_MIN, dup);
+    }
+    if (rc != MPI_SUCCESS) {  // nothing of the group's is left behind
+      if (dup != MPI_COMM_NULL) MPI_Comm_free(&dup);
+      MPI_Comm_free(&comm_);
+      check_rc(rc,
+               "mpi group '" + name_ + "': its point-to-point communicator (MPI_Comm_dup, MPI_Allreduce)");
+    }
     eager_piece_ = piece;
     return dup;
   });

@@ -93,11 +93,10 @@ class MpiProcessGroup final : public ProcessGroup {
   size_t p2p_bytes_ = 0;
   std::mutex issue_mu_;
   uint64_t next_seq_ = 1;
-  uint64_t next_p2p_op_ = 0;  // our point-to-point all_reduces issued: their tag ranges
-  std::shared_ptr<P2pAllReduce> p2p_spare_;
-  bool p2p_spare_free_ = false;  // it finished on a caller's thread: reusable
-  size_t eager_piece_ = 0;  // P2pAllReduceSpec::piece_bytes, agreed by the group's ranks  // reused by the
-                            // next one once nobody else holds it
+  uint64_t next_p2p_op_ = 0;                 // our point-to-point all_reduces issued: their tag ranges
+  std::shared_ptr<P2pAllReduce> p2p_spare_;  // the last one, reused by the next when free
+  bool p2p_spare_free_ = false;              // it ran start to end on a caller's thread
+  size_t eager_piece_ = 0;                   // P2pAllReduceSpec::piece_bytes, agreed by the ranks
 };
 
 }  // namespace ddp::comm::mpi_backend

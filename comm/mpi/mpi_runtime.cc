@@ -98,10 +98,10 @@ void MpiRuntime::Impl::break_channel(Channel& ch, std::exception_ptr error) {
 }
 
 std::exception_ptr timeout_error(const MpiOp& op) {
-  return std::make_exception_ptr(TimeoutError(
-      op.what() + ": timed out after " + std::to_string(op.timeout.count()) +
-          " ms (MPI cannot say which ranks are missing, nor cancel the op: the group is broken, rebuild it)",
-      __FILE__, __LINE__));
+  return std::make_exception_ptr(
+      TimeoutError(op.what() + ": timed out after " + std::to_string(op.timeout.count()) +
+                       " ms (MPI cannot say which ranks are missing; the group is broken, rebuild it)",
+                   __FILE__, __LINE__));
 }
 
 Channel& MpiRuntime::Impl::channel(uint64_t id) {

@@ -76,7 +76,7 @@ WorkPtr MpiRuntime::run_here(uint64_t channel, MpiOp& op, WorkMaker make_work) {
       std::vector<Zombie> left;
       int rc = MPI_SUCCESS;
       const bool finished = im.start_here(f, poll_budget_, rc, error, left);
-      if (!left.empty()) im.hand_over(std::move(left));
+      if (!left.empty()) im.add_orphans(std::move(left));
       if (!finished || error || rc != MPI_SUCCESS) f.op.work = make_work();
       if (!finished) {
         WorkPtr work = f.op.work;
@@ -120,7 +120,7 @@ void MpiRuntime::Impl::hand_over(uint64_t channel, Inflight f) {
 }
 
 // Requests a caller's failed op left outstanding: the MPI thread tests them until MPI lets go.
-void MpiRuntime::Impl::hand_over(std::vector<Zombie> left) {
+void MpiRuntime::Impl::add_orphans(std::vector<Zombie> left) {
   {
     std::lock_guard<std::mutex> lock(mu);
     for (Zombie& z : left) orphans.push_back(std::move(z));

@@ -91,7 +91,7 @@ struct MpiRuntime::Impl {
   void start_held(Channel& ch);
   void adopt(uint64_t id, Inflight f);
   void hand_over(uint64_t channel, Inflight f);  // a caller's op, to the MPI thread (adopted)
-  void hand_over(std::vector<Zombie> left);      // a caller's leftover requests (orphans)
+  void add_orphans(std::vector<Zombie> left);    // a caller's leftover requests, for `zombies`
   void take_baton();
   bool try_take_baton();  // true when this thread holds it (had it, or took it now)
   bool start_here(Inflight& f, std::chrono::microseconds poll, int& rc, std::exception_ptr& error,

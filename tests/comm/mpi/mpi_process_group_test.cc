@@ -370,7 +370,8 @@ TEST_CASE("mpi: DDP_MPI_CALLER_BYTES that is not a byte count is an error naming
 }
 
 TEST_CASE("mpi: DDP_MPI_P2P_BYTES that is not a byte count is an error naming it, before MPI") {
-  for (std::string bad : {"-1", "64k", "0x10"}) {
+  // 2^31: its messages are MPI int counts (a wrapped count would send a few bytes of a buffer).
+  for (std::string bad : {"-1", "64k", "0x10", "2147483648", "99999999999999999999"}) {
     CAPTURE(bad);
     ::setenv("DDP_MPI_P2P_BYTES", bad.c_str(), 1);
     CHECK_THROWS_WITH_AS(make_mpi_group(setup(all_ranks(), "world")), doctest::Contains("DDP_MPI_P2P_BYTES"),
