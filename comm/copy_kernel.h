@@ -35,6 +35,12 @@ ShortCopy calibrate_short_copy();
 // The copy for short distances in this process: DDP_COPY_KERNEL, or calibrated on first use.
 ShortCopy short_copy();
 
+// Streaming (non-temporal) stores: the copy goes to memory, not into this core's cache, then
+// an sfence. A peer on a far core (another socket, or a VM's vCPU on another die) reads it from
+// memory instead of snooping this core's cache for every line, which there was 3-4x slower
+// (shm_store_choice.h decides when). Copies under 4 KiB are memcpy. Same contract as memcpy.
+void copy_bytes_streaming(void* dst, const void* src, size_t n);
+
 inline void copy_bytes(void* dst, const void* src, size_t n) {
   if (n >= 1024 && short_copy_distance(dst, src) && short_copy() == ShortCopy::kVector) {
     copy_bytes_vector(dst, src, n);

@@ -21,12 +21,21 @@ void copy_out(ShmChannel& ch, const Buffer& buf, size_t chunk, size_t off, uint6
   ch.publish(Counter::kDone, t + 1);
 }
 
+// A copy into this rank's slot, which peers read next: cached or streamed (shm_store_choice.h).
+void publish_copy(StoreMode mode, char* slot, const char* from, size_t bytes) {
+  if (mode == StoreMode::kStreaming) {
+    copy_bytes_streaming(slot, from, bytes);
+  } else {
+    copy_bytes(slot, from, bytes);
+  }
+}
+
 // Stages the slices of the chunk at `base` (m elements) the peers reduce.
-void stage(ShmChannel& ch, char* mine, const char* base, size_t m, size_t es) {
+void stage(ShmChannel& ch, StoreMode mode, char* mine, const char* base, size_t m, size_t es) {
   for (int p = 0; p < ch.world(); ++p) {
     if (p == ch.rank()) continue;
     const Part s = part(m, ch.world(), p);
-    copy_bytes(mine + s.off * es, base + s.off * es, s.len * es);
+    publish_copy(mode, mine + s.off * es, base + s.off * es, s.len * es);
   }
 }
 
@@ -39,19 +48,29 @@ void reduce_mine(ShmChannel& ch, const ShmStep& s, char* base, size_t m, uint64_
   const Part me = part(m, ch.world(), ch.rank());
   char* dst = base + me.off * es;
   char* mine = ch.slot(ch.rank(), t) + me.off * es;
-  // The last peer's combine also publishes the result, in the same pass (AVG divides first).
+  // The last peer's combine also publishes the result, in the same pass (AVG divides first;
+  // streaming stores are a copy of their own).
   const int last = ch.rank() == ch.world() - 1 ? ch.world() - 2 : ch.world() - 1;
+  const bool fused = rop != ReduceOp::kAvg && s.stores == StoreMode::kCached;
   for (int p = 0; p < ch.world(); ++p) {
     if (p == ch.rank()) continue;
     const char* theirs = ch.slot(p, t) + me.off * es;
-    if (p == last && rop != ReduceOp::kAvg) {
+    if (p == last && fused) {
       combine_copy(dst, theirs, mine, me.len, buf.dtype, rop);
       return;
     }
     combine(dst, theirs, me.len, buf.dtype, rop);
   }
   if (rop == ReduceOp::kAvg) finish_avg(dst, me.len, buf.dtype, ch.world());
-  copy_bytes(mine, dst, me.len * es);
+  publish_copy(s.stores, mine, dst, me.len * es);
+}
+
+// Adds the time `f` takes to the op's busy time.
+template <typename F>
+void timed(ShmProgress& st, F&& f) {
+  const auto t0 = Clock::now();
+  f();
+  st.busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
 }
 
 }  // namespace
@@ -73,15 +92,17 @@ bool allreduce_chunked_step(ShmChannel& ch, ShmStep& s) {
     if (st.phase == 1) {
       if (!poll([&] { return ch.slot_free(t); })) return false;
       ch.acquire(t, s.ctx);
-      stage(ch, ch.slot(ch.rank(), t), base, m, es);
+      timed(st, [&] { stage(ch, s.stores, ch.slot(ch.rank(), t), base, m, es); });
       ch.publish(Counter::kStaged, t + 1);
       st.phase = 2;
     }
     // Everyone staged chunk k (and so reduced chunk k-1): copy k-1 out, reduce my slice of k.
     if (!poll([&] { return ch.reached(Counter::kStaged, t + 1); })) return false;
     ch.wait_all(Counter::kStaged, t + 1, s.ctx);
-    if (st.off > 0) copy_out(ch, buf, chunk, st.off - chunk, t - 1);
-    reduce_mine(ch, s, base, m, t);
+    timed(st, [&] {
+      if (st.off > 0) copy_out(ch, buf, chunk, st.off - chunk, t - 1);
+      reduce_mine(ch, s, base, m, t);
+    });
     st.phase = 0;
     st.off += m;
     if (st.off >= buf.count) {
@@ -98,7 +119,7 @@ bool allreduce_chunked_step(ShmChannel& ch, ShmStep& s) {
     if (!poll([&] { return reduced.load(std::memory_order_acquire) >= st.last_ticket + 1; })) return false;
     ch.wait_for(p, Counter::kReduced, st.last_ticket + 1, s.ctx);
   }
-  copy_out(ch, buf, chunk, st.last_off, st.last_ticket);
+  timed(st, [&] { copy_out(ch, buf, chunk, st.last_off, st.last_ticket); });
   return true;
 }
 

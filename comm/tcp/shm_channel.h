@@ -18,6 +18,7 @@
 #include "comm/tcp/op.h"
 #include "comm/tcp/shm_fingerprint.h"
 #include "comm/tcp/shm_segment.h"
+#include "comm/tcp/shm_store_choice.h"
 #include "comm/tcp/shm_wait.h"
 #include "comm/types.h"
 
@@ -36,7 +37,8 @@ struct ShmProgress {
   size_t off = 0;  // elements done
   size_t last_off = 0;
   uint64_t last_ticket = 0;
-  int direct = 0;  // allreduce_direct_step: 0 undecided, 1 direct, -1 fell back to chunked
+  int direct = 0;       // allreduce_direct_step: 0 undecided, 1 direct, -1 fell back to chunked
+  int64_t busy_ns = 0;  // allreduce_chunked_step: time in copies and reductions (not waits)
 };
 
 struct DirectView;  // shm_region.h
@@ -47,7 +49,8 @@ struct ShmStep {
   const Buffer& out;
   ShmProgress& at;
   ShmPoll poll;
-  const DirectView* direct = nullptr;  // the buffer in group memory (allreduce_direct_step)
+  const DirectView* direct = nullptr;     // the buffer in group memory (allreduce_direct_step)
+  StoreMode stores = StoreMode::kCached;  // how allreduce_chunked_step writes what peers read
 };
 
 // Rank p's share of n elements split w ways (the first n % w shares get one more).

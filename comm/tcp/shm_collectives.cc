@@ -41,10 +41,13 @@ struct ShmCollectives::Impl {
   ShmRegions regions;
   std::optional<DirectView> direct;  // the running op's buffer in group memory
   std::atomic<uint64_t> direct_runs{0};
+  StoreChooser stores;
+  StoreMode mode = StoreMode::kCached;  // the running op's, when it is chunked
 
   Impl(ShmSegment segment, const Options& o, GroupHealth* health)
       : channel(std::move(segment), {o.rank, o.world, o.fingerprints, o.spin_us, o.yield_us, o.blocked},
-                health) {}
+                health),
+        stores(o.stores) {}
 
   void begin(const OpContext& ctx, const Buffer& in) {
     progress = {};
@@ -54,14 +57,18 @@ struct ShmCollectives::Impl {
       direct = regions.find(in.data, in.bytes(), ctx.desc.seq);
       if (direct) algorithm = allreduce_direct_step;
     }
+    mode = algorithm == allreduce_chunked_step ? stores.next(in.bytes()) : StoreMode::kCached;
     channel.begin(ctx, direct ? direct->tag : 0);
   }
 
   // One step of the op in progress: true when it is done (and every peer's fingerprint checked).
   bool step(const OpContext& ctx, const Buffer& in, const Buffer& out, ShmPoll poll) {
-    ShmStep s{ctx, in, out, progress, poll, direct ? &*direct : nullptr};
+    ShmStep s{ctx, in, out, progress, poll, direct ? &*direct : nullptr, mode};
     if (!algorithm(channel, s)) return false;
     channel.end(ctx);
+    if (algorithm == allreduce_chunked_step) {
+      stores.record(in.bytes(), mode, std::chrono::nanoseconds(progress.busy_ns));
+    }
     if (progress.direct > 0) direct_runs.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
@@ -75,6 +82,8 @@ ShmCollectives::~ShmCollectives() = default;
 const ShmSegment& ShmCollectives::segment() const { return impl_->channel.segment(); }
 
 uint64_t ShmCollectives::direct_runs() const { return impl_->direct_runs.load(std::memory_order_relaxed); }
+
+StoreMode ShmCollectives::stores_for(size_t bytes) const { return impl_->stores.preferred(bytes); }
 
 void ShmCollectives::add_region(const std::shared_ptr<ShmRegion>& region) { impl_->regions.add(region); }
 

@@ -12,6 +12,8 @@
 //   shm_allreduce_direct.h (the same, of a buffer in group memory: in place, in one pass),
 //   shm_reduce.h (reduce, reduce_scatter), shm_exchange.h (broadcast, (all_)gather, scatter,
 //   all_to_all).
+// - shm_store_choice.h: whether a chunked all_reduce stages with cached or streaming stores,
+//   learned per size class from its own ops' times.
 //
 // One execution model: an op is steps of its algorithm until it is done. start() begins an op
 // and runs it as far as it gets, each wait on a peer polling at most budget_us; a resumable op
@@ -23,6 +25,7 @@
 
 #include "comm/tcp/op.h"
 #include "comm/tcp/shm_segment.h"
+#include "comm/tcp/shm_store_choice.h"
 #include "comm/types.h"
 
 namespace ddp::comm::tcp {
@@ -38,6 +41,7 @@ class ShmCollectives {
     int spin_us = 200;     // busy-wait this long first (0 when ranks outnumber cores) ...
     int yield_us = 20000;  // ... then yield the core this long, then futex-sleep
     const std::atomic<int>* blocked = nullptr;  // poll only while > 0 (see ShmWait::Options)
+    StoreSetting stores = StoreSetting::kAuto;  // DDP_TCP_SHM_STORES (shm_store_choice.h)
   };
   ShmCollectives(ShmSegment segment, Options options, GroupHealth* health);
   ~ShmCollectives();
@@ -56,6 +60,9 @@ class ShmCollectives {
   // Any thread; the group keeps it only as long as its owner does.
   void add_region(const std::shared_ptr<ShmRegion>& region);
   uint64_t direct_runs() const;  // all_reduces that ran direct (tests, benchmarks)
+  // How a chunked all_reduce of `bytes` writes for its peers now (tests, benchmarks; the
+  // thread running the group's ops, or none running).
+  StoreMode stores_for(size_t bytes) const;
 
  private:
   struct Impl;

@@ -3,10 +3,8 @@
 // stage all of it, every rank waits for every rank, then takes what it needs from the slots.
 // all_reduce reduces every slot in rank order (bitwise-identical results everywhere); also
 // broadcast, all_gather and reduce_scatter whose input fits a slot, and barrier (counters
-// only). An all_reduce of at most 8 bytes travels in the rank's control line instead of a slot
-// (RankControl::small: one cache line less per peer). Resumable: with a non-blocking ShmPoll,
-// oneshot_step returns false at a wait that did not end within the budget, its place kept in
-// step.at; a later call goes on from there.
+// only). Resumable: with a non-blocking ShmPoll, oneshot_step returns false at a wait that did
+// not end within the budget, its place kept in step.at; a later call goes on from there.
 #include "comm/tcp/shm_channel.h"
 
 namespace ddp::comm::tcp {

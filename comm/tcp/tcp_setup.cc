@@ -297,6 +297,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
         static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", wait.roomy ? so.spin_us : 2000));
     so.blocked = blocked_.get();
     inline_max_bytes_ = static_cast<size_t>(env::get_int_or("DDP_TCP_INLINE_MAX_BYTES", 4 << 20));
+    so.stores = parse_store_setting(env::get_or("DDP_TCP_SHM_STORES", "auto"));
     shm_ = std::make_unique<ShmCollectives>(std::move(segment), so, &health_);
   } else {
     SocketCollectives::Options so;

@@ -41,6 +41,23 @@ TEST_CASE("copy_bytes and copy_bytes_vector equal memcpy at every size and offse
   }
 }
 
+TEST_CASE("copy_bytes_streaming equals memcpy at every size and offset, and writes nothing else") {
+  std::vector<unsigned char> src(140000), want(140000), got(140000);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+  // Under 4 KiB (memcpy), the first streamed size, a ragged tail, several pages.
+  for (size_t n : {0u, 1u, 64u, 4095u, 4096u, 4097u, 4096u + 63u, 65536u, 131072u + 5u}) {
+    for (size_t so : {0u, 1u, 16u, 40u}) {
+      for (size_t dof : {0u, 8u, 33u, 63u, 64u}) {
+        std::fill(want.begin(), want.end(), 0xEE);
+        std::fill(got.begin(), got.end(), 0xEE);
+        std::memcpy(want.data() + dof, src.data() + so, n);
+        copy_bytes_streaming(got.data() + dof, src.data() + so, n);
+        CHECK_MESSAGE(got == want, "n=", n, " src+", so, " dst+", dof);
+      }
+    }
+  }
+}
+
 TEST_CASE("DDP_COPY_KERNEL: auto, memcpy or vector; anything else is refused by name") {
   CHECK(parse_copy_kernel("auto") == CopyKernelSetting::kAuto);
   CHECK(parse_copy_kernel("memcpy") == CopyKernelSetting::kMemcpy);

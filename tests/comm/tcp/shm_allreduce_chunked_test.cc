@@ -14,16 +14,20 @@ using namespace ddp::comm::tcp;
 using namespace ddp::comm::tcp::testing;
 
 namespace {
-// `world` ranks all_reduce `n` int32 (slots of 4 KiB: 1024 elements a chunk, depth 2).
-void check_sum(int world, size_t n, ReduceOp op) {
-  ShmRanks ranks(world, 4096, 1024, 2);
+// `world` ranks all_reduce `n` int32 (slots of `slot` bytes, 4 KiB: 1024 elements a chunk;
+// depth 2), each rank writing for its peers with `stores` (rank 1 the other way when `mixed`).
+void check_sum(int world, size_t n, ReduceOp op, StoreMode stores = StoreMode::kCached, bool mixed = false,
+               size_t slot = 4096) {
+  ShmRanks ranks(world, slot, 1024, 2);
   auto errors = run_ranks(world, [&](int r) {
     auto ch = channel(ranks, r);
+    const StoreMode flipped = stores == StoreMode::kCached ? StoreMode::kStreaming : StoreMode::kCached;
+    const StoreMode mine = mixed && r == 1 ? flipped : stores;
     for (uint64_t seq = 0; seq < 2; ++seq) {
       std::vector<int32_t> v(n);
       for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i % 1000) * (r + 1);
       run_op(allreduce_chunked_step, *ch, context({OpKind::kAllReduce, DType::kInt32, op, -1, n, seq}),
-             view(v), {});
+             view(v), {}, mine);
       const int32_t ranks_sum = world * (world + 1) / 2;
       size_t bad = 0;
       for (size_t i = 0; i < n; ++i) {
@@ -45,6 +49,43 @@ TEST_CASE("2 ranks, many chunks (slots reused), a short last chunk") {
 TEST_CASE("3 ranks: shares that do not divide the chunk") { check_sum(3, 5 * 1024 + 1, ReduceOp::kSum); }
 
 TEST_CASE("4 ranks, max, one element past a chunk") { check_sum(4, 1025, ReduceOp::kMax); }
+
+TEST_CASE("streaming stores: the same results, every rank's own choice (mixed in one op)") {
+  // 64 KiB slots: slices past 4 KiB, so the copies do stream (smaller ones are memcpy).
+  constexpr size_t kSlot = 64 << 10, kChunk = kSlot / 4;
+  for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+    check_sum(2, 5 * kChunk + 7, op, StoreMode::kStreaming, false, kSlot);
+    check_sum(3, 3 * kChunk + 1, op, StoreMode::kStreaming, false, kSlot);
+    check_sum(3, 3 * kChunk + 1, op, StoreMode::kStreaming, true, kSlot);
+    check_sum(2, 5 * kChunk + 7, op, StoreMode::kCached, true, kSlot);
+  }
+}
+
+TEST_CASE("the op's busy time (copies and reductions) is counted, and is less than its wall time") {
+  ShmRanks ranks(2, 4096, 1024, 2);
+  std::vector<int64_t> busy(2), wall(2);
+  auto errors = run_ranks(2, [&](int r) {
+    auto ch = channel(ranks, r);
+    std::vector<float> v(8 * 1024, 1.0f);
+    const Buffer b = view(v);
+    auto ctx = context({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, v.size(), 0});
+    ShmProgress at;
+    const auto t0 = Clock::now();
+    ch->begin(ctx);
+    ShmStep s{ctx, b, {}, at, ShmPoll{}};
+    while (!allreduce_chunked_step(*ch, s)) {
+    }
+    ch->end(ctx);
+    wall[r] = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+    busy[r] = at.busy_ns;
+    CHECK(v == std::vector<float>(v.size(), 2.0f));
+  });
+  require_no_errors(errors);
+  for (int r = 0; r < 2; ++r) {
+    CHECK(busy[r] > 0);
+    CHECK(busy[r] <= wall[r]);
+  }
+}
 
 TEST_CASE("a non-blocking step stops at a late peer and finishes later with the right result") {
   ShmRanks ranks(2, 4096, 1024, 2);

@@ -43,10 +43,11 @@ inline std::unique_ptr<ShmChannel> channel(ShmRanks& ranks, int r, bool fingerpr
 
 // Runs one op of `algorithm` to completion (blocking steps).
 template <typename Algorithm>
-void run_op(Algorithm algorithm, ShmChannel& ch, const OpContext& ctx, const Buffer& in, const Buffer& out) {
+void run_op(Algorithm algorithm, ShmChannel& ch, const OpContext& ctx, const Buffer& in, const Buffer& out,
+            StoreMode stores = StoreMode::kCached) {
   ShmProgress at;
   ch.begin(ctx);
-  ShmStep step{ctx, in, out, at, ShmPoll{}};
+  ShmStep step{ctx, in, out, at, ShmPoll{}, nullptr, stores};
   while (!algorithm(ch, step)) {
   }
   ch.end(ctx);

@@ -62,6 +62,29 @@ TEST_CASE("all_reduce: every dtype and reduce op, both transports") {
   }
 }
 
+TEST_CASE("shm all_reduce with streaming stores (DDP_TCP_SHM_STORES): every dtype and reduce op exact") {
+  for (const char* stores : {"streaming", "auto"}) {
+    CAPTURE(stores);
+    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("shm")},
+                   {"DDP_TCP_SHM_SLOT_BYTES", std::string("65536")},
+                   {"DDP_TCP_SHM_STORES", std::string(stores)}});
+    run_ranks(3, [&](TcpProcessGroup& pg, int r) {
+      for (DType t : kAllTypes) {
+        for (ReduceOp op : kAllOps) {
+          if (is_bitwise(op) && !is_integer(t)) continue;
+          check_all_reduce(pg, r, t, op, 100003);
+        }
+      }
+    });
+  }
+}
+
+TEST_CASE("DDP_TCP_SHM_STORES: anything but auto, cached or streaming is an error naming it") {
+  ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("shm")}, {"DDP_TCP_SHM_STORES", std::string("fast")}});
+  CHECK_THROWS_WITH_AS(run_ranks(2, [](TcpProcessGroup&, int) {}),
+                       doctest::Contains("DDP_TCP_SHM_STORES='fast'"), InvalidArgument);
+}
+
 TEST_CASE("socket pipeline sizes from the environment: nonsense is an error naming the variable") {
   for (const auto& [var, value] :
        std::vector<std::pair<std::string, std::string>>{{"DDP_TCP_SOCKET_CHUNK_BYTES", "0"},

@@ -1,0 +1,69 @@
+#pragma once
+// StoreChooser: how a large shared-memory all_reduce writes what its peers read next (the
+// slices it stages, the slice it reduced): with ordinary stores, which leave the lines in this
+// core's cache for the peer to take from there, or with streaming (non-temporal) stores, which
+// send them to memory (copy_bytes_streaming).
+//
+// Which is faster depends on where the peer runs, and that can change under a running job.
+// Measured on a 2-vCPU EPYC VM, one core writing 256 KiB chunks that the other reads:
+// - peer on a near core (sharing an L3; a line's round trip 120 ns): cached 12 GB/s, streamed
+//   6.5;
+// - peer on a far core (the host put the two vCPUs apart for minutes at a time; round trip
+//   460 ns, as between sockets): cached 2.2 GB/s, every line snooped out of the writer's
+//   cache; streamed 6.5-10, from memory. The tcp all_reduce of 64 MiB took 52 ms there
+//   against 7 ms on near cores.
+// So it is measured, not assumed. Each rank times the data movement of its own ops (copies and
+// reductions; not the waits, so a late peer does not count), per size class (powers of two),
+// and uses the faster mode. Now and then it runs one op the other way to see whether the
+// machine changed: the second op of a class, then after 8 ops, 16, ... up to 64 while the
+// choice holds, and at once when the mode in use gets slower than the other's last figure.
+// A probe of the losing mode costs one op at that mode's speed (up to 6x, far cores with cached
+// stores), so at most every 64 ops: a few percent at worst, and a host that moves the vCPUs
+// (that VM did every 10-60 s) is followed within 64 ops.
+// The choice is each rank's own: how a writer stores does not change what its peers read.
+// DDP_TCP_SHM_STORES=cached|streaming fixes it. Called by one thread at a time.
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ddp::comm::tcp {
+
+enum class StoreMode : uint8_t { kCached = 0, kStreaming = 1 };
+enum class StoreSetting { kAuto, kCached, kStreaming };
+
+// DDP_TCP_SHM_STORES's value: auto, cached or streaming; InvalidArgument naming it otherwise.
+StoreSetting parse_store_setting(const std::string& value);
+const char* to_string(StoreMode mode);
+
+class StoreChooser {
+ public:
+  static constexpr uint32_t kFirstInterval = 8;
+  static constexpr uint32_t kMaxInterval = 64;
+  static constexpr double kMargin = 1.15;  // a probe must win by this much to switch
+
+  explicit StoreChooser(StoreSetting setting = StoreSetting::kAuto) : setting_(setting) {}
+
+  // The mode for the next op of `bytes` (a probe of the other mode now and then).
+  StoreMode next(size_t bytes);
+  // That op's data movement took `busy`.
+  void record(size_t bytes, StoreMode mode, std::chrono::nanoseconds busy);
+  // The mode ops of `bytes` use between probes.
+  StoreMode preferred(size_t bytes) const;
+
+ private:
+  static constexpr int kClasses = 20;
+  struct SizeClass {
+    double cost[2] = {0, 0};  // ns per byte, recent (0: not measured yet)
+    StoreMode mode = StoreMode::kCached;
+    uint32_t until_probe = 1;  // ops before the next probe
+    uint32_t interval = kFirstInterval;  // the gap after the next probe
+  };
+  static size_t class_of(size_t bytes);
+
+  StoreSetting setting_;
+  std::array<SizeClass, kClasses> classes_{};
+};
+
+}  // namespace ddp::comm::tcp
