@@ -21,15 +21,6 @@ void copy_out(ShmChannel& ch, const Buffer& buf, size_t chunk, size_t off, uint6
   ch.publish(Counter::kDone, t + 1);
 }
 
-// A copy into this rank's slot, which peers read next: cached or streamed (shm_store_choice.h).
-void publish_copy(StoreMode mode, char* slot, const char* from, size_t bytes) {
-  if (mode == StoreMode::kStreaming) {
-    copy_bytes_streaming(slot, from, bytes);
-  } else {
-    copy_bytes(slot, from, bytes);
-  }
-}
-
 // Stages the slices of the chunk at `base` (m elements) the peers reduce.
 void stage(ShmChannel& ch, StoreMode mode, char* mine, const char* base, size_t m, size_t es) {
   for (int p = 0; p < ch.world(); ++p) {
@@ -51,7 +42,7 @@ void reduce_mine(ShmChannel& ch, const ShmStep& s, char* base, size_t m, uint64_
   // The last peer's combine also publishes the result, in the same pass (AVG divides first;
   // streaming stores are a copy of their own).
   const int last = ch.rank() == ch.world() - 1 ? ch.world() - 2 : ch.world() - 1;
-  const bool fused = rop != ReduceOp::kAvg && s.stores == StoreMode::kCached;
+  const bool fused = rop != ReduceOp::kAvg && s.at.stores == StoreMode::kCached;
   for (int p = 0; p < ch.world(); ++p) {
     if (p == ch.rank()) continue;
     const char* theirs = ch.slot(p, t) + me.off * es;
@@ -62,16 +53,9 @@ void reduce_mine(ShmChannel& ch, const ShmStep& s, char* base, size_t m, uint64_
     combine(dst, theirs, me.len, buf.dtype, rop);
   }
   if (rop == ReduceOp::kAvg) finish_avg(dst, me.len, buf.dtype, ch.world());
-  publish_copy(s.stores, mine, dst, me.len * es);
+  publish_copy(s.at.stores, mine, dst, me.len * es);
 }
 
-// Adds the time `f` takes to the op's busy time.
-template <typename F>
-void timed(ShmProgress& st, F&& f) {
-  const auto t0 = Clock::now();
-  f();
-  st.busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -81,6 +65,7 @@ bool allreduce_chunked_step(ShmChannel& ch, ShmStep& s) {
   const size_t es = dtype_size(buf.dtype);
   const size_t chunk = ch.geometry().slot_bytes / es;
   ShmProgress& st = s.at;
+  if (!ch.begin_stores(s)) return false;
   while (st.off < buf.count) {
     const size_t m = std::min(chunk, buf.count - st.off);
     if (st.phase == 0) {
@@ -92,7 +77,7 @@ bool allreduce_chunked_step(ShmChannel& ch, ShmStep& s) {
     if (st.phase == 1) {
       if (!poll([&] { return ch.slot_free(t); })) return false;
       ch.acquire(t, s.ctx);
-      timed(st, [&] { stage(ch, s.stores, ch.slot(ch.rank(), t), base, m, es); });
+      timed(st, [&] { stage(ch, st.stores, ch.slot(ch.rank(), t), base, m, es); });
       ch.publish(Counter::kStaged, t + 1);
       st.phase = 2;
     }

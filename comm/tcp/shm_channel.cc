@@ -1,5 +1,7 @@
 #include "comm/tcp/shm_channel.h"
 
+#include "comm/copy_kernel.h"
+
 namespace ddp::comm::tcp {
 
 ShmChannel::ShmChannel(ShmSegment segment, Options options, GroupHealth* health)
@@ -25,16 +27,42 @@ void ShmChannel::wait_done(uint64_t tickets, const OpContext& ctx) {
              ctx);
 }
 
-void ShmChannel::begin(const OpContext& ctx, uint64_t direct_tag) {
+void publish_copy(StoreMode mode, char* slot, const void* from, size_t bytes) {
+  if (mode == StoreMode::kStreaming) {
+    copy_bytes_streaming(slot, from, bytes);
+  } else {
+    copy_bytes(slot, from, bytes);
+  }
+}
+
+void ShmChannel::begin(const OpContext& ctx, uint64_t direct_tag, StoreMode stores) {
   fingerprints_.begin(ctx);
   const uint64_t seq = ctx.desc.seq;
-  segment_.control(opt_.rank).direct[seq % 2].store(direct_tag, std::memory_order_relaxed);
+  RankControl& me = segment_.control(opt_.rank);
+  me.direct[seq % 2].store(direct_tag, std::memory_order_relaxed);
+  if (opt_.rank == 0) me.stores[seq % 2].store(static_cast<uint32_t>(stores), std::memory_order_relaxed);
   if (direct_tag != 0) {
     publish(Counter::kEntered, seq + 1);
   } else {
     // No wake-up: whoever waits for kEntered is woken by the staged/done publish that follows.
     segment_.counter(opt_.rank, Counter::kEntered).store(seq + 1, std::memory_order_release);
   }
+}
+
+bool ShmChannel::begin_stores(ShmStep& step) {
+  ShmProgress& st = step.at;
+  if (st.stores_known) return true;
+  if (opt_.rank == 0) {
+    st.stores = step.stores;
+  } else {
+    const uint64_t seq = step.ctx.desc.seq;
+    auto& entered = segment_.counter(0, Counter::kEntered);
+    if (!poll([&] { return entered.load(std::memory_order_acquire) >= seq + 1; }, step.poll)) return false;
+    wait_for(0, Counter::kEntered, seq + 1, step.ctx);
+    st.stores = static_cast<StoreMode>(segment_.control(0).stores[seq % 2].load(std::memory_order_relaxed));
+  }
+  st.stores_known = true;
+  return true;
 }
 
 bool ShmChannel::reached(Counter c, uint64_t value) const {

@@ -39,6 +39,9 @@ struct ShmProgress {
   uint64_t last_ticket = 0;
   int direct = 0;       // allreduce_direct_step: 0 undecided, 1 direct, -1 fell back to chunked
   int64_t busy_ns = 0;  // allreduce_chunked_step: time in copies and reductions (not waits)
+  int small_half = 0;         // oneshot_step: the RankControl::small half an all_reduce uses
+  bool stores_known = false;  // allreduce_chunked_step: rank 0's choice read (begin_stores)
+  StoreMode stores = StoreMode::kCached;
 };
 
 struct DirectView;  // shm_region.h
@@ -50,7 +53,7 @@ struct ShmStep {
   ShmProgress& at;
   ShmPoll poll;
   const DirectView* direct = nullptr;     // the buffer in group memory (allreduce_direct_step)
-  StoreMode stores = StoreMode::kCached;  // how allreduce_chunked_step writes what peers read
+  StoreMode stores = StoreMode::kCached;  // rank 0: how this op writes what peers read
 };
 
 // Rank p's share of n elements split w ways (the first n % w shares get one more).
@@ -66,6 +69,17 @@ inline Part part(size_t n, int w, int p) {
 // The address of element `elems` of b.
 inline char* at(const Buffer& b, size_t elems) {
   return static_cast<char*>(b.data) + elems * dtype_size(b.dtype);
+}
+
+// A copy into this rank's slot, which peers read next: cached or streamed (shm_store_choice.h).
+void publish_copy(StoreMode mode, char* slot, const void* from, size_t bytes);
+
+// Adds the time `f` takes to the op's busy time (ShmProgress::busy_ns).
+template <typename F>
+void timed(ShmProgress& st, F&& f) {
+  const auto t0 = Clock::now();
+  f();
+  st.busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
 }
 
 class ShmChannel {
@@ -87,11 +101,18 @@ class ShmChannel {
   const ShmGeometry& geometry() const { return segment_.geometry(); }
   const ShmSegment& segment() const { return segment_; }
   uint64_t next_ticket() { return ticket_++; }
+  // RankControl::small's halves serve small all_reduces in turn (the same on every rank).
+  int next_small_half() { return small_half_ ^= 1; }
   char* slot(int rank, uint64_t ticket) const { return segment_.slot(rank, ticket); }
 
-  // A new op: its fingerprint and direct tag (0: its buffer is not in group memory), then
-  // kEntered. A tagged rank's peers wait for that, so it wakes them.
-  void begin(const OpContext& ctx, uint64_t direct_tag = 0);
+  // A new op: its fingerprint, direct tag (0: its buffer is not in group memory) and, on rank 0,
+  // the store mode every rank uses (shm_store_choice.h), then kEntered. A tagged rank's peers
+  // wait for that, so it wakes them.
+  void begin(const OpContext& ctx, uint64_t direct_tag = 0, StoreMode stores = StoreMode::kCached);
+  // The store mode rank 0 chose for the op `ctx` (rank 0: `mine`), once it entered the op:
+  // false while it has not (with a non-blocking poll). One choice for all: the benefit of
+  // streaming stores falls to the readers, so a rank alone could never see it.
+  bool begin_stores(ShmStep& step);
   void end(const OpContext& ctx) { fingerprints_.verify_all(ctx); }
 
   bool slot_free(uint64_t ticket) const;                   // every peer is done with its last use
@@ -116,6 +137,7 @@ class ShmChannel {
   ShmWait wait_;
   ShmFingerprints fingerprints_;
   uint64_t ticket_ = 0;
+  int small_half_ = 0;
 };
 
 }  // namespace ddp::comm::tcp

@@ -49,6 +49,8 @@ struct ShmCollectives::Impl {
                 health),
         stores(o.stores) {}
 
+  bool chooses() const { return algorithm == allreduce_chunked_step && channel.rank() == 0; }
+
   void begin(const OpContext& ctx, const Buffer& in) {
     progress = {};
     algorithm = algorithm_for(ctx.desc, in, channel.geometry());
@@ -57,8 +59,9 @@ struct ShmCollectives::Impl {
       direct = regions.find(in.data, in.bytes(), ctx.desc.seq);
       if (direct) algorithm = allreduce_direct_step;
     }
-    mode = algorithm == allreduce_chunked_step ? stores.next(in.bytes()) : StoreMode::kCached;
-    channel.begin(ctx, direct ? direct->tag : 0);
+    // Rank 0 chooses for every rank (ShmChannel::begin_stores).
+    mode = chooses() ? stores.next(in.bytes()) : StoreMode::kCached;
+    channel.begin(ctx, direct ? direct->tag : 0, mode);
   }
 
   // One step of the op in progress: true when it is done (and every peer's fingerprint checked).
@@ -66,9 +69,7 @@ struct ShmCollectives::Impl {
     ShmStep s{ctx, in, out, progress, poll, direct ? &*direct : nullptr, mode};
     if (!algorithm(channel, s)) return false;
     channel.end(ctx);
-    if (algorithm == allreduce_chunked_step) {
-      stores.record(in.bytes(), mode, std::chrono::nanoseconds(progress.busy_ns));
-    }
+    if (chooses()) stores.record(in.bytes(), mode, std::chrono::nanoseconds(progress.busy_ns));
     if (progress.direct > 0) direct_runs.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
@@ -82,8 +83,6 @@ ShmCollectives::~ShmCollectives() = default;
 const ShmSegment& ShmCollectives::segment() const { return impl_->channel.segment(); }
 
 uint64_t ShmCollectives::direct_runs() const { return impl_->direct_runs.load(std::memory_order_relaxed); }
-
-StoreMode ShmCollectives::stores_for(size_t bytes) const { return impl_->stores.preferred(bytes); }
 
 void ShmCollectives::add_region(const std::shared_ptr<ShmRegion>& region) { impl_->regions.add(region); }
 

@@ -60,9 +60,6 @@ class ShmCollectives {
   // Any thread; the group keeps it only as long as its owner does.
   void add_region(const std::shared_ptr<ShmRegion>& region);
   uint64_t direct_runs() const;  // all_reduces that ran direct (tests, benchmarks)
-  // How a chunked all_reduce of `bytes` writes for its peers now (tests, benchmarks; the
-  // thread running the group's ops, or none running).
-  StoreMode stores_for(size_t bytes) const;
 
  private:
   struct Impl;

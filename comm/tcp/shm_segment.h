@@ -32,15 +32,23 @@ struct alignas(64) RankControl {
   // A hash of the fingerprint of op seq at [seq % 2], on the counters' line: the common check
   // costs no extra cache miss. The full fingerprints (for the error message) follow.
   std::atomic<uint64_t> hashes[2] = {};
-  // The CPU this rank last waited on (-1: not yet): a waiter whose peer shares its CPU yields
-  // at once instead of spinning on the core the peer needs.
-  std::atomic<int32_t> cpu{-1};
+  // An all_reduce of at most 8 bytes: this rank's value, in the two halves in turn (written
+  // before kStaged), so a peer takes it with the counter, one cache line (shm_oneshot.h).
+  std::atomic<uint64_t> small[2] = {};
   // For op seq at [seq % 2], written before kEntered: where its buffer lies in the group's
   // memory (shm_region.h: a tag of region, offset, length and seq), or 0 when it does not.
   // Every rank's the same: the all_reduce reads and writes the peers' buffers directly.
   alignas(64) std::atomic<uint64_t> direct[2] = {};
+  // Rank 0's only: the StoreMode (shm_store_choice.h) every rank's chunked all_reduce of op seq
+  // uses, at [seq % 2], written before kEntered.
+  std::atomic<uint32_t> stores[2] = {};
+  // The CPU this rank last waited on (-1: not yet): a waiter whose peer shares its CPU yields
+  // at once instead of spinning on the core the peer needs.
+  std::atomic<int32_t> cpu{-1};
   alignas(64) Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
 };
+
+static_assert(offsetof(RankControl, direct) == 64, "a rank's counters, hashes and small values fill one line");
 
 struct alignas(64) SegmentHeader {
   // Stored last by the creator (release), loaded first by the others (acquire): a rank that sees

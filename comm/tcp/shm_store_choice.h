@@ -12,16 +12,18 @@
 //   460 ns, as between sockets): cached 2.2 GB/s, every line snooped out of the writer's
 //   cache; streamed 6.5-10, from memory. The tcp all_reduce of 64 MiB took 52 ms there
 //   against 7 ms on near cores.
-// So it is measured, not assumed. Each rank times the data movement of its own ops (copies and
+// So it is measured, not assumed. Rank 0 times the data movement of its own ops (copies and
 // reductions; not the waits, so a late peer does not count), per size class (powers of two),
-// and uses the faster mode. Now and then it runs one op the other way to see whether the
+// and every rank uses the mode it chose (ShmChannel::begin_stores): what streaming saves falls
+// to the readers, so ranks choosing alone could each see only its cost and settle on cached
+// stores where streaming would serve all. Now and then it runs one op the other way to see whether the
 // machine changed: the second op of a class, then after 8 ops, 16, ... up to 64 while the
 // choice holds, and at once when the mode in use gets slower than the other's last figure.
 // A probe of the losing mode costs one op at that mode's speed (up to 6x, far cores with cached
 // stores), so at most every 64 ops: a few percent at worst, and a host that moves the vCPUs
 // (that VM did every 10-60 s) is followed within 64 ops.
-// The choice is each rank's own: how a writer stores does not change what its peers read.
-// DDP_TCP_SHM_STORES=cached|streaming fixes it. Called by one thread at a time.
+// DDP_TCP_SHM_STORES=cached|streaming fixes it (rank 0's value counts). Called by one thread at
+// a time.
 #include <array>
 #include <chrono>
 #include <cstddef>

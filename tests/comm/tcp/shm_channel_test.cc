@@ -91,3 +91,27 @@ TEST_CASE("begin publishes the op's direct tag, then marks it entered") {
   CHECK(mine.direct[6 % 2].load() == 0);
   CHECK(mine.direct[5 % 2].load() == 0xabc);
 }
+
+TEST_CASE("begin_stores: rank 0's proposal is every rank's, read once rank 0 entered the op") {
+  ShmRanks ranks(3, 4096, 1024, 2);
+  auto a = channel(ranks, 0);
+  auto b = channel(ranks, 1);
+  for (uint64_t seq : {0u, 1u}) {
+    const StoreMode proposed = seq == 0 ? StoreMode::kStreaming : StoreMode::kCached;
+    const StoreMode other = seq == 0 ? StoreMode::kCached : StoreMode::kStreaming;
+    auto ctx = context({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, 100, seq}, Millis(1000));
+    const Buffer none{};
+    ShmProgress at_b;
+    ShmStep step_b{ctx, none, none, at_b, ShmPoll{false, 50}, nullptr, other};
+    b->begin(ctx, 0, other);
+    CHECK_FALSE(b->begin_stores(step_b));  // rank 0 has not entered: a non-blocking poll gives up
+    CHECK_FALSE(at_b.stores_known);
+    a->begin(ctx, 0, proposed);
+    ShmProgress at_a;
+    ShmStep step_a{ctx, none, none, at_a, ShmPoll{false, 50}, nullptr, proposed};
+    CHECK(a->begin_stores(step_a));
+    CHECK(at_a.stores == proposed);
+    CHECK(b->begin_stores(step_b));
+    CHECK(at_b.stores == proposed);  // not its own proposal
+  }
+}

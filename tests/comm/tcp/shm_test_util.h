@@ -41,16 +41,18 @@ inline std::unique_ptr<ShmChannel> channel(ShmRanks& ranks, int r, bool fingerpr
                                       ranks.health[static_cast<size_t>(r)].get());
 }
 
-// Runs one op of `algorithm` to completion (blocking steps).
+// Runs one op of `algorithm` to completion (blocking steps); `stores` is this rank's proposal
+// (rank 0's is every rank's). Returns where the op ended.
 template <typename Algorithm>
-void run_op(Algorithm algorithm, ShmChannel& ch, const OpContext& ctx, const Buffer& in, const Buffer& out,
-            StoreMode stores = StoreMode::kCached) {
+ShmProgress run_op(Algorithm algorithm, ShmChannel& ch, const OpContext& ctx, const Buffer& in, const Buffer& out,
+                   StoreMode stores = StoreMode::kCached) {
   ShmProgress at;
-  ch.begin(ctx);
+  ch.begin(ctx, 0, stores);
   ShmStep step{ctx, in, out, at, ShmPoll{}, nullptr, stores};
   while (!algorithm(ch, step)) {
   }
   ch.end(ctx);
+  return at;
 }
 
 inline Buffer view(std::vector<float>& v) { return Buffer{v.data(), v.size(), DType::kFloat32}; }
