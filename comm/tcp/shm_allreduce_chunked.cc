@@ -56,7 +56,6 @@ void reduce_mine(ShmChannel& ch, const ShmStep& s, char* base, size_t m, uint64_
   publish_copy(s.at.stores, mine, dst, me.len * es);
 }
 
-
 }  // namespace
 
 bool allreduce_chunked_step(ShmChannel& ch, ShmStep& s) {

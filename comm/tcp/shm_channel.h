@@ -37,8 +37,8 @@ struct ShmProgress {
   size_t off = 0;  // elements done
   size_t last_off = 0;
   uint64_t last_ticket = 0;
-  int direct = 0;       // allreduce_direct_step: 0 undecided, 1 direct, -1 fell back to chunked
-  int64_t busy_ns = 0;  // allreduce_chunked_step: time in copies and reductions (not waits)
+  int direct = 0;             // allreduce_direct_step: 0 undecided, 1 direct, -1 fell back to chunked
+  int64_t busy_ns = 0;        // allreduce_chunked_step: time in copies and reductions (not waits)
   int small_half = 0;         // oneshot_step: the RankControl::small half an all_reduce uses
   bool stores_known = false;  // allreduce_chunked_step: rank 0's choice read (begin_stores)
   StoreMode stores = StoreMode::kCached;

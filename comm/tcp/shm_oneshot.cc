@@ -23,7 +23,8 @@ uint64_t small_of(const ShmChannel& ch, int rank, int half) {
 void stage_small(ShmChannel& ch, const ShmStep& s) {
   uint64_t v = 0;
   std::memcpy(&v, s.in.data, s.in.bytes());
-  ch.segment().control(ch.rank()).small[s.at.small_half].store(v, std::memory_order_relaxed);  // before kStaged
+  ch.segment().control(ch.rank()).small[s.at.small_half].store(v,
+                                                               std::memory_order_relaxed);  // before kStaged
 }
 
 // The all_reduce of the small values, in rank order (the same result on every rank).

@@ -48,7 +48,8 @@ struct alignas(64) RankControl {
   alignas(64) Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
 };
 
-static_assert(offsetof(RankControl, direct) == 64, "a rank's counters, hashes and small values fill one line");
+static_assert(offsetof(RankControl, direct) == 64,
+              "a rank's counters, hashes and small values fill one line");
 
 struct alignas(64) SegmentHeader {
   // Stored last by the creator (release), loaded first by the others (acquire): a rank that sees

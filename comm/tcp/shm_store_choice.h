@@ -59,7 +59,7 @@ class StoreChooser {
   struct SizeClass {
     double cost[2] = {0, 0};  // ns per byte, recent (0: not measured yet)
     StoreMode mode = StoreMode::kCached;
-    uint32_t until_probe = 1;  // ops before the next probe
+    uint32_t until_probe = 1;            // ops before the next probe
     uint32_t interval = kFirstInterval;  // the gap after the next probe
   };
   static size_t class_of(size_t bytes);

@@ -27,8 +27,9 @@ void check_sum(int world, size_t n, ReduceOp op, StoreMode stores = StoreMode::k
     for (uint64_t seq = 0; seq < 2; ++seq) {
       std::vector<int32_t> v(n);
       for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i % 1000) * (r + 1);
-      const ShmProgress at = run_op(allreduce_chunked_step, *ch,
-                                    context({OpKind::kAllReduce, DType::kInt32, op, -1, n, seq}), view(v), {}, mine);
+      const ShmProgress at =
+          run_op(allreduce_chunked_step, *ch, context({OpKind::kAllReduce, DType::kInt32, op, -1, n, seq}),
+                 view(v), {}, mine);
       CHECK(at.stores == stores);
       const int32_t ranks_sum = world * (world + 1) / 2;
       size_t bad = 0;

@@ -33,7 +33,8 @@ TEST_CASE("DDP_TCP_SHM_STORES: auto, cached or streaming; anything else is refus
   CHECK(parse_store_setting("auto") == StoreSetting::kAuto);
   CHECK(parse_store_setting("cached") == StoreSetting::kCached);
   CHECK(parse_store_setting("streaming") == StoreSetting::kStreaming);
-  CHECK_THROWS_WITH_AS(parse_store_setting("nt"), doctest::Contains("DDP_TCP_SHM_STORES='nt'"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_store_setting("nt"), doctest::Contains("DDP_TCP_SHM_STORES='nt'"),
+                       InvalidArgument);
   CHECK_THROWS_AS(parse_store_setting(""), InvalidArgument);
   CHECK(std::string(to_string(StoreMode::kStreaming)) == "streaming");
 }
@@ -55,7 +56,8 @@ TEST_CASE("auto: cached first, the second op probes streaming, and a clear win s
   CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kStreaming);  // the probe
   CHECK(c.preferred(kMiB) == StoreMode::kStreaming);
   // Then kFirstInterval ops the new way, and one probe of the old way, which loses.
-  for (uint32_t i = 0; i < StoreChooser::kFirstInterval; ++i) CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kStreaming);
+  for (uint32_t i = 0; i < StoreChooser::kFirstInterval; ++i)
+    CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kStreaming);
   CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kCached);
   CHECK(c.preferred(kMiB) == StoreMode::kStreaming);
 }

@@ -44,8 +44,8 @@ inline std::unique_ptr<ShmChannel> channel(ShmRanks& ranks, int r, bool fingerpr
 // Runs one op of `algorithm` to completion (blocking steps); `stores` is this rank's proposal
 // (rank 0's is every rank's). Returns where the op ended.
 template <typename Algorithm>
-ShmProgress run_op(Algorithm algorithm, ShmChannel& ch, const OpContext& ctx, const Buffer& in, const Buffer& out,
-                   StoreMode stores = StoreMode::kCached) {
+ShmProgress run_op(Algorithm algorithm, ShmChannel& ch, const OpContext& ctx, const Buffer& in,
+                   const Buffer& out, StoreMode stores = StoreMode::kCached) {
   ShmProgress at;
   ch.begin(ctx, 0, stores);
   ShmStep step{ctx, in, out, at, ShmPoll{}, nullptr, stores};
