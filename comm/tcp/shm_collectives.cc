@@ -1,5 +1,6 @@
 #include "comm/tcp/shm_collectives.h"
 
+#include <array>
 #include <atomic>
 #include <optional>
 
@@ -41,15 +42,26 @@ struct ShmCollectives::Impl {
   ShmRegions regions;
   std::optional<DirectView> direct;  // the running op's buffer in group memory
   std::atomic<uint64_t> direct_runs{0};
-  StoreChooser stores;
-  StoreMode mode = StoreMode::kCached;  // the running op's, when it is chunked
+  // Store modes (shm_store_choice.h), one chooser for each algorithm whose ranks all write and
+  // all read: chunked all_reduce, all_gather, reduce_scatter, all_to_all.
+  std::array<StoreChooser, 4> stores;
+  StoreChooser* chooser = nullptr;  // the running op's, on rank 0
+  StoreMode mode = StoreMode::kCached;
 
   Impl(ShmSegment segment, const Options& o, GroupHealth* health)
       : channel(std::move(segment), {o.rank, o.world, o.fingerprints, o.spin_us, o.yield_us, o.blocked},
-                health),
-        stores(o.stores) {}
+                health) {
+    stores.fill(StoreChooser(o.stores));
+  }
 
-  bool chooses() const { return algorithm == allreduce_chunked_step && channel.rank() == 0; }
+  StoreChooser* chooser_for(const OpDesc& d) {
+    if (channel.rank() != 0) return nullptr;
+    if (algorithm == allreduce_chunked_step) return &stores[0];
+    if (algorithm == all_gather_step && d.kind == OpKind::kAllGather) return &stores[1];
+    if (algorithm == reduce_scatter_step) return &stores[2];
+    if (algorithm == all_to_all_step) return &stores[3];
+    return nullptr;
+  }
 
   void begin(const OpContext& ctx, const Buffer& in) {
     progress = {};
@@ -60,7 +72,8 @@ struct ShmCollectives::Impl {
       if (direct) algorithm = allreduce_direct_step;
     }
     // Rank 0 chooses for every rank (ShmChannel::begin_stores).
-    mode = chooses() ? stores.next(in.bytes()) : StoreMode::kCached;
+    chooser = chooser_for(ctx.desc);
+    mode = chooser != nullptr ? chooser->next(in.bytes()) : StoreMode::kCached;
     channel.begin(ctx, direct ? direct->tag : 0, mode);
   }
 
@@ -69,7 +82,7 @@ struct ShmCollectives::Impl {
     ShmStep s{ctx, in, out, progress, poll, direct ? &*direct : nullptr, mode};
     if (!algorithm(channel, s)) return false;
     channel.end(ctx);
-    if (chooses()) stores.record(in.bytes(), mode, std::chrono::nanoseconds(progress.busy_ns));
+    if (chooser != nullptr) chooser->record(in.bytes(), mode, std::chrono::nanoseconds(progress.busy_ns));
     if (progress.direct > 0) direct_runs.fetch_add(1, std::memory_order_relaxed);
     return true;
   }

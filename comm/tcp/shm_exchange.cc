@@ -33,20 +33,23 @@ bool all_gather_step(ShmChannel& ch, ShmStep& s) {
   const size_t chunk = ch.geometry().slot_bytes / es;
   const size_t n = in.count;
   const int r = ch.rank();
-  const bool receives = s.ctx.desc.kind == OpKind::kAllGather || r == s.ctx.desc.root;
+  const bool all = s.ctx.desc.kind == OpKind::kAllGather;
+  const bool receives = all || r == s.ctx.desc.root;
+  ShmProgress& st = s.at;
+  if (all) ch.begin_stores(s);  // blocking: true (gather keeps cached stores: one reader)
   for (size_t off = 0; off < n; off += chunk) {
     const size_t m = std::min(chunk, n - off);
     const uint64_t t = ch.next_ticket();
     ch.acquire(t, s.ctx);
-    copy_bytes(ch.slot(r, t), at(in, off), m * es);
+    timed(st, [&] { publish_copy(st.stores, ch.slot(r, t), at(in, off), m * es); });
     ch.publish(Counter::kStaged, t + 1);
     if (receives) {
       char* own = at(out, static_cast<size_t>(r) * n + off);
-      if (own != at(in, off)) copy_bytes(own, at(in, off), m * es);
+      if (own != at(in, off)) timed(st, [&] { copy_bytes(own, at(in, off), m * es); });
       for (int p = 0; p < ch.world(); ++p) {
         if (p == r) continue;
         ch.wait_for(p, Counter::kStaged, t + 1, s.ctx);
-        copy_bytes(at(out, static_cast<size_t>(p) * n + off), ch.slot(p, t), m * es);
+        timed(st, [&] { copy_bytes(at(out, static_cast<size_t>(p) * n + off), ch.slot(p, t), m * es); });
       }
     }
     ch.publish(Counter::kDone, t + 1);
@@ -87,21 +90,28 @@ bool all_to_all_step(ShmChannel& ch, ShmStep& s) {
   const size_t piece = ch.geometry().slot_bytes / static_cast<size_t>(ch.world()) / es;
   const size_t n = in.count / static_cast<size_t>(ch.world());
   const int r = ch.rank(), w = ch.world();
+  ShmProgress& st = s.at;
+  ch.begin_stores(s);  // blocking: true
   for (size_t off = 0; off < n; off += piece) {
     const size_t m = std::min(piece, n - off);
     const uint64_t t = ch.next_ticket();
     char* mine = ch.slot(r, t);
     ch.acquire(t, s.ctx);
-    for (int p = 0; p < w; ++p) {
-      if (p != r) copy_bytes(mine + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
-    }
+    timed(st, [&] {
+      for (int p = 0; p < w; ++p) {
+        if (p != r)
+          publish_copy(st.stores, mine + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
+      }
+    });
     ch.publish(Counter::kStaged, t + 1);
     const size_t own = static_cast<size_t>(r) * n + off;
-    if (at(out, own) != at(in, own)) copy_bytes(at(out, own), at(in, own), m * es);
+    if (at(out, own) != at(in, own)) timed(st, [&] { copy_bytes(at(out, own), at(in, own), m * es); });
     for (int p = 0; p < w; ++p) {
       if (p == r) continue;
       ch.wait_for(p, Counter::kStaged, t + 1, s.ctx);
-      copy_bytes(at(out, static_cast<size_t>(p) * n + off), ch.slot(p, t) + r * piece * es, m * es);
+      timed(st, [&] {
+        copy_bytes(at(out, static_cast<size_t>(p) * n + off), ch.slot(p, t) + r * piece * es, m * es);
+      });
     }
     ch.publish(Counter::kDone, t + 1);
   }

@@ -1,14 +1,15 @@
 #pragma once
-// StoreChooser: how a large shared-memory all_reduce writes what its peers read next (the
-// slices it stages, the slice it reduced): with ordinary stores, which leave the lines in this
-// core's cache for the peer to take from there, or with streaming (non-temporal) stores, which
-// send them to memory (copy_bytes_streaming).
+// StoreChooser: how a chunked shared-memory collective (all_reduce; all_gather, reduce_scatter
+// and all_to_all, a chooser each) writes what its peers read next (the slices it stages, the
+// slice it reduced): with ordinary stores, which leave the lines in this core's cache for the
+// peer to take from there, or with streaming (non-temporal) stores, which send them to memory
+// (copy_bytes_streaming).
 //
 // Which is faster depends on where the peer runs, and that can change under a running job.
 // Measured on a 2-vCPU EPYC VM, one core writing 256 KiB chunks that the other reads:
 // - peer on a near core (sharing an L3; a line's round trip 120 ns): cached 12 GB/s, streamed
 //   6.5;
-// - peer on a far core (the host put the two vCPUs apart for minutes at a time; round trip
+// - peer on a far core (the host put the two vCPUs apart for 10-60 s at a time; round trip
 //   460 ns, as between sockets): cached 2.2 GB/s, every line snooped out of the writer's
 //   cache; streamed 6.5-10, from memory. The tcp all_reduce of 64 MiB took 52 ms there
 //   against 7 ms on near cores.
@@ -16,9 +17,10 @@
 // reductions; not the waits, so a late peer does not count), per size class (powers of two),
 // and every rank uses the mode it chose (ShmChannel::begin_stores): what streaming saves falls
 // to the readers, so ranks choosing alone could each see only its cost and settle on cached
-// stores where streaming would serve all. Now and then it runs one op the other way to see whether the
-// machine changed: the second op of a class, then after 8 ops, 16, ... up to 64 while the
-// choice holds, and at once when the mode in use gets slower than the other's last figure.
+// stores where streaming would serve all. Now and then it runs one op the other way to see
+// whether the machine changed: the second op of a class, then after 8 ops, 16, ... up to 64
+// while the choice holds, and at once when the mode in use gets slower than the other's last
+// figure.
 // A probe of the losing mode costs one op at that mode's speed (up to 6x, far cores with cached
 // stores), so at most every 64 ops: a few percent at worst, and a host that moves the vCPUs
 // (that VM did every 10-60 s) is followed within 64 ops.

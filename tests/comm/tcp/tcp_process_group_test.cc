@@ -62,7 +62,7 @@ TEST_CASE("all_reduce: every dtype and reduce op, both transports") {
   }
 }
 
-TEST_CASE("shm all_reduce with streaming stores (DDP_TCP_SHM_STORES): every dtype and reduce op exact") {
+TEST_CASE("shm with streaming stores (DDP_TCP_SHM_STORES): every op, every all_reduce dtype and op exact") {
   for (const char* stores : {"streaming", "auto"}) {
     CAPTURE(stores);
     ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("shm")},
@@ -75,6 +75,8 @@ TEST_CASE("shm all_reduce with streaming stores (DDP_TCP_SHM_STORES): every dtyp
           check_all_reduce(pg, r, t, op, 100003);
         }
       }
+      // all_gather, reduce_scatter and all_to_all stream too; the rest keep cached stores.
+      for (int round = 0; round < 3; ++round) check_everything(pg, r, DType::kFloat32, 70001);
     });
   }
 }
