@@ -41,6 +41,10 @@ StoreMode StoreChooser::next(size_t bytes) {
 void StoreChooser::record(size_t bytes, StoreMode mode, std::chrono::nanoseconds busy) {
   if (setting_ != StoreSetting::kAuto || bytes == 0) return;
   SizeClass& c = classes_[class_of(bytes)];
+  if (!c.warm) {  // a class's first op is cold (its buffers' first touch: page faults): no figure
+    c.warm = true;
+    return;
+  }
   const double sample = static_cast<double>(busy.count()) / static_cast<double>(bytes);
   double& mine = c.cost[index(mode)];
   if (mode == c.mode) {

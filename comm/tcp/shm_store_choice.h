@@ -18,9 +18,10 @@
 // and every rank uses the mode it chose (ShmChannel::begin_stores): what streaming saves falls
 // to the readers, so ranks choosing alone could each see only its cost and settle on cached
 // stores where streaming would serve all. Now and then it runs one op the other way to see
-// whether the machine changed: the second op of a class, then after 8 ops, 16, ... up to 64
-// while the choice holds, and at once when the mode in use gets slower than the other's last
-// figure.
+// whether the machine changed: the third op of a class (the first is cold and not counted: an
+// all_gather's first touch of its output took 245 us, 6x a warm op), then after 8 ops, 16,
+// ... up to 64 while the choice holds, and at once when the mode in use gets slower than the
+// other's last figure.
 // A probe of the losing mode costs one op at that mode's speed (up to 6x, far cores with cached
 // stores), so at most every 64 ops: a few percent at worst, and a host that moves the vCPUs
 // (that VM did every 10-60 s) is followed within 64 ops.
@@ -61,7 +62,8 @@ class StoreChooser {
   struct SizeClass {
     double cost[2] = {0, 0};  // ns per byte, recent (0: not measured yet)
     StoreMode mode = StoreMode::kCached;
-    uint32_t until_probe = 1;            // ops before the next probe
+    uint32_t until_probe = 2;            // ops before the next probe
+    bool warm = false;                   // the first op was seen (and not counted)
     uint32_t interval = kFirstInterval;  // the gap after the next probe
   };
   static size_t class_of(size_t bytes);
