@@ -1,5 +1,7 @@
 #include "comm/tcp/shm_channel.h"
 
+#include <cstring>
+
 #include "comm/copy_kernel.h"
 
 namespace ddp::comm::tcp {
@@ -35,13 +37,22 @@ void publish_copy(StoreMode mode, char* slot, const void* from, size_t bytes) {
   }
 }
 
-void ShmChannel::begin(const OpContext& ctx, uint64_t direct_tag, StoreMode stores) {
+void ShmChannel::begin(const OpContext& ctx, uint64_t direct_tag, StoreMode stores, const Buffer* small) {
   fingerprints_.begin(ctx);
   const uint64_t seq = ctx.desc.seq;
   RankControl& me = segment_.control(opt_.rank);
   me.direct[seq % 2].store(direct_tag, std::memory_order_relaxed);
   if (opt_.rank == 0) me.stores[seq % 2].store(static_cast<uint32_t>(stores), std::memory_order_relaxed);
-  if (direct_tag != 0) {
+  if (small != nullptr) {
+    // The halves serve small ops in turn (the same on every rank). No wait to rewrite one: it
+    // was last written for the small op before last, and this rank finished the one between,
+    // which needed every peer to enter it, which each did after it finished (read) the one before.
+    small_half_ ^= 1;
+    uint64_t v = 0;
+    std::memcpy(&v, small->data, small->bytes());
+    me.small[small_half_].store(v, std::memory_order_relaxed);  // before kEntered
+  }
+  if (direct_tag != 0 || small != nullptr) {
     publish(Counter::kEntered, seq + 1);
   } else {
     // No wake-up: whoever waits for kEntered is woken by the staged/done publish that follows.

@@ -39,7 +39,6 @@ struct ShmProgress {
   uint64_t last_ticket = 0;
   int direct = 0;             // allreduce_direct_step: 0 undecided, 1 direct, -1 fell back to chunked
   int64_t busy_ns = 0;        // allreduce_chunked_step: time in copies and reductions (not waits)
-  int small_half = 0;         // oneshot_step: the RankControl::small half an all_reduce uses
   bool stores_known = false;  // allreduce_chunked_step: rank 0's choice read (begin_stores)
   StoreMode stores = StoreMode::kCached;
 };
@@ -101,14 +100,15 @@ class ShmChannel {
   const ShmGeometry& geometry() const { return segment_.geometry(); }
   const ShmSegment& segment() const { return segment_; }
   uint64_t next_ticket() { return ticket_++; }
-  // RankControl::small's halves serve small all_reduces in turn (the same on every rank).
-  int next_small_half() { return small_half_ ^= 1; }
   char* slot(int rank, uint64_t ticket) const { return segment_.slot(rank, ticket); }
 
-  // A new op: its fingerprint, direct tag (0: its buffer is not in group memory) and, on rank 0,
-  // the store mode every rank uses (shm_store_choice.h), then kEntered. A tagged rank's peers
-  // wait for that, so it wakes them.
-  void begin(const OpContext& ctx, uint64_t direct_tag = 0, StoreMode stores = StoreMode::kCached);
+  // A new op: its fingerprint, direct tag (0: its buffer is not in group memory), on rank 0 the
+  // store mode every rank uses (shm_store_choice.h), and `small`'s value when the op is an
+  // all_reduce of at most 8 bytes (RankControl::small, the next half in turn), then kEntered.
+  // A tagged or small op's peers wait for that, so it wakes them.
+  void begin(const OpContext& ctx, uint64_t direct_tag = 0, StoreMode stores = StoreMode::kCached,
+             const Buffer* small = nullptr);
+  int small_half() const { return small_half_; }  // the half the last small op used
   // The store mode rank 0 chose for the op `ctx` (rank 0: `mine`), once it entered the op:
   // false while it has not (with a non-blocking poll). One choice for all: the benefit of
   // streaming stores falls to the readers, so a rank alone could never see it.

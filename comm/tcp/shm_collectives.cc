@@ -74,7 +74,8 @@ struct ShmCollectives::Impl {
     // Rank 0 chooses for every rank (ShmChannel::begin_stores).
     chooser = chooser_for(ctx.desc);
     mode = chooser != nullptr ? chooser->next(in.bytes()) : StoreMode::kCached;
-    channel.begin(ctx, direct ? direct->tag : 0, mode);
+    const bool small = algorithm == oneshot_step && oneshot_small(ctx.desc, in);
+    channel.begin(ctx, direct ? direct->tag : 0, mode, small ? &in : nullptr);
   }
 
   // One step of the op in progress: true when it is done (and every peer's fingerprint checked).

@@ -1,37 +1,20 @@
 #include "comm/tcp/shm_oneshot.h"
 
-#include <cstring>
-
 #include "comm/copy_kernel.h"
 #include "comm/reduce_kernels.h"
 
 namespace ddp::comm::tcp {
 namespace {
 
-// An all_reduce this small travels in RankControl::small, beside the counters, not in a slot.
-bool travels_small(const ShmStep& s) {
-  return s.ctx.desc.kind == OpKind::kAllReduce && s.in.bytes() <= sizeof(uint64_t);
-}
-
 uint64_t small_of(const ShmChannel& ch, int rank, int half) {
-  return ch.segment().control(rank).small[half].load(std::memory_order_relaxed);  // after kStaged
-}
-
-// Writes this rank's value. No wait: the half was last written for the small all_reduce before
-// last, and this rank finished the one between, which needed every peer to stage it, which each
-// did only after it had read (finished) the one before.
-void stage_small(ShmChannel& ch, const ShmStep& s) {
-  uint64_t v = 0;
-  std::memcpy(&v, s.in.data, s.in.bytes());
-  ch.segment().control(ch.rank()).small[s.at.small_half].store(v,
-                                                               std::memory_order_relaxed);  // before kStaged
+  return ch.segment().control(rank).small[half].load(std::memory_order_relaxed);  // after kEntered
 }
 
 // The all_reduce of the small values, in rank order (the same result on every rank).
 void consume_small(ShmChannel& ch, const ShmStep& s) {
   const Buffer& in = s.in;
   const ReduceOp rop = s.ctx.desc.rop;
-  const int half = s.at.small_half;
+  const int half = ch.small_half();
   const uint64_t a = small_of(ch, 0, half), b = small_of(ch, 1, half);
   combine3(in.data, &a, &b, in.count, in.dtype, rop);
   for (int p = 2; p < ch.world(); ++p) {
@@ -43,7 +26,6 @@ void consume_small(ShmChannel& ch, const ShmStep& s) {
 
 // Every rank staged ticket t: take what this rank needs.
 void consume(ShmChannel& ch, const ShmStep& s, uint64_t t) {
-  if (travels_small(s)) return consume_small(ch, s);
   const int r = ch.rank(), w = ch.world();
   const ReduceOp rop = s.ctx.desc.rop;
   const Buffer &in = s.in, &out = s.out;
@@ -73,6 +55,10 @@ void consume(ShmChannel& ch, const ShmStep& s, uint64_t t) {
 
 }  // namespace
 
+bool oneshot_small(const OpDesc& d, const Buffer& in) {
+  return d.kind == OpKind::kAllReduce && in.bytes() <= sizeof(uint64_t);
+}
+
 bool oneshot_fits(const OpDesc& d, const Buffer& in, const ShmGeometry& g) {
   switch (d.kind) {
     case OpKind::kBarrier: return true;
@@ -89,18 +75,21 @@ bool oneshot_step(ShmChannel& ch, ShmStep& s) {
   const OpKind kind = s.ctx.desc.kind;
   const bool stages =
       kind != OpKind::kBarrier && (kind != OpKind::kBroadcast || s.ctx.desc.root == ch.rank());
+  if (oneshot_small(s.ctx.desc, s.in)) {  // staged by begin, with kEntered: no ticket, no kDone
+    const uint64_t entered = s.ctx.desc.seq + 1;
+    if (!poll([&] { return ch.reached(Counter::kEntered, entered); })) return false;
+    ch.wait_all(Counter::kEntered, entered, s.ctx);
+    consume_small(ch, s);
+    return true;
+  }
   ShmProgress& st = s.at;
-  const bool small = travels_small(s);
   if (st.phase == 0) {
     st.ticket = ch.next_ticket();
-    if (small) st.small_half = ch.next_small_half();
     st.phase = 1;
   }
   const uint64_t t = st.ticket;
   if (st.phase == 1) {
-    if (small) {
-      stage_small(ch, s);
-    } else if (stages) {
+    if (stages) {
       if (!poll([&] { return ch.slot_free(t); })) return false;
       ch.acquire(t, s.ctx);
       copy_bytes(ch.slot(ch.rank(), t), s.in.data, s.in.bytes());

@@ -3,16 +3,21 @@
 // stage all of it, every rank waits for every rank, then takes what it needs from the slots.
 // all_reduce reduces every slot in rank order (bitwise-identical results everywhere); also
 // broadcast, all_gather and reduce_scatter whose input fits a slot, and barrier (counters
-// only). An all_reduce of at most 8 bytes travels in the rank's control line, beside the
-// counter that says it is there (RankControl::small: a peer takes both in one cache miss, where
-// a slot costs a second one: on far cores 230 ns). Its two halves serve such ops in turn, so a
-// half is rewritten only after every peer read it, with no wait (a single word had to wait for
-// every peer to finish the last op: with 3 ranks on 2 cores, 7.5 us against 4).
+// only). An all_reduce of at most 8 bytes travels in the rank's control line, written by
+// ShmChannel::begin before kEntered (RankControl::small): a peer takes value and counter in one
+// cache miss, where a slot costs a second one (on far cores 230 ns), and the op takes no
+// ticket and publishes nothing more (no kStaged, no kDone: each store to the line makes the
+// peers fetch it again). Its two halves serve such ops in turn, so a half is rewritten only
+// after every peer read it, with no wait (a single word had to wait for every peer to finish
+// the last op: with 3 ranks on 2 cores, 7.5 us against 4).
 // Resumable: with a non-blocking ShmPoll, oneshot_step returns false at a wait that did
 // not end within the budget, its place kept in step.at; a later call goes on from there.
 #include "comm/tcp/shm_channel.h"
 
 namespace ddp::comm::tcp {
+
+// Whether `d` on `in` is an all_reduce of at most 8 bytes (staged by ShmChannel::begin).
+bool oneshot_small(const OpDesc& d, const Buffer& in);
 
 // Whether `d` on input `in` runs one-shot in a channel of this geometry.
 bool oneshot_fits(const OpDesc& d, const Buffer& in, const ShmGeometry& g);

@@ -74,8 +74,8 @@ TEST_CASE("a non-blocking step stops at a late peer and resumes where it stopped
   auto ctx0 = context({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, 8, 0});
   auto ctx1 = ctx0;
   ShmProgress at0;
-  c0->begin(ctx0);
   const Buffer b0 = view(v0);
+  c0->begin(ctx0);
   ShmStep s0{ctx0, b0, {}, at0, ShmPoll{false, 100}};
   CHECK_FALSE(oneshot_step(*c0, s0));  // rank 1 has not staged
   CHECK(at0.phase == 2);

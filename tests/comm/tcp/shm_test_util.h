@@ -13,6 +13,7 @@
 
 #include "comm/tcp/op.h"
 #include "comm/tcp/shm_channel.h"
+#include "comm/tcp/shm_oneshot.h"
 #include "comm/tcp/shm_segment.h"
 
 namespace ddp::comm::tcp::testing {
@@ -47,7 +48,7 @@ template <typename Algorithm>
 ShmProgress run_op(Algorithm algorithm, ShmChannel& ch, const OpContext& ctx, const Buffer& in,
                    const Buffer& out, StoreMode stores = StoreMode::kCached) {
   ShmProgress at;
-  ch.begin(ctx, 0, stores);
+  ch.begin(ctx, 0, stores, oneshot_small(ctx.desc, in) ? &in : nullptr);
   ShmStep step{ctx, in, out, at, ShmPoll{}, nullptr, stores};
   while (!algorithm(ch, step)) {
   }
