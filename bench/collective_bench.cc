@@ -28,6 +28,7 @@
 #include "bench/bench.h"
 #include "bench/collective_runners.h"
 #include "bench/collective_timing.h"
+#include "bench/core_round_trip.h"
 #include "bench/local_ranks.h"
 #include "bench/machine_json.h"
 #include "bench/sizes.h"
@@ -278,6 +279,19 @@ int run_rank(const Flags& f) {
   return 0;
 }
 
+// Tables of a local run say how far apart two CPUs were before and after it (core_round_trip.h):
+// on a host that moves its vCPUs, the shared-memory figures between depend on it.
+void print_round_trip(const Flags& f, const char* when) {
+  if (f.format != "table") return;
+  const auto cpus = two_cpus();
+  if (!cpus) return;
+  const auto ns = core_round_trip_ns(*cpus);
+  if (!ns) return;
+  std::printf("# CPUs %d and %d, %s the run: a cache line's round trip %.0f ns\n", cpus->first, cpus->second,
+              when, *ns);
+  std::fflush(stdout);
+}
+
 int collective_main(int argc, char** argv) {
   CLI::App app(
       "ddp-bench collective: one collective over a list of sizes; max over ranks, medians, every op checked");
@@ -344,7 +358,10 @@ int collective_main(int argc, char** argv) {
       lo.mpirun = needs_mpirun(implementations(f));
       lo.args.assign(argv, argv + argc);  // argv[0] is "collective"
       lo.who = "ddp-bench collective";
-      return run_local_ranks(lo);
+      print_round_trip(f, "before");
+      const int status = run_local_ranks(lo);
+      print_round_trip(f, "after");
+      return status;
     }
     return run_rank(f);
   } catch (const std::exception& e) {

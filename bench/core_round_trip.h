@@ -1,0 +1,19 @@
+#pragma once
+// How far apart two CPUs are, as the time a cache line takes to go from one to the other and
+// back: two threads pinned to them hand a counter back and forth. On a VM the host may move the
+// vCPUs under a running job (the 2-vCPU EPYC VM of docs/backends.md, "near cores and far cores":
+// 100-120 ns near, 440-480 ns far, switching every 10-60 s), and shared-memory figures follow
+// it, so ddp-bench collective prints it before and after a local run.
+#include <optional>
+#include <utility>
+
+namespace ddp::bench {
+
+// The first two CPUs this process may run on; nullopt with fewer than two.
+std::optional<std::pair<int, int>> two_cpus();
+
+// Median nanoseconds of a round trip between the two CPUs over `samples` loops of `rounds`;
+// nullopt when a thread could not be pinned.
+std::optional<double> core_round_trip_ns(std::pair<int, int> cpus, int rounds = 20000, int samples = 5);
+
+}  // namespace ddp::bench
