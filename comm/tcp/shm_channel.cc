@@ -25,8 +25,8 @@ void ShmChannel::acquire(uint64_t ticket, const OpContext& ctx) {
 }
 
 void ShmChannel::wait_done(uint64_t tickets, const OpContext& ctx) {
-  wait_.wait([&] { return reached(Counter::kDone, tickets); }, [&] { return below(Counter::kDone, tickets); },
-             ctx);
+  wait_.wait([&] { return reached(Counter::kDone, tickets); },
+             [&] { return late(Counter::kDone, tickets, ctx); }, ctx);
 }
 
 void publish_copy(StoreMode mode, char* slot, const void* from, size_t bytes) {
@@ -83,10 +83,12 @@ bool ShmChannel::reached(Counter c, uint64_t value) const {
   return true;
 }
 
-std::vector<int> ShmChannel::below(Counter c, uint64_t value) const {
+std::vector<int> ShmChannel::late(Counter c, uint64_t value, const OpContext& ctx) {
   std::vector<int> out;
   for (int p = 0; p < opt_.world; ++p) {
-    if (p != opt_.rank && segment_.counter(p, c).load(std::memory_order_acquire) < value) out.push_back(p);
+    if (p == opt_.rank || segment_.counter(p, c).load(std::memory_order_acquire) >= value) continue;
+    fingerprints_.verify_if_entered(p, ctx);  // late because it runs another op: say so
+    out.push_back(p);
   }
   return out;
 }
@@ -94,12 +96,16 @@ std::vector<int> ShmChannel::below(Counter c, uint64_t value) const {
 void ShmChannel::wait_for(int peer, Counter c, uint64_t value, const OpContext& ctx) {
   auto& counter = segment_.counter(peer, c);
   wait_.wait([&] { return counter.load(std::memory_order_acquire) >= value; },
-             [&] { return std::vector<int>{peer}; }, ctx);
+             [&] {
+               fingerprints_.verify_if_entered(peer, ctx);
+               return std::vector<int>{peer};
+             },
+             ctx);
   fingerprints_.verify(peer, ctx);
 }
 
 void ShmChannel::wait_all(Counter c, uint64_t value, const OpContext& ctx) {
-  wait_.wait([&] { return reached(c, value); }, [&] { return below(c, value); }, ctx);
+  wait_.wait([&] { return reached(c, value); }, [&] { return late(c, value, ctx); }, ctx);
   for (int p = 0; p < opt_.world; ++p) fingerprints_.verify(p, ctx);
 }
 

@@ -130,7 +130,8 @@ class ShmChannel {
   }
 
  private:
-  std::vector<int> below(Counter c, uint64_t value) const;  // peers whose counter is < value
+  // Peers whose counter is < value; one that entered another op is a mismatch (throws).
+  std::vector<int> late(Counter c, uint64_t value, const OpContext& ctx);
 
   ShmSegment segment_;
   Options opt_;

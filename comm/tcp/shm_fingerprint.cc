@@ -37,6 +37,13 @@ void ShmFingerprints::verify(int peer, const OpContext& ctx) {
   }
 }
 
+void ShmFingerprints::verify_if_entered(int peer, const OpContext& ctx) {
+  if (!enabled_ || verified_[static_cast<size_t>(peer)]) return;
+  if (segment_->counter(peer, Counter::kEntered).load(std::memory_order_acquire) >= ctx.desc.seq + 1) {
+    verify(peer, ctx);
+  }
+}
+
 void ShmFingerprints::verify_all(const OpContext& ctx) {
   for (int p = 0; p < world_; ++p) verify(p, ctx);
 }

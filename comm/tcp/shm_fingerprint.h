@@ -23,7 +23,10 @@ class ShmFingerprints {
 
   void begin(const OpContext& ctx);             // a new op: publish it, nobody verified yet
   void verify(int peer, const OpContext& ctx);  // once per peer and op
-  void verify_all(const OpContext& ctx);        // the op's end
+  // verify() if the peer has entered this op, without waiting: a peer that is late because it
+  // runs another op (one that never publishes what this one waits for) is named at once.
+  void verify_if_entered(int peer, const OpContext& ctx);
+  void verify_all(const OpContext& ctx);  // the op's end
 
  private:
   const ShmSegment* segment_;

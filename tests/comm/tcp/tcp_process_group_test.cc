@@ -203,6 +203,27 @@ TEST_CASE("mismatched collectives fail on every rank, naming both sides") {
   }
 }
 
+TEST_CASE("shm: an all_reduce of 8 bytes against one of 16 (control line against slot) fails on both ranks") {
+  // The small one publishes only kEntered, the other waits for a kStaged that never comes: the
+  // wait must see the peer entered another op and name the mismatch, not hang to the timeout.
+  ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("shm")}});
+  std::vector<std::string> messages(2);
+  run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+    std::vector<float> f(r == 0 ? 2 : 4, 1.0f);
+    try {
+      AllReduceOptions o;
+      o.timeout = Millis(60000);
+      pg.all_reduce(view(f.data(), f.size()), o)->wait();
+    } catch (const InvalidArgument& e) {
+      messages[static_cast<size_t>(r)] = e.message();
+    }
+  });
+  for (const auto& m : messages) {
+    CAPTURE(m);
+    CHECK(m.find("mismatched collectives") != std::string::npos);
+  }
+}
+
 TEST_CASE("sockets: all_reduces that differ in count or op fail on both ranks, buffers untouched") {
   ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("socket")}});
   struct Case {
