@@ -216,14 +216,17 @@ TEST_CASE("processes: a peer killed with SIGKILL mid-op fails the survivors, nam
   report(run_processes(procs(3, Millis(30'000), {kVictim}), [](ProcessGroup& world) -> std::string {
     Array a(DType::kFloat32, 4 << 20);
     fill_input(a, ReduceOp::kSum, world.rank());
-    for (int i = 0; i < 3; ++i) world.all_reduce(a.buffer())->wait();
     if (world.rank() == kVictim) {
+      for (int i = 0; i < 3; ++i) world.all_reduce(a.buffer())->wait();
       [[maybe_unused]] auto w = world.all_reduce(a.buffer());  // in flight...
       ::raise(SIGKILL);                                        // ...when this rank dies
     }
     try {
-      for (int i = 0; i < 1000; ++i) world.all_reduce(a.buffer())->wait();
-      return who(world) + "1000 all_reduces succeeded without rank 2";
+      // The survivors' first 3 may fail already: the victim's third all_reduce can end on its
+      // side while its last messages to them are still in flight (seen over several sockets
+      // per peer: a survivor's seq 2 named rank 2 as lost).
+      for (int i = 0; i < 1003; ++i) world.all_reduce(a.buffer())->wait();
+      return who(world) + "1003 all_reduces succeeded without rank 2";
     } catch (const Error& e) {
       if (!mentions_rank(e.what(), kVictim))
         return who(world) + "the error does not name rank 2: " + e.what();
