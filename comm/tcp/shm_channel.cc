@@ -29,6 +29,39 @@ void ShmChannel::wait_done(uint64_t tickets, const OpContext& ctx) {
              [&] { return late(Counter::kDone, tickets, ctx); }, ctx);
 }
 
+namespace {
+
+// The bytes of a buffer of at most 8 as the low bytes of a word. Whole-width loads: a narrow
+// memcpy into a word on the stack and the word's load back stalled store forwarding (a 4-byte
+// all_reduce took 0.05 us more than an 8-byte one).
+uint64_t small_word(const Buffer& b) {
+  const auto* p = static_cast<const unsigned char*>(b.data);
+  switch (b.bytes()) {
+    case 8: {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case 2: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    default: {
+      uint64_t v = 0;
+      for (size_t i = 0; i < b.bytes(); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+      return v;
+    }
+  }
+}
+
+}  // namespace
+
 void publish_copy(StoreMode mode, char* slot, const void* from, size_t bytes) {
   if (mode == StoreMode::kStreaming) {
     copy_bytes_streaming(slot, from, bytes);
@@ -48,9 +81,7 @@ void ShmChannel::begin(const OpContext& ctx, uint64_t direct_tag, StoreMode stor
     // was last written for the small op before last, and this rank finished the one between,
     // which needed every peer to enter it, which each did after it finished (read) the one before.
     small_half_ ^= 1;
-    uint64_t v = 0;
-    std::memcpy(&v, small->data, small->bytes());
-    me.small[small_half_].store(v, std::memory_order_relaxed);  // before kEntered
+    me.small[small_half_].store(small_word(*small), std::memory_order_relaxed);  // before kEntered
   }
   if (direct_tag != 0 || small != nullptr) {
     publish(Counter::kEntered, seq + 1);

@@ -203,6 +203,18 @@ TEST_CASE("mismatched collectives fail on every rank, naming both sides") {
   }
 }
 
+TEST_CASE("shm: all_reduces of 1 to 8 bytes (the control line) in every dtype and op are exact") {
+  ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("shm")}});
+  run_ranks(3, [&](TcpProcessGroup& pg, int r) {
+    for (DType t : kAllTypes) {
+      for (ReduceOp op : kAllOps) {
+        if (is_bitwise(op) && !is_integer(t)) continue;
+        for (size_t n = 1; n * dtype_size(t) <= 8; ++n) check_all_reduce(pg, r, t, op, n);
+      }
+    }
+  });
+}
+
 TEST_CASE("shm: an all_reduce of 8 bytes against one of 16 (control line against slot) fails on both ranks") {
   // The small one publishes only kEntered, the other waits for a kStaged that never comes: the
   // wait must see the peer entered another op and name the mismatch, not hang to the timeout.
