@@ -1,6 +1,7 @@
 #include "comm/tcp/socket_collectives.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -41,12 +42,27 @@ class PartsJoin {
 
 }  // namespace
 
+SocketCollectives::SocketCollectives(std::vector<SocketEngine*> engines, Options options)
+    : engines_(std::move(engines)), engine_(engines_.at(0)), opt_(std::move(options)) {}
+
 std::chrono::microseconds SocketCollectives::poll_for(size_t bytes) const {
   return bytes <= opt_.oneshot_bytes ? opt_.poll : std::chrono::microseconds{0};
 }
 
 int SocketCollectives::world_rank(int p) const {
   return opt_.world_ranks.empty() ? p : opt_.world_ranks[static_cast<size_t>(p)];
+}
+
+int socket_streams(const std::string& setting, int cpus, int ranks_here) {
+  if (setting == "auto") return cpus >= 3 * std::max(1, ranks_here) ? 2 : 1;
+  int n = 0;
+  const char* last = setting.data() + setting.size();
+  auto [end, ec] = std::from_chars(setting.data(), last, n);
+  if (ec != std::errc() || end != last || n < 1 || n > kMaxSocketStreams) {
+    DDP_THROW(InvalidArgument, "DDP_TCP_SOCKET_STREAMS='", setting, "': choose auto or 1..",
+              kMaxSocketStreams, " connections to each peer");
+  }
+  return n;
 }
 
 StripePlan stripe_plan(size_t bytes, int streams, size_t chunk_bytes) {
@@ -71,17 +87,17 @@ void SocketCollectives::recv(Batch& b, int peer, int step, void* data, size_t by
 void SocketCollectives::post(Batch& b, bool is_send, int peer, int step, char* data, size_t bytes,
                              const OpContext& ctx) {
   const int64_t tag = static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step;
-  // Connection k to `peer` is the engine's peer + k * world.
+  // Part k of a striped message travels on engine k's connection to `peer`.
   auto transfer = [&](size_t k, char* at, size_t n, const WorkPtr& work) {
-    const int conn = peer + static_cast<int>(k) * opt_.world;
+    SocketEngine& engine = *engines_[k];
     if (is_send) {
-      engine_->send(conn, Channel::kCollective, tag, at, n, ctx.deadline, work, ctx.label());
+      engine.send(peer, Channel::kCollective, tag, at, n, ctx.deadline, work, ctx.label());
     } else {
-      engine_->recv(conn, Channel::kCollective, tag, at, n, ctx.deadline, work, ctx.label());
+      engine.recv(peer, Channel::kCollective, tag, at, n, ctx.deadline, work, ctx.label());
     }
   };
   auto work = std::make_shared<PollingWork>(ctx.label(), poll_for(bytes));
-  const StripePlan plan = stripe_plan(bytes, opt_.streams, opt_.chunk_bytes);
+  const StripePlan plan = stripe_plan(bytes, static_cast<int>(engines_.size()), opt_.chunk_bytes);
   if (plan.parts == 1) {
     transfer(0, data, bytes, work);
   } else {

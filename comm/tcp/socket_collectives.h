@@ -46,6 +46,12 @@ SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t ones
 
 // DDP_TCP_SOCKET_STREAMS' bound: connections to each peer.
 inline constexpr int kMaxSocketStreams = 8;
+// DDP_TCP_SOCKET_STREAMS: connections to each peer, each set with its own progress thread (so
+// one rank's large transfers run on several cores). "auto": 2 when this process may use at
+// least 3 CPUs for each of its job's ranks on this host (the op's thread, which reduces, and
+// two progress threads each), else 1; or a count 1..kMaxSocketStreams. InvalidArgument naming
+// the variable otherwise. Rank 0's value is the group's.
+int socket_streams(const std::string& setting, int cpus, int ranks_here);
 
 // How a message of `bytes` is split over `streams` connections to its peer: `parts` pieces of
 // `part_bytes` (a multiple of 64; the last piece shorter), none under chunk_bytes / streams. A
@@ -70,11 +76,10 @@ class SocketCollectives {
     // How long a wait for a message of at most oneshot_bytes polls before it sleeps
     // (PollingWork; the engine's poll): poll_for().
     std::chrono::microseconds poll{0};
-    // The engine's connections to each peer (SocketEngine::Options::streams, from
-    // DDP_TCP_SOCKET_STREAMS): each collective message is split across them (stripe_plan).
-    int streams = 1;
   };
-  SocketCollectives(SocketEngine* engine, Options options) : engine_(engine), opt_(options) {}
+  // engines: one per connection set (DDP_TCP_SOCKET_STREAMS), each with its own progress
+  // thread; a large message is split across them (stripe_plan), everything else uses the first.
+  SocketCollectives(std::vector<SocketEngine*> engines, Options options);
 
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
   // The resumable form, for TcpProcessGroup's attempt on the caller's thread: a one-shot
@@ -145,7 +150,8 @@ class SocketCollectives {
   void reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
   void all_to_all(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
-  SocketEngine* engine_;
+  std::vector<SocketEngine*> engines_;  // never empty
+  SocketEngine* engine_;                // engines_[0]
   Options opt_;
   // The op in progress drives the engine from this thread: run() holds a Driver for its
   // length (Driving), unless Options::poll is 0.

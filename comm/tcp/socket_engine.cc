@@ -29,12 +29,7 @@ SocketEngine::SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* he
     : options_(std::move(options)), health_(health) {
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_fd_) DDP_THROW_ERRNO("eventfd");
-  const auto streams = static_cast<size_t>(std::max(1, options_.streams));
-  if (fds.size() % streams != 0) {
-    DDP_THROW(InvalidArgument, "SocketEngine: ", fds.size(), " connections for ", streams, " per rank");
-  }
-  world_ = std::max<int>(1, static_cast<int>(fds.size() / streams));
-  for (auto r = static_cast<int>(options_.peer_names.size()); r < world_; ++r) {
+  for (auto r = static_cast<int>(options_.peer_names.size()); r < static_cast<int>(fds.size()); ++r) {
     options_.peer_names.push_back(detail::str("rank ", r));
   }
   for (size_t r = 0; r < fds.size(); ++r) {
@@ -330,6 +325,7 @@ void SocketEngine::run_loop(Done& done) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       expire(done);
+      follow_health(done);
     }
     finish_all(done);
   }
@@ -401,7 +397,7 @@ bool SocketEngine::read_header(int p, Done& done) {
   }
   if (peer.hdr.channel == static_cast<uint8_t>(Channel::kBye)) {
     peer.said_bye = true;
-    health_->mark_departed(rank_of(p));
+    health_->mark_departed(p);
     return true;
   }
   const MailKey key{peer.hdr.channel, peer.hdr.tag};

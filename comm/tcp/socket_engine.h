@@ -21,6 +21,10 @@
 //   the same way, naming it and what it sent; nothing is allocated for it first.
 // - The progress thread never lets an exception escape: should anything throw there, the group
 //   fails (kOther) and every pending Work completes with the error.
+// - Several engines may share one GroupHealth (a group with several connections to each peer,
+//   DDP_TCP_SOCKET_STREAMS: one engine, and one progress thread, per connection set). A failure
+//   one of them records fails the others' pending ops too, within a second (each looks at the
+//   health whenever its loop turns, at least once a second while anything is in flight).
 // Thread-safe: any thread may post. Works finish outside the engine's lock.
 #include <poll.h>
 
@@ -58,11 +62,8 @@ class SocketEngine {
     // since it last moved anything; otherwise it sleeps in poll(2). Null or 0: always sleeps.
     const std::atomic<int>* blocked = nullptr;
     std::chrono::microseconds poll{0};
-    // Connections to each rank (DDP_TCP_SOCKET_STREAMS): fds holds world * streams of them,
-    // connection k to rank r at k * world + r, and every operation names one by that index.
-    // Each is its own ordered stream of messages; errors and health name the rank.
-    int streams = 1;
   };
+  // fds[r]: the connection to rank r (empty for this rank).
   SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* health);
   ~SocketEngine();
   // Says goodbye to every peer (after flushing what is queued, bounded), stops the progress
@@ -115,8 +116,7 @@ class SocketEngine {
   using Done = std::vector<std::pair<WorkPtr, std::exception_ptr>>;  // = Completions (mailbox.h)
   using ErrorFor = std::function<std::exception_ptr(const std::string& label)>;
 
-  int rank_of(int p) const { return p % world_; }
-  const std::string& name_of(int p) const { return options_.peer_names[static_cast<size_t>(rank_of(p))]; }
+  const std::string& name_of(int p) const { return options_.peer_names[static_cast<size_t>(p)]; }
   void loop() noexcept;
   void run_loop(Done& done);
   // Under mu_: the poll set (the wake fd first when `wake_fd`; each live peer's socket, writable
@@ -147,15 +147,18 @@ class SocketEngine {
   void close_peer(int p, Done& done);  // EOF after goodbye
   void fail_ops(Peer& peer, const ErrorFor& err, Done& done);
   void fail_all(Done& done, const std::string& reason);
+  // Under mu_: once the shared health records a lost peer (seen by this engine or another),
+  // fails what is still pending here.
+  void follow_health(Done& done);
   static void finish_all(Done& done);
 
   Options options_;
   GroupHealth* health_;
-  int world_ = 1;
   std::vector<std::unique_ptr<Peer>> peers_;  // one per connection
   Fd wake_fd_;
   std::mutex mu_;
   bool stop_ = false;
+  bool followed_ = false;        // follow_health acted
   int held_ = 0;                 // live Holds
   std::atomic<int> drivers_{0};  // live Drivers (the progress thread leaves the sockets to them)
   // Serializes socket I/O and the reader state between the progress thread and Drivers.

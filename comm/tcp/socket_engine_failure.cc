@@ -60,8 +60,17 @@ void SocketEngine::lose_peer(int p, const std::string& why, Done& done) {
   if (!peer.alive) return;
   peer.alive = false;
   const std::string reason = detail::str(name_of(p), " was lost: ", why);
-  health_->fail(FailureKind::kNetwork, rank_of(p), reason);
+  health_->fail(FailureKind::kNetwork, p, reason);
   fail_all(done, reason);
+}
+
+// Once: the ops pending then fail; later ones are refused when posted (the health is broken).
+// Only a lost peer is followed: the group's own other failures (a timeout, a mismatch, its
+// destruction) end their ops where they happen, and the goodbyes queued then must still leave.
+void SocketEngine::follow_health(Done& done) {
+  if (followed_ || !health_->broken() || health_->lost_peer() < 0) return;
+  followed_ = true;
+  fail_all(done, "the group failed");
 }
 
 // Under mu_: every pending operation fails with the group's failure, seen from its label.

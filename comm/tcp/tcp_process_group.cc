@@ -91,10 +91,10 @@ std::shared_ptr<GroupMemory> TcpProcessGroup::allocate(size_t bytes) {
   return std::make_shared<RegionMemory>(std::move(region));
 }
 
-std::shared_ptr<TcpProcessGroup> TcpProcessGroup::create(const GroupSetup& setup, bool on_caller) {
+std::shared_ptr<TcpProcessGroup> TcpProcessGroup::create(const GroupSetup& setup, CreateOptions options) {
   std::shared_ptr<TcpProcessGroup> pg(new TcpProcessGroup(setup));
-  pg->on_caller_ = on_caller;
-  if (setup.size > 1) pg->connect(setup);
+  pg->on_caller_ = options.on_caller;
+  if (setup.size > 1) pg->connect(setup, options.ranks_on_host);
   pg->worker_ = std::thread([raw = pg.get()] { raw->worker_loop(); });
   return pg;
 }
@@ -108,7 +108,7 @@ void TcpProcessGroup::shutdown() noexcept {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (engine_) engine_->shutdown();  // fails the socket waits of a running op
+  for (auto& engine : engines_) engine->shutdown();  // fails the socket waits of a running op
   if (worker_.joinable()) {
     if (worker_.get_id() == std::this_thread::get_id()) {
       worker_.detach();  // destroyed from a Work callback on the worker: it exits by itself
@@ -226,9 +226,9 @@ WorkPtr TcpProcessGroup::post_p2p(bool is_send, Buffer buf, int peer, int tag, M
   auto work = std::make_shared<Work>(label);
   Deadline deadline(timeout);
   if (is_send) {
-    engine_->send(peer, Channel::kUser, tag, buf.data, buf.bytes(), deadline, work, std::move(label));
+    engines_[0]->send(peer, Channel::kUser, tag, buf.data, buf.bytes(), deadline, work, std::move(label));
   } else {
-    engine_->recv(peer, Channel::kUser, tag, buf.data, buf.bytes(), deadline, work, std::move(label));
+    engines_[0]->recv(peer, Channel::kUser, tag, buf.data, buf.bytes(), deadline, work, std::move(label));
   }
   return work;
 }

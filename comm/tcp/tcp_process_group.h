@@ -36,6 +36,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/backend.h"
 #include "comm/process_group.h"
@@ -61,10 +62,17 @@ void set_inter_node_factory(InterNodeFactory factory);
 
 class TcpProcessGroup final : public ProcessGroup {
  public:
-  // `on_caller`: every collective runs to its end on the thread that issues it, which the
-  // returned (completed) Work then reports: a hierarchical group's children, whose ops its
-  // worker issues one at a time and waits for at once (two thread hand-offs less per step).
-  static std::shared_ptr<TcpProcessGroup> create(const GroupSetup& setup, bool on_caller = false);
+  struct CreateOptions {
+    // Every collective runs to its end on the thread that issues it, which the returned
+    // (completed) Work then reports: a hierarchical group's children, whose ops its worker
+    // issues one at a time and waits for at once (two thread hand-offs less per step).
+    bool on_caller = false;
+    // This process's job's ranks on this host, where the group's own layout does not show them
+    // (a hierarchical group's child between hosts has one rank per host); 0: from the layout.
+    int ranks_on_host = 0;
+  };
+  static std::shared_ptr<TcpProcessGroup> create(const GroupSetup& setup, CreateOptions options);
+  static std::shared_ptr<TcpProcessGroup> create(const GroupSetup& setup) { return create(setup, {}); }
   ~TcpProcessGroup() override;
 
   std::string backend_name() const override { return "tcp"; }
@@ -76,8 +84,9 @@ class TcpProcessGroup final : public ProcessGroup {
   Transport transport() const { return transport_; }
   bool fingerprints() const { return fingerprints_; }
   const std::string& shm_name() const { return shm_name_; }  // empty unless kShm
-  // Connections to each peer that carry collectives (DDP_TCP_SOCKET_STREAMS; 1 unless kSocket).
-  int socket_streams() const { return streams_; }
+  // Connections to each peer that carry collectives (DDP_TCP_SOCKET_STREAMS; 1 unless kSocket),
+  // each set with its own engine and progress thread.
+  int socket_streams() const { return static_cast<int>(engines_.size()); }
   uint64_t collectives_run() const { return collectives_run_.load(); }
   // all_reduces that ran in place in group memory (allocate; 0 unless kShm).
   uint64_t direct_all_reduces() const;
@@ -103,7 +112,7 @@ class TcpProcessGroup final : public ProcessGroup {
     bool started = false;  // begun on the caller's thread (shm): ShmCollectives::finish completes it
   };
   TcpProcessGroup(const GroupSetup& setup);
-  void connect(const GroupSetup& setup);
+  void connect(const GroupSetup& setup, int ranks_on_host);
   void connect_hierarchy(const GroupSetup& setup, const HostLayout& layout);
   // Both take a resolved timeout (never kUseDefault).
   WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout);
@@ -128,8 +137,9 @@ class TcpProcessGroup final : public ProcessGroup {
   Transport transport_ = Transport::kLocal;
   bool fingerprints_ = true;
   std::string shm_name_;
-  std::unique_ptr<SocketEngine> engine_;
-  int streams_ = 1;  // connections to each peer (DDP_TCP_SOCKET_STREAMS)
+  // One per connection set (DDP_TCP_SOCKET_STREAMS); the first carries everything but the
+  // stripes of large collective messages beyond it.
+  std::vector<std::unique_ptr<SocketEngine>> engines_;
   std::unique_ptr<ShmCollectives> shm_;
   std::unique_ptr<SocketCollectives> sockets_;
   std::unique_ptr<HierarchicalCollectives> hierarchy_;  // kHierarchical: the child groups

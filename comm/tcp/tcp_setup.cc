@@ -50,17 +50,6 @@ struct Config {
   }
 };
 
-// DDP_TCP_SOCKET_STREAMS: connections to each peer over sockets, 1..kMaxSocketStreams. Read on
-// every rank (a bad value fails there, naming it); rank 0's is the group's.
-int socket_streams() {
-  const int64_t n = env::get_int_or("DDP_TCP_SOCKET_STREAMS", 1);
-  if (n < 1 || n > kMaxSocketStreams) {
-    DDP_THROW(InvalidArgument, "DDP_TCP_SOCKET_STREAMS=", n, ": choose 1..", kMaxSocketStreams,
-              " connections to each peer");
-  }
-  return static_cast<int>(n);
-}
-
 HostLayout layout_of(const Mesh& mesh) {
   std::vector<std::string> keys;
   for (const auto& p : mesh.peers) keys.push_back(p.boot_id);
@@ -190,11 +179,12 @@ ShmSegment open_or_fall_back(const GroupSetup& setup, const std::string& name) {
 // (no room, another /dev/shm) says so in the store before the set-up barrier, and after the
 // barrier every rank reads the same count: one failure and the whole group uses sockets. The
 // barrier also lets the segment's name go: every rank that could map it has.
-Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Deadline& deadline,
+Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, int ranks_here, const Deadline& deadline,
                           ShmSegment& segment) {
   rdzv::Store& store = *setup.store;
   Config config;
-  const int streams = socket_streams();
+  const int streams = socket_streams(env::get_or("DDP_TCP_SOCKET_STREAMS", "auto"),
+                                     machine_profile().usable_cpus, ranks_here);
   if (setup.rank == 0) {
     config.transport = choose_transport(mesh);
     config.fingerprints = env::get_bool_or("DDP_TCP_FINGERPRINT", true);
@@ -229,29 +219,31 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Deadl
   return config;
 }
 
-// DDP_TCP_SOCKET_STREAMS - 1 more connections to each peer, appended to `fds` (connection k to
-// rank r at k * world + r, as SocketEngine::Options::streams reads them): one more mesh per
-// stream, made by every rank in the same order (the store keys and handshake name carry its
-// number).
-void add_streams(const GroupSetup& setup, int streams, const Deadline& deadline, std::vector<Fd>& fds) {
+// DDP_TCP_SOCKET_STREAMS - 1 more connection sets (a connection to each peer each), after the
+// first mesh's: one more mesh per stream, made by every rank in the same order (the store keys
+// and handshake name carry its number).
+std::vector<std::vector<Fd>> more_streams(const GroupSetup& setup, int streams, const Deadline& deadline) {
+  std::vector<std::vector<Fd>> sets;
   for (int k = 1; k < streams; ++k) {
     auto store = std::make_shared<rdzv::PrefixStore>(detail::str("tcp/stream/", k), setup.store);
     const std::string name = detail::str(setup.name, "/stream", k);
-    Mesh extra = build_mesh(*store, {setup.rank, setup.size, setup.job_token, name}, deadline);
-    for (auto& fd : extra.fds) fds.push_back(std::move(fd));
+    sets.push_back(build_mesh(*store, {setup.rank, setup.size, setup.job_token, name}, deadline).fds);
   }
   if (streams > 1) logger("tcp")->debug("group '{}': {} connections to each peer", setup.name, streams);
+  return sets;
 }
 
 }  // namespace
 
-void TcpProcessGroup::connect(const GroupSetup& setup) {
+void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   if (!setup.store) DDP_THROW(InvalidArgument, "tcp backend: group '", setup.name, "' has no store");
   Deadline deadline(setup.options.timeout);
   Mesh mesh = build_mesh(*setup.store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
+  const HostLayout layout = layout_of(mesh);
+  const int ranks_here = ranks_on_host > 0 ? ranks_on_host : ranks_on_this_host(layout, setup.rank);
 
   ShmSegment segment;
-  const Config config = agree_on_transport(setup, mesh, deadline, segment);
+  const Config config = agree_on_transport(setup, mesh, ranks_here, deadline, segment);
 
   transport_ = config.transport;
   fingerprints_ = config.fingerprints;
@@ -267,20 +259,25 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
   }
   eo.max_unexpected_bytes = static_cast<uint64_t>(max_unexpected);
   for (int r = 0; r < setup.size; ++r) eo.peer_names.push_back(peer_name(setup, mesh, r));
-  const HostLayout layout = layout_of(mesh);
-  const WaitBudget wait = wait_budget(ranks_on_this_host(layout, setup.rank));
+  const WaitBudget wait = wait_budget(ranks_here);
   // Messages: the progress thread, and a thread waiting for a message or for a collective over
   // sockets, poll for the whole budget while a thread is blocked on the group (yielding: two
   // or three threads per rank share the cores), then sleep.
   const auto poll = std::chrono::microseconds(std::max(0, wait.spin_us) + std::max(0, wait.yield_us));
   eo.blocked = blocked_.get();
   eo.poll = poll;
-  if (transport_ == Transport::kSocket && config.streams > 1) {
-    add_streams(setup, config.streams, deadline, mesh.fds);
-    eo.streams = config.streams;
+  std::vector<std::vector<Fd>> sets;
+  sets.push_back(std::move(mesh.fds));
+  if (transport_ == Transport::kSocket) {
+    for (auto& set : more_streams(setup, config.streams, deadline)) sets.push_back(std::move(set));
   }
-  streams_ = eo.streams;
-  engine_ = std::make_unique<SocketEngine>(std::move(eo), std::move(mesh.fds), &health_);
+  for (auto& set : sets) {
+    engines_.push_back(std::make_unique<SocketEngine>(eo, std::move(set), &health_));
+    // The others carry only the stripes of large messages, whose waits sleep (poll_for): their
+    // threads sleep in poll(2) too, leaving the cores to the threads that reduce and send.
+    // (Polling while a stripe was in flight measured no better, on 16 cores.)
+    eo.poll = std::chrono::microseconds{0};
+  }
   if (transport_ == Transport::kShm) {
     ShmCollectives::Options so;
     so.rank = setup.rank;
@@ -311,8 +308,9 @@ void TcpProcessGroup::connect(const GroupSetup& setup) {
     so.algo = parse_socket_algo(env::get_or("DDP_TCP_SOCKET_ALGO", "auto"));
     so.world_ranks = setup.global_ranks;
     so.poll = poll;
-    so.streams = streams_;
-    sockets_ = std::make_unique<SocketCollectives>(engine_.get(), so);
+    std::vector<SocketEngine*> engines;
+    for (auto& engine : engines_) engines.push_back(engine.get());
+    sockets_ = std::make_unique<SocketCollectives>(std::move(engines), so);
     // A one-shot all_reduce starts on the caller's thread and drives the sockets itself, for as
     // long as the shm attempt would poll (no hand-off to the worker and back: two wake-ups).
     inline_spin_us_ =
@@ -325,9 +323,9 @@ namespace {
 std::atomic<InterNodeFactory> g_inter_node_factory{nullptr};
 
 // The cross-host child group: this backend's sockets, or DDP_TCP_INTER's engine.
-ProcessGroupPtr make_cross_group(const GroupSetup& c) {
+ProcessGroupPtr make_cross_group(const GroupSetup& c, int ranks_on_host) {
   const std::string inter = env::get_or("DDP_TCP_INTER", "socket");
-  if (inter == "socket") return ProcessGroupPtr(TcpProcessGroup::create(c, true));
+  if (inter == "socket") return ProcessGroupPtr(TcpProcessGroup::create(c, {true, ranks_on_host}));
   if (inter != "gloo" && inter != "mpi")
     DDP_THROW(InvalidArgument, "DDP_TCP_INTER='", inter, "': choose socket, gloo or mpi");
   const InterNodeFactory factory = g_inter_node_factory.load();
@@ -359,7 +357,7 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
     }
     c.size = static_cast<int>(c.global_ranks.size());
     c.rank = rank;
-    return cross ? make_cross_group(c) : ProcessGroupPtr(TcpProcessGroup::create(c, true));
+    return cross ? make_cross_group(c, layout.per_host) : ProcessGroupPtr(TcpProcessGroup::create(c, {true}));
   };
   auto local_group = child(
       "host", host, [&](size_t r) { return layout.host_of[r] == host; }, local, false);

@@ -1,8 +1,10 @@
 // stripe_plan: how a collective's message is split over several connections to one peer (the
-// striped transfers themselves run in tcp_process_group_test and conformance_tcp_socket_streams).
+// striped transfers themselves run in tcp_process_group_test and conformance_tcp_socket_streams),
+// and socket_streams: how many connections (DDP_TCP_SOCKET_STREAMS).
 #include <doctest/doctest.h>
 
 #include "comm/tcp/socket_collectives.h"
+#include "common/error.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -17,6 +19,22 @@ void check_covers(size_t bytes, const StripePlan& p) {
   CHECK(p.part_bytes % 64 == 0);
   CHECK(p.parts * p.part_bytes >= bytes);
   CHECK((p.parts - 1) * p.part_bytes < bytes);
+}
+
+TEST_CASE("DDP_TCP_SOCKET_STREAMS: auto takes 2 where 3 CPUs are there for each rank on the host") {
+  CHECK(socket_streams("auto", 16, 2) == 2);
+  CHECK(socket_streams("auto", 6, 2) == 2);
+  CHECK(socket_streams("auto", 5, 2) == 1);
+  CHECK(socket_streams("auto", 2, 1) == 1);  // this kind of 2-CPU VM
+  CHECK(socket_streams("auto", 3, 0) == 2);  // an unknown count is one rank
+  CHECK(socket_streams("auto", 0, 1) == 1);  // CPUs unknown: one
+  CHECK(socket_streams("1", 64, 1) == 1);
+  CHECK(socket_streams("8", 2, 4) == 8);  // a count is taken as given
+  for (const char* bad : {"0", "9", "two", "", "2x", "-1"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(socket_streams(bad, 16, 1), doctest::Contains("DDP_TCP_SOCKET_STREAMS"),
+                         InvalidArgument);
+  }
 }
 
 TEST_CASE("one connection, or a message under two parts: never split") {

@@ -1,7 +1,7 @@
 // SocketEngine against a peer that breaks the wire format: real sockets (a socketpair), the
 // other end written by hand. The group fails with a NetworkError naming the peer; the process
-// survives (no exception escapes the progress thread, nothing huge is allocated). And several
-// connections to one rank (Options::streams): each its own stream, errors naming the rank.
+// survives (no exception escapes the progress thread, nothing huge is allocated). And engines
+// that share a group's health (one per connection set): a failure one sees fails the others.
 #include "comm/tcp/socket_engine.h"
 
 #include <doctest/doctest.h>
@@ -187,34 +187,49 @@ TEST_CASE("malformed headers fail the group with NetworkError naming the peer; l
 
 namespace {
 
-// An engine with 2 connections to rank 1 (Options::streams = 2): fds [-, c0, -, c1].
-struct TwoStreams {
+// Two engines over two connections to rank 1 sharing one GroupHealth, as a group with
+// DDP_TCP_SOCKET_STREAMS=2 has them: fds [-, c_k] each.
+struct TwoEngines {
   GroupHealth health;
   Fd theirs[2];
-  std::unique_ptr<SocketEngine> engine;
+  std::unique_ptr<SocketEngine> engines[2];
 
-  TwoStreams() {
+  TwoEngines() {
     health.init(2);
-    std::vector<Fd> fds(4);
     for (int k = 0; k < 2; ++k) {
       int sv[2];
       REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
       theirs[k] = Fd(sv[1]);
-      fds[2 * static_cast<size_t>(k) + 1] = Fd(sv[0]);
+      std::vector<Fd> fds(2);
+      fds[1] = Fd(sv[0]);
+      SocketEngine::Options o{
+          .rank = 0, .group = std::string("g"), .peer_names = {"rank 0", "rank 1 (pid 42 on elsewhere)"}};
+      engines[k] = std::make_unique<SocketEngine>(o, std::move(fds), &health);
     }
-    SocketEngine::Options o{.rank = 0,
-                            .group = std::string("g"),
-                            .peer_names = {"rank 0", "rank 1 (pid 42 on elsewhere)"},
-                            .streams = 2};
-    engine = std::make_unique<SocketEngine>(o, std::move(fds), &health);
   }
 };
 
 }  // namespace
 
-TEST_CASE("several connections per rank: each is its own stream, addressed k * world + rank") {
-  TwoStreams t;
-  // The same tag on both connections: each recv matches the message of its own connection.
+TEST_CASE("engines sharing a health: one losing the peer fails the other's pending ops, naming the rank") {
+  TwoEngines t;
+  // A recv pending on engine 0, whose own connection stays open and silent.
+  auto pending = std::make_shared<Work>();
+  char buf[4];
+  t.engines[0]->recv(1, Channel::kCollective, 9, buf, sizeof(buf), Deadline(kLong), pending, "recv on 0");
+  t.theirs[1] = Fd();  // engine 1's connection closes without a goodbye
+  auto on1 = std::make_shared<Work>();
+  t.engines[1]->recv(1, Channel::kCollective, 9, buf, sizeof(buf), Deadline(kLong), on1, "recv on 1");
+  CHECK_THROWS_WITH_AS(on1->wait(kLong), doctest::Contains("rank 1 (pid 42 on elsewhere) was lost"),
+                       NetworkError);
+  // Engine 0 follows within its loop's second, with the group's failure, not a timeout.
+  CHECK_THROWS_WITH_AS(pending->wait(std::chrono::seconds(5)),
+                       doctest::Contains("rank 1 (pid 42 on elsewhere) was lost"), NetworkError);
+  CHECK(t.health.lost_peer() == 1);
+}
+
+TEST_CASE("engines sharing a health: a message on each connection matches its own engine's recv") {
+  TwoEngines t;
   for (int k : {1, 0}) {
     WireHeader h = header(3, 5);
     const std::string payload = k == 0 ? "abc" : "xyz";
@@ -223,32 +238,12 @@ TEST_CASE("several connections per rank: each is its own stream, addressed k * w
   }
   char on0[3], on1[3];
   auto w0 = std::make_shared<Work>(), w1 = std::make_shared<Work>();
-  t.engine->recv(1, Channel::kUser, 5, on0, 3, Deadline(kLong), w0, "recv on 0");
-  t.engine->recv(3, Channel::kUser, 5, on1, 3, Deadline(kLong), w1, "recv on 1");
+  t.engines[0]->recv(1, Channel::kUser, 5, on0, 3, Deadline(kLong), w0, "recv on 0");
+  t.engines[1]->recv(1, Channel::kUser, 5, on1, 3, Deadline(kLong), w1, "recv on 1");
   w0->wait(kLong);
   w1->wait(kLong);
   CHECK(std::string(on0, 3) == "abc");
   CHECK(std::string(on1, 3) == "xyz");
-}
-
-TEST_CASE("several connections per rank: losing one fails the group, naming the rank") {
-  TwoStreams t;
-  t.theirs[1] = Fd();  // the second connection to rank 1 closes without a goodbye
-  auto work = std::make_shared<Work>();
-  char buf[4];
-  t.engine->recv(1, Channel::kUser, 9, buf, sizeof(buf), Deadline(kLong), work, "recv(tag 9)");
-  CHECK_THROWS_WITH_AS(work->wait(kLong), doctest::Contains("rank 1 (pid 42 on elsewhere) was lost"),
-                       NetworkError);
-  CHECK(t.health.lost_peer() == 1);
-}
-
-TEST_CASE("several connections per rank: a connection count that is not a multiple is refused") {
-  GroupHealth health;
-  health.init(2);
-  std::vector<Fd> fds(3);
-  SocketEngine::Options o;
-  o.streams = 2;
-  CHECK_THROWS_AS(SocketEngine(o, std::move(fds), &health), InvalidArgument);
 }
 
 TEST_CASE("messages posted under a Hold leave together, whole and in order, across partial writes") {

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 
+#include <filesystem>
 #include <future>
 #include <latch>
 
@@ -104,7 +105,30 @@ TEST_CASE("socket pipeline sizes from the environment: nonsense is an error nami
   }
 }
 
+namespace {
+// This process's threads now.
+int thread_count() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+}  // namespace
+
 TEST_CASE("several connections to each peer (DDP_TCP_SOCKET_STREAMS): every op exact, messages split") {
+  // Each connection set has its own progress thread: 3 streams are 2 threads more per rank.
+  auto threads_for = [](const char* streams) {
+    ScopedEnv env(
+        {{"DDP_TCP_TRANSPORT", std::string("socket")}, {"DDP_TCP_SOCKET_STREAMS", std::string(streams)}});
+    int during = 0;
+    run_ranks(1 + 1, [&](TcpProcessGroup& pg, int r) {
+      check_all_reduce(pg, r, DType::kFloat32, ReduceOp::kSum, 10);
+      pg.barrier()->wait();
+      if (r == 0) during = thread_count();
+      pg.barrier()->wait();
+    });
+    return during;
+  };
+  CHECK(threads_for("3") - threads_for("1") == 2 * 2);  // 2 ranks (threads of this process)
   for (int w : {2, 3}) {
     CAPTURE(w);
     // 4 KiB chunks over 3 streams: every chunk travels in 3 parts, whole buffers in up to 3.
