@@ -323,6 +323,9 @@ void SocketEngine::run_loop(Done& done) {
       move_bytes(fds, ranks, 1, done);
     }
     {
+      // io_mu_ first: a Driver's sendmsg may be reading the messages these end (their headers
+      // live in the queue).
+      std::lock_guard<std::mutex> io(io_mu_);
       std::lock_guard<std::mutex> lock(mu_);
       expire(done);
       follow_health(done);
