@@ -1,5 +1,7 @@
 #include "comm/tcp/shm_channel.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "comm/copy_kernel.h"
@@ -31,12 +33,11 @@ void ShmChannel::wait_done(uint64_t tickets, const OpContext& ctx) {
 
 namespace {
 
-// The bytes of a buffer of at most 8 as the low bytes of a word. Whole-width loads: a narrow
-// memcpy into a word on the stack and the word's load back stalled store forwarding (a 4-byte
-// all_reduce took 0.05 us more than an 8-byte one).
-uint64_t small_word(const Buffer& b) {
-  const auto* p = static_cast<const unsigned char*>(b.data);
-  switch (b.bytes()) {
+// `bytes` (at most 8) at p as the low bytes of a word. Whole-width loads: a narrow memcpy into a
+// word on the stack and the word's load back stalled store forwarding (a 4-byte all_reduce
+// took 0.05 us more than an 8-byte one).
+uint64_t small_word(const unsigned char* p, size_t bytes) {
+  switch (bytes) {
     case 8: {
       uint64_t v;
       std::memcpy(&v, p, 8);
@@ -54,9 +55,23 @@ uint64_t small_word(const Buffer& b) {
     }
     default: {
       uint64_t v = 0;
-      for (size_t i = 0; i < b.bytes(); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+      for (size_t i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
       return v;
     }
+  }
+}
+
+// This rank's small all_reduce input into the half's word (at most 8 bytes) or wide line.
+void stage_small(RankControl& me, int half, const Buffer& b) {
+  const auto* p = static_cast<const unsigned char*>(b.data);
+  const size_t bytes = b.bytes();
+  if (bytes <= sizeof(uint64_t)) {
+    me.small[half].store(small_word(p, bytes), std::memory_order_relaxed);
+    return;
+  }
+  for (size_t i = 0, off = 0; off < bytes; ++i, off += sizeof(uint64_t)) {
+    me.wide[half][i].store(small_word(p + off, std::min(sizeof(uint64_t), bytes - off)),
+                           std::memory_order_relaxed);
   }
 }
 
@@ -81,7 +96,7 @@ void ShmChannel::begin(const OpContext& ctx, uint64_t direct_tag, StoreMode stor
     // was last written for the small op before last, and this rank finished the one between,
     // which needed every peer to enter it, which each did after it finished (read) the one before.
     small_half_ ^= 1;
-    me.small[small_half_].store(small_word(*small), std::memory_order_relaxed);  // before kEntered
+    stage_small(me, small_half_, *small);  // before kEntered
   }
   if (direct_tag != 0 || small != nullptr) {
     publish(Counter::kEntered, seq + 1);

@@ -104,7 +104,8 @@ class ShmChannel {
 
   // A new op: its fingerprint, direct tag (0: its buffer is not in group memory), on rank 0 the
   // store mode every rank uses (shm_store_choice.h), and `small`'s value when the op is an
-  // all_reduce of at most 8 bytes (RankControl::small, the next half in turn), then kEntered.
+  // all_reduce of at most kWideBytes (RankControl::small up to 8 bytes, else RankControl::wide;
+  // the next half in turn), then kEntered.
   // A tagged or small op's peers wait for that, so it wakes them.
   void begin(const OpContext& ctx, uint64_t direct_tag = 0, StoreMode stores = StoreMode::kCached,
              const Buffer* small = nullptr);

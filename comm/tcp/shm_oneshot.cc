@@ -6,8 +6,18 @@
 namespace ddp::comm::tcp {
 namespace {
 
-uint64_t small_of(const ShmChannel& ch, int rank, int half) {
-  return ch.segment().control(rank).small[half].load(std::memory_order_relaxed);  // after kEntered
+// A rank's staged small value (after its kEntered): the half's word, or its wide line.
+struct SmallValue {
+  uint64_t words[kWideBytes / sizeof(uint64_t)];
+};
+void small_of(const ShmChannel& ch, int rank, int half, size_t bytes, SmallValue& v) {
+  const RankControl& c = ch.segment().control(rank);
+  if (bytes <= sizeof(uint64_t)) {
+    v.words[0] = c.small[half].load(std::memory_order_relaxed);
+    return;
+  }
+  for (size_t i = 0; i * sizeof(uint64_t) < bytes; ++i)
+    v.words[i] = c.wide[half][i].load(std::memory_order_relaxed);
 }
 
 // The all_reduce of the small values, in rank order (the same result on every rank).
@@ -15,11 +25,14 @@ void consume_small(ShmChannel& ch, const ShmStep& s) {
   const Buffer& in = s.in;
   const ReduceOp rop = s.ctx.desc.rop;
   const int half = ch.small_half();
-  const uint64_t a = small_of(ch, 0, half), b = small_of(ch, 1, half);
-  combine3(in.data, &a, &b, in.count, in.dtype, rop);
+  const size_t bytes = in.bytes();
+  SmallValue a, b;
+  small_of(ch, 0, half, bytes, a);
+  small_of(ch, 1, half, bytes, b);
+  combine3(in.data, a.words, b.words, in.count, in.dtype, rop);
   for (int p = 2; p < ch.world(); ++p) {
-    const uint64_t v = small_of(ch, p, half);
-    combine(in.data, &v, in.count, in.dtype, rop);
+    small_of(ch, p, half, bytes, a);
+    combine(in.data, a.words, in.count, in.dtype, rop);
   }
   if (rop == ReduceOp::kAvg) finish_avg(in.data, in.count, in.dtype, ch.world());
 }
@@ -56,7 +69,7 @@ void consume(ShmChannel& ch, const ShmStep& s, uint64_t t) {
 }  // namespace
 
 bool oneshot_small(const OpDesc& d, const Buffer& in) {
-  return d.kind == OpKind::kAllReduce && in.bytes() <= sizeof(uint64_t);
+  return d.kind == OpKind::kAllReduce && in.bytes() <= kWideBytes;
 }
 
 bool oneshot_fits(const OpDesc& d, const Buffer& in, const ShmGeometry& g) {

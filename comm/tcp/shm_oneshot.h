@@ -7,16 +7,19 @@
 // ShmChannel::begin before kEntered (RankControl::small): a peer takes value and counter in one
 // cache miss, where a slot costs a second one (on far cores 230 ns), and the op takes no
 // ticket and publishes nothing more (no kStaged, no kDone: each store to the line makes the
-// peers fetch it again). Its two halves serve such ops in turn, so a half is rewritten only
-// after every peer read it, with no wait (a single word had to wait for every peer to finish
-// the last op: with 3 ranks on 2 cores, 7.5 us against 4).
+// peers fetch it again). One of up to kWideBytes travels the same way in the lines right after
+// it (RankControl::wide): a peer reads them once it saw kEntered, one more miss for all of
+// them (their loads overlap), and still no ticket, no kStaged, no kDone, no slot to free.
+// Their two halves serve such ops in turn, so a half is rewritten only after every peer read
+// it, with no wait (a single word had to wait for every peer to finish the last op: with 3
+// ranks on 2 cores, 7.5 us against 4).
 // Resumable: with a non-blocking ShmPoll, oneshot_step returns false at a wait that did
 // not end within the budget, its place kept in step.at; a later call goes on from there.
 #include "comm/tcp/shm_channel.h"
 
 namespace ddp::comm::tcp {
 
-// Whether `d` on `in` is an all_reduce of at most 8 bytes (staged by ShmChannel::begin).
+// Whether `d` on `in` is an all_reduce of at most kWideBytes (staged by ShmChannel::begin).
 bool oneshot_small(const OpDesc& d, const Buffer& in);
 
 // Whether `d` on input `in` runs one-shot in a channel of this geometry.

@@ -33,8 +33,12 @@ struct alignas(64) RankControl {
   // costs no extra cache miss. The full fingerprints (for the error message) follow.
   std::atomic<uint64_t> hashes[2] = {};
   // An all_reduce of at most 8 bytes: this rank's value, in the two halves in turn (written
-  // before kStaged), so a peer takes it with the counter, one cache line (shm_oneshot.h).
+  // before kEntered), so a peer takes it with the counter, one cache line (shm_oneshot.h).
   std::atomic<uint64_t> small[2] = {};
+  // An all_reduce of 9 to kWideBytes: this rank's buffer, in two lines used in turn like the
+  // halves of `small` (written before kEntered): one more line for a peer to read, but no slot,
+  // no ticket and no further counter (shm_oneshot.h).
+  alignas(64) std::atomic<uint64_t> wide[2][32] = {};
   // For op seq at [seq % 2], written before kEntered: where its buffer lies in the group's
   // memory (shm_region.h: a tag of region, offset, length and seq), or 0 when it does not.
   // Every rank's the same: the all_reduce reads and writes the peers' buffers directly.
@@ -48,8 +52,8 @@ struct alignas(64) RankControl {
   alignas(64) Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
 };
 
-static_assert(offsetof(RankControl, direct) == 64,
-              "a rank's counters, hashes and small values fill one line");
+static_assert(offsetof(RankControl, wide) == 64, "a rank's counters, hashes and small values fill one line");
+inline constexpr size_t kWideBytes = sizeof(RankControl::wide[0]);
 
 struct alignas(64) SegmentHeader {
   // Stored last by the creator (release), loaded first by the others (acquire): a rank that sees

@@ -70,8 +70,10 @@ TEST_CASE("a non-blocking step stops at a late peer and resumes where it stopped
   ShmRanks ranks(2);
   auto c0 = channel(ranks, 0);
   auto c1 = channel(ranks, 1);
-  std::vector<float> v0(8, 1.0f), v1(8, 2.0f);
-  auto ctx0 = context({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, 8, 0});
+  // Past the control lines (kWideBytes): through a slot.
+  constexpr size_t kN = kWideBytes / sizeof(float) + 8;
+  std::vector<float> v0(kN, 1.0f), v1(kN, 2.0f);
+  auto ctx0 = context({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, kN, 0});
   auto ctx1 = ctx0;
   ShmProgress at0;
   const Buffer b0 = view(v0);
@@ -85,18 +87,23 @@ TEST_CASE("a non-blocking step stops at a late peer and resumes where it stopped
   CHECK(oneshot_step(*c0, s0));
   c0->end(ctx0);
   require_no_errors(errors);
-  CHECK(v0 == std::vector<float>(8, 3.0f));
-  CHECK(v1 == std::vector<float>(8, 3.0f));
+  CHECK(v0 == std::vector<float>(kN, 3.0f));
+  CHECK(v1 == std::vector<float>(kN, 3.0f));
 }
 
-TEST_CASE("an all_reduce of at most 8 bytes (in the control line): 2000 in a row, mixed with slot ones") {
+TEST_CASE(
+    "all_reduces in the control lines (at most 8 bytes, and up to kWideBytes): 2000 in a row, with slot "
+    "ones") {
   ShmRanks ranks(3, 4096, 1024, 2);  // depth 2: slot reuse and small reuse both come around fast
   auto errors = run_ranks(3, [&](int r) {
     auto ch = channel(ranks, r);
     uint64_t seq = 0;
     for (int round = 0; round < 2000; ++round) {
-      // Two floats (8 bytes: small), then, every third round, 3 floats (a slot).
-      const size_t n = round % 3 == 2 ? 3 : 2;
+      // Two floats (8 bytes: the word), kWideBytes (the wide lines) or, every fourth round, one
+      // float more (a slot); the word and the lines share the halves' turns.
+      constexpr size_t kWide = kWideBytes / sizeof(float);
+      static constexpr size_t kCounts[] = {2, kWide, 2, kWide + 1, kWide, kWide, 2, kWide + 1};
+      const size_t n = kCounts[round % 8];
       std::vector<float> v(n);
       for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(round + r * 10 + static_cast<int>(i));
       run_op(oneshot_step, *ch, context({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, n, seq++}),

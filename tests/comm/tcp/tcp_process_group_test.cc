@@ -10,6 +10,7 @@
 #include <future>
 #include <latch>
 
+#include "comm/tcp/shm_segment.h"
 #include "common/error.h"
 #include "tcp_ops_check.h"
 #include "tcp_test_util.h"
@@ -227,36 +228,44 @@ TEST_CASE("mismatched collectives fail on every rank, naming both sides") {
   }
 }
 
-TEST_CASE("shm: all_reduces of 1 to 8 bytes (the control line) in every dtype and op are exact") {
+TEST_CASE(
+    "shm: all_reduces of 1 to kWideBytes + 8 bytes (the control lines, then a slot) in every dtype and op "
+    "are exact") {
   ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("shm")}});
   run_ranks(3, [&](TcpProcessGroup& pg, int r) {
     for (DType t : kAllTypes) {
       for (ReduceOp op : kAllOps) {
         if (is_bitwise(op) && !is_integer(t)) continue;
-        for (size_t n = 1; n * dtype_size(t) <= 8; ++n) check_all_reduce(pg, r, t, op, n);
+        for (size_t n = 1; n * dtype_size(t) <= kWideBytes + 8; ++n) check_all_reduce(pg, r, t, op, n);
       }
     }
   });
 }
 
-TEST_CASE("shm: an all_reduce of 8 bytes against one of 16 (control line against slot) fails on both ranks") {
-  // The small one publishes only kEntered, the other waits for a kStaged that never comes: the
-  // wait must see the peer entered another op and name the mismatch, not hang to the timeout.
+TEST_CASE("shm: all_reduces of different sizes in the control lines and a slot fail on both ranks") {
+  // A control-line one publishes only kEntered; a slot one waits for a kStaged that never comes:
+  // the wait must see the peer entered another op and name the mismatch, not hang to the timeout.
   ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("shm")}});
-  std::vector<std::string> messages(2);
-  run_ranks(2, [&](TcpProcessGroup& pg, int r) {
-    std::vector<float> f(r == 0 ? 2 : 4, 1.0f);
-    try {
-      AllReduceOptions o;
-      o.timeout = Millis(60000);
-      pg.all_reduce(view(f.data(), f.size()), o)->wait();
-    } catch (const InvalidArgument& e) {
-      messages[static_cast<size_t>(r)] = e.message();
+  // Floats: word against slot, wide lines against slot, word against wide lines.
+  constexpr size_t kWide = kWideBytes / sizeof(float);
+  for (auto [a, b] : {std::pair<size_t, size_t>{2, kWide + 1}, {kWide, kWide + 1}, {2, 4}}) {
+    CAPTURE(a);
+    CAPTURE(b);
+    std::vector<std::string> messages(2);
+    run_ranks(2, [&, a = a, b = b](TcpProcessGroup& pg, int r) {
+      std::vector<float> f(r == 0 ? a : b, 1.0f);
+      try {
+        AllReduceOptions o;
+        o.timeout = Millis(60000);
+        pg.all_reduce(view(f.data(), f.size()), o)->wait();
+      } catch (const InvalidArgument& e) {
+        messages[static_cast<size_t>(r)] = e.message();
+      }
+    });
+    for (const auto& m : messages) {
+      CAPTURE(m);
+      CHECK(m.find("mismatched collectives") != std::string::npos);
     }
-  });
-  for (const auto& m : messages) {
-    CAPTURE(m);
-    CHECK(m.find("mismatched collectives") != std::string::npos);
   }
 }
 
