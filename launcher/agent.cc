@@ -193,24 +193,57 @@ struct Agent::Impl {
       }
       return;
     }
-    if (plan.kind == K::kHost || plan.kind == K::kHostOrConnect) {
-      try {
-        auto s = std::make_unique<rdzv::TCPStore>(
-            tcp_options(plan.bind_host, plan.port, true, kDefaultConnectTimeout));
-        store_endpoint = net::Endpoint{plan.connect_host, s->port()}.str();
-        store = std::move(s);
-        hosting = true;
-        log->log(multi() ? spdlog::level::info : spdlog::level::debug, "hosting the rendezvous store on {}",
-                 store_endpoint);
-        return;
-      } catch (const Error& e) {
-        if (plan.kind == K::kHost) throw;
-        log->info("endpoint {}:{} is served by another launcher ({}); connecting", plan.connect_host,
-                  plan.port, e.message());
-      }
+    if (plan.kind == K::kHost) {
+      host_store(plan);
+      return;
     }
+    if (plan.kind == K::kHostOrConnect) return host_or_connect(plan);
     store = connect(plan.connect_host, plan.port);
     store_endpoint = net::Endpoint{plan.connect_host, plan.port}.str();
+  }
+
+  void host_store(const StorePlan& plan) {
+    auto s = std::make_unique<rdzv::TCPStore>(
+        tcp_options(plan.bind_host, plan.port, true, kDefaultConnectTimeout));
+    store_endpoint = net::Endpoint{plan.connect_host, s->port()}.str();
+    store = std::move(s);
+    hosting = true;
+    log->log(multi() ? spdlog::level::info : spdlog::level::debug, "hosting the rendezvous store on {}",
+             store_endpoint);
+  }
+
+  // The endpoint is on this host: host the store, or connect to the launcher that does. When
+  // the port is taken but nothing there answers as this job's store (another program held it a
+  // moment, or the launcher that held it left), try to host again, until the rendezvous timeout:
+  // otherwise every node could find the port busy once and then wait on an empty port.
+  void host_or_connect(const StorePlan& plan) {
+    const Deadline deadline(l().rdzv_timeout);
+    for (bool told = false;; told = true) {
+      check_interrupt();
+      try {
+        return host_store(plan);
+      } catch (const Error& e) {
+        if (!told) {
+          log->info("endpoint {}:{} is served by another launcher ({}); connecting", plan.connect_host,
+                    plan.port, e.message());
+        }
+      }
+      try {
+        store = std::make_unique<rdzv::TCPStore>(
+            tcp_options(plan.connect_host, plan.port, false,
+                        std::max(Millis(1), std::min(Millis(1000), deadline.remaining()))));
+        store_endpoint = net::Endpoint{plan.connect_host, plan.port}.str();
+        return;
+      } catch (const TimeoutError&) {
+      } catch (const NetworkError&) {
+      }
+      if (deadline.expired()) {
+        DDP_THROW(TimeoutError, "rendezvous store at ", net::Endpoint{plan.connect_host, plan.port}.str(),
+                  ": this launcher could not host it (the port is taken) and nothing there answered as this "
+                  "job's store within ",
+                  l().rdzv_timeout.count(), " ms");
+      }
+    }
   }
 
   void describe_self() {

@@ -9,8 +9,10 @@
 #include <csignal>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "cli/launch_test_util.h"
+#include "common/socket.h"
 
 using namespace ddp::test;
 
@@ -201,6 +203,38 @@ TEST_CASE("a failure on one node stops every node: its code there, 122 elsewhere
   std::string errs = slurp(d / "node0.err") + slurp(d / "node1.err");
   CHECK(errs.find("another node") != std::string::npos);
   CHECK(errs.find("exitcode  : 7") != std::string::npos);
+}
+
+TEST_CASE("tcp: the endpoint's port taken a moment by another program: a node hosts once it is free") {
+  ScratchDir d;
+  const int port = free_port_pair();
+  const std::string id = unique_id("busy");
+  // Something that is not a launcher listens there (and never answers) for the first 2 s: both
+  // nodes fail to host and find no store; once it is gone, one of them must host.
+  auto squatter = std::make_unique<ddp::Fd>(
+      ddp::net::listen_tcp({.host = "127.0.0.1", .port = static_cast<uint16_t>(port), .backlog = 8}));
+  std::jthread release([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    squatter.reset();
+  });
+  auto args = std::vector<std::string>{"--nnodes",
+                                       "2",
+                                       "--nproc-per-node",
+                                       "1",
+                                       "--rdzv-backend",
+                                       "tcp",
+                                       "--rdzv-endpoint",
+                                       "127.0.0.1:" + std::to_string(port),
+                                       "--rdzv-id",
+                                       id,
+                                       "sh",
+                                       "-c",
+                                       "exit 0"};
+  auto codes = run_nodes(d, {args, args});
+  release.join();
+  CHECK(codes == std::vector<int>{0, 0});
+  std::string errs = slurp(d / "node0.err") + slurp(d / "node1.err");
+  CHECK(errs.find("hosting the rendezvous store") != std::string::npos);
 }
 
 TEST_CASE("a node whose launcher dies before the exit barrier: the others stop, naming it, not hang") {
