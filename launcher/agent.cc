@@ -72,6 +72,19 @@ struct Agent::Impl {
     return t;
   }
 
+  // One connection attempt of at most a second (of what is left before `deadline`): the store,
+  // or null when nothing there answered yet. A store that refuses this job's token throws.
+  std::unique_ptr<rdzv::TCPStore> try_connect(const std::string& host, uint16_t port,
+                                              const Deadline& deadline) {
+    try {
+      return std::make_unique<rdzv::TCPStore>(
+          tcp_options(host, port, false, std::max(Millis(1), std::min(Millis(1000), deadline.remaining()))));
+    } catch (const TimeoutError&) {
+    } catch (const NetworkError&) {
+    }
+    return nullptr;
+  }
+
   // Connects in short slices so that a Ctrl-C while node 0 is not up yet still stops us.
   std::unique_ptr<rdzv::TCPStore> connect(const std::string& host, uint16_t port) {
     const Deadline deadline(l().rdzv_timeout);
@@ -80,12 +93,7 @@ struct Agent::Impl {
     }
     while (true) {
       check_interrupt();
-      try {
-        return std::make_unique<rdzv::TCPStore>(tcp_options(
-            host, port, false, std::max(Millis(1), std::min(Millis(1000), deadline.remaining()))));
-      } catch (const TimeoutError&) {
-      } catch (const NetworkError&) {
-      }
+      if (auto s = try_connect(host, port, deadline)) return s;
       if (deadline.expired()) {
         DDP_THROW(TimeoutError, "rendezvous store at ", net::Endpoint{host, port}.str(),
                   " did not answer within ", l().rdzv_timeout.count(),
@@ -228,14 +236,10 @@ struct Agent::Impl {
                     plan.port, e.message());
         }
       }
-      try {
-        store = std::make_unique<rdzv::TCPStore>(
-            tcp_options(plan.connect_host, plan.port, false,
-                        std::max(Millis(1), std::min(Millis(1000), deadline.remaining()))));
+      if (auto s = try_connect(plan.connect_host, plan.port, deadline)) {
+        store = std::move(s);
         store_endpoint = net::Endpoint{plan.connect_host, plan.port}.str();
         return;
-      } catch (const TimeoutError&) {
-      } catch (const NetworkError&) {
       }
       if (deadline.expired()) {
         DDP_THROW(TimeoutError, "rendezvous store at ", net::Endpoint{plan.connect_host, plan.port}.str(),

@@ -1,7 +1,6 @@
 #include "comm/tcp/shm_channel.h"
 
 #include <algorithm>
-
 #include <cstring>
 
 #include "comm/copy_kernel.h"

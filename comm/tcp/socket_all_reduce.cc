@@ -91,7 +91,7 @@ void SocketCollectives::post_oneshot(const OpContext& ctx, const Buffer& buf, On
   auto slot = [&](int p) { return o.block->data() + static_cast<size_t>(p) * bytes; };
   std::memcpy(slot(r), buf.data, bytes);
   {
-    SocketEngine::Hold together(*engine_);
+    SocketEngine::Hold together(first());
     if (opt_.fingerprints) post_fingerprints(ctx, o.f);
     for (int p = 0; p < w; ++p) {
       if (p == r) continue;

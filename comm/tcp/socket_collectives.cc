@@ -43,7 +43,9 @@ class PartsJoin {
 }  // namespace
 
 SocketCollectives::SocketCollectives(std::vector<SocketEngine*> engines, Options options)
-    : engines_(std::move(engines)), engine_(engines_.at(0)), opt_(std::move(options)) {}
+    : engines_(std::move(engines)), opt_(std::move(options)) {
+  DDP_CHECK(!engines_.empty(), "SocketCollectives: no socket engine");
+}
 
 std::chrono::microseconds SocketCollectives::poll_for(size_t bytes) const {
   return bytes <= opt_.oneshot_bytes ? opt_.poll : std::chrono::microseconds{0};
@@ -153,10 +155,10 @@ void SocketCollectives::post_fingerprints(const OpContext& ctx, Fingerprints& f)
   for (int p = 0; p < opt_.world; ++p) {
     if (p == opt_.rank) continue;
     auto s = std::make_shared<PollingWork>(ctx.label(), poll_for(sizeof(Fingerprint)));
-    engine_->send(p, Channel::kFingerprint, tag, &f.mine, sizeof(f.mine), ctx.deadline, s, ctx.label());
+    first().send(p, Channel::kFingerprint, tag, &f.mine, sizeof(f.mine), ctx.deadline, s, ctx.label());
     auto r = std::make_shared<PollingWork>(ctx.label(), poll_for(sizeof(Fingerprint)));
-    engine_->recv(p, Channel::kFingerprint, tag, &f.theirs[static_cast<size_t>(p)], sizeof(Fingerprint),
-                  ctx.deadline, r, ctx.label());
+    first().recv(p, Channel::kFingerprint, tag, &f.theirs[static_cast<size_t>(p)], sizeof(Fingerprint),
+                 ctx.deadline, r, ctx.label());
     f.batch.works.emplace_back(s, p);
     f.batch.works.emplace_back(r, p);
   }
@@ -194,7 +196,7 @@ void SocketCollectives::await(Work& work) {
 class SocketCollectives::Driving {
  public:
   explicit Driving(SocketCollectives& c) : c_(c) {
-    if (c.opt_.poll.count() > 0) c.driver_ = &driver_.emplace(*c.engine_);
+    if (c.opt_.poll.count() > 0) c.driver_ = &driver_.emplace(c.first());
   }
   ~Driving() { c_.driver_ = nullptr; }  // then driver_ releases
   Driving(const Driving&) = delete;

@@ -150,8 +150,10 @@ class SocketCollectives {
   void reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
   void all_to_all(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
+  // The first engine: everything but the stripes of large messages.
+  SocketEngine& first() const { return *engines_.front(); }
+
   std::vector<SocketEngine*> engines_;  // never empty
-  SocketEngine* engine_;                // engines_[0]
   Options opt_;
   // The op in progress drives the engine from this thread: run() holds a Driver for its
   // length (Driving), unless Options::poll is 0.

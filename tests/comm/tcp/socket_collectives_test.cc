@@ -30,7 +30,7 @@ TEST_CASE("DDP_TCP_SOCKET_STREAMS: auto takes 2 where 3 CPUs are there for each 
   CHECK(socket_streams("auto", 0, 1) == 1);  // CPUs unknown: one
   CHECK(socket_streams("1", 64, 1) == 1);
   CHECK(socket_streams("8", 2, 4) == 8);  // a count is taken as given
-  for (const char* bad : {"0", "9", "two", "", "2x", "-1"}) {
+  for (const char* bad : {"0", "9", "two", "", "2x", "-1", " 2", "99999999999999999999"}) {
     CAPTURE(bad);
     CHECK_THROWS_WITH_AS(socket_streams(bad, 16, 1), doctest::Contains("DDP_TCP_SOCKET_STREAMS"),
                          InvalidArgument);
