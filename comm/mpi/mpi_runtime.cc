@@ -57,6 +57,9 @@ std::string mpi_error_string(int code) {
 namespace {
 
 constexpr int kSpinPasses = 256;
+// An op in flight that stopped moving: the MPI thread yields its core for this long since it
+// last moved before it sleeps kMaxBackoff at a time (MpiRuntime::Impl::back_off).
+constexpr std::chrono::milliseconds kYieldBeforeSleep{20};
 constexpr std::chrono::microseconds kMaxBackoff{50};
 
 int requested_level() {
@@ -277,6 +280,28 @@ void MpiRuntime::Impl::await_submission(std::unique_lock<std::mutex>& lock, uint
   cv.wait(lock, [&] { return submitted.load(std::memory_order_relaxed) != seen; });
 }
 
+bool MpiRuntime::Impl::has_work() const {
+  return stop || !commands.empty() || !posted.empty() || !closes.empty() || !adopted.empty();
+}
+
+// Ops in flight that have not moved for kSpinPasses passes: MPI moves their data only inside
+// our MPI_Test calls, so the thread goes on testing, yielding its core between passes, for
+// kYieldBeforeSleep since they last moved; only then does it sleep, kMaxBackoff at a time. A
+// timed sleep ends 50-100 µs late (timer slack), and a sleeping MPI thread stalls the peer
+// that waits for its next message: under mpirun's binding (the thread and its caller on one
+// core) a caller's small op handed over after its poll then took 100-1000 µs, the peer's
+// next one was handed over in turn, and a run of 4-byte all_reduces could stay at 3-18 µs an
+// op, ten times MPI's own, for seconds. Yielding costs a waiting core nothing it could use.
+void MpiRuntime::Impl::back_off(std::unique_lock<std::mutex>& lock, Clock::time_point quiet_since) {
+  if (Clock::now() - quiet_since < kYieldBeforeSleep) {
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+    return;
+  }
+  cv.wait_for(lock, kMaxBackoff, [&] { return has_work(); });
+}
+
 void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
   try {
     int initialized = 0;
@@ -309,9 +334,10 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
     ready.set_exception(std::current_exception());
     return;
   }
-  int idle = 0;                // consecutive passes without progress while ops are in flight
-  uint64_t seen = 0;           // `submitted` when the queues were last taken
-  Clock::time_point poll_end;  // the hand-off's poll, from the last pass that did something
+  int idle = 0;                   // consecutive passes without progress while ops are in flight
+  Clock::time_point quiet_since;  // the first of those passes
+  uint64_t seen = 0;              // `submitted` when the queues were last taken
+  Clock::time_point poll_end;     // the hand-off's poll, from the last pass that did something
   for (;;) {
     std::deque<std::function<void()>> commands_now;
     std::deque<std::pair<uint64_t, MpiOp>> posted_now;
@@ -320,9 +346,6 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
     bool stopping = false;
     {
       std::unique_lock<std::mutex> lock(mu);
-      auto has_work = [&] {
-        return stop || !commands.empty() || !posted.empty() || !closes.empty() || !adopted.empty();
-      };
       bool busy = !zombies.empty() || std::any_of(channels.begin(), channels.end(),
                                                   [](const auto& c) { return !c.second.inflight.empty(); });
       // (held ops wait only behind ops in flight: a channel with held ops is busy)
@@ -330,9 +353,7 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
         baton.store(kBatonFree, std::memory_order_release);  // idle: callers may run small ops
         await_submission(lock, seen, poll_end);
       } else if (idle > kSpinPasses) {
-        // Nothing moved for a while: back off, but briefly: MPI only moves data inside our
-        // MPI_Test calls, so long sleeps would throttle large transfers.
-        cv.wait_for(lock, kMaxBackoff, has_work);
+        back_off(lock, quiet_since);
       }
       // The baton before anything leaves the queues: a caller that holds it then sees every op
       // not yet started in them, and starts nothing ahead of those (run_here). Not waited for
@@ -374,7 +395,11 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
     }
     test_zombies();
     if (progressed) poll_end = Clock::now() + rt.poll_budget_;
-    idle = progressed ? 0 : idle + 1;
+    if (progressed) {
+      idle = 0;
+    } else if (++idle == 1) {
+      quiet_since = Clock::now();
+    }
     if (stopping) break;
   }
   wind_down(rt);

@@ -104,6 +104,9 @@ struct MpiRuntime::Impl {
   void test_zombies();
   void run(MpiRuntime& rt, std::promise<void>& ready);
   void await_submission(std::unique_lock<std::mutex>& lock, uint64_t seen, Clock::time_point poll_end);
+  bool has_work() const;  // under mu: something for the MPI thread in the queues, or the stop
+  // Under mu, ops in flight and none moved for a while: yield, or (quiet for long) sleep briefly.
+  void back_off(std::unique_lock<std::mutex>& lock, Clock::time_point quiet_since);
   void wind_down(MpiRuntime& rt);
 };
 
