@@ -25,6 +25,22 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
+// A rendezvous at 127.0.0.1:port through `backend` (tcp or its alias c10d), as flags.
+struct Rendezvous {
+  std::string backend = "tcp";
+  int nnodes = 2;
+  int nproc = 1;
+  int port = 0;
+  std::string id;
+  std::vector<std::string> flags() const {
+    return {"--nnodes",         std::to_string(nnodes),
+            "--nproc-per-node", std::to_string(nproc),
+            "--rdzv-backend",   backend,
+            "--rdzv-endpoint",  "127.0.0.1:" + std::to_string(port),
+            "--rdzv-id",        id};
+  }
+};
+
 // Starts one launcher per entry of `args`; returns their exit codes.
 std::vector<int> run_nodes(const ScratchDir& d, const std::vector<std::vector<std::string>>& args,
                            const std::map<std::string, std::string>& env = {}) {
@@ -111,19 +127,8 @@ TEST_CASE("tcp: ranks assigned at the rendezvous, the same command on every node
   ScratchDir d;
   const int port = free_port_pair();
   const std::string id = unique_id("tcp");
-  auto args = std::vector<std::string>{"--nnodes",
-                                       "3",
-                                       "--nproc-per-node",
-                                       "1",
-                                       "--rdzv-backend",
-                                       "c10d",
-                                       "--rdzv-endpoint",
-                                       "127.0.0.1:" + std::to_string(port),
-                                       "--rdzv-id",
-                                       id,
-                                       "sh",
-                                       "-c",
-                                       dump_env(d)};
+  auto args = with(Rendezvous{.backend = "c10d", .nnodes = 3, .port = port, .id = id}.flags(),
+                   {"sh", "-c", dump_env(d)});
   auto codes = run_nodes(d, {args, args, args});
   CHECK(codes == std::vector<int>{0, 0, 0});
   std::set<std::string> node_ranks, stores, master_ports;
@@ -181,21 +186,9 @@ TEST_CASE("a failure on one node stops every node: its code there, 122 elsewhere
   ScratchDir d;
   const int port = free_port_pair();
   const std::string id = unique_id("fail");
-  auto args = std::vector<std::string>{"--nnodes",
-                                       "2",
-                                       "--nproc-per-node",
-                                       "2",
-                                       "--rdzv-backend",
-                                       "tcp",
-                                       "--rdzv-endpoint",
-                                       "127.0.0.1:" + std::to_string(port),
-                                       "--rdzv-id",
-                                       id,
-                                       "--shutdown-timeout",
-                                       "5",
-                                       "sh",
-                                       "-c",
-                                       "if [ $RANK = 3 ]; then exit 7; fi; exec sleep 300"};
+  auto args =
+      with(Rendezvous{.nproc = 2, .port = port, .id = id}.flags(),
+           {"--shutdown-timeout", "5", "sh", "-c", "if [ $RANK = 3 ]; then exit 7; fi; exec sleep 300"});
   auto codes = run_nodes(d, {args, args});
   std::multiset<int> got(codes.begin(), codes.end());
   CHECK(got == std::multiset<int>{7, 122});
@@ -217,19 +210,7 @@ TEST_CASE("tcp: the endpoint's port taken a moment by another program: a node ho
     std::this_thread::sleep_for(std::chrono::seconds(2));
     squatter.reset();
   });
-  auto args = std::vector<std::string>{"--nnodes",
-                                       "2",
-                                       "--nproc-per-node",
-                                       "1",
-                                       "--rdzv-backend",
-                                       "tcp",
-                                       "--rdzv-endpoint",
-                                       "127.0.0.1:" + std::to_string(port),
-                                       "--rdzv-id",
-                                       id,
-                                       "sh",
-                                       "-c",
-                                       "exit 0"};
+  auto args = with(Rendezvous{.port = port, .id = id}.flags(), {"sh", "-c", "exit 0"});
   auto codes = run_nodes(d, {args, args});
   release.join();
   CHECK(codes == std::vector<int>{0, 0});
