@@ -67,13 +67,14 @@ int socket_streams(const std::string& setting, int cpus, int ranks_here) {
   return n;
 }
 
-StripePlan stripe_plan(size_t bytes, int streams, size_t chunk_bytes) {
+StripePlan stripe_plan(size_t bytes, int streams, size_t chunk_bytes, size_t index) {
   const auto n = static_cast<size_t>(std::max(1, streams));
   const size_t least = std::max<size_t>(64, chunk_bytes / n);
+  if (n == 1 || bytes < least) return {};
+  if (bytes <= chunk_bytes) return {.lane = static_cast<int>(index % n), .counted = true};
   const size_t want = std::clamp<size_t>(bytes / least, 1, n);
   const size_t part = ((bytes + want - 1) / want + 63) / 64 * 64;
-  if (part == 0) return {1, 0};
-  return {(bytes + part - 1) / part, part};
+  return {.parts = (bytes + part - 1) / part, .part_bytes = part, .counted = true};
 }
 
 void SocketCollectives::send(Batch& b, int peer, int step, const void* data, size_t bytes,
@@ -99,9 +100,11 @@ void SocketCollectives::post(Batch& b, bool is_send, int peer, int step, char* d
     }
   };
   auto work = std::make_shared<PollingWork>(ctx.label(), poll_for(bytes));
-  const StripePlan plan = stripe_plan(bytes, static_cast<int>(engines_.size()), opt_.chunk_bytes);
+  const int streams = static_cast<int>(engines_.size());
+  StripePlan plan = stripe_plan(bytes, streams, opt_.chunk_bytes, 0);
+  if (plan.counted) plan = stripe_plan(bytes, streams, opt_.chunk_bytes, lanes_used_[{peer, is_send, tag}]++);
   if (plan.parts == 1) {
-    transfer(0, data, bytes, work);
+    transfer(static_cast<size_t>(plan.lane), data, bytes, work);
   } else {
     auto join = std::make_shared<PartsJoin>(work, plan.parts);
     for (size_t i = 0; i < plan.parts; ++i) {
@@ -208,6 +211,7 @@ class SocketCollectives::Driving {
 };
 
 void SocketCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  lanes_used_.clear();
   Driving driving(*this);
   run_op(ctx, in, out);
 }

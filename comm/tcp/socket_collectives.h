@@ -24,9 +24,11 @@
 // Errors: a lost peer is the engine's NetworkError; internal messages that miss the op's
 // deadline become one TimeoutError naming the op and the ranks that did not deliver.
 // Called by one thread at a time (the group's worker).
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -53,14 +55,22 @@ inline constexpr int kMaxSocketStreams = 8;
 // the variable otherwise. Rank 0's value is the group's.
 int socket_streams(const std::string& setting, int cpus, int ranks_here);
 
-// How a message of `bytes` is split over `streams` connections to its peer: `parts` pieces of
-// `part_bytes` (a multiple of 64; the last piece shorter), none under chunk_bytes / streams. A
-// pure function of values equal on both sides, so the sender and the receiver split alike.
+// Which of `streams` connections to its peer a message of `bytes` travels on. A message under
+// chunk_bytes / streams (or any, with one connection) goes whole on the first (`counted` false).
+// One of up to chunk_bytes goes whole on connection `index` mod streams, where `index` counts
+// this op's earlier counted messages to the same peer with the same tag (each side counts its
+// own sends and receives): an op's pipeline chunks take turns, and an op with one chunk for a
+// peer keeps to one connection, so it never waits on a second progress thread's wake-up. A larger
+// message (unchunked ops) is split in `parts` pieces of `part_bytes` (a multiple of 64; the last
+// shorter; none under chunk_bytes / streams), piece k on connection k. A pure function of values
+// equal on both sides, so the sender and the receiver choose alike.
 struct StripePlan {
   size_t parts = 1;
   size_t part_bytes = 0;
+  int lane = 0;          // the connection of a message in one part
+  bool counted = false;  // whether the message counts in `index`
 };
-StripePlan stripe_plan(size_t bytes, int streams, size_t chunk_bytes);
+StripePlan stripe_plan(size_t bytes, int streams, size_t chunk_bytes, size_t index);
 
 class SocketCollectives {
  public:
@@ -78,7 +88,8 @@ class SocketCollectives {
     std::chrono::microseconds poll{0};
   };
   // engines: one per connection set (DDP_TCP_SOCKET_STREAMS), each with its own progress
-  // thread; a large message is split across them (stripe_plan), everything else uses the first.
+  // thread; an op's large messages are spread over them (stripe_plan), everything else uses the
+  // first.
   SocketCollectives(std::vector<SocketEngine*> engines, Options options);
 
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
@@ -163,6 +174,9 @@ class SocketCollectives {
   std::unique_ptr<OneShot> pending_;
   std::vector<std::vector<char>> scratch_;  // per peer: its contributions to this rank's part (kept)
   std::vector<char> ring_scratch_;          // ring and hd: incoming chunks to reduce (kept)
+  // The op's counted messages so far, by (peer, is_send, tag): stripe_plan's index. Cleared as
+  // each op starts.
+  std::map<std::tuple<int, bool, int64_t>, size_t> lanes_used_;
 };
 
 }  // namespace ddp::comm::tcp

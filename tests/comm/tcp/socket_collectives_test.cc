@@ -1,5 +1,6 @@
-// stripe_plan: how a collective's message is split over several connections to one peer (the
-// striped transfers themselves run in tcp_process_group_test and conformance_tcp_socket_streams),
+// stripe_plan: which of several connections to one peer a collective's message takes, or how it
+// is split over them (the transfers themselves run in tcp_process_group_test and
+// conformance_tcp_socket_streams),
 // and socket_streams: how many connections (DDP_TCP_SOCKET_STREAMS).
 #include <doctest/doctest.h>
 
@@ -37,22 +38,43 @@ TEST_CASE("DDP_TCP_SOCKET_STREAMS: auto takes 2 where 3 CPUs are there for each 
   }
 }
 
-TEST_CASE("one connection, or a message under two parts: never split") {
-  CHECK(stripe_plan(size_t{1} << 30, 1, kChunk).parts == 1);
-  CHECK(stripe_plan(0, 4, kChunk).parts == 1);
-  CHECK(stripe_plan(4, 4, kChunk).parts == 1);
-  CHECK(stripe_plan(kChunk / 2 - 1, 2, kChunk).parts == 1);
+TEST_CASE("one connection, or a message under chunk / streams: the first connection, not counted") {
+  for (size_t index : {size_t{0}, size_t{1}, size_t{7}}) {
+    CAPTURE(index);
+    for (const StripePlan& p :
+         {stripe_plan(size_t{1} << 30, 1, kChunk, index), stripe_plan(0, 4, kChunk, index),
+          stripe_plan(4, 4, kChunk, index), stripe_plan(kChunk / 2 - 1, 2, kChunk, index)}) {
+      CHECK(p.parts == 1);
+      CHECK(p.lane == 0);
+      CHECK_FALSE(p.counted);
+    }
+  }
 }
 
-TEST_CASE("a pipeline chunk is split over every stream; larger messages no further") {
+TEST_CASE("messages of up to a chunk go whole, taking turns on the connections") {
   for (int streams : {2, 3, 4, 8}) {
     CAPTURE(streams);
-    const StripePlan chunk = stripe_plan(kChunk, streams, kChunk);
-    CHECK(chunk.parts == static_cast<size_t>(streams));
-    check_covers(kChunk, chunk);
-    const StripePlan big = stripe_plan(size_t{64} << 20, streams, kChunk);
-    CHECK(big.parts == static_cast<size_t>(streams));
-    check_covers(size_t{64} << 20, big);
+    for (size_t bytes : {kChunk / static_cast<size_t>(streams), kChunk / 2 + 8, kChunk}) {
+      CAPTURE(bytes);
+      for (size_t index = 0; index < 20; ++index) {
+        const StripePlan p = stripe_plan(bytes, streams, kChunk, index);
+        CHECK(p.parts == 1);
+        CHECK(p.counted);
+        CHECK(p.lane == static_cast<int>(index % static_cast<size_t>(streams)));
+      }
+    }
+  }
+}
+
+TEST_CASE("a message larger than a chunk is split over every stream, counted") {
+  for (int streams : {2, 3, 4, 8}) {
+    CAPTURE(streams);
+    for (size_t bytes : {kChunk + 64, size_t{64} << 20}) {
+      const StripePlan big = stripe_plan(bytes, streams, kChunk, 5);
+      CHECK(big.parts == static_cast<size_t>(streams));
+      CHECK(big.counted);
+      check_covers(bytes, big);
+    }
   }
 }
 
@@ -60,11 +82,12 @@ TEST_CASE("uneven sizes: the last part is shorter, no part is empty") {
   for (size_t bytes : {size_t{4097}, size_t{100003}, size_t{262145}, size_t{(1 << 20) + 4}}) {
     for (int streams : {2, 3, 5}) {
       CAPTURE(streams);
-      check_covers(bytes, stripe_plan(bytes, streams, 4096));
+      check_covers(bytes, stripe_plan(bytes, streams, 4096, 0));
     }
   }
-  // Parts never fall under chunk_bytes / streams: 3 * 1408 B for a 4 KiB chunk over 3 streams.
-  const StripePlan p = stripe_plan(4096, 3, 4096);
+  // Parts never fall under chunk_bytes / streams: 4160 B over 3 streams of a 4 KiB chunk is 3
+  // parts of 1408 B (the last 1344), not 3 of 1387.
+  const StripePlan p = stripe_plan(4160, 3, 4096, 0);
   CHECK(p.parts == 3);
   CHECK(p.part_bytes == 1408);
 }

@@ -132,7 +132,8 @@ TEST_CASE("several connections to each peer (DDP_TCP_SOCKET_STREAMS): every op e
   CHECK(threads_for("3") - threads_for("1") == 2 * 2);  // 2 ranks (threads of this process)
   for (int w : {2, 3}) {
     CAPTURE(w);
-    // 4 KiB chunks over 3 streams: every chunk travels in 3 parts, whole buffers in up to 3.
+    // 4 KiB chunks over 3 streams: an op's chunks to a peer take turns on the 3 connections,
+    // whole buffers larger than a chunk (the unchunked ops) travel in 3 parts.
     ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("socket")},
                    {"DDP_TCP_SOCKET_STREAMS", std::string("3")},
                    {"DDP_TCP_SOCKET_CHUNK_BYTES", std::string("4096")},
