@@ -56,7 +56,7 @@ int SocketCollectives::world_rank(int p) const {
 }
 
 int socket_streams(const std::string& setting, int cpus, int ranks_here) {
-  if (setting == "auto") return cpus >= 3 * std::max(1, ranks_here) ? 2 : 1;
+  if (setting == "auto") return std::clamp(cpus / std::max(1, ranks_here) - 1, 1, kMaxAutoSocketStreams);
   int n = 0;
   const char* last = setting.data() + setting.size();
   auto [end, ec] = std::from_chars(setting.data(), last, n);

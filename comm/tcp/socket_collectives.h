@@ -49,10 +49,12 @@ SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t ones
 // DDP_TCP_SOCKET_STREAMS' bound: connections to each peer.
 inline constexpr int kMaxSocketStreams = 8;
 // DDP_TCP_SOCKET_STREAMS: connections to each peer, each set with its own progress thread (so
-// one rank's large transfers run on several cores). "auto": 2 when this process may use at
-// least 3 CPUs for each of its job's ranks on this host (the op's thread, which reduces, and
-// two progress threads each), else 1; or a count 1..kMaxSocketStreams. InvalidArgument naming
-// the variable otherwise. Rank 0's value is the group's.
+// one rank's large transfers run on several cores). "auto": one for each CPU this process may
+// use beyond its op's thread (which reduces), its share of the host's CPUs among its job's ranks
+// there: cpus / ranks_here - 1, at least 1, at most kMaxAutoSocketStreams; or a count
+// 1..kMaxSocketStreams. InvalidArgument naming the variable otherwise. Rank 0's value is the
+// group's.
+inline constexpr int kMaxAutoSocketStreams = 4;
 int socket_streams(const std::string& setting, int cpus, int ranks_here);
 
 // Which of `streams` connections to its peer a message of `bytes` travels on. A message under

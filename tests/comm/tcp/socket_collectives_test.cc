@@ -22,13 +22,19 @@ void check_covers(size_t bytes, const StripePlan& p) {
   CHECK((p.parts - 1) * p.part_bytes < bytes);
 }
 
-TEST_CASE("DDP_TCP_SOCKET_STREAMS: auto takes 2 where 3 CPUs are there for each rank on the host") {
-  CHECK(socket_streams("auto", 16, 2) == 2);
+TEST_CASE(
+    "DDP_TCP_SOCKET_STREAMS: auto takes one per CPU of the rank's share beyond its op's thread, 1 to 4") {
+  CHECK(socket_streams("auto", 16, 1) == 4);  // capped
+  CHECK(socket_streams("auto", 4, 1) == 3);
+  CHECK(socket_streams("auto", 16, 2) == 4);
+  CHECK(socket_streams("auto", 8, 2) == 3);
   CHECK(socket_streams("auto", 6, 2) == 2);
   CHECK(socket_streams("auto", 5, 2) == 1);
-  CHECK(socket_streams("auto", 2, 1) == 1);  // this kind of 2-CPU VM
-  CHECK(socket_streams("auto", 3, 0) == 2);  // an unknown count is one rank
-  CHECK(socket_streams("auto", 0, 1) == 1);  // CPUs unknown: one
+  CHECK(socket_streams("auto", 16, 8) == 1);
+  CHECK(socket_streams("auto", 16, 32) == 1);  // more ranks than CPUs
+  CHECK(socket_streams("auto", 2, 1) == 1);    // this kind of 2-CPU VM
+  CHECK(socket_streams("auto", 3, 0) == 2);    // an unknown count is one rank
+  CHECK(socket_streams("auto", 0, 1) == 1);    // CPUs unknown: one
   CHECK(socket_streams("1", 64, 1) == 1);
   CHECK(socket_streams("8", 2, 4) == 8);  // a count is taken as given
   for (const char* bad : {"0", "9", "two", "", "2x", "-1", " 2", "99999999999999999999"}) {
