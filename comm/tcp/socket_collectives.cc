@@ -90,7 +90,7 @@ void SocketCollectives::recv(Batch& b, int peer, int step, void* data, size_t by
 void SocketCollectives::post(Batch& b, bool is_send, int peer, int step, char* data, size_t bytes,
                              const OpContext& ctx) {
   const int64_t tag = static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step;
-  // Part k of a striped message travels on engine k's connection to `peer`.
+  // A message travels on engine k's connection to `peer`: its lane, or part k of a split one.
   auto transfer = [&](size_t k, char* at, size_t n, const WorkPtr& work) {
     SocketEngine& engine = *engines_[k];
     if (is_send) {

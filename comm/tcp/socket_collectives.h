@@ -111,7 +111,8 @@ class SocketCollectives {
   };
   void send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx);
   void recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx);
-  // send/recv: one Work in the batch, over one connection or striped over several.
+  // send/recv: one Work in the batch, over one connection (stripe_plan's lane) or split over
+  // several.
   void post(Batch& b, bool is_send, int peer, int step, char* data, size_t bytes, const OpContext& ctx);
   void wait(Batch& b, const OpContext& ctx);
   void wait_one(Batch& b, size_t k, const OpContext& ctx);
@@ -163,7 +164,7 @@ class SocketCollectives {
   void reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
   void all_to_all(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
-  // The first engine: everything but the stripes of large messages.
+  // The first engine: everything but large messages (stripe_plan).
   SocketEngine& first() const { return *engines_.front(); }
 
   std::vector<SocketEngine*> engines_;  // never empty

@@ -137,8 +137,8 @@ class TcpProcessGroup final : public ProcessGroup {
   Transport transport_ = Transport::kLocal;
   bool fingerprints_ = true;
   std::string shm_name_;
-  // One per connection set (DDP_TCP_SOCKET_STREAMS); the first carries everything but the
-  // stripes of large collective messages beyond it.
+  // One per connection set (DDP_TCP_SOCKET_STREAMS); the first carries everything, but the
+  // large collective messages that stripe_plan puts on the others.
   std::vector<std::unique_ptr<SocketEngine>> engines_;
   std::unique_ptr<ShmCollectives> shm_;
   std::unique_ptr<SocketCollectives> sockets_;

@@ -273,9 +273,10 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   }
   for (auto& set : sets) {
     engines_.push_back(std::make_unique<SocketEngine>(eo, std::move(set), &health_));
-    // The others carry only the stripes of large messages, whose waits sleep (poll_for): their
-    // threads sleep in poll(2) too, leaving the cores to the threads that reduce and send.
-    // (Polling while a stripe was in flight measured no better, on 16 cores.)
+    // The others carry only large messages (an op's chunks in turn, the parts of larger ones:
+    // stripe_plan), whose waits sleep (poll_for): their threads sleep in poll(2) too, leaving
+    // the cores to the threads that reduce and send.
+    // (Polling while a message on them was in flight measured no better, on 16 cores.)
     eo.poll = std::chrono::microseconds{0};
   }
   if (transport_ == Transport::kShm) {
