@@ -1,8 +1,11 @@
 #include "comm/tcp/hierarchical_collectives.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <future>
 #include <map>
+#include <thread>
 
 #include "comm/reduce_kernels.h"
 #include "common/error.h"
@@ -41,6 +44,15 @@ HostLayout HostLayout::of(const std::vector<std::string>& host_keys) {
   const bool even = std::all_of(count.begin(), count.end(), [&](int c) { return c == count.front(); });
   l.per_host = even && !count.empty() ? count.front() : 0;
   return l;
+}
+
+bool hierarchy_overlap(const std::string& setting, int cpus, int ranks_here) {
+  if (setting == "auto") return cpus >= 2 * std::max(1, ranks_here);
+  std::string s = setting;
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
+  if (s == "0" || s == "false" || s == "off" || s == "no") return false;
+  DDP_THROW(InvalidArgument, "DDP_TCP_HIERARCHY_OVERLAP='", setting, "': choose auto, 1 or 0");
 }
 
 HierarchicalCollectives::HierarchicalCollectives(Options options, ProcessGroupPtr local,
@@ -101,26 +113,23 @@ class InFlight {
 
 }  // namespace
 
-// Segment k's three steps run on the two child groups' workers, so segment k's step across
-// hosts overlaps segment k + 1's reduce_scatter and segment k - 1's all_gather within the host:
-// every reduce_scatter is issued at once (the host group runs them in order), each segment's
-// all_reduce across hosts as soon as its reduce_scatter is done, each all_gather as soon as
-// its all_reduce is. Every rank cuts the same segments (they depend on the count alone).
+// Segments: every rank cuts the same ones (they depend on the count alone). Without
+// Options::overlap each step runs here, the children's ops one after another (a child runs its
+// op on the thread that issues it): every reduce_scatter, every all_reduce across hosts, every
+// all_gather.
 void HierarchicalCollectives::pipelined_all_reduce(const OpContext& ctx, const Buffer& body, ReduceOp op) {
   const auto per = static_cast<size_t>(opt_.layout.per_host);
   const size_t q = body.count / per, es = dtype_size(body.dtype);
   const size_t segments = segments_for(body.bytes());
   const size_t sq = (q + segments - 1) / segments;  // share elements per segment
   char* shares = scratch(q * es).data();
-  struct Segment {
-    Buffer body, share;
-  };
   std::vector<Segment> seg;
   for (size_t first = 0; first < q; first += sq) {
     const size_t n = std::min(sq, q - first);
     seg.push_back(
         {slice(body, first * per, n * per), Buffer{shares + first * es, n, body.dtype, body.device}});
   }
+  if (opt_.overlap && seg.size() > 1) return overlapped_all_reduce(ctx, seg, op);
   InFlight flight;
   std::vector<size_t> scattered, reduced;
   for (const Segment& s : seg)
@@ -137,6 +146,67 @@ void HierarchicalCollectives::pipelined_all_reduce(const OpContext& ctx, const B
     gathered.push_back(flight.add(local_->all_gather(seg[k].share, seg[k].body, {left(ctx)})));
   }
   for (size_t g : gathered) flight.wait(g);
+}
+
+// Overlapped: a second thread (the local lane) runs the steps within the host, in order: every
+// reduce_scatter, then each all_gather as soon as its segment came back from across hosts; this
+// thread runs each segment's all_reduce across hosts as soon as its reduce_scatter is done. So
+// segment k crosses hosts while k + 1 is reduced within the host and k - 1 gathered. Each side
+// hands the other every step's end, or the error that ends its later steps: an error is the
+// op's (this thread's first), once the lane has ended.
+void HierarchicalCollectives::overlapped_all_reduce(const OpContext& ctx, const std::vector<Segment>& seg,
+                                                    ReduceOp op) {
+  const size_t n = seg.size();
+  std::vector<std::promise<void>> scattered(n), reduced(n);
+  std::vector<std::future<void>> scattered_f, reduced_f;
+  for (size_t k = 0; k < n; ++k) {
+    scattered_f.push_back(scattered[k].get_future());
+    reduced_f.push_back(reduced[k].get_future());
+  }
+  auto fail_from = [](std::vector<std::promise<void>>& steps, size_t k, const std::exception_ptr& e) {
+    for (; k < steps.size(); ++k) steps[k].set_exception(e);
+  };
+  std::exception_ptr lane_error, error;
+  std::thread lane([&] {
+    for (size_t k = 0; k < n; ++k) {
+      try {
+        local_->reduce_scatter(seg[k].body, seg[k].share, {op, left(ctx)})->wait();
+      } catch (...) {
+        lane_error = std::current_exception();
+        return fail_from(scattered, k, lane_error);
+      }
+      scattered[k].set_value();
+    }
+    for (size_t k = 0; k < n; ++k) {
+      try {
+        reduced_f[k].get();
+      } catch (...) {
+        return;  // the step across hosts failed: this thread reports it
+      }
+      try {
+        local_->all_gather(seg[k].share, seg[k].body, {left(ctx)})->wait();
+      } catch (...) {
+        lane_error = std::current_exception();
+        return;
+      }
+    }
+  });
+  for (size_t k = 0; k < n; ++k) {
+    try {
+      scattered_f[k].get();
+      cross_->all_reduce(seg[k].share, {op, left(ctx)})->wait();
+      if (ctx.desc.rop == ReduceOp::kAvg)
+        finish_avg(seg[k].share.data, seg[k].share.count, seg[k].share.dtype, opt_.world);
+      reduced[k].set_value();
+    } catch (...) {
+      error = std::current_exception();
+      fail_from(reduced, k, error);
+      break;
+    }
+  }
+  lane.join();
+  if (error) std::rethrow_exception(error);
+  if (lane_error) std::rethrow_exception(lane_error);
 }
 
 // Segments of at least Options::segment_bytes, at most Options::max_segments: each child op

@@ -6,8 +6,9 @@
 //
 // - all_reduce: reduce_scatter within the host (each local rank gets 1/L of the host's sum),
 //   all_reduce of that share across hosts, all_gather within the host; large buffers in
-//   segments whose steps overlap (one segment crosses hosts while the next is reduced within
-//   the host and the last gathered). The n % L trailing
+//   segments. With Options::overlap their steps overlap: a second thread runs the steps within
+//   the host, so one segment crosses hosts while the next is reduced within the host and the
+//   last gathered. Without, the steps run one after another on the worker. The n % L trailing
 //   elements, and buffers up to Options::small_bytes whole, take an all_reduce within the
 //   host then across hosts. AVG is summed and divided once by the world size at the end.
 //   Every rank computes or receives the same bits (each share's sum is taken once, in host
@@ -23,6 +24,7 @@
 // Children's ops carry the outer op's remaining time; a child's failure is the outer op's
 // error (and breaks the outer group, as any failure does). Called by the group's worker only.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/process_group.h"
@@ -46,6 +48,12 @@ struct HostLayout {
   bool hierarchical() const { return hosts > 1 && per_host > 1; }
 };
 
+// DDP_TCP_HIERARCHY_OVERLAP: "auto" overlaps where each of the job's ranks on this host has
+// a second CPU of its own for the steps within the host (cpus >= 2 * ranks_here), since on a
+// host the ranks already fill, the second thread only takes turns with the first; or a boolean
+// (1/0, true/false, on/off, yes/no). InvalidArgument naming the variable otherwise.
+bool hierarchy_overlap(const std::string& setting, int cpus, int ranks_here);
+
 class HierarchicalCollectives {
  public:
   struct Options {
@@ -57,6 +65,8 @@ class HierarchicalCollectives {
     // steps of successive segments overlapping (pipelined_all_reduce).
     size_t segment_bytes = 4 << 20;
     size_t max_segments = 8;
+    // The steps within the host on a second thread, beside those across (hierarchy_overlap).
+    bool overlap = false;
   };
   HierarchicalCollectives(Options options, ProcessGroupPtr local, ProcessGroupPtr cross,
                           SocketCollectives* flat);
@@ -68,7 +78,12 @@ class HierarchicalCollectives {
 
  private:
   void all_reduce(const OpContext& ctx, const Buffer& buf);
+  // A pipelined all_reduce's segments: each one's part of the body, and its share of it.
+  struct Segment {
+    Buffer body, share;
+  };
   void pipelined_all_reduce(const OpContext& ctx, const Buffer& body, ReduceOp op);
+  void overlapped_all_reduce(const OpContext& ctx, const std::vector<Segment>& seg, ReduceOp op);
   size_t segments_for(size_t bytes) const;
   void broadcast(const OpContext& ctx, const Buffer& buf);
   void barrier(const OpContext& ctx);

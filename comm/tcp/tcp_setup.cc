@@ -371,9 +371,12 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   // The same on every rank (it picks the children's ops: a mismatch is their error, no result).
   ho.small_bytes = env_bytes("DDP_TCP_HIERARCHY_SMALL_BYTES", 64 << 10, 0);
   ho.segment_bytes = env_bytes("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 4 << 20, 0);
+  // Each rank's own choice: it changes which thread runs a step, not what crosses the wire.
+  ho.overlap = hierarchy_overlap(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"),
+                                 machine_profile().usable_cpus, layout.per_host);
   logger("tcp")->debug(
-      "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}", setup.name,
-      layout.hosts, layout.per_host, host, local, cross_group->backend_name());
+      "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}; overlap: {}",
+      setup.name, layout.hosts, layout.per_host, host, local, cross_group->backend_name(), ho.overlap);
   hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group),
                                                          std::move(cross_group), sockets_.get());
 }

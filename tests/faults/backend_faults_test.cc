@@ -233,7 +233,11 @@ TEST_CASE("fault: strangers connect to the backend's listeners and the store dur
   } else {
     CHECK(reached >= 1);  // Gloo's listeners close once their pairs connect: some strangers find none
   }
-  CHECK(strangers.visit(port, 3, 3) == 6);
+  // The store (rank 0 hosts it) takes its strangers too. On gloo a stranger at a Gloo listener
+  // may already have failed the job (documented; the ranks' errors are checked below), rank 0
+  // and its store with it: then the store's visit may find it gone (clean-clone CI, ASan).
+  const int at_store = strangers.visit(port, 3, 3);
+  if (backend() == "tcp" || !contains(t.child(0).err(), "Error: ")) CHECK(at_store == 6);
   t.start_rank(2, 3, port, args, env);
   const bool ready = t.wait_ready(3);
   t.fault();

@@ -8,12 +8,14 @@
 #                 across), then the matrix with small counts on
 #                 the reduce_scatter/all_gather path too (DDP_TCP_HIERARCHY_SMALL_BYTES=0), and
 #                 all_reduces of 8 KiB and up run in pipelined segments
-#                 (DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096: 4 Ki + 3 elements in 4, large counts in 8).
+#                 (DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096: 4 Ki + 3 elements in 4, large counts in 8),
+#                 their steps within the host on a second thread (DDP_TCP_HIERARCHY_OVERLAP=1).
 #   flat          DDP_TCP_TRANSPORT=socket: sockets between every pair.
 #   streams       hierarchical with 2 connections between each pair of the cross-host step
-#                 (DDP_TCP_SOCKET_STREAMS=2: its messages split across them).
+#                 (DDP_TCP_SOCKET_STREAMS=2: its chunks take turns on them), segments in turn
+#                 (DDP_TCP_HIERARCHY_OVERLAP=0).
 #   gloo          hierarchical with the step between hosts on Gloo (DDP_TCP_INTER=gloo), in
-#                 segments as above; Skipped (77) when this build has no gloo backend.
+#                 overlapped segments as above; Skipped (77) when this build has no gloo backend.
 # The matrix's subgroups cover the other layouts (one host, uneven hosts). Exit 77 (Skipped)
 # when not root or a tool is missing.
 # usage: [GLOO_BUILT=1] hosts_conformance_test.sh <bin dir> <tests dir> <source dir> HOSTS hierarchical|flat|streams|gloo
@@ -30,10 +32,12 @@ out=$(mktemp -d)
 trap '$hosts down "$p" "$n"; rm -rf "$out"' EXIT
 
 case "$mode" in
-  hierarchical) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096) ;;
+  hierarchical) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096
+    DDP_TCP_HIERARCHY_OVERLAP=1) ;;
   flat) extra=(DDP_TCP_TRANSPORT=socket) ;;
-  streams) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_SOCKET_STREAMS=2) ;;
-  gloo) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096 DDP_TCP_INTER=gloo) ;;
+  streams) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_SOCKET_STREAMS=2 DDP_TCP_HIERARCHY_OVERLAP=0) ;;
+  gloo) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096 DDP_TCP_INTER=gloo
+    DDP_TCP_HIERARCHY_OVERLAP=1) ;;
   *) echo "mode: hierarchical, flat, streams or gloo"; exit 2 ;;
 esac
 # Runs the conformance binary on every host under ddp-launch with the given filter and extra
@@ -73,6 +77,12 @@ fi
 if [ "$mode" = flat ] && [ "$got" != 0 ]; then echo "FAIL: DDP_TCP_TRANSPORT=socket, yet hierarchical"; exit 1; fi
 inter=$(cat "$out"/host*.log | grep -c "group 'world': hierarchical, .*between hosts: gloo")
 if [ "$mode" = gloo ] && [ "$inter" != "$ranks" ]; then echo "FAIL: $inter of $ranks ranks went between hosts on gloo"; exit 1; fi
+overlapped=$(cat "$out"/host*.log | grep -c "group 'world': hierarchical, .*overlap: true")
+want=0
+[ "$mode" = hierarchical ] || [ "$mode" = gloo ] && want=$ranks
+if [ "$mode" != flat ] && [ "$overlapped" != "$want" ]; then
+  echo "FAIL: $overlapped ranks overlapped their segments' steps, expected $want"; exit 1
+fi
 striped=$(cat "$out"/host*.log | grep -c "group 'world/across[0-9]*': 2 connections to each peer")
 if [ "$mode" = streams ] && [ "$striped" != "$ranks" ]; then
   echo "FAIL: $striped of $ranks ranks opened 2 connections to each peer between hosts"; exit 1
