@@ -113,6 +113,16 @@ class InFlight {
 
 }  // namespace
 
+// One step per segment, handed from one thread to the other: each step done, or failed with
+// the error that ends the waiting thread's later steps.
+HierarchicalCollectives::Handoff::Handoff(size_t steps) : done_(steps) {
+  for (auto& p : done_) ready_.push_back(p.get_future());
+}
+
+void HierarchicalCollectives::Handoff::fail_from(size_t k, const std::exception_ptr& error) {
+  for (; k < done_.size(); ++k) done_[k].set_exception(error);
+}
+
 // Segments: every rank cuts the same ones (they depend on the count alone). Without
 // Options::overlap each step runs here, the children's ops one after another (a child runs its
 // op on the thread that issues it): every reduce_scatter, every all_reduce across hosts, every
@@ -156,57 +166,53 @@ void HierarchicalCollectives::pipelined_all_reduce(const OpContext& ctx, const B
 // op's (this thread's first), once the lane has ended.
 void HierarchicalCollectives::overlapped_all_reduce(const OpContext& ctx, const std::vector<Segment>& seg,
                                                     ReduceOp op) {
-  const size_t n = seg.size();
-  std::vector<std::promise<void>> scattered(n), reduced(n);
-  std::vector<std::future<void>> scattered_f, reduced_f;
-  for (size_t k = 0; k < n; ++k) {
-    scattered_f.push_back(scattered[k].get_future());
-    reduced_f.push_back(reduced[k].get_future());
-  }
-  auto fail_from = [](std::vector<std::promise<void>>& steps, size_t k, const std::exception_ptr& e) {
-    for (; k < steps.size(); ++k) steps[k].set_exception(e);
-  };
+  Handoff scattered(seg.size()), reduced(seg.size());
   std::exception_ptr lane_error, error;
-  std::thread lane([&] {
-    for (size_t k = 0; k < n; ++k) {
-      try {
-        local_->reduce_scatter(seg[k].body, seg[k].share, {op, left(ctx)})->wait();
-      } catch (...) {
-        lane_error = std::current_exception();
-        return fail_from(scattered, k, lane_error);
-      }
-      scattered[k].set_value();
-    }
-    for (size_t k = 0; k < n; ++k) {
-      try {
-        reduced_f[k].get();
-      } catch (...) {
-        return;  // the step across hosts failed: this thread reports it
-      }
-      try {
-        local_->all_gather(seg[k].share, seg[k].body, {left(ctx)})->wait();
-      } catch (...) {
-        lane_error = std::current_exception();
-        return;
-      }
-    }
-  });
-  for (size_t k = 0; k < n; ++k) {
+  std::thread lane([&] { lane_error = local_lane(ctx, seg, op, scattered, reduced); });
+  for (size_t k = 0; k < seg.size(); ++k) {
     try {
-      scattered_f[k].get();
+      scattered.wait(k);
       cross_->all_reduce(seg[k].share, {op, left(ctx)})->wait();
       if (ctx.desc.rop == ReduceOp::kAvg)
         finish_avg(seg[k].share.data, seg[k].share.count, seg[k].share.dtype, opt_.world);
-      reduced[k].set_value();
+      reduced.done(k);
     } catch (...) {
       error = std::current_exception();
-      fail_from(reduced, k, error);
+      reduced.fail_from(k, error);
       break;
     }
   }
   lane.join();
   if (error) std::rethrow_exception(error);
   if (lane_error) std::rethrow_exception(lane_error);
+}
+
+// The lane's steps; its own error, if any (a failure across hosts ends it quietly: the other
+// thread reports that one).
+std::exception_ptr HierarchicalCollectives::local_lane(const OpContext& ctx, const std::vector<Segment>& seg,
+                                                       ReduceOp op, Handoff& scattered, Handoff& reduced) {
+  for (size_t k = 0; k < seg.size(); ++k) {
+    try {
+      local_->reduce_scatter(seg[k].body, seg[k].share, {op, left(ctx)})->wait();
+    } catch (...) {
+      scattered.fail_from(k, std::current_exception());
+      return std::current_exception();
+    }
+    scattered.done(k);
+  }
+  for (size_t k = 0; k < seg.size(); ++k) {
+    try {
+      reduced.wait(k);
+    } catch (...) {
+      return nullptr;
+    }
+    try {
+      local_->all_gather(seg[k].share, seg[k].body, {left(ctx)})->wait();
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+  return nullptr;
 }
 
 // Segments of at least Options::segment_bytes, at most Options::max_segments: each child op

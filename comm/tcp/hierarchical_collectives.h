@@ -23,6 +23,8 @@
 //   (SocketCollectives).
 // Children's ops carry the outer op's remaining time; a child's failure is the outer op's
 // error (and breaks the outer group, as any failure does). Called by the group's worker only.
+#include <exception>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,8 +63,8 @@ class HierarchicalCollectives {
     int world = 1;
     HostLayout layout;
     size_t small_bytes = 64 << 10;
-    // all_reduce in segments of at least this many bytes (0: one), at most max_segments, the
-    // steps of successive segments overlapping (pipelined_all_reduce).
+    // all_reduce in segments of at least this many bytes (0: one), at most max_segments
+    // (pipelined_all_reduce).
     size_t segment_bytes = 4 << 20;
     size_t max_segments = 8;
     // The steps within the host on a second thread, beside those across (hierarchy_overlap).
@@ -83,7 +85,20 @@ class HierarchicalCollectives {
     Buffer body, share;
   };
   void pipelined_all_reduce(const OpContext& ctx, const Buffer& body, ReduceOp op);
+  // Step k of every segment, done on one thread and awaited on the other (overlapped_all_reduce).
+  class Handoff {
+   public:
+    explicit Handoff(size_t steps);
+    void done(size_t k) { done_[k].set_value(); }
+    void fail_from(size_t k, const std::exception_ptr& error);  // steps k and after
+    void wait(size_t k) { ready_[k].get(); }                    // rethrows a step's error
+   private:
+    std::vector<std::promise<void>> done_;
+    std::vector<std::future<void>> ready_;
+  };
   void overlapped_all_reduce(const OpContext& ctx, const std::vector<Segment>& seg, ReduceOp op);
+  std::exception_ptr local_lane(const OpContext& ctx, const std::vector<Segment>& seg, ReduceOp op,
+                                Handoff& scattered, Handoff& reduced);
   size_t segments_for(size_t bytes) const;
   void broadcast(const OpContext& ctx, const Buffer& buf);
   void barrier(const OpContext& ctx);
