@@ -1,15 +1,29 @@
-// HostLayout: where each rank of a group sits, from the ranks' same-host keys, and
+// HostLayout: where each rank of a group sits, from the ranks' same-host keys;
 // hierarchy_overlap: whether a pipelined all_reduce's steps within the host run on a second
-// thread (DDP_TCP_HIERARCHY_OVERLAP). (The collectives
-// themselves run across network namespaces: tests/netns/hierarchical_test.sh runs the
-// conformance matrix over them.)
+// thread (DDP_TCP_HIERARCHY_OVERLAP); and HierarchicalCollectives' all_reduce over real child
+// groups, four threads as ranks in two "hosts" of two, with and without that thread, and its
+// errors. (Across network namespaces, tests/netns runs the conformance matrix over whole
+// hierarchical groups.)
 #include "comm/tcp/hierarchical_collectives.h"
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "common/error.h"
+#include "tests/comm/tcp/tcp_test_util.h"
 
 using namespace ddp::comm::tcp;
+using ddp::Millis;
+using ddp::comm::Buffer;
+using ddp::comm::DType;
+using ddp::comm::ProcessGroupPtr;
+using ddp::comm::ReduceOp;
 
 TEST_CASE("host-major ranks: hosts by lowest rank, local and cross indices in rank order") {
   const HostLayout l = HostLayout::of({"a", "a", "b", "b"});
@@ -54,5 +68,132 @@ TEST_CASE("DDP_TCP_HIERARCHY_OVERLAP: auto overlaps where each rank on the host 
     CAPTURE(bad);
     CHECK_THROWS_WITH_AS(hierarchy_overlap(bad, 16, 2), doctest::Contains("DDP_TCP_HIERARCHY_OVERLAP"),
                          ddp::InvalidArgument);
+  }
+}
+
+namespace {
+
+// Ranks 0, 1 on host "a", 2, 3 on host "b". Each thread makes its two child groups as a
+// hierarchical group does (its host's ranks, then the ranks with its local index; ops run on
+// the issuing thread) and a HierarchicalCollectives over them: small all_reduces take the
+// segmented path too (small_bytes 0), in 4 KiB segments. The threads share one host, so both
+// children use shared memory: what is tested is the decomposition and its threads.
+void run_hierarchy(bool overlap, const std::function<void(HierarchicalCollectives&, int)>& body) {
+  auto store = std::make_shared<ddp::rdzv::HashStore>();
+  static std::atomic<int> round{0};
+  std::string prefix = "h";  // (not "h" + ...: GCC 12 -Wrestrict false positive)
+  prefix += std::to_string(round++);
+  prefix += "/";
+  const HostLayout layout = HostLayout::of({"a", "a", "b", "b"});
+  std::vector<std::exception_ptr> errors(4);
+  std::vector<std::thread> threads;
+  threads.reserve(4);
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        const auto me = static_cast<size_t>(r);
+        auto child = [&](const std::string& name, int rank, std::vector<int> members) {
+          auto s = testing::setup_for(std::make_shared<ddp::rdzv::PrefixStore>(prefix + name, store), rank, 2,
+                                      Millis(60'000));
+          s.name = name;
+          s.global_ranks = std::move(members);
+          return ProcessGroupPtr(TcpProcessGroup::create(s, {true}));
+        };
+        const int host = layout.host_of[me], local = layout.local_of[me];
+        ProcessGroupPtr lg = child("host" + std::to_string(host), local, {2 * host, 2 * host + 1});
+        ProcessGroupPtr cg = child("across" + std::to_string(local), layout.cross_of[me], {local, local + 2});
+        HierarchicalCollectives::Options o;
+        o.rank = r;
+        o.world = 4;
+        o.layout = layout;
+        o.small_bytes = 0;
+        o.segment_bytes = 4096;
+        o.overlap = overlap;
+        HierarchicalCollectives h(o, lg, cg, nullptr);
+        body(h, r);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+void all_reduce(HierarchicalCollectives& h, std::vector<float>& v, ReduceOp op, uint64_t seq,
+                Millis timeout) {
+  static const std::string name = "world";
+  OpContext ctx;
+  ctx.desc = {OpKind::kAllReduce, DType::kFloat32, op, -1, v.size(), seq};
+  ctx.group = &name;
+  ctx.timeout = timeout;
+  ctx.deadline = ddp::Deadline(timeout);
+  const Buffer b{v.data(), v.size(), DType::kFloat32, {}};
+  h.run(ctx, b, b);
+}
+
+float input(int rank, size_t i) { return static_cast<float>(rank + 1) + static_cast<float>(i % 7); }
+
+}  // namespace
+
+TEST_CASE(
+    "hierarchical all_reduce in segments: every rank gets the sum and the average, the steps within the host "
+    "on a second thread or not") {
+  for (bool overlap : {false, true}) {
+    CAPTURE(overlap);
+    run_hierarchy(overlap, [](HierarchicalCollectives& h, int r) {
+      uint64_t seq = 0;
+      for (size_t n : {size_t{6}, size_t{4099}, size_t{100003}}) {  // 1 segment, 4, 8 (and a tail)
+        std::vector<float> v(n);
+        for (size_t i = 0; i < n; ++i) v[i] = input(r, i);
+        all_reduce(h, v, ReduceOp::kSum, seq++, Millis(60'000));
+        for (size_t i = 0; i < n; ++i) {
+          const float want = 10.0F + 4.0F * static_cast<float>(i % 7);  // (1 + 2 + 3 + 4) + 4 (i % 7)
+          if (v[i] != want)
+            throw std::runtime_error("sum wrong at " + std::to_string(i) + " of " + std::to_string(n));
+        }
+        for (size_t i = 0; i < n; ++i) v[i] = input(r, i);
+        all_reduce(h, v, ReduceOp::kAvg, seq++, Millis(60'000));
+        for (size_t i = 0; i < n; ++i) {
+          const float want = 2.5F + static_cast<float>(i % 7);
+          if (v[i] != want)
+            throw std::runtime_error("avg wrong at " + std::to_string(i) + " of " + std::to_string(n));
+        }
+      }
+    });
+  }
+}
+
+TEST_CASE("hierarchical all_reduce, rank 2 absent: the others fail within the op's time, never hang") {
+  // Rank 2 keeps its groups but never calls. Rank 0's step across hosts (with rank 2) fails
+  // while its second thread waits to gather; rank 3's reduce_scatter within its host (with rank
+  // 2) fails on that thread; rank 1's step across (with rank 3, which never gets there) fails.
+  for (bool overlap : {false, true}) {
+    CAPTURE(overlap);
+    std::atomic<int> ended{0};
+    run_hierarchy(overlap, [&](HierarchicalCollectives& h, int r) {
+      if (r == 2) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (ended.load() < 3 && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return;
+      }
+      std::vector<float> v(100003, 1.0F);
+      const auto start = std::chrono::steady_clock::now();
+      bool failed = false;
+      try {
+        all_reduce(h, v, ReduceOp::kSum, 0, Millis(1500));
+      } catch (const ddp::Error&) {
+        failed = true;
+      }
+      const auto took = std::chrono::steady_clock::now() - start;
+      ++ended;
+      if (!failed)
+        throw std::runtime_error("rank " + std::to_string(r) + ": the all_reduce succeeded without rank 2");
+      if (took > std::chrono::seconds(20))
+        throw std::runtime_error("rank " + std::to_string(r) + ": the failure took over 20 s");
+    });
   }
 }
