@@ -12,6 +12,7 @@
 
 #include "cli/device_count.h"
 #include "cli/suggest.h"
+#include "common/env.h"
 #include "common/error.h"
 
 namespace ddp::cli {
@@ -80,9 +81,7 @@ Millis parse_seconds(const std::string& text, const std::string& what) {
 }
 
 bool parse_bool(const std::string& text, const std::string& what) {
-  std::string s = lower(trim(text));
-  if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
-  if (s == "0" || s == "false" || s == "no" || s == "off") return false;
+  if (auto b = env::parse_bool(trim(text))) return *b;
   DDP_THROW(InvalidArgument, what, ": '", text, "' is not a boolean (1/0, true/false, yes/no, on/off)");
 }
 

@@ -32,13 +32,18 @@ std::optional<int64_t> get_int(const std::string& name) {
 
 int64_t get_int_or(const std::string& name, int64_t fallback) { return get_int(name).value_or(fallback); }
 
-bool get_bool_or(const std::string& name, bool fallback) {
-  auto v = get(name);
-  if (!v) return fallback;
-  std::string s = *v;
+std::optional<bool> parse_bool(const std::string& text) {
+  std::string s = text;
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
   if (s == "0" || s == "false" || s == "no" || s == "off") return false;
+  return std::nullopt;
+}
+
+bool get_bool_or(const std::string& name, bool fallback) {
+  auto v = get(name);
+  if (!v) return fallback;
+  if (auto b = parse_bool(*v)) return *b;
   DDP_THROW(InvalidArgument, "environment variable ", name, "='", *v,
             "' is not a boolean (use 1/0, true/false, yes/no, on/off)");
 }

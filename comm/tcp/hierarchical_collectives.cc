@@ -1,13 +1,13 @@
 #include "comm/tcp/hierarchical_collectives.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <future>
 #include <map>
 #include <thread>
 
 #include "comm/reduce_kernels.h"
+#include "common/env.h"
 #include "common/error.h"
 
 namespace ddp::comm::tcp {
@@ -48,10 +48,7 @@ HostLayout HostLayout::of(const std::vector<std::string>& host_keys) {
 
 bool hierarchy_overlap(const std::string& setting, int cpus, int ranks_here) {
   if (setting == "auto") return cpus >= 2 * std::max(1, ranks_here);
-  std::string s = setting;
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
-  if (s == "0" || s == "false" || s == "off" || s == "no") return false;
+  if (auto b = env::parse_bool(setting)) return *b;
   DDP_THROW(InvalidArgument, "DDP_TCP_HIERARCHY_OVERLAP='", setting, "': choose auto, 1 or 0");
 }
 

@@ -25,3 +25,12 @@ TEST_CASE("typed environment reads") {
   setenv("DDP_T_BOOL", "maybe", 1);
   CHECK_THROWS_AS(env::get_bool_or("DDP_T_BOOL", false), InvalidArgument);
 }
+
+TEST_CASE("parse_bool: the four spellings each way in any case, nothing else") {
+  for (const char* on : {"1", "true", "YES", "On"}) CHECK(env::parse_bool(on) == true);
+  for (const char* off : {"0", "False", "no", "OFF"}) CHECK(env::parse_bool(off) == false);
+  for (const char* bad : {"", " 1", "2", "maybe", "truee", "-1", "yes\n"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(env::parse_bool(bad).has_value());
+  }
+}
