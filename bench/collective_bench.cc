@@ -256,6 +256,22 @@ int run_op(const Flags& f, std::vector<std::unique_ptr<CollectiveRunner>>& runne
   return 0;
 }
 
+// Every implementation must see the ranks --backend sees. A peer that does not (Open MPI
+// started without mpirun, say under ddp-launch: each process a world of its own) would time
+// nothing and print it as a figure.
+void check_same_world(const std::vector<std::unique_ptr<CollectiveRunner>>& runners,
+                      const std::vector<std::string>& impls) {
+  const CollectiveRunner& lead = *runners.front();
+  for (size_t i = 1; i < runners.size(); ++i) {
+    if (runners[i]->size() == lead.size() && runners[i]->rank() == lead.rank()) continue;
+    std::string how =
+        impls[i] == "mpi-direct" ? " (start every rank with mpirun: ddp-bench collective -n N does)" : "";
+    DDP_THROW(InvalidArgument, "--compare: ", impls[i], " sees rank ", runners[i]->rank(), " of ",
+              runners[i]->size(), " where ", impls.front(), " is rank ", lead.rank(), " of ", lead.size(),
+              ": it would measure another group", how);
+  }
+}
+
 int run_rank(const Flags& f) {
   TimingOptions t;
   t.warmup = f.warmup;
@@ -271,6 +287,7 @@ int run_rank(const Flags& f) {
     ro.buffers = f.buffers;
     runners.push_back(make_runner(ro));
   }
+  check_same_world(runners, implementations(f));
   if (runners.front()->rank() == 0) print_header(f);
   settle(*runners.front());
   for (CollOp op : parse_ops(f.op)) {

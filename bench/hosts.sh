@@ -2,7 +2,9 @@
 # ddp-bench collective across N emulated hosts (tests/netns/hosts.sh: each host its own network,
 # IPC and mount namespace and /dev/shm, on one bridge), RANKS_PER_HOST ranks on each under
 # ddp-launch. One run measures, on the same hosts:
-#   - the link floor: one TCP stream host 1 -> host 2 (python, 1 s), then one each way at once;
+#   - the link floor: one TCP stream host 1 -> host 2 (python, 1 s), then every host sending to
+#     the next at once (a ring: each link loaded both ways, as in an all_reduce), and from their
+#     mean rate the floor of each all_reduce size given (--sizes);
 #   - ours with the transport chosen automatically (hierarchical when RANKS_PER_HOST > 1: shared
 #     memory within hosts, sockets between), beside Gloo's own algorithms (COMPARE) in the same
 #     processes, interleaved repeat by repeat;
@@ -52,14 +54,40 @@ s.close(); print("%.2f" % (n / (time.time() - t) / 1e9))
   wait
 }
 echo "# link floor: one TCP stream host 1 -> host 2: $(stream 1 2 29999) GB/s"
-# An all_reduce loads both directions at once: on emulated hosts both streams' copies share
-# this machine's cores, so each direction gets less than one stream alone (a real NIC is full
-# duplex).
-stream 1 2 29998 > "$out/both.12" &
-stream 2 1 29997 > "$out/both.21"
+# An all_reduce loads every link at once, both ways: host K sends to K+1 while it receives from
+# K-1 (a ring; with 2 hosts, one stream each way). On emulated hosts every stream's copies share
+# this machine's cores and one bridge, so each gets less than one stream alone (real NICs are
+# full duplex, each its own).
+for h in $(seq 1 "$n"); do
+  stream "$h" $((h % n + 1)) $((29990 - h)) > "$out/ring.$h" &
+done
 wait
-echo "# one stream each way at once: host 1 -> 2 $(cat "$out/both.12") GB/s, host 2 -> 1 $(cat "$out/both.21") GB/s"
-
+ring=$(for h in $(seq 1 "$n"); do printf 'host %s -> %s %s GB/s, ' "$h" $((h % n + 1)) "$(cat "$out/ring.$h")"; done)
+mean=$(cat "$out"/ring.* | awk '{ t += $1 } END { printf "%.2f", t / NR }')
+echo "# every host sending to the next at once: ${ring%, } (mean $mean GB/s)"
+# The least any all_reduce must send from each host (reduce_scatter + all_gather among the hosts:
+# 2 (N-1)/N of the buffer), at the ring streams' mean rate: the op's floor on these links. The
+# mean, not the slowest: emulated links share the cores, so one stream's loss is another's gain.
+floors() {
+  local sizes="" prev="" a
+  for a in "${args[@]}"; do
+    [ "$prev" = --sizes ] && sizes=$a
+    case "$a" in --sizes=*) sizes=${a#--sizes=} ;; esac
+    prev=$a
+  done
+  [ -n "$sizes" ] || return 0
+  awk -v sizes="$sizes" -v n="$n" -v gbps="$mean" 'BEGIN {
+    k = split(sizes, s, ","); line = ""
+    for (i = 1; i <= k; i++) {
+      b = s[i]; m = 1
+      if (b ~ /[Kk]$/) m = 1024; else if (b ~ /[Mm]$/) m = 1048576; else if (b ~ /[Gg]$/) m = 1073741824
+      sub(/[KkMmGg]$/, "", b); bytes = b * m
+      us = 2 * (n - 1) / n * bytes / (gbps * 1e3)
+      line = line sprintf((us < 100 ? "%s%s %.2f us" : "%s%s %.0f us"), (i > 1 ? ", " : ""), s[i], us)
+    }
+    printf "# all_reduce floor (each host sends 2(N-1)/N of the buffer at %s GB/s): %s\n", gbps, line
+  }'
+}
 # The emulated hosts share this machine's cores: when their ranks outnumber them, shared memory
 # gets the settings the backend itself picks for ranks that outnumber a host's cores (never
 # spin: a spinning rank holds the core its peer needs), unless set here already.
@@ -70,6 +98,7 @@ fi
 args=("$@")
 [[ " ${args[*]} " == *" --format "* ]] || args+=(--format table)
 echo "# $n hosts x $per ranks; peers: $compare"
+floors
 # Open MPI beside: mpirun on host 1 starts its daemons on the others through an rsh agent that
 # enters host K (hosts.sh run), then ddp-bench --backend mpi-direct (MPI_Allreduce: its tuned
 # algorithms, vader within a host, tcp between). The launcher is forced to rsh: an environment
@@ -125,6 +154,6 @@ for mode in $modes; do
   status=0
   for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
   echo "## ours: DDP_TCP_TRANSPORT=$transport"
-  grep -v "^\\[" "$out/$mode.1.out" | sed "s/^\\[default0\\]://; s/^\\[0\\]://"
+  { grep -v "^\\[" "$out/$mode.1.out" || true; } | sed "s/^\\[default0\\]://; s/^\\[0\\]://"
   if [ $status != 0 ]; then cat "$out"/$mode.*.err >&2; exit $status; fi
 done
