@@ -8,8 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -191,6 +193,11 @@ void set_nonblocking(int fd, bool on) {
 void set_nodelay(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+bool set_notsent_lowat(int fd, size_t bytes) {
+  const int v = static_cast<int>(std::min<size_t>(bytes, INT_MAX));
+  return ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof(v)) == 0;
 }
 
 void set_keepalive(int fd) {

@@ -39,6 +39,9 @@ void set_nonblocking(int fd, bool on = true);
 void set_nodelay(int fd);
 // Keepalive tuned so a silently dead host is noticed in about kPeerLossDetection.
 void set_keepalive(int fd);
+// TCP_NOTSENT_LOWAT: the socket takes new bytes (and polls writable) only while fewer than
+// `bytes` of what it was given are still unsent. False where the socket refuses it (not TCP).
+bool set_notsent_lowat(int fd, size_t bytes);
 
 // Blocking-with-deadline transfers on a socket (works on blocking and non-blocking fds).
 // `what` names the peer or operation for error messages.

@@ -36,6 +36,7 @@ SocketEngine::SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* he
     auto peer = std::make_unique<Peer>(name_of(static_cast<int>(r)), options_.max_unexpected_bytes);
     if (fds[r]) {
       net::set_nonblocking(fds[r].get());
+      if (options_.notsent_lowat > 0) net::set_notsent_lowat(fds[r].get(), options_.notsent_lowat);
       peer->alive = true;
     }
     peer->fd = std::move(fds[r]);

@@ -62,6 +62,10 @@ class SocketEngine {
     // since it last moved anything; otherwise it sleeps in poll(2). Null or 0: always sleeps.
     const std::atomic<int>* blocked = nullptr;
     std::chrono::microseconds poll{0};
+    // TCP_NOTSENT_LOWAT on every connection (0: the kernel's default, no limit): sendmsg takes
+    // no more than this beyond what the peer's window lets go at once, so one call never queues
+    // megabytes that later leave at the peer's pace (see docs/backends.md, "unsent bytes").
+    size_t notsent_lowat = 0;
   };
   // fds[r]: the connection to rank r (empty for this rank).
   SocketEngine(Options options, std::vector<Fd> fds, GroupHealth* health);

@@ -258,6 +258,10 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
               ": must be a positive byte count");
   }
   eo.max_unexpected_bytes = static_cast<uint64_t>(max_unexpected);
+  // The pipeline's chunk (the same on every rank: it is part of the wire protocol), and the
+  // unsent bytes a connection holds: one chunk unless DDP_TCP_SOCKET_LOWAT says (0: no limit).
+  const size_t chunk_bytes = env_bytes("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10, 1);
+  eo.notsent_lowat = env_bytes("DDP_TCP_SOCKET_LOWAT", static_cast<int64_t>(chunk_bytes), 0);
   for (int r = 0; r < setup.size; ++r) eo.peer_names.push_back(peer_name(setup, mesh, r));
   const WaitBudget wait = wait_budget(ranks_here);
   // Messages: the progress thread, and a thread waiting for a message or for a collective over
@@ -305,7 +309,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     // Both must be the same on every rank (a mismatch is an InvalidArgument on the size of a
     // message, never a wrong result).
     so.oneshot_bytes = env_bytes("DDP_TCP_SOCKET_ONESHOT_BYTES", 64 << 10, 0);
-    so.chunk_bytes = env_bytes("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10, 1);
+    so.chunk_bytes = chunk_bytes;
     so.algo = parse_socket_algo(env::get_or("DDP_TCP_SOCKET_ALGO", "auto"));
     so.world_ranks = setup.global_ranks;
     so.poll = poll;

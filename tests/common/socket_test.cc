@@ -1,6 +1,8 @@
 #include "common/socket.h"
 
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -43,6 +45,20 @@ TEST_CASE("listen, connect, send and receive with deadlines") {
   server.join();
   // The server closed: the next read is a NetworkError, not a hang.
   CHECK_THROWS_AS(net::recv_all(c.get(), back, 1, Deadline(Millis(5000)), "client"), NetworkError);
+}
+
+TEST_CASE("TCP_NOTSENT_LOWAT: set on a TCP socket, refused (false) on another kind") {
+  Fd listener = net::listen_tcp({"127.0.0.1", 0});
+  Fd c = net::connect_tcp({"127.0.0.1", net::local_port(listener.get())}, Deadline(Millis(5000)));
+  CHECK(net::set_notsent_lowat(c.get(), 65536));
+  int v = 0;
+  socklen_t len = sizeof(v);
+  REQUIRE(::getsockopt(c.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &len) == 0);
+  CHECK(v == 65536);
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  Fd a(sv[0]), b(sv[1]);
+  CHECK_FALSE(net::set_notsent_lowat(a.get(), 65536));
 }
 
 TEST_CASE("a silent peer is a TimeoutError; nobody listening times out the connect") {

@@ -372,3 +372,41 @@ TEST_CASE("a Driver ends a timed-out op at its deadline, as the progress thread 
   CHECK(driver.drive(*work, in(kLong)));
   CHECK_THROWS_WITH_AS(work->wait(kLong), doctest::Contains("recv(tag 9): timed out"), TimeoutError);
 }
+
+// Two engines over a real TCP connection (loopback), each holding at most 4 KiB unsent
+// (TCP_NOTSENT_LOWAT): 4 MiB each way at once still arrives whole and exact, the progress
+// threads writing a little at a time as the kernel lets them.
+TEST_CASE("with a small unsent limit, 4 MiB each way at once arrive exact") {
+  Fd listener = net::listen_tcp({"127.0.0.1", 0});
+  const uint16_t port = net::local_port(listener.get());
+  Fd client = net::connect_tcp({"127.0.0.1", port}, Deadline(kLong));
+  Fd server(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  REQUIRE(server);
+  GroupHealth health[2];
+  std::unique_ptr<SocketEngine> engines[2];
+  for (int r = 0; r < 2; ++r) {
+    health[r].init(2);
+    std::vector<Fd> fds(2);
+    fds[static_cast<size_t>(1 - r)] = r == 0 ? std::move(client) : std::move(server);
+    SocketEngine::Options o{.rank = r, .peer_names = {"rank 0", "rank 1"}, .notsent_lowat = 4096};
+    engines[r] = std::make_unique<SocketEngine>(o, std::move(fds), &health[r]);
+  }
+  constexpr size_t kBytes = 4 << 20;
+  std::vector<uint32_t> out[2], in[2];
+  WorkPtr works[4];
+  for (int r = 0; r < 2; ++r) {
+    out[r].resize(kBytes / 4);
+    in[r].assign(kBytes / 4, 0);
+    for (size_t i = 0; i < out[r].size(); ++i) out[r][i] = static_cast<uint32_t>(i * 2654435761u) ^ r;
+  }
+  for (int r = 0; r < 2; ++r) {
+    works[2 * r] = std::make_shared<Work>();
+    works[2 * r + 1] = std::make_shared<Work>();
+    engines[r]->send(1 - r, Channel::kUser, 7, out[r].data(), kBytes, Deadline(kLong), works[2 * r], "send");
+    engines[r]->recv(1 - r, Channel::kUser, 7, in[r].data(), kBytes, Deadline(kLong), works[2 * r + 1],
+                     "recv");
+  }
+  for (auto& w : works) w->wait(kLong);
+  CHECK(in[0] == out[1]);
+  CHECK(in[1] == out[0]);
+}

@@ -95,6 +95,8 @@ TEST_CASE("socket pipeline sizes from the environment: nonsense is an error nami
                                                         {"DDP_TCP_SOCKET_CHUNK_BYTES", "-4096"},
                                                         {"DDP_TCP_SOCKET_ONESHOT_BYTES", "-1"},
                                                         {"DDP_TCP_SOCKET_CHUNK_BYTES", "lots"},
+                                                        {"DDP_TCP_SOCKET_LOWAT", "-1"},
+                                                        {"DDP_TCP_SOCKET_LOWAT", "some"},
                                                         {"DDP_TCP_SOCKET_STREAMS", "0"},
                                                         {"DDP_TCP_SOCKET_STREAMS", "9"},
                                                         {"DDP_TCP_SOCKET_STREAMS", "two"}}) {
