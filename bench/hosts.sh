@@ -2,9 +2,9 @@
 # ddp-bench collective across N emulated hosts (tests/netns/hosts.sh: each host its own network,
 # IPC and mount namespace and /dev/shm, on one bridge), RANKS_PER_HOST ranks on each under
 # ddp-launch. One run measures, on the same hosts:
-#   - the link floor: one TCP stream host 1 -> host 2 (python, 1 s), then every host sending to
-#     the next at once (a ring: each link loaded both ways, as in an all_reduce), and from their
-#     mean rate the floor of each all_reduce size given (--sizes);
+#   - the link floor: one TCP connection host 1 -> host 2 (ddp-bench link, 1 s), then every
+#     host sending to the next at once (a ring: each link loaded both ways, as in an all_reduce),
+#     and from their mean rate the floor of each all_reduce size given (--sizes);
 #   - ours with the transport chosen automatically (hierarchical when RANKS_PER_HOST > 1: shared
 #     memory within hosts, sockets between), beside Gloo's own algorithms (COMPARE) in the same
 #     processes, interleaved repeat by repeat;
@@ -36,34 +36,32 @@ $hosts up "$p" "$n" "${RATE:--}" "${DELAY:--}"
 out=$(mktemp -d)
 trap '$hosts down "$p" "$n"; rm -rf "$out"' EXIT
 
-# One TCP stream host FROM -> host TO on PORT for 1 s; prints its GB/s.
-stream() {
-  $hosts run "$p" "$2" /usr/bin/python3 -c '
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
-c, _ = s.accept()
-while c.recv(1 << 20): pass
-' "10.78.0.$2" "$3" &
-  sleep 0.3
-  $hosts run "$p" "$1" /usr/bin/python3 -c '
-import socket, sys, time
-s = socket.create_connection((sys.argv[1], int(sys.argv[2]))); buf = b"x" * (1 << 20); t = time.time(); n = 0
-while time.time() - t < 1: s.sendall(buf); n += len(buf)
-s.close(); print("%.2f" % (n / (time.time() - t) / 1e9))
-' "10.78.0.$2" "$3"
-  wait
+# What one TCP connection carries (ddp-bench link: 1 s, the best of several bytes-per-call sizes,
+# from one thread polling both directions, as a rank's progress does).
+link() {
+  local h=$1
+  shift
+  $hosts run "$p" "$h" "$bin/ddp-bench" link --seconds 1 "$@"
 }
-echo "# link floor: one TCP stream host 1 -> host 2: $(stream 1 2 29999) GB/s"
-# An all_reduce loads every link at once, both ways: host K sends to K+1 while it receives from
-# K-1 (a ring; with 2 hosts, one stream each way). On emulated hosts every stream's copies share
-# this machine's cores and one bridge, so each gets less than one stream alone (real NICs are
-# full duplex, each its own).
-for h in $(seq 1 "$n"); do
-  stream "$h" $((h % n + 1)) $((29990 - h)) > "$out/ring.$h" &
-done
+link 2 --listen 10.78.0.2:29999 > /dev/null &
+echo "# link floor: one TCP connection host 1 -> host 2: $(link 1 --connect 10.78.0.2:29999 | tail -1) GB/s"
 wait
-ring=$(for h in $(seq 1 "$n"); do printf 'host %s -> %s %s GB/s, ' "$h" $((h % n + 1)) "$(cat "$out/ring.$h")"; done)
-mean=$(cat "$out"/ring.* | awk '{ t += $1 } END { printf "%.2f", t / NR }')
+# An all_reduce loads every link at once, both ways: host K sends to K+1 while it receives from
+# K-1 (a ring; with 2 hosts, both ways on the one connection). On emulated hosts every stream's
+# copies share this machine's cores and one bridge, so each gets less than one stream alone
+# (real NICs are full duplex, each its own).
+if [ "$n" = 2 ]; then
+  link 2 --listen 10.78.0.2:29998 --both-ways > "$out/ring.2" &
+  link 1 --connect 10.78.0.2:29998 --both-ways > "$out/ring.1" &
+else
+  for h in $(seq 1 "$n"); do
+    link "$h" --listen "10.78.0.$h:29998" --connect "10.78.0.$((h % n + 1)):29998" > "$out/ring.$h" &
+  done
+fi
+wait
+for h in $(seq 1 "$n"); do tail -1 "$out/ring.$h" > "$out/ring.$h.best"; done
+ring=$(for h in $(seq 1 "$n"); do printf 'host %s -> %s %s GB/s, ' "$h" $((h % n + 1)) "$(cat "$out/ring.$h.best")"; done)
+mean=$(cat "$out"/ring.*.best | awk '{ t += $1 } END { printf "%.2f", t / NR }')
 echo "# every host sending to the next at once: ${ring%, } (mean $mean GB/s)"
 # The least any all_reduce must send from each host (reduce_scatter + all_gather among the hosts:
 # 2 (N-1)/N of the buffer), at the ring streams' mean rate: the op's floor on these links. The

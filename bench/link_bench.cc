@@ -1,0 +1,185 @@
+// ddp-bench link: what one TCP connection between two hosts carries, the floor of a collective
+// across them (bench/hosts.sh runs it between emulated hosts). One process per host:
+//   - one way: `--listen ADDR:PORT` on the receiving host, `--connect ADDR:PORT` on the sender;
+//   - both ways on one connection, as two ranks' all_reduce loads it: `--both-ways` on each;
+//   - a ring (host K sends to K+1, receives from K-1, as a ring all_reduce of 3 or more hosts):
+//     `--listen` and `--connect` in the same process.
+// The sender sends for --seconds, split evenly over each size in --calls (the bytes per send and
+// recv call: how a program cuts its writes changes what the link carries), from one non-blocking
+// thread that polls both directions, and prints its rate per call size and the best: the link's
+// floor is the best a plain program gets from it. Then it shuts its sending side down; every
+// process reads until its peer has done the same, so all end together. Never asserts a timing.
+//
+//   host 2: ddp-bench link --listen 10.78.0.2:29000 --both-ways
+//   host 1: ddp-bench link --connect 10.78.0.2:29000 --both-ways
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+#include "bench/machine_json.h"
+#include "bench/sizes.h"
+#include "common/error.h"
+#include "common/socket.h"
+
+namespace ddp::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr Millis kConnectWait{30'000};
+
+struct Flags {
+  std::string listen, connect;
+  bool both_ways = false;
+  double seconds = 1;
+  std::string calls = "32K,256K,1M";
+  std::string format = "table";
+};
+
+struct Links {
+  Fd left;   // accepted (--listen): bytes arrive on it
+  Fd right;  // connected (--connect): bytes leave on it
+  int send_fd = -1, recv_fd = -1;
+};
+
+Fd accept_one(const Fd& listener, const std::string& where) {
+  pollfd p{listener.get(), POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(kConnectWait.count())) != 1) {
+    DDP_THROW(TimeoutError, "--listen ", where, ": no peer connected within ", kConnectWait.count(), " ms");
+  }
+  Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!conn) DDP_THROW_ERRNO("accept on ", where);
+  return conn;
+}
+
+// Listens first, connects, then accepts: the processes of a ring start in any order.
+Links open_links(const Flags& f) {
+  Links l;
+  Fd listener;
+  if (!f.listen.empty()) {
+    const net::Endpoint at = net::parse_endpoint(f.listen);
+    listener = net::listen_tcp({.host = at.host, .port = at.port, .backlog = 1});
+  }
+  if (!f.connect.empty()) l.right = net::connect_tcp(net::parse_endpoint(f.connect), Deadline(kConnectWait));
+  if (listener) l.left = accept_one(listener, f.listen);
+  for (const Fd* fd : {&l.left, &l.right}) {
+    if (!*fd) continue;
+    net::set_nonblocking(fd->get());
+    net::set_nodelay(fd->get());
+  }
+  l.send_fd = l.right ? l.right.get() : (f.both_ways ? l.left.get() : -1);
+  l.recv_fd = l.left ? l.left.get() : (f.both_ways ? l.right.get() : -1);
+  return l;
+}
+
+// Moves bytes both ways until `until` (sending) and, once `sending` is over, until the peer's
+// end (reading): returns the bytes sent.
+class Pump {
+ public:
+  Pump(const Links& l, size_t max_call) : l_(l), buf_(max_call) {}
+
+  size_t run(size_t call, Clock::time_point until) {
+    size_t sent = 0;
+    while (l_.send_fd >= 0 && Clock::now() < until) step(call, true, sent);
+    return sent;
+  }
+  void drain() {
+    if (l_.send_fd >= 0) ::shutdown(l_.send_fd, SHUT_WR);
+    size_t ignored = 0;
+    while (l_.recv_fd >= 0 && !peer_done_) step(buf_.size(), false, ignored);
+  }
+
+ private:
+  void step(size_t call, bool sending, size_t& sent) {
+    pollfd p[2];
+    nfds_t n = 0;
+    if (sending) p[n++] = {l_.send_fd, POLLOUT, 0};
+    if (l_.recv_fd >= 0 && !peer_done_) p[n++] = {l_.recv_fd, POLLIN, 0};
+    if (::poll(p, n, 100) < 0 && errno != EINTR) DDP_THROW_ERRNO("poll");
+    for (nfds_t i = 0; i < n; ++i) {
+      if (p[i].fd == l_.send_fd && (p[i].revents & POLLOUT) && sending) {
+        const ssize_t k = ::send(l_.send_fd, buf_.data(), call, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && errno != EAGAIN && errno != EINTR) DDP_THROW_ERRNO("send");
+        if (k > 0) sent += static_cast<size_t>(k);
+      }
+      if (p[i].fd == l_.recv_fd && (p[i].revents & (POLLIN | POLLHUP | POLLERR))) receive(call);
+    }
+  }
+  void receive(size_t call) {
+    const ssize_t k = ::recv(l_.recv_fd, buf_.data(), std::min(call, buf_.size()), MSG_DONTWAIT);
+    if (k == 0) peer_done_ = true;
+    if (k < 0 && errno != EAGAIN && errno != EINTR) DDP_THROW_ERRNO("recv");
+  }
+
+  const Links& l_;
+  std::vector<char> buf_;
+  bool peer_done_ = false;
+};
+
+int run(const Flags& f) {
+  if (f.listen.empty() && f.connect.empty()) DDP_THROW(InvalidArgument, "give --listen, --connect or both");
+  if (f.both_ways && !f.listen.empty() && !f.connect.empty()) {
+    DDP_THROW(InvalidArgument, "--both-ways: one connection, so --listen or --connect, not both");
+  }
+  if (f.seconds <= 0) DDP_THROW(InvalidArgument, "--seconds must be positive");
+  const std::vector<size_t> calls = parse_sizes(f.calls);
+  const Links links = open_links(f);
+  Pump pump(links, *std::max_element(calls.begin(), calls.end()));
+  const auto phase = std::chrono::duration<double>(f.seconds / static_cast<double>(calls.size()));
+  std::vector<double> gbps;
+  for (size_t call : calls) {
+    const auto start = Clock::now();
+    const size_t sent = pump.run(call, start + std::chrono::duration_cast<Clock::duration>(phase));
+    gbps.push_back(static_cast<double>(sent) / std::chrono::duration<double>(Clock::now() - start).count() / 1e9);
+  }
+  pump.drain();
+  if (links.send_fd < 0) return 0;  // a receiver only: the sender reports
+  const double best = *std::max_element(gbps.begin(), gbps.end());
+  if (f.format == "json") {
+    nlohmann::json j{{"machine", machine_json()}, {"both_ways", f.both_ways}, {"best_GBps", best}};
+    for (size_t i = 0; i < calls.size(); ++i) j["calls"].push_back({{"bytes", calls[i]}, {"GBps", gbps[i]}});
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    for (size_t i = 0; i < calls.size(); ++i) std::printf("# %zu bytes per call: %.2f GB/s\n", calls[i], gbps[i]);
+    std::printf("%.2f\n", best);
+  }
+  return 0;
+}
+
+int link_main(int argc, char** argv) {
+  CLI::App app{"ddp-bench link: what one TCP connection carries (one way, both ways, or a ring), best of several call sizes"};
+  Flags f;
+  app.add_option("--listen", f.listen, "ADDR:PORT: accept one connection; bytes arrive on it");
+  app.add_option("--connect", f.connect, "ADDR:PORT: connect; bytes leave on it");
+  app.add_flag("--both-ways", f.both_ways, "send and receive on the one connection at once");
+  app.add_option("--seconds", f.seconds, "how long the sender sends, split over --calls")->capture_default_str();
+  app.add_option("--calls", f.calls, "bytes per send/recv call, comma-separated (K, M suffixes)")
+      ->capture_default_str();
+  app.add_option("--format", f.format, "table (each call size, then the best GB/s alone) or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run(f);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp-bench link: %s\n", e.what());
+    return 1;
+  }
+}
+
+const Register kRegister("link", "what one TCP connection between hosts carries (the floor across hosts)",
+                         link_main);
+
+}  // namespace
+}  // namespace ddp::bench

@@ -1,0 +1,44 @@
+#!/bin/sh
+# ddp-bench link over loopback (a smoke test, not a timing test): one way, both ways on one
+# connection, and a ring of three each print a rate per call size and the best; nonsense
+# arguments are refused by name. $1: ddp-bench. Ports: ephemeral-range picks that may be taken,
+# so each case tries a few.
+set -u
+bench=$1
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fail() { echo "link_test: $*"; for f in "$d"/*; do echo "== $f"; cat "$f"; done; exit 1; }
+port=$((30000 + $$ % 20000))
+
+# one way: the receiver prints nothing, the sender its rates, then the best alone
+"$bench" link --listen 127.0.0.1:$port --seconds 0.3 > "$d/recv" 2>&1 &
+"$bench" link --connect 127.0.0.1:$port --seconds 0.3 --calls 4K,64K > "$d/send" 2>&1 || fail "one way: sender failed"
+wait $! || fail "one way: receiver failed"
+[ ! -s "$d/recv" ] || fail "one way: the receiver printed"
+grep -q '^# 4096 bytes per call: [0-9.]* GB/s$' "$d/send" || fail "one way: no 4K row"
+grep -q '^# 65536 bytes per call: [0-9.]* GB/s$' "$d/send" || fail "one way: no 64K row"
+tail -1 "$d/send" | grep -Eq '^[0-9]+\.[0-9]+$' || fail "one way: last line is not the best"
+
+# both ways on one connection: each side reports (json)
+port=$((port + 1))
+"$bench" link --listen 127.0.0.1:$port --both-ways --seconds 0.3 --format json > "$d/a" 2>&1 &
+"$bench" link --connect 127.0.0.1:$port --both-ways --seconds 0.3 --format json > "$d/b" 2>&1 || fail "both ways: connector failed"
+wait $! || fail "both ways: listener failed"
+for f in a b; do grep -q '"both_ways":true' "$d/$f" && grep -q '"best_GBps":' "$d/$f" && grep -q '"machine":' "$d/$f" || fail "both ways: $f's row"; done
+
+# a ring of three, started in any order
+port=$((port + 10))
+for k in 0 1 2; do
+  "$bench" link --listen 127.0.0.1:$((port + k)) --connect 127.0.0.1:$((port + (k + 1) % 3)) --seconds 0.3 > "$d/ring$k" 2>&1 &
+done
+wait || true
+for k in 0 1 2; do tail -1 "$d/ring$k" | grep -Eq '^[0-9]+\.[0-9]+$' || fail "ring: member $k"; done
+
+# nonsense
+e=$("$bench" link 2>&1) && fail "no endpoint accepted"
+echo "$e" | grep -q "give --listen, --connect or both" || fail "no endpoint: $e"
+e=$("$bench" link --listen 127.0.0.1:1 --connect 127.0.0.1:2 --both-ways 2>&1) && fail "both-ways with two connections accepted"
+echo "$e" | grep -q "one connection" || fail "both-ways with two: $e"
+e=$("$bench" link --connect 127.0.0.1:1 --calls 3Q 2>&1) && fail "bad --calls accepted"
+echo "$e" | grep -q "3Q" || fail "bad --calls: $e"
+echo "link_test: ok"
