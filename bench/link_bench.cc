@@ -5,10 +5,12 @@
 //   - a ring (host K sends to K+1, receives from K-1, as a ring all_reduce of 3 or more hosts):
 //     `--listen` and `--connect` in the same process.
 // The sender sends for --seconds, split evenly over each size in --calls (the bytes per send and
-// recv call: how a program cuts its writes changes what the link carries), from one non-blocking
-// thread that polls both directions, and prints its rate per call size and the best: the link's
-// floor is the best a plain program gets from it. Then it shuts its sending side down; every
-// process reads until its peer has done the same, so all end together. Never asserts a timing.
+// recv call: how a program cuts its writes changes what the link carries), moving through a
+// --buffer (64 MiB) as an op of that size would, never one small cache-warm buffer, from one
+// non-blocking thread that polls both directions, and prints its rate per call size and the
+// best: the link's floor is the best a plain program gets from it. Then it shuts its sending
+// side down; every process reads until its peer has done the same, so all end together. Never
+// asserts a timing.
 //
 //   host 2: ddp-bench link --listen 10.78.0.2:29000 --both-ways
 //   host 1: ddp-bench link --connect 10.78.0.2:29000 --both-ways
@@ -40,6 +42,8 @@ struct Flags {
   bool both_ways = false;
   double seconds = 1;
   std::string calls = "32K,256K,1M";
+  std::string buffer = "64M";
+  size_t buffer_bytes = 0;
   std::string format = "table";
 };
 
@@ -83,7 +87,9 @@ Links open_links(const Flags& f) {
 // end (reading): returns the bytes sent.
 class Pump {
  public:
-  Pump(const Links& l, size_t max_call) : l_(l), buf_(max_call) {}
+  // Sends from, and receives into, successive places of `buffer_bytes` (wrapping), as a program
+  // moving that much does: one small buffer used over and over would stay in the CPU's caches.
+  Pump(const Links& l, size_t buffer_bytes) : l_(l), out_(buffer_bytes, 1), in_(buffer_bytes) {}
 
   size_t run(size_t call, Clock::time_point until) {
     size_t sent = 0;
@@ -93,7 +99,7 @@ class Pump {
   void drain() {
     if (l_.send_fd >= 0) ::shutdown(l_.send_fd, SHUT_WR);
     size_t ignored = 0;
-    while (l_.recv_fd >= 0 && !peer_done_) step(buf_.size(), false, ignored);
+    while (l_.recv_fd >= 0 && !peer_done_) step(in_.size(), false, ignored);
   }
 
  private:
@@ -105,39 +111,47 @@ class Pump {
     if (::poll(p, n, 100) < 0 && errno != EINTR) DDP_THROW_ERRNO("poll");
     for (nfds_t i = 0; i < n; ++i) {
       if (p[i].fd == l_.send_fd && (p[i].revents & POLLOUT) && sending) {
-        const ssize_t k = ::send(l_.send_fd, buf_.data(), call, MSG_NOSIGNAL | MSG_DONTWAIT);
+        const size_t len = std::min(call, out_.size() - out_at_);
+        const ssize_t k = ::send(l_.send_fd, out_.data() + out_at_, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (k < 0 && errno != EAGAIN && errno != EINTR) DDP_THROW_ERRNO("send");
         if (k > 0) sent += static_cast<size_t>(k);
+        if (k > 0) out_at_ = (out_at_ + static_cast<size_t>(k)) % out_.size();
       }
       if (p[i].fd == l_.recv_fd && (p[i].revents & (POLLIN | POLLHUP | POLLERR))) receive(call);
     }
   }
   void receive(size_t call) {
-    const ssize_t k = ::recv(l_.recv_fd, buf_.data(), std::min(call, buf_.size()), MSG_DONTWAIT);
+    const size_t len = std::min(call, in_.size() - in_at_);
+    const ssize_t k = ::recv(l_.recv_fd, in_.data() + in_at_, len, MSG_DONTWAIT);
     if (k == 0) peer_done_ = true;
     if (k < 0 && errno != EAGAIN && errno != EINTR) DDP_THROW_ERRNO("recv");
+    if (k > 0) in_at_ = (in_at_ + static_cast<size_t>(k)) % in_.size();
   }
 
   const Links& l_;
-  std::vector<char> buf_;
+  std::vector<char> out_, in_;
+  size_t out_at_ = 0, in_at_ = 0;
   bool peer_done_ = false;
 };
 
-int run(const Flags& f) {
+int run(Flags& f) {
   if (f.listen.empty() && f.connect.empty()) DDP_THROW(InvalidArgument, "give --listen, --connect or both");
   if (f.both_ways && !f.listen.empty() && !f.connect.empty()) {
     DDP_THROW(InvalidArgument, "--both-ways: one connection, so --listen or --connect, not both");
   }
   if (f.seconds <= 0) DDP_THROW(InvalidArgument, "--seconds must be positive");
   const std::vector<size_t> calls = parse_sizes(f.calls);
+  f.buffer_bytes = parse_size(f.buffer);
+  if (f.buffer_bytes == 0) DDP_THROW(InvalidArgument, "--buffer must be at least one byte");
   const Links links = open_links(f);
-  Pump pump(links, *std::max_element(calls.begin(), calls.end()));
+  Pump pump(links, std::max(f.buffer_bytes, *std::max_element(calls.begin(), calls.end())));
   const auto phase = std::chrono::duration<double>(f.seconds / static_cast<double>(calls.size()));
   std::vector<double> gbps;
   for (size_t call : calls) {
     const auto start = Clock::now();
     const size_t sent = pump.run(call, start + std::chrono::duration_cast<Clock::duration>(phase));
-    gbps.push_back(static_cast<double>(sent) / std::chrono::duration<double>(Clock::now() - start).count() / 1e9);
+    gbps.push_back(static_cast<double>(sent) / std::chrono::duration<double>(Clock::now() - start).count() /
+                   1e9);
   }
   pump.drain();
   if (links.send_fd < 0) return 0;  // a receiver only: the sender reports
@@ -147,20 +161,26 @@ int run(const Flags& f) {
     for (size_t i = 0; i < calls.size(); ++i) j["calls"].push_back({{"bytes", calls[i]}, {"GBps", gbps[i]}});
     std::printf("%s\n", j.dump().c_str());
   } else {
-    for (size_t i = 0; i < calls.size(); ++i) std::printf("# %zu bytes per call: %.2f GB/s\n", calls[i], gbps[i]);
+    for (size_t i = 0; i < calls.size(); ++i)
+      std::printf("# %zu bytes per call: %.2f GB/s\n", calls[i], gbps[i]);
     std::printf("%.2f\n", best);
   }
   return 0;
 }
 
 int link_main(int argc, char** argv) {
-  CLI::App app{"ddp-bench link: what one TCP connection carries (one way, both ways, or a ring), best of several call sizes"};
+  CLI::App app{
+      "ddp-bench link: what one TCP connection carries (one way, both ways, or a ring), best of several call "
+      "sizes"};
   Flags f;
   app.add_option("--listen", f.listen, "ADDR:PORT: accept one connection; bytes arrive on it");
   app.add_option("--connect", f.connect, "ADDR:PORT: connect; bytes leave on it");
   app.add_flag("--both-ways", f.both_ways, "send and receive on the one connection at once");
-  app.add_option("--seconds", f.seconds, "how long the sender sends, split over --calls")->capture_default_str();
+  app.add_option("--seconds", f.seconds, "how long the sender sends, split over --calls")
+      ->capture_default_str();
   app.add_option("--calls", f.calls, "bytes per send/recv call, comma-separated (K, M suffixes)")
+      ->capture_default_str();
+  app.add_option("--buffer", f.buffer, "bytes sent from and received into, in turn (K, M suffixes)")
       ->capture_default_str();
   app.add_option("--format", f.format, "table (each call size, then the best GB/s alone) or json")
       ->check(CLI::IsMember({"table", "json"}))
