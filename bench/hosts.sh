@@ -90,8 +90,8 @@ floors() {
 # gets the settings the backend itself picks for ranks that outnumber a host's cores (never
 # spin: a spinning rank holds the core its peer needs), unless set here already.
 if [ $((n * per)) -gt "$(nproc)" ] && [ -z "${DDP_TCP_SPIN_US:-}" ]; then
-  export DDP_TCP_SPIN_US=0 DDP_TCP_YIELD_US=50 DDP_TCP_INLINE_SPIN_US=0
-  echo "# $((n * per)) ranks on $(nproc) cores: DDP_TCP_SPIN_US=0 DDP_TCP_YIELD_US=50 DDP_TCP_INLINE_SPIN_US=0"
+  export DDP_TCP_SPIN_US=0 DDP_TCP_YIELD_US=50 DDP_TCP_INLINE_SPIN_US=2000
+  echo "# $((n * per)) ranks on $(nproc) cores: DDP_TCP_SPIN_US=0 DDP_TCP_YIELD_US=50 DDP_TCP_INLINE_SPIN_US=2000"
 fi
 args=("$@")
 [[ " ${args[*]} " == *" --format "* ]] || args+=(--format table)
