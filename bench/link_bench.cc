@@ -141,6 +141,9 @@ int run(Flags& f) {
   }
   if (f.seconds <= 0) DDP_THROW(InvalidArgument, "--seconds must be positive");
   const std::vector<size_t> calls = parse_sizes(f.calls);
+  if (std::find(calls.begin(), calls.end(), size_t{0}) != calls.end()) {
+    DDP_THROW(InvalidArgument, "--calls: every size must be at least one byte (got '", f.calls, "')");
+  }
   f.buffer_bytes = parse_size(f.buffer);
   if (f.buffer_bytes == 0) DDP_THROW(InvalidArgument, "--buffer must be at least one byte");
   const Links links = open_links(f);

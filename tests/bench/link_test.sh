@@ -41,4 +41,6 @@ e=$("$bench" link --listen 127.0.0.1:1 --connect 127.0.0.1:2 --both-ways 2>&1) &
 echo "$e" | grep -q "one connection" || fail "both-ways with two: $e"
 e=$("$bench" link --connect 127.0.0.1:1 --calls 3Q 2>&1) && fail "bad --calls accepted"
 echo "$e" | grep -q "3Q" || fail "bad --calls: $e"
+e=$("$bench" link --connect 127.0.0.1:1 --calls 32K,0 2>&1) && fail "a zero call size accepted"
+echo "$e" | grep -q "at least one byte" || fail "zero call size: $e"
 echo "link_test: ok"
