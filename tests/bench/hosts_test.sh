@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# bench/hosts.sh end to end, small (root only; exit 77, Skipped, otherwise; a smoke test, not a
+# timing test): 2 emulated hosts x 1 rank, two sizes. It must print the link floor, every
+# host's ring figure and each size's floor, then rows for ours (automatic and flat) beside Gloo,
+# and Open MPI's rows or the reason they are missing; and fail, showing the ranks' stderr, when
+# a run fails.
+# usage: hosts_test.sh <source dir> <bin dir>
+set -uo pipefail
+src=$1
+bin=$2
+[ "$(id -u)" = 0 ] || { echo "needs root"; exit 77; }
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+fail() { echo "FAIL: $*"; cat "$out"; exit 1; }
+BIN=$bin HOSTS=2 RANKS_PER_HOST=1 bash "$src/bench/hosts.sh" --op all_reduce --sizes 4,64K --iters 2 --repeats 2 \
+  --warmup 1 > "$out" 2>&1
+rc=$?
+[ $rc = 77 ] && { cat "$out"; exit 77; }
+[ $rc = 0 ] || fail "exit $rc"
+num='[0-9]+\.[0-9]+'
+grep -Eq "^# link floor: one TCP connection host 1 -> host 2: $num GB/s$" "$out" || fail "no link floor"
+grep -Eq "^# every host sending to the next at once: host 1 -> 2 $num GB/s, host 2 -> 1 $num GB/s \(mean $num GB/s\)$" \
+  "$out" || fail "no ring figures"
+grep -Eq "^# all_reduce floor .*: 4 $num us, 64K $num us$" "$out" || fail "no per-size floors"
+for mode in auto socket; do
+  rows=$(sed -n "/^## ours: DDP_TCP_TRANSPORT=$mode\$/,/^##/p" "$out")
+  for impl in tcp gloo-direct; do
+    for bytes in 4 65536; do
+      grep -Eq "^all_reduce +$impl +cpu +2 +$bytes " <<< "$rows" || fail "$mode: no $impl row at $bytes bytes"
+    done
+  done
+done
+if grep -q "^## Open MPI (mpirun across the hosts" "$out"; then
+  grep -Eq "^all_reduce +mpi-direct +cpu +2 +65536 " "$out" || grep -q "^# Open MPI did not" "$out" ||
+    fail "Open MPI: neither rows nor a reason"
+else
+  grep -q "^## Open MPI: no mpirun here, skipped" "$out" || fail "Open MPI: not run and not said"
+fi
+# A run that fails says why: a --compare peer that cannot run there (Open MPI without mpirun).
+BIN=$bin HOSTS=2 RANKS_PER_HOST=1 MODES=auto COMPARE=mpi bash "$src/bench/hosts.sh" --sizes 4 --iters 1 --repeats 1 \
+  --warmup 0 > "$out" 2>&1 && fail "COMPARE=mpi under ddp-launch succeeded"
+grep -q "mpi-direct sees rank 0 of 1" "$out" || fail "the failed run's stderr is not shown"
+echo "hosts_test: ok"
