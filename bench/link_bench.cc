@@ -35,15 +35,16 @@ namespace ddp::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr Millis kConnectWait{30'000};
+constexpr double kMaxSeconds = 3600;
+constexpr size_t kMaxBytes = size_t{1} << 30;
 
 struct Flags {
   std::string listen, connect;
   bool both_ways = false;
   double seconds = 1;
+  double timeout = 30;
   std::string calls = "32K,256K,1M";
   std::string buffer = "64M";
-  size_t buffer_bytes = 0;
   std::string format = "table";
 };
 
@@ -51,12 +52,13 @@ struct Links {
   Fd left;   // accepted (--listen): bytes arrive on it
   Fd right;  // connected (--connect): bytes leave on it
   int send_fd = -1, recv_fd = -1;
+  std::string send_to, recv_from;  // the peers' endpoints, for errors
 };
 
-Fd accept_one(const Fd& listener, const std::string& where) {
+Fd accept_one(const Fd& listener, const std::string& where, Millis wait) {
   pollfd p{listener.get(), POLLIN, 0};
-  if (::poll(&p, 1, static_cast<int>(kConnectWait.count())) != 1) {
-    DDP_THROW(TimeoutError, "--listen ", where, ": no peer connected within ", kConnectWait.count(), " ms");
+  if (::poll(&p, 1, static_cast<int>(wait.count())) != 1) {
+    DDP_THROW(TimeoutError, "--listen ", where, ": no peer connected within ", wait.count(), " ms");
   }
   Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
   if (!conn) DDP_THROW_ERRNO("accept on ", where);
@@ -64,15 +66,15 @@ Fd accept_one(const Fd& listener, const std::string& where) {
 }
 
 // Listens first, connects, then accepts: the processes of a ring start in any order.
-Links open_links(const Flags& f) {
+Links open_links(const Flags& f, Millis wait) {
   Links l;
   Fd listener;
   if (!f.listen.empty()) {
     const net::Endpoint at = net::parse_endpoint(f.listen);
     listener = net::listen_tcp({.host = at.host, .port = at.port, .backlog = 1});
   }
-  if (!f.connect.empty()) l.right = net::connect_tcp(net::parse_endpoint(f.connect), Deadline(kConnectWait));
-  if (listener) l.left = accept_one(listener, f.listen);
+  if (!f.connect.empty()) l.right = net::connect_tcp(net::parse_endpoint(f.connect), Deadline(wait));
+  if (listener) l.left = accept_one(listener, f.listen, wait);
   for (const Fd* fd : {&l.left, &l.right}) {
     if (!*fd) continue;
     net::set_nonblocking(fd->get());
@@ -80,16 +82,20 @@ Links open_links(const Flags& f) {
   }
   l.send_fd = l.right ? l.right.get() : (f.both_ways ? l.left.get() : -1);
   l.recv_fd = l.left ? l.left.get() : (f.both_ways ? l.right.get() : -1);
+  l.send_to = l.right ? f.connect : "the peer on " + f.listen;
+  l.recv_from = l.left ? "the peer on " + f.listen : f.connect;
   return l;
 }
 
 // Moves bytes both ways until `until` (sending) and, once `sending` is over, until the peer's
-// end (reading): returns the bytes sent.
+// end (reading): returns the bytes sent. A peer that sends nothing and does not close for
+// `quiet` ends the wait with a TimeoutError naming it.
 class Pump {
  public:
   // Sends from, and receives into, successive places of `buffer_bytes` (wrapping), as a program
   // moving that much does: one small buffer used over and over would stay in the CPU's caches.
-  Pump(const Links& l, size_t buffer_bytes) : l_(l), out_(buffer_bytes, 1), in_(buffer_bytes) {}
+  Pump(const Links& l, size_t buffer_bytes, Millis quiet)
+      : l_(l), out_(buffer_bytes, 1), in_(buffer_bytes), quiet_(quiet) {}
 
   size_t run(size_t call, Clock::time_point until) {
     size_t sent = 0;
@@ -99,7 +105,14 @@ class Pump {
   void drain() {
     if (l_.send_fd >= 0) ::shutdown(l_.send_fd, SHUT_WR);
     size_t ignored = 0;
-    while (l_.recv_fd >= 0 && !peer_done_) step(in_.size(), false, ignored);
+    heard_ = Clock::now();
+    while (l_.recv_fd >= 0 && !peer_done_) {
+      step(in_.size(), false, ignored);
+      if (Clock::now() - heard_ > quiet_) {
+        DDP_THROW(TimeoutError, "nothing from ", l_.recv_from, " for ", quiet_.count(),
+                  " ms, and it has not closed its end");
+      }
+    }
   }
 
  private:
@@ -113,7 +126,7 @@ class Pump {
       if (p[i].fd == l_.send_fd && (p[i].revents & POLLOUT) && sending) {
         const size_t len = std::min(call, out_.size() - out_at_);
         const ssize_t k = ::send(l_.send_fd, out_.data() + out_at_, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0 && errno != EAGAIN && errno != EINTR) DDP_THROW_ERRNO("send");
+        if (k < 0 && errno != EAGAIN && errno != EINTR) DDP_THROW_ERRNO("send to ", l_.send_to);
         if (k > 0) sent += static_cast<size_t>(k);
         if (k > 0) out_at_ = (out_at_ + static_cast<size_t>(k)) % out_.size();
       }
@@ -124,30 +137,42 @@ class Pump {
     const size_t len = std::min(call, in_.size() - in_at_);
     const ssize_t k = ::recv(l_.recv_fd, in_.data() + in_at_, len, MSG_DONTWAIT);
     if (k == 0) peer_done_ = true;
-    if (k < 0 && errno != EAGAIN && errno != EINTR) DDP_THROW_ERRNO("recv");
+    if (k < 0 && errno != EAGAIN && errno != EINTR) DDP_THROW_ERRNO("recv from ", l_.recv_from);
     if (k > 0) in_at_ = (in_at_ + static_cast<size_t>(k)) % in_.size();
+    if (k >= 0) heard_ = Clock::now();
   }
 
   const Links& l_;
   std::vector<char> out_, in_;
   size_t out_at_ = 0, in_at_ = 0;
   bool peer_done_ = false;
+  Millis quiet_;
+  Clock::time_point heard_;
 };
 
-int run(Flags& f) {
+// A byte count from --calls / --buffer: 1 byte to kMaxBytes.
+void check_bytes(const char* flag, size_t bytes) {
+  if (bytes == 0 || bytes > kMaxBytes) {
+    DDP_THROW(InvalidArgument, flag, ": every size must be from 1 byte to 1G (got ", bytes, ")");
+  }
+}
+
+int run(const Flags& f) {
   if (f.listen.empty() && f.connect.empty()) DDP_THROW(InvalidArgument, "give --listen, --connect or both");
   if (f.both_ways && !f.listen.empty() && !f.connect.empty()) {
     DDP_THROW(InvalidArgument, "--both-ways: one connection, so --listen or --connect, not both");
   }
-  if (f.seconds <= 0) DDP_THROW(InvalidArgument, "--seconds must be positive");
-  const std::vector<size_t> calls = parse_sizes(f.calls);
-  if (std::find(calls.begin(), calls.end(), size_t{0}) != calls.end()) {
-    DDP_THROW(InvalidArgument, "--calls: every size must be at least one byte (got '", f.calls, "')");
+  for (const auto& [flag, v] : {std::pair{"--seconds", f.seconds}, std::pair{"--timeout", f.timeout}}) {
+    if (!(v > 0 && v <= kMaxSeconds))
+      DDP_THROW(InvalidArgument, flag, ": give seconds, above 0 and at most 3600");
   }
-  f.buffer_bytes = parse_size(f.buffer);
-  if (f.buffer_bytes == 0) DDP_THROW(InvalidArgument, "--buffer must be at least one byte");
-  const Links links = open_links(f);
-  Pump pump(links, std::max(f.buffer_bytes, *std::max_element(calls.begin(), calls.end())));
+  const std::vector<size_t> calls = parse_sizes(f.calls, "--calls");
+  for (size_t c : calls) check_bytes("--calls", c);
+  const size_t buffer_bytes = parse_size(f.buffer, "--buffer");
+  check_bytes("--buffer", buffer_bytes);
+  const Millis wait(static_cast<int64_t>(f.timeout * 1000));
+  const Links links = open_links(f, wait);
+  Pump pump(links, std::max(buffer_bytes, *std::max_element(calls.begin(), calls.end())), wait);
   const auto phase = std::chrono::duration<double>(f.seconds / static_cast<double>(calls.size()));
   std::vector<double> gbps;
   for (size_t call : calls) {
@@ -184,6 +209,9 @@ int link_main(int argc, char** argv) {
   app.add_option("--calls", f.calls, "bytes per send/recv call, comma-separated (K, M suffixes)")
       ->capture_default_str();
   app.add_option("--buffer", f.buffer, "bytes sent from and received into, in turn (K, M suffixes)")
+      ->capture_default_str();
+  app.add_option("--timeout", f.timeout,
+                 "seconds to wait for the peer to connect, and for a byte (or its end) once sending is over")
       ->capture_default_str();
   app.add_option("--format", f.format, "table (each call size, then the best GB/s alone) or json")
       ->check(CLI::IsMember({"table", "json"}))

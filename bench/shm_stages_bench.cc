@@ -92,7 +92,7 @@ int shm_stages_main(int argc, char** argv) {
   app.add_option("--repeats", f.repeats, "ops per figure (median)")->capture_default_str();
   app.add_option("--offset", f.offset, "the buffer's address past a page boundary")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  const std::vector<size_t> sizes = parse_sizes(f.sizes), chunks = parse_sizes(f.chunks);
+  const std::vector<size_t> sizes = parse_sizes(f.sizes), chunks = parse_sizes(f.chunks, "--chunks");
   std::printf("# machine: %s\n", machine_profile().summary().c_str());
   std::printf("%10s %8s %-10s %10s %10s %10s %10s %10s\n", "bytes", "chunk", "copy", "stage_in", "copy_out",
               "reduce", "publish", "total_us");

@@ -41,6 +41,28 @@ e=$("$bench" link --listen 127.0.0.1:1 --connect 127.0.0.1:2 --both-ways 2>&1) &
 echo "$e" | grep -q "one connection" || fail "both-ways with two: $e"
 e=$("$bench" link --connect 127.0.0.1:1 --calls 3Q 2>&1) && fail "bad --calls accepted"
 echo "$e" | grep -q "3Q" || fail "bad --calls: $e"
-e=$("$bench" link --connect 127.0.0.1:1 --calls 32K,0 2>&1) && fail "a zero call size accepted"
-echo "$e" | grep -q "at least one byte" || fail "zero call size: $e"
+for bad in "--calls 32K,0" "--calls 2G" "--buffer 1T" "--seconds 1e300" "--seconds 0" "--timeout -1" "--seconds nan"; do
+  # shellcheck disable=SC2086
+  e=$("$bench" link --connect 127.0.0.1:1 $bad 2>&1) && fail "$bad accepted"
+  echo "$e" | grep -q -- "${bad%% *}" || fail "$bad: not named: $e"
+done
+
+# silence: nobody connects; a peer that connects and then neither sends nor closes
+port=$((port + 10))
+e=$(timeout 20 "$bench" link --listen 127.0.0.1:$port --timeout 1 2>&1) && fail "nobody connected, yet success"
+echo "$e" | grep -q "no peer connected within 1000 ms" || fail "nobody connected: $e"
+port=$((port + 1))
+timeout 20 "$bench" link --listen 127.0.0.1:$port --timeout 1 > "$d/silent" 2>&1 &
+listener=$!
+/usr/bin/python3 -c 'import socket, sys, time
+for _ in range(100):
+    try:
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); break
+    except OSError: time.sleep(0.05)
+time.sleep(8)' $port &
+mute=$!
+wait $listener && fail "a silent peer, yet success"
+kill $mute 2> /dev/null
+grep -q "nothing from the peer on 127.0.0.1:$port for 1000 ms, and it has not closed its end" "$d/silent" ||
+  fail "silent peer: $(cat "$d/silent")"
 echo "link_test: ok"

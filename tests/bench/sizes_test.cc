@@ -42,3 +42,11 @@ TEST_CASE("parse_sizes: a comma-separated list; empty items skipped; a bad item 
   CHECK(parse_sizes("").empty());
   CHECK_THROWS_AS(parse_sizes("4,x,1K"), InvalidArgument);
 }
+
+TEST_CASE("parse_size(s): errors name the flag given (--sizes unless told)") {
+  CHECK_THROWS_WITH_AS(parse_size("3Q"), doctest::Contains("--sizes: unknown unit"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_size("1T", "--buffer"), doctest::Contains("--buffer: unknown unit in '1T'"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_sizes("4,x", "--calls"), doctest::Contains("--calls: 'x' is not a size"),
+                       InvalidArgument);
+}
