@@ -246,15 +246,15 @@ WorkPtr MpiProcessGroup::submit(const Spec& spec, Start start, std::function<voi
     steps.first_tag = static_cast<int>(next_p2p_op_++ % kP2pTagSlots) * kP2pTagsPerOp;
     steps.piece_bytes = eager_piece_;
     // The group's last one when that one ran start to end on a caller's thread (under
-    // issue_mu_, as this does): nothing else ever held it. One the MPI thread had is not reused
-    // (its release is not ordered before this thread's reuse), nor one still held.
-    if (p2p_spare_ && p2p_spare_free_ && p2p_spare_.use_count() == 1) {
+    // issue_mu_, as this does): nothing else ever held it. One the MPI thread had is not
+    // given back (its release would not be ordered before this thread's reuse). Moved, not
+    // copied: a copy and its release are two locked instructions per op.
+    if (p2p_spare_) {
       p2p_spare_->reset(steps);
     } else {
       p2p_spare_ = std::make_shared<P2pAllReduce>(steps);
     }
-    p2p_spare_free_ = false;
-    op.steps = p2p_spare_;
+    op.steps = std::move(p2p_spare_);
   } else {
     MPI_Comm comm = comm_;
     op.start = [comm, start = std::move(start)](MPI_Request* req) { return start(comm, req); };
@@ -267,7 +267,7 @@ WorkPtr MpiProcessGroup::submit(const Spec& spec, Start start, std::function<voi
   op.can_block = !spec.cancellable && !small;
   if (small) {
     if (WorkPtr work = runtime_.run_here(channel_, op, make_work)) {
-      p2p_spare_free_ = spec.p2p_all_reduce && work == runtime_.finished_here();
+      if (op.steps) p2p_spare_ = std::static_pointer_cast<P2pAllReduce>(std::move(op.steps));
       return work;
     }
   }

@@ -94,8 +94,9 @@ class MpiProcessGroup final : public ProcessGroup {
   std::mutex issue_mu_;
   uint64_t next_seq_ = 1;
   uint64_t next_p2p_op_ = 0;                 // our point-to-point all_reduces issued: their tag ranges
-  std::shared_ptr<P2pAllReduce> p2p_spare_;  // the last one, reused by the next when free
-  bool p2p_spare_free_ = false;              // it ran start to end on a caller's thread
+  // The last one when it ran start to end on a caller's thread (run_here gave it back):
+  // reused by the next.
+  std::shared_ptr<P2pAllReduce> p2p_spare_;
   size_t eager_piece_ = 0;                   // P2pAllReduceSpec::piece_bytes, agreed by the ranks
 };
 

@@ -88,6 +88,7 @@ void MpiRuntime::Impl::break_channel(Channel& ch, std::exception_ptr error) {
     ch.broken = std::move(error);
     std::lock_guard<std::mutex> lock(mu);
     broken.emplace(ch.id, ch.broken);  // run_here fails the channel's ops too
+    any_broken.store(true, std::memory_order_relaxed);
   }
   // Finish in order: completed ops succeed, the rest fail with the channel's error.
   while (!ch.inflight.empty()) {
@@ -371,6 +372,7 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
       orphans.clear();
       stopping = stop;
       seen = submitted.load(std::memory_order_relaxed);
+      taken.store(seen, std::memory_order_release);
     }
     if (!commands_now.empty() || !posted_now.empty()) poll_end = Clock::now() + rt.poll_budget_;
     for (auto& c : commands_now) c();
@@ -382,6 +384,7 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
       ch.on_drained = std::move(fn);
       std::lock_guard<std::mutex> lock(mu);
       broken.erase(id);
+      any_broken.store(!broken.empty(), std::memory_order_relaxed);
     }
     bool progressed = false;
     for (auto it = channels.begin(); it != channels.end();) {

@@ -132,7 +132,8 @@ class MpiRuntime {
   // back (two wake-ups on a busy machine). `op` comes without a Work: make_work makes it when
   // one is needed (the op is handed over, or fails); an op that succeeds here returns one
   // completed Work shared by all such ops instead (no allocation, no description built).
-  // Null when not taken: op is untouched; give it its Work and post() it.
+  // Null when not taken: op is untouched; give it its Work and post() it. An op that
+  // succeeded here gives its steps back in op.steps, for the caller to reuse.
   WorkPtr run_here(uint64_t channel, MpiOp& op, WorkMaker make_work);
   // The completed Work run_here returns for every op that succeeded on the caller's thread.
   const WorkPtr& finished_here() const;

@@ -36,6 +36,25 @@ void MpiRuntime::Impl::adopt(uint64_t id, Inflight f) {
   ch.inflight.push_back(std::move(f));
 }
 
+// Nothing queued since the MPI thread last emptied the queues (it empties them only with the
+// baton, which the caller holds now), and no channel broken: no lock. A post of this channel
+// happened before this call (the group's ops are issued in order), so `submitted` shows it.
+bool MpiRuntime::Impl::callers_turn(uint64_t channel, std::exception_ptr& error) {
+  if (stopped.load(std::memory_order_relaxed)) return false;  // post() says why
+  if (submitted.load(std::memory_order_acquire) == taken.load(std::memory_order_acquire) &&
+      !any_broken.load(std::memory_order_relaxed)) {
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (stopped || stop || !stuck_in.empty()) return false;  // post() says why
+  auto queued = [channel](const auto& q) {
+    return std::any_of(q.begin(), q.end(), [channel](const auto& e) { return e.first == channel; });
+  };
+  if (queued(posted) || queued(adopted)) return false;  // the MPI thread starts those first
+  if (auto b = broken.find(channel); b != broken.end()) error = b->second;
+  return true;
+}
+
 // The MPI thread calls MPI only with the baton: it waits while a caller's op runs (microseconds:
 // run_here hands anything longer over).
 bool MpiRuntime::Impl::try_take_baton() {
@@ -62,15 +81,7 @@ WorkPtr MpiRuntime::run_here(uint64_t channel, MpiOp& op, WorkMaker make_work) {
   std::exception_ptr error;
   {
     BatonHold hold(im.baton);  // given back before the Work finishes (its callbacks may post)
-    {
-      std::lock_guard<std::mutex> lock(im.mu);
-      if (im.stopped || im.stop || !im.stuck_in.empty()) return nullptr;  // post() says why
-      auto queued = [channel](const auto& q) {
-        return std::any_of(q.begin(), q.end(), [channel](const auto& e) { return e.first == channel; });
-      };
-      if (queued(im.posted) || queued(im.adopted)) return nullptr;  // the MPI thread starts those first
-      if (auto b = im.broken.find(channel); b != im.broken.end()) error = b->second;
-    }
+    if (!im.callers_turn(channel, error)) return nullptr;
     f.op = std::move(op);  // taken: the caller does not post it
     if (!error) {
       std::vector<Zombie> left;
@@ -90,6 +101,7 @@ WorkPtr MpiRuntime::run_here(uint64_t channel, MpiOp& op, WorkMaker make_work) {
       if (error) {
         std::lock_guard<std::mutex> lock(im.mu);
         im.broken.emplace(channel, error);  // the channel's later ops fail with it, as on the MPI thread
+        im.any_broken.store(true, std::memory_order_relaxed);
       }
     }
   }
@@ -100,7 +112,11 @@ WorkPtr MpiRuntime::run_here(uint64_t channel, MpiOp& op, WorkMaker make_work) {
       error = std::current_exception();
     }
   }
-  if (!error) return f.op.work ? f.op.work : im.finished_here;
+  if (!error && !f.op.work) {
+    op.steps = std::move(f.op.steps);  // back to the caller: nothing else ever held them
+    return im.finished_here;
+  }
+  if (!error) return f.op.work;
   if (!f.op.work) f.op.work = make_work();
   f.op.work->finish(error);
   return f.op.work;
@@ -141,7 +157,8 @@ bool MpiRuntime::Impl::start_here(Inflight& f, std::chrono::microseconds poll, i
     error = std::current_exception();
     return true;
   }
-  ran_here.fetch_add(1, std::memory_order_relaxed);
+  // Only the baton's holder writes it: no read-modify-write (a locked instruction) needed.
+  ran_here.store(ran_here.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   // The clock is read every kTestsPerClockRead tests: reading it costs about what a test does.
   Clock::time_point until{};
   for (unsigned tests = 1; rc == MPI_SUCCESS && (rc = f.test()) == MPI_SUCCESS && !f.done; ++tests) {

@@ -69,6 +69,10 @@ struct MpiRuntime::Impl {
   std::vector<Zombie> orphans;                        // left by a caller's failed op, for `zombies`
   bool stop = false;
   std::atomic<uint64_t> submitted{0};  // commands, posts, closes and the stop, ever: polled
+  // `submitted` when the MPI thread last emptied the queues (under mu, with the baton): equal
+  // to it, nothing has been queued since (run_here's check without mu).
+  std::atomic<uint64_t> taken{0};
+  std::atomic<bool> any_broken{false};  // !broken.empty(), set with it under mu
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> next_channel{1};
   std::map<uint64_t, bool> opened;  // channel -> blocking collectives, until its first use
@@ -76,7 +80,7 @@ struct MpiRuntime::Impl {
   std::thread thread;
   MpiWatchdog watchdog;
   std::atomic<int> baton{kBatonThread};
-  std::atomic<uint64_t> ran_here{0};
+  std::atomic<uint64_t> ran_here{0};  // written by the baton's holder only
   const WorkPtr finished_here = Work::completed("mpi op (finished on the caller's thread)");
 
   // MPI thread only.
@@ -105,6 +109,9 @@ struct MpiRuntime::Impl {
   void run(MpiRuntime& rt, std::promise<void>& ready);
   void await_submission(std::unique_lock<std::mutex>& lock, uint64_t seen, Clock::time_point poll_end);
   bool has_work() const;  // under mu: something for the MPI thread in the queues, or the stop
+  // With the baton: whether run_here may start an op of `channel` now (nothing queued for it,
+  // MPI up, not stuck); `error` is the channel's, if a caller's op broke it.
+  bool callers_turn(uint64_t channel, std::exception_ptr& error);
   // Under mu, ops in flight and none moved for a while: yield, or (quiet for long) sleep briefly.
   void back_off(std::unique_lock<std::mutex>& lock, Clock::time_point quiet_since);
   void wind_down(MpiRuntime& rt);
