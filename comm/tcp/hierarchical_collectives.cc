@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "comm/reduce_kernels.h"
+#include "comm/tcp/tcp_process_group.h"
 #include "common/env.h"
 #include "common/error.h"
 
@@ -54,7 +55,12 @@ bool hierarchy_overlap(const std::string& setting, int cpus, int ranks_here) {
 
 HierarchicalCollectives::HierarchicalCollectives(Options options, ProcessGroupPtr local,
                                                  ProcessGroupPtr cross, SocketCollectives* flat)
-    : opt_(std::move(options)), local_(std::move(local)), cross_(std::move(cross)), flat_(flat) {}
+    : opt_(std::move(options)),
+      local_(std::move(local)),
+      cross_(std::move(cross)),
+      local_tcp_(dynamic_cast<TcpProcessGroup*>(local_.get())),
+      cross_tcp_(dynamic_cast<TcpProcessGroup*>(cross_.get())),
+      flat_(flat) {}
 
 void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
   switch (ctx.desc.kind) {
@@ -79,6 +85,44 @@ void HierarchicalCollectives::all_reduce(const OpContext& ctx, const Buffer& buf
     cross_->all_reduce(rest, {op, left(ctx)})->wait();
     if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(rest.data, tail, buf.dtype, opt_.world);
   }
+}
+
+bool HierarchicalCollectives::starts_here(const OpDesc& desc, const Buffer& in) const {
+  return desc.kind == OpKind::kAllReduce && in.bytes() <= opt_.small_bytes && local_tcp_ != nullptr;
+}
+
+bool HierarchicalCollectives::start(const OpContext& ctx, const Buffer& buf, int inline_us,
+                                    HierarchicalStart& s) {
+  const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
+  s = {local_tcp_->all_reduce_within(buf, op, left(ctx), inline_us), false};
+  if (!s.child->is_completed()) return false;
+  s.child->wait();  // its error, if it failed
+  return start_crossing(ctx, buf, inline_us, s);
+}
+
+bool HierarchicalCollectives::start_crossing(const OpContext& ctx, const Buffer& buf, int inline_us,
+                                             HierarchicalStart& s) {
+  const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
+  s.crossing = true;
+  s.child = cross_tcp_ ? cross_tcp_->all_reduce_within(buf, op, left(ctx), inline_us)
+                       : cross_->all_reduce(buf, {op, left(ctx)});
+  if (!s.child->is_completed()) return false;
+  s.child->wait();
+  end_small(ctx, buf);
+  return true;
+}
+
+void HierarchicalCollectives::finish(const OpContext& ctx, const Buffer& buf, HierarchicalStart& s) {
+  s.child->wait();
+  if (!s.crossing) {
+    const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
+    cross_->all_reduce(buf, {op, left(ctx)})->wait();
+  }
+  end_small(ctx, buf);
+}
+
+void HierarchicalCollectives::end_small(const OpContext& ctx, const Buffer& buf) const {
+  if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, opt_.world);
 }
 
 namespace {

@@ -56,6 +56,15 @@ struct HostLayout {
 // (1/0, true/false, on/off, yes/no). InvalidArgument naming the variable otherwise.
 bool hierarchy_overlap(const std::string& setting, int cpus, int ranks_here);
 
+// A hierarchical all_reduce begun on the caller's thread (HierarchicalCollectives::start):
+// the child op still in flight, and whether it is the step across hosts.
+struct HierarchicalStart {
+  WorkPtr child;
+  bool crossing = false;
+};
+
+class TcpProcessGroup;
+
 class HierarchicalCollectives {
  public:
   struct Options {
@@ -75,11 +84,23 @@ class HierarchicalCollectives {
 
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
+  // The small all_reduce (whole, at most small_bytes: within the host, then across) may start
+  // on the group's caller's thread: start() issues each child op there, polling at most
+  // inline_us each (the children's own inline paths; another engine's op across hosts is
+  // issued as it is); true when both completed. Otherwise `s` holds the child op in flight,
+  // and the worker calls finish(), which waits for it and issues what is left.
+  bool starts_here(const OpDesc& desc, const Buffer& in) const;
+  bool start(const OpContext& ctx, const Buffer& buf, int inline_us, HierarchicalStart& s);
+  void finish(const OpContext& ctx, const Buffer& buf, HierarchicalStart& s);
+
   const ProcessGroupPtr& local() const { return local_; }
   const ProcessGroupPtr& cross() const { return cross_; }
 
  private:
   void all_reduce(const OpContext& ctx, const Buffer& buf);
+  // The step across hosts of a small all_reduce started here, and its end (AVG's division).
+  bool start_crossing(const OpContext& ctx, const Buffer& buf, int inline_us, HierarchicalStart& s);
+  void end_small(const OpContext& ctx, const Buffer& buf) const;
   // A pipelined all_reduce's segments: each one's part of the body, and its share of it.
   struct Segment {
     Buffer body, share;
@@ -109,6 +130,8 @@ class HierarchicalCollectives {
 
   Options opt_;
   ProcessGroupPtr local_, cross_;
+  TcpProcessGroup* local_tcp_;  // local_ (always a tcp group)
+  TcpProcessGroup* cross_tcp_;  // cross_ when it is a tcp group (DDP_TCP_INTER=socket); else null
   SocketCollectives* flat_;
   std::vector<char> scratch_;  // shares, arranged blocks (kept between ops)
 };

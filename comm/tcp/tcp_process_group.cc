@@ -121,6 +121,16 @@ void TcpProcessGroup::shutdown() noexcept {
 // ---- submission (arguments were validated by ProcessGroup) ----
 
 WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout) {
+  return submit(desc, in, out, timeout, on_caller_ ? kToTheEnd : inline_spin_us_);
+}
+
+WorkPtr TcpProcessGroup::all_reduce_within(const Buffer& buf, ReduceOp op, Millis timeout, int inline_us) {
+  if (buf.count == 0) return Work::completed("all_reduce (empty)");
+  return submit({OpKind::kAllReduce, buf.dtype, op, -1, buf.count, 0}, buf, {}, timeout, inline_us);
+}
+
+WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout,
+                                int inline_us) {
   std::unique_lock<std::mutex> lock(mu_);
   desc.seq = next_seq_++;
   Task task;
@@ -129,14 +139,14 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
   task.ctx.timeout = timeout;
   task.in = in;
   task.out = out;
-  if (on_caller_ && queue_.empty() && !busy_) return run_on_caller(task, lock);
-  if (inline_spin_us_ >= 0 && queue_.empty() && !busy_ && inline_fits(desc, in)) {
+  if (inline_us == kToTheEnd && queue_.empty() && !busy_) return run_on_caller(task, lock);
+  if (inline_us >= 0 && queue_.empty() && !busy_ && inline_fits(desc, in)) {
     busy_ = true;
     lock.unlock();
     // The inline attempt only polls, within its own budget: the op's deadline starts when
     // the worker takes over (a clock read saved on the fast path; the budget is microseconds
     // to milliseconds, timeouts are seconds).
-    const bool finished = try_inline(task);
+    const bool finished = try_inline(task, inline_us);
     lock.lock();
     busy_ = false;
     // Wake the worker only when it has something to do: a needless wake-up steals a core
@@ -184,19 +194,23 @@ WorkPtr TcpProcessGroup::run_on_caller(Task& task, std::unique_lock<std::mutex>&
 // On the caller's thread, with busy_ held: true when the op ended (task.work finished).
 bool TcpProcessGroup::inline_fits(const OpDesc& desc, const Buffer& in) const {
   if (shm_) return shm_->resumable(desc, in) && in.bytes() <= inline_max_bytes_;
-  return sockets_ && !hierarchy_ && sockets_->resumable(desc, in);
+  if (hierarchy_) return hierarchy_->starts_here(desc, in);
+  return sockets_ && sockets_->resumable(desc, in);
 }
 
-bool TcpProcessGroup::try_inline(Task& task) {
+bool TcpProcessGroup::try_inline(Task& task, int inline_us) {
   bool finished = false;
   std::exception_ptr error = guarded([&] {
     if (health_.broken()) health_.rethrow(task.ctx.label());
     task.started = true;
     if (shm_) {
-      finished = shm_->start(task.ctx, task.in, task.out, inline_spin_us_);
+      finished = shm_->start(task.ctx, task.in, task.out, inline_us);
+    } else if (hierarchy_) {
+      task.ctx.deadline = Deadline(task.ctx.timeout);  // its child ops get what is left of it
+      finished = hierarchy_->start(task.ctx, task.in, inline_us, task.step);
     } else {
       task.ctx.deadline = Deadline(task.ctx.timeout);  // its messages carry it from the start
-      finished = sockets_->start(task.ctx, task.in, Micros(inline_spin_us_));
+      finished = sockets_->start(task.ctx, task.in, Micros(inline_us));
     }
   });
   if (!error && finished) {
@@ -336,6 +350,8 @@ void TcpProcessGroup::execute(Task& task) {
       run_local(task);
     } else if (task.started && shm_) {
       shm_->finish(task.ctx, task.in, task.out);
+    } else if (task.started && hierarchy_) {
+      hierarchy_->finish(task.ctx, task.in, task.step);
     } else if (task.started) {
       sockets_->finish(task.ctx, task.in);
     } else if (shm_) {

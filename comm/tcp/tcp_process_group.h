@@ -40,6 +40,7 @@
 
 #include "comm/backend.h"
 #include "comm/process_group.h"
+#include "comm/tcp/hierarchical_collectives.h"
 #include "comm/tcp/op.h"
 #include "comm/tcp/shm_collectives.h"
 
@@ -47,8 +48,6 @@ namespace ddp::comm::tcp {
 
 class SocketEngine;
 class SocketCollectives;
-class HierarchicalCollectives;
-struct HostLayout;
 
 enum class Transport : uint8_t { kLocal, kShm, kSocket, kHierarchical };
 const char* to_string(Transport t);
@@ -91,6 +90,13 @@ class TcpProcessGroup final : public ProcessGroup {
   // all_reduces that ran in place in group memory (allocate; 0 unless kShm).
   uint64_t direct_all_reduces() const;
 
+  // A hierarchical parent's step of a small all_reduce it starts on its caller's thread
+  // (buffer and op already checked): like all_reduce, but whatever CreateOptions::on_caller
+  // says, the op polls here for at most `inline_us` (where it can start here at all: an
+  // inline_fits op with nothing queued) and is left to this group's worker past that, as a
+  // group's own caller's op is. The Work says whether it completed.
+  WorkPtr all_reduce_within(const Buffer& buf, ReduceOp op, Millis timeout, int inline_us);
+
  protected:
   WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
   WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) override;
@@ -109,13 +115,19 @@ class TcpProcessGroup final : public ProcessGroup {
     OpContext ctx;
     Buffer in, out;
     WorkPtr work;
-    bool started = false;  // begun on the caller's thread (shm): ShmCollectives::finish completes it
+    bool started = false;  // begun on the caller's thread: the worker completes it (finish)
+    HierarchicalStart step;  // a hierarchical op begun there: its child op in flight
   };
+  // submit's inline_us for an op that runs to its end on the caller's thread (on_caller_).
+  static constexpr int kToTheEnd = -2;
   TcpProcessGroup(const GroupSetup& setup);
   void connect(const GroupSetup& setup, int ranks_on_host);
   void connect_hierarchy(const GroupSetup& setup, const HostLayout& layout);
   // Both take a resolved timeout (never kUseDefault).
   WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout);
+  // inline_us: how long the op may poll on the caller's thread before the worker takes it
+  // (< 0: not at all; kToTheEnd: it runs to its end there).
+  WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout, int inline_us);
   WorkPtr post_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout);
   void worker_loop();
   WorkPtr run_on_caller(Task& task, std::unique_lock<std::mutex>& lock);
@@ -123,7 +135,7 @@ class TcpProcessGroup final : public ProcessGroup {
   // all_reduce); try_inline does, within inline_spin_us_.
   bool inline_fits(const OpDesc& desc, const Buffer& in) const;
   void execute(Task& task);
-  bool try_inline(Task& task);
+  bool try_inline(Task& task, int inline_us);
   template <typename F>
   std::exception_ptr guarded(F&& f);
   void run_local(const Task& task);

@@ -75,10 +75,12 @@ namespace {
 
 // Ranks 0, 1 on host "a", 2, 3 on host "b". Each thread makes its two child groups as a
 // hierarchical group does (its host's ranks, then the ranks with its local index; ops run on
-// the issuing thread) and a HierarchicalCollectives over them: small all_reduces take the
-// segmented path too (small_bytes 0), in 4 KiB segments. The threads share one host, so both
-// children use shared memory: what is tested is the decomposition and its threads.
-void run_hierarchy(bool overlap, const std::function<void(HierarchicalCollectives&, int)>& body) {
+// the issuing thread) and a HierarchicalCollectives over them: unless small_bytes says, small
+// all_reduces take the segmented path too (small_bytes 0), in 4 KiB segments. The threads
+// share one host, so both children use shared memory: what is tested is the decomposition and
+// its threads.
+void run_hierarchy(bool overlap, const std::function<void(HierarchicalCollectives&, int)>& body,
+                   size_t small_bytes = 0) {
   auto store = std::make_shared<ddp::rdzv::HashStore>();
   static std::atomic<int> round{0};
   std::string prefix = "h";  // (not "h" + ...: GCC 12 -Wrestrict false positive)
@@ -106,7 +108,7 @@ void run_hierarchy(bool overlap, const std::function<void(HierarchicalCollective
         o.rank = r;
         o.world = 4;
         o.layout = layout;
-        o.small_bytes = 0;
+        o.small_bytes = small_bytes;
         o.segment_bytes = 4096;
         o.overlap = overlap;
         HierarchicalCollectives h(o, lg, cg, nullptr);
@@ -122,16 +124,20 @@ void run_hierarchy(bool overlap, const std::function<void(HierarchicalCollective
   }
 }
 
-void all_reduce(HierarchicalCollectives& h, std::vector<float>& v, ReduceOp op, uint64_t seq,
-                Millis timeout) {
+OpContext all_reduce_context(const std::vector<float>& v, ReduceOp op, uint64_t seq, Millis timeout) {
   static const std::string name = "world";
   OpContext ctx;
   ctx.desc = {OpKind::kAllReduce, DType::kFloat32, op, -1, v.size(), seq};
   ctx.group = &name;
   ctx.timeout = timeout;
   ctx.deadline = ddp::Deadline(timeout);
+  return ctx;
+}
+
+void all_reduce(HierarchicalCollectives& h, std::vector<float>& v, ReduceOp op, uint64_t seq,
+                Millis timeout) {
   const Buffer b{v.data(), v.size(), DType::kFloat32, {}};
-  h.run(ctx, b, b);
+  h.run(all_reduce_context(v, op, seq, timeout), b, b);
 }
 
 float input(int rank, size_t i) { return static_cast<float>(rank + 1) + static_cast<float>(i % 7); }
@@ -198,4 +204,48 @@ TEST_CASE(
         throw std::runtime_error("rank " + std::to_string(r) + ": the failure took over 20 s");
     });
   }
+}
+
+TEST_CASE(
+    "hierarchical small all_reduce started on the caller's thread: done there when every rank is; with a "
+    "late rank, left where it stands (within the host or across) and finished, every rank right") {
+  std::atomic<int> mismatches{0};
+  run_hierarchy(
+      false,
+      [&](HierarchicalCollectives& h, int r) {
+        std::vector<float> v(5);
+        const Buffer b{v.data(), v.size(), DType::kFloat32, {}};
+        const OpDesc desc{OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, v.size(), 0};
+        if (!h.starts_here(desc, b)) throw std::runtime_error("a 20-byte all_reduce does not start here");
+        std::vector<float> big(1025);
+        const Buffer bb{big.data(), big.size(), DType::kFloat32, {}};
+        if (h.starts_here({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, big.size(), 0}, bb) ||
+            h.starts_here({OpKind::kBarrier, DType::kUInt8, ReduceOp::kSum, -1, 0, 0}, {})) {
+          throw std::runtime_error("past small_bytes, or not an all_reduce, but it starts here");
+        }
+        auto check = [&](float want, const char* what) {
+          for (float x : v) {
+            if (x != want) throw std::runtime_error(std::string(what) + ": " + std::to_string(x));
+          }
+        };
+        // Everyone there: each step completes within the (generous) budget.
+        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(r + 1);
+        HierarchicalStart s;
+        auto ctx = all_reduce_context(v, ReduceOp::kSum, 0, Millis(60'000));
+        if (!h.start(ctx, b, 10'000'000, s)) throw std::runtime_error("not done with every rank there");
+        check(10.0F, "sum");
+        // Rank 1 late by 300 ms, everyone else polling 1 ms: rank 0 waits within its host,
+        // ranks 2 and 3 across (their host's step is done); each Work is finished later.
+        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(r + 1);
+        if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        s = {};
+        ctx = all_reduce_context(v, ReduceOp::kAvg, 1, Millis(60'000));
+        const bool done = h.start(ctx, b, r == 1 ? 10'000'000 : 1000, s);
+        if (r == 0 && (done || s.crossing)) ++mismatches;  // left within its host
+        if (r >= 2 && (done || !s.crossing)) ++mismatches;  // left across
+        if (!done) h.finish(ctx, b, s);
+        check(2.5F, "avg");
+      },
+      64);
+  CHECK(mismatches == 0);
 }
