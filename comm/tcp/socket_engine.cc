@@ -349,6 +349,9 @@ ssize_t SocketEngine::pull(Peer& peer, char* dst, size_t want, bool& drained) {
     const size_t n = std::min(want, peer.ahead_len - peer.ahead_pos);
     std::memcpy(dst, peer.ahead.data() + peer.ahead_pos, n);
     peer.ahead_pos += n;
+    // The last of what a draining read brought: reading again now would only say EAGAIN (a
+    // system call per small message).
+    drained = peer.ahead_drained && peer.ahead_pos == peer.ahead_len;
     return static_cast<ssize_t>(n);
   }
   if (want >= kReadAhead) {
@@ -365,6 +368,7 @@ ssize_t SocketEngine::pull(Peer& peer, char* dst, size_t want, bool& drained) {
   if (n <= 0) return n;
   const auto got = static_cast<size_t>(n);
   drained = got < want + kReadAhead;
+  peer.ahead_drained = drained;
   peer.ahead_pos = 0;
   peer.ahead_len = got > want ? got - want : 0;
   return static_cast<ssize_t>(std::min(got, want));

@@ -42,6 +42,7 @@ struct SocketEngine::Peer {
   std::vector<char> ahead;
   size_t ahead_pos = 0;
   size_t ahead_len = 0;
+  bool ahead_drained = false;  // the read that brought them emptied the socket
   bool said_bye = false;
 };
 

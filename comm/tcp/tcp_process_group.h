@@ -11,8 +11,10 @@
 // - Execution: collectives run on one worker thread per group, in issue order, each with the
 //   group's next collective sequence number (shared by all ranks); a hierarchical group's
 //   children run theirs on the thread that issues them (its worker: create(setup, true)). Fast path: an shm
-//   all_reduce up to DDP_TCP_INLINE_MAX_BYTES (default 4 MiB) or a barrier issued while nothing
-//   else is queued runs on the caller's thread (no thread hand-off, no sleep);
+//   all_reduce up to DDP_TCP_INLINE_MAX_BYTES (default 4 MiB) or a barrier, a one-shot socket
+//   all_reduce, or a hierarchical group's small all_reduce (its children's steps each through
+//   all_reduce_within), issued while nothing else is queued, runs on the caller's thread (no
+//   thread hand-off, no sleep);
 //   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default: DDP_TCP_SPIN_US; 2 ms of
 //   yielding when ranks outnumber cores; -1 disables), the op is handed to the worker where it
 //   stands, so the call still returns at once. The worker polls for peers only while a thread
