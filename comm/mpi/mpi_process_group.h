@@ -93,11 +93,11 @@ class MpiProcessGroup final : public ProcessGroup {
   size_t p2p_bytes_ = 0;
   std::mutex issue_mu_;
   uint64_t next_seq_ = 1;
-  uint64_t next_p2p_op_ = 0;                 // our point-to-point all_reduces issued: their tag ranges
+  uint64_t next_p2p_op_ = 0;  // our point-to-point all_reduces issued: their tag ranges
   // The last one when it ran start to end on a caller's thread (run_here gave it back):
   // reused by the next.
   std::shared_ptr<P2pAllReduce> p2p_spare_;
-  size_t eager_piece_ = 0;                   // P2pAllReduceSpec::piece_bytes, agreed by the ranks
+  size_t eager_piece_ = 0;  // P2pAllReduceSpec::piece_bytes, agreed by the ranks
 };
 
 }  // namespace ddp::comm::mpi_backend

@@ -113,7 +113,9 @@ WorkPtr MpiRuntime::run_here(uint64_t channel, MpiOp& op, WorkMaker make_work) {
     }
   }
   if (!error && !f.op.work) {
-    op.steps = std::move(f.op.steps);  // back to the caller: nothing else ever held them
+    // Back to the caller: nothing else ever held them. (op was moved from: only its steps
+    // are set again.)
+    op.steps = std::move(f.op.steps);  // NOLINT(bugprone-use-after-move)
     return im.finished_here;
   }
   if (!error) return f.op.work;

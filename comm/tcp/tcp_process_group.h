@@ -117,7 +117,7 @@ class TcpProcessGroup final : public ProcessGroup {
     OpContext ctx;
     Buffer in, out;
     WorkPtr work;
-    bool started = false;  // begun on the caller's thread: the worker completes it (finish)
+    bool started = false;    // begun on the caller's thread: the worker completes it (finish)
     HierarchicalStart step;  // a hierarchical op begun there: its child op in flight
   };
   // submit's inline_us for an op that runs to its end on the caller's thread (on_caller_).

@@ -241,7 +241,7 @@ TEST_CASE(
         s = {};
         ctx = all_reduce_context(v, ReduceOp::kAvg, 1, Millis(60'000));
         const bool done = h.start(ctx, b, r == 1 ? 10'000'000 : 1000, s);
-        if (r == 0 && (done || s.crossing)) ++mismatches;  // left within its host
+        if (r == 0 && (done || s.crossing)) ++mismatches;   // left within its host
         if (r >= 2 && (done || !s.crossing)) ++mismatches;  // left across
         if (!done) h.finish(ctx, b, s);
         check(2.5F, "avg");
