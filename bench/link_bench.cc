@@ -10,18 +10,26 @@
 // non-blocking thread that polls both directions, and prints its rate per call size and the
 // best: the link's floor is the best a plain program gets from it. Then it shuts its sending
 // side down; every process reads until its peer has done the same, so all end together. Never
-// asserts a timing.
+// asserts a timing. --zerocopy sends with MSG_ZEROCOPY (the pages handed to the NIC, no copy
+// into the kernel) and says how many of those sends the kernel copied after all: it does on
+// loopback and veth (so between emulated hosts), and where the NIC cannot take scattered pages;
+// whether zero-copy pays off on a real link is this run's rate against a plain one.
 //
 //   host 2: ddp-bench link --listen 10.78.0.2:29000 --both-ways
 //   host 1: ddp-bench link --connect 10.78.0.2:29000 --both-ways
 #include <poll.h>
+#include <time.h>  // before linux/errqueue.h, which uses timespec
+
+#include <linux/errqueue.h>
 #include <sys/socket.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +49,7 @@ constexpr size_t kMaxBytes = size_t{1} << 30;
 struct Flags {
   std::string listen, connect;
   bool both_ways = false;
+  bool zerocopy = false;
   double seconds = 1;
   double timeout = 30;
   std::string calls = "32K,256K,1M";
@@ -87,6 +96,51 @@ Links open_links(const Flags& f, Millis wait) {
   return l;
 }
 
+// MSG_ZEROCOPY's completions (the socket's error queue): each says which sends the kernel has
+// let go of, and whether it copied them after all. Read as they come: unread, they fill the
+// socket's option memory and sends fail (ENOBUFS).
+class ZeroCopy {
+ public:
+  // SO_ZEROCOPY on `fd`; InvalidArgument naming the flag where the kernel refuses it.
+  explicit ZeroCopy(int fd) : fd_(fd) {
+    const int one = 1;
+    if (::setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) != 0) {
+      DDP_THROW(InvalidArgument, "--zerocopy: this kernel refuses SO_ZEROCOPY (", std::strerror(errno), ")");
+    }
+  }
+  void reap() {
+    while (true) {
+      char control[128];
+      msghdr msg{};
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      if (::recvmsg(fd_, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        const auto* e = reinterpret_cast<const sock_extended_err*>(CMSG_DATA(c));
+        if (e->ee_origin != SO_EE_ORIGIN_ZEROCOPY) continue;
+        const uint64_t sends = uint64_t{e->ee_data} - e->ee_info + 1;  // [ee_info, ee_data]
+        done_ += sends;
+        if (e->ee_code & SO_EE_CODE_ZEROCOPY_COPIED) copied_ += sends;
+      }
+    }
+  }
+  // Waits up to `wait` for the completions of all `sent` sends.
+  void settle(uint64_t sent, Millis wait) {
+    const auto until = Clock::now() + wait;
+    while (done_ < sent && Clock::now() < until) {
+      pollfd p{fd_, 0, 0};  // POLLERR is always reported
+      ::poll(&p, 1, 10);
+      reap();
+    }
+  }
+  uint64_t done() const { return done_; }
+  uint64_t copied() const { return copied_; }
+
+ private:
+  int fd_;
+  uint64_t done_ = 0, copied_ = 0;
+};
+
 // Moves bytes both ways until `until` (sending) and, once `sending` is over, until the peer's
 // end (reading): returns the bytes sent. A peer that sends nothing and does not close for
 // `quiet` ends the wait with a TimeoutError naming it.
@@ -94,8 +148,9 @@ class Pump {
  public:
   // Sends from, and receives into, successive places of `buffer_bytes` (wrapping), as a program
   // moving that much does: one small buffer used over and over would stay in the CPU's caches.
-  Pump(const Links& l, size_t buffer_bytes, Millis quiet)
-      : l_(l), out_(buffer_bytes, 1), in_(buffer_bytes), quiet_(quiet) {}
+  Pump(const Links& l, size_t buffer_bytes, Millis quiet, ZeroCopy* zerocopy)
+      : l_(l), out_(buffer_bytes, 1), in_(buffer_bytes), quiet_(quiet), zerocopy_(zerocopy) {}
+  uint64_t sends() const { return sends_; }
 
   size_t run(size_t call, Clock::time_point until) {
     size_t sent = 0;
@@ -125,11 +180,16 @@ class Pump {
     for (nfds_t i = 0; i < n; ++i) {
       if (p[i].fd == l_.send_fd && (p[i].revents & POLLOUT) && sending) {
         const size_t len = std::min(call, out_.size() - out_at_);
-        const ssize_t k = ::send(l_.send_fd, out_.data() + out_at_, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0 && errno != EAGAIN && errno != EINTR) DDP_THROW_ERRNO("send to ", l_.send_to);
+        const int flags = MSG_NOSIGNAL | MSG_DONTWAIT | (zerocopy_ ? MSG_ZEROCOPY : 0);
+        const ssize_t k = ::send(l_.send_fd, out_.data() + out_at_, len, flags);
+        // ENOBUFS: too many zero-copy sends not yet let go of; reaped below, then sent again.
+        const bool full = k < 0 && zerocopy_ && errno == ENOBUFS;
+        if (k < 0 && errno != EAGAIN && errno != EINTR && !full) DDP_THROW_ERRNO("send to ", l_.send_to);
         if (k > 0) sent += static_cast<size_t>(k);
         if (k > 0) out_at_ = (out_at_ + static_cast<size_t>(k)) % out_.size();
+        if (k > 0) ++sends_;
       }
+      if (zerocopy_ && p[i].fd == l_.send_fd) zerocopy_->reap();
       if (p[i].fd == l_.recv_fd && (p[i].revents & (POLLIN | POLLHUP | POLLERR))) receive(call);
     }
   }
@@ -148,6 +208,8 @@ class Pump {
   bool peer_done_ = false;
   Millis quiet_;
   Clock::time_point heard_;
+  ZeroCopy* zerocopy_;
+  uint64_t sends_ = 0;
 };
 
 // A byte count from --calls / --buffer: 1 byte to kMaxBytes.
@@ -172,7 +234,10 @@ int run(const Flags& f) {
   check_bytes("--buffer", buffer_bytes);
   const Millis wait(static_cast<int64_t>(f.timeout * 1000));
   const Links links = open_links(f, wait);
-  Pump pump(links, std::max(buffer_bytes, *std::max_element(calls.begin(), calls.end())), wait);
+  std::optional<ZeroCopy> zerocopy;
+  if (f.zerocopy && links.send_fd >= 0) zerocopy.emplace(links.send_fd);
+  Pump pump(links, std::max(buffer_bytes, *std::max_element(calls.begin(), calls.end())), wait,
+            zerocopy ? &*zerocopy : nullptr);
   const auto phase = std::chrono::duration<double>(f.seconds / static_cast<double>(calls.size()));
   std::vector<double> gbps;
   for (size_t call : calls) {
@@ -183,14 +248,26 @@ int run(const Flags& f) {
   }
   pump.drain();
   if (links.send_fd < 0) return 0;  // a receiver only: the sender reports
+  if (zerocopy) zerocopy->settle(pump.sends(), wait);
   const double best = *std::max_element(gbps.begin(), gbps.end());
   if (f.format == "json") {
     nlohmann::json j{{"machine", machine_json()}, {"both_ways", f.both_ways}, {"best_GBps", best}};
     for (size_t i = 0; i < calls.size(); ++i) j["calls"].push_back({{"bytes", calls[i]}, {"GBps", gbps[i]}});
+    if (zerocopy) {
+      j["zerocopy"] = {
+          {"sends", pump.sends()}, {"completed", zerocopy->done()}, {"copied", zerocopy->copied()}};
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     for (size_t i = 0; i < calls.size(); ++i)
       std::printf("# %zu bytes per call: %.2f GB/s\n", calls[i], gbps[i]);
+    if (zerocopy) {
+      std::printf("# zerocopy: %llu sends, %llu completed, %llu of them copied by the kernel%s\n",
+                  static_cast<unsigned long long>(pump.sends()),
+                  static_cast<unsigned long long>(zerocopy->done()),
+                  static_cast<unsigned long long>(zerocopy->copied()),
+                  zerocopy->copied() > 0 ? " (no zero-copy on this path)" : "");
+    }
     std::printf("%.2f\n", best);
   }
   return 0;
@@ -204,6 +281,10 @@ int link_main(int argc, char** argv) {
   app.add_option("--listen", f.listen, "ADDR:PORT: accept one connection; bytes arrive on it");
   app.add_option("--connect", f.connect, "ADDR:PORT: connect; bytes leave on it");
   app.add_flag("--both-ways", f.both_ways, "send and receive on the one connection at once");
+  app.add_flag(
+      "--zerocopy", f.zerocopy,
+      "send with MSG_ZEROCOPY and say how many sends the kernel copied after all (it does on loopback "
+      "and veth)");
   app.add_option("--seconds", f.seconds, "how long the sender sends, split over --calls")
       ->capture_default_str();
   app.add_option("--calls", f.calls, "bytes per send/recv call, comma-separated (K, M suffixes)")

@@ -19,6 +19,17 @@ grep -q '^# 4096 bytes per call: [0-9.]* GB/s$' "$d/send" || fail "one way: no 4
 grep -q '^# 65536 bytes per call: [0-9.]* GB/s$' "$d/send" || fail "one way: no 64K row"
 tail -1 "$d/send" | grep -Eq '^[0-9]+\.[0-9]+$' || fail "one way: last line is not the best"
 
+# --zerocopy over loopback: every send's completion is read back, and the kernel copied them
+# all (it always does on loopback)
+port=$((port + 1))
+"$bench" link --listen 127.0.0.1:$port --seconds 0.3 > "$d/zrecv" 2>&1 &
+"$bench" link --connect 127.0.0.1:$port --seconds 0.3 --zerocopy > "$d/zsend" 2>&1 || fail "zerocopy: sender failed"
+wait $! || fail "zerocopy: receiver failed"
+line=$(grep '^# zerocopy:' "$d/zsend") || fail "zerocopy: no zerocopy line"
+set -- $line
+[ "$3" -gt 0 ] && [ "$3" = "$5" ] && [ "$5" = "$7" ] || fail "zerocopy: sends, completions, copies differ: $line"
+echo "$line" | grep -q "no zero-copy on this path" || fail "zerocopy: loopback's copies not said: $line"
+
 # both ways on one connection: each side reports (json)
 port=$((port + 1))
 "$bench" link --listen 127.0.0.1:$port --both-ways --seconds 0.3 --format json > "$d/a" 2>&1 &
