@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -209,7 +210,8 @@ TEST_CASE(
 TEST_CASE(
     "hierarchical small all_reduce started on the caller's thread: done there when every rank is; with a "
     "late rank, left where it stands (within the host or across) and finished, every rank right") {
-  std::atomic<int> mismatches{0};
+  std::mutex mu;
+  std::vector<std::string> wrong;  // ranks not left where expected
   run_hierarchy(
       false,
       [&](HierarchicalCollectives& h, int r) {
@@ -234,18 +236,24 @@ TEST_CASE(
         auto ctx = all_reduce_context(v, ReduceOp::kSum, 0, Millis(60'000));
         if (!h.start(ctx, b, 10'000'000, s)) throw std::runtime_error("not done with every rank there");
         check(10.0F, "sum");
-        // Rank 1 late by 300 ms, everyone else polling 1 ms: rank 0 waits within its host,
-        // ranks 2 and 3 across (their host's step is done); each Work is finished later.
+        // Rank 1 late by 1 s, everyone else polling 200 ms: rank 0 cannot finish within its
+        // host; ranks 2 and 3 meet (200 ms is room enough, even on a loaded machine) and wait
+        // across. Each Work is finished later.
         for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(r + 1);
-        if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
         s = {};
         ctx = all_reduce_context(v, ReduceOp::kAvg, 1, Millis(60'000));
-        const bool done = h.start(ctx, b, r == 1 ? 10'000'000 : 1000, s);
-        if (r == 0 && (done || s.crossing)) ++mismatches;   // left within its host
-        if (r >= 2 && (done || !s.crossing)) ++mismatches;  // left across
+        const bool done = h.start(ctx, b, r == 1 ? 10'000'000 : 200'000, s);
+        if ((r == 0 && (done || s.crossing)) || (r >= 2 && (done || !s.crossing))) {
+          std::lock_guard<std::mutex> lock(mu);
+          wrong.push_back("rank " + std::to_string(r) + ": done " + std::to_string(done) + ", crossing " +
+                          std::to_string(s.crossing));
+        }
         if (!done) h.finish(ctx, b, s);
         check(2.5F, "avg");
       },
       64);
-  CHECK(mismatches == 0);
+  std::string said;
+  for (const auto& w : wrong) said += w + "; ";
+  CHECK_MESSAGE(wrong.empty(), said);
 }
