@@ -50,6 +50,7 @@ struct Flags {
   std::string memory = "host";  // host, or group: the group's memory (ProcessGroup::allocate)
   std::string format = "json";
   int world_size = 0;
+  std::string bind = "auto";  // -n's ranks: a CPU each where there are enough (auto), or not (none)
   int corrupt_rank = -1;
   std::string compare;  // peers measured in the same run, interleaved: "mpi,gloo"
   int buffers = 1;      // per process: the *_multi ops (all_reduce, broadcast)
@@ -355,6 +356,11 @@ int collective_main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("-n,--world-size", f.world_size, "start this many local ranks (without a launcher)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--bind", f.bind,
+                 "with -n: auto puts each rank on a CPU of its own where there are enough (as mpirun "
+                 "does for a few ranks); none lets the kernel place them (two can stay stacked on one CPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "none"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -373,6 +379,7 @@ int collective_main(int argc, char** argv) {
       LocalRanksOptions lo;
       lo.world = f.world_size;
       lo.mpirun = needs_mpirun(implementations(f));
+      lo.bind = f.bind == "auto";
       lo.args.assign(argv, argv + argc);  // argv[0] is "collective"
       lo.who = "ddp-bench collective";
       print_round_trip(f, "before");

@@ -1,5 +1,6 @@
 #include "bench/local_ranks.h"
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,13 +46,19 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-// Everything is built before fork: the child of a threaded process may not allocate.
-pid_t spawn(std::vector<std::string> argv, std::vector<std::string> env, const std::string& who) {
+// Everything is built before fork: the child of a threaded process may not allocate. cpu >= 0:
+// the child runs on that CPU only.
+pid_t spawn(std::vector<std::string> argv, std::vector<std::string> env, const std::string& who,
+            int cpu = -1) {
   std::vector<char*> cargv = pointers(argv), cenv = pointers(env);
   const std::string failed = who + ": cannot start " + argv.front() + "\n";
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  if (cpu >= 0) CPU_SET(cpu, &one);
   const pid_t pid = ::fork();
   if (pid < 0) DDP_THROW_ERRNO("fork");
   if (pid == 0) {
+    if (cpu >= 0) (void)::sched_setaffinity(0, sizeof(one), &one);  // unbound if refused
     ::execvpe(cargv[0], cargv.data(), cenv.data());
     (void)!::write(2, failed.data(), failed.size());
     ::_exit(127);
@@ -66,7 +73,7 @@ std::vector<std::string> mpirun_argv(const LocalRanksOptions& o) {
                                    "--allow-run-as-root",
                                    "--oversubscribe",
                                    "--bind-to",
-                                   "none",
+                                   o.bind && !rank_cpus(o.world).empty() ? "core" : "none",
                                    "-x",
                                    "DDP_STORE",
                                    "-x",
@@ -103,6 +110,18 @@ int wait_all(const std::vector<pid_t>& pids) {
 
 }  // namespace
 
+std::vector<int> rank_cpus(int world) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && static_cast<int>(cpus.size()) < world; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (static_cast<int>(cpus.size()) < world) return {};
+  return cpus;
+}
+
 // Each rank re-executes this command line, as launchers start workers: the kernel places a
 // process on the idlest CPU at exec, while forked children start stacked on their parent's
 // (and stay there for the first milliseconds: a short run measured nothing but that).
@@ -120,11 +139,13 @@ int run_local_ranks(const LocalRanksOptions& o) {
   }
   std::vector<std::string> argv = {self_exe()};
   argv.insert(argv.end(), o.args.begin(), o.args.end());
+  const std::vector<int> cpus = o.bind ? rank_cpus(o.world) : std::vector<int>{};
   for (int r = 0; r < o.world; ++r) {
     std::vector<std::string> env = meet;
     env.insert(env.end(), {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(o.world),
                            "LOCAL_RANK=" + std::to_string(r)});
-    pids.push_back(spawn(argv, environment_with(env), o.who));
+    pids.push_back(
+        spawn(argv, environment_with(env), o.who, cpus.empty() ? -1 : cpus[static_cast<size_t>(r)]));
   }
   return wait_all(pids);
 }
