@@ -77,6 +77,13 @@ WaitBudget wait_budget(int ranks_here) {
   return b;
 }
 
+// DDP_TCP_INLINE_SPIN_US: how long a caller's thread polls for its peers before the worker takes
+// the op; any negative value is -1 (never on the caller's thread), and at most an hour.
+int inline_spin_us(int fallback) {
+  const int64_t us = env::get_int_or("DDP_TCP_INLINE_SPIN_US", fallback);
+  return static_cast<int>(std::clamp<int64_t>(us, -1, int64_t{3600} * 1000 * 1000));
+}
+
 // This rank's host's share of the group (ranks with its same-host key).
 int ranks_on_this_host(const HostLayout& layout, int rank) {
   const int host = layout.host_of[static_cast<size_t>(rank)];
@@ -295,8 +302,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     // that outnumber cores poll inline too, yielding from the start (crowded: the peer gets the
     // core at once): handing each op to the worker cost a thread wake-up per op (3 ranks on 2
     // cores, 1 KiB: 26-37 us against Open MPI's 7-17 us; polling: 10-26 us).
-    inline_spin_us_ =
-        static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", wait.roomy ? so.spin_us : 2000));
+    inline_spin_us_ = inline_spin_us(wait.roomy ? so.spin_us : 2000);
     so.blocked = blocked_.get();
     inline_max_bytes_ = static_cast<size_t>(env::get_int_or("DDP_TCP_INLINE_MAX_BYTES", 4 << 20));
     so.stores = parse_store_setting(env::get_or("DDP_TCP_SHM_STORES", "auto"));
@@ -318,8 +324,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     sockets_ = std::make_unique<SocketCollectives>(std::move(engines), so);
     // A one-shot all_reduce starts on the caller's thread and drives the sockets itself, for as
     // long as the shm attempt would poll (no hand-off to the worker and back: two wake-ups).
-    inline_spin_us_ =
-        static_cast<int>(env::get_int_or("DDP_TCP_INLINE_SPIN_US", wait.roomy ? wait.spin_us : 2000));
+    inline_spin_us_ = inline_spin_us(wait.roomy ? wait.spin_us : 2000);
   }
   if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout);
 }

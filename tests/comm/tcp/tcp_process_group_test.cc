@@ -381,38 +381,42 @@ TEST_CASE("an inline op that must wait for a late peer is finished by the worker
   // peer has not arrived), so it must come back pending (handed off), and the worker must then
   // finish it with the right values. No sleep decides the path; the test sees it taken.
   // Sockets: 10 floats start on the caller (a one-shot all_reduce), 50000 go to the worker.
-  for (const char* transport : {"shm", "socket"}) {
-    CAPTURE(transport);
-    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)},
-                   {"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")},
-                   {"DDP_TCP_INLINE_SPIN_US", std::string("10")}});
-    std::latch returned_small(1), returned_large(1);
-    std::latch* returned[] = {&returned_small, &returned_large};
-    run_ranks(2, [&](TcpProcessGroup& pg, int r) {
-      int step = 0;
-      for (size_t n : {size_t{10}, size_t{50000}}) {
-        std::vector<float> f(n, static_cast<float>(r + 1));
-        if (r == 1) returned[step]->wait();
-        WorkPtr w;
-        try {
-          w = pg.all_reduce(view(f.data(), n));
-        } catch (...) {
-          if (r == 0) returned[step]->count_down();  // never leave rank 1 waiting
-          throw;
+  // DDP_TCP_INLINE_SPIN_US=-2 (any negative: never on the caller's thread) must hand off too,
+  // never run the op to its end on the caller (which would wait here for rank 1 forever).
+  for (const char* spin : {"10", "-2"})
+    for (const char* transport : {"shm", "socket"}) {
+      CAPTURE(transport);
+      CAPTURE(spin);
+      ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)},
+                     {"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")},
+                     {"DDP_TCP_INLINE_SPIN_US", std::string(spin)}});
+      std::latch returned_small(1), returned_large(1);
+      std::latch* returned[] = {&returned_small, &returned_large};
+      run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+        int step = 0;
+        for (size_t n : {size_t{10}, size_t{50000}}) {
+          std::vector<float> f(n, static_cast<float>(r + 1));
+          if (r == 1) returned[step]->wait();
+          WorkPtr w;
+          try {
+            w = pg.all_reduce(view(f.data(), n));
+          } catch (...) {
+            if (r == 0) returned[step]->count_down();  // never leave rank 1 waiting
+            throw;
+          }
+          if (r == 0) {
+            const bool pending = !w->is_completed();
+            returned[step]->count_down();
+            if (!pending) throw std::runtime_error("completed inline without its peer: no hand-off happened");
+          }
+          w->wait();
+          for (float x : f) {
+            if (x != 3.0f) throw std::runtime_error("wrong result after a hand-off");
+          }
+          ++step;
         }
-        if (r == 0) {
-          const bool pending = !w->is_completed();
-          returned[step]->count_down();
-          if (!pending) throw std::runtime_error("completed inline without its peer: no hand-off happened");
-        }
-        w->wait();
-        for (float x : f) {
-          if (x != 3.0f) throw std::runtime_error("wrong result after a hand-off");
-        }
-        ++step;
-      }
-    });
-  }
+      });
+    }
 }
 
 TEST_CASE("sockets: a small all_reduce runs on the caller's thread, and is done when the call returns") {
