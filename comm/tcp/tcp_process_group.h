@@ -16,7 +16,7 @@
 //   all_reduce_within), issued while nothing else is queued, runs on the caller's thread (no
 //   thread hand-off, no sleep);
 //   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default: DDP_TCP_SPIN_US; 2 ms of
-//   yielding when ranks outnumber cores; -1 disables), the op is handed to the worker where it
+//   yielding when ranks outnumber cores; negative disables), the op is handed to the worker where it
 //   stands, so the call still returns at once. The worker polls for peers only while a thread
 //   is blocked in Work::wait on one of the group's ops; otherwise it sleeps, so an op issued
 //   and not yet waited for (DDP's buckets during backward) costs the issuing computation no
