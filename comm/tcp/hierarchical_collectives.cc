@@ -88,11 +88,20 @@ void HierarchicalCollectives::all_reduce(const OpContext& ctx, const Buffer& buf
 }
 
 bool HierarchicalCollectives::starts_here(const OpDesc& desc, const Buffer& in) const {
-  return desc.kind == OpKind::kAllReduce && in.bytes() <= opt_.small_bytes && local_tcp_ != nullptr;
+  if (local_tcp_ == nullptr) return false;
+  return desc.kind == OpKind::kBarrier || (desc.kind == OpKind::kAllReduce && in.bytes() <= opt_.small_bytes);
 }
 
-bool HierarchicalCollectives::start(const OpContext& ctx, const Buffer& buf, int inline_us,
+// A barrier is a small all_reduce of a token: once a rank's step across is done, every rank of
+// every host has entered (each of its peers across finished its host's step first).
+Buffer HierarchicalCollectives::small_buffer(const OpContext& ctx, const Buffer& buf) {
+  if (ctx.desc.kind != OpKind::kBarrier) return buf;
+  return Buffer{&barrier_token_, 1, DType::kInt32, {}};
+}
+
+bool HierarchicalCollectives::start(const OpContext& ctx, const Buffer& in, int inline_us,
                                     HierarchicalStart& s) {
+  const Buffer buf = small_buffer(ctx, in);
   const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
   s = {local_tcp_->all_reduce_within(buf, op, left(ctx), inline_us), false};
   if (!s.child->is_completed()) return false;
@@ -112,7 +121,8 @@ bool HierarchicalCollectives::start_crossing(const OpContext& ctx, const Buffer&
   return true;
 }
 
-void HierarchicalCollectives::finish(const OpContext& ctx, const Buffer& buf, HierarchicalStart& s) {
+void HierarchicalCollectives::finish(const OpContext& ctx, const Buffer& in, HierarchicalStart& s) {
+  const Buffer buf = small_buffer(ctx, in);
   s.child->wait();
   if (!s.crossing) {
     const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
@@ -322,9 +332,9 @@ std::vector<char>& HierarchicalCollectives::scratch(size_t bytes) {
 }
 
 void HierarchicalCollectives::barrier(const OpContext& ctx) {
-  local_->barrier({left(ctx)})->wait();
-  cross_->barrier({left(ctx)})->wait();
-  local_->barrier({left(ctx)})->wait();
+  const Buffer token = small_buffer(ctx, {});
+  local_->all_reduce(token, {ReduceOp::kSum, left(ctx)})->wait();
+  cross_->all_reduce(token, {ReduceOp::kSum, left(ctx)})->wait();
 }
 
 }  // namespace ddp::comm::tcp

@@ -14,7 +14,8 @@
 //   Every rank computes or receives the same bits (each share's sum is taken once, in host
 //   order, by the cross group).
 // - broadcast: across hosts among the ranks with the root's local index, then within each host
-//   from that rank. barrier: within the host, across, within again.
+//   from that rank. barrier: the small all_reduce's two steps over a token (once a rank's step
+//   across is done, each of its peers across had finished its host's step: every rank entered).
 // - all_gather: across hosts (each input crosses the network once per host), then within the
 //   host. reduce_scatter: within the host (each local rank gets the host's sum of the blocks
 //   bound for its local index), then across hosts. Both through a scratch copy that puts the
@@ -23,6 +24,7 @@
 //   (SocketCollectives).
 // Children's ops carry the outer op's remaining time; a child's failure is the outer op's
 // error (and breaks the outer group, as any failure does). Called by the group's worker only.
+#include <cstdint>
 #include <exception>
 #include <future>
 #include <memory>
@@ -84,11 +86,11 @@ class HierarchicalCollectives {
 
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
-  // The small all_reduce (whole, at most small_bytes: within the host, then across) may start
-  // on the group's caller's thread: start() issues each child op there, polling at most
-  // inline_us each (the children's own inline paths; another engine's op across hosts is
-  // issued as it is); true when both completed. Otherwise `s` holds the child op in flight,
-  // and the worker calls finish(), which waits for it and issues what is left.
+  // The small all_reduce (whole, at most small_bytes: within the host, then across), and the
+  // barrier (the same over a token), may start on the group's caller's thread: start() issues each child op
+  // there, polling at most inline_us each (the children's own inline paths; another engine's op across hosts
+  // is issued as it is); true when both completed. Otherwise `s` holds the child op in flight, and the worker
+  // calls finish(), which waits for it and issues what is left.
   bool starts_here(const OpDesc& desc, const Buffer& in) const;
   bool start(const OpContext& ctx, const Buffer& buf, int inline_us, HierarchicalStart& s);
   void finish(const OpContext& ctx, const Buffer& buf, HierarchicalStart& s);
@@ -101,6 +103,8 @@ class HierarchicalCollectives {
   // The step across hosts of a small all_reduce started here, and its end (AVG's division).
   bool start_crossing(const OpContext& ctx, const Buffer& buf, int inline_us, HierarchicalStart& s);
   void end_small(const OpContext& ctx, const Buffer& buf) const;
+  // The buffer of a small all_reduce: the op's own, or a barrier's token.
+  Buffer small_buffer(const OpContext& ctx, const Buffer& buf);
   // A pipelined all_reduce's segments: each one's part of the body, and its share of it.
   struct Segment {
     Buffer body, share;
@@ -134,6 +138,7 @@ class HierarchicalCollectives {
   TcpProcessGroup* cross_tcp_;  // cross_ when it is a tcp group (DDP_TCP_INTER=socket); else null
   SocketCollectives* flat_;
   std::vector<char> scratch_;  // shares, arranged blocks (kept between ops)
+  int32_t barrier_token_ = 0;  // a barrier's all_reduce (one op at a time: the group's)
 };
 
 }  // namespace ddp::comm::tcp

@@ -222,8 +222,9 @@ TEST_CASE(
         std::vector<float> big(1025);
         const Buffer bb{big.data(), big.size(), DType::kFloat32, {}};
         if (h.starts_here({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, big.size(), 0}, bb) ||
-            h.starts_here({OpKind::kBarrier, DType::kUInt8, ReduceOp::kSum, -1, 0, 0}, {})) {
-          throw std::runtime_error("past small_bytes, or not an all_reduce, but it starts here");
+            h.starts_here({OpKind::kBroadcast, DType::kFloat32, ReduceOp::kSum, 0, v.size(), 0}, b) ||
+            !h.starts_here({OpKind::kBarrier, DType::kUInt8, ReduceOp::kSum, -1, 0, 0}, {})) {
+          throw std::runtime_error("past small_bytes or a broadcast starts here, or a barrier does not");
         }
         auto check = [&](float want, const char* what) {
           for (float x : v) {
@@ -256,4 +257,37 @@ TEST_CASE(
   std::string said;
   for (const auto& w : wrong) said += w + "; ";
   CHECK_MESSAGE(wrong.empty(), said);
+}
+
+TEST_CASE(
+    "hierarchical barrier, on the worker's path and started on the caller's: nobody leaves before the last "
+    "rank enters") {
+  for (bool started_here : {false, true}) {
+    CAPTURE(started_here);
+    std::atomic<bool> last_entered{false};
+    std::atomic<int> early{0};
+    run_hierarchy(
+        false,
+        [&](HierarchicalCollectives& h, int r) {
+          static const std::string name = "world";
+          OpContext ctx;
+          ctx.desc = {OpKind::kBarrier, DType::kUInt8, ReduceOp::kSum, -1, 0, 0};
+          ctx.group = &name;
+          ctx.timeout = Millis(60'000);
+          ctx.deadline = ddp::Deadline(ctx.timeout);
+          if (r == 3) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            last_entered = true;
+          }
+          if (started_here) {
+            HierarchicalStart s;
+            if (!h.start(ctx, {}, 1000, s)) h.finish(ctx, {}, s);
+          } else {
+            h.run(ctx, {}, {});
+          }
+          if (!last_entered) ++early;
+        },
+        64);
+    CHECK(early == 0);
+  }
 }
