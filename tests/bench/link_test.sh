@@ -1,31 +1,54 @@
 #!/bin/sh
 # ddp-bench link over loopback (a smoke test, not a timing test): one way, both ways on one
 # connection, and a ring of three each print a rate per call size and the best; nonsense
-# arguments are refused by name. $1: ddp-bench. Ports: ephemeral-range picks that may be taken,
-# so each case tries a few.
+# arguments are refused by name. $1: ddp-bench. Ports: below the kernel's ephemeral range
+# (32768 up), where other tests' connections take theirs; a pair whose listener still finds its
+# port taken tries the next (pair()).
 set -u
 bench=$1
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 fail() { echo "link_test: $*"; for f in "$d"/*; do echo "== $f"; cat "$f"; done; exit 1; }
-port=$((30000 + $$ % 20000))
+port=$((10000 + $$ % 10000))
+
+# pair NAME "LISTENER ARGS" "SENDER ARGS": a listener and a sender on the next free port, their
+# output in $d/NAME.l and $d/NAME.s; both must succeed. A port someone else holds ("Address
+# already in use") is given up for the next, 5 times at most.
+pair() {
+  name=$1
+  for _ in 1 2 3 4 5; do
+    port=$((port + 1))
+    # shellcheck disable=SC2086
+    "$bench" link --listen 127.0.0.1:$port $2 > "$d/$name.l" 2>&1 &
+    listener=$!
+    # shellcheck disable=SC2086
+    "$bench" link --connect 127.0.0.1:$port --timeout 10 $3 > "$d/$name.s" 2>&1
+    sent=$?
+    wait $listener
+    heard=$?
+    if grep -q "Address already in use" "$d/$name.l"; then
+      echo "link_test: $name: port $port is taken, trying the next"
+      continue
+    fi
+    [ $sent = 0 ] || fail "$name: sender failed"
+    [ $heard = 0 ] || fail "$name: receiver failed"
+    return 0
+  done
+  fail "$name: no free port in 5 tries"
+}
 
 # one way: the receiver prints nothing, the sender its rates, then the best alone
-"$bench" link --listen 127.0.0.1:$port --seconds 0.3 > "$d/recv" 2>&1 &
-"$bench" link --connect 127.0.0.1:$port --seconds 0.3 --calls 4K,64K > "$d/send" 2>&1 || fail "one way: sender failed"
-wait $! || fail "one way: receiver failed"
-[ ! -s "$d/recv" ] || fail "one way: the receiver printed"
-grep -q '^# 4096 bytes per call: [0-9.]* GB/s$' "$d/send" || fail "one way: no 4K row"
-grep -q '^# 65536 bytes per call: [0-9.]* GB/s$' "$d/send" || fail "one way: no 64K row"
-tail -1 "$d/send" | grep -Eq '^[0-9]+\.[0-9]+$' || fail "one way: last line is not the best"
+pair oneway "--seconds 0.3" "--seconds 0.3 --calls 4K,64K"
+[ ! -s "$d/oneway.l" ] || fail "one way: the receiver printed"
+grep -q '^# 4096 bytes per call: [0-9.]* GB/s$' "$d/oneway.s" || fail "one way: no 4K row"
+grep -q '^# 65536 bytes per call: [0-9.]* GB/s$' "$d/oneway.s" || fail "one way: no 64K row"
+tail -1 "$d/oneway.s" | grep -Eq '^[0-9]+\.[0-9]+$' || fail "one way: last line is not the best"
 
 # --zerocopy over loopback: every send's completion is read back, and the kernel copied them
 # all (it always does on loopback)
-port=$((port + 1))
-"$bench" link --listen 127.0.0.1:$port --seconds 0.3 > "$d/zrecv" 2>&1 &
-"$bench" link --connect 127.0.0.1:$port --seconds 0.3 --zerocopy > "$d/zsend" 2>&1 || fail "zerocopy: sender failed"
-wait $! || fail "zerocopy: receiver failed"
-line=$(grep '^# zerocopy:' "$d/zsend") || fail "zerocopy: no zerocopy line"
+pair zerocopy "--seconds 0.3" "--seconds 0.3 --zerocopy"
+line=$(grep '^# zerocopy:' "$d/zerocopy.s") || fail "zerocopy: no zerocopy line"
+# shellcheck disable=SC2086
 set -- $line
 [ "$3" -gt 0 ] && [ "$3" = "$5" ] && [ "$5" = "$7" ] || fail "zerocopy: sends, completions, copies differ: $line"
 echo "$line" | grep -q "no zero-copy on this path" || fail "zerocopy: loopback's copies not said: $line"
