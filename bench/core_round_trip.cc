@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/machine.h"
+
 namespace ddp::bench {
 namespace {
 
@@ -53,13 +55,7 @@ std::optional<double> one_loop(std::pair<int, int> cpus, int rounds) {
 }  // namespace
 
 std::optional<std::pair<int, int>> two_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return std::nullopt;
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
+  const std::vector<int> cpus = first_usable_cpus(2);
   if (cpus.size() < 2) return std::nullopt;
   return std::make_pair(cpus[0], cpus[1]);
 }

@@ -41,14 +41,7 @@ struct Flags {
 
 // The first two CPUs this process may run on (the same one twice on a single-CPU machine).
 std::pair<int, int> two_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
-    }
-  }
+  std::vector<int> cpus = first_usable_cpus(2);
   if (cpus.empty()) cpus.push_back(0);
   return {cpus.front(), cpus.back()};
 }

@@ -8,6 +8,7 @@
 #include <csignal>
 
 #include "common/error.h"
+#include "common/machine.h"
 #include "rendezvous/tcp_store.h"
 
 namespace ddp::bench {
@@ -111,13 +112,7 @@ int wait_all(const std::vector<pid_t>& pids) {
 }  // namespace
 
 std::vector<int> rank_cpus(int world) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE && static_cast<int>(cpus.size()) < world; ++c) {
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  }
+  std::vector<int> cpus = first_usable_cpus(world);
   if (static_cast<int>(cpus.size()) < world) return {};
   return cpus;
 }

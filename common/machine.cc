@@ -160,4 +160,15 @@ const MachineProfile& machine_profile() {
   return profile;
 }
 
+std::vector<int> first_usable_cpus(int at_most) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE && static_cast<int>(cpus.size()) < at_most; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
 }  // namespace ddp

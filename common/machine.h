@@ -8,6 +8,7 @@
 // and, for the L2, cpuid leaf 0x80000006 on x86, unless the options turn that off.
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace ddp {
 
@@ -36,6 +37,10 @@ MachineProfile read_machine_profile(const MachineProfileOptions& options = {});
 
 // This machine's profile, read on first use (thread-safe).
 const MachineProfile& machine_profile();
+
+// The first `at_most` CPUs this thread may run on (its affinity mask), in increasing order;
+// fewer when the mask holds fewer, none when it cannot be read.
+std::vector<int> first_usable_cpus(int at_most);
 
 // "32K" / "1024K" / "32M" (sysfs cache sizes) in bytes; 0 when not a size.
 size_t parse_cache_size(const std::string& text);

@@ -22,6 +22,11 @@ Buffer slice(const Buffer& b, size_t first, size_t count) {
 // the child's timeout, named by it).
 Millis left(const OpContext& ctx) { return std::max(Millis(1), ctx.deadline.remaining()); }
 
+// The children's reduce op: AVG is summed, and divided once by the world size at the end.
+ReduceOp child_op(const OpContext& ctx) {
+  return ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
+}
+
 }  // namespace
 
 HostLayout HostLayout::of(const std::vector<std::string>& host_keys) {
@@ -74,17 +79,18 @@ void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const 
 }
 
 void HierarchicalCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
-  const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
   const auto per = static_cast<size_t>(opt_.layout.per_host);
   const size_t q = buf.bytes() <= opt_.small_bytes ? 0 : buf.count / per;
-  if (q > 0) pipelined_all_reduce(ctx, slice(buf, 0, q * per), op);
+  if (q > 0) pipelined_all_reduce(ctx, slice(buf, 0, q * per), child_op(ctx));
   const size_t tail = buf.count - q * per;
-  if (tail > 0) {
-    const Buffer rest = slice(buf, q * per, tail);
-    local_->all_reduce(rest, {op, left(ctx)})->wait();
-    cross_->all_reduce(rest, {op, left(ctx)})->wait();
-    if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(rest.data, tail, buf.dtype, opt_.world);
-  }
+  if (tail > 0) run_small(ctx, slice(buf, q * per, tail));
+}
+
+// Within the host, then across, on this thread.
+void HierarchicalCollectives::run_small(const OpContext& ctx, const Buffer& buf) {
+  local_->all_reduce(buf, {child_op(ctx), left(ctx)})->wait();
+  cross_->all_reduce(buf, {child_op(ctx), left(ctx)})->wait();
+  end_small(ctx, buf);
 }
 
 bool HierarchicalCollectives::starts_here(const OpDesc& desc, const Buffer& in) const {
@@ -102,8 +108,7 @@ Buffer HierarchicalCollectives::small_buffer(const OpContext& ctx, const Buffer&
 bool HierarchicalCollectives::start(const OpContext& ctx, const Buffer& in, int inline_us,
                                     HierarchicalStart& s) {
   const Buffer buf = small_buffer(ctx, in);
-  const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
-  s = {local_tcp_->all_reduce_within(buf, op, left(ctx), inline_us), false};
+  s = {local_tcp_->all_reduce_within(buf, child_op(ctx), left(ctx), inline_us), false};
   if (!s.child->is_completed()) return false;
   s.child->wait();  // its error, if it failed
   return start_crossing(ctx, buf, inline_us, s);
@@ -111,10 +116,9 @@ bool HierarchicalCollectives::start(const OpContext& ctx, const Buffer& in, int 
 
 bool HierarchicalCollectives::start_crossing(const OpContext& ctx, const Buffer& buf, int inline_us,
                                              HierarchicalStart& s) {
-  const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
   s.crossing = true;
-  s.child = cross_tcp_ ? cross_tcp_->all_reduce_within(buf, op, left(ctx), inline_us)
-                       : cross_->all_reduce(buf, {op, left(ctx)});
+  s.child = cross_tcp_ ? cross_tcp_->all_reduce_within(buf, child_op(ctx), left(ctx), inline_us)
+                       : cross_->all_reduce(buf, {child_op(ctx), left(ctx)});
   if (!s.child->is_completed()) return false;
   s.child->wait();
   end_small(ctx, buf);
@@ -124,10 +128,7 @@ bool HierarchicalCollectives::start_crossing(const OpContext& ctx, const Buffer&
 void HierarchicalCollectives::finish(const OpContext& ctx, const Buffer& in, HierarchicalStart& s) {
   const Buffer buf = small_buffer(ctx, in);
   s.child->wait();
-  if (!s.crossing) {
-    const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
-    cross_->all_reduce(buf, {op, left(ctx)})->wait();
-  }
+  if (!s.crossing) cross_->all_reduce(buf, {child_op(ctx), left(ctx)})->wait();
   end_small(ctx, buf);
 }
 
@@ -311,7 +312,7 @@ void HierarchicalCollectives::all_gather(const OpContext& ctx, const Buffer& in,
 // (local index l gets the host's sum of the blocks bound for local index l on every host), then
 // across hosts (this rank gets the sum of its own block). AVG: summed, divided once at the end.
 void HierarchicalCollectives::reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out) {
-  const ReduceOp op = ctx.desc.rop == ReduceOp::kAvg ? ReduceOp::kSum : ctx.desc.rop;
+  const ReduceOp op = child_op(ctx);
   const size_t c = out.count, hosts = static_cast<size_t>(opt_.layout.hosts);
   const size_t es = dtype_size(in.dtype);
   std::vector<char>& t = scratch((static_cast<size_t>(opt_.world) + hosts) * c * es);
@@ -331,10 +332,6 @@ std::vector<char>& HierarchicalCollectives::scratch(size_t bytes) {
   return scratch_;
 }
 
-void HierarchicalCollectives::barrier(const OpContext& ctx) {
-  const Buffer token = small_buffer(ctx, {});
-  local_->all_reduce(token, {ReduceOp::kSum, left(ctx)})->wait();
-  cross_->all_reduce(token, {ReduceOp::kSum, left(ctx)})->wait();
-}
+void HierarchicalCollectives::barrier(const OpContext& ctx) { run_small(ctx, small_buffer(ctx, {})); }
 
 }  // namespace ddp::comm::tcp

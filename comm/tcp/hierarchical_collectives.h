@@ -103,6 +103,7 @@ class HierarchicalCollectives {
   // The step across hosts of a small all_reduce started here, and its end (AVG's division).
   bool start_crossing(const OpContext& ctx, const Buffer& buf, int inline_us, HierarchicalStart& s);
   void end_small(const OpContext& ctx, const Buffer& buf) const;
+  void run_small(const OpContext& ctx, const Buffer& buf);  // both steps, on this thread
   // The buffer of a small all_reduce: the op's own, or a barrier's token.
   Buffer small_buffer(const OpContext& ctx, const Buffer& buf);
   // A pipelined all_reduce's segments: each one's part of the body, and its share of it.

@@ -3,6 +3,7 @@
 #include "common/machine.h"
 
 #include <doctest/doctest.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -100,4 +101,21 @@ TEST_CASE("this machine: plausible values") {
   CHECK(p.usable_cpus <= p.online_cpus);
   CHECK(&machine_profile() == &p);  // read once
   MESSAGE("this machine: " << p.summary());
+}
+
+TEST_CASE("first_usable_cpus: the mask's first CPUs in order, at most as many as asked, none for 0") {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(sched_getaffinity(0, sizeof(set), &set) == 0);
+  const int count = CPU_COUNT(&set);
+  CHECK(ddp::first_usable_cpus(0).empty());
+  const auto all = ddp::first_usable_cpus(count + 5);
+  REQUIRE(static_cast<int>(all.size()) == count);
+  for (size_t i = 0; i < all.size(); ++i) {
+    CHECK(CPU_ISSET(all[i], &set));
+    if (i > 0) CHECK(all[i - 1] < all[i]);
+  }
+  const auto one = ddp::first_usable_cpus(1);
+  REQUIRE(one.size() == 1);
+  CHECK(one[0] == all[0]);
 }
