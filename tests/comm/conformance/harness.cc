@@ -1,7 +1,9 @@
 #include "harness.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,12 +22,45 @@
 namespace ddp::comm::conformance {
 namespace {
 
-// The store every forked child reports to; hosted by the test process, created on first use.
+// The store every forked child reports to. Its server runs in a process of its own, forked once
+// on first use, so that the test process has no server thread when it forks the ranks: a child
+// forked while that thread held an allocator lock (serving the ranks forked before it) hung in
+// its first malloc. Seen under ASan, whose allocator takes no locks around fork in this
+// toolchain: ranks 2 and 3 of 4 never wrote their address, ranks 0 and 1 waited 120 s for it.
+uint16_t store_port() {
+  static const uint16_t port = [] {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) DDP_THROW_ERRNO("pipe2");
+    Fd read_end(fds[0]);
+    Fd write_end(fds[1]);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) DDP_THROW_ERRNO("fork");
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // lives exactly as long as the test process
+      if (::getppid() != parent) ::_exit(0);
+      rdzv::TCPStoreOptions o;
+      o.host = "127.0.0.1";
+      o.is_server = true;
+      rdzv::TCPStore server(o);
+      const uint16_t p = server.port();
+      if (::write(write_end.get(), &p, sizeof p) != sizeof p) ::_exit(1);
+      for (;;) ::pause();
+    }
+    write_end = Fd();
+    uint16_t p = 0;
+    if (::read(read_end.get(), &p, sizeof p) != sizeof p) {
+      DDP_THROW(Error, "the conformance store's server process did not start");
+    }
+    return p;
+  }();
+  return port;
+}
+
 rdzv::TCPStore& parent_store() {
   static rdzv::TCPStore store([] {
     rdzv::TCPStoreOptions o;
-    o.host = "127.0.0.1";
-    o.is_server = true;
+    o.port = store_port();
     return o;
   }());
   return store;
@@ -37,7 +72,7 @@ rdzv::TCPStore& parent_store() {
   for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT}) ::signal(sig, SIG_DFL);
   std::string result;
   try {
-    ::setenv("DDP_STORE", ("127.0.0.1:" + std::to_string(parent_store().port())).c_str(), 1);
+    ::setenv("DDP_STORE", ("127.0.0.1:" + std::to_string(store_port())).c_str(), 1);
     ::setenv("RANK", std::to_string(rank).c_str(), 1);
     ::setenv("WORLD_SIZE", std::to_string(o.world).c_str(), 1);
     ::setenv("DDP_RUN_ID", run.c_str(), 1);
@@ -52,7 +87,7 @@ rdzv::TCPStore& parent_store() {
   try {
     // A fresh connection: the parent's client object is not ours to share after fork.
     rdzv::TCPStoreOptions o2;
-    o2.port = parent_store().port();
+    o2.port = store_port();
     rdzv::TCPStore reporter(o2);
     reporter.set(run + "/result/" + std::to_string(rank), "=" + result);
   } catch (...) {
