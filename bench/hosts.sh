@@ -16,7 +16,7 @@
 # HOSTS (default 2), RANKS_PER_HOST (default 2), COMPARE (default gloo), MODES (default
 # "auto flat mpi"; mpi: Open MPI's MPI_Allreduce under mpirun across the same hosts, its own run),
 # RATE / DELAY (tc netem on every host's link, e.g. RATE=10gbit DELAY=50us; where netem is
-# unavailable hosts.sh says so and the links run unshaped), BIN (default build/bin). Any other
+# unavailable, RATE alone through tc tbf, and hosts.sh says so), BIN (default build/bin). Any other
 # DDP_* variable passes through to the ranks (e.g. DDP_TCP_SOCKET_ALGO=ring). When the ranks of
 # all hosts outnumber this machine's cores, shared memory does not spin (see below).
 # Prints rank 0's rows per mode (format table unless given). Exit: 0; 77 not root; else the

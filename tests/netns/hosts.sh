@@ -10,8 +10,9 @@
 #   hosts.sh up PREFIX N [RATE [DELAY]]  make hosts 1..N; with RATE (e.g. 10gbit) and/or DELAY
 #                                        (e.g. 50us; "-" for none), tc netem shapes each host's
 #                                        egress on veth0. Where netem is unavailable (no sch_netem
-#                                        module) it prints "hosts.sh: tc netem unavailable ..." on
-#                                        stderr and goes on with unshaped links: still exit 0.
+#                                        module), RATE is applied with tc tbf and DELAY dropped;
+#                                        what was applied, or "hosts.sh: tc netem unavailable ...",
+#                                        goes to stderr. Unshaped links still exit 0.
 #   hosts.sh run PREFIX K CMD [ARGS...]  CMD on host K; exits with CMD's status.
 #   hosts.sh link PREFIX K up|down       host K's link (veth0 inside it) up or down.
 #   hosts.sh down PREFIX N               holders ended, namespaces removed; never fails.
@@ -47,23 +48,56 @@ start_holder() {
   done
 }
 
-# tc netem on every host's veth0; a notice (not a failure) where netem is unavailable.
+# tc netem on every host's veth0. Where netem is unavailable, a rate alone is still applied with
+# tbf (a token bucket: sch_tbf is in more kernels than sch_netem); a delay cannot be, and is a
+# notice (not a failure), as are links left unshaped.
 shape() {
   p=$1 n=$2 rate=$3 delay=$4
   spec=""
   [ "$delay" = - ] || spec="delay $delay"
   [ "$rate" = - ] || spec="$spec rate $rate"
   [ -n "$spec" ] || return 0
+  if ! err=$(each_host "$p" "$n" netem $spec); then
+    if [ "$rate" != - ] && each_host "$p" "$n" tbf rate "$rate" burst "$(burst_of "$rate")" latency 5ms > /dev/null; then
+      [ "$delay" = - ] || echo "hosts.sh: tc netem unavailable ($err): no delay" >&2
+      echo "hosts.sh: links shaped: tbf rate $rate" >&2
+      return 0
+    fi
+    echo "hosts.sh: tc netem unavailable ($err): links run unshaped" >&2
+    return 0
+  fi
+  echo "hosts.sh: links shaped: netem $spec" >&2
+}
+
+# Adds qdisc "$@" on every host's veth0; on a failure, removes those added and prints tc's error.
+each_host() {
+  p=$1 n=$2
+  shift 2
   k=1
   while [ "$k" -le "$n" ]; do
-    # shellcheck disable=SC2086
-    if ! err=$(tc -n "${p}n$k" qdisc add dev veth0 root netem $spec 2>&1); then
-      echo "hosts.sh: tc netem unavailable ($err): links run unshaped" >&2
-      return 0
+    if ! err=$(tc -n "${p}n$k" qdisc add dev veth0 root "$@" 2>&1); then
+      while [ "$k" -gt 1 ]; do
+        k=$((k - 1))
+        tc -n "${p}n$k" qdisc del dev veth0 root 2> /dev/null || true
+      done
+      echo "$err"
+      return 1
     fi
     k=$((k + 1))
   done
-  echo "hosts.sh: links shaped: netem $spec" >&2
+}
+
+# A token bucket's size for RATE (e.g. 10gbit, 500mbit): 4 ms of the rate (a tick of a 250 Hz
+# kernel: the bucket must refill within one), at least 256 KiB (a GSO packet is up to 64 KiB).
+burst_of() {
+  echo "$1" | awk '{
+    r = tolower($1); m = 1
+    if (r ~ /gbit$/) m = 1e9; else if (r ~ /mbit$/) m = 1e6; else if (r ~ /kbit$/) m = 1e3
+    sub(/[a-z]+$/, "", r)
+    b = r * m / 8 * 0.004
+    if (b < 262144) b = 262144
+    printf "%d\n", b
+  }'
 }
 
 down() {

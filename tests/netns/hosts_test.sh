@@ -2,7 +2,8 @@
 # hosts.sh's promises (root only; exit 77, Skipped, otherwise): three hosts with their own
 # hostname, IPC namespace and /dev/shm (a file made on one is absent on another), reachable from
 # each other over the bridge, `run` passing the command's exit status through, `link down`
-# cutting a host off, and "down" leaving no namespace or holder behind.
+# cutting a host off, "down" leaving no namespace or holder behind, and a RATE shaping each
+# host's link (netem, else tbf) or saying why not.
 # usage: hosts_test.sh <source dir>
 set -uo pipefail
 src=$1
@@ -36,4 +37,19 @@ $hosts down "$p" 3
 trap - EXIT
 ip netns list | grep -q "$p" && fail "namespaces left behind"
 [ -e "/run/ddp-hosts/$p" ] && fail "state left behind"
+
+# RATE: every host's link carries the rate in its qdisc, or hosts.sh says it could not.
+p=ddpM$$x4
+err=$($hosts up "$p" 2 300mbit 2>&1 > /dev/null) || fail "up with a rate: $err"
+trap '$hosts down "$p" 2' EXIT
+for k in 1 2; do
+  q=$(tc -n "${p}n$k" qdisc show dev veth0)
+  case "$err" in
+    *"links shaped"*) [[ "$q" == *"rate 300Mbit"* ]] || fail "host $k's link not shaped: $q ($err)" ;;
+    *"links run unshaped"*) echo "hosts.sh: no netem or tbf here: $err" ;;
+    *) fail "up with a rate said neither shaped nor unshaped: $err" ;;
+  esac
+done
+$hosts down "$p" 2
+trap - EXIT
 echo "hosts: ok"
