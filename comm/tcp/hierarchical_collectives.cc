@@ -53,7 +53,7 @@ HostLayout HostLayout::of(const std::vector<std::string>& host_keys) {
 }
 
 bool hierarchy_overlap(const std::string& setting, int cpus, int ranks_here) {
-  if (setting == "auto") return cpus >= 2 * std::max(1, ranks_here);
+  if (setting == "auto") return cpus >= std::max(1, ranks_here);
   if (auto b = env::parse_bool(setting)) return *b;
   DDP_THROW(InvalidArgument, "DDP_TCP_HIERARCHY_OVERLAP='", setting, "': choose auto, 1 or 0");
 }

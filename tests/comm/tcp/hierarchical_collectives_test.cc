@@ -56,12 +56,12 @@ TEST_CASE("layouts that are not hierarchical") {
   CHECK(HostLayout::of({}).hosts == 0);
 }
 
-TEST_CASE("DDP_TCP_HIERARCHY_OVERLAP: auto overlaps where each rank on the host has a second CPU") {
+TEST_CASE("DDP_TCP_HIERARCHY_OVERLAP: auto overlaps where each rank on the host has a CPU") {
   CHECK(hierarchy_overlap("auto", 16, 2));
-  CHECK(hierarchy_overlap("auto", 4, 2));
-  CHECK_FALSE(hierarchy_overlap("auto", 3, 2));
-  CHECK_FALSE(hierarchy_overlap("auto", 2, 2));  // this kind of 2-CPU VM, 2 ranks a host
-  CHECK(hierarchy_overlap("auto", 2, 0));        // an unknown count is one rank
+  CHECK(hierarchy_overlap("auto", 2, 2));  // this kind of 2-CPU VM, 2 ranks a host
+  CHECK_FALSE(hierarchy_overlap("auto", 2, 3));
+  CHECK_FALSE(hierarchy_overlap("auto", 7, 8));
+  CHECK(hierarchy_overlap("auto", 1, 0));        // an unknown count is one rank
   CHECK_FALSE(hierarchy_overlap("auto", 0, 1));  // CPUs unknown: no second thread
   for (const char* on : {"1", "true", "On", "yes"}) CHECK(hierarchy_overlap(on, 1, 8));
   for (const char* off : {"0", "false", "OFF", "no"}) CHECK_FALSE(hierarchy_overlap(off, 64, 1));
