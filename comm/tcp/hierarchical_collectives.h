@@ -55,7 +55,7 @@ struct HostLayout {
 // DDP_TCP_HIERARCHY_OVERLAP: "auto" overlaps where each of the job's ranks on this host has a
 // CPU of its own (cpus >= ranks_here): while a link between hosts binds, the second thread
 // mostly waits, and the steps within the host hide behind the transfer (2 and 4 emulated hosts
-// x 2 ranks on a 2-CPU VM, links shaped to 5 and 2 Gbit/s: 64 MiB 1.30x and 1.19x faster);
+// x 2 ranks on a 2-CPU VM, links shaped to 5 and 2 Gbit/s: 64 MiB 1.29x and 1.20x faster);
 // where the ranks outnumber the CPUs the two threads only take turns. Or a boolean (1/0,
 // true/false, on/off, yes/no). InvalidArgument naming the variable otherwise.
 bool hierarchy_overlap(const std::string& setting, int cpus, int ranks_here);
