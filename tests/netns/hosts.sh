@@ -57,13 +57,14 @@ shape() {
   [ "$delay" = - ] || spec="delay $delay"
   [ "$rate" = - ] || spec="$spec rate $rate"
   [ -n "$spec" ] || return 0
-  if ! err=$(each_host "$p" "$n" netem $spec); then
+  # shellcheck disable=SC2086
+  if ! why=$(each_host "$p" "$n" netem $spec); then
     if [ "$rate" != - ] && each_host "$p" "$n" tbf rate "$rate" burst "$(burst_of "$rate")" latency 5ms > /dev/null; then
-      [ "$delay" = - ] || echo "hosts.sh: tc netem unavailable ($err): no delay" >&2
+      [ "$delay" = - ] || echo "hosts.sh: tc netem unavailable ($why): no delay" >&2
       echo "hosts.sh: links shaped: tbf rate $rate" >&2
       return 0
     fi
-    echo "hosts.sh: tc netem unavailable ($err): links run unshaped" >&2
+    echo "hosts.sh: tc netem unavailable ($why): links run unshaped" >&2
     return 0
   fi
   echo "hosts.sh: links shaped: netem $spec" >&2
@@ -75,12 +76,12 @@ each_host() {
   shift 2
   k=1
   while [ "$k" -le "$n" ]; do
-    if ! err=$(tc -n "${p}n$k" qdisc add dev veth0 root "$@" 2>&1); then
+    if ! tc_err=$(tc -n "${p}n$k" qdisc add dev veth0 root "$@" 2>&1); then
       while [ "$k" -gt 1 ]; do
         k=$((k - 1))
         tc -n "${p}n$k" qdisc del dev veth0 root 2> /dev/null || true
       done
-      echo "$err"
+      echo "$tc_err"
       return 1
     fi
     k=$((k + 1))
