@@ -189,7 +189,8 @@ class Pump {
         if (k > 0) out_at_ = (out_at_ + static_cast<size_t>(k)) % out_.size();
         if (k > 0) ++sends_;
       }
-      if (zerocopy_ && p[i].fd == l_.send_fd) zerocopy_->reap();
+      // POLLERR: completions wait in the error queue (reading it otherwise is a wasted call).
+      if (zerocopy_ && p[i].fd == l_.send_fd && (p[i].revents & POLLERR)) zerocopy_->reap();
       if (p[i].fd == l_.recv_fd && (p[i].revents & (POLLIN | POLLHUP | POLLERR))) receive(call);
     }
   }

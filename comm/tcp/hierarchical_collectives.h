@@ -89,10 +89,11 @@ class HierarchicalCollectives {
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
   // The small all_reduce (whole, at most small_bytes: within the host, then across), and the
-  // barrier (the same over a token), may start on the group's caller's thread: start() issues each child op
-  // there, polling at most inline_us each (the children's own inline paths; another engine's op across hosts
-  // is issued as it is); true when both completed. Otherwise `s` holds the child op in flight, and the worker
-  // calls finish(), which waits for it and issues what is left.
+  // barrier (the same over a token), may start on the group's caller's thread: start() issues
+  // each child op there, polling at most inline_us each (the children's own inline paths;
+  // another engine's op across hosts is issued as it is); true when both completed. Otherwise
+  // `s` holds the child op in flight, and the worker calls finish(), which waits for it and
+  // issues what is left.
   bool starts_here(const OpDesc& desc, const Buffer& in) const;
   bool start(const OpContext& ctx, const Buffer& buf, int inline_us, HierarchicalStart& s);
   void finish(const OpContext& ctx, const Buffer& buf, HierarchicalStart& s);

@@ -59,10 +59,13 @@ shape() {
   [ -n "$spec" ] || return 0
   # shellcheck disable=SC2086
   if ! why=$(each_host "$p" "$n" netem $spec); then
-    if [ "$rate" != - ] && each_host "$p" "$n" tbf rate "$rate" burst "$(burst_of "$rate")" latency 5ms > /dev/null; then
-      [ "$delay" = - ] || echo "hosts.sh: tc netem unavailable ($why): no delay" >&2
-      echo "hosts.sh: links shaped: tbf rate $rate" >&2
-      return 0
+    if [ "$rate" != - ]; then
+      if tbf_why=$(each_host "$p" "$n" tbf rate "$rate" burst "$(burst_of "$rate")" latency 5ms); then
+        [ "$delay" = - ] || echo "hosts.sh: tc netem unavailable ($why): no delay" >&2
+        echo "hosts.sh: links shaped: tbf rate $rate" >&2
+        return 0
+      fi
+      why="$why; tc tbf rate $rate: $tbf_why"
     fi
     echo "hosts.sh: tc netem unavailable ($why): links run unshaped" >&2
     return 0

@@ -3,7 +3,7 @@
 # hostname, IPC namespace and /dev/shm (a file made on one is absent on another), reachable from
 # each other over the bridge, `run` passing the command's exit status through, `link down`
 # cutting a host off, "down" leaving no namespace or holder behind, and a RATE shaping each
-# host's link (netem, else tbf) or saying why not.
+# host's link (netem, else tbf) or saying why not, and a rate tc cannot read named, links unshaped.
 # usage: hosts_test.sh <source dir>
 set -uo pipefail
 src=$1
@@ -50,6 +50,16 @@ for k in 1 2; do
     *) fail "up with a rate said neither shaped nor unshaped: $err" ;;
   esac
 done
+$hosts down "$p" 2
+trap - EXIT
+
+# A rate tc cannot read: the hosts still come up, unshaped, and the notice names the value.
+p=ddpM$$x5
+err=$($hosts up "$p" 2 garbage 2>&1 > /dev/null) || fail "up with a bad rate failed: $err"
+trap '$hosts down "$p" 2' EXIT
+[[ "$err" == *"links run unshaped"*garbage* || "$err" == *garbage*"links run unshaped"* ]] ||
+  fail "a bad rate was not named: $err"
+[[ "$(tc -n "${p}n1" qdisc show dev veth0)" != *rate* ]] || fail "a bad rate shaped a link"
 $hosts down "$p" 2
 trap - EXIT
 echo "hosts: ok"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -39,13 +40,18 @@ uint16_t store_port() {
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // lives exactly as long as the test process
       if (::getppid() != parent) ::_exit(0);
-      rdzv::TCPStoreOptions o;
-      o.host = "127.0.0.1";
-      o.is_server = true;
-      rdzv::TCPStore server(o);
-      const uint16_t p = server.port();
-      if (::write(write_end.get(), &p, sizeof p) != sizeof p) ::_exit(1);
-      for (;;) ::pause();
+      try {
+        rdzv::TCPStoreOptions o;
+        o.host = "127.0.0.1";
+        o.is_server = true;
+        rdzv::TCPStore server(o);
+        const uint16_t p = server.port();
+        if (::write(write_end.get(), &p, sizeof p) != sizeof p) ::_exit(1);
+        for (;;) ::pause();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "conformance store server: %s\n", e.what());
+        ::_exit(1);  // the parent reads no port and says so
+      }
     }
     write_end = Fd();
     uint16_t p = 0;
