@@ -1,5 +1,6 @@
 #include "comm/tcp/shm_wait.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/error.h"
@@ -24,6 +25,10 @@ bool ShmWait::crowded() const {
     if (p != opt_.rank && segment_->control(p).cpu.load(std::memory_order_relaxed) == cpu) return true;
   }
   return false;
+}
+
+bool ShmWait::any_departed(const std::vector<int>& ranks) const {
+  return std::any_of(ranks.begin(), ranks.end(), [this](int p) { return health_->departed(p); });
 }
 
 void ShmWait::check(const std::vector<int>& late, const OpContext& ctx) const {

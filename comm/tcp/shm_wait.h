@@ -81,7 +81,15 @@ class ShmWait {
     const bool someone_waits = opt_.blocked == nullptr || opt_.blocked->load(std::memory_order_relaxed) > 0;
     if (spin(ready, someone_waits ? opt_.spin_us + opt_.yield_us : 0)) return;
     while (!ready()) {
-      check(missing(), ctx);
+      std::vector<int> late = missing();
+      // A peer publishes before it says goodbye, but its goodbye can reach us between our read
+      // of its counter and our look at its departure: once gone, its counters are final, so
+      // look again before calling it gone.
+      if (any_departed(late)) {
+        if (ready()) return;
+        late = missing();
+      }
+      check(late, ctx);
       SegmentHeader& h = segment_->header();
       h.waiters.fetch_add(1, std::memory_order_seq_cst);
       const uint32_t seen = h.futex.load(std::memory_order_seq_cst);
@@ -94,6 +102,7 @@ class ShmWait {
   const Options& options() const { return opt_; }
 
  private:
+  bool any_departed(const std::vector<int>& ranks) const;
   // Throws when the group failed, a late rank left, or the op's deadline passed.
   void check(const std::vector<int>& late, const OpContext& ctx) const;
   void sleep(uint32_t seen, const OpContext& ctx) const;  // one bounded futex sleep

@@ -72,6 +72,29 @@ TEST_CASE("a late peer that destroyed its group: NetworkError naming it, before 
   CHECK(Clock::now() - start < std::chrono::seconds(30));
 }
 
+// The interleaving behind a flaky CI failure: we read the peer's counter (not there yet), then
+// it publishes, finishes, destroys its group, and its goodbye arrives before we look at
+// departures. It completed its part, so the wait must return, not blame it.
+TEST_CASE("a peer that publishes, then leaves while we look at who is late: the wait returns") {
+  ShmRanks ranks(2);
+  ShmWait waiter(&ranks.segments[0], fast_policy(0, 2), ranks.health[0].get());
+  auto ctx = context({OpKind::kBarrier}, Millis(60000));
+  auto& c = ranks.segments[0].counter(1, Counter::kStaged);
+  int asked = 0;
+  auto missing = [&] {
+    std::vector<int> late;
+    if (c.load() < 1) late.push_back(1);
+    if (++asked == 1) {  // between this read and the departure check, the peer finishes
+      ranks.segments[1].publish(1, Counter::kStaged, 1);
+      ranks.health[0]->mark_departed(1);
+    }
+    return late;
+  };
+  waiter.wait([&] { return c.load() >= 1; }, missing, ctx);
+  CHECK(asked >= 1);
+  CHECK(c.load() == 1);
+}
+
 TEST_CASE("a group already failed: the wait rethrows its failure") {
   ShmRanks ranks(2);
   ShmWait waiter(&ranks.segments[0], fast_policy(0, 2), ranks.health[0].get());
