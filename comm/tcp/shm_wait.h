@@ -9,8 +9,9 @@
 // - wait(ready, missing, ctx): spin for spin_us + yield_us (only while a thread is blocked on
 //   the group's ops, Options::blocked; not at all otherwise), then futex-sleep in bounded slices
 //   (ShmSegment::sleep), checking GroupHealth (a failed group rethrows; a peer that destroyed
-//   its group is a NetworkError) and the op's deadline (TimeoutError naming the ranks
-//   `missing()` returns). Never returns without `ready()`.
+//   its group and is still late once its goodbye was seen is a NetworkError) and the op's
+//   deadline (TimeoutError naming the ranks `missing()` returns). Never returns without
+//   `ready()`.
 // Called by one thread at a time (the one running the group's op). crowded() publishes this
 // rank's CPU in its control block (only when it changed: peers poll that line).
 #include <immintrin.h>
