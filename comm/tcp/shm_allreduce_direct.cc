@@ -4,7 +4,7 @@
 
 #include "comm/copy_kernel.h"
 #include "comm/reduce_kernels.h"
-#include "comm/tcp/shm_allreduce_chunked.h"
+#include "comm/tcp/shm_allreduce_cross.h"
 #include "comm/tcp/shm_region.h"
 
 namespace ddp::comm::tcp {
@@ -53,10 +53,15 @@ bool allreduce_direct_step(ShmChannel& ch, ShmStep& s) {
     ch.wait_all(Counter::kEntered, seq + 1, s.ctx);
     st.direct = all_direct(ch, seq, s.direct->tag) ? 1 : -1;
   }
-  if (st.direct < 0) return allreduce_chunked_step(ch, s);
+  if (st.direct < 0) return allreduce_cross_step(ch, s);
+  return in_place_pass(ch, s, [&] { reduce_share(ch, s); });
+}
+
+bool in_place_pass(ShmChannel& ch, ShmStep& s, const std::function<void()>& reduce_share) {
+  ShmProgress& st = s.at;
   if (st.phase == 0) {
     st.ticket = ch.next_ticket();
-    reduce_share(ch, s);
+    reduce_share();
     // The ticket's slots were never used: staged and done keep the counters in step for the
     // ops after this one; reduced (published last: it wakes) says this rank's share is written.
     ch.segment().counter(ch.rank(), Counter::kStaged).store(st.ticket + 1, std::memory_order_relaxed);
@@ -65,7 +70,7 @@ bool allreduce_direct_step(ShmChannel& ch, ShmStep& s) {
     st.phase = 1;
   }
   // Nobody returns while a peer may still write into its buffer.
-  if (!poll([&] { return ch.reached(Counter::kReduced, st.ticket + 1); })) return false;
+  if (!ch.poll([&] { return ch.reached(Counter::kReduced, st.ticket + 1); }, s.poll)) return false;
   ch.wait_all(Counter::kReduced, st.ticket + 1, s.ctx);
   return true;
 }

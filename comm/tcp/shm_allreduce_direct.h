@@ -9,13 +9,20 @@
 // Whether every rank's buffer is such a view is known only once all have entered the op: each
 // publishes a tag (DirectView) with its fingerprint, 0 when its buffer is not in group memory.
 // A rank with a tag waits for every peer to enter; all tags equal: the direct pass; else the
-// op runs allreduce_chunked_step, as a rank without a tag does from the start. Resumable, like
-// the chunked one.
+// op runs allreduce_cross_step (cross-memory, or the chunked algorithm), as a rank without a
+// tag does from the start. Resumable, like the chunked one.
+#include <functional>
+
 #include "comm/tcp/shm_channel.h"
 
 namespace ddp::comm::tcp {
 
 // True when the op completed. step.direct is this rank's view (non-null).
 bool allreduce_direct_step(ShmChannel& ch, ShmStep& step);
+
+// The pass both in-place algorithms share (this and shm_allreduce_cross.h): a ticket (its slots
+// unused), `reduce_share` (this rank's share reduced and written into every rank's buffer),
+// the counters that keep later ops in step, and the wait for every peer's share. Resumable.
+bool in_place_pass(ShmChannel& ch, ShmStep& step, const std::function<void()>& reduce_share);
 
 }  // namespace ddp::comm::tcp

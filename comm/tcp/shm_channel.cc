@@ -84,20 +84,23 @@ void publish_copy(StoreMode mode, char* slot, const void* from, size_t bytes) {
   }
 }
 
-void ShmChannel::begin(const OpContext& ctx, uint64_t direct_tag, StoreMode stores, const Buffer* small) {
+void ShmChannel::begin(const OpContext& ctx, const ShmEntry& e) {
   fingerprints_.begin(ctx);
   const uint64_t seq = ctx.desc.seq;
   RankControl& me = segment_.control(opt_.rank);
-  me.direct[seq % 2].store(direct_tag, std::memory_order_relaxed);
-  if (opt_.rank == 0) me.stores[seq % 2].store(static_cast<uint32_t>(stores), std::memory_order_relaxed);
-  if (small != nullptr) {
+  me.direct[seq % 2].store(e.direct_tag, std::memory_order_relaxed);
+  me.cross[seq % 2][0].store(e.cross != nullptr ? reinterpret_cast<uint64_t>(e.cross->data) : 0,
+                             std::memory_order_relaxed);
+  me.cross[seq % 2][1].store(e.cross != nullptr ? e.cross->bytes() : 0, std::memory_order_relaxed);
+  if (opt_.rank == 0) me.stores[seq % 2].store(static_cast<uint32_t>(e.stores), std::memory_order_relaxed);
+  if (e.small != nullptr) {
     // The halves serve small ops in turn (the same on every rank). No wait to rewrite one: it
     // was last written for the small op before last, and this rank finished the one between,
     // which needed every peer to enter it, which each did after it finished (read) the one before.
     small_half_ ^= 1;
-    stage_small(me, small_half_, *small);  // before kEntered
+    stage_small(me, small_half_, *e.small);  // before kEntered
   }
-  if (direct_tag != 0 || small != nullptr) {
+  if (e.direct_tag != 0 || e.cross != nullptr || e.small != nullptr) {
     publish(Counter::kEntered, seq + 1);
   } else {
     // No wake-up: whoever waits for kEntered is woken by the staged/done publish that follows.

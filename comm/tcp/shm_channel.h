@@ -13,6 +13,7 @@
 //   and return false with its place kept).
 // Called by one thread at a time (the one running the group's op).
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "comm/tcp/op.h"
@@ -37,7 +38,8 @@ struct ShmProgress {
   size_t off = 0;  // elements done
   size_t last_off = 0;
   uint64_t last_ticket = 0;
-  int direct = 0;             // allreduce_direct_step: 0 undecided, 1 direct, -1 fell back to chunked
+  int direct = 0;             // allreduce_direct_step: 0 undecided, 1 direct, -1 fell back
+  int cross = 0;              // allreduce_cross_step: 0 undecided, 1 cross-memory, -1 chunked
   int64_t busy_ns = 0;        // allreduce_chunked_step: time in copies and reductions (not waits)
   bool stores_known = false;  // allreduce_chunked_step: rank 0's choice read (begin_stores)
   StoreMode stores = StoreMode::kCached;
@@ -53,6 +55,15 @@ struct ShmStep {
   ShmPoll poll;
   const DirectView* direct = nullptr;     // the buffer in group memory (allreduce_direct_step)
   StoreMode stores = StoreMode::kCached;  // rank 0: how this op writes what peers read
+  std::span<char> scratch = {};           // a slot's bytes at least (allreduce_cross_step)
+};
+
+// What a rank publishes as it enters an op (ShmChannel::begin).
+struct ShmEntry {
+  uint64_t direct_tag = 0;                // its buffer in group memory (shm_region.h), or 0
+  const Buffer* cross = nullptr;          // its buffer, offered to cross-memory attach
+  StoreMode stores = StoreMode::kCached;  // rank 0: the mode every rank uses (shm_store_choice.h)
+  const Buffer* small = nullptr;          // an all_reduce of at most kWideBytes: its value
 };
 
 // Rank p's share of n elements split w ways (the first n % w shares get one more).
@@ -102,13 +113,11 @@ class ShmChannel {
   uint64_t next_ticket() { return ticket_++; }
   char* slot(int rank, uint64_t ticket) const { return segment_.slot(rank, ticket); }
 
-  // A new op: its fingerprint, direct tag (0: its buffer is not in group memory), on rank 0 the
-  // store mode every rank uses (shm_store_choice.h), and `small`'s value when the op is an
-  // all_reduce of at most kWideBytes (RankControl::small up to 8 bytes, else RankControl::wide;
-  // the next half in turn), then kEntered.
-  // A tagged or small op's peers wait for that, so it wakes them.
-  void begin(const OpContext& ctx, uint64_t direct_tag = 0, StoreMode stores = StoreMode::kCached,
-             const Buffer* small = nullptr);
+  // A new op: its fingerprint, its entry (direct tag, cross-memory offer, rank 0's store mode,
+  // and `small`'s value in RankControl::small up to 8 bytes, else RankControl::wide, the next
+  // half in turn), then kEntered. A tagged, offered or small op's peers wait for that, so it
+  // wakes them.
+  void begin(const OpContext& ctx, const ShmEntry& entry = {});
   int small_half() const { return small_half_; }  // the half the last small op used
   // The store mode rank 0 chose for the op `ctx` (rank 0: `mine`), once it entered the op:
   // false while it has not (with a non-blocking poll). One choice for all: the benefit of

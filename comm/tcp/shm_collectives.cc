@@ -4,16 +4,28 @@
 #include <atomic>
 #include <optional>
 
+#include "comm/tcp/cross_memory.h"
 #include "comm/tcp/shm_allreduce_chunked.h"
+#include "comm/tcp/shm_allreduce_cross.h"
 #include "comm/tcp/shm_allreduce_direct.h"
 #include "comm/tcp/shm_channel.h"
 #include "comm/tcp/shm_exchange.h"
 #include "comm/tcp/shm_oneshot.h"
 #include "comm/tcp/shm_reduce.h"
 #include "comm/tcp/shm_region.h"
+#include "common/log.h"
 
 namespace ddp::comm::tcp {
 namespace {
+
+// Whether this rank can reach every peer's memory (each announced itself before the group's
+// set-up barrier: ShmSegment::announce).
+bool every_peer_reachable(const ShmSegment& segment, int rank, int world) {
+  for (int p = 0; p < world; ++p) {
+    if (p != rank && !cross_reachable(segment.probe_of(p))) return false;
+  }
+  return world > 1;
+}
 
 using Algorithm = bool (*)(ShmChannel&, ShmStep&);
 
@@ -42,8 +54,12 @@ struct ShmCollectives::Impl {
   ShmRegions regions;
   std::optional<DirectView> direct;  // the running op's buffer in group memory
   std::atomic<uint64_t> direct_runs{0};
+  bool cross = false;         // every peer's memory is reachable (cross-memory attach)
+  std::vector<char> scratch;  // a slot's bytes: a peer's chunk, read by cross-memory attach
+  std::atomic<uint64_t> cross_runs{0};
   // Store modes (shm_store_choice.h), one chooser for each algorithm whose ranks all write and
-  // all read: chunked all_reduce, all_gather, reduce_scatter, all_to_all.
+  // all read: chunked all_reduce (which also weighs cross-memory attach), all_gather,
+  // reduce_scatter, all_to_all.
   std::array<StoreChooser, 4> stores;
   StoreChooser* chooser = nullptr;  // the running op's, on rank 0
   StoreMode mode = StoreMode::kCached;
@@ -52,11 +68,22 @@ struct ShmCollectives::Impl {
       : channel(std::move(segment), {o.rank, o.world, o.fingerprints, o.spin_us, o.yield_us, o.blocked},
                 health) {
     stores.fill(StoreChooser(o.stores));
+    if (o.cross == CrossSetting::kOff) return;
+    cross = every_peer_reachable(channel.segment(), o.rank, o.world);
+    if (cross) {
+      scratch.assign(channel.geometry().slot_bytes, 0);  // touched now: the first op would pay its faults
+      stores[0].offer(StoreMode::kCross, o.cross == CrossSetting::kOn);
+    } else if (o.cross == CrossSetting::kOn && o.world > 1) {
+      logger("tcp")->warn(
+          "DDP_TCP_CMA=on, but rank {} cannot reach every peer's memory (process_vm_readv: other users, "
+          "Yama's ptrace_scope, or a seccomp filter): its all_reduces stage through shared memory",
+          o.rank);
+    }
   }
 
   StoreChooser* chooser_for(const OpDesc& d) {
     if (channel.rank() != 0) return nullptr;
-    if (algorithm == allreduce_chunked_step) return &stores[0];
+    if (algorithm == allreduce_chunked_step || algorithm == allreduce_cross_step) return &stores[0];
     if (algorithm == all_gather_step && d.kind == OpKind::kAllGather) return &stores[1];
     if (algorithm == reduce_scatter_step) return &stores[2];
     if (algorithm == all_to_all_step) return &stores[3];
@@ -71,20 +98,29 @@ struct ShmCollectives::Impl {
       direct = regions.find(in.data, in.bytes(), ctx.desc.seq);
       if (direct) algorithm = allreduce_direct_step;
     }
+    const bool offer = cross && (algorithm == allreduce_chunked_step || algorithm == allreduce_direct_step);
+    if (offer && algorithm == allreduce_chunked_step) algorithm = allreduce_cross_step;
     // Rank 0 chooses for every rank (ShmChannel::begin_stores).
     chooser = chooser_for(ctx.desc);
     mode = chooser != nullptr ? chooser->next(in.bytes()) : StoreMode::kCached;
     const bool small = algorithm == oneshot_step && oneshot_small(ctx.desc, in);
-    channel.begin(ctx, direct ? direct->tag : 0, mode, small ? &in : nullptr);
+    channel.begin(ctx, {.direct_tag = direct ? direct->tag : 0,
+                        .cross = offer ? &in : nullptr,
+                        .stores = mode,
+                        .small = small ? &in : nullptr});
   }
 
   // One step of the op in progress: true when it is done (and every peer's fingerprint checked).
   bool step(const OpContext& ctx, const Buffer& in, const Buffer& out, ShmPoll poll) {
-    ShmStep s{ctx, in, out, progress, poll, direct ? &*direct : nullptr, mode};
+    ShmStep s{ctx, in, out, progress, poll, direct ? &*direct : nullptr, mode, scratch};
     if (!algorithm(channel, s)) return false;
     channel.end(ctx);
-    if (chooser != nullptr) chooser->record(in.bytes(), mode, std::chrono::nanoseconds(progress.busy_ns));
     if (progress.direct > 0) direct_runs.fetch_add(1, std::memory_order_relaxed);
+    if (progress.cross > 0) cross_runs.fetch_add(1, std::memory_order_relaxed);
+    if (chooser == nullptr) return true;
+    // Chosen but not run: a peer offered no buffer (it cannot reach every peer): never again.
+    if (mode == StoreMode::kCross && progress.cross < 0) chooser->withdraw(StoreMode::kCross);
+    chooser->record(in.bytes(), mode, std::chrono::nanoseconds(progress.busy_ns));
     return true;
   }
 };
@@ -97,6 +133,10 @@ ShmCollectives::~ShmCollectives() = default;
 const ShmSegment& ShmCollectives::segment() const { return impl_->channel.segment(); }
 
 uint64_t ShmCollectives::direct_runs() const { return impl_->direct_runs.load(std::memory_order_relaxed); }
+
+uint64_t ShmCollectives::cross_runs() const { return impl_->cross_runs.load(std::memory_order_relaxed); }
+
+bool ShmCollectives::cross_reachable() const { return impl_->cross; }
 
 void ShmCollectives::add_region(const std::shared_ptr<ShmRegion>& region) { impl_->regions.add(region); }
 

@@ -10,10 +10,13 @@
 //   broadcast, all_gather and reduce_scatter whose input fits a slot; barrier),
 //   shm_allreduce_chunked.h (larger all_reduce: chunked reduce-scatter + all-gather),
 //   shm_allreduce_direct.h (the same, of a buffer in group memory: in place, in one pass),
+//   shm_allreduce_cross.h (the same pass over private buffers, by cross-memory attach),
 //   shm_reduce.h (reduce, reduce_scatter), shm_exchange.h (broadcast, (all_)gather, scatter,
 //   all_to_all).
 // - shm_store_choice.h: whether a chunked all_reduce stages with cached or streaming stores,
-//   learned per size class from its own ops' times.
+//   or runs by cross-memory attach (where every rank can reach every peer: checked once, at
+//   construction, after every rank announced itself in the segment), learned per size class
+//   from its own ops' times.
 //
 // One execution model: an op is steps of its algorithm until it is done. start() begins an op
 // and runs it as far as it gets, each wait on a peer polling at most budget_us; a resumable op
@@ -42,6 +45,7 @@ class ShmCollectives {
     int yield_us = 20000;  // ... then yield the core this long, then futex-sleep
     const std::atomic<int>* blocked = nullptr;  // poll only while > 0 (see ShmWait::Options)
     StoreSetting stores = StoreSetting::kAuto;  // DDP_TCP_SHM_STORES (shm_store_choice.h)
+    CrossSetting cross = CrossSetting::kAuto;   // DDP_TCP_CMA (cross_memory.h)
   };
   ShmCollectives(ShmSegment segment, Options options, GroupHealth* health);
   ~ShmCollectives();
@@ -60,6 +64,8 @@ class ShmCollectives {
   // Any thread; the group keeps it only as long as its owner does.
   void add_region(const std::shared_ptr<ShmRegion>& region);
   uint64_t direct_runs() const;  // all_reduces that ran direct (tests, benchmarks)
+  uint64_t cross_runs() const;   // all_reduces that ran by cross-memory attach
+  bool cross_reachable() const;  // every peer's memory was reachable at construction
 
  private:
   struct Impl;

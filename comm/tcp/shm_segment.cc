@@ -75,6 +75,22 @@ char* ShmSegment::slot(int rank, uint64_t ticket) const {
   return data + index * geometry_.slot_bytes;
 }
 
+void ShmSegment::announce(int rank, const CrossProbe& probe) const {
+  RankControl& c = control(rank);
+  c.probe_addr.store(probe.addr, std::memory_order_relaxed);
+  c.probe_value.store(probe.value, std::memory_order_relaxed);
+  c.pid.store(probe.pid, std::memory_order_release);
+}
+
+CrossProbe ShmSegment::probe_of(int rank) const {
+  const RankControl& c = control(rank);
+  CrossProbe p;
+  p.pid = c.pid.load(std::memory_order_acquire);
+  p.addr = c.probe_addr.load(std::memory_order_relaxed);
+  p.value = c.probe_value.load(std::memory_order_relaxed);
+  return p;
+}
+
 void ShmSegment::publish(int rank, Counter c, uint64_t value) const {
   counter(rank, c).store(value, std::memory_order_seq_cst);
   SegmentHeader& h = header();

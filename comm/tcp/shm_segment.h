@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/tcp/cross_memory.h"
 #include "comm/tcp/op.h"
 #include "comm/tcp/shm_file.h"
 
@@ -49,10 +50,20 @@ struct alignas(64) RankControl {
   // The CPU this rank last waited on (-1: not yet): a waiter whose peer shares its CPU yields
   // at once instead of spinning on the core the peer needs.
   std::atomic<int32_t> cpu{-1};
+  // For op seq at [seq % 2], written before kEntered: this rank's buffer (address, bytes) when
+  // it offers the all_reduce to cross-memory attach (shm_allreduce_cross.h), else 0.
+  std::atomic<uint64_t> cross[2][2] = {};
+  // Written before the group's set-up barrier: where peers find this rank's probe word
+  // (cross_memory.h; pid 0: it offers none).
+  alignas(64) std::atomic<int32_t> pid{0};
+  std::atomic<uint64_t> probe_addr{0};
+  std::atomic<uint64_t> probe_value{0};
   alignas(64) Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
 };
 
 static_assert(offsetof(RankControl, wide) == 64, "a rank's counters, hashes and small values fill one line");
+static_assert(offsetof(RankControl, pid) - offsetof(RankControl, direct) == 64,
+              "an op's direct and cross tags, the store mode and the CPU fill one line");
 inline constexpr size_t kWideBytes = sizeof(RankControl::wide[0]);
 
 struct alignas(64) SegmentHeader {
@@ -102,6 +113,10 @@ class ShmSegment {
   std::atomic<uint64_t>& counter(int rank, Counter c) const {
     return control(rank).counters[static_cast<int>(c)];
   }
+  // Cross-memory attach (cross_memory.h): what `rank` shows its peers, before the set-up
+  // barrier (a default probe: it offers none); and what a peer showed.
+  void announce(int rank, const CrossProbe& probe) const;
+  CrossProbe probe_of(int rank) const;
   // Store a counter and wake sleepers.
   void publish(int rank, Counter c, uint64_t value) const;
   // Sleep until the futex word moves past `seen` or `timeout` passes (at most).

@@ -8,8 +8,8 @@
 namespace ddp::comm::tcp {
 namespace {
 
-StoreMode other(StoreMode m) { return m == StoreMode::kCached ? StoreMode::kStreaming : StoreMode::kCached; }
 int index(StoreMode m) { return static_cast<int>(m); }
+StoreMode mode_at(int i) { return static_cast<StoreMode>(i); }
 
 }  // namespace
 
@@ -20,7 +20,59 @@ StoreSetting parse_store_setting(const std::string& value) {
   DDP_THROW(InvalidArgument, "DDP_TCP_SHM_STORES='", value, "': choose auto, cached or streaming");
 }
 
-const char* to_string(StoreMode mode) { return mode == StoreMode::kCached ? "cached" : "streaming"; }
+const char* to_string(StoreMode mode) {
+  switch (mode) {
+    case StoreMode::kCached: return "cached";
+    case StoreMode::kStreaming: return "streaming";
+    case StoreMode::kCross: return "cross-memory";
+  }
+  return "?";
+}
+
+StoreChooser::StoreChooser(StoreSetting setting) {
+  allowed_[index(StoreMode::kCached)] = setting != StoreSetting::kStreaming;
+  allowed_[index(StoreMode::kStreaming)] = setting != StoreSetting::kCached;
+  start_ = setting == StoreSetting::kStreaming ? StoreMode::kStreaming : StoreMode::kCached;
+  for (SizeClass& c : classes_) c.mode = c.probed = start_;
+}
+
+void StoreChooser::offer(StoreMode mode, bool alone) {
+  if (alone) {
+    allowed_.fill(false);
+    start_ = mode;
+    for (SizeClass& c : classes_) c.mode = mode;
+  }
+  allowed_[index(mode)] = true;
+}
+
+void StoreChooser::withdraw(StoreMode mode) {
+  allowed_[index(mode)] = false;
+  if (count() == 0) allowed_[index(StoreMode::kCached)] = true;
+  for (SizeClass& c : classes_) {
+    if (c.mode == mode) c.mode = first();
+  }
+}
+
+int StoreChooser::count() const {
+  return static_cast<int>(std::count(allowed_.begin(), allowed_.end(), true));
+}
+
+StoreMode StoreChooser::first() const {
+  if (allowed_[index(start_)]) return start_;
+  for (int i = 0; i < kModes; ++i) {
+    if (allowed_[i]) return mode_at(i);
+  }
+  return StoreMode::kCached;
+}
+
+// The allowed mode after the last one probed, in turn, never the one in use.
+StoreMode StoreChooser::probe_after(const SizeClass& c) const {
+  for (int k = 1; k <= kModes; ++k) {
+    const int i = (index(c.probed) + k) % kModes;
+    if (allowed_[i] && mode_at(i) != c.mode) return mode_at(i);
+  }
+  return c.mode;
+}
 
 size_t StoreChooser::class_of(size_t bytes) {
   const size_t log2 = bytes == 0 ? 0 : static_cast<size_t>(std::bit_width(bytes)) - 1;
@@ -28,30 +80,34 @@ size_t StoreChooser::class_of(size_t bytes) {
 }
 
 StoreMode StoreChooser::next(size_t bytes) {
-  if (setting_ == StoreSetting::kCached) return StoreMode::kCached;
-  if (setting_ == StoreSetting::kStreaming) return StoreMode::kStreaming;
+  if (count() == 1) return first();
   SizeClass& c = classes_[class_of(bytes)];
   if (c.until_probe > 0) {
     --c.until_probe;
     return c.mode;
   }
-  return other(c.mode);
+  if (!c.again) c.probed = probe_after(c);
+  c.again = false;
+  return c.probed;
 }
 
 void StoreChooser::record(size_t bytes, StoreMode mode, std::chrono::nanoseconds busy) {
-  if (setting_ != StoreSetting::kAuto || bytes == 0) return;
+  if (count() == 1 || bytes == 0 || !allowed_[index(mode)]) return;
   SizeClass& c = classes_[class_of(bytes)];
-  if (!c.warm) {  // a class's first op is cold (its buffers' first touch: page faults): no figure
-    c.warm = true;
+  if (!c.warm[index(mode)]) {    // a class's first op is cold (its buffers' first touch: page faults)
+    c.warm[index(mode)] = true;  // and so is a mode's first: no figure; a probe runs again
+    if (mode != c.mode) c.again = true;
     return;
   }
   const double sample = static_cast<double>(busy.count()) / static_cast<double>(bytes);
   double& mine = c.cost[index(mode)];
   if (mode == c.mode) {
     mine = mine == 0 ? sample : (mine + sample) / 2;
-    // Slower now than the other mode's last figure: the machine may have changed; look again.
-    const double theirs = c.cost[index(other(mode))];
-    if (theirs > 0 && theirs * kMargin < mine) c.until_probe = 0;
+    // Slower now than another mode's last figure: the machine may have changed; look again.
+    for (int i = 0; i < kModes; ++i) {
+      const double theirs = c.cost[i];
+      if (allowed_[i] && i != index(mode) && theirs > 0 && theirs * kMargin < mine) c.until_probe = 0;
+    }
     return;
   }
   // A probe.
@@ -66,8 +122,7 @@ void StoreChooser::record(size_t bytes, StoreMode mode, std::chrono::nanoseconds
 }
 
 StoreMode StoreChooser::preferred(size_t bytes) const {
-  if (setting_ == StoreSetting::kCached) return StoreMode::kCached;
-  if (setting_ == StoreSetting::kStreaming) return StoreMode::kStreaming;
+  if (count() == 1) return first();
   return classes_[class_of(bytes)].mode;
 }
 

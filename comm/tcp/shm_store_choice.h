@@ -25,8 +25,15 @@
 // A probe of the losing mode costs one op at that mode's speed (up to 6x, far cores with cached
 // stores), so at most every 64 ops: a few percent at worst, and a host that moves the vCPUs
 // (that VM did every 10-60 s) is followed within 64 ops.
-// DDP_TCP_SHM_STORES=cached|streaming fixes it (rank 0's value counts). Called by one thread at
-// a time.
+// DDP_TCP_SHM_STORES=cached|streaming fixes it (rank 0's value counts).
+//
+// The all_reduce's chooser may also be offered a third way, cross-memory attach (kCross:
+// shm_allreduce_cross.h, no slots at all), where every rank can reach every peer's memory.
+// It is weighed the same way, by rank 0's own busy time per byte; with three ways, the probes
+// take the other two in turn. A mode's first op in a class is cold too (cross-memory's first
+// took 4x its later ones: the kernel maps the peer's pages for the first time), so a probe
+// that was a mode's first is not counted but run again on the next op. One that turns out not to run in the
+// group (a peer could not offer it) is withdrawn. Called by one thread at a time.
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -35,7 +42,8 @@
 
 namespace ddp::comm::tcp {
 
-enum class StoreMode : uint8_t { kCached = 0, kStreaming = 1 };
+// How a shared-memory collective moves what its peers read: the ways a chooser weighs.
+enum class StoreMode : uint8_t { kCached = 0, kStreaming = 1, kCross = 2 };
 enum class StoreSetting { kAuto, kCached, kStreaming };
 
 // DDP_TCP_SHM_STORES's value: auto, cached or streaming; InvalidArgument naming it otherwise.
@@ -47,10 +55,17 @@ class StoreChooser {
   static constexpr uint32_t kFirstInterval = 8;
   static constexpr uint32_t kMaxInterval = 64;
   static constexpr double kMargin = 1.15;  // a probe must win by this much to switch
+  static constexpr int kModes = 3;
 
-  explicit StoreChooser(StoreSetting setting = StoreSetting::kAuto) : setting_(setting) {}
+  // auto weighs cached and streaming stores, cached first; a fixed setting has one mode.
+  explicit StoreChooser(StoreSetting setting = StoreSetting::kAuto);
 
-  // The mode for the next op of `bytes` (a probe of the other mode now and then).
+  // Adds a way to weigh (the all_reduce's kCross); alone: the only one, while it may run.
+  void offer(StoreMode mode, bool alone = false);
+  // A way that cannot run here (after it was offered): never chosen again.
+  void withdraw(StoreMode mode);
+
+  // The mode for the next op of `bytes` (a probe of another mode now and then).
   StoreMode next(size_t bytes);
   // That op's data movement took `busy`.
   void record(size_t bytes, StoreMode mode, std::chrono::nanoseconds busy);
@@ -60,15 +75,21 @@ class StoreChooser {
  private:
   static constexpr int kClasses = 20;
   struct SizeClass {
-    double cost[2] = {0, 0};  // ns per byte, recent (0: not measured yet)
+    std::array<double, kModes> cost{};  // ns per byte, recent (0: not measured yet)
     StoreMode mode = StoreMode::kCached;
-    uint32_t until_probe = 2;            // ops before the next probe
-    bool warm = false;                   // the first op was seen (and not counted)
-    uint32_t interval = kFirstInterval;  // the gap after the next probe
+    StoreMode probed = StoreMode::kCached;  // the last mode probed (the next probe takes the one after)
+    uint32_t until_probe = 2;               // ops before the next probe
+    bool again = false;                     // the next probe repeats the last (it was cold)
+    std::array<bool, kModes> warm{};        // a first op of the mode was seen (and not counted)
+    uint32_t interval = kFirstInterval;     // the gap after the next probe
   };
   static size_t class_of(size_t bytes);
+  int count() const;
+  StoreMode first() const;  // the first mode still allowed
+  StoreMode probe_after(const SizeClass& c) const;
 
-  StoreSetting setting_;
+  std::array<bool, kModes> allowed_{};
+  StoreMode start_ = StoreMode::kCached;  // where every class starts, while allowed
   std::array<SizeClass, kClasses> classes_{};
 };
 

@@ -65,6 +65,8 @@ class RegionMemory final : public GroupMemory {
 
 uint64_t TcpProcessGroup::direct_all_reduces() const { return shm_ ? shm_->direct_runs() : 0; }
 
+uint64_t TcpProcessGroup::cross_all_reduces() const { return shm_ ? shm_->cross_runs() : 0; }
+
 std::shared_ptr<GroupMemory> TcpProcessGroup::allocate(size_t bytes) {
   if (transport_ != Transport::kShm || bytes == 0) return ProcessGroup::allocate(bytes);
   ShmRegion::Setup s;

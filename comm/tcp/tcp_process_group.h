@@ -91,6 +91,8 @@ class TcpProcessGroup final : public ProcessGroup {
   uint64_t collectives_run() const { return collectives_run_.load(); }
   // all_reduces that ran in place in group memory (allocate; 0 unless kShm).
   uint64_t direct_all_reduces() const;
+  // All_reduces that ran by cross-memory attach (shm_allreduce_cross.h); tests, benchmarks.
+  uint64_t cross_all_reduces() const;
 
   // A hierarchical parent's step of a small all_reduce it starts on its caller's thread
   // (buffer and op already checked): like all_reduce, but whatever CreateOptions::on_caller

@@ -149,6 +149,8 @@ ShmGeometry geometry(int world) {
 
 bool shm_forced() { return env::get_or("DDP_TCP_TRANSPORT", "auto") == "shm"; }
 
+CrossSetting cross_setting() { return parse_cross_setting(env::get_or("DDP_TCP_CMA", "auto")); }
+
 void warn_fallback(const GroupSetup& setup, const ShmGeometry& g, const std::string& why) {
   logger("tcp")->warn(
       "tcp backend: group '{}' rank {}: shared memory unavailable ({}); using sockets for this group. It "
@@ -186,6 +188,16 @@ ShmSegment open_or_fall_back(const GroupSetup& setup, const std::string& name) {
 // (no room, another /dev/shm) says so in the store before the set-up barrier, and after the
 // barrier every rank reads the same count: one failure and the whole group uses sockets. The
 // barrier also lets the segment's name go: every rank that could map it has.
+// What this rank shows its peers for cross-memory attach (cross_memory.h), in the segment
+// before the set-up barrier, so that every peer can test it once the barrier is passed.
+void announce_cross(const ShmSegment& segment, int rank, CrossSetting cross) {
+  if (cross == CrossSetting::kOn && !allow_cross_memory_peers()) {
+    logger("tcp")->warn("DDP_TCP_CMA=on: prctl(PR_SET_PTRACER) refused; peers may not reach rank {}'s memory",
+                        rank);
+  }
+  segment.announce(rank, cross == CrossSetting::kOff ? CrossProbe{} : cross_probe());
+}
+
 Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, int ranks_here, const Deadline& deadline,
                           ShmSegment& segment) {
   rdzv::Store& store = *setup.store;
@@ -206,6 +218,7 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, int ranks_h
   }
   const bool shm = config.transport == Transport::kShm;
   if (shm && !segment.valid()) store.add("tcp/shm_failed", 1);
+  if (shm && segment.valid()) announce_cross(segment, setup.rank, cross_setting());
   store.set("tcp/ready/" + std::to_string(setup.rank), "1");
   std::vector<std::string> keys;
   keys.reserve(setup.size);
@@ -244,6 +257,7 @@ std::vector<std::vector<Fd>> more_streams(const GroupSetup& setup, int streams, 
 
 void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   if (!setup.store) DDP_THROW(InvalidArgument, "tcp backend: group '", setup.name, "' has no store");
+  const CrossSetting cross = cross_setting();  // a bad value fails here, before any peer waits on us
   Deadline deadline(setup.options.timeout);
   Mesh mesh = build_mesh(*setup.store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
   const HostLayout layout = layout_of(mesh);
@@ -306,6 +320,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     so.blocked = blocked_.get();
     inline_max_bytes_ = static_cast<size_t>(env::get_int_or("DDP_TCP_INLINE_MAX_BYTES", 4 << 20));
     so.stores = parse_store_setting(env::get_or("DDP_TCP_SHM_STORES", "auto"));
+    so.cross = cross;
     shm_ = std::make_unique<ShmCollectives>(std::move(segment), so, &health_);
   } else {
     SocketCollectives::Options so;

@@ -81,7 +81,7 @@ TEST_CASE("begin publishes the op's direct tag, then marks it entered") {
   const OpDesc d{OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, 100, 5};
   auto ctx = context(d, Millis(1000));
   const RankControl& mine = ranks.segments[1].control(0);  // as a peer sees rank 0
-  a->begin(ctx, 0xabc);
+  a->begin(ctx, {.direct_tag = 0xabc});
   CHECK(mine.counters[static_cast<int>(Counter::kEntered)].load() == 6);
   CHECK(mine.direct[5 % 2].load() == 0xabc);
   const OpDesc next{OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, 100, 6};
@@ -103,10 +103,10 @@ TEST_CASE("begin_stores: rank 0's proposal is every rank's, read once rank 0 ent
     const Buffer none{};
     ShmProgress at_b;
     ShmStep step_b{ctx, none, none, at_b, ShmPoll{false, 50}, nullptr, other};
-    b->begin(ctx, 0, other);
+    b->begin(ctx, {.stores = other});
     CHECK_FALSE(b->begin_stores(step_b));  // rank 0 has not entered: a non-blocking poll gives up
     CHECK_FALSE(at_b.stores_known);
-    a->begin(ctx, 0, proposed);
+    a->begin(ctx, {.stores = proposed});
     ShmProgress at_a;
     ShmStep step_a{ctx, none, none, at_a, ShmPoll{false, 50}, nullptr, proposed};
     CHECK(a->begin_stores(step_a));

@@ -1,7 +1,9 @@
-// StoreChooser: the setting's parse, fixed settings, and the auto policy's schedule: the second
-// op of a size class probes, a probe that wins by the margin switches, one that loses doubles
-// the interval up to its cap, a mode that gets slower than the other's last figure is checked
-// at once, and size classes learn apart.
+// StoreChooser: the setting's parse, fixed settings, and the auto policy's schedule: the third
+// op of a size class probes (a mode's first op is cold: the probe runs again), a probe that
+// wins by the margin switches, one that loses doubles the interval up to its cap, a mode that
+// gets slower than another's last figure is checked at once, and size classes learn apart.
+// A third way (cross-memory) offered: probes take the others in turn, the cheapest wins; offered
+// alone it is the only way; withdrawn, it is never chosen again.
 #include "comm/tcp/shm_store_choice.h"
 
 #include <doctest/doctest.h>
@@ -20,9 +22,12 @@ namespace {
 constexpr size_t kMiB = 1 << 20;
 
 // Runs one op of `bytes` as the chooser says; its busy time is `ns_per_byte` of its mode.
-StoreMode op(StoreChooser& c, size_t bytes, double cached_ns_per_byte, double streaming_ns_per_byte) {
+StoreMode op(StoreChooser& c, size_t bytes, double cached_ns_per_byte, double streaming_ns_per_byte,
+             double cross_ns_per_byte = 100.0) {
   const StoreMode m = c.next(bytes);
-  const double cost = m == StoreMode::kCached ? cached_ns_per_byte : streaming_ns_per_byte;
+  const double cost = m == StoreMode::kCached      ? cached_ns_per_byte
+                      : m == StoreMode::kStreaming ? streaming_ns_per_byte
+                                                   : cross_ns_per_byte;
   c.record(bytes, m, nanoseconds(static_cast<int64_t>(cost * static_cast<double>(bytes))));
   return m;
 }
@@ -54,7 +59,9 @@ TEST_CASE("auto: cached first, the third op probes streaming, and a clear win sw
   CHECK(c.preferred(kMiB) == StoreMode::kCached);
   CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kCached);
   CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kCached);
-  CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kStreaming);  // the probe
+  CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kStreaming);  // the probe: streaming's first op, cold
+  CHECK(c.preferred(kMiB) == StoreMode::kCached);
+  CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kStreaming);  // so it runs again, and counts
   CHECK(c.preferred(kMiB) == StoreMode::kStreaming);
   // Then kFirstInterval ops the new way, and one probe of the old way, which loses.
   for (uint32_t i = 0; i < StoreChooser::kFirstInterval; ++i)
@@ -68,9 +75,10 @@ TEST_CASE("auto: a tie, or a win under the margin, does not switch") {
   op(c, kMiB, 1.0, 1.0);
   op(c, kMiB, 1.0, 1.0);
   CHECK(op(c, kMiB, 1.0, 1.0) == StoreMode::kStreaming);
+  CHECK(op(c, kMiB, 1.0, 1.0) == StoreMode::kStreaming);
   CHECK(c.preferred(kMiB) == StoreMode::kCached);
   StoreChooser d;
-  for (int i = 0; i < 3; ++i) op(d, kMiB, 1.0, 1.0 / (StoreChooser::kMargin * 0.98));
+  for (int i = 0; i < 4; ++i) op(d, kMiB, 1.0, 1.0 / (StoreChooser::kMargin * 0.98));
   CHECK(d.preferred(kMiB) == StoreMode::kCached);
 }
 
@@ -79,7 +87,8 @@ TEST_CASE("auto: a class's first op is cold and not counted: its slowness does n
   CHECK(c.next(kMiB) == StoreMode::kCached);
   c.record(kMiB, StoreMode::kCached, nanoseconds(6 * kMiB));  // page faults: 6 ns a byte
   CHECK(op(c, kMiB, 1.0, 2.0) == StoreMode::kCached);         // warm: 1 ns a byte
-  CHECK(op(c, kMiB, 1.0, 2.0) == StoreMode::kStreaming);      // the probe: 2 ns a byte, loses
+  CHECK(op(c, kMiB, 1.0, 2.0) == StoreMode::kStreaming);      // the probe, cold: not counted
+  CHECK(op(c, kMiB, 1.0, 2.0) == StoreMode::kStreaming);      // again: 2 ns a byte, loses
   CHECK(c.preferred(kMiB) == StoreMode::kCached);
 }
 
@@ -89,10 +98,11 @@ TEST_CASE("auto: probes that lose come at doubling intervals, capped") {
   for (int i = 0; i < 2000; ++i) {
     if (op(c, kMiB, 1.0, 3.0) == StoreMode::kStreaming) probes_at.push_back(i);
   }
-  REQUIRE(probes_at.size() >= 6);
-  CHECK(probes_at[0] == 2);
-  CHECK(probes_at[1] - probes_at[0] == static_cast<int>(StoreChooser::kFirstInterval) + 1);
-  CHECK(probes_at[2] - probes_at[1] == 2 * static_cast<int>(StoreChooser::kFirstInterval) + 1);
+  REQUIRE(probes_at.size() >= 7);
+  CHECK(probes_at[0] == 2);  // cold: run again at once
+  CHECK(probes_at[1] == 3);
+  CHECK(probes_at[2] - probes_at[1] == static_cast<int>(StoreChooser::kFirstInterval) + 1);
+  CHECK(probes_at[3] - probes_at[2] == 2 * static_cast<int>(StoreChooser::kFirstInterval) + 1);
   const int last_gap = probes_at.back() - probes_at[probes_at.size() - 2];
   CHECK(last_gap == static_cast<int>(StoreChooser::kMaxInterval) + 1);
   CHECK(c.preferred(kMiB) == StoreMode::kCached);
@@ -131,4 +141,41 @@ TEST_CASE("auto: size classes (powers of two) learn apart") {
   CHECK(c.preferred(kMiB + 4096) == StoreMode::kCached);
   CHECK(c.preferred(64 * kMiB) == StoreMode::kStreaming);
   CHECK(c.preferred(128 * kMiB) == StoreMode::kCached);  // never measured
+}
+
+TEST_CASE("three ways: probes take the other two in turn, and the cheapest wins") {
+  StoreChooser c;
+  c.offer(StoreMode::kCross);
+  std::vector<StoreMode> probes;
+  for (int i = 0; i < 40; ++i) {
+    const StoreMode m = op(c, kMiB, 2.0, 3.0, 1.0);
+    if (m != c.preferred(kMiB) || m == StoreMode::kCross) probes.push_back(m);
+  }
+  CHECK(c.preferred(kMiB) == StoreMode::kCross);
+  REQUIRE(probes.size() >= 3);
+  CHECK(probes[0] == StoreMode::kStreaming);  // cold, then again: loses
+  CHECK(probes[1] == StoreMode::kStreaming);
+  CHECK(probes[2] == StoreMode::kCross);  // then the third way
+  // Where cross-memory loses, cached stays.
+  StoreChooser d;
+  d.offer(StoreMode::kCross);
+  for (int i = 0; i < 200; ++i) op(d, kMiB, 1.0, 3.0, 2.0);
+  CHECK(d.preferred(kMiB) == StoreMode::kCached);
+}
+
+TEST_CASE("offered alone, cross-memory is every op's way; withdrawn, cached stores take over for good") {
+  StoreChooser c;
+  c.offer(StoreMode::kCross, true);
+  for (int i = 0; i < 100; ++i) CHECK(op(c, kMiB, 1.0, 1.0, 9.0) == StoreMode::kCross);
+  c.withdraw(StoreMode::kCross);
+  for (int i = 0; i < 100; ++i) CHECK(op(c, kMiB, 1.0, 1.0, 0.1) == StoreMode::kCached);
+  // In auto, a class that had switched to it goes back to the first way, and never probes it.
+  StoreChooser d;
+  d.offer(StoreMode::kCross);
+  for (int i = 0; i < 40; ++i) op(d, kMiB, 2.0, 3.0, 1.0);
+  REQUIRE(d.preferred(kMiB) == StoreMode::kCross);
+  d.withdraw(StoreMode::kCross);
+  CHECK(d.preferred(kMiB) == StoreMode::kCached);
+  for (int i = 0; i < 300; ++i) CHECK(op(d, kMiB, 2.0, 3.0, 0.1) != StoreMode::kCross);
+  CHECK(std::string(to_string(StoreMode::kCross)) == "cross-memory");
 }

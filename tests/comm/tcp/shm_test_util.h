@@ -48,7 +48,7 @@ template <typename Algorithm>
 ShmProgress run_op(Algorithm algorithm, ShmChannel& ch, const OpContext& ctx, const Buffer& in,
                    const Buffer& out, StoreMode stores = StoreMode::kCached) {
   ShmProgress at;
-  ch.begin(ctx, 0, stores, oneshot_small(ctx.desc, in) ? &in : nullptr);
+  ch.begin(ctx, {.stores = stores, .small = oneshot_small(ctx.desc, in) ? &in : nullptr});
   ShmStep step{ctx, in, out, at, ShmPoll{}, nullptr, stores};
   while (!algorithm(ch, step)) {
   }

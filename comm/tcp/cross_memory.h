@@ -1,0 +1,48 @@
+#pragma once
+// Cross-memory attach (CMA): copies between this process's memory and a peer process's, by
+// pid and address, in one kernel copy (process_vm_readv / process_vm_writev), as Open MPI's
+// shared-memory transport does for large messages. The tcp backend's all_reduce uses it on
+// buffers that are private to each rank (shm_allreduce_cross.h): each element is read once from
+// each rank and written once to each, where staging through shared slots copies it twice more.
+//
+// The kernel allows it where the caller could ptrace the peer: the same user, and, under
+// Yama's ptrace_scope 1 (Ubuntu's default), only a process the peer named
+// (prctl(PR_SET_PTRACER)). Containers may forbid the calls outright (seccomp). So each rank
+// tests every peer before use (cross_reachable: a known word at a known address, read back
+// and compared), and the group uses CMA only where every rank could reach every peer.
+// DDP_TCP_CMA: auto (use it where it is measured faster: shm_store_choice.h), on (every
+// private-buffer all_reduce that can; under Yama this process lets any process of its user
+// attach, as Open MPI does), off.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ddp::comm::tcp {
+
+enum class CrossSetting { kAuto, kOn, kOff };
+
+// DDP_TCP_CMA's value: auto, on or off; InvalidArgument naming the variable otherwise.
+CrossSetting parse_cross_setting(const std::string& value);
+
+// What this process shows its peers: a word at `addr` that holds `value` (random, per process).
+struct CrossProbe {
+  int32_t pid = 0;
+  uint64_t addr = 0;
+  uint64_t value = 0;
+};
+CrossProbe cross_probe();
+
+// Under Yama's ptrace_scope 1, lets any process of this user attach (PR_SET_PTRACER_ANY);
+// nothing elsewhere. Returns false when the setting was refused.
+bool allow_cross_memory_peers();
+
+// Whether this process can read the peer's probe word and finds its value there.
+bool cross_reachable(const CrossProbe& peer);
+
+// Copies `bytes` from the peer's `remote` address into `local`, or from `local` to `remote`,
+// retrying partial copies. 0 on success, else the errno (ESRCH: the process is gone; EFAULT:
+// the range is not mapped there; EPERM: not allowed).
+int cross_read(int32_t pid, uint64_t remote, void* local, size_t bytes);
+int cross_write(int32_t pid, const void* local, uint64_t remote, size_t bytes);
+
+}  // namespace ddp::comm::tcp

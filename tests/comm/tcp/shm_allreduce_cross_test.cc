@@ -1,0 +1,185 @@
+// The cross-memory all_reduce (private buffers, by process_vm_readv/writev): through
+// TcpProcessGroup with threads as ranks (every dtype and reduce op, worlds 2 and 3, beside the
+// other ops and group memory) and across real processes (exact results; a rank that offers
+// nothing makes every rank stage through the slots; a killed peer is named).
+#include "comm/tcp/shm_allreduce_cross.h"
+
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "comm/tcp/tcp_process_group.h"
+#include "common/error.h"
+#include "rendezvous/file_store.h"
+#include "tcp_ops_check.h"
+#include "tcp_test_util.h"
+#include "tcp_values.h"
+
+using namespace ddp;
+using namespace ddp::comm;
+using namespace ddp::comm::tcp;
+using namespace ddp::comm::tcp::testing;
+
+namespace {
+
+// Small slots (the chunk of a cross-memory pass) and one-shot limit: ops of a few thousand
+// elements take many chunks.
+std::map<std::string, std::optional<std::string>> cma(const std::string& setting) {
+  return {{"DDP_TCP_TRANSPORT", std::string("shm")},
+          {"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")},
+          {"DDP_TCP_SHM_ONESHOT_BYTES", std::string("1024")},
+          {"DDP_TCP_CMA", setting}};
+}
+
+// Fills `b` with rank r's values for op, all_reduces it and checks every element.
+void reduce_and_check(ProcessGroup& pg, int r, const Buffer& b, ReduceOp op) {
+  for (size_t i = 0; i < b.count; ++i) put(b.dtype, b.data, i, value(op, r, i));
+  pg.all_reduce(b, {op})->wait();
+  const std::string what = std::string("all_reduce ") + to_string(op) + " n=" + std::to_string(b.count);
+  for (size_t i = 0; i < b.count; ++i)
+    expect_at(what, b.dtype, b.data, i, reference(op, b.dtype, pg.size(), i));
+}
+
+std::shared_ptr<TcpProcessGroup> join(const std::string& path, int rank, int size) {
+  auto store = std::make_shared<rdzv::FileStore>(path, Millis(60'000));
+  return TcpProcessGroup::create(setup_for(store, rank, size));
+}
+
+}  // namespace
+
+TEST_CASE("cross-memory all_reduce: every dtype and reduce op, worlds 2 and 3, each element exact") {
+  ScopedEnv env(cma("on"));
+  for (int w : {2, 3}) {
+    CAPTURE(w);
+    run_ranks(w, [&](TcpProcessGroup& pg, int r) {
+      uint64_t ops = 0;
+      for (DType t : kAllTypes) {
+        for (ReduceOp op : kAllOps) {
+          if (is_bitwise(op) && !is_integer(t)) continue;
+          for (size_t n : {size_t{5003}, size_t{40000}}) {  // uneven shares; many chunks
+            auto f = filled(t, n);
+            reduce_and_check(pg, r, f.buffer(), op);
+            ++ops;
+          }
+        }
+      }
+      if (pg.cross_all_reduces() != ops) throw std::runtime_error("not every all_reduce ran by cross-memory");
+    });
+  }
+}
+
+TEST_CASE("DDP_TCP_CMA=off: no all_reduce runs so, and the results are the same") {
+  ScopedEnv env(cma("off"));
+  run_ranks(3, [&](TcpProcessGroup& pg, int r) {
+    for (int round = 0; round < 20; ++round) {
+      auto f = filled(DType::kFloat32, 30001);
+      reduce_and_check(pg, r, f.buffer(), ReduceOp::kSum);
+    }
+    if (pg.cross_all_reduces() != 0) throw std::runtime_error("an all_reduce ran by cross-memory");
+  });
+}
+
+TEST_CASE("auto: whichever way rank 0's chooser takes, many rounds beside every other op stay exact") {
+  ScopedEnv env(cma("auto"));
+  run_ranks(3, [&](TcpProcessGroup& pg, int r) {
+    for (int round = 0; round < 40; ++round) {
+      auto f = filled(DType::kFloat32, 7001);
+      reduce_and_check(pg, r, f.buffer(), round % 2 ? ReduceOp::kSum : ReduceOp::kMax);
+      if (round % 8 == 0) check_everything(pg, r, DType::kFloat32, 3001);
+    }
+  });
+}
+
+TEST_CASE("on: mixed with every other op and with group memory, many rounds, counters in step") {
+  ScopedEnv env(cma("on"));
+  run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+    auto mem = pg.allocate(1 << 16);
+    auto plain = filled(DType::kInt32, 10000);
+    auto ran = [&](const Buffer& b, ReduceOp op) {  // whether this all_reduce ran by cross-memory
+      const uint64_t before = pg.cross_all_reduces();
+      reduce_and_check(pg, r, b, op);
+      return pg.cross_all_reduces() == before + 1;
+    };
+    for (int round = 0; round < 10; ++round) {
+      if (!ran(plain.buffer(), ReduceOp::kSum)) throw std::runtime_error("private buffers: not by cross-memory");
+      if (ran(mem->view(10000, DType::kInt32), ReduceOp::kSum)) throw std::runtime_error("group memory: not direct");
+      // Rank 1's buffer in group memory, rank 0's not: no direct pass; rank 0 chose
+      // cross-memory and rank 1 offers its buffer too, so the op runs so.
+      if (!ran(r == 1 ? mem->view(10000, DType::kInt32) : plain.buffer(), ReduceOp::kMax))
+        throw std::runtime_error("mixed buffers: not by cross-memory");
+      check_everything(pg, r, DType::kFloat32, 3001);
+    }
+    if (pg.direct_all_reduces() != 10) throw std::runtime_error("expected 10 direct all_reduces");
+  });
+}
+
+TEST_CASE("DDP_TCP_CMA: anything but auto, on or off fails the group's creation, naming it") {
+  ScopedEnv env(cma("always"));
+  CHECK_THROWS_WITH_AS(run_ranks(2, [](TcpProcessGroup&, int) {}), doctest::Contains("DDP_TCP_CMA='always'"),
+                       InvalidArgument);
+}
+
+TEST_CASE("processes: private buffers by cross-memory, exact; one rank with it off: every rank stages") {
+  ScopedEnv env(cma("on"));
+  for (bool one_off : {false, true}) {
+    CAPTURE(one_off);
+    const std::string path = temp_path("cross");
+    auto codes = run_processes(3, [&](int r) {
+      if (one_off && r == 1) ::setenv("DDP_TCP_CMA", "off", 1);  // this process only
+      auto pg = join(path, r, 3);
+      for (size_t n : {size_t{5003}, size_t{300001}}) {
+        check_all_reduce(*pg, r, DType::kFloat32, ReduceOp::kSum, n);
+        check_all_reduce(*pg, r, DType::kBFloat16, ReduceOp::kAvg, n);
+        check_all_reduce(*pg, r, DType::kInt64, ReduceOp::kBxor, n);
+      }
+      check_everything(*pg, r, DType::kFloat32, 7001);
+      const uint64_t want = one_off ? 0 : 7;  // check_everything's all_reduce too
+      if (pg->cross_all_reduces() != want) {
+        std::fprintf(stderr, "rank %d: %llu cross-memory all_reduces, expected %llu\n", r,
+                     static_cast<unsigned long long>(pg->cross_all_reduces()), static_cast<unsigned long long>(want));
+        return 2;
+      }
+      return 0;
+    });
+    std::remove(path.c_str());
+    CHECK(codes == std::vector<int>{0, 0, 0});
+  }
+}
+
+TEST_CASE("processes: a peer SIGKILLed while the others are in a cross-memory all_reduce is named") {
+  ScopedEnv env(cma("on"));
+  const std::string path = temp_path("cross-kill");
+  auto codes = run_processes(
+      3,
+      [&](int r) {
+        auto pg = join(path, r, 3);
+        std::vector<float> f(1 << 20, 1.0f);
+        pg->all_reduce(view(f.data(), f.size()))->wait();  // one by cross-memory: every rank can
+        if (pg->cross_all_reduces() != 1) return 8;
+        rdzv::FileStore store(path);
+        store.set("in_op/" + std::to_string(r), "1");
+        if (r == 2) {
+          ::pause();  // killed by the parent
+          return 3;
+        }
+        try {
+          pg->all_reduce(view(f.data(), f.size()))->wait();
+          return 4;
+        } catch (const NetworkError& e) {
+          if (std::string(e.message()).find("rank 2") == std::string::npos) {
+            std::fprintf(stderr, "rank %d: unexpected message: %s\n", r, e.message().c_str());
+            return 5;
+          }
+        }
+        return 0;
+      },
+      [&](const std::vector<pid_t>& pids) {
+        rdzv::FileStore store(path);
+        store.wait({"in_op/0", "in_op/1", "in_op/2"}, Millis(60'000));
+        ::kill(pids[2], SIGKILL);
+      });
+  std::remove(path.c_str());
+  CHECK(codes == std::vector<int>{0, 0, 128 + SIGKILL});
+}
