@@ -17,18 +17,19 @@ namespace {
 bool all_offered(const ShmChannel& ch, uint64_t seq, uint64_t bytes) {
   for (int p = 0; p < ch.world(); ++p) {
     const auto& tag = ch.segment().control(p).cross[seq % 2];
-    if (tag[0].load(std::memory_order_relaxed) == 0 || tag[1].load(std::memory_order_relaxed) != bytes) return false;
+    if (tag[0].load(std::memory_order_relaxed) == 0 || tag[1].load(std::memory_order_relaxed) != bytes)
+      return false;
   }
   return true;
 }
 
 [[noreturn]] void fail(const ShmStep& s, int peer, int32_t pid, const char* what, int err) {
   if (err == ESRCH) {
-    DDP_THROW(NetworkError, s.ctx.label(), ": rank ", peer, " (pid ", pid, ") is gone: its memory could not be ",
-              what);
+    DDP_THROW(NetworkError, s.ctx.label(), ": rank ", peer, " (pid ", pid,
+              ") is gone: its memory could not be ", what);
   }
-  DDP_THROW(BackendError, s.ctx.label(), ": rank ", peer, " (pid ", pid, "): cross-memory ", what, " failed: ",
-            std::strerror(err));
+  DDP_THROW(BackendError, s.ctx.label(), ": rank ", peer, " (pid ", pid, "): cross-memory ", what,
+            " failed: ", std::strerror(err));
 }
 
 // Reduces this rank's share from every rank's buffer and writes it into all of them.
@@ -46,7 +47,8 @@ void reduce_share(const ShmChannel& ch, const ShmStep& s) {
       if (p == ch.rank()) continue;
       const int32_t pid = ch.segment().probe_of(p).pid;
       const uint64_t theirs = ch.segment().control(p).cross[seq % 2][0].load(std::memory_order_relaxed);
-      if (const int err = cross_read(pid, theirs + off * es, s.scratch.data(), n * es)) fail(s, p, pid, "read", err);
+      if (const int err = cross_read(pid, theirs + off * es, s.scratch.data(), n * es))
+        fail(s, p, pid, "read", err);
       combine(dst, s.scratch.data(), n, buf.dtype, rop);
     }
     if (rop == ReduceOp::kAvg) finish_avg(dst, n, buf.dtype, ch.world());

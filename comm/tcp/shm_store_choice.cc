@@ -94,19 +94,28 @@ StoreMode StoreChooser::next(size_t bytes) {
 void StoreChooser::record(size_t bytes, StoreMode mode, std::chrono::nanoseconds busy) {
   if (count() == 1 || bytes == 0 || !allowed_[index(mode)]) return;
   SizeClass& c = classes_[class_of(bytes)];
-  if (!c.warm[index(mode)]) {    // a class's first op is cold (its buffers' first touch: page faults)
-    c.warm[index(mode)] = true;  // and so is a mode's first: no figure; a probe runs again
-    if (mode != c.mode) c.again = true;
+  if (!c.warm) {  // a class's first op is cold (its buffers' first touch: page faults): no figure
+    c.warm = true;
     return;
   }
+  if (mode != c.mode && !c.again_done) {  // a probe's first op finds the caches as the other
+    c.again = c.again_done = true;        // mode left them: no figure; it runs again
+    return;
+  }
+  c.again_done = false;
   const double sample = static_cast<double>(busy.count()) / static_cast<double>(bytes);
   double& mine = c.cost[index(mode)];
   if (mode == c.mode) {
     mine = mine == 0 ? sample : (mine + sample) / 2;
-    // Slower now than another mode's last figure: the machine may have changed; look again.
+    // Slower now than another mode's last figure: the machine may have changed; look again,
+    // at that mode.
     for (int i = 0; i < kModes; ++i) {
       const double theirs = c.cost[i];
-      if (allowed_[i] && i != index(mode) && theirs > 0 && theirs * kMargin < mine) c.until_probe = 0;
+      if (allowed_[i] && i != index(mode) && theirs > 0 && theirs * kMargin < mine) {
+        c.until_probe = 0;
+        c.probed = mode_at(i);
+        c.again = true;
+      }
     }
     return;
   }

@@ -30,9 +30,10 @@
 // The all_reduce's chooser may also be offered a third way, cross-memory attach (kCross:
 // shm_allreduce_cross.h, no slots at all), where every rank can reach every peer's memory.
 // It is weighed the same way, by rank 0's own busy time per byte; with three ways, the probes
-// take the other two in turn. A mode's first op in a class is cold too (cross-memory's first
-// took 4x its later ones: the kernel maps the peer's pages for the first time), so a probe
-// that was a mode's first is not counted but run again on the next op. One that turns out not to run in the
+// take the other two in turn. A probe is two ops of the other mode, and only the second
+// counts: the first finds the caches as the mode in use left them (a cross-memory op right
+// after chunked ones took 0.11-0.19 ns a byte at 1 MiB, 2.3-4x its steady 0.047), and so
+// does a mode's very first op. One that turns out not to run in the
 // group (a peer could not offer it) is withdrawn. Called by one thread at a time.
 #include <array>
 #include <chrono>
@@ -79,8 +80,9 @@ class StoreChooser {
     StoreMode mode = StoreMode::kCached;
     StoreMode probed = StoreMode::kCached;  // the last mode probed (the next probe takes the one after)
     uint32_t until_probe = 2;               // ops before the next probe
-    bool again = false;                     // the next probe repeats the last (it was cold)
-    std::array<bool, kModes> warm{};        // a first op of the mode was seen (and not counted)
+    bool again = false;                     // the next op repeats the last probe
+    bool again_done = false;                // the probe's first op was run (and not counted)
+    bool warm = false;                      // the class's first op was seen (and not counted)
     uint32_t interval = kFirstInterval;     // the gap after the next probe
   };
   static size_t class_of(size_t bytes);

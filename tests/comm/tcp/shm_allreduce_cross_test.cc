@@ -103,8 +103,10 @@ TEST_CASE("on: mixed with every other op and with group memory, many rounds, cou
       return pg.cross_all_reduces() == before + 1;
     };
     for (int round = 0; round < 10; ++round) {
-      if (!ran(plain.buffer(), ReduceOp::kSum)) throw std::runtime_error("private buffers: not by cross-memory");
-      if (ran(mem->view(10000, DType::kInt32), ReduceOp::kSum)) throw std::runtime_error("group memory: not direct");
+      if (!ran(plain.buffer(), ReduceOp::kSum))
+        throw std::runtime_error("private buffers: not by cross-memory");
+      if (ran(mem->view(10000, DType::kInt32), ReduceOp::kSum))
+        throw std::runtime_error("group memory: not direct");
       // Rank 1's buffer in group memory, rank 0's not: no direct pass; rank 0 chose
       // cross-memory and rank 1 offers its buffer too, so the op runs so.
       if (!ran(r == 1 ? mem->view(10000, DType::kInt32) : plain.buffer(), ReduceOp::kMax))
@@ -138,7 +140,8 @@ TEST_CASE("processes: private buffers by cross-memory, exact; one rank with it o
       const uint64_t want = one_off ? 0 : 7;  // check_everything's all_reduce too
       if (pg->cross_all_reduces() != want) {
         std::fprintf(stderr, "rank %d: %llu cross-memory all_reduces, expected %llu\n", r,
-                     static_cast<unsigned long long>(pg->cross_all_reduces()), static_cast<unsigned long long>(want));
+                     static_cast<unsigned long long>(pg->cross_all_reduces()),
+                     static_cast<unsigned long long>(want));
         return 2;
       }
       return 0;

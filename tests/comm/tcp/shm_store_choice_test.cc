@@ -1,5 +1,5 @@
 // StoreChooser: the setting's parse, fixed settings, and the auto policy's schedule: the third
-// op of a size class probes (a mode's first op is cold: the probe runs again), a probe that
+// op of a size class probes (two ops, the first not counted), a probe that
 // wins by the margin switches, one that loses doubles the interval up to its cap, a mode that
 // gets slower than another's last figure is checked at once, and size classes learn apart.
 // A third way (cross-memory) offered: probes take the others in turn, the cheapest wins; offered
@@ -59,7 +59,7 @@ TEST_CASE("auto: cached first, the third op probes streaming, and a clear win sw
   CHECK(c.preferred(kMiB) == StoreMode::kCached);
   CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kCached);
   CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kCached);
-  CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kStreaming);  // the probe: streaming's first op, cold
+  CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kStreaming);  // the probe's first op: not counted
   CHECK(c.preferred(kMiB) == StoreMode::kCached);
   CHECK(op(c, kMiB, 4.0, 1.0) == StoreMode::kStreaming);  // so it runs again, and counts
   CHECK(c.preferred(kMiB) == StoreMode::kStreaming);
@@ -87,7 +87,7 @@ TEST_CASE("auto: a class's first op is cold and not counted: its slowness does n
   CHECK(c.next(kMiB) == StoreMode::kCached);
   c.record(kMiB, StoreMode::kCached, nanoseconds(6 * kMiB));  // page faults: 6 ns a byte
   CHECK(op(c, kMiB, 1.0, 2.0) == StoreMode::kCached);         // warm: 1 ns a byte
-  CHECK(op(c, kMiB, 1.0, 2.0) == StoreMode::kStreaming);      // the probe, cold: not counted
+  CHECK(op(c, kMiB, 1.0, 2.0) == StoreMode::kStreaming);      // the probe's first op: not counted
   CHECK(op(c, kMiB, 1.0, 2.0) == StoreMode::kStreaming);      // again: 2 ns a byte, loses
   CHECK(c.preferred(kMiB) == StoreMode::kCached);
 }
@@ -98,12 +98,14 @@ TEST_CASE("auto: probes that lose come at doubling intervals, capped") {
   for (int i = 0; i < 2000; ++i) {
     if (op(c, kMiB, 1.0, 3.0) == StoreMode::kStreaming) probes_at.push_back(i);
   }
-  REQUIRE(probes_at.size() >= 7);
-  CHECK(probes_at[0] == 2);  // cold: run again at once
-  CHECK(probes_at[1] == 3);
+  // Each probe is two ops in a row (the first not counted); pairs at doubling gaps.
+  REQUIRE(probes_at.size() >= 8);
+  REQUIRE(probes_at.size() % 2 == 0);
+  for (size_t i = 0; i + 1 < probes_at.size(); i += 2) CHECK(probes_at[i + 1] == probes_at[i] + 1);
+  CHECK(probes_at[0] == 2);
   CHECK(probes_at[2] - probes_at[1] == static_cast<int>(StoreChooser::kFirstInterval) + 1);
-  CHECK(probes_at[3] - probes_at[2] == 2 * static_cast<int>(StoreChooser::kFirstInterval) + 1);
-  const int last_gap = probes_at.back() - probes_at[probes_at.size() - 2];
+  CHECK(probes_at[4] - probes_at[3] == 2 * static_cast<int>(StoreChooser::kFirstInterval) + 1);
+  const int last_gap = probes_at[probes_at.size() - 2] - probes_at[probes_at.size() - 3];
   CHECK(last_gap == static_cast<int>(StoreChooser::kMaxInterval) + 1);
   CHECK(c.preferred(kMiB) == StoreMode::kCached);
 }
