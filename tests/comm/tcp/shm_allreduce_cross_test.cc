@@ -1,11 +1,10 @@
 // The cross-memory all_reduce (private buffers, by process_vm_readv/writev): through
 // TcpProcessGroup with threads as ranks (every dtype and reduce op, worlds 2 and 3, beside the
 // other ops and group memory) and across real processes (exact results; a rank that offers
-// nothing makes every rank stage through the slots; a killed peer is named).
+// nothing makes every rank stage through the slots). A peer killed mid-op: tcp_processes_test.
 #include "comm/tcp/shm_allreduce_cross.h"
 
 #include <doctest/doctest.h>
-#include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -33,15 +32,6 @@ std::map<std::string, std::optional<std::string>> cma(const std::string& setting
           {"DDP_TCP_CMA", setting}};
 }
 
-// Fills `b` with rank r's values for op, all_reduces it and checks every element.
-void reduce_and_check(ProcessGroup& pg, int r, const Buffer& b, ReduceOp op) {
-  for (size_t i = 0; i < b.count; ++i) put(b.dtype, b.data, i, value(op, r, i));
-  pg.all_reduce(b, {op})->wait();
-  const std::string what = std::string("all_reduce ") + to_string(op) + " n=" + std::to_string(b.count);
-  for (size_t i = 0; i < b.count; ++i)
-    expect_at(what, b.dtype, b.data, i, reference(op, b.dtype, pg.size(), i));
-}
-
 std::shared_ptr<TcpProcessGroup> join(const std::string& path, int rank, int size) {
   auto store = std::make_shared<rdzv::FileStore>(path, Millis(60'000));
   return TcpProcessGroup::create(setup_for(store, rank, size));
@@ -60,7 +50,7 @@ TEST_CASE("cross-memory all_reduce: every dtype and reduce op, worlds 2 and 3, e
           if (is_bitwise(op) && !is_integer(t)) continue;
           for (size_t n : {size_t{5003}, size_t{40000}}) {  // uneven shares; many chunks
             auto f = filled(t, n);
-            reduce_and_check(pg, r, f.buffer(), op);
+            check_all_reduce_in(pg, r, f.buffer(), op);
             ++ops;
           }
         }
@@ -75,7 +65,7 @@ TEST_CASE("DDP_TCP_CMA=off: no all_reduce runs so, and the results are the same"
   run_ranks(3, [&](TcpProcessGroup& pg, int r) {
     for (int round = 0; round < 20; ++round) {
       auto f = filled(DType::kFloat32, 30001);
-      reduce_and_check(pg, r, f.buffer(), ReduceOp::kSum);
+      check_all_reduce_in(pg, r, f.buffer(), ReduceOp::kSum);
     }
     if (pg.cross_all_reduces() != 0) throw std::runtime_error("an all_reduce ran by cross-memory");
   });
@@ -86,7 +76,7 @@ TEST_CASE("auto: whichever way rank 0's chooser takes, many rounds beside every 
   run_ranks(3, [&](TcpProcessGroup& pg, int r) {
     for (int round = 0; round < 40; ++round) {
       auto f = filled(DType::kFloat32, 7001);
-      reduce_and_check(pg, r, f.buffer(), round % 2 ? ReduceOp::kSum : ReduceOp::kMax);
+      check_all_reduce_in(pg, r, f.buffer(), round % 2 ? ReduceOp::kSum : ReduceOp::kMax);
       if (round % 8 == 0) check_everything(pg, r, DType::kFloat32, 3001);
     }
   });
@@ -99,7 +89,7 @@ TEST_CASE("on: mixed with every other op and with group memory, many rounds, cou
     auto plain = filled(DType::kInt32, 10000);
     auto ran = [&](const Buffer& b, ReduceOp op) {  // whether this all_reduce ran by cross-memory
       const uint64_t before = pg.cross_all_reduces();
-      reduce_and_check(pg, r, b, op);
+      check_all_reduce_in(pg, r, b, op);
       return pg.cross_all_reduces() == before + 1;
     };
     for (int round = 0; round < 10; ++round) {
@@ -149,40 +139,4 @@ TEST_CASE("processes: private buffers by cross-memory, exact; one rank with it o
     std::remove(path.c_str());
     CHECK(codes == std::vector<int>{0, 0, 0});
   }
-}
-
-TEST_CASE("processes: a peer SIGKILLed while the others are in a cross-memory all_reduce is named") {
-  ScopedEnv env(cma("on"));
-  const std::string path = temp_path("cross-kill");
-  auto codes = run_processes(
-      3,
-      [&](int r) {
-        auto pg = join(path, r, 3);
-        std::vector<float> f(1 << 20, 1.0f);
-        pg->all_reduce(view(f.data(), f.size()))->wait();  // one by cross-memory: every rank can
-        if (pg->cross_all_reduces() != 1) return 8;
-        rdzv::FileStore store(path);
-        store.set("in_op/" + std::to_string(r), "1");
-        if (r == 2) {
-          ::pause();  // killed by the parent
-          return 3;
-        }
-        try {
-          pg->all_reduce(view(f.data(), f.size()))->wait();
-          return 4;
-        } catch (const NetworkError& e) {
-          if (std::string(e.message()).find("rank 2") == std::string::npos) {
-            std::fprintf(stderr, "rank %d: unexpected message: %s\n", r, e.message().c_str());
-            return 5;
-          }
-        }
-        return 0;
-      },
-      [&](const std::vector<pid_t>& pids) {
-        rdzv::FileStore store(path);
-        store.wait({"in_op/0", "in_op/1", "in_op/2"}, Millis(60'000));
-        ::kill(pids[2], SIGKILL);
-      });
-  std::remove(path.c_str());
-  CHECK(codes == std::vector<int>{0, 0, 128 + SIGKILL});
 }

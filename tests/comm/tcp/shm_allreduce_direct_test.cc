@@ -32,15 +32,6 @@ std::map<std::string, std::optional<std::string>> small_geometry() {
           {"DDP_TCP_SHM_ONESHOT_BYTES", std::string("1024")}};
 }
 
-// Fills `b` with rank r's values for op, all_reduces it and checks every element.
-void reduce_and_check(ProcessGroup& pg, int r, const Buffer& b, ReduceOp op) {
-  for (size_t i = 0; i < b.count; ++i) put(b.dtype, b.data, i, value(op, r, i));
-  pg.all_reduce(b, {op})->wait();
-  const std::string what = std::string("all_reduce ") + to_string(op) + " n=" + std::to_string(b.count);
-  for (size_t i = 0; i < b.count; ++i)
-    expect_at(what, b.dtype, b.data, i, reference(op, b.dtype, pg.size(), i));
-}
-
 size_t shm_entries_of_this_process() {
   const std::string stem = "ddp-tcp-" + std::to_string(::getpid()) + "-";
   size_t n = 0;
@@ -65,7 +56,7 @@ TEST_CASE("direct all_reduce: every dtype and reduce op, worlds 2 and 3, each el
           if (is_bitwise(op) && !is_integer(t)) continue;
           // Uneven shares (5003 over 2 or 3 ranks) and the largest that fits.
           for (size_t n : {size_t{5003}, (64 << 10) / dtype_size(t)}) {
-            reduce_and_check(pg, r, mem->view(n, t), op);
+            check_all_reduce_in(pg, r, mem->view(n, t), op);
             ++ops;
           }
         }
@@ -79,11 +70,11 @@ TEST_CASE("direct all_reduce: a view at the same offset runs direct; different o
   ScopedEnv env(small_geometry());
   run_ranks(3, [&](TcpProcessGroup& pg, int r) {
     auto mem = pg.allocate(1 << 20);
-    reduce_and_check(pg, r, mem->view(9000, DType::kFloat32, 4096 + 12), ReduceOp::kSum);
+    check_all_reduce_in(pg, r, mem->view(9000, DType::kFloat32, 4096 + 12), ReduceOp::kSum);
     if (pg.direct_all_reduces() != 1) throw std::runtime_error("the same offset did not run direct");
     // Rank 2's view starts elsewhere: nobody may read its buffer at rank 0's offset.
     const size_t offset = r == 2 ? 64 : 0;
-    reduce_and_check(pg, r, mem->view(9000, DType::kFloat32, offset), ReduceOp::kMax);
+    check_all_reduce_in(pg, r, mem->view(9000, DType::kFloat32, offset), ReduceOp::kMax);
     if (pg.direct_all_reduces() != 1) throw std::runtime_error("different offsets ran direct");
   });
 }
@@ -94,9 +85,9 @@ TEST_CASE("direct all_reduce: one rank's buffer outside group memory: every rank
     auto mem = pg.allocate(1 << 16);
     auto plain = filled(DType::kInt32, 10000);
     const Buffer b = r == 0 ? mem->view(10000, DType::kInt32) : plain.buffer();
-    for (int round = 0; round < 3; ++round) reduce_and_check(pg, r, b, ReduceOp::kSum);
+    for (int round = 0; round < 3; ++round) check_all_reduce_in(pg, r, b, ReduceOp::kSum);
     // Then both in group memory again: direct, and the counters stayed in step.
-    reduce_and_check(pg, r, mem->view(10000, DType::kInt32), ReduceOp::kSum);
+    check_all_reduce_in(pg, r, mem->view(10000, DType::kInt32), ReduceOp::kSum);
     if (pg.direct_all_reduces() != 1) throw std::runtime_error("expected exactly one direct all_reduce");
   });
 }
@@ -106,7 +97,7 @@ TEST_CASE("direct all_reduce: mixed with every other op, many rounds") {
   run_ranks(3, [&](TcpProcessGroup& pg, int r) {
     auto mem = pg.allocate(1 << 16);
     for (int round = 0; round < 20; ++round) {
-      reduce_and_check(pg, r, mem->view(7001, DType::kFloat32), ReduceOp::kSum);
+      check_all_reduce_in(pg, r, mem->view(7001, DType::kFloat32), ReduceOp::kSum);
       check_everything(pg, r, DType::kFloat32, 3001);
     }
     if (pg.direct_all_reduces() != 20) throw std::runtime_error("expected 20 direct all_reduces");
@@ -138,7 +129,7 @@ TEST_CASE("group memory: nothing of it is left in /dev/shm, and it outlives its 
   std::vector<std::shared_ptr<GroupMemory>> kept(2);
   run_ranks(2, [&](TcpProcessGroup& pg, int r) {
     kept[static_cast<size_t>(r)] = pg.allocate(4096);
-    reduce_and_check(pg, r, kept[static_cast<size_t>(r)]->view(1024, DType::kFloat32), ReduceOp::kSum);
+    check_all_reduce_in(pg, r, kept[static_cast<size_t>(r)]->view(1024, DType::kFloat32), ReduceOp::kSum);
   });
   CHECK(shm_entries_of_this_process() == before);  // unlinked once every rank mapped it
   for (auto& m : kept)
@@ -161,10 +152,10 @@ TEST_CASE("group memory: a /dev/shm without room gives plain memory on every ran
         run_ranks(2, [&](TcpProcessGroup& pg, int r) {
           auto mem = pg.allocate(8 << 20);
           if (mem->shared()) throw std::runtime_error("8 MiB in a 4 MiB /dev/shm");
-          reduce_and_check(pg, r, mem->view(1 << 20, DType::kFloat32), ReduceOp::kSum);
+          check_all_reduce_in(pg, r, mem->view(1 << 20, DType::kFloat32), ReduceOp::kSum);
           auto small = pg.allocate(64 << 10);  // there is room for this one
           if (!small->shared()) throw std::runtime_error("64 KiB did not fit");
-          reduce_and_check(pg, r, small->view(10000, DType::kFloat32), ReduceOp::kSum);
+          check_all_reduce_in(pg, r, small->view(10000, DType::kFloat32), ReduceOp::kSum);
         });
         code = 0;
       } catch (const std::exception& e) {

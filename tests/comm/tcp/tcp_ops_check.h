@@ -6,12 +6,18 @@
 
 namespace ddp::comm::tcp::testing {
 
+// Fills `b` with rank r's values for op, all_reduces it and checks every element.
+inline void check_all_reduce_in(ProcessGroup& pg, int r, const Buffer& b, ReduceOp op) {
+  for (size_t i = 0; i < b.count; ++i) put(b.dtype, b.data, i, value(op, r, i));
+  pg.all_reduce(b, {op})->wait();
+  const std::string what = std::string("all_reduce ") + to_string(op) + " n=" + std::to_string(b.count);
+  for (size_t i = 0; i < b.count; ++i)
+    expect_at(what, b.dtype, b.data, i, reference(op, b.dtype, pg.size(), i));
+}
+
 inline void check_all_reduce(ProcessGroup& pg, int r, DType t, ReduceOp op, size_t n) {
   auto f = filled(t, n);
-  for (size_t i = 0; i < n; ++i) put(t, f.bytes.data(), i, value(op, r, i));
-  pg.all_reduce(f.buffer(), {op})->wait();
-  const std::string what = std::string("all_reduce ") + to_string(op) + " n=" + std::to_string(n);
-  for (size_t i = 0; i < n; ++i) expect_at(what, t, f.bytes.data(), i, reference(op, t, pg.size(), i));
+  check_all_reduce_in(pg, r, f.buffer(), op);
 }
 
 inline void check_rooted(ProcessGroup& pg, int r, DType t, size_t n) {

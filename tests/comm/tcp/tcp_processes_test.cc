@@ -46,9 +46,12 @@ TEST_CASE("processes: every op over shared memory and over sockets") {
 }
 
 TEST_CASE("processes: a SIGKILLed peer fails the pending and later ops of the others, naming it") {
-  for (const char* transport : {"shm", "socket"}) {
+  // shm twice: the all_reduce staged, and by cross-memory attach (DDP_TCP_CMA=on).
+  for (const auto& [transport, cma] : std::vector<std::pair<std::string, std::string>>{
+           {"shm", "off"}, {"shm", "on"}, {"socket", "auto"}}) {
     CAPTURE(transport);
-    ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(transport)}});
+    CAPTURE(cma);
+    ScopedEnv env({{"DDP_TCP_TRANSPORT", transport}, {"DDP_TCP_CMA", cma}});
     const std::string path = temp_path("kill");
     auto codes = run_processes(
         3,
