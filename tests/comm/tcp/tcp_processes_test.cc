@@ -47,8 +47,8 @@ TEST_CASE("processes: every op over shared memory and over sockets") {
 
 TEST_CASE("processes: a SIGKILLed peer fails the pending and later ops of the others, naming it") {
   // shm twice: the all_reduce staged, and by cross-memory attach (DDP_TCP_CMA=on).
-  for (const auto& [transport, cma] : std::vector<std::pair<std::string, std::string>>{
-           {"shm", "off"}, {"shm", "on"}, {"socket", "auto"}}) {
+  for (const auto& [transport, cma] :
+       std::vector<std::pair<std::string, std::string>>{{"shm", "off"}, {"shm", "on"}, {"socket", "auto"}}) {
     CAPTURE(transport);
     CAPTURE(cma);
     ScopedEnv env({{"DDP_TCP_TRANSPORT", transport}, {"DDP_TCP_CMA", cma}});
