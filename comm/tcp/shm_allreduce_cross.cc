@@ -23,13 +23,14 @@ bool all_offered(const ShmChannel& ch, uint64_t seq, uint64_t bytes) {
   return true;
 }
 
+// `what`: "read" (its share of the peer's buffer) or "write" (the result into it).
 [[noreturn]] void fail(const ShmStep& s, int peer, int32_t pid, const char* what, int err) {
   if (err == ESRCH) {
-    DDP_THROW(NetworkError, s.ctx.label(), ": rank ", peer, " (pid ", pid,
-              ") is gone: its memory could not be ", what);
+    DDP_THROW(NetworkError, s.ctx.label(), ": rank ", peer, " (pid ", pid, ") is gone: the cross-memory ",
+              what, " of its buffer found no such process");
   }
-  DDP_THROW(BackendError, s.ctx.label(), ": rank ", peer, " (pid ", pid, "): cross-memory ", what,
-            " failed: ", std::strerror(err));
+  DDP_THROW(BackendError, s.ctx.label(), ": the cross-memory ", what, " of rank ", peer, "'s buffer (pid ",
+            pid, ") failed: ", std::strerror(err));
 }
 
 // Reduces this rank's share from every rank's buffer and writes it into all of them.
@@ -56,7 +57,7 @@ void reduce_share(const ShmChannel& ch, const ShmStep& s) {
       if (p == ch.rank()) continue;
       const int32_t pid = ch.segment().probe_of(p).pid;
       const uint64_t theirs = ch.segment().control(p).cross[seq % 2][0].load(std::memory_order_relaxed);
-      if (const int err = cross_write(pid, dst, theirs + off * es, n * es)) fail(s, p, pid, "written", err);
+      if (const int err = cross_write(pid, dst, theirs + off * es, n * es)) fail(s, p, pid, "write", err);
     }
   }
 }

@@ -18,13 +18,13 @@
 namespace ddp::comm::tcp {
 namespace {
 
-// Whether this rank can reach every peer's memory (each announced itself before the group's
-// set-up barrier: ShmSegment::announce).
-bool every_peer_reachable(const ShmSegment& segment, int rank, int world) {
+// The first peer whose memory this rank cannot reach (each announced itself before the
+// group's set-up barrier: ShmSegment::announce), or -1 when it can reach all.
+int unreachable_peer(const ShmSegment& segment, int rank, int world) {
   for (int p = 0; p < world; ++p) {
-    if (p != rank && !cross_reachable(segment.probe_of(p))) return false;
+    if (p != rank && !cross_reachable(segment.probe_of(p))) return p;
   }
-  return world > 1;
+  return -1;
 }
 
 using Algorithm = bool (*)(ShmChannel&, ShmStep&);
@@ -68,16 +68,18 @@ struct ShmCollectives::Impl {
       : channel(std::move(segment), {o.rank, o.world, o.fingerprints, o.spin_us, o.yield_us, o.blocked},
                 health) {
     stores.fill(StoreChooser(o.stores));
-    if (o.cross == CrossSetting::kOff) return;
-    cross = every_peer_reachable(channel.segment(), o.rank, o.world);
+    if (o.cross == CrossSetting::kOff || o.world < 2) return;
+    const int unreachable = unreachable_peer(channel.segment(), o.rank, o.world);
+    cross = unreachable < 0;
     if (cross) {
       scratch.assign(channel.geometry().slot_bytes, 0);  // touched now: the first op would pay its faults
       stores[0].offer(StoreMode::kCross, o.cross == CrossSetting::kOn);
-    } else if (o.cross == CrossSetting::kOn && o.world > 1) {
+    } else if (o.cross == CrossSetting::kOn) {
       logger("tcp")->warn(
-          "DDP_TCP_CMA=on, but rank {} cannot reach every peer's memory (process_vm_readv: other users, "
-          "Yama's ptrace_scope, or a seccomp filter): its all_reduces stage through shared memory",
-          o.rank);
+          "DDP_TCP_CMA=on, but rank {} cannot reach rank {}'s memory (process_vm_readv: its DDP_TCP_CMA=off, "
+          "another user, Yama's ptrace_scope, or a seccomp filter): its all_reduces stage through shared "
+          "memory",
+          o.rank, unreachable);
     }
   }
 

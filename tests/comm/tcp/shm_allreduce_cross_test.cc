@@ -1,7 +1,9 @@
 // The cross-memory all_reduce (private buffers, by process_vm_readv/writev): through
 // TcpProcessGroup with threads as ranks (every dtype and reduce op, worlds 2 and 3, beside the
 // other ops and group memory) and across real processes (exact results; a rank that offers
-// nothing makes every rank stage through the slots). A peer killed mid-op: tcp_processes_test.
+// nothing makes every rank stage through the slots), and a peer's buffer that cannot be read
+// (unmapped: BackendError; its process gone: NetworkError), naming it. A peer killed mid-op:
+// tcp_processes_test.
 #include "comm/tcp/shm_allreduce_cross.h"
 
 #include <doctest/doctest.h>
@@ -9,9 +11,13 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "comm/tcp/tcp_process_group.h"
 #include "common/error.h"
 #include "rendezvous/file_store.h"
+#include "shm_test_util.h"
 #include "tcp_ops_check.h"
 #include "tcp_test_util.h"
 #include "tcp_values.h"
@@ -139,4 +145,49 @@ TEST_CASE("processes: private buffers by cross-memory, exact; one rank with it o
     std::remove(path.c_str());
     CHECK(codes == std::vector<int>{0, 0, 0});
   }
+}
+
+namespace {
+
+// Rank 0 of two runs a cross-memory all_reduce whose peer (rank 1, announced as process `pid`)
+// offered `theirs`; the error it throws.
+std::string cross_error_with(int32_t pid, uint64_t theirs) {
+  ShmRanks ranks(2);
+  auto a = channel(ranks, 0);
+  auto b = channel(ranks, 1);
+  b->segment().announce(1, CrossProbe{pid, 0, 0});
+  std::vector<float> mine(20000, 1.0f);
+  const Buffer buf = view(mine);
+  const Buffer peer{reinterpret_cast<void*>(theirs), buf.count,
+                    buf.dtype};  // NOLINT(performance-no-int-to-ptr)
+  auto ctx = context({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, buf.count, 0});
+  b->begin(ctx, {.cross = &peer});
+  a->begin(ctx, {.cross = &buf, .stores = StoreMode::kCross});
+  std::vector<char> scratch(4096);
+  ShmProgress at;
+  ShmStep step{ctx, buf, buf, at, ShmPoll{}, nullptr, StoreMode::kCross, scratch};
+  try {
+    allreduce_cross_step(*a, step);
+  } catch (const NetworkError& e) {
+    return "NetworkError: " + e.message();
+  } catch (const BackendError& e) {
+    return "BackendError: " + e.message();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("a peer's buffer that is not mapped is a BackendError naming it; a gone process, a NetworkError") {
+  const std::string unmapped = cross_error_with(::getpid(), 4096);  // page 1: never mapped
+  CHECK(unmapped.find("BackendError") != std::string::npos);
+  CHECK(unmapped.find("rank 1's buffer") != std::string::npos);
+  CHECK(unmapped.find("Bad address") != std::string::npos);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  std::vector<float> theirs(20000);
+  const std::string gone = cross_error_with(child, reinterpret_cast<uint64_t>(theirs.data()));
+  CHECK(gone.find("NetworkError") != std::string::npos);
+  CHECK(gone.find("rank 1 (pid " + std::to_string(child) + ") is gone") != std::string::npos);
 }
