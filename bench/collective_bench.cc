@@ -289,7 +289,13 @@ int run_rank(const Flags& f) {
     runners.push_back(make_runner(ro));
   }
   check_same_world(runners, implementations(f));
-  if (runners.front()->rank() == 0) print_header(f);
+  if (runners.front()->rank() == 0) {
+    print_header(f);
+    for (const auto& r : runners) {
+      const std::string choices = r->choices();
+      if (!choices.empty() && f.format == "table") std::printf("# %s\n", choices.c_str());
+    }
+  }
   settle(*runners.front());
   for (CollOp op : parse_ops(f.op)) {
     if (int rc = run_op(f, runners, op, t); rc != 0) return rc;

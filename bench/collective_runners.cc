@@ -45,6 +45,7 @@ class OursRunner final : public CollectiveRunner {
   int size() const override { return pg_->size(); }
   void barrier() override { pg_->barrier()->wait(); }
   std::shared_ptr<comm::GroupMemory> allocate(size_t bytes) override { return pg_->allocate(bytes); }
+  std::string choices() const override { return pg_->choices(); }
   void run(CollOp op, float* in, float* out, size_t count) override {
     const size_t n = static_cast<size_t>(size());
     if (!extra_.empty()) return run_multi(op, in, count);

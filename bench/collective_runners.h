@@ -32,6 +32,9 @@ class CollectiveRunner {
   // Memory for the buffers passed to run() (--memory group): ours, the group's
   // (ProcessGroup::allocate, collective); the peers', plain host memory.
   virtual std::shared_ptr<comm::GroupMemory> allocate(size_t bytes) { return comm::host_memory(bytes); }
+  // What the implementation chose at creation that a reader of its figures should know (one
+  // line; empty: nothing).
+  virtual std::string choices() const { return {}; }
 };
 
 struct RunnerOptions {

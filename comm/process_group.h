@@ -109,6 +109,10 @@ class ProcessGroup {
   // also stage CUDA buffers), the group's GPU for nccl. Small bookkeeping collectives on host
   // values (the DDP engine's checks and join votes) stage through it when it is not the host.
   virtual Device buffer_device() const { return Device{}; }
+  // What the backend chose for this group when it was made, in one line for people (its
+  // transport, thresholds it measured); empty when there is nothing to say. Benchmarks print it
+  // beside their figures.
+  virtual std::string choices() const { return {}; }
 
   // The ops. Each one validates its arguments on the calling thread (InvalidArgument naming the
   // op and the problem: a peer or root outside the group, a send or recv to this rank, a buffer

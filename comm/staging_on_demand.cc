@@ -14,6 +14,7 @@ class StagingOnDemand final : public ProcessGroup {
 
   std::string backend_name() const override { return inner_->backend_name(); }
   Device buffer_device() const override { return inner_->buffer_device(); }
+  std::string choices() const override { return inner_->choices(); }
   std::shared_ptr<GroupMemory> allocate(size_t bytes) override { return inner_->allocate(bytes); }
 
  protected:

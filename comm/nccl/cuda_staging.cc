@@ -59,6 +59,7 @@ class CudaStagingGroup final : public ProcessGroup {
       : ProcessGroup(inner->rank(), inner->size(), Options{inner->timeout()}), inner_(std::move(inner)) {}
 
   std::string backend_name() const override { return inner_->backend_name(); }
+  std::string choices() const override { return inner_->choices(); }
   std::shared_ptr<GroupMemory> allocate(size_t bytes) override { return inner_->allocate(bytes); }
 
  protected:

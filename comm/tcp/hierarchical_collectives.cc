@@ -79,8 +79,12 @@ void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const 
 }
 
 void HierarchicalCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
+  all_reduce_path(ctx, buf, buf.bytes() <= opt_.small_bytes);
+}
+
+void HierarchicalCollectives::all_reduce_path(const OpContext& ctx, const Buffer& buf, bool small) {
   const auto per = static_cast<size_t>(opt_.layout.per_host);
-  const size_t q = buf.bytes() <= opt_.small_bytes ? 0 : buf.count / per;
+  const size_t q = small ? 0 : buf.count / per;
   if (q > 0) pipelined_all_reduce(ctx, slice(buf, 0, q * per), child_op(ctx));
   const size_t tail = buf.count - q * per;
   if (tail > 0) run_small(ctx, slice(buf, q * per, tail));

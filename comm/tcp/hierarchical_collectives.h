@@ -9,10 +9,10 @@
 //   segments. With Options::overlap their steps overlap: a second thread runs the steps within
 //   the host, so one segment crosses hosts while the next is reduced within the host and the
 //   last gathered. Without, the steps run one after another on the worker. The n % L trailing
-//   elements, and buffers up to Options::small_bytes whole, take an all_reduce within the
-//   host then across hosts. AVG is summed and divided once by the world size at the end.
-//   Every rank computes or receives the same bits (each share's sum is taken once, in host
-//   order, by the cross group).
+//   elements, and buffers up to Options::small_bytes whole (measured when the group is made:
+//   hierarchy_calibration.h), take an all_reduce within the host then across hosts. AVG is summed and divided
+//   once by the world size at the end. Every rank computes or receives the same bits (each share's sum is
+//   taken once, in host order, by the cross group).
 // - broadcast: across hosts among the ranks with the root's local index, then within each host
 //   from that rank. barrier: the small all_reduce's two steps over a token (once a rank's step
 //   across is done, each of its peers across had finished its host's step: every rank entered).
@@ -97,6 +97,13 @@ class HierarchicalCollectives {
   bool starts_here(const OpDesc& desc, const Buffer& in) const;
   bool start(const OpContext& ctx, const Buffer& buf, int inline_us, HierarchicalStart& s);
   void finish(const OpContext& ctx, const Buffer& buf, HierarchicalStart& s);
+
+  // An all_reduce by one path whatever its size: small (whole within the host, then across) or
+  // split (reduce_scatter, across, all_gather); and the size up to which all_reduce takes the
+  // small one (hierarchy_calibration.h). Called by the thread that runs the group's ops.
+  void all_reduce_path(const OpContext& ctx, const Buffer& buf, bool small);
+  size_t small_bytes() const { return opt_.small_bytes; }
+  void set_small_bytes(size_t bytes) { opt_.small_bytes = bytes; }
 
   const ProcessGroupPtr& local() const { return local_; }
   const ProcessGroupPtr& cross() const { return cross_; }

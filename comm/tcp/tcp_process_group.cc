@@ -67,6 +67,26 @@ uint64_t TcpProcessGroup::direct_all_reduces() const { return shm_ ? shm_->direc
 
 uint64_t TcpProcessGroup::cross_all_reduces() const { return shm_ ? shm_->cross_runs() : 0; }
 
+size_t TcpProcessGroup::hierarchy_small_bytes() const { return hierarchy_ ? hierarchy_->small_bytes() : 0; }
+
+bool TcpProcessGroup::cross_memory() const { return shm_ && shm_->cross_reachable(); }
+
+std::string TcpProcessGroup::choices() const {
+  switch (transport_) {
+    case Transport::kLocal: return "tcp: one rank";
+    case Transport::kShm:
+      return detail::str("tcp: shared memory (cross-memory attach: ",
+                         cross_memory() ? "every peer reachable" : "off or out of reach", ")");
+    case Transport::kSocket:
+      return detail::str("tcp: sockets, ", socket_streams(), " connection(s) to each peer");
+    case Transport::kHierarchical:
+      return detail::str("tcp: hierarchical; an all_reduce goes whole within the host, then across, up to ",
+                         hierarchy_small_bytes(),
+                         " bytes (DDP_TCP_HIERARCHY_SMALL_BYTES; measured unless set)");
+  }
+  return "tcp";
+}
+
 std::shared_ptr<GroupMemory> TcpProcessGroup::allocate(size_t bytes) {
   if (transport_ != Transport::kShm || bytes == 0) return ProcessGroup::allocate(bytes);
   ShmRegion::Setup s;

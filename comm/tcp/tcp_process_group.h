@@ -77,6 +77,9 @@ class TcpProcessGroup final : public ProcessGroup {
   ~TcpProcessGroup() override;
 
   std::string backend_name() const override { return "tcp"; }
+  // "tcp: shared memory (cross-memory attach: every peer reachable)", "tcp: sockets, 2 connections
+  // to each peer", "tcp: hierarchical, 2 hosts x 2 ranks; an all_reduce goes whole ... up to N bytes".
+  std::string choices() const override;
   // On a shared-memory group (kShm): shared memory every rank maps (shm_region.h), whose
   // all_reduces run in place (shm_allreduce_direct.h). Otherwise plain host memory.
   std::shared_ptr<GroupMemory> allocate(size_t bytes) override;
@@ -93,6 +96,10 @@ class TcpProcessGroup final : public ProcessGroup {
   uint64_t direct_all_reduces() const;
   // All_reduces that ran by cross-memory attach (shm_allreduce_cross.h); tests, benchmarks.
   uint64_t cross_all_reduces() const;
+  // kHierarchical: the size up to which an all_reduce goes whole within the host, then across
+  // (hierarchy_calibration.h); 0 otherwise.
+  size_t hierarchy_small_bytes() const;
+  bool cross_memory() const;  // kShm: every peer's memory is reachable (shm_allreduce_cross.h)
 
   // A hierarchical parent's step of a small all_reduce it starts on its caller's thread
   // (buffer and op already checked): like all_reduce, but whatever CreateOptions::on_caller

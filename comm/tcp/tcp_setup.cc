@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "comm/tcp/hierarchical_collectives.h"
+#include "comm/tcp/hierarchy_calibration.h"
 #include "comm/tcp/peer_mesh.h"
 #include "comm/tcp/shm_collectives.h"
 #include "comm/tcp/socket_collectives.h"
@@ -392,8 +393,10 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   ho.rank = setup.rank;
   ho.world = setup.size;
   ho.layout = layout;
-  // The same on every rank (it picks the children's ops: a mismatch is their error, no result).
-  ho.small_bytes = env_bytes("DDP_TCP_HIERARCHY_SMALL_BYTES", 64 << 10, 0);
+  // The same on every rank (it picks the children's ops: a mismatch is their error, no result):
+  // measured below unless the environment fixes it.
+  const std::optional<size_t> small = parse_small_bytes(env::get_or("DDP_TCP_HIERARCHY_SMALL_BYTES", "auto"));
+  ho.small_bytes = small.value_or(64 << 10);
   ho.segment_bytes = env_bytes("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 4 << 20, 0);
   // Each rank's own choice: it changes which thread runs a step, not what crosses the wire.
   ho.overlap = hierarchy_overlap(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"),
@@ -403,6 +406,7 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
       setup.name, layout.hosts, layout.per_host, host, local, cross_group->backend_name(), ho.overlap);
   hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group),
                                                          std::move(cross_group), sockets_.get());
+  if (!small) calibrate_small_bytes(*hierarchy_, setup.name, setup.options.timeout);
 }
 
 ProcessGroupPtr make_tcp_group(const GroupSetup& setup) { return TcpProcessGroup::create(setup); }

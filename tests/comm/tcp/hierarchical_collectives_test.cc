@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "tests/comm/tcp/hierarchy_test_util.h"
 #include "tests/comm/tcp/tcp_test_util.h"
 
 using namespace ddp::comm::tcp;
@@ -25,6 +26,7 @@ using ddp::comm::Buffer;
 using ddp::comm::DType;
 using ddp::comm::ProcessGroupPtr;
 using ddp::comm::ReduceOp;
+using ddp::comm::tcp::testing::run_hierarchy;
 
 TEST_CASE("host-major ranks: hosts by lowest rank, local and cross indices in rank order") {
   const HostLayout l = HostLayout::of({"a", "a", "b", "b"});
@@ -73,57 +75,6 @@ TEST_CASE("DDP_TCP_HIERARCHY_OVERLAP: auto overlaps where each rank on the host 
 }
 
 namespace {
-
-// Ranks 0, 1 on host "a", 2, 3 on host "b". Each thread makes its two child groups as a
-// hierarchical group does (its host's ranks, then the ranks with its local index; ops run on
-// the issuing thread) and a HierarchicalCollectives over them: unless small_bytes says, small
-// all_reduces take the segmented path too (small_bytes 0), in 4 KiB segments. The threads
-// share one host, so both children use shared memory: what is tested is the decomposition and
-// its threads.
-void run_hierarchy(bool overlap, const std::function<void(HierarchicalCollectives&, int)>& body,
-                   size_t small_bytes = 0) {
-  auto store = std::make_shared<ddp::rdzv::HashStore>();
-  static std::atomic<int> round{0};
-  std::string prefix = "h";  // (not "h" + ...: GCC 12 -Wrestrict false positive)
-  prefix += std::to_string(round++);
-  prefix += "/";
-  const HostLayout layout = HostLayout::of({"a", "a", "b", "b"});
-  std::vector<std::exception_ptr> errors(4);
-  std::vector<std::thread> threads;
-  threads.reserve(4);
-  for (int r = 0; r < 4; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        const auto me = static_cast<size_t>(r);
-        auto child = [&](const std::string& name, int rank, std::vector<int> members) {
-          auto s = testing::setup_for(std::make_shared<ddp::rdzv::PrefixStore>(prefix + name, store), rank, 2,
-                                      Millis(60'000));
-          s.name = name;
-          s.global_ranks = std::move(members);
-          return ProcessGroupPtr(TcpProcessGroup::create(s, {true}));
-        };
-        const int host = layout.host_of[me], local = layout.local_of[me];
-        ProcessGroupPtr lg = child("host" + std::to_string(host), local, {2 * host, 2 * host + 1});
-        ProcessGroupPtr cg = child("across" + std::to_string(local), layout.cross_of[me], {local, local + 2});
-        HierarchicalCollectives::Options o;
-        o.rank = r;
-        o.world = 4;
-        o.layout = layout;
-        o.small_bytes = small_bytes;
-        o.segment_bytes = 4096;
-        o.overlap = overlap;
-        HierarchicalCollectives h(o, lg, cg, nullptr);
-        body(h, r);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
 
 OpContext all_reduce_context(const std::vector<float>& v, ReduceOp op, uint64_t seq, Millis timeout) {
   static const std::string name = "world";

@@ -1,0 +1,49 @@
+#pragma once
+// The size up to which a hierarchical all_reduce takes its small path (the whole buffer within
+// the host, then across: every rank's connection carries all of it, L times the buffer per
+// host) instead of the split one (reduce_scatter within the host, 1/L across per rank,
+// all_gather: one more step within the host, the buffer once per host). Which wins is the
+// link's to say: on links shaped to 1 Gbit/s (2 emulated hosts x 2 ranks), 4 KiB took 45 us the
+// small way and 265 us split, 64 KiB 935 us small and 404 us split; a faster link moves the
+// crossover up. So it is measured when the group is made (calibrate_small_bytes), unless
+// DDP_TCP_HIERARCHY_SMALL_BYTES fixes it:
+// - every rank times both paths at each size of kCalibrationSizes (a warm-up op of each way at
+//   every size, then kCalibrationRounds rounds over all sizes, the two ways in turn, so that a
+//   passing disturbance hits every size alike), through the group's child groups;
+// - the medians' differences (small - split) are summed over all ranks by the small path itself
+//   (a float64 all_reduce: every rank gets the same bits);
+// - the threshold is the size up to which the small path saves the most in all: the prefix of
+//   sizes whose summed differences are lowest (small_bytes_from), so one noisy size does not
+//   move it far; half the smallest size when the split path wins from there.
+// It costs 2 x (1 + rounds) all_reduces per size at group creation (about 0.1 s between hosts
+// linked at 1 Gbit/s; less on faster links).
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/tcp/op.h"
+
+namespace ddp::comm::tcp {
+
+class HierarchicalCollectives;
+
+inline constexpr std::array<size_t, 7> kCalibrationSizes = {4 << 10,  8 << 10,   16 << 10, 32 << 10,
+                                                            64 << 10, 128 << 10, 256 << 10};
+inline constexpr int kCalibrationRounds = 5;
+
+// DDP_TCP_HIERARCHY_SMALL_BYTES: "auto" (nullopt: calibrate) or a byte count; InvalidArgument
+// naming the variable otherwise.
+std::optional<size_t> parse_small_bytes(const std::string& value);
+
+// The threshold from the summed (small - split) differences, one per size in `sizes`
+// (ascending): the size whose prefix sum of differences is lowest (<= 0; the largest on a tie);
+// half the first size when no prefix sum is <= 0.
+size_t small_bytes_from(const std::vector<size_t>& sizes, const std::vector<double>& small_minus_split);
+
+// Times both paths on `h`'s children and returns the threshold every rank agrees on (and sets it).
+// Collective: every rank of the group calls it, before any other op. Ops carry `timeout`.
+size_t calibrate_small_bytes(HierarchicalCollectives& h, const std::string& group, Millis timeout);
+
+}  // namespace ddp::comm::tcp
