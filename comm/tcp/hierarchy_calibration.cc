@@ -57,8 +57,8 @@ size_t calibrate_small_bytes(HierarchicalCollectives& h, const std::string& grou
   auto time_op = [&](size_t bytes, bool small) {
     const size_t n = bytes / sizeof(float);
     const auto t0 = std::chrono::steady_clock::now();
-    h.all_reduce_path(context(group, DType::kFloat32, n, timeout), Buffer{data.data(), n, DType::kFloat32, {}},
-                      small);
+    h.all_reduce_path(context(group, DType::kFloat32, n, timeout),
+                      Buffer{data.data(), n, DType::kFloat32, {}}, small);
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   };
   std::vector<size_t> sizes(kCalibrationSizes.begin(), kCalibrationSizes.end());
@@ -81,8 +81,9 @@ size_t calibrate_small_bytes(HierarchicalCollectives& h, const std::string& grou
                     Buffer{diff.data(), diff.size(), DType::kFloat64, {}}, true);
   const size_t threshold = small_bytes_from(sizes, diff);
   h.set_small_bytes(threshold);
-  logger("tcp")->debug("group '{}': hierarchical all_reduce whole within the host, then across, up to {} bytes",
-                       group, threshold);
+  logger("tcp")->debug(
+      "group '{}': hierarchical all_reduce whole within the host, then across, up to {} bytes", group,
+      threshold);
   return threshold;
 }
 

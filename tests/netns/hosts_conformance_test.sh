@@ -4,8 +4,9 @@
 # ddp-launch, every op and the large counts. TRANSPORT:
 #   hierarchical  the world group must come up hierarchical (shared memory within each host,
 #                 sockets between: the debug log says so on every rank); first every op and a
-#                 late rank with small all_reduces whole (as by default: within the host, then
-#                 across), then the matrix with small counts on
+#                 late rank as by default (small all_reduces whole, within the host then across,
+#                 up to the limit each group measures when made: DDP_TCP_HIERARCHY_SMALL_BYTES=auto),
+#                 then the matrix with small counts on
 #                 the reduce_scatter/all_gather path too (DDP_TCP_HIERARCHY_SMALL_BYTES=0), and
 #                 all_reduces of 8 KiB and up run in pipelined segments
 #                 (DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096: 4 Ki + 3 elements in 4, large counts in 8),
@@ -61,11 +62,12 @@ run_matrix() {
   fi
 }
 
-# A hierarchy's small all_reduces as users get them (whole within the host, then across), with
-# late ranks: before the matrix, whose logs are checked below.
+# A hierarchy's all_reduces as users get them (whole within the host, then across, up to the
+# limit measured when each group is made), with late ranks: before the matrix, whose logs are
+# checked below.
 if [ "$mode" = hierarchical ] || [ "$mode" = gloo ]; then
   small=("${extra[@]}")
-  small=("${small[@]/DDP_TCP_HIERARCHY_SMALL_BYTES=0/DDP_TCP_HIERARCHY_SMALL_BYTES=65536}")
+  small=("${small[@]/DDP_TCP_HIERARCHY_SMALL_BYTES=0/DDP_TCP_HIERARCHY_SMALL_BYTES=auto}")
   run_matrix "conformance: every op*,processes: a late rank*" ", small all_reduces whole" "${small[@]}"
 fi
 run_matrix "conformance: every op*,conformance: large counts*,processes: a late rank*" "" "${extra[@]}"

@@ -31,11 +31,11 @@ TEST_CASE("DDP_TCP_HIERARCHY_SMALL_BYTES: auto, or a byte count; anything else i
 TEST_CASE("the threshold: where the small path saves the most in all") {
   const std::vector<size_t> sizes = {4096, 8192, 16384, 32768};
   CHECK(small_bytes_from(sizes, {-5, -3, -1, -0.5}) == 32768);  // small wins throughout
-  CHECK(small_bytes_from(sizes, {-5, -3, 2, 4}) == 8192);        // the crossover
-  CHECK(small_bytes_from(sizes, {-5, 3, -1, 4}) == 4096);        // -5 alone beats -5 + 3 - 1
-  CHECK(small_bytes_from(sizes, {-5, 1, -4, 9}) == 16384);       // one noisy size does not stop it
-  CHECK(small_bytes_from(sizes, {0, 0, 1, 1}) == 8192);          // a tie keeps the small path
-  CHECK(small_bytes_from(sizes, {2, -1, -0.5, 4}) == 2048);      // split wins from the first size
+  CHECK(small_bytes_from(sizes, {-5, -3, 2, 4}) == 8192);       // the crossover
+  CHECK(small_bytes_from(sizes, {-5, 3, -1, 4}) == 4096);       // -5 alone beats -5 + 3 - 1
+  CHECK(small_bytes_from(sizes, {-5, 1, -4, 9}) == 16384);      // one noisy size does not stop it
+  CHECK(small_bytes_from(sizes, {0, 0, 1, 1}) == 8192);         // a tie keeps the small path
+  CHECK(small_bytes_from(sizes, {2, -1, -0.5, 4}) == 2048);     // split wins from the first size
 }
 
 TEST_CASE("calibration over real child groups: every rank gets the same limit; all_reduces stay exact") {
@@ -68,7 +68,8 @@ TEST_CASE("calibration over real child groups: every rank gets the same limit; a
   });
   REQUIRE(limits.size() == 1);
   const size_t limit = *limits.begin();
-  const bool known = limit == kCalibrationSizes.front() / 2 ||
-                     std::find(kCalibrationSizes.begin(), kCalibrationSizes.end(), limit) != kCalibrationSizes.end();
+  const bool known =
+      limit == kCalibrationSizes.front() / 2 ||
+      std::find(kCalibrationSizes.begin(), kCalibrationSizes.end(), limit) != kCalibrationSizes.end();
   CHECK(known);
 }

@@ -24,7 +24,7 @@ namespace ddp::comm::tcp::testing {
 // share one host, so both children use shared memory: what is tested is the decomposition and
 // its threads.
 inline void run_hierarchy(bool overlap, const std::function<void(HierarchicalCollectives&, int)>& body,
-                   size_t small_bytes = 0) {
+                          size_t small_bytes = 0) {
   auto store = std::make_shared<rdzv::HashStore>();
   static std::atomic<int> round{0};
   std::string prefix = "h";  // (not "h" + ...: GCC 12 -Wrestrict false positive)
@@ -39,8 +39,8 @@ inline void run_hierarchy(bool overlap, const std::function<void(HierarchicalCol
       try {
         const auto me = static_cast<size_t>(r);
         auto child = [&](const std::string& name, int rank, std::vector<int> members) {
-          auto s = setup_for(std::make_shared<rdzv::PrefixStore>(prefix + name, store), rank, 2,
-                                      Millis(60'000));
+          auto s =
+              setup_for(std::make_shared<rdzv::PrefixStore>(prefix + name, store), rank, 2, Millis(60'000));
           s.name = name;
           s.global_ranks = std::move(members);
           return ProcessGroupPtr(TcpProcessGroup::create(s, {true}));
