@@ -7,14 +7,9 @@
 // written its share. Each element is read once from each rank and written once to each, where
 // the chunked algorithm also copies it into and out of the slots.
 //
-// Every rank that can reach every peer (ShmCollectives checks at the group's creation) offers
-// its buffer's address and length with its fingerprint (RankControl::cross). Rank 0's chooser
-// decides (StoreMode::kCross, published like the store modes): when it chose CMA and every
-// rank offered a buffer of the same length, the op runs so; otherwise, as the chunked
-// algorithm (with cached stores). Resumable, like the chunked one. A peer whose process is
-// gone is a NetworkError naming it.
-#include <span>
-
+// Whether an op runs so is decided as for every cross-memory collective (shm_cross.h);
+// otherwise it runs as the chunked algorithm (with cached stores). Resumable, like the chunked
+// one.
 #include "comm/tcp/shm_channel.h"
 
 namespace ddp::comm::tcp {

@@ -20,9 +20,11 @@ namespace ddp::comm::tcp {
 // True when the op completed. step.direct is this rank's view (non-null).
 bool allreduce_direct_step(ShmChannel& ch, ShmStep& step);
 
-// The pass both in-place algorithms share (this and shm_allreduce_cross.h): a ticket (its slots
-// unused), `reduce_share` (this rank's share reduced and written into every rank's buffer),
-// the counters that keep later ops in step, and the wait for every peer's share. Resumable.
+// The pass every one-pass algorithm shares (this, and the cross-memory ones: shm_cross.h): a
+// ticket (its slots unused), `reduce_share` (this rank's part of the op: its share reduced and
+// written into every rank's buffer, its blocks read), the counters that keep later ops in step,
+// and the wait for every peer's part, so that nobody returns while a peer may still read or
+// write its buffer. Resumable.
 bool in_place_pass(ShmChannel& ch, ShmStep& step, const std::function<void()>& reduce_share);
 
 }  // namespace ddp::comm::tcp

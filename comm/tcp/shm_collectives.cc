@@ -10,6 +10,7 @@
 #include "comm/tcp/shm_allreduce_direct.h"
 #include "comm/tcp/shm_channel.h"
 #include "comm/tcp/shm_exchange.h"
+#include "comm/tcp/shm_exchange_cross.h"
 #include "comm/tcp/shm_oneshot.h"
 #include "comm/tcp/shm_reduce.h"
 #include "comm/tcp/shm_region.h"
@@ -58,8 +59,8 @@ struct ShmCollectives::Impl {
   std::vector<char> scratch;  // a slot's bytes: a peer's chunk, read by cross-memory attach
   std::atomic<uint64_t> cross_runs{0};
   // Store modes (shm_store_choice.h), one chooser for each algorithm whose ranks all write and
-  // all read: chunked all_reduce (which also weighs cross-memory attach), all_gather,
-  // reduce_scatter, all_to_all.
+  // all read: chunked all_reduce, all_gather, reduce_scatter (these three also weigh
+  // cross-memory attach), all_to_all.
   std::array<StoreChooser, 4> stores;
   StoreChooser* chooser = nullptr;  // the running op's, on rank 0
   StoreMode mode = StoreMode::kCached;
@@ -73,7 +74,7 @@ struct ShmCollectives::Impl {
     cross = unreachable < 0;
     if (cross) {
       scratch.assign(channel.geometry().slot_bytes, 0);  // touched now: the first op would pay its faults
-      stores[0].offer(StoreMode::kCross, o.cross == CrossSetting::kOn);
+      for (int i : {0, 1, 2}) stores[i].offer(StoreMode::kCross, o.cross == CrossSetting::kOn);
     } else if (o.cross == CrossSetting::kOn) {
       logger("tcp")->warn(
           "DDP_TCP_CMA=on, but rank {} cannot reach rank {}'s memory (process_vm_readv: its DDP_TCP_CMA=off, "
@@ -83,11 +84,26 @@ struct ShmCollectives::Impl {
     }
   }
 
+  // Whether this op's input is offered to cross-memory attach (shm_cross.h): an all_reduce
+  // (chunked, or direct whose peers' buffers may be private), all_gather or reduce_scatter past
+  // the one-shot size.
+  bool offers(const OpDesc& d) const {
+    if (algorithm == allreduce_chunked_step || algorithm == allreduce_direct_step) return true;
+    return (algorithm == all_gather_step && d.kind == OpKind::kAllGather) || algorithm == reduce_scatter_step;
+  }
+  static Algorithm cross_algorithm(Algorithm a) {
+    if (a == allreduce_chunked_step) return allreduce_cross_step;
+    if (a == all_gather_step) return all_gather_cross_step;
+    if (a == reduce_scatter_step) return reduce_scatter_cross_step;
+    return a;  // direct: falls back to allreduce_cross_step itself
+  }
+
   StoreChooser* chooser_for(const OpDesc& d) {
     if (channel.rank() != 0) return nullptr;
     if (algorithm == allreduce_chunked_step || algorithm == allreduce_cross_step) return &stores[0];
-    if (algorithm == all_gather_step && d.kind == OpKind::kAllGather) return &stores[1];
-    if (algorithm == reduce_scatter_step) return &stores[2];
+    if ((algorithm == all_gather_step && d.kind == OpKind::kAllGather) || algorithm == all_gather_cross_step)
+      return &stores[1];
+    if (algorithm == reduce_scatter_step || algorithm == reduce_scatter_cross_step) return &stores[2];
     if (algorithm == all_to_all_step) return &stores[3];
     return nullptr;
   }
@@ -100,8 +116,8 @@ struct ShmCollectives::Impl {
       direct = regions.find(in.data, in.bytes(), ctx.desc.seq);
       if (direct) algorithm = allreduce_direct_step;
     }
-    const bool offer = cross && (algorithm == allreduce_chunked_step || algorithm == allreduce_direct_step);
-    if (offer && algorithm == allreduce_chunked_step) algorithm = allreduce_cross_step;
+    const bool offer = cross && offers(ctx.desc);
+    if (offer) algorithm = cross_algorithm(algorithm);
     // Rank 0 chooses for every rank (ShmChannel::begin_stores).
     chooser = chooser_for(ctx.desc);
     mode = chooser != nullptr ? chooser->next(in.bytes()) : StoreMode::kCached;

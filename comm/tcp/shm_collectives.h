@@ -64,7 +64,7 @@ class ShmCollectives {
   // Any thread; the group keeps it only as long as its owner does.
   void add_region(const std::shared_ptr<ShmRegion>& region);
   uint64_t direct_runs() const;  // all_reduces that ran direct (tests, benchmarks)
-  uint64_t cross_runs() const;   // all_reduces that ran by cross-memory attach
+  uint64_t cross_runs() const;   // ops that ran by cross-memory attach (shm_cross.h)
   bool cross_reachable() const;  // every peer's memory was reachable at construction
 
  private:

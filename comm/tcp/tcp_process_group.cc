@@ -65,7 +65,7 @@ class RegionMemory final : public GroupMemory {
 
 uint64_t TcpProcessGroup::direct_all_reduces() const { return shm_ ? shm_->direct_runs() : 0; }
 
-uint64_t TcpProcessGroup::cross_all_reduces() const { return shm_ ? shm_->cross_runs() : 0; }
+uint64_t TcpProcessGroup::cross_memory_ops() const { return shm_ ? shm_->cross_runs() : 0; }
 
 size_t TcpProcessGroup::hierarchy_small_bytes() const { return hierarchy_ ? hierarchy_->small_bytes() : 0; }
 

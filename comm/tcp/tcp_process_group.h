@@ -94,8 +94,8 @@ class TcpProcessGroup final : public ProcessGroup {
   uint64_t collectives_run() const { return collectives_run_.load(); }
   // all_reduces that ran in place in group memory (allocate; 0 unless kShm).
   uint64_t direct_all_reduces() const;
-  // All_reduces that ran by cross-memory attach (shm_allreduce_cross.h); tests, benchmarks.
-  uint64_t cross_all_reduces() const;
+  // Ops (all_reduce, all_gather, reduce_scatter) that ran by cross-memory attach (shm_cross.h).
+  uint64_t cross_memory_ops() const;
   // kHierarchical: the size up to which an all_reduce goes whole within the host, then across
   // (hierarchy_calibration.h); 0 otherwise.
   size_t hierarchy_small_bytes() const;

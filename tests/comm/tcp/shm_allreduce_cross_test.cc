@@ -1,4 +1,5 @@
-// The cross-memory all_reduce (private buffers, by process_vm_readv/writev): through
+// The cross-memory collectives (private buffers, by process_vm_readv/writev; all_reduce, and
+// all_gather and reduce_scatter: shm_exchange_cross.h): through
 // TcpProcessGroup with threads as ranks (every dtype and reduce op, worlds 2 and 3, beside the
 // other ops and group memory) and across real processes (exact results; a rank that offers
 // nothing makes every rank stage through the slots), and a peer's buffer that cannot be read
@@ -61,7 +62,36 @@ TEST_CASE("cross-memory all_reduce: every dtype and reduce op, worlds 2 and 3, e
           }
         }
       }
-      if (pg.cross_all_reduces() != ops) throw std::runtime_error("not every all_reduce ran by cross-memory");
+      if (pg.cross_memory_ops() != ops) throw std::runtime_error("not every all_reduce ran by cross-memory");
+    });
+  }
+}
+
+TEST_CASE("cross-memory all_gather and reduce_scatter: every dtype, worlds 2 and 3, exact; each ran so") {
+  ScopedEnv env(cma("on"));
+  for (int w : {2, 3}) {
+    CAPTURE(w);
+    run_ranks(w, [&](TcpProcessGroup& pg, int r) {
+      for (DType t : kAllTypes) {
+        for (size_t n : {size_t{5003}, size_t{40000}}) {
+          const uint64_t before = pg.cross_memory_ops();
+          check_all_to_all_family(pg, r, t, n);  // all_gather, reduce_scatter (sum), all_to_all
+          if (pg.cross_memory_ops() != before + 2)
+            throw std::runtime_error("all_gather and reduce_scatter did not both run by cross-memory");
+        }
+      }
+      // reduce_scatter's other ops, in place and not.
+      for (ReduceOp op : {ReduceOp::kAvg, ReduceOp::kMax}) {
+        const size_t n = 9001, total = n * static_cast<size_t>(w);
+        auto in = filled(DType::kFloat32, total);
+        for (size_t k = 0; k < total; ++k) put(DType::kFloat32, in.bytes.data(), k, value(op, r, k));
+        auto out = filled(DType::kFloat32, n);
+        pg.reduce_scatter(in.buffer(), out.buffer(), {op})->wait();
+        for (size_t i = 0; i < n; ++i) {
+          expect_at("reduce_scatter", DType::kFloat32, out.bytes.data(), i,
+                    reference(op, DType::kFloat32, w, static_cast<size_t>(r) * n + i));
+        }
+      }
     });
   }
 }
@@ -73,7 +103,7 @@ TEST_CASE("DDP_TCP_CMA=off: no all_reduce runs so, and the results are the same"
       auto f = filled(DType::kFloat32, 30001);
       check_all_reduce_in(pg, r, f.buffer(), ReduceOp::kSum);
     }
-    if (pg.cross_all_reduces() != 0) throw std::runtime_error("an all_reduce ran by cross-memory");
+    if (pg.cross_memory_ops() != 0) throw std::runtime_error("an all_reduce ran by cross-memory");
   });
 }
 
@@ -94,9 +124,9 @@ TEST_CASE("on: mixed with every other op and with group memory, many rounds, cou
     auto mem = pg.allocate(1 << 16);
     auto plain = filled(DType::kInt32, 10000);
     auto ran = [&](const Buffer& b, ReduceOp op) {  // whether this all_reduce ran by cross-memory
-      const uint64_t before = pg.cross_all_reduces();
+      const uint64_t before = pg.cross_memory_ops();
       check_all_reduce_in(pg, r, b, op);
-      return pg.cross_all_reduces() == before + 1;
+      return pg.cross_memory_ops() == before + 1;
     };
     for (int round = 0; round < 10; ++round) {
       if (!ran(plain.buffer(), ReduceOp::kSum))
@@ -132,12 +162,12 @@ TEST_CASE("processes: private buffers by cross-memory, exact; one rank with it o
         check_all_reduce(*pg, r, DType::kBFloat16, ReduceOp::kAvg, n);
         check_all_reduce(*pg, r, DType::kInt64, ReduceOp::kBxor, n);
       }
-      check_everything(*pg, r, DType::kFloat32, 7001);
-      const uint64_t want = one_off ? 0 : 7;  // check_everything's all_reduce too
-      if (pg->cross_all_reduces() != want) {
-        std::fprintf(stderr, "rank %d: %llu cross-memory all_reduces, expected %llu\n", r,
-                     static_cast<unsigned long long>(pg->cross_all_reduces()),
-                     static_cast<unsigned long long>(want));
+      const uint64_t reduced = pg->cross_memory_ops();
+      check_everything(*pg, r, DType::kFloat32, 7001);  // all_reduce, all_gather, reduce_scatter too
+      const uint64_t all = pg->cross_memory_ops();
+      if (reduced != (one_off ? 0 : 6) || all != (one_off ? 0 : 9)) {
+        std::fprintf(stderr, "rank %d: %llu cross-memory all_reduces, %llu ops in all\n", r,
+                     static_cast<unsigned long long>(reduced), static_cast<unsigned long long>(all));
         return 2;
       }
       return 0;

@@ -1,0 +1,65 @@
+#include "comm/tcp/shm_exchange_cross.h"
+
+#include <algorithm>
+
+#include "comm/copy_kernel.h"
+#include "comm/reduce_kernels.h"
+#include "comm/tcp/shm_allreduce_direct.h"
+#include "comm/tcp/shm_cross.h"
+#include "comm/tcp/shm_exchange.h"
+#include "comm/tcp/shm_reduce.h"
+
+namespace ddp::comm::tcp {
+namespace {
+
+// Every rank's input into this rank's output, in rank order.
+void gather_all(const ShmChannel& ch, const ShmStep& s) {
+  const Buffer &in = s.in, &out = s.out;
+  const size_t bytes = in.bytes();
+  for (int p = 0; p < ch.world(); ++p) {
+    char* dst = at(out, static_cast<size_t>(p) * in.count);
+    if (p != ch.rank()) {
+      read_from_peer(ch, s, p, 0, dst, bytes);
+    } else if (dst != in.data) {
+      copy_bytes(dst, in.data, bytes);
+    }
+  }
+}
+
+// This rank's block of every rank's input, reduced into its output a chunk at a time.
+void reduce_block(const ShmChannel& ch, const ShmStep& s) {
+  const Buffer &in = s.in, &out = s.out;
+  const size_t es = dtype_size(out.dtype), n = out.count;
+  const size_t first = static_cast<size_t>(ch.rank()) * n;  // this rank's block, in elements
+  const size_t chunk = std::max<size_t>(1, std::min(ch.geometry().slot_bytes, s.scratch.size()) / es);
+  for (size_t off = 0; off < n; off += chunk) {
+    const size_t m = std::min(chunk, n - off);
+    char* dst = at(out, off);
+    const char* own = at(in, first + off);
+    if (dst != own) copy_bytes(dst, own, m * es);
+    for (int p = 0; p < ch.world(); ++p) {
+      if (p == ch.rank()) continue;
+      read_from_peer(ch, s, p, (first + off) * es, s.scratch.data(), m * es);
+      combine(dst, s.scratch.data(), m, out.dtype, s.ctx.desc.rop);
+    }
+    if (s.ctx.desc.rop == ReduceOp::kAvg) finish_avg(dst, m, out.dtype, ch.world());
+  }
+}
+
+}  // namespace
+
+bool all_gather_cross_step(ShmChannel& ch, ShmStep& s) {
+  ShmProgress& st = s.at;
+  if (st.cross == 0) decide_cross(ch, s);  // blocking: decides
+  if (st.cross < 0) return all_gather_step(ch, s);
+  return in_place_pass(ch, s, [&] { timed(st, [&] { gather_all(ch, s); }); });
+}
+
+bool reduce_scatter_cross_step(ShmChannel& ch, ShmStep& s) {
+  ShmProgress& st = s.at;
+  if (st.cross == 0) decide_cross(ch, s);
+  if (st.cross < 0) return reduce_scatter_step(ch, s);
+  return in_place_pass(ch, s, [&] { timed(st, [&] { reduce_block(ch, s); }); });
+}
+
+}  // namespace ddp::comm::tcp

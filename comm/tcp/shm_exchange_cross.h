@@ -1,0 +1,18 @@
+#pragma once
+// all_gather and reduce_scatter over buffers private to each rank, by cross-memory attach
+// (shm_cross.h), when rank 0's chooser for the op takes it and every rank offered its input:
+// - all_gather: each rank reads every peer's input straight into its own output block, one
+//   kernel copy per element, where staging copies it into a slot and out again;
+// - reduce_scatter: each rank reads its block of every peer's input, a slot-sized chunk at a
+//   time, into a scratch buffer (in its cache) and reduces it into its output.
+// Each rank returns once every rank has read what it needed from it. Otherwise the op runs as
+// all_gather_step / reduce_scatter_step (shm_exchange.h, shm_reduce.h) with cached stores.
+// Blocking, as those are.
+#include "comm/tcp/shm_channel.h"
+
+namespace ddp::comm::tcp {
+
+bool all_gather_cross_step(ShmChannel& ch, ShmStep& step);      // kAllGather
+bool reduce_scatter_cross_step(ShmChannel& ch, ShmStep& step);  // step.scratch: a slot's bytes at least
+
+}  // namespace ddp::comm::tcp
