@@ -10,9 +10,9 @@
 //   the host, so one segment crosses hosts while the next is reduced within the host and the
 //   last gathered. Without, the steps run one after another on the worker. The n % L trailing
 //   elements, and buffers up to Options::small_bytes whole (measured when the group is made:
-//   hierarchy_calibration.h), take an all_reduce within the host then across hosts. AVG is summed and divided
-//   once by the world size at the end. Every rank computes or receives the same bits (each share's sum is
-//   taken once, in host order, by the cross group).
+//   hierarchy_calibration.h), take an all_reduce within the host then across hosts. AVG is
+//   summed and divided once by the world size at the end. Every rank computes or receives the
+//   same bits (each share's sum is taken once, in host order, by the cross group).
 // - broadcast: across hosts among the ranks with the root's local index, then within each host
 //   from that rank. barrier: the small all_reduce's two steps over a token (once a rank's step
 //   across is done, each of its peers across had finished its host's step: every rank entered).

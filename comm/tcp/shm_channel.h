@@ -39,7 +39,7 @@ struct ShmProgress {
   size_t last_off = 0;
   uint64_t last_ticket = 0;
   int direct = 0;             // allreduce_direct_step: 0 undecided, 1 direct, -1 fell back
-  int cross = 0;              // allreduce_cross_step: 0 undecided, 1 cross-memory, -1 chunked
+  int cross = 0;              // decide_cross (shm_cross.h): 0 undecided, 1 cross-memory, -1 staged
   int64_t busy_ns = 0;        // allreduce_chunked_step: time in copies and reductions (not waits)
   bool stores_known = false;  // allreduce_chunked_step: rank 0's choice read (begin_stores)
   StoreMode stores = StoreMode::kCached;
@@ -55,7 +55,7 @@ struct ShmStep {
   ShmPoll poll;
   const DirectView* direct = nullptr;     // the buffer in group memory (allreduce_direct_step)
   StoreMode stores = StoreMode::kCached;  // rank 0: how this op writes what peers read
-  std::span<char> scratch = {};           // a slot's bytes at least (allreduce_cross_step)
+  std::span<char> scratch = {};           // a slot's bytes at least (the cross-memory steps)
 };
 
 // What a rank publishes as it enters an op (ShmChannel::begin).

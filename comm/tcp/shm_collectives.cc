@@ -78,7 +78,7 @@ struct ShmCollectives::Impl {
     } else if (o.cross == CrossSetting::kOn) {
       logger("tcp")->warn(
           "DDP_TCP_CMA=on, but rank {} cannot reach rank {}'s memory (process_vm_readv: its DDP_TCP_CMA=off, "
-          "another user, Yama's ptrace_scope, or a seccomp filter): its all_reduces stage through shared "
+          "another user, Yama's ptrace_scope, or a seccomp filter): its collectives stage through shared "
           "memory",
           o.rank, unreachable);
     }

@@ -10,12 +10,13 @@
 //   broadcast, all_gather and reduce_scatter whose input fits a slot; barrier),
 //   shm_allreduce_chunked.h (larger all_reduce: chunked reduce-scatter + all-gather),
 //   shm_allreduce_direct.h (the same, of a buffer in group memory: in place, in one pass),
-//   shm_allreduce_cross.h (the same pass over private buffers, by cross-memory attach),
+//   shm_allreduce_cross.h (the same pass over private buffers, by cross-memory attach:
+//   shm_cross.h), shm_exchange_cross.h (all_gather and reduce_scatter so),
 //   shm_reduce.h (reduce, reduce_scatter), shm_exchange.h (broadcast, (all_)gather, scatter,
 //   all_to_all).
-// - shm_store_choice.h: whether a chunked all_reduce stages with cached or streaming stores,
-//   or runs by cross-memory attach (where every rank can reach every peer: checked once, at
-//   construction, after every rank announced itself in the segment), learned per size class
+// - shm_store_choice.h: whether a chunked all_reduce, all_gather or reduce_scatter stages with
+//   cached or streaming stores, or runs by cross-memory attach (where every rank can reach every peer:
+//   checked once, at construction, after every rank announced itself in the segment), learned per size class
 //   from its own ops' times.
 //
 // One execution model: an op is steps of its algorithm until it is done. start() begins an op

@@ -50,8 +50,8 @@ struct alignas(64) RankControl {
   // The CPU this rank last waited on (-1: not yet): a waiter whose peer shares its CPU yields
   // at once instead of spinning on the core the peer needs.
   std::atomic<int32_t> cpu{-1};
-  // For op seq at [seq % 2], written before kEntered: this rank's buffer (address, bytes) when
-  // it offers the all_reduce to cross-memory attach (shm_allreduce_cross.h), else 0.
+  // For op seq at [seq % 2], written before kEntered: this rank's input buffer (address, bytes)
+  // when it offers the op to cross-memory attach (shm_cross.h), else 0.
   std::atomic<uint64_t> cross[2][2] = {};
   // Written before the group's set-up barrier: where peers find this rank's probe word
   // (cross_memory.h; pid 0: it offers none).

@@ -50,6 +50,7 @@ void StoreChooser::withdraw(StoreMode mode) {
   if (count() == 0) allowed_[index(StoreMode::kCached)] = true;
   for (SizeClass& c : classes_) {
     if (c.mode == mode) c.mode = first();
+    if (c.probed == mode) c.again = c.again_done = false;  // its probe's second op: not run
   }
 }
 

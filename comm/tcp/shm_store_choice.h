@@ -27,14 +27,14 @@
 // (that VM did every 10-60 s) is followed within 64 ops.
 // DDP_TCP_SHM_STORES=cached|streaming fixes it (rank 0's value counts).
 //
-// The all_reduce's chooser may also be offered a third way, cross-memory attach (kCross:
-// shm_allreduce_cross.h, no slots at all), where every rank can reach every peer's memory.
-// It is weighed the same way, by rank 0's own busy time per byte; with three ways, the probes
-// take the other two in turn. A probe is two ops of the other mode, and only the second
-// counts: the first finds the caches as the mode in use left them (a cross-memory op right
-// after chunked ones took 0.11-0.19 ns a byte at 1 MiB, 2.3-4x its steady 0.047), and so
-// does a mode's very first op. One that turns out not to run in the
-// group (a peer could not offer it) is withdrawn. Called by one thread at a time.
+// The choosers of all_reduce, all_gather and reduce_scatter may also be offered a third way,
+// cross-memory attach (kCross: shm_cross.h, no slots at all), where every rank can reach every
+// peer's memory. It is weighed the same way, by rank 0's own busy time per byte; with three
+// ways, the probes take the other two in turn. A probe is two ops of the other mode, and only
+// the second counts: the first finds the caches as the mode in use left them (a cross-memory
+// op right after chunked ones took 0.11-0.19 ns a byte at 1 MiB, 2.3-4x its steady 0.047), and
+// so does a mode's very first op. A way that turns out not to run in the group (a peer could
+// not offer it) is withdrawn. Called by one thread at a time.
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -61,7 +61,7 @@ class StoreChooser {
   // auto weighs cached and streaming stores, cached first; a fixed setting has one mode.
   explicit StoreChooser(StoreSetting setting = StoreSetting::kAuto);
 
-  // Adds a way to weigh (the all_reduce's kCross); alone: the only one, while it may run.
+  // Adds a way to weigh (kCross); alone: the only one, while it may run.
   void offer(StoreMode mode, bool alone = false);
   // A way that cannot run here (after it was offered): never chosen again.
   void withdraw(StoreMode mode);

@@ -185,10 +185,6 @@ ShmSegment open_or_fall_back(const GroupSetup& setup, const std::string& name) {
   }
 }
 
-// Rank 0 picks the transport and creates the segment; the others map it. A rank that cannot
-// (no room, another /dev/shm) says so in the store before the set-up barrier, and after the
-// barrier every rank reads the same count: one failure and the whole group uses sockets. The
-// barrier also lets the segment's name go: every rank that could map it has.
 // What this rank shows its peers for cross-memory attach (cross_memory.h), in the segment
 // before the set-up barrier, so that every peer can test it once the barrier is passed.
 void announce_cross(const ShmSegment& segment, int rank, CrossSetting cross) {
@@ -199,6 +195,10 @@ void announce_cross(const ShmSegment& segment, int rank, CrossSetting cross) {
   segment.announce(rank, cross == CrossSetting::kOff ? CrossProbe{} : cross_probe());
 }
 
+// Rank 0 picks the transport and creates the segment; the others map it. A rank that cannot
+// (no room, another /dev/shm) says so in the store before the set-up barrier, and after the
+// barrier every rank reads the same count: one failure and the whole group uses sockets. The
+// barrier also lets the segment's name go: every rank that could map it has.
 Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, int ranks_here, const Deadline& deadline,
                           ShmSegment& segment) {
   rdzv::Store& store = *setup.store;

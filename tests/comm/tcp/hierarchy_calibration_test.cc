@@ -21,7 +21,7 @@ TEST_CASE("DDP_TCP_HIERARCHY_SMALL_BYTES: auto, or a byte count; anything else i
   CHECK_FALSE(parse_small_bytes("auto").has_value());
   CHECK(parse_small_bytes("0") == size_t{0});
   CHECK(parse_small_bytes("65536") == size_t{65536});
-  for (const char* bad : {"", "64K", "-1", "lots", "12 "}) {
+  for (const char* bad : {"", "64K", "-1", "lots", "12 ", "99999999999999999999999", "0x10"}) {
     CAPTURE(bad);
     CHECK_THROWS_WITH_AS(parse_small_bytes(bad), doctest::Contains("DDP_TCP_HIERARCHY_SMALL_BYTES"),
                          InvalidArgument);

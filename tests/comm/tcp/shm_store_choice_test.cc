@@ -179,5 +179,13 @@ TEST_CASE("offered alone, cross-memory is every op's way; withdrawn, cached stor
   d.withdraw(StoreMode::kCross);
   CHECK(d.preferred(kMiB) == StoreMode::kCached);
   for (int i = 0; i < 300; ++i) CHECK(op(d, kMiB, 2.0, 3.0, 0.1) != StoreMode::kCross);
+  // Withdrawn between a probe's two ops: its second is not run.
+  StoreChooser e;
+  e.offer(StoreMode::kCross);
+  StoreMode m = StoreMode::kCached;
+  for (int i = 0; i < 40 && m != StoreMode::kCross; ++i) m = op(e, kMiB, 1.0, 3.0, 2.0);
+  REQUIRE(m == StoreMode::kCross);  // the probe's first op
+  e.withdraw(StoreMode::kCross);
+  for (int i = 0; i < 300; ++i) CHECK(op(e, kMiB, 1.0, 3.0, 0.1) != StoreMode::kCross);
   CHECK(std::string(to_string(StoreMode::kCross)) == "cross-memory");
 }
