@@ -1,6 +1,7 @@
 #include "comm/tcp/hierarchical_collectives.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <map>
@@ -10,6 +11,7 @@
 #include "comm/tcp/tcp_process_group.h"
 #include "common/env.h"
 #include "common/error.h"
+#include "common/log.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -65,7 +67,8 @@ HierarchicalCollectives::HierarchicalCollectives(Options options, ProcessGroupPt
       cross_(std::move(cross)),
       local_tcp_(dynamic_cast<TcpProcessGroup*>(local_.get())),
       cross_tcp_(dynamic_cast<TcpProcessGroup*>(cross_.get())),
-      flat_(flat) {}
+      flat_(flat),
+      large_(large_setting()) {}
 
 void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
   switch (ctx.desc.kind) {
@@ -78,8 +81,36 @@ void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const 
   }
 }
 
+// Above the small path's limit, the way PathChooser gives (split, or flat over the group's
+// sockets), each op timed for it.
 void HierarchicalCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
-  all_reduce_path(ctx, buf, buf.bytes() <= opt_.small_bytes);
+  const size_t bytes = buf.bytes();
+  if (bytes <= opt_.small_bytes || flat_ == nullptr)
+    return all_reduce_path(ctx, buf, bytes <= opt_.small_bytes);
+  const LargeWay way = large_.next(bytes);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (way == LargeWay::kFlat) {
+    flat_->run(ctx, buf, buf);
+  } else {
+    all_reduce_path(ctx, buf, false);
+  }
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  if (large_.record(bytes, way, us)) agree_on_way(ctx, bytes);
+}
+
+void HierarchicalCollectives::agree_on_way(const OpContext& ctx, size_t bytes) {
+  PathChooser::Figures sums = large_.figures(bytes);
+  OpContext sum = ctx;
+  sum.desc.dtype = DType::kFloat64;
+  sum.desc.rop = ReduceOp::kSum;
+  sum.desc.count = sums.size();
+  run_small(sum, Buffer{sums.data(), sums.size(), DType::kFloat64, {}});
+  const LargeWay was = large_.preferred(bytes);
+  const LargeWay way = large_.agree(bytes, sums);
+  logger("tcp")->debug(
+      "group '{}': all_reduce of {} bytes: {} {:.0f} us, {} {:.0f} us (every rank's, summed): {}",
+      ctx.group ? *ctx.group : "", bytes, to_string(was), sums[0],
+      to_string(was == LargeWay::kSplit ? LargeWay::kFlat : LargeWay::kSplit), sums[1], to_string(way));
 }
 
 void HierarchicalCollectives::all_reduce_path(const OpContext& ctx, const Buffer& buf, bool small) {

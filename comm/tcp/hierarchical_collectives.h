@@ -10,7 +10,9 @@
 //   the host, so one segment crosses hosts while the next is reduced within the host and the
 //   last gathered. Without, the steps run one after another on the worker. The n % L trailing
 //   elements, and buffers up to Options::small_bytes whole (measured when the group is made:
-//   hierarchy_calibration.h), take an all_reduce within the host then across hosts. AVG is
+//   hierarchy_calibration.h), take an all_reduce within the host then across hosts. Above that
+//   limit, an all_reduce may go flat over the group's own sockets instead, where that is
+//   measured faster while the job runs (hierarchy_choice.h). AVG is
 //   summed and divided once by the world size at the end. Every rank computes or receives the
 //   same bits (each share's sum is taken once, in host order, by the cross group).
 // - broadcast: across hosts among the ranks with the root's local index, then within each host
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "comm/tcp/hierarchy_choice.h"
 #include "comm/tcp/op.h"
 #include "comm/tcp/socket_collectives.h"
 
@@ -82,6 +85,8 @@ class HierarchicalCollectives {
     size_t max_segments = 8;
     // The steps within the host on a second thread, beside those across (hierarchy_overlap).
     bool overlap = false;
+    // Above small_bytes: split, flat (over the group's sockets: needs `flat`), or measured.
+    LargeSetting large = LargeSetting::kAuto;
   };
   HierarchicalCollectives(Options options, ProcessGroupPtr local, ProcessGroupPtr cross,
                           SocketCollectives* flat);
@@ -103,6 +108,7 @@ class HierarchicalCollectives {
   // small one (hierarchy_calibration.h). Called by the thread that runs the group's ops.
   void all_reduce_path(const OpContext& ctx, const Buffer& buf, bool small);
   size_t small_bytes() const { return opt_.small_bytes; }
+  LargeSetting large_setting() const { return flat_ != nullptr ? opt_.large : LargeSetting::kSplit; }
   void set_small_bytes(size_t bytes) { opt_.small_bytes = bytes; }
 
   const ProcessGroupPtr& local() const { return local_; }
@@ -110,6 +116,9 @@ class HierarchicalCollectives {
 
  private:
   void all_reduce(const OpContext& ctx, const Buffer& buf);
+  // After a probe of the other way for ops of `bytes`: every rank's figures summed by the
+  // small path, and the way agreed (PathChooser).
+  void agree_on_way(const OpContext& ctx, size_t bytes);
   // The step across hosts of a small all_reduce started here, and its end (AVG's division).
   bool start_crossing(const OpContext& ctx, const Buffer& buf, int inline_us, HierarchicalStart& s);
   void end_small(const OpContext& ctx, const Buffer& buf) const;
@@ -148,6 +157,7 @@ class HierarchicalCollectives {
   TcpProcessGroup* local_tcp_;  // local_ (always a tcp group)
   TcpProcessGroup* cross_tcp_;  // cross_ when it is a tcp group (DDP_TCP_INTER=socket); else null
   SocketCollectives* flat_;
+  PathChooser large_;
   std::vector<char> scratch_;  // shares, arranged blocks (kept between ops)
   int32_t barrier_token_ = 0;  // a barrier's all_reduce (one op at a time: the group's)
 };

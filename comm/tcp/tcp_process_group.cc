@@ -71,6 +71,19 @@ size_t TcpProcessGroup::hierarchy_small_bytes() const { return hierarchy_ ? hier
 
 bool TcpProcessGroup::cross_memory() const { return shm_ && shm_->cross_reachable(); }
 
+namespace {
+
+const char* large_way_text(LargeSetting s) {
+  switch (s) {
+    case LargeSetting::kSplit: return "split within the host and across";
+    case LargeSetting::kFlat: return "flat over the group's sockets";
+    case LargeSetting::kAuto: break;
+  }
+  return "split or flat, whichever is measured faster while it runs";
+}
+
+}  // namespace
+
 std::string TcpProcessGroup::choices() const {
   switch (transport_) {
     case Transport::kLocal: return "tcp: one rank";
@@ -82,7 +95,8 @@ std::string TcpProcessGroup::choices() const {
     case Transport::kHierarchical:
       return detail::str("tcp: hierarchical; an all_reduce goes whole within the host, then across, up to ",
                          hierarchy_small_bytes(),
-                         " bytes (DDP_TCP_HIERARCHY_SMALL_BYTES; measured unless set)");
+                         " bytes (DDP_TCP_HIERARCHY_SMALL_BYTES; measured unless set); above, ",
+                         large_way_text(hierarchy_->large_setting()), " (DDP_TCP_HIERARCHY_LARGE)");
   }
   return "tcp";
 }

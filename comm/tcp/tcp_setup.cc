@@ -398,6 +398,8 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   const std::optional<size_t> small = parse_small_bytes(env::get_or("DDP_TCP_HIERARCHY_SMALL_BYTES", "auto"));
   ho.small_bytes = small.value_or(64 << 10);
   ho.segment_bytes = env_bytes("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 4 << 20, 0);
+  // The same on every rank too (the ways exchange different messages): measured unless set.
+  ho.large = parse_large_setting(env::get_or("DDP_TCP_HIERARCHY_LARGE", "auto"));
   // Each rank's own choice: it changes which thread runs a step, not what crosses the wire.
   ho.overlap = hierarchy_overlap(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"),
                                  machine_profile().usable_cpus, layout.per_host);

@@ -15,11 +15,17 @@
 #   streams       hierarchical with 2 connections between each pair of the cross-host step
 #                 (DDP_TCP_SOCKET_STREAMS=2: its chunks take turns on them), segments in turn
 #                 (DDP_TCP_HIERARCHY_OVERLAP=0).
+#   large-flat    hierarchical, every all_reduce flat over the group's sockets
+#                 (DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_HIERARCHY_LARGE=flat), the other ops
+#                 hierarchical. In the hierarchical mode (DDP_TCP_HIERARCHY_LARGE=auto) the ranks
+#                 must have agreed on the way of some all_reduces (split or flat) by summing
+#                 their figures, each decision logged alike by every rank.
 #   gloo          hierarchical with the step between hosts on Gloo (DDP_TCP_INTER=gloo), in
 #                 overlapped segments as above; Skipped (77) when this build has no gloo backend.
 # The matrix's subgroups cover the other layouts (one host, uneven hosts). Exit 77 (Skipped)
 # when not root or a tool is missing.
-# usage: [GLOO_BUILT=1] hosts_conformance_test.sh <bin dir> <tests dir> <source dir> HOSTS hierarchical|flat|streams|gloo
+# usage: [GLOO_BUILT=1] hosts_conformance_test.sh <bin dir> <tests dir> <source dir> HOSTS
+#          hierarchical|flat|streams|large-flat|gloo
 set -uo pipefail
 bin=$1 tests=$2 src=$3 n=$4 mode=$5
 GLOO_BUILT=${GLOO_BUILT:-0}
@@ -37,9 +43,10 @@ case "$mode" in
     DDP_TCP_HIERARCHY_OVERLAP=1) ;;
   flat) extra=(DDP_TCP_TRANSPORT=socket) ;;
   streams) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_SOCKET_STREAMS=2 DDP_TCP_HIERARCHY_OVERLAP=0) ;;
+  large-flat) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_HIERARCHY_LARGE=flat DDP_TCP_HIERARCHY_OVERLAP=0) ;;
   gloo) extra=(DDP_TCP_HIERARCHY_SMALL_BYTES=0 DDP_TCP_HIERARCHY_SEGMENT_BYTES=4096 DDP_TCP_INTER=gloo
     DDP_TCP_HIERARCHY_OVERLAP=1) ;;
-  *) echo "mode: hierarchical, flat, streams or gloo"; exit 2 ;;
+  *) echo "mode: hierarchical, flat, streams, large-flat or gloo"; exit 2 ;;
 esac
 # Runs the conformance binary on every host under ddp-launch with the given filter and extra
 # environment; logs in $out/host*.log. Fails the test (printing the logs' tails) on any failure.
@@ -88,6 +95,16 @@ fi
 striped=$(cat "$out"/host*.log | grep -c "group 'world/across[0-9]*': 2 connections to each peer")
 if [ "$mode" = streams ] && [ "$striped" != "$ranks" ]; then
   echo "FAIL: $striped of $ranks ranks opened 2 connections to each peer between hosts"; exit 1
+fi
+# Each decision on the way of large all_reduces, logged by every rank with the same sums: every
+# distinct line a multiple of the ranks (group 'world'; other groups have other sizes).
+read -r decided odd <<< "$(cat "$out"/host*.log | grep "group 'world': all_reduce of .*(every rank's, summed)" |
+  sed 's/^.*\] group/group/' | sort | uniq -c | awk -v r="$ranks" '{ n += $1 } $1 % r { bad++ } END { print n + 0, bad + 0 }')"
+if [ "$mode" = hierarchical ] && { [ "$decided" = 0 ] || [ "$odd" != 0 ]; }; then
+  echo "FAIL: the ranks logged $decided decisions on large all_reduces' way, $odd not by every rank"; exit 1
+fi
+if [ "$mode" = large-flat ] && [ "$decided" != 0 ]; then
+  echo "FAIL: DDP_TCP_HIERARCHY_LARGE=flat, yet $decided decisions were logged"; exit 1
 fi
 grep -h "test cases:" "$out"/host*.log | head -2
 echo "$n hosts x 2 ranks, $mode: ok"
