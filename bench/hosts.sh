@@ -15,6 +15,7 @@
 #
 # HOSTS (default 2), RANKS_PER_HOST (default 2), COMPARE (default gloo), MODES (default
 # "auto flat mpi"; mpi: Open MPI's MPI_Allreduce under mpirun across the same hosts, its own run),
+# LOGS (a folder: every rank's stdout and stderr are copied there, e.g. with DDP_LOG_LEVEL=debug),
 # RATE / DELAY (tc netem on every host's link, e.g. RATE=10gbit DELAY=50us; where netem is
 # unavailable, RATE alone through tc tbf, and hosts.sh says so), BIN (default build/bin). Any other
 # DDP_* variable passes through to the ranks (e.g. DDP_TCP_SOCKET_ALGO=ring). When the ranks of
@@ -34,7 +35,7 @@ p=ddpM$$x9
 $hosts sweep
 $hosts up "$p" "$n" "${RATE:--}" "${DELAY:--}"
 out=$(mktemp -d)
-trap '$hosts down "$p" "$n"; rm -rf "$out"' EXIT
+trap '$hosts down "$p" "$n"; [ -z "${LOGS:-}" ] || cp -r "$out/." "$LOGS"; rm -rf "$out"' EXIT
 
 # What one TCP connection carries (ddp-bench link: 1 s, the best of several bytes-per-call sizes,
 # from one thread polling both directions, as a rank's progress does).

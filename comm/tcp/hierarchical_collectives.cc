@@ -104,6 +104,7 @@ void HierarchicalCollectives::agree_on_way(const OpContext& ctx, size_t bytes) {
   sum.desc.dtype = DType::kFloat64;
   sum.desc.rop = ReduceOp::kSum;
   sum.desc.count = sums.size();
+  sum.deadline = Deadline(ctx.timeout);  // its own time: the op it follows may have used up its own
   run_small(sum, Buffer{sums.data(), sums.size(), DType::kFloat64, {}});
   const LargeWay was = large_.preferred(bytes);
   const LargeWay way = large_.agree(bytes, sums);

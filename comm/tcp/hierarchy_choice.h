@@ -18,8 +18,9 @@
 //   the same bits) and each switches only when the other way's sum is lower by kMargin.
 // The schedule depends on nothing but the ops and those sums, so every rank runs each op the
 // same way (a mismatch would be a hang: the two ways exchange different messages).
-// DDP_TCP_HIERARCHY_LARGE=split|flat fixes the way (the same on every rank). Called by one
-// thread at a time.
+// DDP_TCP_HIERARCHY_LARGE=split|flat fixes the way (rank 0's value counts). Unless split, the
+// group's own sockets open as many connections to each peer as a flat group's would. Called by
+// one thread at a time.
 #include <array>
 #include <cstddef>
 #include <cstdint>

@@ -133,7 +133,7 @@ class TcpProcessGroup final : public ProcessGroup {
   static constexpr int kToTheEnd = -2;
   TcpProcessGroup(const GroupSetup& setup);
   void connect(const GroupSetup& setup, int ranks_on_host);
-  void connect_hierarchy(const GroupSetup& setup, const HostLayout& layout);
+  void connect_hierarchy(const GroupSetup& setup, const HostLayout& layout, LargeSetting large);
   // Both take a resolved timeout (never kUseDefault).
   WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout);
   // inline_us: how long the op may poll on the caller's thread before the worker takes it

@@ -24,18 +24,23 @@ namespace {
 struct Config {
   Transport transport = Transport::kSocket;
   bool fingerprints = true;
-  int streams = 1;  // connections to each peer (socket transport)
+  int streams = 1;  // connections to each peer (socket transport; hierarchical, unless split)
+  // A hierarchical group's all_reduces above the small path (DDP_TCP_HIERARCHY_LARGE): rank 0's,
+  // so that no rank takes a way its peers do not.
+  LargeSetting large = LargeSetting::kAuto;
   std::string shm_name;
 
   std::string encode() const {
-    return detail::str(to_string(transport), "\n", fingerprints ? 1 : 0, "\n", streams, "\n", shm_name);
+    return detail::str(to_string(transport), "\n", fingerprints ? 1 : 0, "\n", streams, "\n",
+                       static_cast<int>(large), "\n", shm_name);
   }
   static Config decode(const std::string& text) {
     Config c;
     auto a = text.find('\n');
     auto b = a == std::string::npos ? a : text.find('\n', a + 1);
     auto d = b == std::string::npos ? b : text.find('\n', b + 1);
-    if (d == std::string::npos) DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "'");
+    auto e = d == std::string::npos ? d : text.find('\n', d + 1);
+    if (e == std::string::npos) DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "'");
     const std::string t = text.substr(0, a);
     c.transport = t == "shm"            ? Transport::kShm
                   : t == "hierarchical" ? Transport::kHierarchical
@@ -46,7 +51,11 @@ struct Config {
     auto [end, ec] = std::from_chars(first, last, c.streams);
     if (ec != std::errc() || end != last || c.streams < 1 || c.streams > kMaxSocketStreams)
       DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "' (connections per peer)");
-    c.shm_name = text.substr(d + 1);
+    const std::string large = text.substr(d + 1, e - d - 1);
+    if (large != "0" && large != "1" && large != "2")
+      DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "' (large all_reduces)");
+    c.large = static_cast<LargeSetting>(large[0] - '0');
+    c.shm_name = text.substr(e + 1);
     return c;
   }
 };
@@ -195,12 +204,13 @@ void announce_cross(const ShmSegment& segment, int rank, CrossSetting cross) {
   segment.announce(rank, cross == CrossSetting::kOff ? CrossProbe{} : cross_probe());
 }
 
-// Rank 0 picks the transport and creates the segment; the others map it. A rank that cannot
+// Rank 0 picks the transport (and the connections to each peer, and the way of a hierarchy's
+// large all_reduces: its own settings) and creates the segment; the others map it. A rank that cannot
 // (no room, another /dev/shm) says so in the store before the set-up barrier, and after the
 // barrier every rank reads the same count: one failure and the whole group uses sockets. The
 // barrier also lets the segment's name go: every rank that could map it has.
-Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, int ranks_here, const Deadline& deadline,
-                          ShmSegment& segment) {
+Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, int ranks_here, LargeSetting large,
+                          const Deadline& deadline, ShmSegment& segment) {
   rdzv::Store& store = *setup.store;
   Config config;
   const int streams = socket_streams(env::get_or("DDP_TCP_SOCKET_STREAMS", "auto"),
@@ -209,6 +219,7 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, int ranks_h
     config.transport = choose_transport(mesh);
     config.fingerprints = env::get_bool_or("DDP_TCP_FINGERPRINT", true);
     config.streams = streams;
+    config.large = large;
     if (config.transport == Transport::kShm) segment = create_or_fall_back(setup, geometry(setup.size));
     if (config.transport == Transport::kShm && !segment.valid()) config.transport = Transport::kSocket;
     config.shm_name = segment.name();
@@ -259,13 +270,14 @@ std::vector<std::vector<Fd>> more_streams(const GroupSetup& setup, int streams, 
 void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   if (!setup.store) DDP_THROW(InvalidArgument, "tcp backend: group '", setup.name, "' has no store");
   const CrossSetting cross = cross_setting();  // a bad value fails here, before any peer waits on us
+  const LargeSetting large = parse_large_setting(env::get_or("DDP_TCP_HIERARCHY_LARGE", "auto"));  // likewise
   Deadline deadline(setup.options.timeout);
   Mesh mesh = build_mesh(*setup.store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
   const HostLayout layout = layout_of(mesh);
   const int ranks_here = ranks_on_host > 0 ? ranks_on_host : ranks_on_this_host(layout, setup.rank);
 
   ShmSegment segment;
-  const Config config = agree_on_transport(setup, mesh, ranks_here, deadline, segment);
+  const Config config = agree_on_transport(setup, mesh, ranks_here, large, deadline, segment);
 
   transport_ = config.transport;
   fingerprints_ = config.fingerprints;
@@ -294,7 +306,9 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   eo.poll = poll;
   std::vector<std::vector<Fd>> sets;
   sets.push_back(std::move(mesh.fds));
-  if (transport_ == Transport::kSocket) {
+  // A hierarchical group's own sockets carry its all_reduces that go flat (hierarchy_choice.h).
+  if (transport_ == Transport::kSocket ||
+      (transport_ == Transport::kHierarchical && config.large != LargeSetting::kSplit)) {
     for (auto& set : more_streams(setup, config.streams, deadline)) sets.push_back(std::move(set));
   }
   for (auto& set : sets) {
@@ -342,7 +356,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     // long as the shm attempt would poll (no hand-off to the worker and back: two wake-ups).
     inline_spin_us_ = inline_spin_us(wait.roomy ? wait.spin_us : 2000);
   }
-  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout);
+  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout, config.large);
 }
 
 namespace {
@@ -368,7 +382,8 @@ void set_inter_node_factory(InterNodeFactory factory) { g_inter_node_factory.sto
 
 // The two child groups of a hierarchical group (hierarchical_collectives.h), made by every rank
 // in the same order: this host's ranks, then the ranks with this rank's local index.
-void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayout& layout) {
+void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayout& layout,
+                                        LargeSetting large) {
   const auto me = static_cast<size_t>(setup.rank);
   const int host = layout.host_of[me], local = layout.local_of[me], cross = layout.cross_of[me];
   auto child = [&](const std::string& part, int index, auto member, int rank, bool cross) {
@@ -398,8 +413,7 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   const std::optional<size_t> small = parse_small_bytes(env::get_or("DDP_TCP_HIERARCHY_SMALL_BYTES", "auto"));
   ho.small_bytes = small.value_or(64 << 10);
   ho.segment_bytes = env_bytes("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 4 << 20, 0);
-  // The same on every rank too (the ways exchange different messages): measured unless set.
-  ho.large = parse_large_setting(env::get_or("DDP_TCP_HIERARCHY_LARGE", "auto"));
+  ho.large = large;  // rank 0's (the ways exchange different messages)
   // Each rank's own choice: it changes which thread runs a step, not what crosses the wire.
   ho.overlap = hierarchy_overlap(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"),
                                  machine_profile().usable_cpus, layout.per_host);

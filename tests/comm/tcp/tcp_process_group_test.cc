@@ -89,6 +89,12 @@ TEST_CASE("DDP_TCP_SHM_STORES: anything but auto, cached or streaming is an erro
                        doctest::Contains("DDP_TCP_SHM_STORES='fast'"), InvalidArgument);
 }
 
+TEST_CASE("DDP_TCP_HIERARCHY_LARGE: anything but auto, split or flat fails any group's creation, naming it") {
+  ScopedEnv env({{"DDP_TCP_HIERARCHY_LARGE", std::string("ring")}});
+  CHECK_THROWS_WITH_AS(run_ranks(2, [](TcpProcessGroup&, int) {}),
+                       doctest::Contains("DDP_TCP_HIERARCHY_LARGE='ring'"), InvalidArgument);
+}
+
 TEST_CASE("socket pipeline sizes from the environment: nonsense is an error naming the variable") {
   for (const auto& [var, value] :
        std::vector<std::pair<std::string, std::string>>{{"DDP_TCP_SOCKET_CHUNK_BYTES", "0"},
