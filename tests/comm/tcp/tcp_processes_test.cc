@@ -81,6 +81,10 @@ TEST_CASE("processes: a SIGKILLed peer fails the pending and later ops of the ot
           } catch (const NetworkError& e) {
             if (std::string(e.message()).find("rank 2") == std::string::npos) return 7;
           }
+          // Both survivors keep their groups until both saw rank 2's loss: one that left first
+          // would be the other's first news ("rank 0 left the group"), a race under load.
+          store.set("seen/" + std::to_string(r), "1");
+          store.wait({"seen/0", "seen/1"}, Millis(60'000));
           return 0;
         },
         [&](const std::vector<pid_t>& pids) {
