@@ -11,7 +11,8 @@
 // 256 MiB, where 1 MiB was 0.70 split against 1.17 flat. So it is measured while the job runs:
 // - per size class (powers of two), ops go the way in use, and now and then two ops the other
 //   way (a probe: the first finds the caches as the other way left them and is not counted);
-//   the third op of a class, then after 8 ops, 16, ... at most 64 while the choice holds;
+//   the fourth and fifth ops of a class (the first op is cold and not counted either), then
+//   after 8 ops, 16, ... at most 64 while the choice holds;
 // - each rank times its own ops (wall time); the way in use is the least of its last
 //   kRecent ops (a late peer makes one op slow, not four), the other is the probe's;
 // - after a probe, the ranks sum their two figures by the small all_reduce (every rank gets
