@@ -16,6 +16,15 @@ LargeSetting parse_large_setting(const std::string& value) {
 
 const char* to_string(LargeWay way) { return way == LargeWay::kSplit ? "split" : "flat"; }
 
+const char* to_string(LargeSetting setting) {
+  switch (setting) {
+    case LargeSetting::kSplit: return "split";
+    case LargeSetting::kFlat: return "flat";
+    case LargeSetting::kAuto: break;
+  }
+  return "auto";
+}
+
 PathChooser::PathChooser(LargeSetting setting) : setting_(setting) {}
 
 size_t PathChooser::class_of(size_t bytes) {

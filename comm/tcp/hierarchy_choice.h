@@ -35,6 +35,7 @@ enum class LargeSetting { kAuto, kSplit, kFlat };
 // DDP_TCP_HIERARCHY_LARGE's value: auto, split or flat; InvalidArgument naming it otherwise.
 LargeSetting parse_large_setting(const std::string& value);
 const char* to_string(LargeWay way);
+const char* to_string(LargeSetting setting);  // auto, split or flat
 
 class PathChooser {
  public:

@@ -50,14 +50,14 @@ void reduce_block(const ShmChannel& ch, const ShmStep& s) {
 
 bool all_gather_cross_step(ShmChannel& ch, ShmStep& s) {
   ShmProgress& st = s.at;
-  if (st.cross == 0) decide_cross(ch, s);  // blocking: decides
+  if (st.cross == 0 && !decide_cross(ch, s)) return false;  // run blocking: decides at once
   if (st.cross < 0) return all_gather_step(ch, s);
   return in_place_pass(ch, s, [&] { timed(st, [&] { gather_all(ch, s); }); });
 }
 
 bool reduce_scatter_cross_step(ShmChannel& ch, ShmStep& s) {
   ShmProgress& st = s.at;
-  if (st.cross == 0) decide_cross(ch, s);
+  if (st.cross == 0 && !decide_cross(ch, s)) return false;
   if (st.cross < 0) return reduce_scatter_step(ch, s);
   return in_place_pass(ch, s, [&] { timed(st, [&] { reduce_block(ch, s); }); });
 }

@@ -418,8 +418,11 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   ho.overlap = hierarchy_overlap(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"),
                                  machine_profile().usable_cpus, layout.per_host);
   logger("tcp")->debug(
-      "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}; overlap: {}",
-      setup.name, layout.hosts, layout.per_host, host, local, cross_group->backend_name(), ho.overlap);
+      "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}; overlap: "
+      "{}; "
+      "large all_reduces: {}",
+      setup.name, layout.hosts, layout.per_host, host, local, cross_group->backend_name(), ho.overlap,
+      to_string(ho.large));
   hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group),
                                                          std::move(cross_group), sockets_.get());
   if (!small) calibrate_small_bytes(*hierarchy_, setup.name, setup.options.timeout);

@@ -106,5 +106,12 @@ fi
 if [ "$mode" = large-flat ] && [ "$decided" != 0 ]; then
   echo "FAIL: DDP_TCP_HIERARCHY_LARGE=flat, yet $decided decisions were logged"; exit 1
 fi
+# Every rank took rank 0's setting for them: flat in large-flat, auto (measured) otherwise.
+want_large=auto
+[ "$mode" = large-flat ] && want_large=flat
+large=$(cat "$out"/host*.log | grep -c "group 'world': hierarchical, .*large all_reduces: $want_large")
+if [ "$mode" != flat ] && [ "$large" != "$ranks" ]; then
+  echo "FAIL: $large of $ranks ranks took large all_reduces $want_large"; exit 1
+fi
 grep -h "test cases:" "$out"/host*.log | head -2
 echo "$n hosts x 2 ranks, $mode: ok"

@@ -63,6 +63,8 @@ TEST_CASE("DDP_TCP_HIERARCHY_LARGE: auto, split or flat; anything else is refuse
                        InvalidArgument);
   CHECK_THROWS_AS(parse_large_setting(""), InvalidArgument);
   CHECK(std::string(to_string(LargeWay::kFlat)) == "flat");
+  for (const char* name : {"auto", "split", "flat"})
+    CHECK(std::string(to_string(parse_large_setting(name))) == name);
 }
 
 TEST_CASE("a fixed setting takes its way for every op and never asks the ranks to agree") {
