@@ -14,6 +14,7 @@
 // Called by one thread at a time (the one running the group's op).
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "comm/tcp/op.h"
@@ -56,6 +57,7 @@ struct ShmStep {
   const DirectView* direct = nullptr;     // the buffer in group memory (allreduce_direct_step)
   StoreMode stores = StoreMode::kCached;  // rank 0: how this op writes what peers read
   std::span<char> scratch = {};           // a slot's bytes at least (the cross-memory steps)
+  bool timed = false;                     // rank 0's chooser weighs this op (its busy time counts)
 };
 
 // What a rank publishes as it enters an op (ShmChannel::begin).
@@ -90,6 +92,17 @@ void timed(ShmProgress& st, F&& f) {
   const auto t0 = Clock::now();
   f();
   st.busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+}
+
+// timed() where the op's busy time counts (ShmStep::timed); otherwise f() alone (no clock read
+// on a small op's path).
+template <typename F>
+void timed_if(const ShmStep& s, F&& f) {
+  if (s.timed) {
+    timed(s.at, std::forward<F>(f));
+  } else {
+    f();
+  }
 }
 
 class ShmChannel {

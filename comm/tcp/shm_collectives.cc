@@ -30,6 +30,8 @@ int unreachable_peer(const ShmSegment& segment, int rank, int world) {
 
 using Algorithm = bool (*)(ShmChannel&, ShmStep&);
 
+constexpr size_t kPageBytes = 4096;
+
 Algorithm algorithm_for(const OpDesc& d, const Buffer& in, const ShmGeometry& g) {
   if (oneshot_fits(d, in, g)) return oneshot_step;
   switch (d.kind) {
@@ -86,12 +88,15 @@ struct ShmCollectives::Impl {
 
   // Whether this op's input is offered to cross-memory attach (shm_cross.h): an all_reduce
   // (chunked, or direct whose peers' buffers may be private), all_gather or reduce_scatter past
-  // the one-shot size.
-  bool offers(const OpDesc& d) const {
+  // the one-shot size; a one-shot all_gather of a page or more (below, the calls and the pass's
+  // handshake cost more than the copies they save).
+  bool offers(const OpDesc& d, const Buffer& in) const {
     if (algorithm == allreduce_chunked_step || algorithm == allreduce_direct_step) return true;
+    if (algorithm == oneshot_step) return d.kind == OpKind::kAllGather && in.bytes() >= kPageBytes;
     return (algorithm == all_gather_step && d.kind == OpKind::kAllGather) || algorithm == reduce_scatter_step;
   }
   static Algorithm cross_algorithm(Algorithm a) {
+    if (a == oneshot_step) return all_gather_oneshot_cross_step;  // offered: an all_gather
     if (a == allreduce_chunked_step) return allreduce_cross_step;
     if (a == all_gather_step) return all_gather_cross_step;
     if (a == reduce_scatter_step) return reduce_scatter_cross_step;
@@ -101,7 +106,8 @@ struct ShmCollectives::Impl {
   StoreChooser* chooser_for(const OpDesc& d) {
     if (channel.rank() != 0) return nullptr;
     if (algorithm == allreduce_chunked_step || algorithm == allreduce_cross_step) return &stores[0];
-    if ((algorithm == all_gather_step && d.kind == OpKind::kAllGather) || algorithm == all_gather_cross_step)
+    if ((algorithm == all_gather_step && d.kind == OpKind::kAllGather) ||
+        algorithm == all_gather_cross_step || algorithm == all_gather_oneshot_cross_step)
       return &stores[1];
     if (algorithm == reduce_scatter_step || algorithm == reduce_scatter_cross_step) return &stores[2];
     if (algorithm == all_to_all_step) return &stores[3];
@@ -116,7 +122,7 @@ struct ShmCollectives::Impl {
       direct = regions.find(in.data, in.bytes(), ctx.desc.seq);
       if (direct) algorithm = allreduce_direct_step;
     }
-    const bool offer = cross && offers(ctx.desc);
+    const bool offer = cross && offers(ctx.desc, in);
     if (offer) algorithm = cross_algorithm(algorithm);
     // Rank 0 chooses for every rank (ShmChannel::begin_stores).
     chooser = chooser_for(ctx.desc);
@@ -130,7 +136,7 @@ struct ShmCollectives::Impl {
 
   // One step of the op in progress: true when it is done (and every peer's fingerprint checked).
   bool step(const OpContext& ctx, const Buffer& in, const Buffer& out, ShmPoll poll) {
-    ShmStep s{ctx, in, out, progress, poll, direct ? &*direct : nullptr, mode, scratch};
+    ShmStep s{ctx, in, out, progress, poll, direct ? &*direct : nullptr, mode, scratch, chooser != nullptr};
     if (!algorithm(channel, s)) return false;
     channel.end(ctx);
     if (progress.direct > 0) direct_runs.fetch_add(1, std::memory_order_relaxed);

@@ -7,6 +7,7 @@
 #include "comm/tcp/shm_allreduce_direct.h"
 #include "comm/tcp/shm_cross.h"
 #include "comm/tcp/shm_exchange.h"
+#include "comm/tcp/shm_oneshot.h"
 #include "comm/tcp/shm_reduce.h"
 
 namespace ddp::comm::tcp {
@@ -52,6 +53,13 @@ bool all_gather_cross_step(ShmChannel& ch, ShmStep& s) {
   ShmProgress& st = s.at;
   if (st.cross == 0 && !decide_cross(ch, s)) return false;  // run blocking: decides at once
   if (st.cross < 0) return all_gather_step(ch, s);
+  return in_place_pass(ch, s, [&] { timed(st, [&] { gather_all(ch, s); }); });
+}
+
+bool all_gather_oneshot_cross_step(ShmChannel& ch, ShmStep& s) {
+  ShmProgress& st = s.at;
+  if (st.cross == 0 && !decide_cross(ch, s)) return false;  // polled, not yet decided
+  if (st.cross < 0) return oneshot_step(ch, s);
   return in_place_pass(ch, s, [&] { timed(st, [&] { gather_all(ch, s); }); });
 }
 

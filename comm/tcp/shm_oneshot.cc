@@ -105,14 +105,14 @@ bool oneshot_step(ShmChannel& ch, ShmStep& s) {
     if (stages) {
       if (!poll([&] { return ch.slot_free(t); })) return false;
       ch.acquire(t, s.ctx);
-      copy_bytes(ch.slot(ch.rank(), t), s.in.data, s.in.bytes());
+      timed_if(s, [&] { copy_bytes(ch.slot(ch.rank(), t), s.in.data, s.in.bytes()); });
     }
     ch.publish(Counter::kStaged, t + 1);
     st.phase = 2;
   }
   if (!poll([&] { return ch.reached(Counter::kStaged, t + 1); })) return false;
   ch.wait_all(Counter::kStaged, t + 1, s.ctx);
-  consume(ch, s, t);
+  timed_if(s, [&] { consume(ch, s, t); });
   ch.publish(Counter::kDone, t + 1);
   return true;
 }

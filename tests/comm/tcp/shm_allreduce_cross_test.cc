@@ -1,5 +1,5 @@
 // The cross-memory collectives (private buffers, by process_vm_readv/writev; all_reduce, and
-// all_gather and reduce_scatter: shm_exchange_cross.h): through
+// all_gather, one-shot ones from a page up too, and reduce_scatter: shm_exchange_cross.h): through
 // TcpProcessGroup with threads as ranks (every dtype and reduce op, worlds 2 and 3, beside the
 // other ops and group memory) and across real processes (exact results; a rank that offers
 // nothing makes every rank stage through the slots), and a peer's buffer that cannot be read
@@ -94,6 +94,41 @@ TEST_CASE("cross-memory all_gather and reduce_scatter: every dtype, worlds 2 and
       }
     });
   }
+}
+
+TEST_CASE(
+    "one-shot all_gathers go by cross-memory from a page up, issued inline, exact; smaller ones stage") {
+  auto vars = cma("on");
+  vars["DDP_TCP_SHM_SLOT_BYTES"] = std::string("65536");  // inputs up to 64 KiB: one-shot
+  ScopedEnv env(vars);
+  for (int w : {2, 3}) {
+    CAPTURE(w);
+    run_ranks(w, [&](TcpProcessGroup& pg, int r) {
+      for (DType t : kAllTypes) {
+        for (size_t bytes : {size_t{4096}, size_t{20000}, size_t{65536}}) {
+          const uint64_t before = pg.cross_memory_ops();
+          check_all_gather(pg, r, t, bytes / dtype_size(t));
+          if (pg.cross_memory_ops() != before + 1) throw std::runtime_error("a one-shot all_gather staged");
+        }
+        const uint64_t before = pg.cross_memory_ops();
+        check_all_gather(pg, r, t, 4000 / dtype_size(t));
+        if (pg.cross_memory_ops() != before)
+          throw std::runtime_error("an all_gather under a page went cross");
+      }
+    });
+  }
+}
+
+TEST_CASE("auto: one-shot all_gathers, whichever way rank 0's chooser takes, stay exact over many rounds") {
+  auto vars = cma("auto");
+  vars["DDP_TCP_SHM_SLOT_BYTES"] = std::string("65536");
+  ScopedEnv env(vars);
+  run_ranks(3, [&](TcpProcessGroup& pg, int r) {
+    for (int round = 0; round < 60; ++round) {
+      check_all_gather(pg, r, DType::kFloat32, round % 3 == 0 ? 1024 : 9001);
+      if (round % 10 == 0) check_all_reduce(pg, r, DType::kFloat32, ReduceOp::kSum, 3001);
+    }
+  });
 }
 
 TEST_CASE("DDP_TCP_CMA=off: no all_reduce runs so, and the results are the same") {

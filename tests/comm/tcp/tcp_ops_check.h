@@ -60,20 +60,23 @@ inline void check_rooted(ProcessGroup& pg, int r, DType t, size_t n) {
   }
 }
 
+inline void check_all_gather(ProcessGroup& pg, int r, DType t, size_t n) {
+  const size_t total = n * static_cast<size_t>(pg.size());
+  auto in = filled(t, n);
+  for (size_t i = 0; i < n; ++i) put(t, in.bytes.data(), i, value(ReduceOp::kSum, r, i));
+  auto out = filled(t, total);
+  pg.all_gather(in.buffer(), out.buffer())->wait();
+  for (size_t k = 0; k < total; ++k) {
+    expect_at("all_gather n=" + std::to_string(n), t, out.bytes.data(), k,
+              value(ReduceOp::kSum, static_cast<int>(k / n), k % n));
+  }
+}
+
 inline void check_all_to_all_family(ProcessGroup& pg, int r, DType t, size_t n) {
   const int w = pg.size();
   const size_t total = n * static_cast<size_t>(w);
   const std::string sz = " n=" + std::to_string(n);
-  {
-    auto in = filled(t, n);
-    for (size_t i = 0; i < n; ++i) put(t, in.bytes.data(), i, value(ReduceOp::kSum, r, i));
-    auto out = filled(t, total);
-    pg.all_gather(in.buffer(), out.buffer())->wait();
-    for (size_t k = 0; k < total; ++k) {
-      expect_at("all_gather" + sz, t, out.bytes.data(), k,
-                value(ReduceOp::kSum, static_cast<int>(k / n), k % n));
-    }
-  }
+  check_all_gather(pg, r, t, n);
   {
     auto in = filled(t, total);
     for (size_t k = 0; k < total; ++k) put(t, in.bytes.data(), k, value(ReduceOp::kSum, r, k));
