@@ -165,7 +165,10 @@ bool ShmCollectives::cross_reachable() const { return impl_->cross; }
 void ShmCollectives::add_region(const std::shared_ptr<ShmRegion>& region) { impl_->regions.add(region); }
 
 bool ShmCollectives::resumable(const OpDesc& d, const Buffer& in) const {
-  return d.kind == OpKind::kAllReduce || oneshot_fits(d, in, impl_->channel.geometry());
+  // An all_gather offered to cross-memory attach polls until it is decided, and its pass too
+  // (all_gather_cross_step); only the staged way blocks, and it waits for the worker.
+  return d.kind == OpKind::kAllReduce || oneshot_fits(d, in, impl_->channel.geometry()) ||
+         (impl_->cross && d.kind == OpKind::kAllGather);
 }
 
 bool ShmCollectives::start(const OpContext& ctx, const Buffer& in, const Buffer& out, int budget_us) {

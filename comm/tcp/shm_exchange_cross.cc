@@ -51,8 +51,8 @@ void reduce_block(const ShmChannel& ch, const ShmStep& s) {
 
 bool all_gather_cross_step(ShmChannel& ch, ShmStep& s) {
   ShmProgress& st = s.at;
-  if (st.cross == 0 && !decide_cross(ch, s)) return false;  // run blocking: decides at once
-  if (st.cross < 0) return all_gather_step(ch, s);
+  if (st.cross == 0 && !decide_cross(ch, s)) return false;          // polled, not yet decided
+  if (st.cross < 0) return s.poll.block && all_gather_step(ch, s);  // staged: blocking, so on the worker
   return in_place_pass(ch, s, [&] { timed(st, [&] { gather_all(ch, s); }); });
 }
 

@@ -7,7 +7,11 @@
 //   time, into a scratch buffer (in its cache) and reduces it into its output.
 // Each rank returns once every rank has read what it needed from it. Otherwise the op runs as
 // all_gather_step / reduce_scatter_step (shm_exchange.h, shm_reduce.h) with cached stores.
-// Blocking, as those are.
+// reduce_scatter blocks, as those do. all_gather polls until it is decided and through its pass,
+// so it starts on the caller's thread (up to DDP_TCP_INLINE_MAX_BYTES) as an all_reduce does;
+// only its staged way blocks, and it waits for the worker (a poll returns false first): the
+// hand-off to the worker cost 2 ranks' all_gather of 1 MiB 56 us against Open MPI's 49, 47
+// against 46 inline (2-vCPU VM).
 // An all_gather whose input fits a slot (a one-shot one, shm_oneshot.h) takes the same pass
 // from a page up (all_gather_oneshot_cross_step), or else runs one-shot; resumable, as that
 // is. 2 ranks on the 2-vCPU VM, 64 KiB gathered in 3.7 us against 6.0 one-shot (Open MPI 4.2),

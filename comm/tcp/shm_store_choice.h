@@ -20,11 +20,14 @@
 // stores where streaming would serve all. Now and then it runs one op the other way to see
 // whether the machine changed: the third op of a class (the first is cold and not counted: an
 // all_gather's first touch of its output took 245 us, 6x a warm op), then after 8 ops, 16,
-// ... up to 64 while the choice holds, and at once when the mode in use gets slower than the
+// ... up to 256 while the choice holds, and at once when the mode in use gets slower than the
 // other's last figure.
-// A probe of the losing mode costs one op at that mode's speed (up to 6x, far cores with cached
-// stores), so at most every 64 ops: a few percent at worst, and a host that moves the vCPUs
-// (that VM did every 10-60 s) is followed within 64 ops.
+// A probe of the losing mode costs its ops at that mode's speed (up to 6x, far cores with cached
+// stores), and the ops after it find the caches disturbed: with probes every 64 ops, 2 ranks'
+// all_gather of 1 MiB by cross-memory took 58 us a op in 100-op loops against 47 with no probes
+// (2-vCPU VM). So at most every 256 ops: a host that moves the vCPUs apart (that VM did every
+// 10-60 s) makes the mode in use slower, which is probed at once; one that moves them back is
+// followed within 256 ops.
 // DDP_TCP_SHM_STORES=cached|streaming fixes it (rank 0's value counts).
 //
 // The choosers of all_reduce, all_gather and reduce_scatter may also be offered a third way,
@@ -54,7 +57,7 @@ const char* to_string(StoreMode mode);
 class StoreChooser {
  public:
   static constexpr uint32_t kFirstInterval = 8;
-  static constexpr uint32_t kMaxInterval = 64;
+  static constexpr uint32_t kMaxInterval = 256;
   static constexpr double kMargin = 1.15;  // a probe must win by this much to switch
   static constexpr int kModes = 3;
 
