@@ -85,7 +85,7 @@ void publish_copy(StoreMode mode, char* slot, const void* from, size_t bytes) {
 }
 
 void ShmChannel::begin(const OpContext& ctx, const ShmEntry& e) {
-  fingerprints_.begin(ctx);
+  fingerprints_.begin(ctx, ticket_);
   const uint64_t seq = ctx.desc.seq;
   RankControl& me = segment_.control(opt_.rank);
   me.direct[seq % 2].store(e.direct_tag, std::memory_order_relaxed);

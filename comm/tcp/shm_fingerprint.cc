@@ -8,14 +8,26 @@ ShmFingerprints::ShmFingerprints(const ShmSegment* segment, const ShmWait* wait,
                                  bool enabled)
     : segment_(segment), wait_(wait), rank_(rank), world_(world), enabled_(enabled) {}
 
-void ShmFingerprints::begin(const OpContext& ctx) {
+namespace {
+
+// The fingerprint's hash with the entry tickets folded in (an odd multiplier is a bijection;
+// the shift keeps the hash's low bit, which makes it never 0).
+uint64_t op_hash(const Fingerprint& fp, uint64_t tickets) {
+  return fp.hash() ^ ((tickets * 0x9e3779b97f4a7c15ull) << 1);
+}
+
+}  // namespace
+
+void ShmFingerprints::begin(const OpContext& ctx, uint64_t tickets) {
   if (!enabled_) return;
   verified_.assign(static_cast<size_t>(world_), false);
   verified_[static_cast<size_t>(rank_)] = true;
   RankControl& me = segment_->control(rank_);
   const Fingerprint fp = Fingerprint::of(ctx.desc);
   me.fingerprints[ctx.desc.seq % kFingerprintRing] = fp;
-  my_hash_ = fp.hash();
+  me.entry_tickets[ctx.desc.seq % kFingerprintRing] = tickets;
+  my_hash_ = op_hash(fp, tickets);
+  my_tickets_ = tickets;
   me.hashes[ctx.desc.seq % 2].store(my_hash_, std::memory_order_relaxed);
 }
 
@@ -34,6 +46,12 @@ void ShmFingerprints::verify(int peer, const OpContext& ctx) {
     DDP_THROW(InvalidArgument, ctx.label(), ": mismatched collectives: rank ", rank_, " called ",
               describe(ctx.desc), " at seq ", seq, " but rank ", peer, " called ", describe(theirs.desc()),
               " at seq ", theirs.seq);
+  }
+  const uint64_t tickets = segment_->control(peer).entry_tickets[seq % kFingerprintRing];
+  if (tickets != my_tickets_) {
+    DDP_THROW(BackendError, ctx.label(), ": the ranks' shared-memory schedules parted: rank ", rank_,
+              " entered this op after ", my_tickets_, " tickets, rank ", peer, " after ", tickets,
+              " (a bug in the tcp backend, not in the program: please report it with this message)");
   }
 }
 

@@ -8,6 +8,12 @@
 // one op ahead and slot [seq % 2] of the hash is still this op's. A mismatch is InvalidArgument naming both
 // ranks' ops. Disabled: every call returns at once. Called by one thread at a time (the one running the
 // group's op).
+//
+// The hash also covers the tickets (shm_channel.h) the rank had taken when it entered the op.
+// Ranks that run the same ops take the same tickets; ranks whose tickets differ would wait for
+// each other's counters forever, or read a slot the peer has not written. So a difference is a
+// BackendError naming both ranks' tickets (a bug in the backend, not in the caller's program),
+// raised by the op where it first shows instead of a timeout somewhere later.
 #include <vector>
 
 #include "comm/tcp/op.h"
@@ -21,7 +27,8 @@ class ShmFingerprints {
   // `segment` and `wait` outlive this object.
   ShmFingerprints(const ShmSegment* segment, const ShmWait* wait, int rank, int world, bool enabled);
 
-  void begin(const OpContext& ctx);             // a new op: publish it, nobody verified yet
+  // A new op, entered after `tickets` tickets: publish it, nobody verified yet.
+  void begin(const OpContext& ctx, uint64_t tickets);
   void verify(int peer, const OpContext& ctx);  // once per peer and op
   // verify() if the peer has entered this op, without waiting: a peer that is late because it
   // runs another op (one that never publishes what this one waits for) is named at once.
@@ -34,7 +41,8 @@ class ShmFingerprints {
   int rank_;
   int world_;
   bool enabled_;
-  uint64_t my_hash_ = 0;  // the fingerprint hash of the running op
+  uint64_t my_hash_ = 0;  // the hash of the running op's fingerprint and entry tickets
+  uint64_t my_tickets_ = 0;
   std::vector<bool> verified_;
 };
 

@@ -59,6 +59,9 @@ struct alignas(64) RankControl {
   std::atomic<uint64_t> probe_addr{0};
   std::atomic<uint64_t> probe_value{0};
   alignas(64) Fingerprint fingerprints[kFingerprintRing];  // by seq % ring, written before kEntered
+  // By seq % ring, written before kEntered: the tickets this rank had taken when it entered op
+  // seq (shm_fingerprint.h; read only when a hash differs).
+  uint64_t entry_tickets[kFingerprintRing] = {};
 };
 
 static_assert(offsetof(RankControl, wide) == 64, "a rank's counters, hashes and small values fill one line");

@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "common/error.h"
 #include "tests/comm/tcp/shm_test_util.h"
 
 using namespace ddp;
@@ -66,6 +67,23 @@ TEST_CASE("wait_all returns once every peer published; reached says the same") {
   });
   require_no_errors(errors);
   CHECK(done.load() == 3);
+}
+
+TEST_CASE("a rank that took one more ticket than its peers fails its next op at once, naming both counts") {
+  ShmRanks ranks(2);
+  auto errors = run_ranks(2, [&](int r) {
+    auto ch = channel(ranks, r);
+    if (r == 1) ch->next_ticket();  // as if one of its algorithms had taken a ticket its peer did not
+    auto ctx = context({OpKind::kBarrier}, Millis(10000));
+    ch->begin(ctx);
+    ch->publish(Counter::kStaged, 1);
+    ch->wait_all(Counter::kStaged, 1, ctx);
+  });
+  for (int r : {0, 1}) {
+    REQUIRE(errors[static_cast<size_t>(r)]);
+    CHECK_THROWS_AS(std::rethrow_exception(errors[static_cast<size_t>(r)]), BackendError);
+  }
+  CHECK(what(errors[0]).find("rank 0 entered this op after 0 tickets, rank 1 after 1") != std::string::npos);
 }
 
 TEST_CASE("a non-blocking poll gives up after its budget; a blocking one says go at once") {
