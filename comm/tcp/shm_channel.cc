@@ -97,8 +97,10 @@ void ShmChannel::begin(const OpContext& ctx, const ShmEntry& e) {
     // The halves serve small ops in turn (the same on every rank). No wait to rewrite one: it
     // was last written for the small op before last, and this rank finished the one between,
     // which needed every peer to enter it, which each did after it finished (read) the one before.
+    // A broadcast's peers read only the root's value.
     small_half_ ^= 1;
-    stage_small(me, small_half_, *e.small);  // before kEntered
+    if (ctx.desc.kind != OpKind::kBroadcast || ctx.desc.root == opt_.rank)
+      stage_small(me, small_half_, *e.small);  // before kEntered
   }
   if (e.direct_tag != 0 || e.cross != nullptr || e.small != nullptr) {
     publish(Counter::kEntered, seq + 1);

@@ -65,7 +65,7 @@ struct ShmEntry {
   uint64_t direct_tag = 0;                // its buffer in group memory (shm_region.h), or 0
   const Buffer* cross = nullptr;          // its buffer, offered to cross-memory attach
   StoreMode stores = StoreMode::kCached;  // rank 0: the mode every rank uses (shm_store_choice.h)
-  const Buffer* small = nullptr;          // an all_reduce of at most kWideBytes: its value
+  const Buffer* small = nullptr;          // a small op (oneshot_small): its value (a broadcast's root's)
 };
 
 // Rank p's share of n elements split w ways (the first n % w shares get one more).

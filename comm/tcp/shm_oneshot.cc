@@ -1,5 +1,7 @@
 #include "comm/tcp/shm_oneshot.h"
 
+#include <cstring>
+
 #include "comm/copy_kernel.h"
 #include "comm/reduce_kernels.h"
 
@@ -20,13 +22,21 @@ void small_of(const ShmChannel& ch, int rank, int half, size_t bytes, SmallValue
     v.words[i] = c.wide[half][i].load(std::memory_order_relaxed);
 }
 
-// The all_reduce of the small values, in rank order (the same result on every rank).
+// The all_reduce of the small values, in rank order (the same result on every rank), or the
+// broadcast root's value.
 void consume_small(ShmChannel& ch, const ShmStep& s) {
   const Buffer& in = s.in;
   const ReduceOp rop = s.ctx.desc.rop;
   const int half = ch.small_half();
   const size_t bytes = in.bytes();
   SmallValue a, b;
+  if (s.ctx.desc.kind == OpKind::kBroadcast) {
+    const int root = s.ctx.desc.root;
+    if (ch.rank() == root) return;
+    small_of(ch, root, half, bytes, a);
+    std::memcpy(in.data, a.words, bytes);
+    return;
+  }
   small_of(ch, 0, half, bytes, a);
   small_of(ch, 1, half, bytes, b);
   combine3(in.data, a.words, b.words, in.count, in.dtype, rop);
@@ -69,7 +79,7 @@ void consume(ShmChannel& ch, const ShmStep& s, uint64_t t) {
 }  // namespace
 
 bool oneshot_small(const OpDesc& d, const Buffer& in) {
-  return d.kind == OpKind::kAllReduce && in.bytes() <= kWideBytes;
+  return (d.kind == OpKind::kAllReduce || d.kind == OpKind::kBroadcast) && in.bytes() <= kWideBytes;
 }
 
 bool oneshot_fits(const OpDesc& d, const Buffer& in, const ShmGeometry& g) {

@@ -33,10 +33,10 @@ struct alignas(64) RankControl {
   // A hash of the fingerprint of op seq at [seq % 2], on the counters' line: the common check
   // costs no extra cache miss. The full fingerprints (for the error message) follow.
   std::atomic<uint64_t> hashes[2] = {};
-  // An all_reduce of at most 8 bytes: this rank's value, in the two halves in turn (written
+  // An all_reduce or broadcast of at most 8 bytes: this rank's value, in the two halves in turn (written
   // before kEntered), so a peer takes it with the counter, one cache line (shm_oneshot.h).
   std::atomic<uint64_t> small[2] = {};
-  // An all_reduce of 9 to kWideBytes: this rank's buffer, in two lines used in turn like the
+  // An all_reduce or broadcast of 9 to kWideBytes: this rank's buffer, in two lines used in turn like the
   // halves of `small` (written before kEntered): one more line for a peer to read, but no slot,
   // no ticket and no further counter (shm_oneshot.h).
   alignas(64) std::atomic<uint64_t> wide[2][32] = {};

@@ -116,3 +116,36 @@ TEST_CASE(
   });
   require_no_errors(errors);
 }
+
+TEST_CASE(
+    "broadcasts in the control lines from every root, between all_reduces there and in slots: 2000 in a "
+    "row") {
+  ShmRanks ranks(3, 4096, 1024, 2);
+  auto errors = run_ranks(3, [&](int r) {
+    auto ch = channel(ranks, r);
+    uint64_t seq = 0;
+    constexpr size_t kWide = kWideBytes / sizeof(float);
+    for (int round = 0; round < 2000; ++round) {
+      // The word (1 or 2 floats), the wide lines, or a slot; each root in turn; every other op
+      // an all_reduce in the control lines, so the two kinds share the halves' turns.
+      static constexpr size_t kCounts[] = {1, kWide, 2, kWide + 1, kWide - 1, 2, kWide};
+      const size_t n = kCounts[round % 7];
+      const int root = round % 3;
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(round * 100 + r * 10000 + static_cast<int>(i));
+      run_op(oneshot_step, *ch,
+             context({OpKind::kBroadcast, DType::kFloat32, ReduceOp::kSum, root, n, seq++}), view(v), {});
+      for (size_t i = 0; i < n; ++i) {
+        if (v[i] != static_cast<float>(round * 100 + root * 10000 + static_cast<int>(i)))
+          throw std::runtime_error("round " + std::to_string(round) + ": wrong broadcast value");
+      }
+      std::vector<float> w(round % 2 == 0 ? 2 : kWide, static_cast<float>(r + round));
+      run_op(oneshot_step, *ch,
+             context({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, w.size(), seq++}), view(w),
+             {});
+      if (w[0] != static_cast<float>(3 + 3 * round))
+        throw std::runtime_error("round " + std::to_string(round) + ": wrong sum");
+    }
+  });
+  require_no_errors(errors);
+}

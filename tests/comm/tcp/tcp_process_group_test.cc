@@ -251,6 +251,26 @@ TEST_CASE(
   });
 }
 
+TEST_CASE(
+    "shm: broadcasts of 1 to kWideBytes + 8 bytes (the control lines, then a slot) from every root are "
+    "exact") {
+  ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string("shm")}});
+  run_ranks(3, [&](TcpProcessGroup& pg, int r) {
+    for (DType t : {DType::kUInt8, DType::kFloat16, DType::kFloat32, DType::kFloat64}) {
+      for (size_t n = 1; n * dtype_size(t) <= kWideBytes + 8; ++n) {
+        for (int root = 0; root < pg.size(); ++root) {
+          auto b = filled(t, n);
+          for (size_t i = 0; i < n; ++i) put(t, b.bytes.data(), i, value(ReduceOp::kSum, r, i));
+          pg.broadcast(b.buffer(), {root})->wait();
+          for (size_t i = 0; i < n; ++i)
+            expect_at("broadcast n=" + std::to_string(n), t, b.bytes.data(), i,
+                      value(ReduceOp::kSum, root, i));
+        }
+      }
+    }
+  });
+}
+
 TEST_CASE("shm: all_reduces of different sizes in the control lines and a slot fail on both ranks") {
   // A control-line one publishes only kEntered; a slot one waits for a kStaged that never comes:
   // the wait must see the peer entered another op and name the mismatch, not hang to the timeout.
