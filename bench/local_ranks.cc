@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 
 #include "common/error.h"
 #include "common/machine.h"
@@ -125,8 +126,11 @@ int run_local_ranks(const LocalRanksOptions& o) {
   so.host = "127.0.0.1";
   so.is_server = true;
   rdzv::TCPStore store(so);  // serves from its own threads: the children only exec
-  const std::vector<std::string> meet = {"DDP_STORE=127.0.0.1:" + std::to_string(store.port()),
-                                         "DDP_RUN_ID=bench-" + std::to_string(::getpid())};
+  std::vector<std::string> meet = {"DDP_STORE=127.0.0.1:" + std::to_string(store.port()),
+                                   "DDP_RUN_ID=bench-" + std::to_string(::getpid())};
+  // As ddp-launch does: ranks bound to a CPU each still know how many CPUs they share.
+  if (std::getenv("DDP_LOCAL_CPUS") == nullptr)
+    meet.push_back("DDP_LOCAL_CPUS=" + std::to_string(affinity_cpus()));
   std::vector<pid_t> pids;
   if (o.mpirun) {
     pids.push_back(spawn(mpirun_argv(o), environment_with(meet), o.who));

@@ -9,7 +9,11 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <optional>
 #include <sstream>
+
+#include "common/env.h"
+#include "common/error.h"
 
 namespace ddp {
 namespace {
@@ -58,13 +62,6 @@ int count_cpu_list(const std::string& list) {
     }
   }
   return n;
-}
-
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
-  return CPU_COUNT(&set);
 }
 
 // cpu0's data and unified caches, by level.
@@ -148,7 +145,7 @@ MachineProfile read_machine_profile(const MachineProfileOptions& o) {
   p.cpu_model = cpu_model(o.proc_root);
   p.online_cpus = count_cpu_list(read_line(o.sys_cpu_root + "/online"));
   if (p.online_cpus == 0) p.online_cpus = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
-  p.usable_cpus = usable_cpus();
+  p.usable_cpus = affinity_cpus();
   if (p.usable_cpus == 0) p.usable_cpus = p.online_cpus;
   read_caches(o.sys_cpu_root + "/cpu0", p);
   if (o.cache_fallback) fill_missing_caches(p);
@@ -158,6 +155,22 @@ MachineProfile read_machine_profile(const MachineProfileOptions& o) {
 const MachineProfile& machine_profile() {
   static const MachineProfile profile = read_machine_profile();
   return profile;
+}
+
+int affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  return CPU_COUNT(&set);
+}
+
+int local_cpus() {
+  if (const std::optional<int64_t> n = env::get_int("DDP_LOCAL_CPUS")) {
+    if (*n <= 0 || *n > 1 << 20)
+      DDP_THROW(InvalidArgument, "DDP_LOCAL_CPUS=", *n, ": must be a positive number of CPUs");
+    return static_cast<int>(*n);
+  }
+  return std::max(1, machine_profile().usable_cpus);
 }
 
 std::vector<int> first_usable_cpus(int at_most) {

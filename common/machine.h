@@ -38,6 +38,17 @@ MachineProfile read_machine_profile(const MachineProfileOptions& options = {});
 // This machine's profile, read on first use (thread-safe).
 const MachineProfile& machine_profile();
 
+// The CPUs this host's ranks of a job share, which sizes how they wait for each other and how
+// many threads each may run: DDP_LOCAL_CPUS when set (ddp-launch sets it for its workers to the
+// CPUs it may itself run on: a container's cpuset, a Slurm allocation), else the CPUs this
+// process may run on. A process bound to one core of a 16-core allocation (mpirun, srun, ddp-bench
+// -n) thus still sees 16 when started with the variable; one in a 2-CPU container of a 64-CPU
+// machine sees 2 either way. InvalidArgument naming the variable unless it is a positive count.
+int local_cpus();
+
+// The number of CPUs this process may run on (its affinity mask); 0 when it cannot be read.
+int affinity_cpus();
+
 // The first `at_most` CPUs this thread may run on (its affinity mask), in increasing order;
 // fewer when the mask holds fewer, none when it cannot be read.
 std::vector<int> first_usable_cpus(int at_most);

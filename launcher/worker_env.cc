@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/machine.h"
 
 namespace ddp::launcher {
 
@@ -50,6 +51,12 @@ EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& a, 
   // torchrun: several workers per node each spawning one OpenMP thread per core oversubscribe.
   if (std::getenv("OMP_NUM_THREADS") == nullptr && a.local_world_size > 1) {
     env.emplace_back("OMP_NUM_THREADS", "1");
+  }
+  // The CPUs the node's workers share, as the launcher sees them (its affinity: a container's
+  // cpuset, a Slurm allocation), unless the user said: a worker bound to one of them later still
+  // knows how many its node has (common/machine.h: local_cpus).
+  if (std::getenv("DDP_LOCAL_CPUS") == nullptr) {
+    if (const int cpus = affinity_cpus(); cpus > 0) env.emplace_back("DDP_LOCAL_CPUS", s(cpus));
   }
   if (!a.store_endpoint.empty()) env.emplace_back("DDP_STORE", a.store_endpoint);
   if (!a.job_token.empty()) env.emplace_back("DDP_JOB_TOKEN", a.job_token);

@@ -78,8 +78,8 @@ struct WaitBudget {
   int yield_us = 0;
 };
 
-WaitBudget wait_budget(int ranks_here) {
-  const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+// `cores`: the CPUs this host's ranks share (local_cpus: ddp-launch's, or this process's).
+WaitBudget wait_budget(int ranks_here, int cores) {
   WaitBudget b;
   b.roomy = ranks_here <= cores;
   b.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", b.roomy ? 200 : 0));
@@ -213,8 +213,7 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, int ranks_h
                           const Deadline& deadline, ShmSegment& segment) {
   rdzv::Store& store = *setup.store;
   Config config;
-  const int streams = socket_streams(env::get_or("DDP_TCP_SOCKET_STREAMS", "auto"),
-                                     machine_profile().usable_cpus, ranks_here);
+  const int streams = socket_streams(env::get_or("DDP_TCP_SOCKET_STREAMS", "auto"), local_cpus(), ranks_here);
   if (setup.rank == 0) {
     config.transport = choose_transport(mesh);
     config.fingerprints = env::get_bool_or("DDP_TCP_FINGERPRINT", true);
@@ -271,6 +270,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   if (!setup.store) DDP_THROW(InvalidArgument, "tcp backend: group '", setup.name, "' has no store");
   const CrossSetting cross = cross_setting();  // a bad value fails here, before any peer waits on us
   const LargeSetting large = parse_large_setting(env::get_or("DDP_TCP_HIERARCHY_LARGE", "auto"));  // likewise
+  const int cpus = local_cpus();  // likewise (DDP_LOCAL_CPUS)
   Deadline deadline(setup.options.timeout);
   Mesh mesh = build_mesh(*setup.store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
   const HostLayout layout = layout_of(mesh);
@@ -297,7 +297,9 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   const size_t chunk_bytes = env_bytes("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10, 1);
   eo.notsent_lowat = env_bytes("DDP_TCP_SOCKET_LOWAT", static_cast<int64_t>(chunk_bytes), 0);
   for (int r = 0; r < setup.size; ++r) eo.peer_names.push_back(peer_name(setup, mesh, r));
-  const WaitBudget wait = wait_budget(ranks_here);
+  const WaitBudget wait = wait_budget(ranks_here, cpus);
+  logger("tcp")->debug("group '{}': {} ranks on this host's {} CPUs: waits spin {} us, then yield {} us",
+                       setup.name, ranks_here, cpus, wait.spin_us, wait.yield_us);
   // Messages: the progress thread, and a thread waiting for a message or for a collective over
   // sockets, poll for the whole budget while a thread is blocked on the group (yielding: two
   // or three threads per rank share the cores), then sleep.
@@ -415,8 +417,8 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   ho.segment_bytes = env_bytes("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 4 << 20, 0);
   ho.large = large;  // rank 0's (the ways exchange different messages)
   // Each rank's own choice: it changes which thread runs a step, not what crosses the wire.
-  ho.overlap = hierarchy_overlap(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"),
-                                 machine_profile().usable_cpus, layout.per_host);
+  ho.overlap =
+      hierarchy_overlap(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"), local_cpus(), layout.per_host);
   logger("tcp")->debug(
       "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}; overlap: "
       "{}; "

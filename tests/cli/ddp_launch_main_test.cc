@@ -8,6 +8,7 @@
 
 #include <set>
 
+#include "common/machine.h"
 #include "launch_test_util.h"
 
 using namespace ddp::test;
@@ -46,6 +47,8 @@ TEST_CASE("every worker gets its rank's environment") {
     CHECK(env["MASTER_ADDR"] == "127.0.0.1");
     CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
     CHECK(env["DDP_NODE_RANK"] == "0");
+    CHECK(env["DDP_LOCAL_CPUS"] ==
+          std::to_string(ddp::affinity_cpus()));  // the launcher's, inherited from us
     CHECK(env["OMP_NUM_THREADS"] == "1");
     CHECK(env["EXTRA"] == "x=1");
     CHECK(is_hex(env["DDP_JOB_TOKEN"], 32));

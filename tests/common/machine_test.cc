@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/error.h"
+
 using namespace ddp;
 namespace fs = std::filesystem;
 
@@ -118,4 +120,21 @@ TEST_CASE("first_usable_cpus: the mask's first CPUs in order, at most as many as
   const auto one = ddp::first_usable_cpus(1);
   REQUIRE(one.size() == 1);
   CHECK(one[0] == all[0]);
+}
+
+TEST_CASE("local_cpus: DDP_LOCAL_CPUS when set (a positive count), else this process's CPUs") {
+  ::unsetenv("DDP_LOCAL_CPUS");
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(::sched_getaffinity(0, sizeof(set), &set) == 0);
+  CHECK(affinity_cpus() == CPU_COUNT(&set));
+  CHECK(local_cpus() == CPU_COUNT(&set));
+  ::setenv("DDP_LOCAL_CPUS", "48", 1);
+  CHECK(local_cpus() == 48);
+  for (const char* bad : {"0", "-2", "two", "4x"}) {
+    CAPTURE(bad);
+    ::setenv("DDP_LOCAL_CPUS", bad, 1);
+    CHECK_THROWS_WITH_AS(local_cpus(), doctest::Contains("DDP_LOCAL_CPUS"), InvalidArgument);
+  }
+  ::unsetenv("DDP_LOCAL_CPUS");
 }

@@ -1,6 +1,7 @@
 #include "launcher/worker_env.h"
 
 #include <doctest/doctest.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -70,6 +71,18 @@ TEST_CASE("worker_env: OMP_NUM_THREADS only when unset and several workers per n
   a.local_world_size = 1;
   a.world_size = 5;
   CHECK(as_map(worker_env(o, a, {0, 0, ""})).count("OMP_NUM_THREADS") == 0);
+}
+
+TEST_CASE("worker_env: DDP_LOCAL_CPUS is the launcher's own CPUs unless the user set it") {
+  LaunchOptions o;
+  ::unsetenv("DDP_LOCAL_CPUS");
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(::sched_getaffinity(0, sizeof(set), &set) == 0);
+  CHECK(as_map(worker_env(o, two_nodes(), {0, 0, ""}))["DDP_LOCAL_CPUS"] == std::to_string(CPU_COUNT(&set)));
+  ::setenv("DDP_LOCAL_CPUS", "3", 1);  // the user's: the worker inherits it as is
+  CHECK(as_map(worker_env(o, two_nodes(), {0, 0, ""})).count("DDP_LOCAL_CPUS") == 0);
+  ::unsetenv("DDP_LOCAL_CPUS");
 }
 
 TEST_CASE("worker_env: --env entries come last and win; no error file, no variable") {

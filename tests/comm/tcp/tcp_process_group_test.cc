@@ -95,6 +95,14 @@ TEST_CASE("DDP_TCP_HIERARCHY_LARGE: anything but auto, split or flat fails any g
                        doctest::Contains("DDP_TCP_HIERARCHY_LARGE='ring'"), InvalidArgument);
 }
 
+TEST_CASE("DDP_LOCAL_CPUS: anything but a positive count fails any group's creation, naming it") {
+  for (const char* bad : {"0", "many"}) {
+    ScopedEnv env({{"DDP_LOCAL_CPUS", std::string(bad)}});
+    CHECK_THROWS_WITH_AS(run_ranks(2, [](TcpProcessGroup&, int) {}), doctest::Contains("DDP_LOCAL_CPUS"),
+                         InvalidArgument);
+  }
+}
+
 TEST_CASE("socket pipeline sizes from the environment: nonsense is an error naming the variable") {
   for (const auto& [var, value] :
        std::vector<std::pair<std::string, std::string>>{{"DDP_TCP_SOCKET_CHUNK_BYTES", "0"},
