@@ -18,8 +18,15 @@
 # LOGS (a folder: every rank's stdout and stderr are copied there, e.g. with DDP_LOG_LEVEL=debug),
 # RATE / DELAY (tc netem on every host's link, e.g. RATE=10gbit DELAY=50us; where netem is
 # unavailable, RATE alone through tc tbf, and hosts.sh says so), BIN (default build/bin). Any other
-# DDP_* variable passes through to the ranks (e.g. DDP_TCP_SOCKET_ALGO=ring). When the ranks of
-# all hosts outnumber this machine's cores, shared memory does not spin (see below).
+# DDP_* variable passes through to the ranks (e.g. DDP_TCP_SOCKET_ALGO=ring). HOST_CPUS gives
+# each host CPUs of its own, as real hosts have: auto (the default) splits the CPUs this script
+# may run on evenly among the hosts (host 1 the first share, and so on) where each gets at least
+# one; N gives each host N (HOSTS x N must fit); none lets every host use every CPU. Every process
+# of host K (ddp-launch and its ranks, the link floors' streams, Open MPI's daemons and ranks) is
+# started on its share (taskset), and ddp-launch tells its ranks how many CPUs they share
+# (DDP_LOCAL_CPUS), so they size their threads and waits for their host, as on a real one, and
+# Gloo's and Open MPI's ranks get the same CPUs as ours. With none, hosts share the cores: when the
+# ranks of all hosts outnumber them, shared memory does not spin (see below).
 # Prints rank 0's rows per mode (format table unless given). Exit: 0; 77 not root; else the
 # failed run's status, with its stderr.
 set -euo pipefail
@@ -32,6 +39,36 @@ modes=${MODES:-auto flat mpi}
 hosts="sh $here/tests/netns/hosts.sh"
 [ "$(id -u)" = 0 ] || { echo "hosts.sh: needs root (network namespaces)" >&2; exit 77; }
 p=ddpM$$x9
+# Each host's CPUs (HOST_CPUS): cpus[K] is host K's list for taskset, empty when hosts share all.
+allowed=()
+for part in $(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status | tr ',' ' '); do
+  if [ "${part#*-}" != "$part" ]; then
+    for c in $(seq "${part%-*}" "${part#*-}"); do allowed+=("$c"); done
+  else
+    allowed+=("$part")
+  fi
+done
+share=${HOST_CPUS:-auto}
+[ "$share" = auto ] && share=$((${#allowed[@]} / n))
+[ "$share" = none ] && share=0
+case "$share" in
+  '' | *[!0-9]*) echo "hosts.sh: HOST_CPUS='${HOST_CPUS:-}': auto, none or a count" >&2; exit 2 ;;
+esac
+if [ $((share * n)) -gt ${#allowed[@]} ]; then
+  echo "hosts.sh: HOST_CPUS=$share for $n hosts needs $((share * n)) CPUs; this script may use ${#allowed[@]}" >&2
+  exit 2
+fi
+cpus=()
+for h in $(seq 1 "$n"); do
+  list=""
+  for i in $(seq $(((h - 1) * share)) $((h * share - 1))); do list="$list${list:+,}${allowed[$i]}"; done
+  cpus[h]=$list
+done
+on() { # on HOST CMD...: CMD on that host's CPUs
+  local h=$1
+  shift
+  if [ -n "${cpus[h]}" ]; then $hosts run "$p" "$h" taskset -c "${cpus[h]}" "$@"; else $hosts run "$p" "$h" "$@"; fi
+}
 $hosts sweep
 $hosts up "$p" "$n" "${RATE:--}" "${DELAY:--}"
 out=$(mktemp -d)
@@ -42,7 +79,7 @@ trap '$hosts down "$p" "$n"; [ -z "${LOGS:-}" ] || cp -r "$out/." "$LOGS"; rm -r
 link() {
   local h=$1
   shift
-  $hosts run "$p" "$h" "$bin/ddp-bench" link --seconds 1 "$@"
+  on "$h" "$bin/ddp-bench" link --seconds 1 "$@"
 }
 link 2 --listen 10.78.0.2:29999 > /dev/null &
 echo "# link floor: one TCP connection host 1 -> host 2: $(link 1 --connect 10.78.0.2:29999 | tail -1) GB/s"
@@ -90,13 +127,17 @@ floors() {
 # The emulated hosts share this machine's cores: when their ranks outnumber them, shared memory
 # gets the settings the backend itself picks for ranks that outnumber a host's cores (never
 # spin: a spinning rank holds the core its peer needs), unless set here already.
-if [ $((n * per)) -gt "$(nproc)" ] && [ -z "${DDP_TCP_SPIN_US:-}" ]; then
+if [ "$share" = 0 ] && [ $((n * per)) -gt "$(nproc)" ] && [ -z "${DDP_TCP_SPIN_US:-}" ]; then
   export DDP_TCP_SPIN_US=0 DDP_TCP_YIELD_US=50 DDP_TCP_INLINE_SPIN_US=2000
   echo "# $((n * per)) ranks on $(nproc) cores: DDP_TCP_SPIN_US=0 DDP_TCP_YIELD_US=50 DDP_TCP_INLINE_SPIN_US=2000"
 fi
 args=("$@")
 [[ " ${args[*]} " == *" --format "* ]] || args+=(--format table)
-echo "# $n hosts x $per ranks; peers: $compare"
+if [ "$share" = 0 ]; then
+  echo "# $n hosts x $per ranks; peers: $compare; the hosts share this machine's ${#allowed[@]} CPUs"
+else
+  echo "# $n hosts x $per ranks; peers: $compare; each host on $share CPUs of its own:$(for h in $(seq 1 "$n"); do printf ' %s' "${cpus[h]}"; done)"
+fi
 floors
 # Open MPI beside: mpirun on host 1 starts its daemons on the others through an rsh agent that
 # enters host K (hosts.sh run), then ddp-bench --backend mpi-direct (MPI_Allreduce: its tuned
@@ -110,8 +151,14 @@ run_mpi() {
 #!/bin/sh
 while [ "\${1#-}" != "\$1" ]; do shift; done
 host=\$1; shift
-exec sh $here/tests/netns/hosts.sh run $p "\${host##*h}" sh -c "\$*"
+k=\${host##*h}
+c=\$(cat "$out/cpus.\$k" 2> /dev/null)
+if [ -n "\$c" ]; then
+  exec sh $here/tests/netns/hosts.sh run $p "\$k" taskset -c "\$c" sh -c "\$*"
+fi
+exec sh $here/tests/netns/hosts.sh run $p "\$k" sh -c "\$*"
 AGENT
+  for h in $(seq 1 "$n"); do printf '%s' "${cpus[h]}" > "$out/cpus.$h"; done
   chmod +x "$out/agent.sh"
   hostlist=$(for h in $(seq 1 "$n"); do printf '%s' "${p}h$h:$per,"; done)
   local mpi=(mpirun --allow-run-as-root --host "${hostlist%,}" -np $((n * per))
@@ -121,14 +168,14 @@ AGENT
   # Where mpirun put the ranks (each emulated host has its own hostname): figures only when
   # every host runs its share, never a run that piled ranks onto fewer hosts.
   local names placed
-  names=$($hosts run "$p" 1 "${mpi[@]}" hostname 2> "$out/mpi.err" | sort) || true
+  names=$(on 1 "${mpi[@]}" hostname 2> "$out/mpi.err" | sort) || true
   placed=$(uniq -c <<< "$names" | awk '{print $1}' | sort -u | tr '\n' ' ')
   if [ "$placed" != "$per " ] || [ "$(uniq <<< "$names" | grep -c .)" != "$n" ]; then
     echo "# Open MPI did not place $per ranks on each of the $n hosts (ranks per host seen: ${placed:-none}); skipped:"
     tail -40 "$out/mpi.err" | sed "s/^/#   /"
     return 0
   fi
-  if ! $hosts run "$p" 1 "${mpi[@]}" "$bin/ddp-bench" collective --backend mpi-direct "${args[@]}" \
+  if ! on 1 "${mpi[@]}" "$bin/ddp-bench" collective --backend mpi-direct "${args[@]}" \
       > "$out/mpi.out" 2> "$out/mpi.err"; then
     echo "# Open MPI did not run across the hosts:"
     tail -40 "$out/mpi.err" | sed "s/^/#   /"
@@ -143,7 +190,7 @@ for mode in $modes; do
   [ "$mode" = flat ] && transport=socket
   pids=()
   for h in $(seq 1 "$n"); do
-    $hosts run "$p" "$h" env DDP_TCP_TRANSPORT=$transport DDP_BENCH_GLOO_HOST=10.78.0.$h DDP_SOCKET_IFNAME=veth0 \
+    on "$h" env DDP_TCP_TRANSPORT=$transport DDP_BENCH_GLOO_HOST=10.78.0.$h DDP_SOCKET_IFNAME=veth0 \
       "$bin/ddp-launch" --nnodes "$n" --node-rank $((h - 1)) --nproc-per-node "$per" \
         --master-addr 10.78.0.1 --local-addr 10.78.0.$h \
         "$bin/ddp-bench" collective --compare "$compare" "${args[@]}" \

@@ -3,7 +3,7 @@
 # timing test): 2 emulated hosts x 1 rank, two sizes. It must print the link floor, every
 # host's ring figure and each size's floor, then rows for ours (automatic and flat) beside Gloo,
 # and Open MPI's rows or the reason they are missing; and fail, showing the ranks' stderr, when
-# a run fails.
+# a run fails. Each host runs on CPUs of its own (HOST_CPUS), or shares them when told.
 # usage: hosts_test.sh <source dir> <bin dir>
 set -uo pipefail
 src=$1
@@ -18,6 +18,13 @@ rc=$?
 [ $rc = 77 ] && { cat "$out"; exit 77; }
 [ $rc = 0 ] || fail "exit $rc"
 num='[0-9]+\.[0-9]+'
+# Each host on CPUs of its own (HOST_CPUS=auto) where there are enough, else sharing them.
+if [ "$(nproc)" -ge 2 ]; then
+  grep -Eq "^# 2 hosts x 1 ranks; peers: gloo; each host on [0-9]+ CPUs of its own: [0-9,]+ [0-9,]+$" "$out" ||
+    fail "no CPUs of their own for the hosts"
+else
+  grep -q "the hosts share this machine's" "$out" || fail "the hosts' CPUs not said"
+fi
 grep -Eq "^# link floor: one TCP connection host 1 -> host 2: $num GB/s$" "$out" || fail "no link floor"
 grep -Eq "^# every host sending to the next at once: host 1 -> 2 $num GB/s, host 2 -> 1 $num GB/s \(mean $num GB/s\)$" \
   "$out" || fail "no ring figures"
@@ -41,4 +48,12 @@ fi
 BIN=$bin HOSTS=2 RANKS_PER_HOST=1 MODES=auto COMPARE=mpi bash "$src/bench/hosts.sh" --sizes 4 --iters 1 --repeats 1 \
   --warmup 0 > "$out" 2>&1 && fail "COMPARE=mpi under ddp-launch succeeded"
 grep -q "mpi-direct sees rank 0 of 1" "$out" || fail "the failed run's stderr is not shown"
+# HOST_CPUS: none shares every CPU; more than there are, or not a count, is refused by name.
+BIN=$bin HOSTS=2 RANKS_PER_HOST=1 MODES=auto HOST_CPUS=none bash "$src/bench/hosts.sh" --sizes 4 --iters 1 \
+  --repeats 1 --warmup 0 > "$out" 2>&1 || fail "HOST_CPUS=none failed"
+grep -q "^# 2 hosts x 1 ranks; peers: gloo; the hosts share this machine's" "$out" || fail "HOST_CPUS=none not said"
+for bad in 4096 two; do
+  BIN=$bin HOSTS=2 HOST_CPUS=$bad bash "$src/bench/hosts.sh" --sizes 4 > "$out" 2>&1 && fail "HOST_CPUS=$bad accepted"
+  grep -q "HOST_CPUS" "$out" || fail "HOST_CPUS=$bad refused without naming it"
+done
 echo "hosts_test: ok"
