@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <thread>
 
 #include "comm/tcp/hierarchical_collectives.h"
 #include "comm/tcp/hierarchy_calibration.h"
