@@ -7,6 +7,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "cases.h"
@@ -14,6 +15,7 @@
 #include "common/error.h"
 #include "harness.h"
 #include "reference.h"
+#include "rendezvous/tcp_store.h"
 
 using namespace ddp;
 using namespace ddp::comm;
@@ -35,6 +37,21 @@ ProcessOptions procs(int world, Millis timeout = kSuiteTimeout, std::vector<int>
 }
 
 std::string who(const ProcessGroup& g) { return "rank " + std::to_string(g.rank()) + ": "; }
+
+// Every rank of `ranks` reached this point (through the harness's store, DDP_STORE in each
+// child: the group itself is broken by then).
+void met_after_loss(int rank, const std::vector<int>& ranks) {
+  const std::string endpoint = std::getenv("DDP_STORE");
+  const std::string run = std::getenv("DDP_RUN_ID");
+  rdzv::TCPStoreOptions o;
+  o.host = endpoint.substr(0, endpoint.rfind(':'));
+  o.port = static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
+  rdzv::TCPStore store(o);
+  store.set(run + "/met/" + std::to_string(rank), "1");
+  std::vector<std::string> keys;
+  for (int r : ranks) keys.push_back(run + "/met/" + std::to_string(r));
+  store.wait(keys, Millis(60'000));
+}
 
 // True when `rank` appears in the text as a number of its own ("rank 2", "[2]", not "12").
 bool mentions_rank(const std::string& text, int rank) {
@@ -236,6 +253,10 @@ TEST_CASE("processes: a peer killed with SIGKILL mid-op fails the survivors, nam
       return who(world) + "an all_reduce after the loss succeeded";
     } catch (const Error&) {
     }
+    // The survivors keep their groups until both saw rank 2's loss: one that exited first could
+    // be the other's first news (one poll round found both closed connections, rank 1's first:
+    // "rank 1 was lost"), a race under load.
+    met_after_loss(world.rank(), {0, 1});
     return "";
   }));
 }
