@@ -22,21 +22,22 @@ void small_of(const ShmChannel& ch, int rank, int half, size_t bytes, SmallValue
     v.words[i] = c.wide[half][i].load(std::memory_order_relaxed);
 }
 
-// The all_reduce of the small values, in rank order (the same result on every rank), or the
-// broadcast root's value.
+// A small broadcast: the root's value, on every other rank.
+void take_root_value(const ShmChannel& ch, const ShmStep& s) {
+  const int root = s.ctx.desc.root;
+  if (ch.rank() == root) return;
+  SmallValue v;
+  small_of(ch, root, ch.small_half(), s.in.bytes(), v);
+  std::memcpy(s.in.data, v.words, s.in.bytes());
+}
+
+// The all_reduce of the small values, in rank order (the same result on every rank).
 void consume_small(ShmChannel& ch, const ShmStep& s) {
   const Buffer& in = s.in;
   const ReduceOp rop = s.ctx.desc.rop;
   const int half = ch.small_half();
   const size_t bytes = in.bytes();
   SmallValue a, b;
-  if (s.ctx.desc.kind == OpKind::kBroadcast) {
-    const int root = s.ctx.desc.root;
-    if (ch.rank() == root) return;
-    small_of(ch, root, half, bytes, a);
-    std::memcpy(in.data, a.words, bytes);
-    return;
-  }
   small_of(ch, 0, half, bytes, a);
   small_of(ch, 1, half, bytes, b);
   combine3(in.data, a.words, b.words, in.count, in.dtype, rop);
@@ -102,7 +103,11 @@ bool oneshot_step(ShmChannel& ch, ShmStep& s) {
     const uint64_t entered = s.ctx.desc.seq + 1;
     if (!poll([&] { return ch.reached(Counter::kEntered, entered); })) return false;
     ch.wait_all(Counter::kEntered, entered, s.ctx);
-    consume_small(ch, s);
+    if (s.ctx.desc.kind == OpKind::kBroadcast) {
+      take_root_value(ch, s);
+    } else {
+      consume_small(ch, s);
+    }
     return true;
   }
   ShmProgress& st = s.at;

@@ -208,11 +208,10 @@ void announce_cross(const ShmSegment& segment, int rank, CrossSetting cross) {
 // (no room, another /dev/shm) says so in the store before the set-up barrier, and after the
 // barrier every rank reads the same count: one failure and the whole group uses sockets. The
 // barrier also lets the segment's name go: every rank that could map it has.
-Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, int ranks_here, LargeSetting large,
+Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, int streams, LargeSetting large,
                           const Deadline& deadline, ShmSegment& segment) {
   rdzv::Store& store = *setup.store;
   Config config;
-  const int streams = socket_streams(env::get_or("DDP_TCP_SOCKET_STREAMS", "auto"), local_cpus(), ranks_here);
   if (setup.rank == 0) {
     config.transport = choose_transport(mesh);
     config.fingerprints = env::get_bool_or("DDP_TCP_FINGERPRINT", true);
@@ -274,9 +273,11 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   Mesh mesh = build_mesh(*setup.store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
   const HostLayout layout = layout_of(mesh);
   const int ranks_here = ranks_on_host > 0 ? ranks_on_host : ranks_on_this_host(layout, setup.rank);
+  // This rank's proposal (rank 0's is the group's).
+  const int streams = tcp::socket_streams(env::get_or("DDP_TCP_SOCKET_STREAMS", "auto"), cpus, ranks_here);
 
   ShmSegment segment;
-  const Config config = agree_on_transport(setup, mesh, ranks_here, large, deadline, segment);
+  const Config config = agree_on_transport(setup, mesh, streams, large, deadline, segment);
 
   transport_ = config.transport;
   fingerprints_ = config.fingerprints;
@@ -357,7 +358,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     // long as the shm attempt would poll (no hand-off to the worker and back: two wake-ups).
     inline_spin_us_ = inline_spin_us(wait.roomy ? wait.spin_us : 2000);
   }
-  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout, config.large);
+  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout, config.large, cpus);
 }
 
 namespace {
@@ -383,8 +384,8 @@ void set_inter_node_factory(InterNodeFactory factory) { g_inter_node_factory.sto
 
 // The two child groups of a hierarchical group (hierarchical_collectives.h), made by every rank
 // in the same order: this host's ranks, then the ranks with this rank's local index.
-void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayout& layout,
-                                        LargeSetting large) {
+void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayout& layout, LargeSetting large,
+                                        int cpus) {
   const auto me = static_cast<size_t>(setup.rank);
   const int host = layout.host_of[me], local = layout.local_of[me], cross = layout.cross_of[me];
   auto child = [&](const std::string& part, int index, auto member, int rank, bool cross) {
@@ -416,8 +417,7 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   ho.segment_bytes = env_bytes("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 4 << 20, 0);
   ho.large = large;  // rank 0's (the ways exchange different messages)
   // Each rank's own choice: it changes which thread runs a step, not what crosses the wire.
-  ho.overlap =
-      hierarchy_overlap(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"), local_cpus(), layout.per_host);
+  ho.overlap = hierarchy_overlap(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"), cpus, layout.per_host);
   logger("tcp")->debug(
       "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}; overlap: "
       "{}; "

@@ -131,7 +131,7 @@ TEST_CASE("local_cpus: DDP_LOCAL_CPUS when set (a positive count), else this pro
   CHECK(local_cpus() == CPU_COUNT(&set));
   ::setenv("DDP_LOCAL_CPUS", "48", 1);
   CHECK(local_cpus() == 48);
-  for (const char* bad : {"0", "-2", "two", "4x"}) {
+  for (const char* bad : {"0", "-2", "two", "4x", "4294967297", "99999999999999999999999"}) {
     CAPTURE(bad);
     ::setenv("DDP_LOCAL_CPUS", bad, 1);
     CHECK_THROWS_WITH_AS(local_cpus(), doctest::Contains("DDP_LOCAL_CPUS"), InvalidArgument);
