@@ -20,60 +20,145 @@ struct Layout {
 
 }  // namespace
 
-P2pPlan p2p_allreduce_plan(int rank, int size) {
+namespace {
+
+// Recursive halving, then doubling, among the pow2 ranks that remain after the fold
+// (Rabenseifner). Halving keeps the half of the range whose blocks have this rank's bit, top
+// bit first, so each rank ends holding block `virt` reduced; each doubling round swaps the
+// aligned range of `mask` blocks it holds for its peer's.
+void add_halving(P2pPlan& plan, const Layout& l, int rank, int virt) {
   using Kind = P2pStep::Kind;
-  P2pPlan plan;
-  if (size <= 1) return plan;
+  int round = 1;
+  P2pBlocks range{0, l.pow2};
+  for (int mask = l.pow2 / 2; mask >= 1; mask /= 2, ++round) {
+    const int mid = range.lo + (range.hi - range.lo) / 2;
+    const bool upper = (virt & mask) != 0;
+    const P2pBlocks keep = upper ? P2pBlocks{mid, range.hi} : P2pBlocks{range.lo, mid};
+    const P2pBlocks give = upper ? P2pBlocks{range.lo, mid} : P2pBlocks{mid, range.hi};
+    const int peer = l.real(virt ^ mask);
+    plan.add({Kind::kExchange, peer, round, peer < rank, give, keep});
+    range = keep;
+  }
+  for (int mask = 1; mask < l.pow2; mask *= 2, ++round) {
+    const int mine = virt & ~(mask - 1);
+    const int theirs = (virt ^ mask) & ~(mask - 1);
+    plan.add({Kind::kSwap, l.real(virt ^ mask), round, false, {mine, mine + mask}, {theirs, theirs + mask}});
+  }
+}
+
+Layout layout_of(int size) {
   Layout l;
   l.pow2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(size)));
   l.rem = size - l.pow2;
+  return l;
+}
+
+}  // namespace
+
+bool p2p_halving_fits(int size) {
+  if (size <= 1) return false;
+  return 2 * std::countr_zero(static_cast<unsigned>(layout_of(size).pow2)) + 2 <= kP2pTagsPerOp;
+}
+
+P2pPlan p2p_allreduce_plan(int rank, int size, bool halving) {
+  using Kind = P2pStep::Kind;
+  P2pPlan plan;
+  if (size <= 1) return plan;
+  const Layout l = layout_of(size);
+  plan.blocks = l.pow2;
   const bool folded = rank < 2 * l.rem;
   if (folded && rank % 2 == 0) {  // gives its data away, gets the result at the end
-    plan.add({Kind::kSend, rank + 1, kFoldInTag, false});
-    plan.add({Kind::kRecvResult, rank + 1, kFoldOutTag, false});
+    plan.add({Kind::kSend, rank + 1, kFoldInTag, false, {}, {}});
+    plan.add({Kind::kRecvResult, rank + 1, kFoldOutTag, false, {}, {}});
     return plan;
   }
-  if (folded) plan.add({Kind::kRecvCombine, rank - 1, kFoldInTag, true});
+  if (folded) plan.add({Kind::kRecvCombine, rank - 1, kFoldInTag, true, {}, {}});
   const int virt = folded ? rank / 2 : rank - l.rem;
-  int round = 1;
-  for (int mask = 1; mask < l.pow2; mask <<= 1, ++round) {
-    const int peer = l.real(virt ^ mask);
-    plan.add({Kind::kExchange, peer, round, peer < rank});
+  if (halving && p2p_halving_fits(size)) {
+    add_halving(plan, l, rank, virt);
+  } else {
+    int round = 1;
+    for (int mask = 1; mask < l.pow2; mask <<= 1, ++round) {
+      const int peer = l.real(virt ^ mask);
+      plan.add({Kind::kExchange, peer, round, peer < rank, {}, {}});
+    }
   }
-  if (folded) plan.add({Kind::kSend, rank - 1, kFoldOutTag, false});
+  if (folded) plan.add({Kind::kSend, rank - 1, kFoldOutTag, false, {}, {}});
   return plan;
 }
 
-P2pAllReduce::P2pAllReduce(const P2pAllReduceSpec& spec) { reset(spec); }
+P2pScratchPool::Scratch P2pScratchPool::take(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto fits =
+        std::find_if(spares_.begin(), spares_.end(), [&](const Scratch& s) { return s.bytes >= bytes; });
+    if (fits != spares_.end()) {
+      Scratch got = std::move(*fits);
+      spares_.erase(fits);
+      return got;
+    }
+  }
+  return {std::make_unique_for_overwrite<std::byte[]>(bytes), bytes};
+}
+
+void P2pScratchPool::give(Scratch scratch) {
+  if (!scratch.data) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  spares_.push_back(std::move(scratch));
+  std::sort(spares_.begin(), spares_.end(),
+            [](const Scratch& a, const Scratch& b) { return a.bytes > b.bytes; });
+  if (spares_.size() > kSpares) spares_.pop_back();  // the smallest
+}
+
+P2pAllReduce::P2pAllReduce(const P2pAllReduceSpec& spec, std::shared_ptr<P2pScratchPool> pool)
+    : pool_(std::move(pool)) {
+  reset(spec);
+}
+
+P2pAllReduce::~P2pAllReduce() {
+  if (pool_) pool_->give(std::move(heap_scratch_));
+}
 
 void P2pAllReduce::reset(const P2pAllReduceSpec& spec) {
-  if (spec.rank != spec_.rank || spec.size != spec_.size || plan_.count == 0) {
-    plan_ = p2p_allreduce_plan(spec.rank, spec.size);
+  const bool halving = spec.buf.bytes() >= spec.halving_bytes && p2p_halving_fits(spec.size);
+  if (spec.rank != spec_.rank || spec.size != spec_.size || halving != halving_ || plan_.count == 0) {
+    plan_ = p2p_allreduce_plan(spec.rank, spec.size, halving);
+    halving_ = halving;
   }
   spec_ = spec;
   current_ = 0;
   outstanding_ = 0;
   const size_t bytes = spec_.buf.bytes();
-  piece_ = bytes;
-  if (spec_.piece_bytes > 0 && bytes > spec_.piece_bytes) {
-    const size_t pieces = (bytes + spec_.piece_bytes - 1) / spec_.piece_bytes;
-    if (pieces <= kP2pMaxPieces) piece_ = (bytes + pieces - 1) / pieces;
-  }
   if (bytes <= kInlineScratch) {
     scratch_ = inline_scratch_.data();
     return;
   }
-  if (bytes > heap_bytes_) {
-    heap_scratch_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
-    heap_bytes_ = bytes;
+  if (bytes > heap_scratch_.bytes) {
+    if (!pool_) pool_ = std::make_shared<P2pScratchPool>();
+    pool_->give(std::move(heap_scratch_));
+    heap_scratch_ = pool_->take(bytes);
   }
-  scratch_ = heap_scratch_.get();
+  scratch_ = heap_scratch_.data.get();
 }
 
-int P2pAllReduce::post_pieces(std::byte* data, int peer, int tag, bool send) {
-  const size_t bytes = spec_.buf.bytes();
-  for (size_t at = 0; at < bytes; at += piece_) {
-    const int n = static_cast<int>(std::min(piece_, bytes - at));
+std::pair<size_t, size_t> P2pAllReduce::span_of(P2pBlocks b) const {
+  const size_t count = spec_.buf.count;
+  if (b.whole()) return {0, count};
+  const auto at = [&](int block) {
+    return count * static_cast<size_t>(block) / static_cast<size_t>(plan_.blocks);
+  };
+  return {at(b.lo), at(b.hi) - at(b.lo)};
+}
+
+// A message of `bytes`, as one or (a few eager pieces past the limit) several.
+int P2pAllReduce::post_pieces(std::byte* data, size_t bytes, int peer, int tag, bool send) {
+  size_t piece = bytes;
+  if (spec_.piece_bytes > 0 && bytes > spec_.piece_bytes) {
+    const size_t pieces = (bytes + spec_.piece_bytes - 1) / spec_.piece_bytes;
+    if (pieces <= kP2pMaxPieces) piece = (bytes + pieces - 1) / pieces;
+  }
+  for (size_t at = 0; at < bytes; at += piece) {
+    const int n = static_cast<int>(std::min(piece, bytes - at));
     MPI_Request* r = &requests_[static_cast<size_t>(outstanding_++)];
     const int rc = send ? MPI_Isend(data + at, n, MPI_BYTE, peer, tag, spec_.comm, r)
                         : MPI_Irecv(data + at, n, MPI_BYTE, peer, tag, spec_.comm, r);
@@ -85,15 +170,19 @@ int P2pAllReduce::post_pieces(std::byte* data, int peer, int tag, bool send) {
 int P2pAllReduce::post(const P2pStep& step) {
   using Kind = P2pStep::Kind;
   auto* buf = static_cast<std::byte*>(spec_.buf.data);
+  const size_t es = dtype_size(spec_.buf.dtype);
   const int tag = spec_.first_tag + step.tag;
   int rc = MPI_SUCCESS;
+  const auto [at, n] = span_of(step.recv);
   if (step.kind == Kind::kRecvCombine || step.kind == Kind::kExchange) {
-    rc = post_pieces(scratch_, step.peer, tag, false);
-  } else if (step.kind == Kind::kRecvResult) {
-    rc = post_pieces(buf, step.peer, tag, false);
+    rc = post_pieces(scratch_, n * es, step.peer, tag, false);
+  } else if (step.kind == Kind::kRecvResult || step.kind == Kind::kSwap) {
+    rc = post_pieces(buf + at * es, n * es, step.peer, tag, false);
   }
-  if (rc == MPI_SUCCESS && (step.kind == Kind::kSend || step.kind == Kind::kExchange)) {
-    rc = post_pieces(buf, step.peer, tag, true);
+  if (rc == MPI_SUCCESS &&
+      (step.kind == Kind::kSend || step.kind == Kind::kExchange || step.kind == Kind::kSwap)) {
+    const auto [from, m] = span_of(step.send);
+    rc = post_pieces(buf + from * es, m * es, step.peer, tag, true);
   }
   return rc;
 }
@@ -101,9 +190,11 @@ int P2pAllReduce::post(const P2pStep& step) {
 void P2pAllReduce::finish(const P2pStep& step) {
   if (step.kind != P2pStep::Kind::kRecvCombine && step.kind != P2pStep::Kind::kExchange) return;
   const Buffer& b = spec_.buf;
-  const void* left = step.peer_first ? static_cast<const void*>(scratch_) : b.data;
-  const void* right = step.peer_first ? b.data : static_cast<const void*>(scratch_);
-  combine3(b.data, left, right, b.count, b.dtype, spec_.op);
+  const auto [at, n] = span_of(step.recv);
+  void* mine = static_cast<std::byte*>(b.data) + at * dtype_size(b.dtype);
+  const void* left = step.peer_first ? static_cast<const void*>(scratch_) : mine;
+  const void* right = step.peer_first ? mine : static_cast<const void*>(scratch_);
+  combine3(mine, left, right, n, b.dtype, spec_.op);
 }
 
 int P2pAllReduce::start() {

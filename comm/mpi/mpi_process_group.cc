@@ -1,5 +1,6 @@
 #include "comm/mpi/mpi_process_group.h"
 
+#include <bit>
 #include <climits>
 #include <functional>
 
@@ -58,18 +59,31 @@ size_t caller_bytes() {
   return static_cast<size_t>(bytes);
 }
 
-// DDP_MPI_P2P_BYTES (default 64 KiB; 0: none): the all_reduces run as our own point-to-point
-// rounds (mpi_p2p_allreduce.h) instead of MPI's all_reduce, starting on the caller's thread when
-// they can. 2 ranks (Open MPI 4.1, shared memory), against MPI_Allreduce itself: 16-64 KiB as
-// fast or faster (through the MPI thread they paid a 4-5 us hand-off), a few bytes 1.0-1.4x;
-// past 64 KiB MPI's own (tuned, pipelined) all_reduce is the faster (256 KiB as recursive
-// doubling: 103 against 66 us).
-// At most INT_MAX: its messages are MPI counts of bytes.
-size_t p2p_bytes() {
-  const int64_t bytes = env::get_int_or("DDP_MPI_P2P_BYTES", 65536);
+// DDP_MPI_P2P_BYTES (0: none; at most INT_MAX, its messages being MPI counts of bytes): the
+// all_reduces run as our own point-to-point rounds (mpi_p2p_allreduce.h) instead of MPI's
+// all_reduce, starting on the caller's thread when they can. Default: every size in a group
+// of a power of two ranks, where large buffers halve (below); 64 KiB in others, where
+// halving first folds the extra ranks' whole buffers in and out (3 ranks: 3 buffers on the
+// slowest path, where MPI's own ring sends 4/3). 2 ranks (Open MPI 4.1, shared memory, Intel
+// Xeon VM, 2026-11-28), against MPI_Allreduce itself: through the MPI thread, 128-256 KiB cost
+// 1.1-1.2x (the hand-off, on a core the MPI thread shares with its caller); as our rounds,
+// 0.8-1.0x from 16 KiB to 16 MiB.
+size_t p2p_bytes(int size) {
+  const bool pow2 = std::has_single_bit(static_cast<unsigned>(size));
+  const int64_t bytes = env::get_int_or("DDP_MPI_P2P_BYTES", pow2 ? INT_MAX : 65536);
   if (bytes < 0 || bytes > INT_MAX) {
     DDP_THROW(InvalidArgument, "DDP_MPI_P2P_BYTES=", bytes, ": give a byte count from 0 (none) to ", INT_MAX);
   }
+  return static_cast<size_t>(bytes);
+}
+
+// DDP_MPI_HALVING_BYTES (default 128 KiB): our all_reduce rounds halve and double
+// (Rabenseifner) from this many bytes up, below it double (each round the whole buffer). Same
+// machine, 2 ranks, our rounds outside the backend: 8-64 KiB doubling 5.3-17.7 us against
+// halving 9.4-19.3; 128 KiB even (32 us); 256 KiB 67-70 against 61; 4 MiB 1.35 ms against 0.97.
+size_t halving_bytes() {
+  const int64_t bytes = env::get_int_or("DDP_MPI_HALVING_BYTES", 128 << 10);
+  if (bytes < 0) DDP_THROW(InvalidArgument, "DDP_MPI_HALVING_BYTES=", bytes, ": give a byte count");
   return static_cast<size_t>(bytes);
 }
 
@@ -141,7 +155,9 @@ MpiProcessGroup::MpiProcessGroup(const GroupSetup& setup)
   MpiRuntime& rt = runtime_;
   const bool blocking = blocking_collectives(setup);  // before MPI is touched: a bad variable leaks nothing
   caller_bytes_ = caller_bytes();
-  p2p_bytes_ = p2p_bytes();
+  p2p_bytes_ = p2p_bytes(s.size);
+  halving_bytes_ = halving_bytes();
+  p2p_scratch_ = std::make_shared<P2pScratchPool>();
   where_ = detail::str(" in group '", name_, "' (rank ", rank(), "/", size(), ")");
   comm_ = runtime_.call([&rt, &s] { return make_comm(rt, s); });
   p2p_comm_ = runtime_.call([this] {
@@ -245,6 +261,7 @@ WorkPtr MpiProcessGroup::submit(const Spec& spec, Start start, std::function<voi
     steps.comm = p2p_comm_;
     steps.first_tag = static_cast<int>(next_p2p_op_++ % kP2pTagSlots) * kP2pTagsPerOp;
     steps.piece_bytes = eager_piece_;
+    steps.halving_bytes = halving_bytes_;
     // The group's last one when that one ran start to end on a caller's thread (under
     // issue_mu_, as this does): nothing else ever held it. One the MPI thread had is not
     // given back (its release would not be ordered before this thread's reuse). Moved, not
@@ -252,7 +269,7 @@ WorkPtr MpiProcessGroup::submit(const Spec& spec, Start start, std::function<voi
     if (p2p_spare_) {
       p2p_spare_->reset(steps);
     } else {
-      p2p_spare_ = std::make_shared<P2pAllReduce>(steps);
+      p2p_spare_ = std::make_shared<P2pAllReduce>(steps, p2p_scratch_);
     }
     op.steps = std::move(p2p_spare_);
   } else {

@@ -91,13 +91,15 @@ class MpiProcessGroup final : public ProcessGroup {
   size_t caller_bytes_ = 0;
   // All_reduces of at most this many bytes are our own point-to-point rounds (DDP_MPI_P2P_BYTES).
   size_t p2p_bytes_ = 0;
+  size_t halving_bytes_ = 0;  // P2pAllReduceSpec::halving_bytes
   std::mutex issue_mu_;
   uint64_t next_seq_ = 1;
   uint64_t next_p2p_op_ = 0;  // our point-to-point all_reduces issued: their tag ranges
   // The last one when it ran start to end on a caller's thread (run_here gave it back):
   // reused by the next.
   std::shared_ptr<P2pAllReduce> p2p_spare_;
-  size_t eager_piece_ = 0;  // P2pAllReduceSpec::piece_bytes, agreed by the ranks
+  std::shared_ptr<P2pScratchPool> p2p_scratch_;  // their heap scratch, shared by all of them
+  size_t eager_piece_ = 0;                       // P2pAllReduceSpec::piece_bytes, agreed by the ranks
 };
 
 }  // namespace ddp::comm::mpi_backend

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -57,6 +58,8 @@ bool multi() { return world_size() >= 3; }
 // count on 16 B ops running there and on 256 KiB ops
 // staying blocking.
 [[maybe_unused]] const bool caller_path = ::setenv("DDP_MPI_CALLER_BYTES", "4096", 0) == 0;
+// 64 KiB, as for groups of any size (a power of two's default is every size): 256 KiB is MPI's.
+[[maybe_unused]] const bool p2p_limit = ::setenv("DDP_MPI_P2P_BYTES", "65536", 0) == 0;
 
 // An all_reduce on every buffer, issued back to back without waiting: whether their Works
 // finished in issue order (their callbacks ran before the barrier's Work finished).
@@ -197,6 +200,39 @@ TEST_CASE("mpi all_reduce: 1500 small ones in flight at once (past the runtime's
   for (size_t i = 0; i < bufs.size(); ++i) {
     CAPTURE(i);
     REQUIRE(bufs[i][2] == n * static_cast<int32_t>(i) + n * (n - 1) / 2);
+  }
+}
+
+TEST_CASE(
+    "mpi all_reduce by halving and doubling: counts around the blocks, every dtype, AVG, the same bits") {
+  // Every size ours, halving from 1 byte up (the plans' own test checks every group size).
+  ::setenv("DDP_MPI_P2P_BYTES", "2147483647", 1);
+  ::setenv("DDP_MPI_HALVING_BYTES", "1", 1);
+  auto pg = make_mpi_group(setup(all_ranks(), "halving"));
+  ::setenv("DDP_MPI_P2P_BYTES", "65536", 1);
+  ::unsetenv("DDP_MPI_HALVING_BYTES");
+  const int n = pg->size(), r = pg->rank();
+  for (size_t count : {size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{1001}, size_t{70001}}) {
+    CAPTURE(count);
+    std::vector<double> d(count);
+    for (size_t i = 0; i < count; ++i) d[i] = static_cast<double>(i % 97) + r;
+    pg->all_reduce(view(d.data(), d.size()), {ReduceOp::kAvg})->wait();
+    bool right = true;
+    for (size_t i = 0; i < count && right; ++i) right = d[i] == static_cast<double>(i % 97) + (n - 1) / 2.0;
+    CHECK(right);
+    std::vector<int8_t> b(count + 3, static_cast<int8_t>(r + 1));
+    pg->all_reduce(view(b.data(), b.size()), {ReduceOp::kMax})->wait();
+    CHECK(std::all_of(b.begin(), b.end(), [&](int8_t v) { return v == n; }));
+    // Float sums whose rounding depends on the order: every rank ends with the same bits.
+    std::vector<float> f(count);
+    for (size_t i = 0; i < count; ++i) f[i] = 1.0f / static_cast<float>(3 + i % 11 + 7 * r);
+    pg->all_reduce(view(f.data(), f.size()))->wait();
+    std::vector<float> all(count * static_cast<size_t>(n));
+    pg->all_gather(view(f.data(), f.size()), view(all.data(), all.size()))->wait();
+    for (int k = 1; k < n; ++k) {
+      CAPTURE(k);
+      CHECK(std::memcmp(all.data(), all.data() + count * static_cast<size_t>(k), count * sizeof(float)) == 0);
+    }
   }
 }
 
@@ -377,7 +413,7 @@ TEST_CASE("mpi: DDP_MPI_P2P_BYTES that is not a byte count is an error naming it
     CHECK_THROWS_WITH_AS(make_mpi_group(setup(all_ranks(), "world")), doctest::Contains("DDP_MPI_P2P_BYTES"),
                          InvalidArgument);
   }
-  ::unsetenv("DDP_MPI_P2P_BYTES");
+  ::setenv("DDP_MPI_P2P_BYTES", "65536", 1);  // as the cases above run
   world()->barrier()->wait();
 }
 
@@ -386,7 +422,7 @@ TEST_CASE("mpi: DDP_MPI_CALLER_BYTES=0 and DDP_MPI_P2P_BYTES=0 leave every op to
   ::setenv("DDP_MPI_P2P_BYTES", "0", 1);
   auto pg = make_mpi_group(setup(all_ranks(), "world"));
   ::setenv("DDP_MPI_CALLER_BYTES", "4096", 1);  // read when a group is made: the next ones use it
-  ::unsetenv("DDP_MPI_P2P_BYTES");
+  ::setenv("DDP_MPI_P2P_BYTES", "65536", 1);    // as the cases above run
   const uint64_t before = MpiRuntime::instance().ran_here();
   for (int i = 0; i < 20; ++i) {
     std::vector<int32_t> v(1, 1);
