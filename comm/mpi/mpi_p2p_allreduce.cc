@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "comm/reduce_kernels.h"
+#include "common/error.h"
 
 namespace ddp::comm::mpi_backend {
 namespace {
@@ -18,9 +19,12 @@ struct Layout {
   int real(int virt) const { return virt < rem ? 2 * virt + 1 : virt + rem; }
 };
 
-}  // namespace
-
-namespace {
+Layout layout_of(int size) {
+  Layout l;
+  l.pow2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(size)));
+  l.rem = size - l.pow2;
+  return l;
+}
 
 // Recursive halving, then doubling, among the pow2 ranks that remain after the fold
 // (Rabenseifner). Halving keeps the half of the range whose blocks have this rank's bit, top
@@ -44,13 +48,6 @@ void add_halving(P2pPlan& plan, const Layout& l, int rank, int virt) {
     const int theirs = (virt ^ mask) & ~(mask - 1);
     plan.add({Kind::kSwap, l.real(virt ^ mask), round, false, {mine, mine + mask}, {theirs, theirs + mask}});
   }
-}
-
-Layout layout_of(int size) {
-  Layout l;
-  l.pow2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(size)));
-  l.rem = size - l.pow2;
-  return l;
 }
 
 }  // namespace
@@ -112,12 +109,11 @@ void P2pScratchPool::give(Scratch scratch) {
 
 P2pAllReduce::P2pAllReduce(const P2pAllReduceSpec& spec, std::shared_ptr<P2pScratchPool> pool)
     : pool_(std::move(pool)) {
+  DDP_CHECK(pool_, "a point-to-point all_reduce without its group's scratch pool");
   reset(spec);
 }
 
-P2pAllReduce::~P2pAllReduce() {
-  if (pool_) pool_->give(std::move(heap_scratch_));
-}
+P2pAllReduce::~P2pAllReduce() { pool_->give(std::move(heap_scratch_)); }
 
 void P2pAllReduce::reset(const P2pAllReduceSpec& spec) {
   const bool halving = spec.buf.bytes() >= spec.halving_bytes && p2p_halving_fits(spec.size);
@@ -134,7 +130,6 @@ void P2pAllReduce::reset(const P2pAllReduceSpec& spec) {
     return;
   }
   if (bytes > heap_scratch_.bytes) {
-    if (!pool_) pool_ = std::make_shared<P2pScratchPool>();
     pool_->give(std::move(heap_scratch_));
     heap_scratch_ = pool_->take(bytes);
   }

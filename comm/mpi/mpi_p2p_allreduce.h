@@ -96,7 +96,7 @@ struct P2pAllReduceSpec {
   // sent as that many equal pieces, each sent eagerly, instead of one that waits for a
   // rendezvous. The same on every rank.
   size_t piece_bytes = 0;
-  // Halving and doubling from this many bytes up (p2p_halving_bytes; the same on every rank).
+  // Halving and doubling from this many bytes up (DDP_MPI_HALVING_BYTES; the same on every rank).
   size_t halving_bytes = SIZE_MAX;
 };
 

@@ -66,8 +66,8 @@ size_t caller_bytes() {
 // halving first folds the extra ranks' whole buffers in and out (3 ranks: 3 buffers on the
 // slowest path, where MPI's own ring sends 4/3). 2 ranks (Open MPI 4.1, shared memory, Intel
 // Xeon VM, 2026-11-28), against MPI_Allreduce itself: through the MPI thread, 128-256 KiB cost
-// 1.1-1.2x (the hand-off, on a core the MPI thread shares with its caller); as our rounds,
-// 0.8-1.0x from 16 KiB to 16 MiB.
+// 1.1-1.2x (the hand-off, on a core the MPI thread shares with its caller); as our rounds
+// through this backend, 0.89-1.08x from 128 KiB to 16 MiB in most runs (docs/backends.md).
 size_t p2p_bytes(int size) {
   const bool pow2 = std::has_single_bit(static_cast<unsigned>(size));
   const int64_t bytes = env::get_int_or("DDP_MPI_P2P_BYTES", pow2 ? INT_MAX : 65536);

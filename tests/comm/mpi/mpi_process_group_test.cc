@@ -417,6 +417,17 @@ TEST_CASE("mpi: DDP_MPI_P2P_BYTES that is not a byte count is an error naming it
   world()->barrier()->wait();
 }
 
+TEST_CASE("mpi: DDP_MPI_HALVING_BYTES that is not a byte count is an error naming it, before MPI") {
+  for (std::string bad : {"-1", "128k", "0x10", "1e6", "99999999999999999999"}) {
+    CAPTURE(bad);
+    ::setenv("DDP_MPI_HALVING_BYTES", bad.c_str(), 1);
+    CHECK_THROWS_WITH_AS(make_mpi_group(setup(all_ranks(), "world")),
+                         doctest::Contains("DDP_MPI_HALVING_BYTES"), InvalidArgument);
+  }
+  ::unsetenv("DDP_MPI_HALVING_BYTES");
+  world()->barrier()->wait();  // every rank refused alike: still in step
+}
+
 TEST_CASE("mpi: DDP_MPI_CALLER_BYTES=0 and DDP_MPI_P2P_BYTES=0 leave every op to the MPI thread") {
   ::setenv("DDP_MPI_CALLER_BYTES", "0", 1);
   ::setenv("DDP_MPI_P2P_BYTES", "0", 1);
