@@ -292,7 +292,10 @@ int ddp_main(int argc, char** argv) {
   app.add_option("--compute-ratio", c.compute_ratio, "backward compute as a multiple of communication time")
       ->capture_default_str();
   app.add_option("--bucket-cap-mb", c.bucket_cap_mb, "engine bucket cap")->capture_default_str();
-  app.add_option("--models", c.models, "1M, 25M, 100M")->capture_default_str();
+  app.add_option("--models", c.models, "1M, 25M, 100M (several: 1M,25M or 1M 25M)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"1M", "25M", "100M"}))
+      ->capture_default_str();
   app.add_flag("--bucket-view", c.bucket_view, "gradient_as_bucket_view (no gradient copies)");
   app.add_option("--hook", c.hook,
                  "allreduce, or a compression hook: fp16, bf16 (the bucket cast to 16 bits)")
