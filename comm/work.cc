@@ -40,16 +40,18 @@ bool Work::wait(Millis timeout) {
   if (!completed_) {
     lock.unlock();
     blocking(true);
+    const bool bounded = timeout != kUseDefault && timeout.count() >= 0;
+    const auto end = bounded ? Clock::now() + timeout : Clock::time_point::max();
+    drive(end);
     auto budget = poll_before_sleep();
-    if (timeout != kUseDefault && timeout.count() >= 0)
-      budget = std::min<std::chrono::microseconds>(budget, timeout);
+    if (bounded) budget = std::min<std::chrono::microseconds>(budget, timeout);
     poll(done_, budget);
     lock.lock();
     bool done = true;
-    if (timeout == kUseDefault || timeout.count() < 0) {
-      cv_.wait(lock, [&] { return completed_; });
+    if (bounded) {
+      done = cv_.wait_until(lock, end, [&] { return completed_; });
     } else {
-      done = cv_.wait_for(lock, timeout, [&] { return completed_; });
+      cv_.wait(lock, [&] { return completed_; });
     }
     lock.unlock();
     blocking(false);

@@ -13,6 +13,10 @@
 // - A backend whose ops finish on another thread within microseconds may have wait() poll for
 //   completion (yielding the core each time) for a while before it sleeps: a futex wake-up costs
 //   several microseconds on a VM, more than the small op itself (the mpi backend does).
+// - A backend whose op moves only inside calls someone makes for it (MPI's progress) may have
+//   the waiting thread make them (drive) rather than hand the op to a thread of its own and
+//   sleep until that one is done: the hand-off and the wake-up are spared (the mpi backend's
+//   ops its caller started).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -54,6 +58,10 @@ class Work {
   // How long a wait() that finds the op not complete polls for it before sleeping (none by
   // default); called after blocking(true).
   virtual std::chrono::microseconds poll_before_sleep() const noexcept { return {}; }
+  // Called by a wait() that finds the op not complete, after blocking(true): may progress the
+  // op on the waiting thread, finishing it, until `until` (the wait's own timeout, or
+  // Clock::time_point::max()) at the latest. Must not throw (an error finishes the Work).
+  virtual void drive(Clock::time_point /*until*/) noexcept {}
 
  private:
   std::string description_;

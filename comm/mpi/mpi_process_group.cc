@@ -247,7 +247,7 @@ WorkPtr MpiProcessGroup::submit(const Spec& spec, Start start, std::function<voi
         .append(std::to_string(seq))
         .append(where_)
         .append(spec.detail);
-    return std::make_shared<PollingWork>(std::move(what), runtime_.poll_budget());
+    return std::make_shared<MpiWork>(runtime_, std::move(what));
   };
   if (spec.local) {
     WorkPtr work = make_work();

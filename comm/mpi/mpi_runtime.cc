@@ -268,7 +268,8 @@ bool MpiRuntime::Impl::progress(Channel& ch) {
   return progressed;
 }
 
-// Idle: polls for a submission past `seen` until poll_end (yielding each pass), then sleeps.
+// Idle: polls for a submission past `seen` until poll_end (yielding each pass), then sleeps
+// until one comes, or until a parked op nobody drives is due (adopt_parked).
 void MpiRuntime::Impl::await_submission(std::unique_lock<std::mutex>& lock, uint64_t seen,
                                         Clock::time_point poll_end) {
   if (submitted.load(std::memory_order_acquire) == seen && Clock::now() < poll_end) {
@@ -278,7 +279,18 @@ void MpiRuntime::Impl::await_submission(std::unique_lock<std::mutex>& lock, uint
     }
     lock.lock();
   }
-  cv.wait(lock, [&] { return submitted.load(std::memory_order_relaxed) != seen; });
+  while (submitted.load(std::memory_order_relaxed) == seen) {
+    if (!parked) {
+      cv.wait(lock);
+      continue;
+    }
+    if (Clock::now() >= parked->adopt_at) return;
+    // Its waiter usually takes it within microseconds (drive): yield to it rather than sleep
+    // on a timer that would wake this thread again while the waiter drives the op.
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+  }
 }
 
 bool MpiRuntime::Impl::has_work() const {
@@ -363,11 +375,17 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
         lock.unlock();
         std::this_thread::yield();
         lock.lock();
+        // A waiter took the parked op that woke this thread and drives it: sleep until it
+        // gives it back or anything is queued, rather than spin for as long as it runs.
+        if (!busy && !parked && submitted.load(std::memory_order_relaxed) == seen)
+          await_submission(lock, seen, Clock::time_point{});
       }
       commands_now.swap(commands);
       posted_now.swap(posted);
       closes_now.swap(closes);
       adopted_now.swap(adopted);
+      adopt_parked(adopted_now, stop || !commands_now.empty() || !posted_now.empty() || !closes_now.empty() ||
+                                    !adopted_now.empty());
       for (Zombie& z : orphans) zombies.push_back(std::move(z));
       orphans.clear();
       stopping = stop;
@@ -413,11 +431,18 @@ void MpiRuntime::Impl::wind_down(MpiRuntime& rt) {
   take_baton();
   auto gone =
       std::make_exception_ptr(BackendError("mpi: MPI was shut down at process exit", __FILE__, __LINE__));
+  std::deque<std::pair<uint64_t, Inflight>> late;  // a caller's ops given over after the last pass
   {
     std::lock_guard<std::mutex> lock(mu);
     for (auto& [id, op] : posted) op.work->finish(gone);
     posted.clear();
+    late.swap(adopted);
+    adopt_parked(late, true);
     stopped = true;
+  }
+  for (auto& [id, f] : late) {
+    f.abandon(zombies);
+    f.op.work->finish(gone);
   }
   for (auto& [id, ch] : channels) break_channel(ch, gone);
   if (!rt.owns_init_) return;

@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,14 @@ struct Inflight {
   void abandon(std::vector<Zombie>& zombies);
 };
 
+// A caller's op not done within its poll (run_here): its waiter may drive it until the MPI
+// thread adopts it, at adopt_at or as soon as anything else is queued.
+struct Parked {
+  uint64_t channel = 0;
+  Inflight f;
+  Clock::time_point adopt_at;
+};
+
 struct Channel {
   uint64_t id = 0;
   bool blocking = false;  // collectives as blocking calls (open_channel)
@@ -67,6 +76,8 @@ struct MpiRuntime::Impl {
   std::deque<std::pair<uint64_t, Inflight>> adopted;  // run_here's ops still in flight, in order
   std::map<uint64_t, std::exception_ptr> broken;      // channels broken, as callers must see them
   std::vector<Zombie> orphans;                        // left by a caller's failed op, for `zombies`
+  std::optional<Parked> parked;                       // at most one: run_here needs the MPI thread idle
+  std::atomic<bool> has_parked{false};                // parked.has_value(), set with it under mu
   bool stop = false;
   std::atomic<uint64_t> submitted{0};  // commands, posts, closes and the stop, ever: polled
   // `submitted` when the MPI thread last emptied the queues (under mu, with the baton): equal
@@ -80,7 +91,8 @@ struct MpiRuntime::Impl {
   std::thread thread;
   MpiWatchdog watchdog;
   std::atomic<int> baton{kBatonThread};
-  std::atomic<uint64_t> ran_here{0};  // written by the baton's holder only
+  std::atomic<uint64_t> ran_here{0};     // written by the baton's holder only
+  std::atomic<uint64_t> driven_here{0};  // likewise
   const WorkPtr finished_here = Work::completed("mpi op (finished on the caller's thread)");
 
   // MPI thread only.
@@ -95,8 +107,16 @@ struct MpiRuntime::Impl {
   void start_held(Channel& ch);
   void adopt(uint64_t id, Inflight f);
   void hand_over(uint64_t channel, Inflight f);  // a caller's op, to the MPI thread (adopted)
-  void add_orphans(std::vector<Zombie> left);    // a caller's leftover requests, for `zombies`
+  void park(uint64_t channel, Inflight f, std::chrono::microseconds poll);
+  // Under mu, on the MPI thread: the parked op, into `into`, when it is due (or `force`).
+  void adopt_parked(std::deque<std::pair<uint64_t, Inflight>>& into, bool force);
+  // With the baton, after f was tested on a caller's thread to its end: finishes it, or records
+  // the error as the channel's (its later ops fail with it). The error, if any.
+  std::exception_ptr conclude_here(uint64_t channel, Inflight& f, int rc, std::exception_ptr error);
+  void add_orphans(std::vector<Zombie> left);  // a caller's leftover requests, for `zombies`
   void take_baton();
+  bool take_baton_to_drive(std::chrono::microseconds patience);  // a waiter's (drive)
+  bool drive_here(Inflight& f, Clock::time_point stop, int& rc, std::exception_ptr& error);
   bool try_take_baton();  // true when this thread holds it (had it, or took it now)
   bool start_here(Inflight& f, std::chrono::microseconds poll, int& rc, std::exception_ptr& error,
                   std::vector<Zombie>& left);

@@ -102,3 +102,48 @@ TEST_CASE("A Work that polls before sleeping sees completion, errors and its wai
     finisher.join();
   }
 }
+
+namespace {
+
+// A backend whose waiter makes its op's progress itself (drive).
+class DrivenWork final : public Work {
+ public:
+  DrivenWork() : Work("driven") {}
+  std::atomic<int> drives{0};
+  Clock::time_point until{};
+  bool finish_when_driven = true;
+
+ protected:
+  void drive(Clock::time_point u) noexcept override {
+    ++drives;
+    until = u;
+    if (finish_when_driven) finish();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Work lets its waiter drive the op, bounded by the wait's timeout") {
+  SUBCASE("a completed op is not driven") {
+    DrivenWork w;
+    w.finish();
+    CHECK(w.wait());
+    CHECK(w.drives == 0);
+  }
+  SUBCASE("an unbounded wait: driven without a bound, and done by it") {
+    DrivenWork w;
+    CHECK(w.wait());
+    CHECK(w.drives == 1);
+    CHECK(w.until == Clock::time_point::max());
+  }
+  SUBCASE("a bounded wait: driven until its timeout; the timeout still counts from the call") {
+    DrivenWork w;
+    w.finish_when_driven = false;
+    const auto before = Clock::now();
+    CHECK_THROWS_AS(w.wait(Millis(50)), TimeoutError);
+    const auto after = Clock::now();
+    CHECK(w.drives == 1);
+    CHECK(w.until >= before + Millis(50));
+    CHECK(w.until <= after);
+  }
+}

@@ -319,7 +319,7 @@ TEST_CASE("mpi: a small collective whose peer is late goes on on the MPI thread,
   std::vector<double> v(2, world_rank() + 1.0);
   if (world_rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   WorkPtr w = pg->all_reduce(view(v.data(), v.size()));
-  if (world_rank() == 0) CHECK_FALSE(w->is_completed());  // rank 1 had not come: handed over
+  if (world_rank() == 0) CHECK_FALSE(w->is_completed());  // rank 1 had not come: parked
   w->wait();
   CHECK(v[1] == world_size() * (world_size() + 1) / 2.0);
 }
@@ -339,6 +339,93 @@ TEST_CASE("mpi: a small collective past its deadline is a TimeoutError; the late
     CHECK_THROWS_AS(pg->all_reduce(view(x.data(), x.size()))->wait(), TimeoutError);
   }
   world()->barrier()->wait();  // every rank again; the timed-out request completed meanwhile
+}
+
+// A caller's op not done within the poll (rank 1 late) is parked: its waiter drives it (the
+// ranks waiting for rank 1 do), or the MPI thread adopts it. Each rank pauses past the MPI
+// thread's poll first, so its op finds the thread idle (see above); the same number of rounds
+// on every rank.
+TEST_CASE("mpi: a caller's op not done within the poll is driven to the end by its waiter" *
+          doctest::skip(world_size() < 2)) {
+  auto pg = world();
+  const uint64_t before = MpiRuntime::instance().driven_here();
+  for (int round = 0; round < 10; ++round) {  // a round whose waiter came late is adopted instead
+    pg->barrier()->wait();
+    std::this_thread::sleep_for(std::chrono::milliseconds(world_rank() == 1 ? 20 : 2));
+    std::vector<double> v(2, world_rank() + 1.0);
+    pg->all_reduce(view(v.data(), v.size()))->wait();
+    CHECK(v[1] == world_size() * (world_size() + 1) / 2.0);
+  }
+  if (MpiRuntime::instance().thread_level() < MPI_THREAD_SERIALIZED) {
+    CHECK(MpiRuntime::instance().driven_here() == before);  // only the MPI thread may call MPI
+  } else if (world_rank() != 1) {
+    CHECK(MpiRuntime::instance().driven_here() > before);
+  }
+}
+
+TEST_CASE("mpi: a parked op nobody waits for still moves: the MPI thread adopts it" *
+          doctest::skip(world_size() < 2)) {
+  auto pg = world();
+  pg->barrier()->wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(world_rank() == 1 ? 100 : 2));
+  std::vector<float> v(4, 1.0f);
+  WorkPtr w = pg->all_reduce(view(v.data(), v.size()));
+  const auto give_up = Clock::now() + std::chrono::seconds(30);
+  while (!w->is_completed() && Clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(w->is_completed());  // nobody tested it but the MPI thread
+  CHECK(v[0] == static_cast<float>(world_size()));
+}
+
+TEST_CASE("mpi: a wait shorter than the op it drives times out; the op goes on, a second wait has it" *
+          doctest::skip(world_size() < 2)) {
+  auto pg = world();
+  pg->barrier()->wait();
+  std::vector<float> v(4, 1.0f);
+  if (world_rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    pg->all_reduce(view(v.data(), v.size()))->wait();
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    WorkPtr w = pg->all_reduce(view(v.data(), v.size()));
+    CHECK_THROWS_AS(w->wait(Millis(30)), TimeoutError);
+    CHECK(w->wait());
+  }
+  CHECK(v[0] == static_cast<float>(world_size()));
+}
+
+// Rank 1 comes to the world's all_reduce late and to another group's at once. Elsewhere the
+// world's op is driven by its waiter; the other group's, issued meanwhile from a second thread,
+// must not wait for it: the waiter hands its op to the MPI thread, which runs both.
+TEST_CASE("mpi: a waiter driving its op hands it over when another group's op comes" *
+          doctest::skip(world_size() < 2)) {
+  auto other = make_mpi_group(setup(all_ranks(), "other"));
+  other->barrier()->wait();
+  world()->barrier()->wait();
+  std::vector<float> late(4, 1.0f), soon(4, 2.0f);
+  auto other_op = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    other->all_reduce(view(soon.data(), soon.size()))->wait();
+  };
+  if (world_rank() == 1) {
+    auto world_op = std::async(std::launch::async, [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      world()->all_reduce(view(late.data(), late.size()))->wait();
+    });
+    other_op();
+    world_op.get();
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    WorkPtr w = world()->all_reduce(view(late.data(), late.size()));
+    auto done_first = std::async(std::launch::async, [&] {
+      other_op();
+      return !w->is_completed();
+    });
+    w->wait();
+    CHECK(done_first.get());
+  }
+  CHECK(late[0] == static_cast<float>(world_size()));
+  CHECK(soon[0] == 2.0f * static_cast<float>(world_size()));
 }
 
 TEST_CASE("mpi subgroups: members in any order, two groups driven from two threads") {
