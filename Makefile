@@ -70,9 +70,11 @@ TSAN_TARGETS ?= comm_work_test comm_tcp_process_group_test comm_tcp_socket_engin
   rendezvous_file_store_test rendezvous_node_rendezvous_test common_task_thread_test \
   ddp_engine_test ddp_reducer_test ddp_join_test ddp_comm_hook_test \
   launcher_supervisor_test launcher_stderr_sink_test launcher_console_sink_test \
-  comm_gloo_process_group_test comm_gloo_context_test comm_mpi_process_group_test comm_mpi_watchdog_test
+  comm_gloo_process_group_test comm_gloo_context_test comm_mpi_process_group_test comm_mpi_runtime_caller_test \
+  comm_mpi_watchdog_test
 TSAN_TESTS ?= $(TSAN_TARGETS) comm_mpi_process_group_test_np2 comm_mpi_process_group_test_np3 \
-  comm_mpi_process_group_test_funneled
+  comm_mpi_process_group_test_funneled comm_mpi_runtime_caller_test_np2 comm_mpi_runtime_caller_test_np3 \
+  comm_mpi_runtime_caller_test_funneled
 empty :=
 space := $(empty) $(empty)
 tsan-test: deps
