@@ -110,8 +110,9 @@ struct MpiRuntime::Impl {
   void park(uint64_t channel, Inflight f, std::chrono::microseconds poll);
   // Under mu, on the MPI thread: the parked op, into `into`, when it is due (or `force`).
   void adopt_parked(std::deque<std::pair<uint64_t, Inflight>>& into, bool force);
-  // With the baton, after f was tested on a caller's thread to its end: finishes it, or records
-  // the error as the channel's (its later ops fail with it). The error, if any.
+  // With the baton, after f was tested on a caller's thread to its end: its error (`error`, or
+  // one made of a failed MPI code `rc`), recorded as the channel's (its later ops fail with it);
+  // null when it succeeded. The caller finishes its Work.
   std::exception_ptr conclude_here(uint64_t channel, Inflight& f, int rc, std::exception_ptr error);
   void add_orphans(std::vector<Zombie> left);  // a caller's leftover requests, for `zombies`
   void take_baton();
