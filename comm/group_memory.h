@@ -4,7 +4,7 @@
 //
 // - tcp on one host: each rank's allocation is a shared-memory object every rank of the group
 //   maps, so an all_reduce of a view in it (at the same offset on every rank) reads the peers'
-//   buffers and writes the result into all of them in one pass (docs/backends.md). shared()
+//   buffers and writes the result into all of them in one pass (docs/tcp.md). shared()
 //   says so. Everywhere else: plain host memory (shared() false); every op works on both.
 // - 64-byte aligned and zeroed. Freeing it is local (no collective); it must outlive every op
 //   on it, as any buffer must.

@@ -5,7 +5,7 @@
 //
 // Split sends less between hosts (a host's L ranks each send 1/L, where a flat ring sends a
 // share from every rank), but adds the two steps within the host. Where the link is the
-// limit, split wins (up to 1.5x between 2 hosts: docs/backends.md). Where it is not, flat can:
+// limit, split wins (up to 1.5x between 2 hosts: docs/tcp.md). Where it is not, flat can:
 // between emulated hosts on one 16-CPU machine, whose "links" are memory copies too, 2 hosts x
 // 2 ranks took 7.66 ms split and 6.93 flat at 16 MiB, 33.4 and 31.0 at 64 MiB, 135 and 138 at
 // 256 MiB, where 1 MiB was 0.70 split against 1.17 flat. So it is measured while the job runs:

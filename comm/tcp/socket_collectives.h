@@ -42,7 +42,7 @@ enum class SocketAlgo { kAuto, kDirect, kHalvingDoubling, kRing };
 // "auto", "direct", "hd", "ring"; InvalidArgument naming DDP_TCP_SOCKET_ALGO otherwise.
 SocketAlgo parse_socket_algo(const std::string& name);
 const char* to_string(SocketAlgo algo);
-// The auto rule (docs/backends.md), a pure function of values equal on every rank.
+// The auto rule (docs/tcp.md), a pure function of values equal on every rank.
 SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t oneshot_bytes,
                               size_t chunk_bytes);
 

@@ -27,7 +27,7 @@
 //   group is broken and every pending and later op fails naming itself.
 // - Environment (read by rank 0 and published, so all ranks agree): DDP_TCP_TRANSPORT
 //   (auto|shm|socket|hierarchical), DDP_TCP_FINGERPRINT (default 1). Per rank: DDP_TCP_SPIN_US;
-//   the same on every rank: DDP_TCP_INTER, DDP_TCP_SOCKET_* (docs/backends.md).
+//   the same on every rank: DDP_TCP_INTER, DDP_TCP_SOCKET_* (docs/tcp.md).
 // - AVG on integer dtypes is the wrapped sum divided by the world size, truncating.
 // - CUDA buffers are rejected (InvalidArgument); where CUDA was built, the registry wraps every
 //   tcp group in the staging decorator (comm/nccl/cuda_staging.h), which handles them.
