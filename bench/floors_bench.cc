@@ -4,7 +4,11 @@
 //     data through shared memory once);
 //   - pass: two threads on two CPUs, each adding its half of b into a (`a += b` in float32 with
 //     the backends' own kernel), from a common start until both are done (one full reduction
-//     pass over the buffer with both cores, the least a 2-rank all_reduce must do).
+//     pass over the buffer with both cores, the least a 2-rank all_reduce must do);
+//   - cma: the same reduction between two processes whose buffers are private, each reading its
+//     half of the peer's copy and writing the sum back through the kernel (cma_floor.h): the
+//     least an all_reduce of a program's own buffers costs here ("n/a" where the kernel refuses
+//     cross-memory attach, and why). The last column is its ratio to the pass.
 // Threads are pinned to the first two CPUs this process may use (one CPU: both on it, said in
 // the output). Prints medians over --repeats; never asserts a timing.
 //
@@ -22,10 +26,12 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/cma_floor.h"
 #include "bench/machine_json.h"
 #include "bench/sizes.h"
 #include "comm/reduce_kernels.h"
 #include "comm/types.h"
+#include "common/error.h"
 #include "common/machine.h"
 
 namespace ddp::bench {
@@ -37,6 +43,7 @@ struct Flags {
   std::string sizes = "1M,64M";
   int repeats = 21;
   std::string format = "table";
+  std::string cma_chunk = "auto";  // the cross-process floor's chunk: auto (a quarter of L2) or bytes
 };
 
 // The first two CPUs this process may run on (the same one twice on a single-CPU machine).
@@ -119,20 +126,42 @@ double pass_floor(size_t bytes, int repeats, std::pair<int, int> cpus) {
   return median(samples);
 }
 
-void print_row(const Flags& f, size_t bytes, double copy_us, double pass_us) {
+struct Row {
+  size_t bytes = 0;
+  double copy_us = 0;
+  double pass_us = 0;
+  CmaFloor cma;
+};
+
+void print_row(const Flags& f, const Row& r) {
   if (f.format == "json") {
-    nlohmann::json j = {{"bench", "floors"},  {"bytes", bytes},       {"copy_us", copy_us},
-                        {"pass_us", pass_us}, {"repeats", f.repeats}, {"machine", machine_json()}};
+    nlohmann::json j = {{"bench", "floors"},    {"bytes", r.bytes},
+                        {"copy_us", r.copy_us}, {"pass_us", r.pass_us},
+                        {"cma_us", nullptr},    {"cma_chunk_bytes", r.cma.chunk_bytes},
+                        {"repeats", f.repeats}, {"machine", machine_json()}};
+    if (!r.cma.samples_us.empty()) j["cma_us"] = median(r.cma.samples_us);
+    if (!r.cma.why.empty()) j["cma_not_measured"] = r.cma.why;
     std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+    return;
+  }
+  const auto gbps = [&](double us) { return static_cast<double>(r.bytes) / us / 1e3; };
+  std::printf("%12zu %12.2f %12.2f ", r.bytes, r.copy_us, r.pass_us);
+  if (!r.cma.samples_us.empty()) {
+    const double cma_us = median(r.cma.samples_us);
+    std::printf("%12.2f %10.2f %10.2f %10.2f %10.2f\n", cma_us, gbps(r.copy_us), gbps(r.pass_us),
+                gbps(cma_us), cma_us / r.pass_us);
   } else {
-    std::printf("%12zu %12.2f %12.2f %10.2f %10.2f\n", bytes, copy_us, pass_us,
-                static_cast<double>(bytes) / copy_us / 1e3, static_cast<double>(bytes) / pass_us / 1e3);
+    std::printf("%12s %10.2f %10.2f %10s %10s  (cma: %s)\n", "n/a", gbps(r.copy_us), gbps(r.pass_us), "n/a",
+                "n/a", r.cma.why.c_str());
   }
   std::fflush(stdout);
 }
 
 int floors_main(int argc, char** argv) {
-  CLI::App app{"ddp-bench floors: this machine's copy and 2-thread reduction floors, medians"};
+  CLI::App app{
+      "ddp-bench floors: this machine's copy, 2-thread reduction and cross-process reduction floors, "
+      "medians"};
   Flags f;
   app.add_option("--sizes", f.sizes, "bytes, comma-separated (K, M, G suffixes)")->capture_default_str();
   app.add_option("--repeats", f.repeats, "samples per figure (median)")
@@ -141,24 +170,37 @@ int floors_main(int argc, char** argv) {
   app.add_option("--format", f.format, "json or table")
       ->capture_default_str()
       ->check(CLI::IsMember({"json", "table"}));
+  app.add_option("--cma-chunk", f.cma_chunk,
+                 "the cross-process floor's chunk: auto (a quarter of L2) or bytes (256K)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const std::vector<size_t> sizes = parse_sizes(f.sizes);  // errors: ddp-bench's main names them
+  const size_t chunk = f.cma_chunk == "auto" ? cma_chunk_bytes(machine_profile().l2_bytes)
+                                             : parse_size(f.cma_chunk, "--cma-chunk");
+  if (chunk < sizeof(float))
+    DDP_THROW(InvalidArgument, "--cma-chunk: '", f.cma_chunk, "' is under one float");
   const auto cpus = two_cpus();
   if (f.format == "table") {
     std::printf("# machine: %s\n", machine_profile().summary().c_str());
     std::printf("# threads on CPUs %d and %d%s\n", cpus.first, cpus.second,
                 cpus.first == cpus.second ? " (one CPU: the pass is not parallel)" : "");
-    std::printf("%12s %12s %12s %10s %10s\n", "bytes", "copy_us", "pass_us", "copy_GBps", "pass_GBps");
+    std::printf("# cma: 2 processes, %zu-byte chunks%s\n", chunk,
+                f.cma_chunk == "auto" ? " (a quarter of L2)" : "");
+    std::printf("%12s %12s %12s %12s %10s %10s %10s %10s\n", "bytes", "copy_us", "pass_us", "cma_us",
+                "copy_GBps", "pass_GBps", "cma_GBps", "cma/pass");
   }
   for (size_t bytes : sizes) {
     const size_t rounded = std::max<size_t>(bytes / 8 * 8, 8);  // two whole float halves
-    print_row(f, rounded, copy_floor(rounded, f.repeats, cpus), pass_floor(rounded, f.repeats, cpus));
+    Row r{rounded, copy_floor(rounded, f.repeats, cpus), pass_floor(rounded, f.repeats, cpus), {}};
+    r.cma = cma_floor({.bytes = rounded, .repeats = f.repeats, .cpus = cpus, .chunk_bytes = chunk});
+    print_row(f, r);
   }
   return 0;
 }
 
-const Register kRegister("floors", "this machine's copy and 2-thread a+=b floors (issue 14's yardsticks)",
-                         floors_main);
+const Register kRegister(
+    "floors", "this machine's copy, 2-thread a+=b and cross-process (CMA) floors (issue 14's yardsticks)",
+    floors_main);
 
 }  // namespace
 }  // namespace ddp::bench

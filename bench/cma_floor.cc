@@ -1,0 +1,238 @@
+#include "bench/cma_floor.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/reduce_kernels.h"
+#include "comm/types.h"
+#include "common/machine.h"
+
+namespace ddp::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: one clock for every process
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// What the parent and its two children share (a MAP_SHARED page, made before the fork).
+struct Control {
+  std::atomic<int32_t> pid[2] = {0, 0};
+  std::atomic<int> ready{0};
+  std::atomic<int> go{0};     // the repeat the children may start
+  std::atomic<int> done{0};   // repeats finished, both children together
+  std::atomic<int> error{0};  // the errno of the first refused copy
+  std::atomic<int64_t> end_ns[2] = {0, 0};
+};
+static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
+
+// An anonymous mapping, unmapped on scope exit; MAP_SHARED for the control page, MAP_PRIVATE
+// for the buffers (each child's pages become its own when it writes them).
+class Mapping {
+ public:
+  Mapping(size_t bytes, int flags) : bytes_(bytes) {
+    ptr_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags | MAP_ANONYMOUS, -1, 0);
+    if (ptr_ == MAP_FAILED) throw std::runtime_error(std::string("cma floor: mmap: ") + std::strerror(errno));
+  }
+  ~Mapping() { ::munmap(ptr_, bytes_); }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_;
+};
+
+// One direction of a chunk, retried while the kernel copies part of it; 0 or the errno.
+int copy_chunk(pid_t peer, void* local, void* remote, size_t bytes, bool read) {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec l{static_cast<char*>(local) + done, bytes - done};
+    iovec r{static_cast<char*>(remote) + done, bytes - done};
+    const ssize_t n =
+        read ? ::process_vm_readv(peer, &l, 1, &r, 1, 0) : ::process_vm_writev(peer, &l, 1, &r, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EFAULT;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+struct Child {
+  int id = 0;
+  Control* ctl = nullptr;
+  float* buf = nullptr;      // n floats, the same address in both children
+  float* scratch = nullptr;  // one chunk, this child's own
+  size_t n = 0;
+  size_t chunk = 0;  // floats
+  int repeats = 0;
+  int cpu = 0;
+};
+
+// This child's half: the peer's copy through the scratch, added into its own, written back.
+int reduce_half(const Child& c, pid_t peer) {
+  const size_t half = c.n / 2;
+  const size_t begin = c.id == 0 ? 0 : half, end = c.id == 0 ? half : c.n;
+  for (size_t off = begin; off < end; off += c.chunk) {
+    const size_t len = std::min(c.chunk, end - off), bytes = len * sizeof(float);
+    if (int e = copy_chunk(peer, c.scratch, c.buf + off, bytes, true)) return e;
+    comm::combine(c.buf + off, c.scratch, len, comm::DType::kFloat32, comm::ReduceOp::kSum);
+    if (int e = copy_chunk(peer, c.buf + off, c.buf + off, bytes, false)) return e;
+  }
+  return 0;
+}
+
+// The child's whole life; its exit status: 0 every sum right, 1 a wrong sum, 2 a failed copy
+// (its errno in the control page).
+[[noreturn]] void run_child(const Child& c) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(c.cpu, &set);
+  ::sched_setaffinity(0, sizeof(set), &set);
+  ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);  // Yama scope 1: let the sibling in
+  std::fill(c.buf, c.buf + c.n, 1.0F);                   // this child's own pages from here on
+  std::memset(c.scratch, 0, c.chunk * sizeof(float));
+  c.ctl->ready.fetch_add(1, std::memory_order_acq_rel);
+  while (c.ctl->ready.load(std::memory_order_acquire) < 2) std::this_thread::yield();
+  pid_t peer = 0;  // the parent stores the second pid after that child may have started
+  while ((peer = c.ctl->pid[1 - c.id].load(std::memory_order_acquire)) == 0) std::this_thread::yield();
+  for (int r = 1; r <= c.repeats; ++r) {
+    while (c.ctl->go.load(std::memory_order_acquire) != r) std::this_thread::yield();
+    if (int e = reduce_half(c, peer)) {
+      int none = 0;
+      c.ctl->error.compare_exchange_strong(none, e);
+      ::_exit(2);
+    }
+    c.ctl->end_ns[c.id].store(now_ns(), std::memory_order_release);
+    c.ctl->done.fetch_add(1, std::memory_order_acq_rel);
+  }
+  while (c.ctl->done.load(std::memory_order_acquire) != 2 * c.repeats) std::this_thread::yield();
+  // Every element went through `repeats` sums of two equal copies: 2^repeats (inf past 127).
+  const float want = std::ldexp(1.0F, c.repeats);
+  const bool right = std::all_of(c.buf, c.buf + c.n, [&](float v) { return v == want; });
+  ::_exit(right ? 0 : 1);
+}
+
+// The children, killed and reaped on every way out that did not reap them.
+class Children {
+ public:
+  Children() = default;
+  Children(const Children&) = delete;
+  Children& operator=(const Children&) = delete;
+  ~Children() {
+    for (pid_t p : pids_) {
+      ::kill(p, SIGKILL);
+      ::waitpid(p, nullptr, 0);
+    }
+  }
+  void add(pid_t p) { pids_.push_back(p); }
+  // A child that has exited (its status), or nothing while both run.
+  std::optional<int> exited() {
+    for (size_t i = 0; i < pids_.size(); ++i) {
+      int status = 0;
+      if (::waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
+        pids_.erase(pids_.begin() + static_cast<std::ptrdiff_t>(i));
+        return status;
+      }
+    }
+    return std::nullopt;
+  }
+  // Waits for both; true when both exited 0.
+  bool reap() {
+    bool ok = true;
+    for (pid_t p : pids_) {
+      int status = 0;
+      ::waitpid(p, &status, 0);
+      ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    pids_.clear();
+    return ok;
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// Waits until `done` holds, or a child has gone; the status of one that has.
+template <typename Done>
+std::optional<int> await(Children& kids, Done done) {
+  while (!done()) {
+    if (auto status = kids.exited()) return status;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return std::nullopt;
+}
+
+// A child left early: the kernel refused the copies (not measured here, and why), or anything
+// else (a copy that failed otherwise, a process that died), which is an error.
+CmaFloor left_early(const Control& ctl, int status, size_t chunk) {
+  const int e = ctl.error.load();
+  if (e == EPERM || e == EACCES || e == ENOSYS)
+    return {{}, std::string("process_vm_readv/writev: ") + std::strerror(e), chunk};
+  if (e != 0)
+    throw std::runtime_error(std::string("cma floor: process_vm_readv/writev: ") + std::strerror(e));
+  throw std::runtime_error("cma floor: a process ended early (wait status " + std::to_string(status) + ")");
+}
+
+}  // namespace
+
+size_t cma_chunk_bytes(size_t l2_bytes) {
+  if (l2_bytes == 0) return 256 << 10;
+  return std::clamp<size_t>(l2_bytes / 4, 64 << 10, 1 << 20);
+}
+
+CmaFloor cma_floor(const CmaFloorOptions& o) {
+  const size_t n = o.bytes / sizeof(float);
+  if (n < 2 || o.repeats < 1) throw std::invalid_argument("cma floor: two floats and one repeat at least");
+  const size_t chunk_bytes = o.chunk_bytes ? o.chunk_bytes : cma_chunk_bytes(machine_profile().l2_bytes);
+  const size_t chunk = std::max<size_t>(1, chunk_bytes / sizeof(float));
+  Mapping shared(sizeof(Control), MAP_SHARED), buf(n * sizeof(float), MAP_PRIVATE),
+      scratch(chunk * sizeof(float), MAP_PRIVATE);
+  auto* ctl = new (shared.get()) Control{};
+  Children kids;
+  for (int id = 0; id < 2; ++id) {
+    Child c{id,    ctl,       static_cast<float*>(buf.get()),        static_cast<float*>(scratch.get()), n,
+            chunk, o.repeats, id == 0 ? o.cpus.first : o.cpus.second};
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error(std::string("cma floor: fork: ") + std::strerror(errno));
+    if (pid == 0) run_child(c);
+    ctl->pid[id].store(pid, std::memory_order_release);
+    kids.add(pid);
+  }
+  if (auto status = await(kids, [&] { return ctl->ready.load(std::memory_order_acquire) == 2; }))
+    return left_early(*ctl, *status, chunk_bytes);
+  std::vector<double> samples;
+  for (int r = 1; r <= o.repeats; ++r) {
+    const int64_t start = now_ns();
+    ctl->go.store(r, std::memory_order_release);
+    if (auto status = await(kids, [&] { return ctl->done.load(std::memory_order_acquire) == 2 * r; }))
+      return left_early(*ctl, *status, chunk_bytes);
+    const int64_t end = std::max(ctl->end_ns[0].load(), ctl->end_ns[1].load());
+    samples.push_back(static_cast<double>(end - start) / 1e3);
+  }
+  if (!kids.reap()) throw std::runtime_error("cma floor: the sums are wrong");
+  return {samples, "", chunk_bytes};
+}
+
+}  // namespace ddp::bench

@@ -1,0 +1,45 @@
+#pragma once
+// The least a 2-rank all_reduce of buffers private to each rank (a program's own tensors, not
+// group memory) can cost on this machine when the data crosses through the kernel, as it must
+// without a shared mapping: two processes, one per CPU, each with its own float32 buffer at the
+// same address. Each reduces its half: it reads the peer's copy of a chunk with
+// process_vm_readv into a scratch buffer (in its cache), adds it into its own copy, and writes
+// the sum into the peer's with process_vm_writev, chunk after chunk. Each process touches only
+// its own half of both buffers, so nothing waits beyond a common start: what is timed is the data
+// movement alone (the kernel's per-page cost, the peer's memory traffic), which the tcp
+// backend's cross-memory all_reduce (comm/tcp/shm_allreduce_cross.h) pays plus its own
+// synchronisation. The copies are the raw system calls, not the backend's.
+//
+// Issue 14 sets the 64 MiB target as a ratio to the 2-thread `a += b` pass (floors_bench.cc);
+// this floor says how close to that pass private buffers can come here at all.
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ddp::bench {
+
+struct CmaFloorOptions {
+  size_t bytes = 0;  // each process's buffer: whole floats, at least two
+  int repeats = 21;
+  std::pair<int, int> cpus{0, 0};  // process 0 on the first, process 1 on the second
+  size_t chunk_bytes = 0;          // 0: cma_chunk_bytes(this machine's L2)
+};
+
+struct CmaFloor {
+  std::vector<double> samples_us;  // one per repeat; empty: not measured here, and `why` says why
+  std::string why;
+  size_t chunk_bytes = 0;
+};
+
+// Forks the two processes, times `repeats` passes from a common start until both are done, and
+// checks every element of both buffers afterwards. Not measured (no samples) where the kernel
+// refuses the copies (EPERM, EACCES, ENOSYS: Yama, seccomp, another user), with the reason.
+// std::runtime_error when a sum is wrong, a copy fails otherwise, or a process dies.
+CmaFloor cma_floor(const CmaFloorOptions& options);
+
+// The chunk for an L2 of `l2_bytes`: a quarter of it (the scratch and the own chunk stay in
+// cache), 64 KiB to 1 MiB; 256 KiB when the L2 is unknown (0).
+size_t cma_chunk_bytes(size_t l2_bytes);
+
+}  // namespace ddp::bench
