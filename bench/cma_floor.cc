@@ -1,5 +1,6 @@
 #include "bench/cma_floor.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -88,6 +89,7 @@ struct Child {
   size_t chunk = 0;  // floats
   int repeats = 0;
   int cpu = 0;
+  int wake_fd = -1;  // a byte here wakes the parent (it sleeps, leaving both CPUs to the children)
 };
 
 // This child's half: the peer's copy through the scratch, added into its own, written back.
@@ -103,6 +105,12 @@ int reduce_half(const Child& c, pid_t peer) {
   return 0;
 }
 
+void wake(const Child& c) {
+  const char byte = 1;
+  while (::write(c.wake_fd, &byte, 1) < 0 && errno == EINTR) {
+  }
+}
+
 // The child's whole life; its exit status: 0 every sum right, 1 a wrong sum, 2 a failed copy
 // (its errno in the control page).
 [[noreturn]] void run_child(const Child& c) {
@@ -113,7 +121,7 @@ int reduce_half(const Child& c, pid_t peer) {
   ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);  // Yama scope 1: let the sibling in
   std::fill(c.buf, c.buf + c.n, 1.0F);                   // this child's own pages from here on
   std::memset(c.scratch, 0, c.chunk * sizeof(float));
-  c.ctl->ready.fetch_add(1, std::memory_order_acq_rel);
+  if (c.ctl->ready.fetch_add(1, std::memory_order_acq_rel) == 1) wake(c);
   while (c.ctl->ready.load(std::memory_order_acquire) < 2) std::this_thread::yield();
   pid_t peer = 0;  // the parent stores the second pid after that child may have started
   while ((peer = c.ctl->pid[1 - c.id].load(std::memory_order_acquire)) == 0) std::this_thread::yield();
@@ -125,7 +133,7 @@ int reduce_half(const Child& c, pid_t peer) {
       ::_exit(2);
     }
     c.ctl->end_ns[c.id].store(now_ns(), std::memory_order_release);
-    c.ctl->done.fetch_add(1, std::memory_order_acq_rel);
+    if (c.ctl->done.fetch_add(1, std::memory_order_acq_rel) == 2 * r - 1) wake(c);
   }
   while (c.ctl->done.load(std::memory_order_acquire) != 2 * c.repeats) std::this_thread::yield();
   // Every element went through `repeats` sums of two equal copies: 2^repeats (inf past 127).
@@ -174,15 +182,38 @@ class Children {
   std::vector<pid_t> pids_;
 };
 
-// Waits until `done` holds, or a child has gone; the status of one that has.
+// Waits, asleep, until `done` holds or a child has gone (the status of one that has). The
+// children write a byte to `wake_fd` as they make `done` hold; the timeout is for one that dies.
 template <typename Done>
-std::optional<int> await(Children& kids, Done done) {
+std::optional<int> await(Children& kids, int wake_fd, Done done) {
   while (!done()) {
+    pollfd p{wake_fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0 && (p.revents & POLLIN) != 0) {
+      char bytes[16];
+      (void)!::read(wake_fd, bytes, sizeof bytes);
+    }
     if (auto status = kids.exited()) return status;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
   return std::nullopt;
 }
+
+// Both ends of a pipe, closed on scope exit (or the write end at once, once the children hold it).
+struct Pipe {
+  int fd[2] = {-1, -1};
+  Pipe() {
+    if (::pipe(fd) != 0) throw std::runtime_error(std::string("cma floor: pipe: ") + std::strerror(errno));
+  }
+  ~Pipe() {
+    close_write();
+    ::close(fd[0]);
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  void close_write() {
+    if (fd[1] >= 0) ::close(fd[1]);
+    fd[1] = -1;
+  }
+};
 
 // A child left early: the kernel refused the copies (not measured here, and why), or anything
 // else (a copy that failed otherwise, a process that died), which is an error.
@@ -210,23 +241,33 @@ CmaFloor cma_floor(const CmaFloorOptions& o) {
   Mapping shared(sizeof(Control), MAP_SHARED), buf(n * sizeof(float), MAP_PRIVATE),
       scratch(chunk * sizeof(float), MAP_PRIVATE);
   auto* ctl = new (shared.get()) Control{};
+  Pipe wake;
   Children kids;
   for (int id = 0; id < 2; ++id) {
-    Child c{id,    ctl,       static_cast<float*>(buf.get()),        static_cast<float*>(scratch.get()), n,
-            chunk, o.repeats, id == 0 ? o.cpus.first : o.cpus.second};
+    Child c{id,
+            ctl,
+            static_cast<float*>(buf.get()),
+            static_cast<float*>(scratch.get()),
+            n,
+            chunk,
+            o.repeats,
+            id == 0 ? o.cpus.first : o.cpus.second,
+            wake.fd[1]};
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error(std::string("cma floor: fork: ") + std::strerror(errno));
     if (pid == 0) run_child(c);
     ctl->pid[id].store(pid, std::memory_order_release);
     kids.add(pid);
   }
-  if (auto status = await(kids, [&] { return ctl->ready.load(std::memory_order_acquire) == 2; }))
+  wake.close_write();
+  const int fd = wake.fd[0];
+  if (auto status = await(kids, fd, [&] { return ctl->ready.load(std::memory_order_acquire) == 2; }))
     return left_early(*ctl, *status, chunk_bytes);
   std::vector<double> samples;
   for (int r = 1; r <= o.repeats; ++r) {
     const int64_t start = now_ns();
     ctl->go.store(r, std::memory_order_release);
-    if (auto status = await(kids, [&] { return ctl->done.load(std::memory_order_acquire) == 2 * r; }))
+    if (auto status = await(kids, fd, [&] { return ctl->done.load(std::memory_order_acquire) == 2 * r; }))
       return left_early(*ctl, *status, chunk_bytes);
     const int64_t end = std::max(ctl->end_ns[0].load(), ctl->end_ns[1].load());
     samples.push_back(static_cast<double>(end - start) / 1e3);
