@@ -155,13 +155,14 @@ class Children {
     }
   }
   void add(pid_t p) { pids_.push_back(p); }
-  // A child that has exited (its status), or nothing while both run.
-  std::optional<int> exited() {
-    for (size_t i = 0; i < pids_.size(); ++i) {
-      int status = 0;
-      if (::waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
-        pids_.erase(pids_.begin() + static_cast<std::ptrdiff_t>(i));
-        return status;
+  // How a child that has ended ended ("exit status 2", "signal 9"), or nothing while both run.
+  // Left unreaped (WNOWAIT): a child that ended as it should is reaped and checked by reap().
+  std::optional<std::string> ended() const {
+    for (pid_t p : pids_) {
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(p), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == p) {
+        return (info.si_code == CLD_EXITED ? "exit status " : "signal ") + std::to_string(info.si_status);
       }
     }
     return std::nullopt;
@@ -182,17 +183,18 @@ class Children {
   std::vector<pid_t> pids_;
 };
 
-// Waits, asleep, until `done` holds or a child has gone (the status of one that has). The
+// Waits, asleep, until `done` holds, or a child has ended while it does not (how it ended). The
 // children write a byte to `wake_fd` as they make `done` hold; the timeout is for one that dies.
+// A child ends as it should only after the last `done` holds, so that is checked after the child.
 template <typename Done>
-std::optional<int> await(Children& kids, int wake_fd, Done done) {
+std::optional<std::string> await(const Children& kids, int wake_fd, Done done) {
   while (!done()) {
     pollfd p{wake_fd, POLLIN, 0};
     if (::poll(&p, 1, 100) > 0 && (p.revents & POLLIN) != 0) {
       char bytes[16];
       (void)!::read(wake_fd, bytes, sizeof bytes);
     }
-    if (auto status = kids.exited()) return status;
+    if (auto how = kids.ended(); how && !done()) return how;
   }
   return std::nullopt;
 }
@@ -217,13 +219,13 @@ struct Pipe {
 
 // A child left early: the kernel refused the copies (not measured here, and why), or anything
 // else (a copy that failed otherwise, a process that died), which is an error.
-CmaFloor left_early(const Control& ctl, int status, size_t chunk) {
+CmaFloor left_early(const Control& ctl, const std::string& how, size_t chunk) {
   const int e = ctl.error.load();
   if (e == EPERM || e == EACCES || e == ENOSYS)
     return {{}, std::string("process_vm_readv/writev: ") + std::strerror(e), chunk};
   if (e != 0)
     throw std::runtime_error(std::string("cma floor: process_vm_readv/writev: ") + std::strerror(e));
-  throw std::runtime_error("cma floor: a process ended early (wait status " + std::to_string(status) + ")");
+  throw std::runtime_error("cma floor: a process ended early (" + how + ")");
 }
 
 }  // namespace
@@ -261,14 +263,14 @@ CmaFloor cma_floor(const CmaFloorOptions& o) {
   }
   wake.close_write();
   const int fd = wake.fd[0];
-  if (auto status = await(kids, fd, [&] { return ctl->ready.load(std::memory_order_acquire) == 2; }))
-    return left_early(*ctl, *status, chunk_bytes);
+  if (auto how = await(kids, fd, [&] { return ctl->ready.load(std::memory_order_acquire) == 2; }))
+    return left_early(*ctl, *how, chunk_bytes);
   std::vector<double> samples;
   for (int r = 1; r <= o.repeats; ++r) {
     const int64_t start = now_ns();
     ctl->go.store(r, std::memory_order_release);
-    if (auto status = await(kids, fd, [&] { return ctl->done.load(std::memory_order_acquire) == 2 * r; }))
-      return left_early(*ctl, *status, chunk_bytes);
+    if (auto how = await(kids, fd, [&] { return ctl->done.load(std::memory_order_acquire) == 2 * r; }))
+      return left_early(*ctl, *how, chunk_bytes);
     const int64_t end = std::max(ctl->end_ns[0].load(), ctl->end_ns[1].load());
     samples.push_back(static_cast<double>(end - start) / 1e3);
   }
