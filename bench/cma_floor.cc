@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "comm/reduce_kernels.h"
+#include "comm/tcp/cross_memory.h"
 #include "comm/types.h"
 #include "common/machine.h"
 
@@ -65,21 +65,6 @@ class Mapping {
   size_t bytes_;
 };
 
-// One direction of a chunk, retried while the kernel copies part of it; 0 or the errno.
-int copy_chunk(pid_t peer, void* local, void* remote, size_t bytes, bool read) {
-  size_t done = 0;
-  while (done < bytes) {
-    iovec l{static_cast<char*>(local) + done, bytes - done};
-    iovec r{static_cast<char*>(remote) + done, bytes - done};
-    const ssize_t n =
-        read ? ::process_vm_readv(peer, &l, 1, &r, 1, 0) : ::process_vm_writev(peer, &l, 1, &r, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? errno : EFAULT;
-    done += static_cast<size_t>(n);
-  }
-  return 0;
-}
-
 struct Child {
   int id = 0;
   Control* ctl = nullptr;
@@ -98,9 +83,10 @@ int reduce_half(const Child& c, pid_t peer) {
   const size_t begin = c.id == 0 ? 0 : half, end = c.id == 0 ? half : c.n;
   for (size_t off = begin; off < end; off += c.chunk) {
     const size_t len = std::min(c.chunk, end - off), bytes = len * sizeof(float);
-    if (int e = copy_chunk(peer, c.scratch, c.buf + off, bytes, true)) return e;
+    const auto remote = reinterpret_cast<uint64_t>(c.buf + off);  // the same address in the peer
+    if (int e = comm::tcp::cross_read(peer, remote, c.scratch, bytes)) return e;
     comm::combine(c.buf + off, c.scratch, len, comm::DType::kFloat32, comm::ReduceOp::kSum);
-    if (int e = copy_chunk(peer, c.buf + off, c.buf + off, bytes, false)) return e;
+    if (int e = comm::tcp::cross_write(peer, c.buf + off, remote, bytes)) return e;
   }
   return 0;
 }
@@ -167,16 +153,23 @@ class Children {
     }
     return std::nullopt;
   }
-  // Waits for both; true when both exited 0.
-  bool reap() {
-    bool ok = true;
-    for (pid_t p : pids_) {
+  // Waits for both: nothing when both exited 0, else how the first that did not ended.
+  std::optional<std::string> reap() {
+    std::optional<std::string> bad;
+    for (size_t i = 0; i < pids_.size(); ++i) {
       int status = 0;
-      ::waitpid(p, &status, 0);
-      ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      ::waitpid(pids_[i], &status, 0);
+      if (bad || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) continue;
+      const std::string who = "process " + std::to_string(i);
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 1) {
+        bad = who + " found a wrong sum";
+      } else {
+        bad = who + (WIFEXITED(status) ? " ended with exit status " + std::to_string(WEXITSTATUS(status))
+                                       : " was killed by signal " + std::to_string(WTERMSIG(status)));
+      }
     }
     pids_.clear();
-    return ok;
+    return bad;
   }
 
  private:
@@ -239,7 +232,8 @@ CmaFloor cma_floor(const CmaFloorOptions& o) {
   const size_t n = o.bytes / sizeof(float);
   if (n < 2 || o.repeats < 1) throw std::invalid_argument("cma floor: two floats and one repeat at least");
   const size_t chunk_bytes = o.chunk_bytes ? o.chunk_bytes : cma_chunk_bytes(machine_profile().l2_bytes);
-  const size_t chunk = std::max<size_t>(1, chunk_bytes / sizeof(float));
+  // Never more than a half (the larger one): a chunk past it would only enlarge the scratch.
+  const size_t chunk = std::clamp<size_t>(chunk_bytes / sizeof(float), 1, n - n / 2);
   Mapping shared(sizeof(Control), MAP_SHARED), buf(n * sizeof(float), MAP_PRIVATE),
       scratch(chunk * sizeof(float), MAP_PRIVATE);
   auto* ctl = new (shared.get()) Control{};
@@ -264,18 +258,18 @@ CmaFloor cma_floor(const CmaFloorOptions& o) {
   wake.close_write();
   const int fd = wake.fd[0];
   if (auto how = await(kids, fd, [&] { return ctl->ready.load(std::memory_order_acquire) == 2; }))
-    return left_early(*ctl, *how, chunk_bytes);
+    return left_early(*ctl, *how, chunk * sizeof(float));
   std::vector<double> samples;
   for (int r = 1; r <= o.repeats; ++r) {
     const int64_t start = now_ns();
     ctl->go.store(r, std::memory_order_release);
     if (auto how = await(kids, fd, [&] { return ctl->done.load(std::memory_order_acquire) == 2 * r; }))
-      return left_early(*ctl, *how, chunk_bytes);
+      return left_early(*ctl, *how, chunk * sizeof(float));
     const int64_t end = std::max(ctl->end_ns[0].load(), ctl->end_ns[1].load());
     samples.push_back(static_cast<double>(end - start) / 1e3);
   }
-  if (!kids.reap()) throw std::runtime_error("cma floor: the sums are wrong");
-  return {samples, "", chunk_bytes};
+  if (auto bad = kids.reap()) throw std::runtime_error("cma floor: " + *bad);
+  return {samples, "", chunk * sizeof(float)};
 }
 
 }  // namespace ddp::bench

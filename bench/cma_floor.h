@@ -8,7 +8,8 @@
 // its own half of both buffers, so nothing waits beyond a common start: what is timed is the data
 // movement alone (the kernel's per-page cost, the peer's memory traffic), which the tcp
 // backend's cross-memory all_reduce (comm/tcp/shm_allreduce_cross.h) pays plus its own
-// synchronisation. The copies are the raw system calls, not the backend's.
+// synchronisation. The copies go through the same thin wrappers of the system calls
+// (comm/tcp/cross_memory.h), not through the backend's all_reduce.
 //
 // Issue 14 sets the 64 MiB target as a ratio to the 2-thread `a += b` pass (floors_bench.cc);
 // this floor says how close to that pass private buffers can come here at all.
@@ -23,19 +24,20 @@ struct CmaFloorOptions {
   size_t bytes = 0;  // each process's buffer: whole floats, at least two
   int repeats = 21;
   std::pair<int, int> cpus{0, 0};  // process 0 on the first, process 1 on the second
-  size_t chunk_bytes = 0;          // 0: cma_chunk_bytes(this machine's L2)
+  size_t chunk_bytes = 0;          // 0: cma_chunk_bytes(this machine's L2); at most a half
 };
 
 struct CmaFloor {
   std::vector<double> samples_us;  // one per repeat; empty: not measured here, and `why` says why
   std::string why;
-  size_t chunk_bytes = 0;
+  size_t chunk_bytes = 0;  // the chunk used (a whole number of floats, at most a half)
 };
 
 // Forks the two processes, times `repeats` passes from a common start until both are done, and
 // checks every element of both buffers afterwards. Not measured (no samples) where the kernel
 // refuses the copies (EPERM, EACCES, ENOSYS: Yama, seccomp, another user), with the reason.
-// std::runtime_error when a sum is wrong, a copy fails otherwise, or a process dies.
+// std::runtime_error, naming the process, when a sum is wrong, a copy fails otherwise, or a
+// process dies.
 CmaFloor cma_floor(const CmaFloorOptions& options);
 
 // The chunk for an L2 of `l2_bytes`: a quarter of it (the scratch and the own chunk stay in

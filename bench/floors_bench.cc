@@ -184,7 +184,7 @@ int floors_main(int argc, char** argv) {
     std::printf("# machine: %s\n", machine_profile().summary().c_str());
     std::printf("# threads on CPUs %d and %d%s\n", cpus.first, cpus.second,
                 cpus.first == cpus.second ? " (one CPU: the pass is not parallel)" : "");
-    std::printf("# cma: 2 processes, %zu-byte chunks%s\n", chunk,
+    std::printf("# cma: 2 processes, %zu-byte chunks%s, at most half a buffer\n", chunk,
                 f.cma_chunk == "auto" ? " (a quarter of L2)" : "");
     std::printf("%12s %12s %12s %12s %10s %10s %10s %10s\n", "bytes", "copy_us", "pass_us", "cma_us",
                 "copy_GBps", "pass_GBps", "cma_GBps", "cma/pass");

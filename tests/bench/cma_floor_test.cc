@@ -67,6 +67,17 @@ TEST_CASE("chunks that do not divide a half, and halves of one and two floats") 
   }
 }
 
+TEST_CASE("a chunk past the larger half is cut to it, and the chunk used is reported") {
+  const CmaFloor f =
+      cma_floor({.bytes = 64 << 10, .repeats = 2, .cpus = cpus(), .chunk_bytes = size_t{1} << 40});
+  CHECK(no_children_left());
+  CHECK(f.chunk_bytes == 32u << 10);
+  const CmaFloor odd = cma_floor({.bytes = 12, .repeats = 2, .cpus = cpus(), .chunk_bytes = 1 << 20});
+  CHECK(odd.chunk_bytes == 8);  // 3 floats: halves of 1 and 2
+  const CmaFloor tiny = cma_floor({.bytes = 64, .repeats = 2, .cpus = cpus(), .chunk_bytes = 3});
+  CHECK(tiny.chunk_bytes == 4);  // under a float: one float
+}
+
 TEST_CASE("fewer than two floats or no repeat is refused before anything starts") {
   CHECK_THROWS_AS(cma_floor({.bytes = 4, .repeats = 3}), std::invalid_argument);
   CHECK_THROWS_AS(cma_floor({.bytes = 1024, .repeats = 0}), std::invalid_argument);
