@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <future>
 #include <map>
@@ -54,12 +55,6 @@ HostLayout HostLayout::of(const std::vector<std::string>& host_keys) {
   return l;
 }
 
-bool hierarchy_overlap(const std::string& setting, int cpus, int ranks_here) {
-  if (setting == "auto") return cpus >= std::max(1, ranks_here);
-  if (auto b = env::parse_bool(setting)) return *b;
-  DDP_THROW(InvalidArgument, "DDP_TCP_HIERARCHY_OVERLAP='", setting, "': choose auto, 1 or 0");
-}
-
 HierarchicalCollectives::HierarchicalCollectives(Options options, ProcessGroupPtr local,
                                                  ProcessGroupPtr cross, SocketCollectives* flat)
     : opt_(std::move(options)),
@@ -68,7 +63,7 @@ HierarchicalCollectives::HierarchicalCollectives(Options options, ProcessGroupPt
       local_tcp_(dynamic_cast<TcpProcessGroup*>(local_.get())),
       cross_tcp_(dynamic_cast<TcpProcessGroup*>(cross_.get())),
       flat_(flat),
-      large_(large_setting()) {}
+      large_(large_ways(), overlap_from()) {}
 
 void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
   switch (ctx.desc.kind) {
@@ -81,18 +76,17 @@ void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const 
   }
 }
 
-// Above the small path's limit, the way PathChooser gives (split, or flat over the group's
-// sockets), each op timed for it.
+// Above the small path's limit, the way PathChooser gives (split, overlapped, or flat over the
+// group's sockets), each op timed for it.
 void HierarchicalCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
   const size_t bytes = buf.bytes();
-  if (bytes <= opt_.small_bytes || flat_ == nullptr)
-    return all_reduce_path(ctx, buf, bytes <= opt_.small_bytes);
+  if (bytes <= opt_.small_bytes) return all_reduce_path(ctx, buf, true);
   const LargeWay way = large_.next(bytes);
   const auto t0 = std::chrono::steady_clock::now();
   if (way == LargeWay::kFlat) {
     flat_->run(ctx, buf, buf);
   } else {
-    all_reduce_path(ctx, buf, false);
+    all_reduce_path(ctx, buf, false, way == LargeWay::kOverlapped);
   }
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   if (large_.record(bytes, way, us)) agree_on_way(ctx, bytes);
@@ -106,18 +100,19 @@ void HierarchicalCollectives::agree_on_way(const OpContext& ctx, size_t bytes) {
   sum.desc.count = sums.size();
   sum.deadline = Deadline(ctx.timeout);  // its own time: the op it follows may have used up its own
   run_small(sum, Buffer{sums.data(), sums.size(), DType::kFloat64, {}});
-  const LargeWay was = large_.preferred(bytes);
+  const LargeWay was = large_.preferred(bytes), probed = large_.probed(bytes);
   const LargeWay way = large_.agree(bytes, sums);
   logger("tcp")->debug(
       "group '{}': all_reduce of {} bytes: {} {:.0f} us, {} {:.0f} us (every rank's, summed): {}",
-      ctx.group ? *ctx.group : "", bytes, to_string(was), sums[0],
-      to_string(was == LargeWay::kSplit ? LargeWay::kFlat : LargeWay::kSplit), sums[1], to_string(way));
+      ctx.group ? *ctx.group : "", bytes, to_string(was), sums[0], to_string(probed), sums[1],
+      to_string(way));
 }
 
-void HierarchicalCollectives::all_reduce_path(const OpContext& ctx, const Buffer& buf, bool small) {
+void HierarchicalCollectives::all_reduce_path(const OpContext& ctx, const Buffer& buf, bool small,
+                                              bool overlapped) {
   const auto per = static_cast<size_t>(opt_.layout.per_host);
   const size_t q = small ? 0 : buf.count / per;
-  if (q > 0) pipelined_all_reduce(ctx, slice(buf, 0, q * per), child_op(ctx));
+  if (q > 0) pipelined_all_reduce(ctx, slice(buf, 0, q * per), child_op(ctx), overlapped);
   const size_t tail = buf.count - q * per;
   if (tail > 0) run_small(ctx, slice(buf, q * per, tail));
 }
@@ -211,11 +206,12 @@ void HierarchicalCollectives::Handoff::fail_from(size_t k, const std::exception_
   for (; k < done_.size(); ++k) done_[k].set_exception(error);
 }
 
-// Segments: every rank cuts the same ones (they depend on the count alone). Without
-// Options::overlap each step runs here, the children's ops one after another (a child runs its
+// Segments: every rank cuts the same ones (they depend on the count alone). Unless
+// `overlapped`, each step runs here, the children's ops one after another (a child runs its
 // op on the thread that issues it): every reduce_scatter, every all_reduce across hosts, every
 // all_gather.
-void HierarchicalCollectives::pipelined_all_reduce(const OpContext& ctx, const Buffer& body, ReduceOp op) {
+void HierarchicalCollectives::pipelined_all_reduce(const OpContext& ctx, const Buffer& body, ReduceOp op,
+                                                   bool overlapped) {
   const auto per = static_cast<size_t>(opt_.layout.per_host);
   const size_t q = body.count / per, es = dtype_size(body.dtype);
   const size_t segments = segments_for(body.bytes());
@@ -227,7 +223,7 @@ void HierarchicalCollectives::pipelined_all_reduce(const OpContext& ctx, const B
     seg.push_back(
         {slice(body, first * per, n * per), Buffer{shares + first * es, n, body.dtype, body.device}});
   }
-  if (opt_.overlap && seg.size() > 1) return overlapped_all_reduce(ctx, seg, op);
+  if (overlapped && seg.size() > 1) return overlapped_all_reduce(ctx, seg, op);
   InFlight flight;
   std::vector<size_t> scattered, reduced;
   for (const Segment& s : seg)
@@ -308,6 +304,11 @@ std::exception_ptr HierarchicalCollectives::local_lane(const OpContext& ctx, con
 size_t HierarchicalCollectives::segments_for(size_t bytes) const {
   if (opt_.segment_bytes == 0) return 1;
   return std::clamp<size_t>(bytes / opt_.segment_bytes, 1, std::max<size_t>(1, opt_.max_segments));
+}
+
+size_t HierarchicalCollectives::overlap_from() const {
+  if (opt_.segment_bytes == 0 || opt_.max_segments < 2 || opt_.segment_bytes > SIZE_MAX / 2) return SIZE_MAX;
+  return 2 * opt_.segment_bytes;
 }
 
 void HierarchicalCollectives::broadcast(const OpContext& ctx, const Buffer& buf) {

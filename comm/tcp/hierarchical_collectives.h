@@ -6,13 +6,13 @@
 //
 // - all_reduce: reduce_scatter within the host (each local rank gets 1/L of the host's sum),
 //   all_reduce of that share across hosts, all_gather within the host; large buffers in
-//   segments. With Options::overlap their steps overlap: a second thread runs the steps within
-//   the host, so one segment crosses hosts while the next is reduced within the host and the
-//   last gathered. Without, the steps run one after another on the worker. The n % L trailing
+//   segments. Overlapped, their steps overlap: a second thread runs the steps within the host,
+//   so one segment crosses hosts while the next is reduced within the host and the last
+//   gathered; otherwise the steps run one after another on the worker. The n % L trailing
 //   elements, and buffers up to Options::small_bytes whole (measured when the group is made:
 //   hierarchy_calibration.h), take an all_reduce within the host then across hosts. Above that
-//   limit, an all_reduce may go flat over the group's own sockets instead, where that is
-//   measured faster while the job runs (hierarchy_choice.h). AVG is
+//   limit the way (split, overlapped, or flat over the group's own sockets) is the one
+//   measured faster while the job runs, among those Options::ways allows (hierarchy_choice.h). AVG is
 //   summed and divided once by the world size at the end. Every rank computes or receives the
 //   same bits (each share's sum is taken once, in host order, by the cross group).
 // - broadcast: across hosts among the ranks with the root's local index, then within each host
@@ -55,14 +55,6 @@ struct HostLayout {
   bool hierarchical() const { return hosts > 1 && per_host > 1; }
 };
 
-// DDP_TCP_HIERARCHY_OVERLAP: "auto" overlaps where each of the job's ranks on this host has a
-// CPU of its own (cpus >= ranks_here): while a link between hosts binds, the second thread
-// mostly waits, and the steps within the host hide behind the transfer (2 and 4 emulated hosts
-// x 2 ranks on a 2-CPU VM, links shaped to 5 and 2 Gbit/s: 64 MiB 1.29x and 1.20x faster);
-// where the ranks outnumber the CPUs the two threads only take turns. Or a boolean (1/0,
-// true/false, on/off, yes/no). InvalidArgument naming the variable otherwise.
-bool hierarchy_overlap(const std::string& setting, int cpus, int ranks_here);
-
 // A hierarchical all_reduce begun on the caller's thread (HierarchicalCollectives::start):
 // the child op still in flight, and whether it is the step across hosts.
 struct HierarchicalStart {
@@ -83,10 +75,8 @@ class HierarchicalCollectives {
     // (pipelined_all_reduce).
     size_t segment_bytes = 4 << 20;
     size_t max_segments = 8;
-    // The steps within the host on a second thread, beside those across (hierarchy_overlap).
-    bool overlap = false;
-    // Above small_bytes: split, flat (over the group's sockets: needs `flat`), or measured.
-    LargeSetting large = LargeSetting::kAuto;
+    // Above small_bytes: the ways allowed (flat needs `flat` sockets), measured among them.
+    WayPolicy ways;
   };
   HierarchicalCollectives(Options options, ProcessGroupPtr local, ProcessGroupPtr cross,
                           SocketCollectives* flat);
@@ -104,11 +94,14 @@ class HierarchicalCollectives {
   void finish(const OpContext& ctx, const Buffer& buf, HierarchicalStart& s);
 
   // An all_reduce by one path whatever its size: small (whole within the host, then across) or
-  // split (reduce_scatter, across, all_gather); and the size up to which all_reduce takes the
-  // small one (hierarchy_calibration.h). Called by the thread that runs the group's ops.
-  void all_reduce_path(const OpContext& ctx, const Buffer& buf, bool small);
+  // split (reduce_scatter, across, all_gather; `overlapped`: their steps overlap); and the size
+  // up to which all_reduce takes the small one (hierarchy_calibration.h). Called by the thread
+  // that runs the group's ops.
+  void all_reduce_path(const OpContext& ctx, const Buffer& buf, bool small, bool overlapped = false);
   size_t small_bytes() const { return opt_.small_bytes; }
-  LargeSetting large_setting() const { return flat_ != nullptr ? opt_.large : LargeSetting::kSplit; }
+  // The ways large all_reduces may take, the first where each size starts.
+  std::vector<LargeWay> large_ways() const { return opt_.ways.ways(flat_ != nullptr); }
+  LargeWay large_way(size_t bytes) const { return large_.preferred(bytes); }  // in use for that size
   void set_small_bytes(size_t bytes) { opt_.small_bytes = bytes; }
 
   const ProcessGroupPtr& local() const { return local_; }
@@ -129,7 +122,7 @@ class HierarchicalCollectives {
   struct Segment {
     Buffer body, share;
   };
-  void pipelined_all_reduce(const OpContext& ctx, const Buffer& body, ReduceOp op);
+  void pipelined_all_reduce(const OpContext& ctx, const Buffer& body, ReduceOp op, bool overlapped);
   // Step k of every segment, done on one thread and awaited on the other (overlapped_all_reduce).
   class Handoff {
    public:
@@ -145,6 +138,7 @@ class HierarchicalCollectives {
   std::exception_ptr local_lane(const OpContext& ctx, const std::vector<Segment>& seg, ReduceOp op,
                                 Handoff& scattered, Handoff& reduced);
   size_t segments_for(size_t bytes) const;
+  size_t overlap_from() const;  // the least bytes cut in more than one segment
   void broadcast(const OpContext& ctx, const Buffer& buf);
   void barrier(const OpContext& ctx);
   void all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "common/env.h"
 #include "common/error.h"
 
 namespace ddp::comm::tcp {
@@ -14,7 +15,20 @@ LargeSetting parse_large_setting(const std::string& value) {
   DDP_THROW(InvalidArgument, "DDP_TCP_HIERARCHY_LARGE='", value, "': choose auto, split or flat");
 }
 
-const char* to_string(LargeWay way) { return way == LargeWay::kSplit ? "split" : "flat"; }
+OverlapSetting parse_overlap_setting(const std::string& value) {
+  if (value == "auto") return OverlapSetting::kAuto;
+  if (auto b = env::parse_bool(value)) return *b ? OverlapSetting::kOn : OverlapSetting::kOff;
+  DDP_THROW(InvalidArgument, "DDP_TCP_HIERARCHY_OVERLAP='", value, "': choose auto, 1 or 0");
+}
+
+const char* to_string(LargeWay way) {
+  switch (way) {
+    case LargeWay::kFlat: return "flat";
+    case LargeWay::kOverlapped: return "overlapped";
+    case LargeWay::kSplit: break;
+  }
+  return "split";
+}
 
 const char* to_string(LargeSetting setting) {
   switch (setting) {
@@ -25,28 +39,88 @@ const char* to_string(LargeSetting setting) {
   return "auto";
 }
 
-PathChooser::PathChooser(LargeSetting setting) : setting_(setting) {}
+const char* to_string(OverlapSetting setting) {
+  switch (setting) {
+    case OverlapSetting::kOn: return "1";
+    case OverlapSetting::kOff: return "0";
+    case OverlapSetting::kAuto: break;
+  }
+  return "auto";
+}
+
+bool overlap_first(int cpus, int ranks_here) { return cpus >= std::max(1, ranks_here); }
+
+std::vector<LargeWay> WayPolicy::ways(bool flat) const {
+  std::vector<LargeWay> w;
+  if (!flat || large != LargeSetting::kFlat) {
+    if (overlap == OverlapSetting::kAuto) {
+      w = overlap_first ? std::vector{LargeWay::kOverlapped, LargeWay::kSplit}
+                        : std::vector{LargeWay::kSplit, LargeWay::kOverlapped};
+    } else {
+      w = {overlap == OverlapSetting::kOn ? LargeWay::kOverlapped : LargeWay::kSplit};
+    }
+  }
+  if (flat && large != LargeSetting::kSplit) w.push_back(LargeWay::kFlat);
+  return w;
+}
+
+PathChooser::PathChooser(std::vector<LargeWay> ways, size_t overlap_from)
+    : ways_(std::move(ways)), overlap_from_(overlap_from) {
+  if (ways_.empty() || ways_.size() > kMaxWays) DDP_THROW(InvalidArgument, "PathChooser: 1 to 3 ways");
+}
 
 size_t PathChooser::class_of(size_t bytes) {
   const size_t log2 = bytes == 0 ? 0 : static_cast<size_t>(std::bit_width(bytes)) - 1;
   return std::min<size_t>(log2, kClasses - 1);
 }
 
+// A class whose smallest buffer has one segment takes split for overlapped (the same steps on
+// one thread), each way once.
+PathChooser::SizeClass PathChooser::ways_of(size_t cls) const {
+  SizeClass c;
+  const bool segments = (size_t{1} << cls) >= overlap_from_;
+  for (LargeWay w : ways_) {
+    if (w == LargeWay::kOverlapped && !segments) w = LargeWay::kSplit;
+    if (std::find(c.ways.begin(), c.ways.begin() + static_cast<std::ptrdiff_t>(c.count), w) ==
+        c.ways.begin() + static_cast<std::ptrdiff_t>(c.count))
+      c.ways[c.count++] = w;
+  }
+  c.way = c.ways[0];
+  return c;
+}
+
+PathChooser::SizeClass& PathChooser::at(size_t bytes) {
+  const size_t cls = class_of(bytes);
+  SizeClass& c = classes_[cls];
+  if (c.count == 0) c = ways_of(cls);
+  return c;
+}
+
+// The other ways in turn.
+LargeWay PathChooser::next_probe(SizeClass& c) const {
+  for (size_t i = 0; i < c.count; ++i) {
+    const LargeWay w = c.ways[c.turn++ % c.count];
+    if (w != c.way) return w;
+  }
+  return c.way;
+}
+
 LargeWay PathChooser::next(size_t bytes) {
-  if (setting_ != LargeSetting::kAuto) return preferred(bytes);
-  SizeClass& c = classes_[class_of(bytes)];
-  if (c.probing > 0) return other(c.way);
+  SizeClass& c = at(bytes);
+  if (c.count == 1) return c.way;
+  if (c.probing > 0) return c.probe_way;
   if (c.until_probe > 0) {
     --c.until_probe;
     return c.way;
   }
   c.probing = 2;
-  return other(c.way);
+  c.probe_way = next_probe(c);
+  return c.probe_way;
 }
 
 bool PathChooser::record(size_t bytes, LargeWay way, double us) {
-  if (setting_ != LargeSetting::kAuto) return false;
-  SizeClass& c = classes_[class_of(bytes)];
+  SizeClass& c = at(bytes);
+  if (c.count == 1) return false;
   if (way == c.way) {
     if (!c.warm) {  // a class's first op touches its buffers first: no figure
       c.warm = true;
@@ -69,10 +143,12 @@ PathChooser::Figures PathChooser::figures(size_t bytes) const {
   return {least, c.probe};
 }
 
+LargeWay PathChooser::probed(size_t bytes) const { return classes_[class_of(bytes)].probe_way; }
+
 LargeWay PathChooser::agree(size_t bytes, const Figures& sums) {
-  SizeClass& c = classes_[class_of(bytes)];
+  SizeClass& c = at(bytes);
   if (sums[1] * kMargin < sums[0]) {
-    c.way = other(c.way);
+    c.way = c.probe_way;
     c.recent = {c.probe};  // this rank's figure for the way now in use
     c.recent_next = 1;
     c.interval = kFirstInterval;
@@ -83,9 +159,8 @@ LargeWay PathChooser::agree(size_t bytes, const Figures& sums) {
 }
 
 LargeWay PathChooser::preferred(size_t bytes) const {
-  if (setting_ == LargeSetting::kSplit) return LargeWay::kSplit;
-  if (setting_ == LargeSetting::kFlat) return LargeWay::kFlat;
-  return classes_[class_of(bytes)].way;
+  const size_t cls = class_of(bytes);
+  return classes_[cls].count > 0 ? classes_[cls].way : ways_of(cls).way;
 }
 
 }  // namespace ddp::comm::tcp

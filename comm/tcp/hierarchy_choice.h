@@ -1,53 +1,85 @@
 #pragma once
 // PathChooser: which way a hierarchical group's all_reduce goes above the small path's limit:
-// split (reduce_scatter within the host, 1/L of the buffer across per rank, all_gather within
-// the host) or flat (the group's own sockets between every rank, as DDP_TCP_TRANSPORT=socket).
+// - split: reduce_scatter within the host, 1/L of the buffer across per rank, all_gather within
+//   the host, one step after another;
+// - overlapped: the same steps, those within the host on a second thread, so that one segment
+//   crosses hosts while the next is reduced within the host (hierarchical_collectives.h);
+// - flat: the group's own sockets between every rank, as DDP_TCP_TRANSPORT=socket.
 //
 // Split sends less between hosts (a host's L ranks each send 1/L, where a flat ring sends a
 // share from every rank), but adds the two steps within the host. Where the link is the
 // limit, split wins (up to 1.5x between 2 hosts: docs/tcp.md). Where it is not, flat can:
 // between emulated hosts on one 16-CPU machine, whose "links" are memory copies too, 2 hosts x
 // 2 ranks took 7.66 ms split and 6.93 flat at 16 MiB, 33.4 and 31.0 at 64 MiB, 135 and 138 at
-// 256 MiB, where 1 MiB was 0.70 split against 1.17 flat. So it is measured while the job runs:
-// - per size class (powers of two), ops go the way in use, and now and then two ops the other
+// 256 MiB, where 1 MiB was 0.70 split against 1.17 flat. Overlapping pays where the link binds
+// and costs where the CPUs do, whatever their count: on a 2-vCPU VM, 2 emulated hosts x 2 ranks
+// with a CPU per host, 64 MiB took 146 ms overlapped against 171 in turn with links shaped to
+// 5 Gbit/s, and 113-115 against 106 unshaped. So the way is measured while the job runs:
+// - per size class (powers of two), ops go the way in use, and now and then two ops another
 //   way (a probe: the first finds the caches as the other way left them and is not counted);
 //   the fourth and fifth ops of a class (the first op is cold and not counted either), then
-//   after 8 ops, 16, ... at most 64 while the choice holds;
+//   after 8 ops, 16, ... at most 64 while the choice holds; with three ways, the probes take
+//   the other two in turn;
 // - each rank times its own ops (wall time); the way in use is the least of its last
-//   kRecent ops (a late peer makes one op slow, not four), the other is the probe's;
+//   kRecent ops (a late peer makes one op slow, not four), the probed way is the probe's;
 // - after a probe, the ranks sum their two figures by the small all_reduce (every rank gets
-//   the same bits) and each switches only when the other way's sum is lower by kMargin.
-// The schedule depends on nothing but the ops and those sums, so every rank runs each op the
-// same way (a mismatch would be a hang: the two ways exchange different messages).
-// DDP_TCP_HIERARCHY_LARGE=split|flat fixes the way (rank 0's value counts). Unless split, the
-// group's own sockets open as many connections to each peer as a flat group's would. Called by
-// one thread at a time.
+//   the same bits) and each switches only when the probed way's sum is lower by kMargin.
+// The schedule depends on nothing but the ops, the ways and those sums, so every rank runs each
+// op the same way (a mismatch would be a hang: split and flat exchange different messages), as
+// long as every rank has the same ways: the group's, rank 0's settings (WayPolicy).
+// DDP_TCP_HIERARCHY_LARGE=split|flat and DDP_TCP_HIERARCHY_OVERLAP=1|0 fix ways. Called by one
+// thread at a time.
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ddp::comm::tcp {
 
-enum class LargeWay : uint8_t { kSplit = 0, kFlat = 1 };
-enum class LargeSetting { kAuto, kSplit, kFlat };
+enum class LargeWay : uint8_t { kSplit = 0, kFlat = 1, kOverlapped = 2 };
+enum class LargeSetting : uint8_t { kAuto, kSplit, kFlat };
+enum class OverlapSetting : uint8_t { kAuto, kOn, kOff };
 
 // DDP_TCP_HIERARCHY_LARGE's value: auto, split or flat; InvalidArgument naming it otherwise.
 LargeSetting parse_large_setting(const std::string& value);
-const char* to_string(LargeWay way);
-const char* to_string(LargeSetting setting);  // auto, split or flat
+// DDP_TCP_HIERARCHY_OVERLAP's value: auto, or a boolean (1/0, true/false, on/off, yes/no);
+// InvalidArgument naming it otherwise.
+OverlapSetting parse_overlap_setting(const std::string& value);
+const char* to_string(LargeWay way);            // split, flat or overlapped
+const char* to_string(LargeSetting setting);    // auto, split or flat
+const char* to_string(OverlapSetting setting);  // auto, 1 or 0
+
+// Where `auto` starts before anything is measured: overlapped where each of the job's ranks on
+// the host has a CPU of its own (cpus >= ranks_here; an unknown count of ranks is one), where
+// it most often pays; else in turn.
+bool overlap_first(int cpus, int ranks_here);
+
+// A hierarchical group's settings for its large all_reduces: rank 0's, the group's.
+struct WayPolicy {
+  LargeSetting large = LargeSetting::kAuto;
+  OverlapSetting overlap = OverlapSetting::kAuto;
+  bool overlap_first = false;
+  // The ways the settings allow, the first where every size class starts. Without flat
+  // sockets (`flat` false) large is split.
+  std::vector<LargeWay> ways(bool flat) const;
+};
 
 class PathChooser {
  public:
   static constexpr uint32_t kFirstInterval = 8;
   static constexpr uint32_t kMaxInterval = 64;
-  static constexpr double kMargin = 1.15;  // the other way's sum must be lower by this much
+  static constexpr double kMargin = 1.15;  // the probed way's sum must be lower by this much
   static constexpr size_t kRecent = 4;
 
   // Both figures of a decision: the way in use, the way probed (microseconds).
   using Figures = std::array<double, 2>;
 
-  explicit PathChooser(LargeSetting setting = LargeSetting::kAuto);
+  // `ways`: those allowed, the first where each size class starts (one: fixed). Overlapped is
+  // the same as split for a buffer of one segment: size classes below `overlap_from` bytes take
+  // split for it.
+  explicit PathChooser(std::vector<LargeWay> ways = {LargeWay::kSplit, LargeWay::kFlat},
+                       size_t overlap_from = 0);
 
   // The way for the next op of `bytes`.
   LargeWay next(size_t bytes);
@@ -55,15 +87,21 @@ class PathChooser {
   // figures(bytes) and pass the sums to agree().
   bool record(size_t bytes, LargeWay way, double us);
   Figures figures(size_t bytes) const;
-  // Every rank's figures summed: switches when the other way's sum is lower by kMargin. The
+  LargeWay probed(size_t bytes) const;  // the way the last probe of `bytes` took
+  // Every rank's figures summed: switches when the probed way's sum is lower by kMargin. The
   // way ops of `bytes` take from now on.
   LargeWay agree(size_t bytes, const Figures& sums);
   LargeWay preferred(size_t bytes) const;
 
  private:
   static constexpr int kClasses = 40;
+  static constexpr size_t kMaxWays = 3;
   struct SizeClass {
+    std::array<LargeWay, kMaxWays> ways{};  // those this class may take (set by its first op)
+    size_t count = 0;
     LargeWay way = LargeWay::kSplit;
+    LargeWay probe_way = LargeWay::kSplit;
+    size_t turn = 0;                       // which of the other ways the next probe takes
     std::array<double, kRecent> recent{};  // the way in use: its last ops' times (0: none)
     size_t recent_next = 0;
     double probe = 0;                    // the probe's counted op
@@ -73,9 +111,12 @@ class PathChooser {
     uint32_t interval = kFirstInterval;  // the gap after the next probe
   };
   static size_t class_of(size_t bytes);
-  static LargeWay other(LargeWay way) { return way == LargeWay::kSplit ? LargeWay::kFlat : LargeWay::kSplit; }
+  SizeClass ways_of(size_t cls) const;  // a class not yet seen: its ways, and the first in use
+  SizeClass& at(size_t bytes);
+  LargeWay next_probe(SizeClass& c) const;
 
-  LargeSetting setting_;
+  std::vector<LargeWay> ways_;
+  size_t overlap_from_;
   std::array<SizeClass, kClasses> classes_{};
 };
 

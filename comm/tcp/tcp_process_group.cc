@@ -73,13 +73,19 @@ bool TcpProcessGroup::cross_memory() const { return shm_ && shm_->cross_reachabl
 
 namespace {
 
-const char* large_way_text(LargeSetting s) {
-  switch (s) {
-    case LargeSetting::kSplit: return "split within the host and across";
-    case LargeSetting::kFlat: return "flat over the group's sockets";
-    case LargeSetting::kAuto: break;
-  }
-  return "split or flat, whichever is measured faster while it runs";
+std::string large_way_text(const std::vector<LargeWay>& ways) {
+  auto text = [](LargeWay w) {
+    switch (w) {
+      case LargeWay::kFlat: return "flat over the group's sockets";
+      case LargeWay::kOverlapped: return "split, its steps within and across hosts overlapped";
+      case LargeWay::kSplit: break;
+    }
+    return "split, its steps in turn";
+  };
+  std::string all;
+  for (LargeWay w : ways) all += detail::str(all.empty() ? "" : "; or ", text(w));
+  if (ways.size() == 1) return all;
+  return detail::str(all, "; whichever is measured faster while it runs (the first until then)");
 }
 
 }  // namespace
@@ -93,10 +99,10 @@ std::string TcpProcessGroup::choices() const {
     case Transport::kSocket:
       return detail::str("tcp: sockets, ", socket_streams(), " connection(s) to each peer");
     case Transport::kHierarchical:
-      return detail::str("tcp: hierarchical; an all_reduce goes whole within the host, then across, up to ",
-                         hierarchy_small_bytes(),
-                         " bytes (DDP_TCP_HIERARCHY_SMALL_BYTES; measured unless set); above, ",
-                         large_way_text(hierarchy_->large_setting()), " (DDP_TCP_HIERARCHY_LARGE)");
+      return detail::str(
+          "tcp: hierarchical; an all_reduce goes whole within the host, then across, up to ",
+          hierarchy_small_bytes(), " bytes (DDP_TCP_HIERARCHY_SMALL_BYTES; measured unless set); above, ",
+          large_way_text(hierarchy_->large_ways()), " (DDP_TCP_HIERARCHY_LARGE, DDP_TCP_HIERARCHY_OVERLAP)");
   }
   return "tcp";
 }

@@ -134,7 +134,7 @@ class TcpProcessGroup final : public ProcessGroup {
   TcpProcessGroup(const GroupSetup& setup);
   void connect(const GroupSetup& setup, int ranks_on_host);
   // `cpus`: the CPUs this host's ranks share (local_cpus).
-  void connect_hierarchy(const GroupSetup& setup, const HostLayout& layout, LargeSetting large, int cpus);
+  void connect_hierarchy(const GroupSetup& setup, const HostLayout& layout, const WayPolicy& ways);
   // Both take a resolved timeout (never kUseDefault).
   WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout);
   // inline_us: how long the op may poll on the caller's thread before the worker takes it

@@ -24,37 +24,36 @@ struct Config {
   Transport transport = Transport::kSocket;
   bool fingerprints = true;
   int streams = 1;  // connections to each peer (socket transport; hierarchical, unless split)
-  // A hierarchical group's all_reduces above the small path (DDP_TCP_HIERARCHY_LARGE): rank 0's,
-  // so that no rank takes a way its peers do not.
-  LargeSetting large = LargeSetting::kAuto;
+  // A hierarchical group's all_reduces above the small path (DDP_TCP_HIERARCHY_LARGE and
+  // _OVERLAP, and where auto starts): rank 0's, so that no rank takes a way its peers do not.
+  WayPolicy ways;
   std::string shm_name;
 
   std::string encode() const {
     return detail::str(to_string(transport), "\n", fingerprints ? 1 : 0, "\n", streams, "\n",
-                       static_cast<int>(large), "\n", shm_name);
+                       static_cast<int>(ways.large), static_cast<int>(ways.overlap),
+                       ways.overlap_first ? 1 : 0, "\n", shm_name);
   }
   static Config decode(const std::string& text) {
+    std::vector<std::string> field;  // four lines, then the segment's name
+    size_t at = 0;
+    for (size_t nl = 0; field.size() < 4 && (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+      field.push_back(text.substr(at, nl - at));
+    if (field.size() < 4) DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "'");
     Config c;
-    auto a = text.find('\n');
-    auto b = a == std::string::npos ? a : text.find('\n', a + 1);
-    auto d = b == std::string::npos ? b : text.find('\n', b + 1);
-    auto e = d == std::string::npos ? d : text.find('\n', d + 1);
-    if (e == std::string::npos) DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "'");
-    const std::string t = text.substr(0, a);
-    c.transport = t == "shm"            ? Transport::kShm
-                  : t == "hierarchical" ? Transport::kHierarchical
-                                        : Transport::kSocket;
-    c.fingerprints = text.substr(a + 1, b - a - 1) == "1";
-    const char* first = text.data() + b + 1;
-    const char* last = text.data() + d;
-    auto [end, ec] = std::from_chars(first, last, c.streams);
-    if (ec != std::errc() || end != last || c.streams < 1 || c.streams > kMaxSocketStreams)
+    c.transport = field[0] == "shm"            ? Transport::kShm
+                  : field[0] == "hierarchical" ? Transport::kHierarchical
+                                               : Transport::kSocket;
+    c.fingerprints = field[1] == "1";
+    auto [end, ec] = std::from_chars(field[2].data(), field[2].data() + field[2].size(), c.streams);
+    if (ec != std::errc() || end != field[2].data() + field[2].size() || c.streams < 1 ||
+        c.streams > kMaxSocketStreams)
       DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "' (connections per peer)");
-    const std::string large = text.substr(d + 1, e - d - 1);
-    if (large != "0" && large != "1" && large != "2")
+    const std::string& w = field[3];
+    if (w.size() != 3 || w[0] < '0' || w[0] > '2' || w[1] < '0' || w[1] > '2' || (w[2] != '0' && w[2] != '1'))
       DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "' (large all_reduces)");
-    c.large = static_cast<LargeSetting>(large[0] - '0');
-    c.shm_name = text.substr(e + 1);
+    c.ways = {static_cast<LargeSetting>(w[0] - '0'), static_cast<OverlapSetting>(w[1] - '0'), w[2] == '1'};
+    c.shm_name = text.substr(at);
     return c;
   }
 };
@@ -208,15 +207,14 @@ void announce_cross(const ShmSegment& segment, int rank, CrossSetting cross) {
 // (no room, another /dev/shm) says so in the store before the set-up barrier, and after the
 // barrier every rank reads the same count: one failure and the whole group uses sockets. The
 // barrier also lets the segment's name go: every rank that could map it has.
-Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, int streams, LargeSetting large,
+Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Config& proposal,
                           const Deadline& deadline, ShmSegment& segment) {
   rdzv::Store& store = *setup.store;
   Config config;
   if (setup.rank == 0) {
+    config = proposal;
     config.transport = choose_transport(mesh);
     config.fingerprints = env::get_bool_or("DDP_TCP_FINGERPRINT", true);
-    config.streams = streams;
-    config.large = large;
     if (config.transport == Transport::kShm) segment = create_or_fall_back(setup, geometry(setup.size));
     if (config.transport == Transport::kShm && !segment.valid()) config.transport = Transport::kSocket;
     config.shm_name = segment.name();
@@ -267,17 +265,20 @@ std::vector<std::vector<Fd>> more_streams(const GroupSetup& setup, int streams, 
 void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   if (!setup.store) DDP_THROW(InvalidArgument, "tcp backend: group '", setup.name, "' has no store");
   const CrossSetting cross = cross_setting();  // a bad value fails here, before any peer waits on us
-  const LargeSetting large = parse_large_setting(env::get_or("DDP_TCP_HIERARCHY_LARGE", "auto"));  // likewise
+  // This rank's proposal (rank 0's is the group's); a bad value fails here too.
+  Config proposal;
+  proposal.ways.large = parse_large_setting(env::get_or("DDP_TCP_HIERARCHY_LARGE", "auto"));
+  proposal.ways.overlap = parse_overlap_setting(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"));
   const int cpus = local_cpus();  // likewise (DDP_LOCAL_CPUS)
   Deadline deadline(setup.options.timeout);
   Mesh mesh = build_mesh(*setup.store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
   const HostLayout layout = layout_of(mesh);
   const int ranks_here = ranks_on_host > 0 ? ranks_on_host : ranks_on_this_host(layout, setup.rank);
-  // This rank's proposal (rank 0's is the group's).
-  const int streams = tcp::socket_streams(env::get_or("DDP_TCP_SOCKET_STREAMS", "auto"), cpus, ranks_here);
+  proposal.streams = tcp::socket_streams(env::get_or("DDP_TCP_SOCKET_STREAMS", "auto"), cpus, ranks_here);
+  proposal.ways.overlap_first = overlap_first(cpus, layout.per_host);
 
   ShmSegment segment;
-  const Config config = agree_on_transport(setup, mesh, streams, large, deadline, segment);
+  const Config config = agree_on_transport(setup, mesh, proposal, deadline, segment);
 
   transport_ = config.transport;
   fingerprints_ = config.fingerprints;
@@ -310,7 +311,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   sets.push_back(std::move(mesh.fds));
   // A hierarchical group's own sockets carry its all_reduces that go flat (hierarchy_choice.h).
   if (transport_ == Transport::kSocket ||
-      (transport_ == Transport::kHierarchical && config.large != LargeSetting::kSplit)) {
+      (transport_ == Transport::kHierarchical && config.ways.large != LargeSetting::kSplit)) {
     for (auto& set : more_streams(setup, config.streams, deadline)) sets.push_back(std::move(set));
   }
   for (auto& set : sets) {
@@ -358,7 +359,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     // long as the shm attempt would poll (no hand-off to the worker and back: two wake-ups).
     inline_spin_us_ = inline_spin_us(wait.roomy ? wait.spin_us : 2000);
   }
-  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout, config.large, cpus);
+  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout, config.ways);
 }
 
 namespace {
@@ -384,8 +385,8 @@ void set_inter_node_factory(InterNodeFactory factory) { g_inter_node_factory.sto
 
 // The two child groups of a hierarchical group (hierarchical_collectives.h), made by every rank
 // in the same order: this host's ranks, then the ranks with this rank's local index.
-void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayout& layout, LargeSetting large,
-                                        int cpus) {
+void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayout& layout,
+                                        const WayPolicy& ways) {
   const auto me = static_cast<size_t>(setup.rank);
   const int host = layout.host_of[me], local = layout.local_of[me], cross = layout.cross_of[me];
   auto child = [&](const std::string& part, int index, auto member, int rank, bool cross) {
@@ -415,17 +416,15 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   const std::optional<size_t> small = parse_small_bytes(env::get_or("DDP_TCP_HIERARCHY_SMALL_BYTES", "auto"));
   ho.small_bytes = small.value_or(64 << 10);
   ho.segment_bytes = env_bytes("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 4 << 20, 0);
-  ho.large = large;  // rank 0's (the ways exchange different messages)
-  // Each rank's own choice: it changes which thread runs a step, not what crosses the wire.
-  ho.overlap = hierarchy_overlap(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"), cpus, layout.per_host);
-  logger("tcp")->debug(
-      "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}; overlap: "
-      "{}; "
-      "large all_reduces: {}",
-      setup.name, layout.hosts, layout.per_host, host, local, cross_group->backend_name(), ho.overlap,
-      to_string(ho.large));
+  ho.ways = ways;  // rank 0's (split and flat exchange different messages; every rank measures alike)
   hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group),
                                                          std::move(cross_group), sockets_.get());
+  std::string large;
+  for (LargeWay w : hierarchy_->large_ways()) large += detail::str(large.empty() ? "" : ", ", to_string(w));
+  logger("tcp")->debug(
+      "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}; "
+      "large all_reduces: {}",
+      setup.name, layout.hosts, layout.per_host, host, local, hierarchy_->cross()->backend_name(), large);
   if (!small) calibrate_small_bytes(*hierarchy_, setup.name, setup.options.timeout);
 }
 

@@ -1,9 +1,8 @@
-// HostLayout: where each rank of a group sits, from the ranks' same-host keys;
-// hierarchy_overlap: whether a pipelined all_reduce's steps within the host run on a second
-// thread (DDP_TCP_HIERARCHY_OVERLAP); and HierarchicalCollectives' all_reduce over real child
-// groups, four threads as ranks in two "hosts" of two, with and without that thread, and its
-// errors. (Across network namespaces, tests/netns runs the conformance matrix over whole
-// hierarchical groups.)
+// HostLayout: where each rank of a group sits, from the ranks' same-host keys; and
+// HierarchicalCollectives' all_reduce over real child groups, four threads as ranks in two
+// "hosts" of two, with and without a second thread for the steps within the host, and measured
+// between the two, and its errors. (Across network namespaces, tests/netns runs the conformance matrix over
+// whole hierarchical groups.)
 #include "comm/tcp/hierarchical_collectives.h"
 
 #include <doctest/doctest.h>
@@ -58,22 +57,6 @@ TEST_CASE("layouts that are not hierarchical") {
   CHECK(HostLayout::of({}).hosts == 0);
 }
 
-TEST_CASE("DDP_TCP_HIERARCHY_OVERLAP: auto overlaps where each rank on the host has a CPU") {
-  CHECK(hierarchy_overlap("auto", 16, 2));
-  CHECK(hierarchy_overlap("auto", 2, 2));  // this kind of 2-CPU VM, 2 ranks a host
-  CHECK_FALSE(hierarchy_overlap("auto", 2, 3));
-  CHECK_FALSE(hierarchy_overlap("auto", 7, 8));
-  CHECK(hierarchy_overlap("auto", 1, 0));        // an unknown count is one rank
-  CHECK_FALSE(hierarchy_overlap("auto", 0, 1));  // CPUs unknown: no second thread
-  for (const char* on : {"1", "true", "On", "yes"}) CHECK(hierarchy_overlap(on, 1, 8));
-  for (const char* off : {"0", "false", "OFF", "no"}) CHECK_FALSE(hierarchy_overlap(off, 64, 1));
-  for (const char* bad : {"", "2", "maybe", " 1"}) {
-    CAPTURE(bad);
-    CHECK_THROWS_WITH_AS(hierarchy_overlap(bad, 16, 2), doctest::Contains("DDP_TCP_HIERARCHY_OVERLAP"),
-                         ddp::InvalidArgument);
-  }
-}
-
 namespace {
 
 OpContext all_reduce_context(const std::vector<float>& v, ReduceOp op, uint64_t seq, Millis timeout) {
@@ -99,8 +82,8 @@ float input(int rank, size_t i) { return static_cast<float>(rank + 1) + static_c
 TEST_CASE(
     "hierarchical all_reduce in segments: every rank gets the sum and the average, the steps within the host "
     "on a second thread or not") {
-  for (bool overlap : {false, true}) {
-    CAPTURE(overlap);
+  for (OverlapSetting overlap : {OverlapSetting::kOff, OverlapSetting::kOn}) {
+    CAPTURE(to_string(overlap));
     run_hierarchy(overlap, [](HierarchicalCollectives& h, int r) {
       uint64_t seq = 0;
       for (size_t n : {size_t{6}, size_t{4099}, size_t{100003}}) {  // 1 segment, 4, 8 (and a tail)
@@ -125,13 +108,42 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "hierarchical all_reduce, overlap measured (auto): split and overlapped in turn as the probes ask, every "
+    "rank right each time, and the ranks agree on the way") {
+  // 40 all_reduces of 8 segments: probes on the 4th and 5th ops and later, each followed by
+  // the ranks' agreement (a small all_reduce of their figures), so any rank taking another way
+  // or skipping an agreement would hang or get a wrong sum.
+  std::mutex mu;
+  std::vector<std::string> ways;
+  run_hierarchy(OverlapSetting::kAuto, [&](HierarchicalCollectives& h, int r) {
+    const std::vector<LargeWay> allowed = h.large_ways();
+    if (allowed.size() != 2 || allowed[0] != LargeWay::kSplit || allowed[1] != LargeWay::kOverlapped)
+      throw std::runtime_error("auto without flat sockets: not split, then overlapped");
+    constexpr size_t n = 100003;
+    for (uint64_t seq = 0; seq < 40; ++seq) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = input(r, i + seq);
+      all_reduce(h, v, ReduceOp::kSum, seq, Millis(60'000));
+      for (size_t i = 0; i < n; ++i) {
+        if (v[i] != 10.0F + 4.0F * static_cast<float>((i + seq) % 7))
+          throw std::runtime_error("sum wrong at " + std::to_string(i) + ", op " + std::to_string(seq));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    ways.emplace_back(to_string(h.large_way(n * sizeof(float))));
+  });
+  REQUIRE(ways.size() == 4);
+  for (const auto& w : ways) CHECK(w == ways.front());
+}
+
+TEST_CASE(
     "hierarchical all_reduce, rank 2 absent: the others fail with an error, never hang (a 1.5 s op, 20 s "
     "bound)") {
   // Rank 2 keeps its groups but never calls. Rank 0's step across hosts (with rank 2) fails
   // while its second thread waits to gather; rank 3's reduce_scatter within its host (with rank
   // 2) fails on that thread; rank 1's step across (with rank 3, which never gets there) fails.
-  for (bool overlap : {false, true}) {
-    CAPTURE(overlap);
+  for (OverlapSetting overlap : {OverlapSetting::kOff, OverlapSetting::kOn}) {
+    CAPTURE(to_string(overlap));
     std::atomic<int> ended{0};
     run_hierarchy(overlap, [&](HierarchicalCollectives& h, int r) {
       if (r == 2) {
@@ -164,7 +176,7 @@ TEST_CASE(
   std::mutex mu;
   std::vector<std::string> wrong;  // ranks not left where expected
   run_hierarchy(
-      false,
+      OverlapSetting::kOff,
       [&](HierarchicalCollectives& h, int r) {
         std::vector<float> v(5);
         const Buffer b{v.data(), v.size(), DType::kFloat32, {}};
@@ -218,7 +230,7 @@ TEST_CASE(
     std::atomic<bool> last_entered{false};
     std::atomic<int> early{0};
     run_hierarchy(
-        false,
+        OverlapSetting::kOff,
         [&](HierarchicalCollectives& h, int r) {
           static const std::string name = "world";
           OpContext ctx;

@@ -41,7 +41,7 @@ TEST_CASE("the threshold: where the small path saves the most in all") {
 TEST_CASE("calibration over real child groups: every rank gets the same limit; all_reduces stay exact") {
   std::mutex mu;
   std::set<size_t> limits;
-  run_hierarchy(false, [&](HierarchicalCollectives& h, int r) {
+  run_hierarchy(OverlapSetting::kOff, [&](HierarchicalCollectives& h, int r) {
     const size_t limit = calibrate_small_bytes(h, "world", Millis(60'000));
     if (h.small_bytes() != limit) throw std::runtime_error("the limit was not set");
     {

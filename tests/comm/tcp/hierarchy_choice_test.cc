@@ -1,13 +1,15 @@
-// PathChooser: the setting's parse, fixed settings, and the auto policy as several ranks run it:
-// split first, the fourth op of a size class probes flat (two ops, the first not counted), the
-// ranks' summed figures decide for all of them (so they never part ways, whatever each one
-// timed alone), a late peer's one slow op does not count against the way in use, losing probes
-// come at doubling intervals up to the cap, and size classes learn apart.
+// PathChooser: the settings' parse, the ways they allow, fixed ways, and the auto policy as
+// several ranks run it: the first way first, the fourth op of a size class probes another (two
+// ops, the first not counted), the ranks' summed figures decide for all of them (so they never
+// part ways, whatever each one timed alone), a late peer's one slow op does not count against
+// the way in use, losing probes come at doubling intervals up to the cap, size classes learn
+// apart, three ways are probed in turn, and overlapped is split below its least size.
 #include "comm/tcp/hierarchy_choice.h"
 
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,8 +28,9 @@ constexpr size_t kMiB = 1 << 20;
 struct Ranks {
   std::vector<PathChooser> choosers;
   int decisions = 0;
-  explicit Ranks(int n, LargeSetting s = LargeSetting::kAuto)
-      : choosers(static_cast<size_t>(n), PathChooser(s)) {}
+  explicit Ranks(int n, std::vector<LargeWay> ways = {LargeWay::kSplit, LargeWay::kFlat},
+                 size_t overlap_from = 0)
+      : choosers(static_cast<size_t>(n), PathChooser(std::move(ways), overlap_from)) {}
 
   LargeWay op(size_t bytes, const std::function<double(int, LargeWay)>& us) {
     const LargeWay way = choosers[0].next(bytes);
@@ -67,8 +70,50 @@ TEST_CASE("DDP_TCP_HIERARCHY_LARGE: auto, split or flat; anything else is refuse
     CHECK(std::string(to_string(parse_large_setting(name))) == name);
 }
 
-TEST_CASE("a fixed setting takes its way for every op and never asks the ranks to agree") {
-  Ranks split(2, LargeSetting::kSplit), flat(2, LargeSetting::kFlat);
+TEST_CASE("DDP_TCP_HIERARCHY_OVERLAP: auto or a boolean; anything else is refused by name") {
+  CHECK(parse_overlap_setting("auto") == OverlapSetting::kAuto);
+  for (const char* on : {"1", "true", "On", "yes"}) CHECK(parse_overlap_setting(on) == OverlapSetting::kOn);
+  for (const char* off : {"0", "false", "OFF", "no"})
+    CHECK(parse_overlap_setting(off) == OverlapSetting::kOff);
+  for (const char* bad : {"", "2", "maybe", " 1"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(parse_overlap_setting(bad), doctest::Contains("DDP_TCP_HIERARCHY_OVERLAP"),
+                         InvalidArgument);
+  }
+  for (const char* name : {"auto", "1", "0"})
+    CHECK(std::string(to_string(parse_overlap_setting(name))) == name);
+  CHECK(std::string(to_string(LargeWay::kOverlapped)) == "overlapped");
+}
+
+TEST_CASE("auto starts overlapped where each rank on the host has a CPU") {
+  CHECK(overlap_first(16, 2));
+  CHECK(overlap_first(2, 2));
+  CHECK_FALSE(overlap_first(2, 3));
+  CHECK_FALSE(overlap_first(7, 8));
+  CHECK(overlap_first(1, 0));        // an unknown count is one rank
+  CHECK_FALSE(overlap_first(0, 1));  // CPUs unknown: in turn
+}
+
+TEST_CASE("the ways the settings allow, the first where auto starts; without flat sockets, no flat") {
+  using W = std::vector<LargeWay>;
+  const LargeWay s = LargeWay::kSplit, o = LargeWay::kOverlapped, f = LargeWay::kFlat;
+  auto ways = [](LargeSetting l, OverlapSetting ov, bool first, bool flat) {
+    return WayPolicy{l, ov, first}.ways(flat);
+  };
+  CHECK(ways(LargeSetting::kAuto, OverlapSetting::kAuto, false, true) == W{s, o, f});
+  CHECK(ways(LargeSetting::kAuto, OverlapSetting::kAuto, true, true) == W{o, s, f});
+  CHECK(ways(LargeSetting::kAuto, OverlapSetting::kOn, false, true) == W{o, f});
+  CHECK(ways(LargeSetting::kAuto, OverlapSetting::kOff, true, true) == W{s, f});
+  CHECK(ways(LargeSetting::kSplit, OverlapSetting::kAuto, true, true) == W{o, s});
+  CHECK(ways(LargeSetting::kSplit, OverlapSetting::kOff, true, true) == W{s});
+  CHECK(ways(LargeSetting::kFlat, OverlapSetting::kAuto, true, true) == W{f});
+  CHECK(ways(LargeSetting::kFlat, OverlapSetting::kOn, false, false) == W{o});
+  CHECK(ways(LargeSetting::kAuto, OverlapSetting::kAuto, false, false) == W{s, o});
+  CHECK_THROWS_AS(PathChooser(W{}), InvalidArgument);
+}
+
+TEST_CASE("a fixed way is taken for every op and the ranks are never asked to agree") {
+  Ranks split(2, {LargeWay::kSplit}), flat(2, {LargeWay::kFlat});
   for (int i = 0; i < 300; ++i) {
     CHECK(split.op(kMiB, 9.0, 1.0) == LargeWay::kSplit);
     CHECK(flat.op(kMiB, 1.0, 9.0) == LargeWay::kFlat);
@@ -76,6 +121,50 @@ TEST_CASE("a fixed setting takes its way for every op and never asks the ranks t
   CHECK(split.decisions == 0);
   CHECK(flat.decisions == 0);
   CHECK(flat.choosers[0].preferred(kMiB) == LargeWay::kFlat);
+}
+
+TEST_CASE("three ways: the probes take the other two in turn, and the fastest wins wherever it started") {
+  // Overlapped first (a CPU per rank); split is slower, flat slower still, then overlapped
+  // is the slowest: the probes find split, then keep probing both others.
+  const std::vector<LargeWay> three{LargeWay::kOverlapped, LargeWay::kSplit, LargeWay::kFlat};
+  Ranks g(2, three);
+  std::map<LargeWay, double> us{
+      {LargeWay::kOverlapped, 300.0}, {LargeWay::kSplit, 100.0}, {LargeWay::kFlat, 200.0}};
+  auto time = [&](int, LargeWay w) { return us[w]; };
+  std::vector<LargeWay> probed;
+  for (int i = 0; i < 200; ++i) {
+    const int before = g.decisions;
+    g.op(kMiB, time);
+    if (g.decisions > before) probed.push_back(g.choosers[0].probed(kMiB));
+  }
+  REQUIRE(probed.size() >= 4);
+  CHECK(probed[0] == LargeWay::kSplit);  // the first other way: split wins at once
+  CHECK(g.choosers[0].preferred(kMiB) == LargeWay::kSplit);
+  CHECK(g.choosers[1].preferred(kMiB) == LargeWay::kSplit);
+  // From split, overlapped and flat are probed in turn.
+  for (size_t i = 1; i + 1 < probed.size(); ++i) CHECK(probed[i] != probed[i + 1]);
+  for (size_t i = 1; i < probed.size(); ++i) CHECK(probed[i] != LargeWay::kSplit);
+  // Later the link binds: overlapped becomes the fastest, and the next probe of it switches.
+  us[LargeWay::kOverlapped] = 50.0;
+  for (int i = 0; i < 300; ++i) g.op(kMiB, time);
+  CHECK(g.choosers[0].preferred(kMiB) == LargeWay::kOverlapped);
+}
+
+TEST_CASE("overlapped below its least size (one segment) is split: two ways there, three above") {
+  const std::vector<LargeWay> three{LargeWay::kOverlapped, LargeWay::kSplit, LargeWay::kFlat};
+  Ranks g(2, three, 8 * kMiB);
+  CHECK(g.choosers[0].preferred(4 * kMiB) == LargeWay::kSplit);  // the class [4, 8) MiB
+  CHECK(g.choosers[0].preferred(8 * kMiB) == LargeWay::kOverlapped);
+  std::map<LargeWay, int> small, large;
+  for (int i = 0; i < 200; ++i) {
+    ++small[g.op(5 * kMiB, 100.0, 100.0)];
+    ++large[g.op(9 * kMiB, 100.0, 100.0)];
+  }
+  CHECK(small.count(LargeWay::kOverlapped) == 0);
+  CHECK(small[LargeWay::kFlat] > 0);
+  CHECK(large[LargeWay::kSplit] > 0);
+  CHECK(large[LargeWay::kFlat] > 0);
+  CHECK(large[LargeWay::kOverlapped] > large[LargeWay::kSplit]);  // the way in use
 }
 
 TEST_CASE("auto: split first; the fourth op probes flat twice, and a clear win switches every rank") {

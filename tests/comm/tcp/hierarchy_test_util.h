@@ -19,11 +19,13 @@ namespace ddp::comm::tcp::testing {
 
 // Ranks 0, 1 on host "a", 2, 3 on host "b". Each thread makes its two child groups as a
 // hierarchical group does (its host's ranks, then the ranks with its local index; ops run on
-// the issuing thread) and a HierarchicalCollectives over them: unless small_bytes says, small
+// the issuing thread) and a HierarchicalCollectives over them (no flat sockets; `overlap`: the
+// ways of large all_reduces, measured under auto): unless small_bytes says, small
 // all_reduces take the segmented path too (small_bytes 0), in 4 KiB segments. The threads
 // share one host, so both children use shared memory: what is tested is the decomposition and
 // its threads.
-inline void run_hierarchy(bool overlap, const std::function<void(HierarchicalCollectives&, int)>& body,
+inline void run_hierarchy(OverlapSetting overlap,
+                          const std::function<void(HierarchicalCollectives&, int)>& body,
                           size_t small_bytes = 0) {
   auto store = std::make_shared<rdzv::HashStore>();
   static std::atomic<int> round{0};
@@ -54,7 +56,7 @@ inline void run_hierarchy(bool overlap, const std::function<void(HierarchicalCol
         o.layout = layout;
         o.small_bytes = small_bytes;
         o.segment_bytes = 4096;
-        o.overlap = overlap;
+        o.ways.overlap = overlap;
         HierarchicalCollectives h(o, lg, cg, nullptr);
         body(h, r);
       } catch (...) {
