@@ -206,8 +206,9 @@ void set_keepalive(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-  // Unacknowledged data: give up after the peer-loss bound.
-  auto user_timeout = static_cast<unsigned int>(kPeerLossDetection.count());
+  // Probes unanswered, or data unacknowledged, for the link-loss bound: give up (with
+  // TCP_USER_TIMEOUT set, the kernel ends an idle connection by it too, not by the count).
+  auto user_timeout = static_cast<unsigned int>(kLinkLossDetection.count());
   ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
 }
 

@@ -37,7 +37,7 @@ uint64_t failed_connect_attempts();
 
 void set_nonblocking(int fd, bool on = true);
 void set_nodelay(int fd);
-// Keepalive tuned so a silently dead host is noticed in about kPeerLossDetection.
+// Keepalive tuned so a silently dead host or link is noticed in about kLinkLossDetection.
 void set_keepalive(int fd);
 // TCP_NOTSENT_LOWAT: the socket takes new bytes (and polls writable) only while fewer than
 // `bytes` of what it was given are still unsent. False where the socket refuses it (not TCP).

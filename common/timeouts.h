@@ -15,8 +15,16 @@ inline constexpr Millis kDefaultConnectTimeout{60'000};
 // Collectives when neither the op nor the group sets one (c10d's default is 30 min; ours is
 // 10 min: a hang is worse than a restart). DDP_TIMEOUT_MS overrides at init_process_group.
 inline constexpr Millis kDefaultCollectiveTimeout{600'000};
-// A dead peer must become an error within this bound (heartbeats, socket keepalive).
+// A dead peer must become an error within this bound (heartbeats).
 inline constexpr Millis kPeerLossDetection{2'000};
+// A peer across a network that went silent (its host or link died): an error within this bound
+// (TCP keepalive probes each second while a connection is idle, TCP_USER_TIMEOUT for data not
+// acknowledged). Longer than kPeerLossDetection because a congested link drops packets: at 2 s,
+// one dropped keepalive probe killed a healthy connection (emulated hosts on shaped links, 16
+// and 64 MiB all_reduces: three runs of four failed). 8 s rides out 7 lost probes in a row, or 5 losses of
+// one segment (retransmitted after 0.2, 0.6, 1.4, 3.0, 6.2 s), near NCCL's InfiniBand retry budget (7 retries
+// of about 1 s at its default NCCL_IB_TIMEOUT).
+inline constexpr Millis kLinkLossDetection{8'000};
 // A store client that cancelled a wait gives the server this long to answer before calling it lost.
 inline constexpr Millis kStoreCancelGrace{10'000};
 // A connection to the store server must finish its handshake within this (strangers that

@@ -3,9 +3,9 @@
 # ddp-launch, the tcp backend hierarchical: the cross-host step runs in child groups): hosts 1
 # and 2 fail within seconds, a rank that saw it first naming a rank of the dead host by its world
 # rank (4 or 5). The bound comes from the cross-host sockets' keepalive and TCP_USER_TIMEOUT
-# (kPeerLossDetection, 2 s); DDP_TIMEOUT_MS=8000 bounds an op that waits on it. The workers are
-# ddp_fault_worker, all_reduce of 1M floats in a loop (LINK_DOWN_COUNT floats if set), every
-# result checked. ~5 s in all.
+# (kLinkLossDetection, 8 s); DDP_TIMEOUT_MS=20000 bounds an op that waits on it, later, so the
+# error is the link's. The workers are ddp_fault_worker, all_reduce of 1M floats in a loop
+# (LINK_DOWN_COUNT floats if set), every result checked. ~11 s in all.
 # Exit 77 (Skipped) when not root or a tool is missing.
 # usage: hosts_link_down_test.sh <bin dir> <tests dir> <source dir>
 set -uo pipefail
@@ -37,7 +37,7 @@ fail() {
 }
 
 for h in $(seq 1 $n); do
-  $hosts run "$p" "$h" env DDP_TIMEOUT_MS=8000 \
+  $hosts run "$p" "$h" env DDP_TIMEOUT_MS=20000 \
     "$bin/ddp-launch" --nnodes $n --nproc-per-node 2 --node-rank $((h - 1)) --master-addr 10.78.0.1 \
       --local-addr "10.78.0.$h" "$tests/ddp_fault_worker" --backend tcp --dir "$out" --count "${LINK_DOWN_COUNT:-1048576}" \
     > "$out/host$h.log" 2>&1 &
@@ -56,7 +56,7 @@ start=$(date +%s%N)
 # it: rank 4 or 5 by world rank. (Others may name a peer that failed before them: once one rank
 # fails, the job comes down around it.)
 errors() { cat "$out/host$1.log" 2> /dev/null | grep "fault_worker rank [0-3]: [A-Za-z]*Error: "; }
-for _ in $(seq 200); do
+for _ in $(seq 400); do
   errors 1 > /dev/null && errors 2 > /dev/null && break
   sleep 0.05
 done

@@ -95,6 +95,12 @@ TEST_CASE("DDP_TCP_HIERARCHY_LARGE: anything but auto, split or flat fails any g
                        doctest::Contains("DDP_TCP_HIERARCHY_LARGE='ring'"), InvalidArgument);
 }
 
+TEST_CASE("DDP_TCP_HIERARCHY_OVERLAP: anything but auto or a boolean fails any group's creation, naming it") {
+  ScopedEnv env({{"DDP_TCP_HIERARCHY_OVERLAP", std::string("sometimes")}});
+  CHECK_THROWS_WITH_AS(run_ranks(2, [](TcpProcessGroup&, int) {}),
+                       doctest::Contains("DDP_TCP_HIERARCHY_OVERLAP='sometimes'"), InvalidArgument);
+}
+
 TEST_CASE("DDP_LOCAL_CPUS: anything but a positive count fails any group's creation, naming it") {
   for (const char* bad : {"0", "many"}) {
     ScopedEnv env({{"DDP_LOCAL_CPUS", std::string(bad)}});
