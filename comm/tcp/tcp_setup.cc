@@ -415,7 +415,7 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   // measured below unless the environment fixes it.
   const std::optional<size_t> small = parse_small_bytes(env::get_or("DDP_TCP_HIERARCHY_SMALL_BYTES", "auto"));
   ho.small_bytes = small.value_or(64 << 10);
-  ho.segment_bytes = env_bytes("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 4 << 20, 0);
+  ho.segment_bytes = env_bytes("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 2 << 20, 0);
   ho.ways = ways;  // rank 0's (split and flat exchange different messages; every rank measures alike)
   hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group),
                                                          std::move(cross_group), sockets_.get());
