@@ -10,7 +10,6 @@
 
 #include "comm/reduce_kernels.h"
 #include "comm/tcp/tcp_process_group.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 

@@ -30,24 +30,6 @@ const char* to_string(LargeWay way) {
   return "split";
 }
 
-const char* to_string(LargeSetting setting) {
-  switch (setting) {
-    case LargeSetting::kSplit: return "split";
-    case LargeSetting::kFlat: return "flat";
-    case LargeSetting::kAuto: break;
-  }
-  return "auto";
-}
-
-const char* to_string(OverlapSetting setting) {
-  switch (setting) {
-    case OverlapSetting::kOn: return "1";
-    case OverlapSetting::kOff: return "0";
-    case OverlapSetting::kAuto: break;
-  }
-  return "auto";
-}
-
 bool overlap_first(int cpus, int ranks_here) { return cpus >= std::max(1, ranks_here); }
 
 std::vector<LargeWay> WayPolicy::ways(bool flat) const {

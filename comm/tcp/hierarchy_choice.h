@@ -46,9 +46,7 @@ LargeSetting parse_large_setting(const std::string& value);
 // DDP_TCP_HIERARCHY_OVERLAP's value: auto, or a boolean (1/0, true/false, on/off, yes/no);
 // InvalidArgument naming it otherwise.
 OverlapSetting parse_overlap_setting(const std::string& value);
-const char* to_string(LargeWay way);            // split, flat or overlapped
-const char* to_string(LargeSetting setting);    // auto, split or flat
-const char* to_string(OverlapSetting setting);  // auto, 1 or 0
+const char* to_string(LargeWay way);  // split, flat or overlapped
 
 // Where `auto` starts before anything is measured: overlapped where each of the job's ranks on
 // the host has a CPU of its own (cpus >= ranks_here; an unknown count of ranks is one), where

@@ -83,7 +83,7 @@ TEST_CASE(
     "hierarchical all_reduce in segments: every rank gets the sum and the average, the steps within the host "
     "on a second thread or not") {
   for (OverlapSetting overlap : {OverlapSetting::kOff, OverlapSetting::kOn}) {
-    CAPTURE(to_string(overlap));
+    CAPTURE(static_cast<int>(overlap));
     run_hierarchy(overlap, [](HierarchicalCollectives& h, int r) {
       uint64_t seq = 0;
       for (size_t n : {size_t{6}, size_t{4099}, size_t{100003}}) {  // 1 segment, 4, 8 (and a tail)
@@ -143,7 +143,7 @@ TEST_CASE(
   // while its second thread waits to gather; rank 3's reduce_scatter within its host (with rank
   // 2) fails on that thread; rank 1's step across (with rank 3, which never gets there) fails.
   for (OverlapSetting overlap : {OverlapSetting::kOff, OverlapSetting::kOn}) {
-    CAPTURE(to_string(overlap));
+    CAPTURE(static_cast<int>(overlap));
     std::atomic<int> ended{0};
     run_hierarchy(overlap, [&](HierarchicalCollectives& h, int r) {
       if (r == 2) {

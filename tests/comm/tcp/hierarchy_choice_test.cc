@@ -66,8 +66,6 @@ TEST_CASE("DDP_TCP_HIERARCHY_LARGE: auto, split or flat; anything else is refuse
                        InvalidArgument);
   CHECK_THROWS_AS(parse_large_setting(""), InvalidArgument);
   CHECK(std::string(to_string(LargeWay::kFlat)) == "flat");
-  for (const char* name : {"auto", "split", "flat"})
-    CHECK(std::string(to_string(parse_large_setting(name))) == name);
 }
 
 TEST_CASE("DDP_TCP_HIERARCHY_OVERLAP: auto or a boolean; anything else is refused by name") {
@@ -80,8 +78,6 @@ TEST_CASE("DDP_TCP_HIERARCHY_OVERLAP: auto or a boolean; anything else is refuse
     CHECK_THROWS_WITH_AS(parse_overlap_setting(bad), doctest::Contains("DDP_TCP_HIERARCHY_OVERLAP"),
                          InvalidArgument);
   }
-  for (const char* name : {"auto", "1", "0"})
-    CHECK(std::string(to_string(parse_overlap_setting(name))) == name);
   CHECK(std::string(to_string(LargeWay::kOverlapped)) == "overlapped");
 }
 
