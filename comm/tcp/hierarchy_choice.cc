@@ -51,6 +51,12 @@ PathChooser::PathChooser(std::vector<LargeWay> ways, size_t overlap_from)
   if (ways_.empty() || ways_.size() > kMaxWays) DDP_THROW(InvalidArgument, "PathChooser: 1 to 3 ways");
 }
 
+// The lesser of two times, 0 standing for none.
+double PathChooser::least(double a, double b) {
+  if (a <= 0) return b;
+  return b > 0 ? std::min(a, b) : a;
+}
+
 size_t PathChooser::class_of(size_t bytes) {
   const size_t log2 = bytes == 0 ? 0 : static_cast<size_t>(std::bit_width(bytes)) - 1;
   return std::min<size_t>(log2, kClasses - 1);
@@ -95,8 +101,10 @@ LargeWay PathChooser::next(size_t bytes) {
     --c.until_probe;
     return c.way;
   }
-  c.probing = 2;
+  c.probing = kProbeOps;
   c.probe_way = next_probe(c);
+  c.probe = 0;
+  c.probe_warm = false;
   return c.probe_way;
 }
 
@@ -108,21 +116,20 @@ bool PathChooser::record(size_t bytes, LargeWay way, double us) {
       c.warm = true;
       return false;
     }
-    c.recent[c.recent_next++ % kRecent] = us;
+    c.recent[c.recent_next++ % kCounted] = us;
     return false;
   }
   // A probe: its first op finds the caches as the way in use left them (not counted).
-  c.probe = us;
+  if (c.probe_warm) c.probe = least(c.probe, us);
+  c.probe_warm = true;
   return --c.probing == 0;
 }
 
 PathChooser::Figures PathChooser::figures(size_t bytes) const {
   const SizeClass& c = classes_[class_of(bytes)];
-  double least = 0;
-  for (double t : c.recent) {
-    if (t > 0 && (least == 0 || t < least)) least = t;
-  }
-  return {least, c.probe};
+  double in_use = 0;
+  for (double t : c.recent) in_use = least(in_use, t);
+  return {in_use, c.probe};
 }
 
 LargeWay PathChooser::probed(size_t bytes) const { return classes_[class_of(bytes)].probe_way; }

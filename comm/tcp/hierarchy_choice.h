@@ -15,13 +15,17 @@
 // and costs where the CPUs do, whatever their count: on a 2-vCPU VM, 2 emulated hosts x 2 ranks
 // with a CPU per host, 64 MiB took 146 ms overlapped against 171 in turn with links shaped to
 // 5 Gbit/s, and 113-115 against 106 unshaped. So the way is measured while the job runs:
-// - per size class (powers of two), ops go the way in use, and now and then two ops another
-//   way (a probe: the first finds the caches as the other way left them and is not counted);
-//   the fourth and fifth ops of a class (the first op is cold and not counted either), then
-//   after 8 ops, 16, ... at most 64 while the choice holds; with three ways, the probes take
-//   the other two in turn;
-// - each rank times its own ops (wall time); the way in use is the least of its last
-//   kRecent ops (a late peer makes one op slow, not four), the probed way is the probe's;
+// - per size class (powers of two), ops go the way in use, and now and then kProbeOps ops
+//   another way (a probe: its first finds the caches as the other way left them and is not
+//   counted), from the fifth op of a class (the first op is cold and not counted either, the
+//   next kCounted are the way in use's), then after 8 ops, 16, ... at most 64 while the choice
+//   holds; with three ways, the probes take the other two in turn;
+// - each rank times its own ops (wall time), and both ways get the same figure: the least of
+//   kCounted ops, the way in use's last ones and the probe's counted ones (a late peer makes
+//   one op slow, not all). A least of several against one op would favour the way in use:
+//   between 4 emulated hosts x 2 ranks on 2 vCPUs, at 4 MiB, the least of four overlapped
+//   ops summed to 233-241 ms over the ranks against one flat op's 242-256, where the bench
+//   measured overlapped slower (32.4-33.6 ms against 31.4-32.1);
 // - after a probe, the ranks sum their two figures by the small all_reduce (every rank gets
 //   the same bits) and each switches only when the probed way's sum is lower by kMargin.
 // The schedule depends on nothing but the ops, the ways and those sums, so every rank runs each
@@ -67,8 +71,9 @@ class PathChooser {
  public:
   static constexpr uint32_t kFirstInterval = 8;
   static constexpr uint32_t kMaxInterval = 64;
-  static constexpr double kMargin = 1.15;  // the probed way's sum must be lower by this much
-  static constexpr size_t kRecent = 4;
+  static constexpr double kMargin = 1.05;  // the probed way's sum must be lower by this much
+  static constexpr size_t kCounted = 3;    // ops in each way's figure
+  static constexpr uint32_t kProbeOps = kCounted + 1;
 
   // Both figures of a decision: the way in use, the way probed (microseconds).
   using Figures = std::array<double, 2>;
@@ -99,15 +104,17 @@ class PathChooser {
     size_t count = 0;
     LargeWay way = LargeWay::kSplit;
     LargeWay probe_way = LargeWay::kSplit;
-    size_t turn = 0;                       // which of the other ways the next probe takes
-    std::array<double, kRecent> recent{};  // the way in use: its last ops' times (0: none)
+    size_t turn = 0;                        // which of the other ways the next probe takes
+    std::array<double, kCounted> recent{};  // the way in use: its last ops' times (0: none)
     size_t recent_next = 0;
-    double probe = 0;                    // the probe's counted op
-    uint32_t until_probe = 3;            // ops before the next probe (the first is cold, not counted)
-    uint32_t probing = 0;                // probe ops left to run
-    bool warm = false;                   // the class's first op was seen (and not counted)
-    uint32_t interval = kFirstInterval;  // the gap after the next probe
+    double probe = 0;                     // the least of the probe's counted ops (0: none yet)
+    bool probe_warm = false;              // the probe's first op was seen (and not counted)
+    uint32_t until_probe = kCounted + 1;  // ops before the next probe (the first is cold, not counted)
+    uint32_t probing = 0;                 // probe ops left to run
+    bool warm = false;                    // the class's first op was seen (and not counted)
+    uint32_t interval = kFirstInterval;   // the gap after the next probe
   };
+  static double least(double a, double b);
   static size_t class_of(size_t bytes);
   SizeClass ways_of(size_t cls) const;  // a class not yet seen: its ways, and the first in use
   SizeClass& at(size_t bytes);
