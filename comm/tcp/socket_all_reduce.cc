@@ -249,9 +249,7 @@ void SocketCollectives::exchange(const OpContext& ctx, const Buffer& buf, const 
 // Recursive halving/doubling (Rabenseifner) over p2 = the largest power of two <= world ranks.
 // The first 2 * extra ranks pair up: the even one hands its buffer to the odd one (which takes
 // part as virtual rank r / 2) and gets the result back at the end; the others are virtual rank
-// r - extra. Halving: at distance p2 / 2, p2 / 4, ..., 1 a rank keeps one half of its range (the
-// lower if its virtual rank has that bit clear), sends the other and reduces the partner's copy
-// of its half. Doubling walks back, sending the range it holds and receiving the partner's.
+// r - extra. Then halving_plan's steps, and back.
 void SocketCollectives::hd_all_reduce(const OpContext& ctx, const Buffer& buf) {
   const int r = opt_.rank, w = opt_.world;
   const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(w))), extra = w - p2;
@@ -271,27 +269,36 @@ void SocketCollectives::hd_all_reduce(const OpContext& ctx, const Buffer& buf) {
   }
 }
 
+std::vector<HalvingStep> halving_plan(size_t count, int vrank, int p2) {
+  std::vector<HalvingStep> plan;
+  size_t off = 0, len = count;
+  for (int mask = 1; mask < p2; mask *= 2) {
+    const size_t half = len / 2;
+    const bool low = (vrank & mask) == 0;  // keeps the lower half; its partner the upper
+    HalvingStep s{.partner = vrank ^ mask};
+    s.keep_off = low ? off : off + half;
+    s.keep_len = low ? half : len - half;
+    s.give_off = low ? off + half : off;
+    s.give_len = len - s.keep_len;
+    plan.push_back(s);
+    off = s.keep_off;
+    len = s.keep_len;
+  }
+  return plan;
+}
+
 void SocketCollectives::halving_doubling(const OpContext& ctx, const Buffer& buf, int vrank, int p2,
                                          int extra) {
   auto real = [&](int v) { return v < extra ? 2 * v + 1 : v + extra; };
-  Part held{0, buf.count};
-  std::vector<Part> before;  // the range held before each halving step
-  for (int mask = p2 / 2; mask >= 1; mask /= 2) {
-    const Part lower{held.off, held.len / 2}, upper{held.off + held.len / 2, held.len - held.len / 2};
-    const bool low = (vrank & mask) == 0;
-    const Part keep = low ? lower : upper, give = low ? upper : lower;
-    before.push_back(held);
-    exchange(ctx, buf, {real(vrank ^ mask), 1, give.off, give.len, keep.off, keep.len, true});
-    held = keep;
+  const std::vector<HalvingStep> plan = halving_plan(buf.count, vrank, p2);
+  for (const HalvingStep& s : plan)
+    exchange(ctx, buf, {real(s.partner), 1, s.give_off, s.give_len, s.keep_off, s.keep_len, true});
+  if (ctx.desc.rop == ReduceOp::kAvg) {  // the range this rank holds whole
+    const HalvingStep last = plan.empty() ? HalvingStep{.keep_len = buf.count} : plan.back();
+    finish_avg(at(buf, last.keep_off), last.keep_len, buf.dtype, opt_.world);
   }
-  if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(at(buf, held.off), held.len, buf.dtype, opt_.world);
-  for (int mask = 1, i = static_cast<int>(before.size()) - 1; mask < p2; mask *= 2, --i) {
-    const Part whole = before[static_cast<size_t>(i)];
-    const Part other = held.off == whole.off ? Part{whole.off + held.len, whole.len - held.len}
-                                             : Part{whole.off, held.off - whole.off};
-    exchange(ctx, buf, {real(vrank ^ mask), 2, held.off, held.len, other.off, other.len, false});
-    held = whole;
-  }
+  for (auto s = plan.rbegin(); s != plan.rend(); ++s)
+    exchange(ctx, buf, {real(s->partner), 2, s->keep_off, s->keep_len, s->give_off, s->give_len, false});
 }
 
 }  // namespace ddp::comm::tcp

@@ -74,6 +74,19 @@ struct StripePlan {
 };
 StripePlan stripe_plan(size_t bytes, int streams, size_t chunk_bytes, size_t index);
 
+// One step of recursive halving for virtual rank `vrank` of `p2` (a power of two) over `count`
+// elements: the partner (a virtual rank), the range given to it and the range kept (reduced with
+// the partner's copy of it). Nearest partner first (distance 1, 2, 4, ...): ranks are numbered
+// host by host (ddp-launch, torchrun, mpirun by slot), so the largest exchange, half the buffer,
+// stays within the host where a rank's neighbour is on it, and those that cross hosts are the
+// smaller ones. Doubling walks the steps back, each sending the range kept and receiving the
+// range given. A pure function: partners' plans mirror each other.
+struct HalvingStep {
+  int partner = 0;
+  size_t give_off = 0, give_len = 0, keep_off = 0, keep_len = 0;
+};
+std::vector<HalvingStep> halving_plan(size_t count, int vrank, int p2);
+
 class SocketCollectives {
  public:
   struct Options {
