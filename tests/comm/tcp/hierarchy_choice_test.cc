@@ -191,7 +191,7 @@ TEST_CASE("auto: split first; the fifth op starts a probe of flat, and a clear w
 
 TEST_CASE("auto: a win under the margin does not switch") {
   Ranks g(2);
-  until_decided(g, [](int, LargeWay w) { return w == LargeWay::kSplit ? 100.0 : 97.0; });
+  until_decided(g, [](int, LargeWay w) { return w == LargeWay::kSplit ? 100.0 : 90.0; });
   CHECK(g.choosers[0].preferred(kMiB) == LargeWay::kSplit);
 }
 
@@ -209,17 +209,17 @@ TEST_CASE("auto: the ranks' sums decide, not what one rank saw, so no rank parts
 }
 
 TEST_CASE("auto: a late peer's one slow op does not count against the way in use") {
-  // Split takes 100 us, but one of its counted ops took 1000 (a rank came late); flat 97: the
+  // Split takes 100 us, but one of its counted ops took 1000 (a rank came late); flat 90: the
   // least of split's ops (100) is what flat must beat by the margin, and it does not.
   Ranks g(2);
   int n = 0;
   until_decided(g,
-                [&](int, LargeWay w) { return w == LargeWay::kFlat ? 97.0 : (n++ == 4 ? 1000.0 : 100.0); });
+                [&](int, LargeWay w) { return w == LargeWay::kFlat ? 90.0 : (n++ == 4 ? 1000.0 : 100.0); });
   CHECK(g.choosers[0].preferred(kMiB) == LargeWay::kSplit);
 }
 
 TEST_CASE("auto: the probed way's figure is the least of its counted ops, as the way in use's is") {
-  // Flat is faster at its best (90 against split's 100) but its ops vary: of the probe's, the
+  // Flat is faster at its best (80 against split's 100) but its ops vary: of the probe's, the
   // first (cold, not counted) and the last are slow. Figured from its last op alone, flat
   // would lose; from the least of its counted ops, as split is figured, it wins.
   Ranks g(2);
@@ -228,7 +228,7 @@ TEST_CASE("auto: the probed way's figure is the least of its counted ops, as the
     if (w == LargeWay::kSplit) return 100.0;
     const uint32_t i = probe_op;
     if (rank == 1) ++probe_op;
-    return i == 1 ? 90.0 : 150.0;
+    return i == 1 ? 80.0 : 150.0;
   });
   CHECK(probe_op == PathChooser::kProbeOps);
   CHECK(g.choosers[0].preferred(kMiB) == LargeWay::kFlat);
