@@ -39,6 +39,9 @@
 namespace ddp::bench {
 namespace {
 
+// Untimed ops before each repeat of a size after its first (see the rep loop in run_op).
+constexpr int kRewarmOps = 2;
+
 struct Flags {
   std::string op = "all_reduce";
   std::string backend = "tcp";
@@ -236,8 +239,13 @@ int run_op(const Flags& f, std::vector<std::unique_ptr<CollectiveRunner>>& runne
     }
     std::vector<Row> rows(runners.size());
     for (int rep = 0; rep < f.repeats; ++rep) {
+      // --warmup before a size's first loop; the later loops, interleaved with the peers', get
+      // a few ops to warm their caches and connections again, not the whole warm-up (at 256 MiB
+      // across slow links that alone took minutes).
+      TimingOptions tr = t;
+      if (rep > 0) tr.warmup = std::min(t.warmup, kRewarmOps);
       for (size_t i = 0; i < runners.size(); ++i) {
-        const SizeResult r = measure_size(*runners[i], op, count, t);
+        const SizeResult r = measure_size(*runners[i], op, count, tr);
         if (r.wrong) return refuse(*runners[i], r);
         rows[i].samples_us.push_back(r.per_op_us.front());
       }
@@ -333,7 +341,8 @@ int collective_main(int argc, char** argv) {
   app.add_option("--repeats", f.repeats, "timed loops per size (R): median, min and max are printed")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--warmup", f.warmup, "untimed ops first")
+  app.add_option("--warmup", f.warmup,
+                 "untimed ops before each size's first timed loop (later loops: at most 2)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--device", f.device,

@@ -13,7 +13,8 @@
 #
 #   sudo bench/hosts.sh [ddp-bench args...]      e.g. --op all_reduce --sizes 4,64K,1M,16M,64M,256M
 #
-# HOSTS (default 2), RANKS_PER_HOST (default 2), COMPARE (default gloo), MODES (default
+# HOSTS (default 2), RANKS_PER_HOST (default 2), COMPARE (default gloo; none: ours alone, as
+# peers' ops between ours disturb ours where many ranks share few cores), MODES (default
 # "auto flat mpi"; mpi: Open MPI's MPI_Allreduce under mpirun across the same hosts, its own run),
 # LOGS (a folder: every rank's stdout and stderr are copied there, e.g. with DDP_LOG_LEVEL=debug),
 # RATE / DELAY (tc netem on every host's link, e.g. RATE=10gbit DELAY=50us; where netem is
@@ -184,6 +185,8 @@ AGENT
   grep -v "^\[" "$out/mpi.out"
 }
 
+peers=(--compare "$compare")
+[ "$compare" = none ] && peers=()
 for mode in $modes; do
   if [ "$mode" = mpi ]; then run_mpi; continue; fi
   transport=auto
@@ -193,7 +196,7 @@ for mode in $modes; do
     on "$h" env DDP_TCP_TRANSPORT=$transport DDP_BENCH_GLOO_HOST=10.78.0.$h DDP_SOCKET_IFNAME=veth0 \
       "$bin/ddp-launch" --nnodes "$n" --node-rank $((h - 1)) --nproc-per-node "$per" \
         --master-addr 10.78.0.1 --local-addr 10.78.0.$h \
-        "$bin/ddp-bench" collective --compare "$compare" "${args[@]}" \
+        "$bin/ddp-bench" collective "${peers[@]}" "${args[@]}" \
       > "$out/$mode.$h.out" 2> "$out/$mode.$h.err" &
     pids+=($!)
   done

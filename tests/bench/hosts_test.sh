@@ -3,7 +3,8 @@
 # timing test): 2 emulated hosts x 1 rank, two sizes. It must print the link floor, every
 # host's ring figure and each size's floor, then rows for ours (automatic and flat) beside Gloo,
 # and Open MPI's rows or the reason they are missing; and fail, showing the ranks' stderr, when
-# a run fails. Each host runs on CPUs of its own (HOST_CPUS), or shares them when told.
+# a run fails. Each host runs on CPUs of its own (HOST_CPUS), or shares them when told; COMPARE=none
+# measures ours alone.
 # usage: hosts_test.sh <source dir> <bin dir>
 set -uo pipefail
 src=$1
@@ -49,9 +50,12 @@ BIN=$bin HOSTS=2 RANKS_PER_HOST=1 MODES=auto COMPARE=mpi bash "$src/bench/hosts.
   --warmup 0 > "$out" 2>&1 && fail "COMPARE=mpi under ddp-launch succeeded"
 grep -q "mpi-direct sees rank 0 of 1" "$out" || fail "the failed run's stderr is not shown"
 # HOST_CPUS: none shares every CPU; more than there are, or not a count, is refused by name.
-BIN=$bin HOSTS=2 RANKS_PER_HOST=1 MODES=auto HOST_CPUS=none bash "$src/bench/hosts.sh" --sizes 4 --iters 1 \
-  --repeats 1 --warmup 0 > "$out" 2>&1 || fail "HOST_CPUS=none failed"
-grep -q "^# 2 hosts x 1 ranks; peers: gloo; the hosts share this machine's" "$out" || fail "HOST_CPUS=none not said"
+# COMPARE=none: ours alone, no peer's rows.
+BIN=$bin HOSTS=2 RANKS_PER_HOST=1 MODES=auto HOST_CPUS=none COMPARE=none bash "$src/bench/hosts.sh" --sizes 4 \
+  --iters 1 --repeats 1 --warmup 0 > "$out" 2>&1 || fail "HOST_CPUS=none COMPARE=none failed"
+grep -q "^# 2 hosts x 1 ranks; peers: none; the hosts share this machine's" "$out" || fail "HOST_CPUS=none not said"
+grep -Eq "^all_reduce +tcp +cpu +2 +4 " "$out" || fail "COMPARE=none: no row of ours"
+grep -q "gloo-direct" "$out" && fail "COMPARE=none: a peer was measured"
 for bad in 4096 two; do
   BIN=$bin HOSTS=2 HOST_CPUS=$bad bash "$src/bench/hosts.sh" --sizes 4 > "$out" 2>&1 && fail "HOST_CPUS=$bad accepted"
   grep -q "HOST_CPUS" "$out" || fail "HOST_CPUS=$bad refused without naming it"
