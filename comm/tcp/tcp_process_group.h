@@ -29,6 +29,9 @@
 //   (auto|shm|socket|hierarchical), DDP_TCP_FINGERPRINT (default 1). Per rank: DDP_TCP_SPIN_US;
 //   the same on every rank: DDP_TCP_INTER, DDP_TCP_SOCKET_* (docs/tcp.md).
 // - AVG on integer dtypes is the wrapped sum divided by the world size, truncating.
+// - In place: reduce_scatter's output may be exactly this rank's block of its input, and
+//   all_gather's input exactly this rank's block of its output (a hierarchical all_reduce's
+//   steps within the host rely on it); no other overlap.
 // - CUDA buffers are rejected (InvalidArgument); where CUDA was built, the registry wraps every
 //   tcp group in the staging decorator (comm/nccl/cuda_staging.h), which handles them.
 #include <atomic>

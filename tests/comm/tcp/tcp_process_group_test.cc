@@ -1,5 +1,6 @@
 // The tcp backend with threads as ranks over a HashStore: every op, dtypes, reduce ops and
-// world sizes on both transports, zero-length ops, the transport choice, mismatches, timeouts.
+// world sizes on both transports, zero-length ops, reduce_scatter and all_gather in place, the
+// transport choice, mismatches, timeouts.
 #include "comm/tcp/tcp_process_group.h"
 
 #include <doctest/doctest.h>
@@ -501,4 +502,44 @@ TEST_CASE("sockets: small all_reduces between ops that run on the worker: right 
       if (b[2] != i) throw std::runtime_error("broadcast out of order at op " + std::to_string(i));
     }
   });
+}
+
+// The hierarchical all_reduce's steps within a host (hierarchical_collectives.cc) keep each
+// rank's share in place: reduce_scatter's output is exactly this rank's block of its input, and
+// all_gather's input is exactly this rank's block of its output. One-shot and chunked sizes,
+// staged and by cross-memory, and over sockets.
+TEST_CASE(
+    "in place: reduce_scatter into its own block of the input, all_gather from its own block of the output") {
+  struct Setting {
+    const char* transport;
+    const char* cma;
+  };
+  for (const Setting s : {Setting{"shm", "off"}, Setting{"shm", "on"}, Setting{"socket", "off"}}) {
+    for (int w : {2, 3}) {
+      CAPTURE(s.transport);
+      CAPTURE(s.cma);
+      CAPTURE(w);
+      ScopedEnv env({{"DDP_TCP_TRANSPORT", std::string(s.transport)},
+                     {"DDP_TCP_CMA", std::string(s.cma)},
+                     {"DDP_TCP_SHM_SLOT_BYTES", std::string("8192")}});
+      run_ranks(w, [&](TcpProcessGroup& pg, int r) {
+        for (size_t n : {size_t{100}, size_t{9001}}) {  // w x 100 floats fit a slot: one-shot
+          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+            const size_t total = n * static_cast<size_t>(w), mine = static_cast<size_t>(r) * n;
+            auto buf = filled(DType::kFloat32, total);
+            for (size_t k = 0; k < total; ++k) put(DType::kFloat32, buf.bytes.data(), k, value(op, r, k));
+            const Buffer whole = buf.buffer(), block = whole.slice(mine, n);
+            pg.reduce_scatter(whole, block, {op})->wait();
+            for (size_t i = 0; i < n; ++i)
+              expect_at("reduce_scatter in place", DType::kFloat32, block.data, i,
+                        reference(op, DType::kFloat32, w, mine + i));
+            pg.all_gather(block, whole)->wait();
+            for (size_t k = 0; k < total; ++k)
+              expect_at("all_gather in place", DType::kFloat32, whole.data, k,
+                        reference(op, DType::kFloat32, w, k));
+          }
+        }
+      });
+    }
+  }
 }
