@@ -351,7 +351,8 @@ int collective_main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--memory", f.memory,
                  "host (the bench's own buffers) or group: memory from the group itself "
-                 "(ProcessGroup::allocate; tcp on one host: shared memory its all_reduce runs in place); "
+                 "(ProcessGroup::allocate; tcp: shared memory within the host, where all_reduce, and a "
+                 "hierarchical all_reduce's steps within the host, run in place); "
                  "--compare peers use host memory either way")
       ->capture_default_str()
       ->check(CLI::IsMember({"host", "group"}));

@@ -10,15 +10,6 @@
 namespace ddp::comm::tcp {
 namespace {
 
-// Every peer's tag for op seq equals ours (after every peer entered it).
-bool all_direct(const ShmChannel& ch, uint64_t seq, uint64_t tag) {
-  for (int p = 0; p < ch.world(); ++p) {
-    if (p == ch.rank()) continue;
-    if (ch.segment().control(p).direct[seq % 2].load(std::memory_order_relaxed) != tag) return false;
-  }
-  return true;
-}
-
 // Reduces this rank's share from every rank's buffer and writes it into all of them. A chunk
 // is a slot's size (the machine's L2 / 4: shm_segment.h), so it is still cached when copied.
 void reduce_share(const ShmChannel& ch, const ShmStep& s) {
@@ -44,17 +35,23 @@ void reduce_share(const ShmChannel& ch, const ShmStep& s) {
 }  // namespace
 
 bool allreduce_direct_step(ShmChannel& ch, ShmStep& s) {
-  auto poll = [&](auto ready) { return ch.poll(ready, s.poll); };
-  ShmProgress& st = s.at;
-  const uint64_t seq = s.ctx.desc.seq;
-  if (st.direct == 0) {
-    // Every peer entered (its buffer holds its input, and its tag is published).
-    if (!poll([&] { return ch.reached(Counter::kEntered, seq + 1); })) return false;
-    ch.wait_all(Counter::kEntered, seq + 1, s.ctx);
-    st.direct = all_direct(ch, seq, s.direct->tag) ? 1 : -1;
-  }
-  if (st.direct < 0) return allreduce_cross_step(ch, s);
+  if (s.at.direct == 0 && !decide_direct(ch, s)) return false;
+  if (s.at.direct < 0) return allreduce_cross_step(ch, s);
   return in_place_pass(ch, s, [&] { reduce_share(ch, s); });
+}
+
+bool decide_direct(ShmChannel& ch, ShmStep& s) {
+  const uint64_t seq = s.ctx.desc.seq;
+  // Every peer entered: its buffer holds its input, and its tag is published.
+  if (!ch.poll([&] { return ch.reached(Counter::kEntered, seq + 1); }, s.poll)) return false;
+  ch.wait_all(Counter::kEntered, seq + 1, s.ctx);
+  s.at.direct = 1;
+  for (int p = 0; p < ch.world(); ++p) {
+    if (p != ch.rank() &&
+        ch.segment().control(p).direct[seq % 2].load(std::memory_order_relaxed) != s.direct->tag)
+      s.at.direct = -1;
+  }
+  return true;
 }
 
 bool in_place_pass(ShmChannel& ch, ShmStep& s, const std::function<void()>& reduce_share) {

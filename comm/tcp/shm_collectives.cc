@@ -11,6 +11,7 @@
 #include "comm/tcp/shm_channel.h"
 #include "comm/tcp/shm_exchange.h"
 #include "comm/tcp/shm_exchange_cross.h"
+#include "comm/tcp/shm_exchange_direct.h"
 #include "comm/tcp/shm_oneshot.h"
 #include "comm/tcp/shm_reduce.h"
 #include "comm/tcp/shm_region.h"
@@ -93,6 +94,7 @@ struct ShmCollectives::Impl {
   bool offers(const OpDesc& d, const Buffer& in) const {
     if (algorithm == allreduce_chunked_step || algorithm == allreduce_direct_step) return true;
     if (algorithm == oneshot_step) return d.kind == OpKind::kAllGather && in.bytes() >= kPageBytes;
+    if (algorithm == all_gather_direct_step || algorithm == reduce_scatter_direct_step) return true;
     return (algorithm == all_gather_step && d.kind == OpKind::kAllGather) || algorithm == reduce_scatter_step;
   }
   static Algorithm cross_algorithm(Algorithm a) {
@@ -114,14 +116,27 @@ struct ShmCollectives::Impl {
     return nullptr;
   }
 
-  void begin(const OpContext& ctx, const Buffer& in) {
+  // An all_reduce's buffer, a reduce_scatter's input or an all_gather's output in group memory
+  // (past the one-shot size): the op runs direct, when every rank's is at the same place.
+  void find_direct(const OpDesc& d, const Buffer& in, const Buffer& out) {
+    const bool gathers = algorithm == all_gather_step && d.kind == OpKind::kAllGather;
+    if (algorithm != allreduce_chunked_step && algorithm != reduce_scatter_step && !gathers) return;
+    const Buffer& view = gathers ? out : in;
+    direct = regions.find(view.data, view.bytes(), d.seq);
+    if (!direct) return;
+    if (algorithm == allreduce_chunked_step)
+      algorithm = allreduce_direct_step;
+    else if (gathers)
+      algorithm = all_gather_direct_step;
+    else
+      algorithm = reduce_scatter_direct_step;
+  }
+
+  void begin(const OpContext& ctx, const Buffer& in, const Buffer& out) {
     progress = {};
     algorithm = algorithm_for(ctx.desc, in, channel.geometry());
     direct.reset();
-    if (algorithm == allreduce_chunked_step && !regions.empty()) {
-      direct = regions.find(in.data, in.bytes(), ctx.desc.seq);
-      if (direct) algorithm = allreduce_direct_step;
-    }
+    if (!regions.empty()) find_direct(ctx.desc, in, out);
     const bool offer = cross && offers(ctx.desc, in);
     if (offer) algorithm = cross_algorithm(algorithm);
     // Rank 0 chooses for every rank (ShmChannel::begin_stores).
@@ -172,7 +187,7 @@ bool ShmCollectives::resumable(const OpDesc& d, const Buffer& in) const {
 }
 
 bool ShmCollectives::start(const OpContext& ctx, const Buffer& in, const Buffer& out, int budget_us) {
-  impl_->begin(ctx, in);
+  impl_->begin(ctx, in, out);
   const bool block = !resumable(ctx.desc, in);
   return impl_->step(ctx, in, out, {block, budget_us});
 }
@@ -183,7 +198,7 @@ void ShmCollectives::finish(const OpContext& ctx, const Buffer& in, const Buffer
 }
 
 void ShmCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
-  impl_->begin(ctx, in);
+  impl_->begin(ctx, in, out);
   finish(ctx, in, out);
 }
 

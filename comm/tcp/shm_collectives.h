@@ -12,6 +12,7 @@
 //   shm_allreduce_direct.h (the same, of a buffer in group memory: in place, in one pass),
 //   shm_allreduce_cross.h (the same pass over private buffers, by cross-memory attach:
 //   shm_cross.h), shm_exchange_cross.h (all_gather and reduce_scatter so),
+//   shm_exchange_direct.h (all_gather and reduce_scatter in group memory, in place),
 //   shm_reduce.h (reduce, reduce_scatter), shm_exchange.h (broadcast, (all_)gather, scatter,
 //   all_to_all).
 // - shm_store_choice.h: whether a chunked all_reduce, all_gather or reduce_scatter stages with
@@ -61,10 +62,11 @@ class ShmCollectives {
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
   const ShmSegment& segment() const;
-  // Group memory (shm_region.h) whose all_reduces may run direct (shm_allreduce_direct.h).
+  // Group memory (shm_region.h) whose all_reduces, reduce_scatters (input) and all_gathers
+  // (output) may run direct (shm_allreduce_direct.h, shm_exchange_direct.h).
   // Any thread; the group keeps it only as long as its owner does.
   void add_region(const std::shared_ptr<ShmRegion>& region);
-  uint64_t direct_runs() const;  // all_reduces that ran direct (tests, benchmarks)
+  uint64_t direct_runs() const;  // ops that ran direct (tests, benchmarks)
   uint64_t cross_runs() const;   // ops that ran by cross-memory attach (shm_cross.h)
   bool cross_reachable() const;  // every peer's memory was reachable at construction
 

@@ -63,7 +63,10 @@ class RegionMemory final : public GroupMemory {
 
 }  // namespace
 
-uint64_t TcpProcessGroup::direct_all_reduces() const { return shm_ ? shm_->direct_runs() : 0; }
+uint64_t TcpProcessGroup::direct_ops() const {
+  if (hierarchy_) return static_cast<const TcpProcessGroup&>(*hierarchy_->local()).direct_ops();
+  return shm_ ? shm_->direct_runs() : 0;
+}
 
 uint64_t TcpProcessGroup::cross_memory_ops() const { return shm_ ? shm_->cross_runs() : 0; }
 
@@ -108,6 +111,12 @@ std::string TcpProcessGroup::choices() const {
 }
 
 std::shared_ptr<GroupMemory> TcpProcessGroup::allocate(size_t bytes) {
+  if (hierarchy_) {  // every rank calls it, so every rank of each host calls its host's group
+    auto memory = hierarchy_->local()->allocate(bytes);
+    logger("tcp")->debug("group '{}' (hierarchical): {} bytes of group memory from its host's group, {}",
+                         group_, bytes, memory->shared() ? "shared" : "plain");
+    return memory;
+  }
   if (transport_ != Transport::kShm || bytes == 0) return ProcessGroup::allocate(bytes);
   ShmRegion::Setup s;
   s.store = store_.get();

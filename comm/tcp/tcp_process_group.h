@@ -84,7 +84,9 @@ class TcpProcessGroup final : public ProcessGroup {
   // to each peer", "tcp: hierarchical, 2 hosts x 2 ranks; an all_reduce goes whole ... up to N bytes".
   std::string choices() const override;
   // On a shared-memory group (kShm): shared memory every rank maps (shm_region.h), whose
-  // all_reduces run in place (shm_allreduce_direct.h). Otherwise plain host memory.
+  // all_reduces, reduce_scatters and all_gathers run in place (shm_allreduce_direct.h,
+  // shm_exchange_direct.h). On a hierarchical group: its host's group's memory, where its
+  // all_reduces' steps within the host run in place so. Otherwise plain host memory.
   std::shared_ptr<GroupMemory> allocate(size_t bytes) override;
 
   // Introspection (tests, benchmarks).
@@ -95,8 +97,9 @@ class TcpProcessGroup final : public ProcessGroup {
   // each set with its own engine and progress thread.
   int socket_streams() const { return static_cast<int>(engines_.size()); }
   uint64_t collectives_run() const { return collectives_run_.load(); }
-  // all_reduces that ran in place in group memory (allocate; 0 unless kShm).
-  uint64_t direct_all_reduces() const;
+  // Ops (all_reduce, reduce_scatter, all_gather) that ran in place in group memory (allocate):
+  // kShm; kHierarchical, its steps within the host; 0 otherwise.
+  uint64_t direct_ops() const;
   // Ops (all_reduce, all_gather, reduce_scatter) that ran by cross-memory attach (shm_cross.h).
   uint64_t cross_memory_ops() const;
   // kHierarchical: the size up to which an all_reduce goes whole within the host, then across

@@ -22,7 +22,8 @@
 #                 their figures, each decision logged alike by every rank.
 #   gloo          hierarchical with the step between hosts on Gloo (DDP_TCP_INTER=gloo), in
 #                 overlapped segments as above; Skipped (77) when this build has no gloo backend.
-# The matrix's subgroups cover the other layouts (one host, uneven hosts). Exit 77 (Skipped)
+# The matrix's subgroups cover the other layouts (one host, uneven hosts); its world of 4 in group
+# memory must have had the hosts' shared memory. Exit 77 (Skipped)
 # when not root or a tool is missing.
 # usage: [GLOO_BUILT=1] hosts_conformance_test.sh <bin dir> <tests dir> <source dir> HOSTS
 #          hierarchical|flat|streams|large-flat|gloo
@@ -84,6 +85,13 @@ if [ "$mode" != flat ] && [ "$got" != "$ranks" ]; then
   echo "FAIL: $got of $ranks ranks built the world group hierarchical"; exit 1
 fi
 if [ "$mode" = flat ] && [ "$got" != 0 ]; then echo "FAIL: DDP_TCP_TRANSPORT=socket, yet hierarchical"; exit 1; fi
+# Group memory on a hierarchical group (the conformance's world of 4 in it: ranks 0-3, on hosts 1
+# and 2) is its host's shared memory, where its all_reduces' steps within the host run in place:
+# each of those 4 ranks got some.
+memory=$(cat "$out"/host*.log | grep -c "(hierarchical): [0-9]* bytes of group memory from its host's group, shared")
+if [ "$mode" != flat ] && [ "$memory" -lt 4 ]; then
+  echo "FAIL: $memory hierarchical allocations of shared group memory, fewer than the world of 4's ranks"; exit 1
+fi
 inter=$(cat "$out"/host*.log | grep -c "group 'world': hierarchical, .*between hosts: gloo")
 if [ "$mode" = gloo ] && [ "$inter" != "$ranks" ]; then echo "FAIL: $inter of $ranks ranks went between hosts on gloo"; exit 1; fi
 striped=$(cat "$out"/host*.log | grep -c "group 'world/across[0-9]*': 2 connections to each peer")

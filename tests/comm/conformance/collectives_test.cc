@@ -80,11 +80,15 @@ TEST_CASE("conformance: 16 Mi elements, worlds 2 and 3" * doctest::skip(!runnabl
 }
 
 // The same cases with every buffer in memory the group handed out (ProcessGroup::allocate):
-// tcp on one host runs its all_reduces in place there (shm_allreduce_direct.h); every other
-// op, and every other backend, must work on it as on any host memory.
-TEST_CASE("conformance: every op in group memory, worlds 2 and 3" * doctest::skip(!runnable())) {
+// tcp on one host runs its all_reduces, reduce_scatters and all_gathers in place there
+// (shm_allreduce_direct.h, shm_exchange_direct.h), and a hierarchical group the steps within
+// each host of its all_reduces; every other op, and every other backend, must work on it as on
+// any host memory. Under a launcher, a world of 4 too (across 2 emulated hosts x 2: hierarchical).
+TEST_CASE("conformance: every op in group memory, worlds 2 and 3 (and 4 under a launcher)" *
+          doctest::skip(!runnable())) {
   INFO("backend ", backend_under_test());
-  report(conformance::run_worlds({2, 3}, [](ProcessGroup& g, int n) {
+  const std::vector<int> worlds = under_mpirun() ? std::vector<int>{2, 3, 4} : std::vector<int>{2, 3};
+  report(conformance::run_worlds(worlds, [](ProcessGroup& g, int n) {
     ArrayArena arena(g.allocate(32 * kMi));
     auto cases = full_matrix(n, {7, 4096 + 3});
     for (auto& c : large_matrix(n, kMi + 5)) cases.push_back(c);

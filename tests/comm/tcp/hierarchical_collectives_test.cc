@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/tcp/tcp_process_group.h"
 #include "common/error.h"
 #include "tests/comm/tcp/hierarchy_test_util.h"
 #include "tests/comm/tcp/tcp_test_util.h"
@@ -26,6 +27,7 @@ using ddp::comm::DType;
 using ddp::comm::ProcessGroupPtr;
 using ddp::comm::ReduceOp;
 using ddp::comm::tcp::testing::run_hierarchy;
+using ddp::comm::tcp::testing::ScopedEnv;
 
 TEST_CASE("host-major ranks: hosts by lowest rank, local and cross indices in rank order") {
   const HostLayout l = HostLayout::of({"a", "a", "b", "b"});
@@ -75,6 +77,11 @@ void all_reduce(HierarchicalCollectives& h, std::vector<float>& v, ReduceOp op, 
   h.run(all_reduce_context(v, op, seq, timeout), b, b);
 }
 
+void all_reduce(HierarchicalCollectives& h, const Buffer& b, ReduceOp op, uint64_t seq) {
+  const std::vector<float> shape(b.count);
+  h.run(all_reduce_context(shape, op, seq, Millis(60'000)), b, b);
+}
+
 float input(int rank, size_t i) { return static_cast<float>(rank + 1) + static_cast<float>(i % 7); }
 
 }  // namespace
@@ -102,6 +109,39 @@ TEST_CASE(
           if (v[i] != want)
             throw std::runtime_error("avg wrong at " + std::to_string(i) + " of " + std::to_string(n));
         }
+      }
+    });
+  }
+}
+
+TEST_CASE(
+    "hierarchical all_reduce in the host's group memory: each segment's steps within the host run in place, "
+    "sum and average exact, the steps on a second thread or not") {
+  // Slots of 4 KiB: a segment of 100003 floats' 8 (50 KB) is past the one-shot size.
+  ScopedEnv env(
+      {{"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")}, {"DDP_TCP_SHM_ONESHOT_BYTES", std::string("1024")}});
+  for (OverlapSetting overlap : {OverlapSetting::kOff, OverlapSetting::kOn}) {
+    CAPTURE(static_cast<int>(overlap));
+    run_hierarchy(overlap, [](HierarchicalCollectives& h, int r) {
+      auto mem = h.local()->allocate(1 << 20);
+      if (!mem->shared()) throw std::runtime_error("the host's group memory is not shared");
+      const auto& local = dynamic_cast<const TcpProcessGroup&>(*h.local());
+      constexpr size_t n = 100003;  // 8 segments and a 1-element tail
+      uint64_t seq = 0;
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+        const Buffer b = mem->view(n, DType::kFloat32, 4096);
+        auto* v = static_cast<float*>(b.data);
+        for (size_t i = 0; i < n; ++i) v[i] = input(r, i);
+        const uint64_t before = local.direct_ops();
+        all_reduce(h, b, op, seq++);
+        for (size_t i = 0; i < n; ++i) {
+          const float want = op == ReduceOp::kSum ? 10.0F + 4.0F * static_cast<float>(i % 7)
+                                                  : 2.5F + static_cast<float>(i % 7);
+          if (v[i] != want) throw std::runtime_error("wrong at " + std::to_string(i));
+        }
+        // Each of the 8 segments: its reduce_scatter and its all_gather.
+        if (local.direct_ops() - before != 16)
+          throw std::runtime_error(std::to_string(local.direct_ops() - before) + " steps in place, not 16");
       }
     });
   }

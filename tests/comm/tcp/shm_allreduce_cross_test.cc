@@ -174,7 +174,7 @@ TEST_CASE("on: mixed with every other op and with group memory, many rounds, cou
         throw std::runtime_error("mixed buffers: not by cross-memory");
       check_everything(pg, r, DType::kFloat32, 3001);
     }
-    if (pg.direct_all_reduces() != 10) throw std::runtime_error("expected 10 direct all_reduces");
+    if (pg.direct_ops() != 10) throw std::runtime_error("expected 10 direct all_reduces");
   });
 }
 

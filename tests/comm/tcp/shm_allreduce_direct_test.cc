@@ -61,7 +61,7 @@ TEST_CASE("direct all_reduce: every dtype and reduce op, worlds 2 and 3, each el
           }
         }
       }
-      if (pg.direct_all_reduces() != ops) throw std::runtime_error("not every all_reduce ran direct");
+      if (pg.direct_ops() != ops) throw std::runtime_error("not every all_reduce ran direct");
     });
   }
 }
@@ -71,11 +71,11 @@ TEST_CASE("direct all_reduce: a view at the same offset runs direct; different o
   run_ranks(3, [&](TcpProcessGroup& pg, int r) {
     auto mem = pg.allocate(1 << 20);
     check_all_reduce_in(pg, r, mem->view(9000, DType::kFloat32, 4096 + 12), ReduceOp::kSum);
-    if (pg.direct_all_reduces() != 1) throw std::runtime_error("the same offset did not run direct");
+    if (pg.direct_ops() != 1) throw std::runtime_error("the same offset did not run direct");
     // Rank 2's view starts elsewhere: nobody may read its buffer at rank 0's offset.
     const size_t offset = r == 2 ? 64 : 0;
     check_all_reduce_in(pg, r, mem->view(9000, DType::kFloat32, offset), ReduceOp::kMax);
-    if (pg.direct_all_reduces() != 1) throw std::runtime_error("different offsets ran direct");
+    if (pg.direct_ops() != 1) throw std::runtime_error("different offsets ran direct");
   });
 }
 
@@ -88,7 +88,7 @@ TEST_CASE("direct all_reduce: one rank's buffer outside group memory: every rank
     for (int round = 0; round < 3; ++round) check_all_reduce_in(pg, r, b, ReduceOp::kSum);
     // Then both in group memory again: direct, and the counters stayed in step.
     check_all_reduce_in(pg, r, mem->view(10000, DType::kInt32), ReduceOp::kSum);
-    if (pg.direct_all_reduces() != 1) throw std::runtime_error("expected exactly one direct all_reduce");
+    if (pg.direct_ops() != 1) throw std::runtime_error("expected exactly one direct all_reduce");
   });
 }
 
@@ -100,7 +100,7 @@ TEST_CASE("direct all_reduce: mixed with every other op, many rounds") {
       check_all_reduce_in(pg, r, mem->view(7001, DType::kFloat32), ReduceOp::kSum);
       check_everything(pg, r, DType::kFloat32, 3001);
     }
-    if (pg.direct_all_reduces() != 20) throw std::runtime_error("expected 20 direct all_reduces");
+    if (pg.direct_ops() != 20) throw std::runtime_error("expected 20 direct all_reduces");
   });
 }
 
