@@ -5,6 +5,9 @@
 #   - the link floor: one TCP connection host 1 -> host 2 (ddp-bench link, 1 s), then every
 #     host sending to the next at once (a ring: each link loaded both ways, as in an all_reduce),
 #     and from their mean rate the floor of each all_reduce size given (--sizes);
+#   - the adds an all_reduce makes on each host, from 1 MiB: (W - 1) / N passes of a += b over
+#     the buffer, timed on host 1's CPUs (what a host's CPUs add to the floor where they also
+#     carry its streams' copies, as on unshaped emulated links);
 #   - ours with the transport chosen automatically (hierarchical when RANKS_PER_HOST > 1: shared
 #     memory within hosts, sockets between), beside Gloo's own algorithms (COMPARE) in the same
 #     processes, interleaved repeat by repeat;
@@ -125,6 +128,33 @@ floors() {
     printf "# all_reduce floor (each host sends 2(N-1)/N of the buffer at %s GB/s): %s\n", gbps, line
   }'
 }
+# The adds an all_reduce makes on each host: every element of the W = N x RANKS_PER_HOST inputs
+# added once, W - 1 adds per element, so (W - 1) / N passes of a += b over the buffer per host at
+# least, timed on host 1's CPUs (ddp-bench floors: pass_us; from 1 MiB, below which the pass
+# times its threads' start). Where links bind, the adds overlap the sends; where a host's CPUs
+# carry its streams' copies too (unshaped emulated links), the floor plus the adds is the least.
+adds() {
+  local sizes="" prev="" a list=()
+  for a in "${args[@]}"; do
+    [ "$prev" = --sizes ] && sizes=$a
+    case "$a" in --sizes=*) sizes=${a#--sizes=} ;; esac
+    prev=$a
+  done
+  for a in ${sizes//,/ }; do
+    case "$a" in *[Mm] | *[Gg]) list+=("$a") ;; esac
+  done
+  [ ${#list[@]} -gt 0 ] || return 0
+  local joined
+  joined=$(IFS=,; echo "${list[*]}")
+  on 1 "$bin/ddp-bench" floors --sizes "$joined" --repeats 5 --format json > "$out/floors" 2>&1 || {
+    echo "# the adds: ddp-bench floors failed: $(tail -1 "$out/floors")"
+    return 0
+  }
+  sed -E 's/.*"bytes":([0-9]+).*"pass_us":([0-9.]+).*/\1 \2/' "$out/floors" | awk -v w=$((n * per)) -v n="$n" '
+    { us = $2 * (w - 1) / n; b = $1; s = b / 1048576 >= 1024 ? sprintf("%dG", b / 1073741824) : sprintf("%dM", b / 1048576)
+      line = line sprintf("%s%s %.0f us", (NR > 1 ? ", " : ""), s, us) }
+    END { printf "# adds per host ((W - 1) / N = %d / %d passes of a += b over the buffer, on host 1'"'"'s CPUs): %s\n", w - 1, n, line }'
+}
 # The emulated hosts share this machine's cores: when their ranks outnumber them, shared memory
 # gets the settings the backend itself picks for ranks that outnumber a host's cores (never
 # spin: a spinning rank holds the core its peer needs), unless set here already.
@@ -140,6 +170,7 @@ else
   echo "# $n hosts x $per ranks; peers: $compare; each host on $share CPUs of its own:$(for h in $(seq 1 "$n"); do printf ' %s' "${cpus[h]}"; done)"
 fi
 floors
+adds
 # Open MPI beside: mpirun on host 1 starts its daemons on the others through an rsh agent that
 # enters host K (hosts.sh run), then ddp-bench --backend mpi-direct (MPI_Allreduce: its tuned
 # algorithms, vader within a host, tcp between). The launcher is forced to rsh: an environment
