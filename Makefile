@@ -65,7 +65,8 @@ soak: build
 TSAN_TARGETS ?= comm_work_test comm_tcp_process_group_test comm_tcp_socket_engine_test comm_tcp_peer_mesh_test \
   comm_tcp_processes_test rendezvous_hash_store_test rendezvous_tcp_store_test rendezvous_tcp_store_server_test \
   comm_init_test comm_tcp_hierarchical_collectives_test comm_tcp_shm_segment_test comm_tcp_mailbox_test \
-  comm_tcp_shm_allreduce_direct_test comm_tcp_shm_allreduce_cross_test comm_tcp_shm_region_test comm_tcp_shm_oneshot_test \
+  comm_tcp_shm_allreduce_direct_test comm_tcp_shm_exchange_direct_test comm_tcp_shm_allreduce_cross_test \
+  comm_tcp_shm_region_test comm_tcp_shm_oneshot_test \
   comm_tcp_shm_allreduce_chunked_test comm_tcp_shm_channel_test \
   rendezvous_file_store_test rendezvous_node_rendezvous_test common_task_thread_test \
   ddp_engine_test ddp_reducer_test ddp_join_test ddp_comm_hook_test \
