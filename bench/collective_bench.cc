@@ -193,8 +193,8 @@ void print_row(const Flags& f, const Row& row) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%-14s %-12s %-4s %5d %12zu %11.2f %11.2f %11.2f %11.3f %11.3f %9.2f\n", to_string(row.op),
-                row.impl.c_str(), memory_of_row(f, row) == "group" ? "grp" : f.device.c_str(), row.world, row.bytes, med,
-                lo, hi, algbw, busbw, x_first);
+                row.impl.c_str(), memory_of_row(f, row) == "group" ? "grp" : f.device.c_str(), row.world,
+                row.bytes, med, lo, hi, algbw, busbw, x_first);
   }
   std::fflush(stdout);
 }

@@ -132,9 +132,8 @@ std::shared_ptr<GroupMemory> TcpProcessGroup::allocate(size_t bytes) {
     // Some rank's /dev/shm had no room (every rank sees it: ShmRegion): plain memory, which
     // every op takes as well, only not in place.
     if (!warned_memory_.exchange(true)) {
-      logger("tcp")->warn(
-          "{}: group '{}' gives plain host memory instead (all_reduces not in place; said once)", e.what(),
-          group_);
+      logger("tcp")->warn("{}: group '{}' gives plain host memory instead (nothing in place; said once)",
+                          e.what(), group_);
     }
     return ProcessGroup::allocate(bytes);
   }

@@ -25,13 +25,6 @@ using namespace ddp::comm::tcp::testing;
 
 namespace {
 
-// Small slots and one-shot limit: ops of a few thousand elements run direct, in many chunks.
-std::map<std::string, std::optional<std::string>> small_geometry() {
-  return {{"DDP_TCP_TRANSPORT", std::string("shm")},
-          {"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")},
-          {"DDP_TCP_SHM_ONESHOT_BYTES", std::string("1024")}};
-}
-
 size_t shm_entries_of_this_process() {
   const std::string stem = "ddp-tcp-" + std::to_string(::getpid()) + "-";
   size_t n = 0;
@@ -44,7 +37,7 @@ size_t shm_entries_of_this_process() {
 }  // namespace
 
 TEST_CASE("direct all_reduce: every dtype and reduce op, worlds 2 and 3, each element exact") {
-  ScopedEnv env(small_geometry());
+  ScopedEnv env(small_shm_geometry());
   for (int w : {2, 3}) {
     CAPTURE(w);
     run_ranks(w, [&](TcpProcessGroup& pg, int r) {
@@ -67,7 +60,7 @@ TEST_CASE("direct all_reduce: every dtype and reduce op, worlds 2 and 3, each el
 }
 
 TEST_CASE("direct all_reduce: a view at the same offset runs direct; different offsets fall back, exact") {
-  ScopedEnv env(small_geometry());
+  ScopedEnv env(small_shm_geometry());
   run_ranks(3, [&](TcpProcessGroup& pg, int r) {
     auto mem = pg.allocate(1 << 20);
     check_all_reduce_in(pg, r, mem->view(9000, DType::kFloat32, 4096 + 12), ReduceOp::kSum);
@@ -80,7 +73,7 @@ TEST_CASE("direct all_reduce: a view at the same offset runs direct; different o
 }
 
 TEST_CASE("direct all_reduce: one rank's buffer outside group memory: every rank falls back, exact") {
-  ScopedEnv env(small_geometry());
+  ScopedEnv env(small_shm_geometry());
   run_ranks(2, [&](TcpProcessGroup& pg, int r) {
     auto mem = pg.allocate(1 << 16);
     auto plain = filled(DType::kInt32, 10000);
@@ -93,7 +86,7 @@ TEST_CASE("direct all_reduce: one rank's buffer outside group memory: every rank
 }
 
 TEST_CASE("direct all_reduce: mixed with every other op, many rounds") {
-  ScopedEnv env(small_geometry());
+  ScopedEnv env(small_shm_geometry());
   run_ranks(3, [&](TcpProcessGroup& pg, int r) {
     auto mem = pg.allocate(1 << 16);
     for (int round = 0; round < 20; ++round) {
@@ -105,26 +98,14 @@ TEST_CASE("direct all_reduce: mixed with every other op, many rounds") {
 }
 
 TEST_CASE("direct all_reduce: a peer that never calls it is a TimeoutError naming it") {
-  ScopedEnv env(small_geometry());
-  std::atomic<bool> named{false}, done{false};
-  run_ranks(2, [&](TcpProcessGroup& pg, int r) {
-    auto mem = pg.allocate(1 << 16);
-    if (r == 1) {  // allocates, then never all_reduces (nor leaves the group)
-      while (!done) std::this_thread::sleep_for(Millis(5));
-      return;
-    }
-    try {
-      pg.all_reduce(mem->view(10000, DType::kFloat32), {ReduceOp::kSum, Millis(300)})->wait();
-    } catch (const TimeoutError& e) {
-      named = std::string(e.what()).find("ranks [1]") != std::string::npos;
-    }
-    done = true;
-  });
-  CHECK(named);
+  ScopedEnv env(small_shm_geometry());
+  CHECK(absent_peer_named([](ProcessGroup& pg, GroupMemory& mem) {
+    pg.all_reduce(mem.view(10000, DType::kFloat32), {ReduceOp::kSum, Millis(300)})->wait();
+  }));
 }
 
 TEST_CASE("group memory: nothing of it is left in /dev/shm, and it outlives its group") {
-  ScopedEnv env(small_geometry());
+  ScopedEnv env(small_shm_geometry());
   const size_t before = shm_entries_of_this_process();
   std::vector<std::shared_ptr<GroupMemory>> kept(2);
   run_ranks(2, [&](TcpProcessGroup& pg, int r) {
@@ -148,7 +129,7 @@ TEST_CASE("group memory: a /dev/shm without room gives plain memory on every ran
     if (::unshare(CLONE_NEWNS) == 0 && ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
         ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=4m") == 0) {
       try {
-        ScopedEnv env(small_geometry());
+        ScopedEnv env(small_shm_geometry());
         run_ranks(2, [&](TcpProcessGroup& pg, int r) {
           auto mem = pg.allocate(8 << 20);
           if (mem->shared()) throw std::runtime_error("8 MiB in a 4 MiB /dev/shm");

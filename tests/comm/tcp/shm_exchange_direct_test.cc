@@ -5,9 +5,6 @@
 
 #include <doctest/doctest.h>
 
-#include <atomic>
-#include <thread>
-
 #include "comm/tcp/tcp_process_group.h"
 #include "common/error.h"
 #include "tcp_ops_check.h"
@@ -20,13 +17,6 @@ using namespace ddp::comm::tcp;
 using namespace ddp::comm::tcp::testing;
 
 namespace {
-
-// Small slots and one-shot limit: ops of a few thousand elements run direct, in many chunks.
-std::map<std::string, std::optional<std::string>> small_geometry() {
-  return {{"DDP_TCP_TRANSPORT", std::string("shm")},
-          {"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")},
-          {"DDP_TCP_SHM_ONESHOT_BYTES", std::string("1024")}};
-}
 
 // reduce_scatter of `whole` (rank r's values for op) into `block`, checked; then all_gather of
 // `block` back into `whole`, checked: every rank's reduced block, in rank order.
@@ -51,7 +41,7 @@ void check_exchange(ProcessGroup& pg, int r, const Buffer& whole, const Buffer& 
 
 TEST_CASE(
     "direct reduce_scatter and all_gather: every dtype and reduce op, worlds 2 and 3, in place, exact") {
-  ScopedEnv env(small_geometry());
+  ScopedEnv env(small_shm_geometry());
   for (int w : {2, 3}) {
     CAPTURE(w);
     run_ranks(w, [&](TcpProcessGroup& pg, int r) {
@@ -75,7 +65,7 @@ TEST_CASE(
 }
 
 TEST_CASE("direct reduce_scatter and all_gather: the other side in plain memory, at an offset, exact") {
-  ScopedEnv env(small_geometry());
+  ScopedEnv env(small_shm_geometry());
   run_ranks(3, [&](TcpProcessGroup& pg, int r) {
     auto mem = pg.allocate(1 << 20);
     const size_t n = 9001;
@@ -89,7 +79,7 @@ TEST_CASE("direct reduce_scatter and all_gather: the other side in plain memory,
 TEST_CASE("direct reduce_scatter and all_gather: one rank's buffer elsewhere: every rank falls back, exact") {
   for (const char* cma : {"off", "on"}) {
     CAPTURE(cma);
-    auto settings = small_geometry();
+    auto settings = small_shm_geometry();
     settings["DDP_TCP_CMA"] = std::string(cma);
     ScopedEnv env(settings);
     run_ranks(3, [&](TcpProcessGroup& pg, int r) {
@@ -114,7 +104,7 @@ TEST_CASE("direct reduce_scatter and all_gather: one rank's buffer elsewhere: ev
 
 TEST_CASE(
     "direct reduce_scatter and all_gather: mixed with direct all_reduces and every other op, many rounds") {
-  ScopedEnv env(small_geometry());
+  ScopedEnv env(small_shm_geometry());
   run_ranks(2, [&](TcpProcessGroup& pg, int r) {
     auto mem = pg.allocate(1 << 20);
     const size_t n = 7001;
@@ -134,28 +124,13 @@ TEST_CASE(
 }
 
 TEST_CASE("direct reduce_scatter and all_gather: a peer that never calls them is a TimeoutError naming it") {
-  ScopedEnv env(small_geometry());
-  for (bool gather : {false, true}) {
-    CAPTURE(gather);
-    std::atomic<bool> named{false}, done{false};
-    run_ranks(2, [&](TcpProcessGroup& pg, int r) {
-      auto mem = pg.allocate(1 << 16);
-      if (r == 1) {  // allocates, then never calls (nor leaves the group)
-        while (!done) std::this_thread::sleep_for(Millis(5));
-        return;
-      }
-      const Buffer whole = mem->view(8000, DType::kFloat32);
-      try {
-        if (gather) {
-          pg.all_gather(whole.slice(0, 4000), whole, {Millis(300)})->wait();
-        } else {
-          pg.reduce_scatter(whole, whole.slice(0, 4000), {ReduceOp::kSum, Millis(300)})->wait();
-        }
-      } catch (const TimeoutError& e) {
-        named = std::string(e.what()).find("ranks [1]") != std::string::npos;
-      }
-      done = true;
-    });
-    CHECK(named);
-  }
+  ScopedEnv env(small_shm_geometry());
+  CHECK(absent_peer_named([](ProcessGroup& pg, GroupMemory& mem) {
+    const Buffer whole = mem.view(8000, DType::kFloat32);
+    pg.reduce_scatter(whole, whole.slice(0, 4000), {ReduceOp::kSum, Millis(300)})->wait();
+  }));
+  CHECK(absent_peer_named([](ProcessGroup& pg, GroupMemory& mem) {
+    const Buffer whole = mem.view(8000, DType::kFloat32);
+    pg.all_gather(whole.slice(0, 4000), whole, {Millis(300)})->wait();
+  }));
 }

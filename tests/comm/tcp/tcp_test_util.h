@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "comm/backend.h"
 #include "comm/tcp/tcp_process_group.h"
+#include "common/error.h"
 #include "rendezvous/hash_store.h"
 #include "rendezvous/prefix_store.h"
 
@@ -134,6 +136,35 @@ inline std::vector<int> run_processes(int size, const std::function<int(int)>& b
 inline std::string temp_path(const std::string& stem) {
   static std::atomic<int> n{0};
   return "/tmp/ddp-tcp-test-" + std::to_string(::getpid()) + "-" + stem + "-" + std::to_string(n++);
+}
+
+// Shared memory with small slots and one-shot limit: ops of a few thousand elements run past
+// the one-shot size, in many chunks (the suites of the ops in group memory).
+inline std::map<std::string, std::optional<std::string>> small_shm_geometry() {
+  return {{"DDP_TCP_TRANSPORT", std::string("shm")},
+          {"DDP_TCP_SHM_SLOT_BYTES", std::string("4096")},
+          {"DDP_TCP_SHM_ONESHOT_BYTES", std::string("1024")}};
+}
+
+// Two ranks with group memory of 64 KiB each: rank 1 allocates, then never calls an op (nor
+// leaves the group) while rank 0 runs `op` on the memory (its timeout short). True when rank 0
+// got a TimeoutError naming rank 1.
+inline bool absent_peer_named(const std::function<void(ProcessGroup&, GroupMemory&)>& op) {
+  std::atomic<bool> named{false}, done{false};
+  run_ranks(2, [&](TcpProcessGroup& pg, int r) {
+    auto mem = pg.allocate(1 << 16);
+    if (r == 1) {
+      while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;
+    }
+    try {
+      op(pg, *mem);
+    } catch (const TimeoutError& e) {
+      named = std::string(e.what()).find("ranks [1]") != std::string::npos;
+    }
+    done = true;
+  });
+  return named;
 }
 
 }  // namespace ddp::comm::tcp::testing
