@@ -8,7 +8,9 @@
 //   all_reduce of that share across hosts, all_gather within the host; large buffers in
 //   segments. Overlapped, their steps overlap: a second thread runs the steps within the host,
 //   so one segment crosses hosts while the next is reduced within the host and the last
-//   gathered; otherwise the steps run one after another on the worker. The n % L trailing
+//   gathered; otherwise the steps run one after another on the worker. A buffer in the group's
+//   memory (TcpProcessGroup::allocate: the host's group's) takes both steps within the host in
+//   place, by the local group's direct passes (shm_exchange_direct.h). The n % L trailing
 //   elements, and buffers up to Options::small_bytes whole (measured when the group is made:
 //   hierarchy_calibration.h), take an all_reduce within the host then across hosts. Above that
 //   limit the way (split, overlapped, or flat over the group's own sockets) is the one
