@@ -153,9 +153,8 @@ struct Row {
 
 // The memory a row's implementation ran on: group memory is ours alone (Gloo's and Open MPI's
 // own calls take plain host memory from it: make_runner).
-std::string memory_of_row(const Flags& f, const Row& row) {
-  const bool peer = row.impl == "gloo-direct" || row.impl == "mpi-direct";
-  return f.memory == "group" && !peer ? "group" : "host";
+bool in_group_memory(const Flags& f, const Row& row) {
+  return f.memory == "group" && row.impl != "gloo-direct" && row.impl != "mpi-direct";
 }
 
 void print_row(const Flags& f, const Row& row) {
@@ -171,7 +170,7 @@ void print_row(const Flags& f, const Row& row) {
     nlohmann::json j = {{"op", to_string(row.op)},
                         {"backend", row.impl},
                         {"device", f.device},
-                        {"memory", memory_of_row(f, row)},
+                        {"memory", in_group_memory(f, row) ? "group" : "host"},
                         {"world_size", row.world},
                         {"bytes", row.bytes},
                         {"iters", f.iters},
@@ -193,8 +192,8 @@ void print_row(const Flags& f, const Row& row) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%-14s %-12s %-4s %5d %12zu %11.2f %11.2f %11.2f %11.3f %11.3f %9.2f\n", to_string(row.op),
-                row.impl.c_str(), memory_of_row(f, row) == "group" ? "grp" : f.device.c_str(), row.world,
-                row.bytes, med, lo, hi, algbw, busbw, x_first);
+                row.impl.c_str(), in_group_memory(f, row) ? "grp" : f.device.c_str(), row.world, row.bytes,
+                med, lo, hi, algbw, busbw, x_first);
   }
   std::fflush(stdout);
 }

@@ -105,16 +105,33 @@ for h in $(seq 1 "$n"); do tail -1 "$out/ring.$h" > "$out/ring.$h.best"; done
 ring=$(for h in $(seq 1 "$n"); do printf 'host %s -> %s %s GB/s, ' "$h" $((h % n + 1)) "$(cat "$out/ring.$h.best")"; done)
 mean=$(cat "$out"/ring.*.best | awk '{ t += $1 } END { printf "%.2f", t / NR }')
 echo "# every host sending to the next at once: ${ring%, } (mean $mean GB/s)"
-# The least any all_reduce must send from each host (reduce_scatter + all_gather among the hosts:
-# 2 (N-1)/N of the buffer), at the ring streams' mean rate: the op's floor on these links. The
-# mean, not the slowest: emulated links share the cores, so one stream's loss is another's gain.
-floors() {
+# The --sizes given for ddp-bench (empty when none).
+sizes_given() {
   local sizes="" prev="" a
   for a in "${args[@]}"; do
     [ "$prev" = --sizes ] && sizes=$a
     case "$a" in --sizes=*) sizes=${a#--sizes=} ;; esac
     prev=$a
   done
+  echo "$sizes"
+}
+# A whole size with an optional K, M or G suffix, in bytes; 0 for anything else (a fraction such
+# as 1.5M, or garbage: left out of the adds; ddp-bench reads or refuses it itself).
+bytes_of() {
+  [[ "$1" =~ ^[0-9]{1,12}[KkMmGg]?$ ]] || { echo 0; return; }
+  case "$1" in
+    *[Kk]) echo $((${1%?} << 10)) ;;
+    *[Mm]) echo $((${1%?} << 20)) ;;
+    *[Gg]) echo $((${1%?} << 30)) ;;
+    *) echo "$1" ;;
+  esac
+}
+# The least any all_reduce must send from each host (reduce_scatter + all_gather among the hosts:
+# 2 (N-1)/N of the buffer), at the ring streams' mean rate: the op's floor on these links. The
+# mean, not the slowest: emulated links share the cores, so one stream's loss is another's gain.
+floors() {
+  local sizes
+  sizes=$(sizes_given)
   [ -n "$sizes" ] || return 0
   awk -v sizes="$sizes" -v n="$n" -v gbps="$mean" 'BEGIN {
     k = split(sizes, s, ","); line = ""
@@ -134,23 +151,17 @@ floors() {
 # times its threads' start). Where links bind, the adds overlap the sends; where a host's CPUs
 # carry its streams' copies too (unshaped emulated links), the floor plus the adds is the least.
 adds() {
-  local sizes="" prev="" a list=()
-  for a in "${args[@]}"; do
-    [ "$prev" = --sizes ] && sizes=$a
-    case "$a" in --sizes=*) sizes=${a#--sizes=} ;; esac
-    prev=$a
-  done
-  for a in ${sizes//,/ }; do
-    case "$a" in *[Mm] | *[Gg]) list+=("$a") ;; esac
+  local a list=()
+  for a in $(sizes_given | tr ',' ' '); do
+    [ "$(bytes_of "$a")" -ge $((1 << 20)) ] && list+=("$a")
   done
   [ ${#list[@]} -gt 0 ] || return 0
-  local joined
-  joined=$(IFS=,; echo "${list[*]}")
-  on 1 "$bin/ddp-bench" floors --sizes "$joined" --repeats 5 --format json > "$out/floors" 2>&1 || {
-    echo "# the adds: ddp-bench floors failed: $(tail -1 "$out/floors")"
+  if ! on 1 "$bin/ddp-bench" floors --sizes "$(IFS=,; echo "${list[*]}")" --repeats 5 --format json \
+      > "$out/floors" 2> "$out/floors.err"; then
+    echo "# the adds: ddp-bench floors failed: $(tail -1 "$out/floors.err")"
     return 0
-  }
-  sed -E 's/.*"bytes":([0-9]+).*"pass_us":([0-9.]+).*/\1 \2/' "$out/floors" | awk -v w=$((n * per)) -v n="$n" '
+  fi
+  sed -nE 's/^\{.*"bytes":([0-9]+).*"pass_us":([0-9.]+).*/\1 \2/p' "$out/floors" | awk -v w=$((n * per)) -v n="$n" '
     { us = $2 * (w - 1) / n; b = $1; s = b / 1048576 >= 1024 ? sprintf("%dG", b / 1073741824) : sprintf("%dM", b / 1048576)
       line = line sprintf("%s%s %.0f us", (NR > 1 ? ", " : ""), s, us) }
     END { printf "# adds per host ((W - 1) / N = %d / %d passes of a += b over the buffer, on host 1'"'"'s CPUs): %s\n", w - 1, n, line }'

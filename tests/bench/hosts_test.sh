@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/hosts.sh end to end, small (root only; exit 77, Skipped, otherwise; a smoke test, not a
 # timing test): 2 emulated hosts x 1 rank, two sizes. It must print the link floor, every
-# host's ring figure and each size's floor (and from 1 MiB the adds per host), then rows for ours (automatic and flat) beside Gloo,
-# and Open MPI's rows or the reason they are missing; and fail, showing the ranks' stderr, when
+# host's ring figure and each size's floor (and from 1 MiB the adds per host), then rows for
+# ours (automatic and flat) beside Gloo, and Open MPI's rows or the reason they are missing; and fail, showing the ranks' stderr, when
 # a run fails. Each host runs on CPUs of its own (HOST_CPUS), or shares them when told; COMPARE=none
 # measures ours alone.
 # usage: hosts_test.sh <source dir> <bin dir>
@@ -57,11 +57,11 @@ BIN=$bin HOSTS=2 RANKS_PER_HOST=1 MODES=auto HOST_CPUS=none COMPARE=none bash "$
   --iters 1 --repeats 1 --warmup 0 > "$out" 2>&1 || fail "HOST_CPUS=none COMPARE=none failed"
 grep -q "^# 2 hosts x 1 ranks; peers: none; the hosts share this machine's" "$out" || fail "HOST_CPUS=none not said"
 grep -Eq "^all_reduce +tcp +cpu +2 +4 " "$out" || fail "COMPARE=none: no row of ours"
-# From 1 MiB, the adds per host: 2 x 1 ranks make 1 add per element, half of it on each host.
-BIN=$bin HOSTS=2 RANKS_PER_HOST=1 MODES=auto COMPARE=none bash "$src/bench/hosts.sh" --sizes 4,1M --iters 1 \
-  --repeats 1 --warmup 0 > "$out" 2>&1 || fail "--sizes 4,1M failed"
-grep -Eq "^# adds per host \(\(W - 1\) / N = 1 / 2 passes of a \+= b .*\): 1M $floor us$" "$out" || fail "no adds per host"
 grep -q "gloo-direct" "$out" && fail "COMPARE=none: a peer was measured"
+# From 1 MiB, the adds per host: 2 x 1 ranks make 1 add per element, half of it on each host.
+BIN=$bin HOSTS=2 RANKS_PER_HOST=1 MODES=auto COMPARE=none bash "$src/bench/hosts.sh" --sizes 4,1048576 --iters 1 \
+  --repeats 1 --warmup 0 > "$out" 2>&1 || fail "--sizes 4,1048576 failed"
+grep -Eq "^# adds per host \(\(W - 1\) / N = 1 / 2 passes of a \+= b .*\): 1M $floor us$" "$out" || fail "no adds per host"
 for bad in 4096 two; do
   BIN=$bin HOSTS=2 HOST_CPUS=$bad bash "$src/bench/hosts.sh" --sizes 4 > "$out" 2>&1 && fail "HOST_CPUS=$bad accepted"
   grep -q "HOST_CPUS" "$out" || fail "HOST_CPUS=$bad refused without naming it"

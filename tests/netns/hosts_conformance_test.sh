@@ -23,8 +23,8 @@
 #   gloo          hierarchical with the step between hosts on Gloo (DDP_TCP_INTER=gloo), in
 #                 overlapped segments as above; Skipped (77) when this build has no gloo backend.
 # The matrix's subgroups cover the other layouts (one host, uneven hosts); its world of 4 in group
-# memory must have had the hosts' shared memory. Exit 77 (Skipped)
-# when not root or a tool is missing.
+# memory must have had the hosts' shared memory. Exit 77 (Skipped) when not root or a tool is
+# missing.
 # usage: [GLOO_BUILT=1] hosts_conformance_test.sh <bin dir> <tests dir> <source dir> HOSTS
 #          hierarchical|flat|streams|large-flat|gloo
 set -uo pipefail
