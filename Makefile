@@ -1,5 +1,6 @@
 # The two Quickstart commands (README): `make demo` and `make test`. Both install what is
-# missing (scripts/install-deps.sh), configure and build. PRESET=asan|debug|tsan picks another build.
+# missing (scripts/install-deps.sh) and configure; `make test` builds everything, `make demo` only
+# what it runs. PRESET=asan|debug|tsan picks another build.
 PRESET ?= release
 BUILD_DIR := $(if $(filter release,$(PRESET)),build,build-$(PRESET))
 JOBS ?= $(shell nproc)
@@ -101,7 +102,11 @@ lint: build
 	@DDP_LINT_DEPS=1 bash scripts/install-deps.sh
 	@bash scripts/lint.sh $(BUILD_DIR)
 
-demo: build
+# Only what the demo runs: the launcher and the Fashion-MNIST program (with the libraries they
+# link), not the suite's executables.
+DEMO_TARGETS := ddp-launch ddp-train-fashion-mnist
+demo: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target $(DEMO_TARGETS)
 	@bash scripts/demo.sh $(BUILD_DIR)
 
 clean:

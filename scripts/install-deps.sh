@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config ccache
-  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev doctest-dev libssl-dev
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev doctest-dev libssl-dev
   libgloo-dev libopenmpi-dev openmpi-bin
   iproute2 procps python3
   help2man  # ddp-launch.1, generated from --help
@@ -13,6 +13,8 @@ packages=(
   libtorch-dev python3-torch zlib1g-dev dataset-fashion-mnist
   # pybind11 and Python headers for the torch.distributed plugin (ddp/torch/python).
   pybind11-dev python3-dev
+  # `pip install .` (pyproject.toml: the plugin as a Python package) and its test's venv.
+  python3-pip python3-setuptools python3-wheel python3-build python3-venv
 )
 # `make format` / `format-check` / `lint` (DDP_LINT_DEPS=1): clang-format and clang-tidy 14.
 if [ "${DDP_LINT_DEPS:-0}" = 1 ]; then
