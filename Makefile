@@ -11,7 +11,7 @@ MAKEFLAGS += --no-print-directory
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= config_file error_file init_method hostlist store_protocol wire_header multicast_datagram mesh_handshake
 
-.PHONY: all deps configure build test demo bench clean fuzz soak tsan-test format format-check lint
+.PHONY: all deps configure build test demo bench benchmarks clean fuzz soak tsan-test format format-check lint
 
 all: build
 
@@ -108,6 +108,12 @@ DEMO_TARGETS := ddp-launch ddp-train-fashion-mnist
 demo: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target $(DEMO_TARGETS)
 	@bash scripts/demo.sh $(BUILD_DIR)
+
+# docs/benchmarks.md, its plots (docs/img/) and the README's headline table, from the result files
+# under bench/results/ (bench/report.py; Debian's python3 and python3-matplotlib). Nothing is
+# measured here: add a run's files under bench/results/ first (the page says how each was made).
+benchmarks: deps
+	@/usr/bin/python3 bench/report.py
 
 clean:
 	rm -rf build build-debug build-asan build-tsan build-fuzz build*.configure.log

@@ -1,7 +1,7 @@
 #pragma once
 // How far apart two CPUs are, as the time a cache line takes to go from one to the other and
 // back: two threads pinned to them hand a counter back and forth. On a VM the host may move the
-// vCPUs under a running job (the 2-vCPU EPYC VM of docs/tcp.md, "near cores and far cores":
+// vCPUs under a running job (the 2-vCPU EPYC VM of docs/benchmarks.md, "History":
 // 100-120 ns near, 440-480 ns far, switching every 10-60 s), and shared-memory figures follow
 // it, so ddp-bench collective prints it before and after a local run.
 #include <optional>

@@ -64,7 +64,7 @@ class SocketEngine {
     std::chrono::microseconds poll{0};
     // TCP_NOTSENT_LOWAT on every connection (0: the kernel's default, no limit): sendmsg takes
     // no more than this beyond what the peer's window lets go at once, so one call never queues
-    // megabytes that later leave at the peer's pace (see docs/tcp.md, "Across hosts").
+    // megabytes that later leave at the peer's pace (see docs/tcp.md, "Unsent bytes").
     size_t notsent_lowat = 0;
   };
   // fds[r]: the connection to rank r (empty for this rank).
