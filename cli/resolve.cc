@@ -84,8 +84,10 @@ void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions&
   };
   auto& l = o.launch;
   if (l.standalone) return;
-  auto slurm_nodes = get({"SLURM_STEP_NUM_NODES", "SLURM_NNODES"});
-  auto slurm_tasks = get({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"});
+  // Only srun exports SLURM_STEP_*: the batch script (and an salloc shell) has SLURM_NNODES and
+  // SLURM_NODEID=0 too, but runs once, on the first node, so it is one node, not node 0 of many.
+  auto slurm_nodes = get({"SLURM_STEP_NUM_NODES"});
+  auto slurm_tasks = get({"SLURM_STEP_NUM_TASKS"});
   auto slurm_node = get({"SLURM_NODEID"});
   check_slurm_tasks(s, env, warnings);
   bool slurm = slurm_nodes && slurm_node && (!slurm_tasks || *slurm_tasks == *slurm_nodes);
@@ -95,7 +97,7 @@ void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions&
   bool ompi = !slurm && ompi_size && ompi_rank && (!ompi_local || *ompi_local == "1");
   if (!slurm && !ompi) return;
   const std::string src =
-      slurm ? "Slurm (SLURM_NNODES/SLURM_NODEID)" : "Open MPI (OMPI_COMM_WORLD_SIZE/RANK)";
+      slurm ? "Slurm (SLURM_STEP_NUM_NODES/SLURM_NODEID)" : "Open MPI (OMPI_COMM_WORLD_SIZE/RANK)";
   if (!s.has("nnodes")) {
     int n = parse_int(slurm ? *slurm_nodes : *ompi_size, src);
     l.nnodes_min = l.nnodes_max = n;

@@ -9,6 +9,8 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin
   iproute2 procps python3
   help2man  # ddp-launch.1, generated from --help
+  # A real Slurm cluster and munge on emulated hosts for tests/cluster (about 13 MiB).
+  slurm-wlm munge
   # LibTorch and PyTorch for ddp/torch and its comparisons; the demo's data set.
   libtorch-dev python3-torch zlib1g-dev dataset-fashion-mnist
   # pybind11 and Python headers for the torch.distributed plugin (ddp/torch/python).

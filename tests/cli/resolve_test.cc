@@ -314,16 +314,24 @@ TEST_CASE("c10d is tcp; rdzv-conf sets the timeout and is_host") {
 }
 
 TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
-  auto s = resolve({"./p"}, {{"SLURM_NNODES", "4"},
+  auto s = resolve({"./p"}, {{"SLURM_STEP_NUM_NODES", "4"},
                              {"SLURM_NODEID", "2"},
                              {"SLURM_JOB_NODELIST", "gpu[07-10]"},
-                             {"SLURM_NTASKS", "4"}});
+                             {"SLURM_STEP_NUM_TASKS", "4"}});
   CHECK(s.launch.nnodes_max == 4);
   CHECK(s.launch.node_rank == 2);
   CHECK(s.launch.master_addr == "gpu07");
-  // several tasks per node in the allocation, outside srun (the batch script): nothing inferred
-  auto t = resolve({"./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_NTASKS", "8"}});
+  // the batch script of `sbatch -N2` (as a real slurmd starts it): the allocation's node count and
+  // node 0, but no step; it runs on the first node only, so nothing is inferred
+  auto t = resolve({"./p"}, {{"SLURM_NNODES", "2"},
+                             {"SLURM_JOB_NUM_NODES", "2"},
+                             {"SLURM_NODEID", "0"},
+                             {"SLURM_PROCID", "0"},
+                             {"SLURM_JOB_ID", "7"},
+                             {"SLURM_JOB_NODELIST", "n[1-2]"}});
   CHECK(t.launch.nnodes_max == 1);
+  auto t2 = resolve({"./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "0"}, {"SLURM_NTASKS", "2"}});
+  CHECK(t2.launch.nnodes_max == 1);
   // host lists with several bracket groups: the first host is node 0's
   auto g = resolve({"./p"}, {{"SLURM_STEP_NUM_NODES", "4"},
                              {"SLURM_STEP_NUM_TASKS", "4"},
@@ -333,7 +341,7 @@ TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
   CHECK(g.launch.node_rank == 3);
   // flags win over Slurm
   auto u = resolve({"--master-addr", "10.1.1.1", "./p"},
-                   {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_JOB_NODELIST", "a,b"}});
+                   {{"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_JOB_NODELIST", "a,b"}});
   CHECK(u.launch.master_addr == "10.1.1.1");
   CHECK(u.launch.node_rank == 1);
   auto m = resolve({"--master-addr", "10.0.0.9", "./p"},
@@ -366,8 +374,8 @@ TEST_CASE("Slurm and Open MPI fill node rank, node count and master address") {
     CHECK(warnings[0].find("not taken from Slurm") != std::string::npos);
   }
   // standalone ignores the scheduler
-  CHECK(resolve({"--standalone", "./p"}, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}}).launch.nnodes_max ==
-        1);
+  CHECK(resolve({"--standalone", "./p"}, {{"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_NODEID", "1"}})
+            .launch.nnodes_max == 1);
 }
 
 TEST_CASE("multicast: a group and port, ttl and interface from --rdzv-conf") {
