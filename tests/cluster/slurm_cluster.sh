@@ -204,7 +204,8 @@ case "$cmd" in
       p=$(basename "$d" .slurm)
       pid=$(echo "$p" | sed -E 's/^ddpM([0-9]+)x.*/\1/')
       [ -d "/proc/$pid" ] && continue
-      n=$(ls "$d/spool" 2> /dev/null | grep -c . || true)
+      n=0
+      for h in "$d"/spool/*; do [ -d "$h" ] && n=$((n + 1)); done
       down "$p" "$n"
     done
     $hosts sweep
