@@ -84,7 +84,7 @@ std::unique_ptr<CLI::App> build_app(Bindings& b, bool& help, bool& version) {
   app->set_help_flag();
   app->prefix_command();
   app->footer(std::string(kFooter) + kExitCodeTable);
-  app->get_formatter()->column_width(34);
+  app->get_formatter()->column_width(kHelpOptionColumn);
   app->add_flag("-h,--help", help, "Print this help and exit")->group("General");
   app->add_flag("--version", version, "Print the version and exit")->group("General");
   for (const auto& spec : option_specs()) {

@@ -2,6 +2,7 @@
 // The command line of ddp-launch: `ddp-launch [options] [--] PROGRAM [ARGS...]`. Options are
 // generated from the option table (option_specs.h), with torchrun's spellings: --nproc-per-node
 // and --nproc_per_node both work. Everything after PROGRAM belongs to PROGRAM.
+#include <cstddef>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -22,6 +23,8 @@ struct CommandLine {
 // malformed one CLI11 can detect.
 CommandLine parse_command_line(const std::vector<std::string>& args);  // args without argv[0]
 
+// The column where help_text()'s option descriptions start (continuation lines included).
+constexpr size_t kHelpOptionColumn = 34;
 std::string help_text();
 std::string version_text();
 

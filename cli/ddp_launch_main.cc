@@ -10,6 +10,7 @@
 #include "cli/dry_run.h"
 #include "cli/exit_codes.h"
 #include "cli/resolve.h"
+#include "cli/text_wrap.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -31,8 +32,10 @@ std::vector<std::string> environment_names() {
   return names;
 }
 
+// The launcher's own lines, in its loggers' style (set_log_program): "ddp-launch: [level: ]text".
 // Through the launcher's stderr sink once installed: never blocks (launcher/stderr_sink.h).
 void say(const std::string& text) { launcher::write_stderr("ddp-launch: " + text + "\n"); }
+void say_error(const std::string& text) { say("error: " + text); }
 
 int run_job(const launcher::AgentOptions& options) {
   launcher::Agent agent(options);
@@ -46,7 +49,7 @@ int run_job(const launcher::AgentOptions& options) {
       say("stopped by " + launcher::signal_name(out.last.interrupted_by));
       return out.last.exit_code();
     case launcher::AgentStatus::kPeerFailed:
-      say("the job stopped because another node did: " + out.detail);
+      say_error("the job stopped because another node did: " + out.detail);
       return cli::kExitPeerFailed;
   }
   return cli::kExitInternal;
@@ -57,22 +60,22 @@ int run_supervised(const launcher::AgentOptions& options) {
   try {
     return run_job(options);
   } catch (const TimeoutError& e) {
-    say(e.message());
+    say_error(e.message());
     return cli::kExitRendezvous;
   } catch (const NetworkError& e) {
-    say(e.message());
+    say_error(e.message());
     return cli::kExitRendezvous;
   } catch (const StoreError& e) {
-    say(e.message());
+    say_error(e.message());
     return cli::kExitRendezvous;
   } catch (const InvalidArgument& e) {
-    say(e.message());
+    say_error(e.message());
     return cli::kExitRendezvous;
   } catch (const SystemError& e) {
-    say(e.message());  // a system call failed: its message names the call and the file
+    say_error(e.message());  // a system call failed: its message names the call and the file
     return cli::kExitInternal;
   } catch (const std::exception& e) {
-    say(std::string("internal error: ") + e.what());
+    say_error(std::string("internal error: ") + e.what());
     return cli::kExitInternal;
   }
 }
@@ -84,7 +87,9 @@ int main(int argc, char** argv) {
   try {
     cli::CommandLine cl = cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
     if (cl.help) {
-      std::fputs(cli::help_text().c_str(), stdout);
+      std::fputs(cli::wrap_text(cli::help_text(), cli::terminal_width(STDOUT_FILENO), cli::kHelpOptionColumn)
+                     .c_str(),
+                 stdout);
       return cli::kExitOk;
     }
     if (cl.version) {
@@ -101,9 +106,10 @@ int main(int argc, char** argv) {
       return cli::kExitOk;
     }
   } catch (const Error& e) {
-    say(e.message());
+    say_error(e.message());
     return cli::kExitUsage;
   }
+  set_log_program("ddp-launch");
   spdlog::level::level_enum level = spdlog::level::info;
   if (auto name = env::get("DDP_LOG_LEVEL"); !name || !parse_log_level(*name, &level))
     level = spdlog::level::info;

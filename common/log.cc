@@ -1,10 +1,12 @@
 #include "common/log.h"
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 namespace ddp {
 namespace {
@@ -30,6 +32,41 @@ spdlog::sink_ptr& current_sink() {
 
 constexpr char kPattern[] = "[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v";
 
+std::string& current_program() {
+  static std::string program;
+  return program;
+}
+
+// %* in a program's pattern: the level word where it means something.
+class LevelPrefix final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm& /*time*/,
+              spdlog::memory_buf_t& dest) override {
+    std::string_view word;
+    switch (msg.level) {
+      case spdlog::level::trace: word = "trace: "; break;
+      case spdlog::level::debug: word = "debug: "; break;
+      case spdlog::level::warn: word = "warning: "; break;
+      case spdlog::level::err: word = "error: "; break;
+      case spdlog::level::critical: word = "critical: "; break;
+      default: break;
+    }
+    dest.append(word.data(), word.data() + word.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<LevelPrefix>(); }
+};
+
+// Under registry_mutex().
+std::unique_ptr<spdlog::formatter> make_formatter() {
+  const std::string& program = current_program();
+  if (program.empty()) return std::make_unique<spdlog::pattern_formatter>(kPattern);
+  std::string escaped;
+  for (char c : program) escaped += c == '%' ? std::string("%%") : std::string(1, c);
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<LevelPrefix>('*').set_pattern(escaped + ": %*%v");
+  return formatter;
+}
+
 }  // namespace
 
 bool parse_log_level(const std::string& name, spdlog::level::level_enum* out) {
@@ -50,7 +87,7 @@ std::shared_ptr<spdlog::logger> logger(const std::string& module) {
   spdlog::sink_ptr sink = current_sink();
   if (!sink) sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   auto log = std::make_shared<spdlog::logger>(name, sink);
-  log->set_pattern(kPattern);
+  log->set_formatter(make_formatter());
   log->set_level(current_level());
   spdlog::register_logger(log);
   return log;
@@ -62,7 +99,15 @@ void set_log_sink(spdlog::sink_ptr sink) {
   spdlog::apply_all([&sink](const std::shared_ptr<spdlog::logger>& l) {
     if (l->name().rfind("ddp.", 0) != 0) return;
     l->sinks().assign(1, sink);
-    l->set_pattern(kPattern);
+    l->set_formatter(make_formatter());
+  });
+}
+
+void set_log_program(const std::string& program) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  current_program() = program;
+  spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) {
+    if (l->name().rfind("ddp.", 0) == 0) l->set_formatter(make_formatter());
   });
 }
 

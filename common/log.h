@@ -17,6 +17,12 @@ std::shared_ptr<spdlog::logger> logger(const std::string& module);
 // launcher's never-blocking stderr). Call before other threads log.
 void set_log_sink(spdlog::sink_ptr sink);
 
+// A program's own style for every module's logger, now and for loggers created later (the
+// launcher's, on its terminal): "<program>: ", then the level where it means something
+// ("warning: ", "error: ", "critical: ", "debug: ", "trace: "; nothing for info), then the
+// message; no date, no module. Empty: the library's "[date] [ddp.module] [level] message".
+void set_log_program(const std::string& program);
+
 // Sets the level of every module's logger, now and for loggers created later.
 void set_log_level(spdlog::level::level_enum level);
 

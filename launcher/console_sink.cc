@@ -138,7 +138,7 @@ void ConsoleSink::drain(Millis stall) {
 
 std::string ConsoleSink::dropped_message() const {
   if (dropped_ == 0) return "";
-  return "ddp-launch: dropped " + std::to_string(dropped_) + " bytes of worker output: " + name_ +
+  return "ddp-launch: warning: dropped " + std::to_string(dropped_) + " bytes of worker output: " + name_ +
          (gone_ ? " closed\n" : " blocked\n");
 }
 

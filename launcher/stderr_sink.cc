@@ -43,7 +43,7 @@ void StderrSink::drain(Millis stall) {
   console_.drain(stall);
   if (console_.dropped() > 0) {
     const uint64_t dropped = console_.dropped();
-    console_.write("ddp-launch: dropped " + std::to_string(dropped) +
+    console_.write("ddp-launch: warning: dropped " + std::to_string(dropped) +
                    " bytes of its own messages: stderr blocked\n");
     console_.drain(Millis(0));
   }

@@ -38,7 +38,7 @@ TEST_CASE("a pipe nobody reads: writes return at once, the overflow is dropped w
   CHECK(sink.dropped() % chunk.size() == 0);  // whole chunks only: lines are never cut
   // The shared description stays blocking for everyone else (the shell, a pipeline).
   CHECK((::fcntl(writer.get(), F_GETFL) & O_NONBLOCK) == 0);
-  CHECK(sink.dropped_message() == "ddp-launch: dropped " + std::to_string(sink.dropped()) +
+  CHECK(sink.dropped_message() == "ddp-launch: warning: dropped " + std::to_string(sink.dropped()) +
                                       " bytes of worker output: stdout blocked\n");
 
   // Nobody reads: drain gives up after the stall and counts what it held.
