@@ -36,15 +36,16 @@ bool continues(std::string_view first, size_t hanging, std::string_view next) {
   return hanging != kNone && indent_of(next) == hanging;
 }
 
-// Refills a paragraph: its first line's first `indent` characters as they are (indentation,
-// an option's names), then its words, each line filled up to `width`, continuations at `indent`.
-void refill(const std::vector<std::string_view>& lines, size_t width, size_t indent, std::string& out) {
-  out.append(lines.front().substr(0, indent));
-  size_t column = indent;
+// Refills a paragraph: its first line's first `keep` characters as they are (indentation, an
+// option's names), then its words, each line filled up to `width`, continuations at `indent`.
+void refill(const std::vector<std::string_view>& lines, size_t width, size_t keep, size_t indent,
+            std::string& out) {
+  out.append(lines.front().substr(0, keep));
+  size_t column = keep;
   bool line_empty = true;
   for (size_t i = 0; i < lines.size(); ++i) {
     std::string_view rest = lines[i];
-    for (size_t pos = i == 0 ? indent : 0; pos < rest.size();) {
+    for (size_t pos = i == 0 ? keep : 0; pos < rest.size();) {
       const size_t begin = rest.find_first_not_of(' ', pos);
       if (begin == kNone) break;
       const size_t end = std::min(rest.find(' ', begin), rest.size());
@@ -91,7 +92,12 @@ std::string wrap_text(std::string_view text, size_t width, size_t option_column)
       for (size_t k = 0; k < paragraph.size(); ++k)
         out.append(paragraph[k]).append(k + 1 < paragraph.size() ? "\n" : "");
     } else {
-      refill(paragraph, width, hanging == kNone ? indent_of(paragraph.front()) : hanging, out);
+      const size_t lead = indent_of(paragraph.front());
+      // No hanging column: prose continues at 0, an indented line (an example) 2 further in.
+      if (hanging != kNone)
+        refill(paragraph, width, hanging, hanging, out);
+      else
+        refill(paragraph, width, lead, lead == 0 ? 0 : lead + 2, out);
     }
     i = end;
     if (i < lines.size() || final_newline) out.push_back('\n');

@@ -7,8 +7,9 @@
 // middle, or `option_column` for a line that starts with '-' and runs past it (an option whose
 // names fill the names' column); else there is none (examples, headings: each line its own).
 // A paragraph whose lines all fit is kept as written; another is refilled: its first line's
-// start kept, the rest of its words at the hanging column (prose: at column 0). A word longer
-// than the room stays whole.
+// start kept, the rest of its words at the hanging column, or, with none, at column 0 (prose)
+// or 2 right of the line's indentation (an example: a continuation never looks like an option
+// line, which the bash completion reads). A word longer than the room stays whole.
 #include <cstddef>
 #include <string>
 #include <string_view>

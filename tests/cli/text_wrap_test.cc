@@ -46,20 +46,20 @@ TEST_CASE("an option's description continues under its own column") {
   CHECK(out[2] == std::string(23, ' ') + "a failure");
 }
 
-TEST_CASE("prose continues at its indentation; a word longer than the room stays whole") {
+TEST_CASE("an indented line continues 2 further in; a word longer than the room stays whole") {
   const auto out = lines_of(wrap_text("  one two three " + std::string(50, 'x') + " four", 40));
   REQUIRE(out.size() == 3);
   CHECK(out[0] == "  one two three");
-  CHECK(out[1] == "  " + std::string(50, 'x'));
-  CHECK(out[2] == "  four");
+  CHECK(out[1] == "    " + std::string(50, 'x'));
+  CHECK(out[2] == "    four");
 }
 
-TEST_CASE("a gap right of the middle is not a hanging column: the line continues at its indentation") {
+TEST_CASE("a gap right of the middle is not a hanging column") {
   const std::string line = "  ddp-launch --nproc-per-node auto train.py        # one per GPU, python3 -u";
   const auto out = lines_of(wrap_text(line, 50));
   REQUIRE(out.size() == 2);
   CHECK(out[0] == "  ddp-launch --nproc-per-node auto train.py # one");
-  CHECK(out[1] == "  per GPU, python3 -u");
+  CHECK(out[1] == "    per GPU, python3 -u");
 }
 
 TEST_CASE("prose is refilled as a paragraph; a heading and its indented lines are not joined") {
