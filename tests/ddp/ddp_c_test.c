@@ -29,6 +29,17 @@ static int g_rank = -1; /* -1 in the parent */
   } while (0)
 #define OK(call) EXPECT((call) == DDP_OK)
 
+/* Rank k's input at i for MIN and MAX: distinct over k < 11 at every i, and each k holds the
+ * largest at one i and the smallest at another. */
+static double spread(int k, int i) { return (double)((i + 3 * k) % 11); }
+
+/* The maximum (is_max) or minimum over ranks 0..n-1 of spread(k, i). */
+static double extreme(int n, int i, int is_max) {
+  double acc = spread(0, i);
+  for (int k = 1; k < n; ++k) acc = is_max ? fmax(acc, spread(k, i)) : fmin(acc, spread(k, i));
+  return acc;
+}
+
 static void test_collectives(int rank) {
   int r = -1, n = -1;
   OK(ddp_get_rank(NULL, &r));
@@ -63,9 +74,17 @@ static void test_collectives(int rank) {
   OK(ddp_all_gather(NULL, &mine, all, 1, DDP_INT32));
   EXPECT(all[0] == 0 && all[1] == 10 && all[2] == 20);
 
-  double d = rank + 1.0;
-  OK(ddp_reduce(NULL, &d, 1, DDP_FLOAT64, DDP_MAX, 0));
-  if (rank == 0) EXPECT(d == WORLD);
+  /* MAX and MIN: rank k holds (i + 3k) mod 11, so every rank holds the answer somewhere and no
+   * rank's buffer is the answer. */
+  double d[11], e[11];
+  for (int i = 0; i < 11; ++i) d[i] = e[i] = spread(rank, i);
+  OK(ddp_reduce(NULL, d, 11, DDP_FLOAT64, DDP_MAX, 0));
+  OK(ddp_all_reduce(NULL, e, 11, DDP_FLOAT64, DDP_MIN));
+  for (int i = 0; i < 11; ++i) {
+    if (rank == 0) EXPECT(d[i] == extreme(WORLD, i, 1));
+    if (rank != 0) EXPECT(d[i] == spread(rank, i)); /* not the root: an input, untouched */
+    EXPECT(e[i] == extreme(WORLD, i, 0));
+  }
 
   int32_t g[WORLD] = {0};
   OK(ddp_gather(NULL, &mine, rank == 2 ? g : NULL, 1, DDP_INT32, 2));
@@ -125,9 +144,16 @@ static void test_multi(int rank) {
   OK(ddp_broadcast_multi(NULL, (void* const*)bb, NULL, 2, 1, DDP_INT64, 2, 1));
   EXPECT(b[0] == 77 && b[1] == 77);
 
-  int32_t r[2] = {2 * rank, 2 * rank + 1}, *rb[2] = {&r[0], &r[1]};
-  OK(ddp_reduce_multi(NULL, (void* const*)rb, NULL, 2, 1, DDP_INT32, DDP_MAX, 1, 0));
-  if (rank == 1) EXPECT(r[0] == 2 * WORLD - 1 && r[1] == 3); /* the other buffer is an input */
+  /* Virtual rank v = 2 rank + i holds (j + 3v) mod 11: each one holds the maximum somewhere. */
+  int32_t r[2][11], *rb[2] = {r[0], r[1]};
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 11; ++j) r[i][j] = (int32_t)spread(2 * rank + i, j);
+  }
+  OK(ddp_reduce_multi(NULL, (void* const*)rb, NULL, 2, 11, DDP_INT32, DDP_MAX, 1, 0));
+  for (int j = 0; j < 11 && rank == 1; ++j) {
+    EXPECT(r[0][j] == (int32_t)extreme(2 * WORLD, j, 1));
+    EXPECT(r[1][j] == (int32_t)spread(3, j)); /* the other buffer is an input */
+  }
 
   int32_t in[2] = {2 * rank, 2 * rank + 1}, out[2][2 * WORLD];
   const void* ins[2] = {&in[0], &in[1]};

@@ -6,9 +6,12 @@
 #            restarts the job (--max-restarts 1) and it resumes from the checkpoint — epoch 1 is
 #            not trained again, epoch 2 is.
 #   full:    what `make demo` runs: 2 epochs on all 60,000 images; test accuracy >= 85%.
+# Exit 77 (ctest: Skipped) when the data set is not installed where the job reads it by default.
 set -euo pipefail
 bin=$1 mode=$2 backend=${3:-tcp}
 fail() { echo "FAIL: $*"; exit 1; }
+data=/usr/share/datasets/fashion-mnist
+[[ -d $data ]] || { echo "SKIP: no Fashion-MNIST data set at $data"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 job=("$bin/ddp-train-fashion-mnist" --backend "$backend" --threads 1)

@@ -1,9 +1,12 @@
 #include "launcher/process_tree.h"
 
 #include <doctest/doctest.h>
+#include <errno.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdint>
 
 #include "launcher_test_util.h"
 
@@ -61,8 +64,13 @@ pid_t fork_running(Body body) {
   return pid;
 }
 
-void* sleep_then_exit(void*) {
-  ::usleep(300 * 1000);
+// Ends the process once the pipe `fd` is closed at its other end (the test has looked).
+void* exit_when_closed(void* fd) {
+  char c;
+  ssize_t n;
+  do {
+    n = ::read(static_cast<int>(reinterpret_cast<intptr_t>(fd)), &c, 1);
+  } while (n > 0 || (n < 0 && errno == EINTR));
   ::_exit(0);
 }
 
@@ -81,15 +89,22 @@ TEST_CASE("is_exiting: a zombie is, a live process is not, nor one whose main th
   ::waitpid(sleeper, nullptr, 0);
   CHECK_FALSE(is_exiting(sleeper));  // reaped: no longer in /proc
 
-  // The main thread exits while another keeps the process alive: not a dying process.
-  pid_t half = fork_running([] {
+  // The main thread exits while another keeps the process alive (until the test closes `gate`):
+  // not a dying process.
+  int gate[2];
+  REQUIRE(::pipe(gate) == 0);
+  pid_t half = fork_running([&] {
+    ::close(gate[1]);
     pthread_t thread;
+    void* fd = reinterpret_cast<void*>(static_cast<intptr_t>(gate[0]));
     // SYS_exit ends only the calling thread, without pthread_exit's unwinding through doctest.
-    if (::pthread_create(&thread, nullptr, sleep_then_exit, nullptr) == 0) ::syscall(SYS_exit, 0);
+    if (::pthread_create(&thread, nullptr, exit_when_closed, fd) == 0) ::syscall(SYS_exit, 0);
   });
+  ::close(gate[0]);
   CHECK(eventually(
       [&] { return read_file("/proc/" + std::to_string(half) + "/stat").find(") Z") != std::string::npos; }));
   CHECK_FALSE(is_exiting(half));
+  ::close(gate[1]);
   int status = 0;
   ::waitpid(half, &status, 0);
   CHECK(WIFEXITED(status));

@@ -80,12 +80,16 @@ TEST_CASE("mpi: small collectives start on the caller's thread; mixed with large
 
 TEST_CASE("mpi: a small collective whose peer is late goes on on the MPI thread, and is right" *
           doctest::skip(!multi())) {
+  auto gate = make_mpi_group(setup(all_ranks(), "gate-late-peer"));
   auto pg = world();
   pg->barrier()->wait();
   std::vector<double> v(2, world_rank() + 1.0);
-  if (world_rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  if (world_rank() == 1) gate->barrier()->wait();  // late: until the others have looked
   WorkPtr w = pg->all_reduce(view(v.data(), v.size()));
-  if (world_rank() == 0) CHECK_FALSE(w->is_completed());  // rank 1 had not come: parked
+  if (world_rank() != 1) {
+    CHECK_FALSE(w->is_completed());  // rank 1 has not come: parked
+    gate->barrier()->wait();
+  }
   w->wait();
   CHECK(v[1] == world_size() * (world_size() + 1) / 2.0);
 }
@@ -93,16 +97,18 @@ TEST_CASE("mpi: a small collective whose peer is late goes on on the MPI thread,
 TEST_CASE("mpi: a small collective past its deadline is a TimeoutError; the late rank completes it" *
           doctest::skip(!multi())) {
   world()->barrier()->wait();
+  auto gate = make_mpi_group(setup(all_ranks(), "gate-late-small"));
   auto pg = make_mpi_group(setup(all_ranks(), "late-small", Millis(300)));
   std::vector<float> v(4, 1.0f);
   if (world_rank() == 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // late, but it does come
+    gate->barrier()->wait();  // late until the others have timed out, but it does come
     CHECK(pg->all_reduce(view(v.data(), v.size()))->wait());
   } else {
     CHECK_THROWS_WITH_AS(pg->all_reduce(view(v.data(), v.size()))->wait(),
                          doctest::Contains("mpi all_reduce #1 in group 'late-small'"), TimeoutError);
     std::vector<float> x(4, 1.0f);  // the group stays broken
     CHECK_THROWS_AS(pg->all_reduce(view(x.data(), x.size()))->wait(), TimeoutError);
+    gate->barrier()->wait();
   }
   world()->barrier()->wait();  // every rank again; the timed-out request completed meanwhile
 }
@@ -145,16 +151,18 @@ TEST_CASE("mpi: a parked op nobody waits for still moves: the MPI thread adopts 
 
 TEST_CASE("mpi: a wait shorter than the op it drives times out; the op goes on, a second wait has it" *
           doctest::skip(world_size() < 2)) {
+  auto gate = make_mpi_group(setup(all_ranks(), "gate-short-wait"));
   auto pg = world();
   pg->barrier()->wait();
   std::vector<float> v(4, 1.0f);
   if (world_rank() == 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    gate->barrier()->wait();  // late: until the others' short waits have timed out
     pg->all_reduce(view(v.data(), v.size()))->wait();
   } else {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     WorkPtr w = pg->all_reduce(view(v.data(), v.size()));
     CHECK_THROWS_AS(w->wait(Millis(30)), TimeoutError);
+    gate->barrier()->wait();
     CHECK(w->wait());
   }
   CHECK(v[0] == static_cast<float>(world_size()));
@@ -166,26 +174,27 @@ TEST_CASE("mpi: a wait shorter than the op it drives times out; the op goes on, 
 TEST_CASE("mpi: a waiter driving its op hands it over when another group's op comes" *
           doctest::skip(world_size() < 2)) {
   auto other = make_mpi_group(setup(all_ranks(), "other"));
+  auto gate = make_mpi_group(setup(all_ranks(), "gate-hand-over"));
   other->barrier()->wait();
   world()->barrier()->wait();
   std::vector<float> late(4, 1.0f), soon(4, 2.0f);
   auto other_op = [&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(50));  // (the waiter is in wait() by then, most often)
     other->all_reduce(view(soon.data(), soon.size()))->wait();
   };
   if (world_rank() == 1) {
-    auto world_op = std::async(std::launch::async, [&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(600));
-      world()->all_reduce(view(late.data(), late.size()))->wait();
-    });
     other_op();
-    world_op.get();
+    gate->barrier()->wait();  // late to the world's op: until the others have looked
+    world()->all_reduce(view(late.data(), late.size()))->wait();
   } else {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     WorkPtr w = world()->all_reduce(view(late.data(), late.size()));
     auto done_first = std::async(std::launch::async, [&] {
       other_op();
-      return !w->is_completed();
+      const bool first = !w->is_completed();
+      gate->barrier()->wait();
+      return first;
     });
     w->wait();
     CHECK(done_first.get());

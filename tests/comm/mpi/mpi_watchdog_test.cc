@@ -1,5 +1,5 @@
 // MpiWatchdog: the deadline of one blocking call at a time. No MPI: the watched "call" is a
-// sleep or a wait here.
+// wait here, for the watchdog's own action (never a sleep that hopes it has run).
 #include "comm/mpi/mpi_watchdog.h"
 
 #include <doctest/doctest.h>
@@ -19,7 +19,11 @@ TEST_CASE("a call that beats its deadline: disarm says so and the action never r
     w.arm(Clock::now() + 10s, [&] { ++fired; });
     CHECK(w.disarm());
   }
-  std::this_thread::sleep_for(50ms);
+  // A watch that does expire: once its action ran, the watchdog has been past the 100 above.
+  std::promise<void> later;
+  w.arm(Clock::now() + 1ms, [&] { later.set_value(); });
+  later.get_future().wait();
+  CHECK_FALSE(w.disarm());
   CHECK(fired == 0);
 }
 
@@ -27,13 +31,20 @@ TEST_CASE("a call past its deadline: the action runs once, on another thread, be
   MpiWatchdog w;
   std::atomic<int> fired{0};
   std::thread::id ran_on;
+  std::promise<void> started, release;
+  std::shared_future<void> released = release.get_future().share();
   w.arm(Clock::now() + 20ms, [&] {
     ran_on = std::this_thread::get_id();
-    std::this_thread::sleep_for(50ms);  // disarm must wait for this
+    started.set_value();
+    released.wait();  // disarm must wait for this
     ++fired;
   });
-  std::this_thread::sleep_for(40ms);  // the "call" blocks past the deadline
-  CHECK_FALSE(w.disarm());
+  started.get_future().wait();  // the "call" blocks past the deadline, until the action runs
+  auto disarmed = std::async(std::launch::async, [&] { return w.disarm(); });
+  // Still in the action: disarm has not returned (a disarm that does not wait fails here).
+  CHECK(disarmed.wait_for(20ms) == std::future_status::timeout);
+  release.set_value();
+  CHECK_FALSE(disarmed.get());
   CHECK(fired == 1);
   CHECK(ran_on != std::this_thread::get_id());
   // Armed again, it watches the next call afresh.

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <future>
 #include <vector>
 
@@ -82,10 +83,17 @@ TEST_CASE(
     "cuda staging: two ranks on one GPU all_reduce_multi, broadcast_multi, reduce_multi and "
     "all_gather_multi over device lists" *
     doctest::skip(!has_gpu())) {
-  std::vector<std::vector<float>> reduced(2), broadcast(2), root(2), gathered(2);
+  // reduce_multi's MAX takes its own inputs: virtual rank v holds (j + 3v) mod 11 at j, so each
+  // holds the maximum somewhere and no virtual rank's buffer is the answer.
+  auto spread = [](int v) {
+    std::vector<float> s(11);
+    for (size_t j = 0; j < s.size(); ++j) s[j] = static_cast<float>((j + 3 * static_cast<size_t>(v)) % 11);
+    return s;
+  };
+  std::vector<std::vector<float>> reduced(2), broadcast(2), root(2), other(2), gathered(2);
   two_ranks([&](ProcessGroup& pg, int r) {
-    std::vector<cuda::DeviceMemory> mem, out;
-    std::vector<Buffer> list, outs;
+    std::vector<cuda::DeviceMemory> mem, out, spreads;
+    std::vector<Buffer> list, outs, spread_list;
     for (int i = 0; i < 2; ++i) {
       const float v = static_cast<float>(2 * r + i);  // virtual rank
       std::vector<float> init{v, 10 * v};
@@ -94,11 +102,16 @@ TEST_CASE(
       list.push_back(cuda::device_view(mem.back().get(), 2, DType::kFloat32, 0));
       out.push_back(cuda::device_alloc(8 * sizeof(float), 0));
       outs.push_back(cuda::device_view(out.back().get(), 8, DType::kFloat32, 0));
+      const std::vector<float> s = spread(2 * r + i);
+      spreads.push_back(cuda::device_alloc(11 * sizeof(float), 0));
+      cuda::copy_to_device(spreads.back().get(), s.data(), 11 * sizeof(float), 0);
+      spread_list.push_back(cuda::device_view(spreads.back().get(), 11, DType::kFloat32, 0));
     }
     pg.all_gather_multi(list, outs)->wait();
     gathered[r] = to_host(out[1], 8);
-    pg.reduce_multi(list, {.root = 1, .root_index = 1, .op = ReduceOp::kMax})->wait();
-    root[r] = to_host(mem[1], 2);
+    pg.reduce_multi(spread_list, {.root = 1, .root_index = 1, .op = ReduceOp::kMax})->wait();
+    root[r] = to_host(spreads[1], 11);
+    other[r] = to_host(spreads[0], 11);
     pg.all_reduce_multi(list)->wait();
     reduced[r] = to_host(mem[0], 2);
     pg.broadcast_multi(list, {.root = 0, .root_index = 1})->wait();
@@ -109,6 +122,13 @@ TEST_CASE(
     CHECK(reduced[r] == std::vector<float>{6, 60});  // 0+1+2+3, 0+10+20+30
     CHECK(broadcast[r] == std::vector<float>{6, 60});
   }
-  CHECK(root[1] == std::vector<float>{3, 30});  // max over virtual ranks 0..3
-  CHECK(root[0] == std::vector<float>{1, 10});  // an input: untouched
+  std::vector<float> max = spread(0);
+  for (int v = 1; v < 4; ++v) {
+    const std::vector<float> s = spread(v);
+    for (size_t j = 0; j < max.size(); ++j) max[j] = std::max(max[j], s[j]);
+  }
+  CHECK(root[1] == max);        // max over virtual ranks 0..3
+  CHECK(root[0] == spread(1));  // inputs: untouched
+  CHECK(other[0] == spread(0));
+  CHECK(other[1] == spread(2));
 }

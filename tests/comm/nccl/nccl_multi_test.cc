@@ -5,6 +5,7 @@
 // own ctest): each rank takes every other device. Then the refusals, which need a device too.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <future>
 #include <string>
 #include <vector>
@@ -29,6 +30,14 @@ constexpr size_t kCount = 5;
 // Virtual rank v's input at element e: distinct per rank, exact in int32 and float.
 int32_t input(int v, size_t e) { return 10 * v + static_cast<int32_t>(e) + 1; }
 
+// Inputs of the reductions whose answer could otherwise be one rank's input (docs/design.md):
+// MIN/MAX take (e + 3v) mod 11 over 11 elements, distinct over v < 11 at every e, each v holding
+// the largest at one e and the smallest at another; AVG takes 10 v^2 + e + 1, whose mean over
+// v < n is no v's (for n < 25).
+constexpr size_t kMinMaxCount = 11;
+int32_t minmax_input(int v, size_t e) { return static_cast<int32_t>((e + 3 * static_cast<size_t>(v)) % 11); }
+int32_t avg_input(int v, size_t e) { return 10 * v * v + static_cast<int32_t>(e) + 1; }
+
 // One process's part: its rank, the world, and one device per buffer.
 struct Share {
   int rank = 0;
@@ -40,11 +49,12 @@ struct Share {
 };
 
 template <typename T>
-std::vector<DeviceVector<T>> inputs_of(const Share& s) {
+std::vector<DeviceVector<T>> inputs_of(const Share& s, int32_t (*fn)(int, size_t) = input,
+                                       size_t count = kCount) {
   std::vector<DeviceVector<T>> out;
   for (size_t i = 0; i < s.k(); ++i) {
-    std::vector<T> v(kCount);
-    for (size_t e = 0; e < kCount; ++e) v[e] = static_cast<T>(input(s.vrank(i), e));
+    std::vector<T> v(count);
+    for (size_t e = 0; e < count; ++e) v[e] = static_cast<T>(fn(s.vrank(i), e));
     out.emplace_back(v, s.devices[i]);
   }
   return out;
@@ -76,24 +86,32 @@ struct Failures {
 void check_all_reduce(ProcessGroup& pg, const Share& s, Failures& f) {
   const int n = s.vworld();
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
-    auto bufs = inputs_of<int32_t>(s);
+    const bool extreme = op != ReduceOp::kSum;
+    const auto fn = extreme ? minmax_input : input;
+    const size_t count = extreme ? kMinMaxCount : kCount;
+    auto bufs = inputs_of<int32_t>(s, fn, count);
     pg.all_reduce_multi(views(bufs), {op})->wait();
-    std::vector<int32_t> want(kCount);
-    for (size_t e = 0; e < kCount; ++e) {
-      int32_t sum = 0;
-      for (int v = 0; v < n; ++v) sum += input(v, e);
-      want[e] = op == ReduceOp::kSum ? sum : op == ReduceOp::kMax ? input(n - 1, e) : input(0, e);
+    std::vector<int32_t> want(count);
+    for (size_t e = 0; e < count; ++e) {
+      want[e] = fn(0, e);
+      for (int v = 1; v < n; ++v) {
+        want[e] = op == ReduceOp::kSum   ? want[e] + fn(v, e)
+                  : op == ReduceOp::kMax ? std::max(want[e], fn(v, e))
+                                         : std::min(want[e], fn(v, e));
+      }
     }
     for (size_t i = 0; i < s.k(); ++i)
       f.expect(std::string("all_reduce_multi ") + to_string(op), s, i, bufs[i].host(), want);
   }
   // AVG divides by world × K. NCCL may scale each input before summing: compare within 1e-5.
-  auto floats = inputs_of<float>(s);
+  auto floats = inputs_of<float>(s, avg_input);
   pg.all_reduce_multi(views(floats), {ReduceOp::kAvg})->wait();
   for (size_t i = 0; i < s.k(); ++i) {
     const std::vector<float> got = floats[i].host();
     for (size_t e = 0; e < kCount; ++e) {
-      const float want = 10.0f * static_cast<float>(n - 1) / 2 + static_cast<float>(e) + 1;
+      double sum = 0;
+      for (int v = 0; v < n; ++v) sum += avg_input(v, e);
+      const float want = static_cast<float>(sum / n);
       if (got[e] != doctest::Approx(want).epsilon(1e-5))
         f.lines.push_back("all_reduce_multi avg: rank " + std::to_string(s.rank) + " buffer " +
                           std::to_string(i) + ": got " + std::to_string(got[e]) + ", want " +

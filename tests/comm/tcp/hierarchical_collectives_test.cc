@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -215,6 +216,24 @@ TEST_CASE(
     "late rank, left where it stands (within the host or across) and finished, every rank right") {
   std::mutex mu;
   std::vector<std::string> wrong;  // ranks not left where expected
+  // Counts the ranks wait on (an event each, never a sleep); a rank that never comes is an error.
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    int at_start = 0, returned = 0;
+    void bump(int& count) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++count;
+      }
+      cv.notify_all();
+    }
+    void wait_for(int& count, int n) {
+      std::unique_lock<std::mutex> lock(mu);
+      if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return count >= n; }))
+        throw std::runtime_error("the other ranks never came");
+    }
+  } gate;
   run_hierarchy(
       OverlapSetting::kOff,
       [&](HierarchicalCollectives& h, int r) {
@@ -240,14 +259,20 @@ TEST_CASE(
         auto ctx = all_reduce_context(v, ReduceOp::kSum, 0, Millis(60'000));
         if (!h.start(ctx, b, 10'000'000, s)) throw std::runtime_error("not done with every rank there");
         check(10.0F, "sum");
-        // Rank 1 late by 1 s, everyone else polling 200 ms: rank 0 cannot finish within its
-        // host; ranks 2 and 3 meet (200 ms is room enough, even on a loaded machine) and wait
-        // across. Each Work is finished later.
+        // Rank 1 late: it comes only once ranks 0, 2 and 3 are back from start(). Rank 0 cannot
+        // finish within its host without it; ranks 2 and 3, let into start() together, meet
+        // within their host and wait across (for host 0, which cannot be done). Each Work is
+        // finished later.
         for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(r + 1);
-        if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        if (r == 1) gate.wait_for(gate.returned, 3);
+        if (r >= 2) {
+          gate.bump(gate.at_start);
+          gate.wait_for(gate.at_start, 2);
+        }
         s = {};
         ctx = all_reduce_context(v, ReduceOp::kAvg, 1, Millis(60'000));
-        const bool done = h.start(ctx, b, r == 1 ? 10'000'000 : 200'000, s);
+        const bool done = h.start(ctx, b, r == 1 ? 10'000'000 : r == 0 ? 200'000 : 1'000'000, s);
+        if (r != 1) gate.bump(gate.returned);
         if ((r == 0 && (done || s.crossing)) || (r >= 2 && (done || !s.crossing))) {
           std::lock_guard<std::mutex> lock(mu);
           wrong.push_back("rank " + std::to_string(r) + ": done " + std::to_string(done) + ", crossing " +

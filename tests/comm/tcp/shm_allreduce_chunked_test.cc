@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "tests/comm/tcp/shm_test_util.h"
@@ -14,6 +15,13 @@ using namespace ddp::comm::tcp;
 using namespace ddp::comm::tcp::testing;
 
 namespace {
+// Rank r's input at i. For MAX the ranks hold distinct values at every i and each rank holds the
+// largest somewhere (so no rank's buffer is the answer); for SUM, the index matters too.
+int32_t input(ReduceOp op, int r, size_t i) {
+  if (op == ReduceOp::kMax) return static_cast<int32_t>((i + 3 * static_cast<size_t>(r)) % 11);
+  return static_cast<int32_t>(i % 1000) * (r + 1);
+}
+
 // `world` ranks all_reduce `n` int32 (slots of `slot` bytes, 4 KiB: 1024 elements a chunk;
 // depth 2), rank 0 proposing `stores` (rank 1 the other way when `mixed`): every rank must
 // use rank 0's.
@@ -26,16 +34,16 @@ void check_sum(int world, size_t n, ReduceOp op, StoreMode stores = StoreMode::k
     const StoreMode mine = mixed && r == 1 ? flipped : stores;
     for (uint64_t seq = 0; seq < 2; ++seq) {
       std::vector<int32_t> v(n);
-      for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i % 1000) * (r + 1);
+      for (size_t i = 0; i < n; ++i) v[i] = input(op, r, i);
       const ShmProgress at =
           run_op(allreduce_chunked_step, *ch, context({OpKind::kAllReduce, DType::kInt32, op, -1, n, seq}),
                  view(v), {}, mine);
       CHECK(at.stores == stores);
-      const int32_t ranks_sum = world * (world + 1) / 2;
       size_t bad = 0;
       for (size_t i = 0; i < n; ++i) {
-        const int32_t base = static_cast<int32_t>(i % 1000);
-        const int32_t want = op == ReduceOp::kMax ? base * world : base * ranks_sum;
+        int32_t want = input(op, 0, i);
+        for (int k = 1; k < world; ++k)
+          want = op == ReduceOp::kMax ? std::max(want, input(op, k, i)) : want + input(op, k, i);
         bad += v[i] != want;
       }
       CHECK(bad == 0);

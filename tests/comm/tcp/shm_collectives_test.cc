@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "common/error.h"
@@ -45,11 +46,17 @@ TEST_CASE("run: all_reduce one-shot and chunked, then reduce and broadcast, in o
       c->run(context({OpKind::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1, n, seq++}), view(v), {});
       CHECK(v == std::vector<float>(n, 6.0f));
     }
-    std::vector<float> v(2000, static_cast<float>(r));
+    // Rank k holds (i + 3k) mod 11: every rank holds the maximum somewhere.
+    auto input = [](int k, size_t i) { return static_cast<float>((i + 3 * static_cast<size_t>(k)) % 11); };
+    std::vector<float> v(2000), mine(2000), max(2000);
+    for (size_t i = 0; i < v.size(); ++i) {
+      v[i] = mine[i] = input(r, i);
+      max[i] = std::max({input(0, i), input(1, i), input(2, i)});
+    }
     c->run(context({OpKind::kReduce, DType::kFloat32, ReduceOp::kMax, 0, 2000, seq++}), view(v), {});
-    CHECK(v == std::vector<float>(2000, r == 0 ? 2.0f : static_cast<float>(r)));
+    CHECK(v == (r == 0 ? max : mine));
     c->run(context({OpKind::kBroadcast, DType::kFloat32, ReduceOp::kSum, 0, 2000, seq++}), view(v), {});
-    CHECK(v == std::vector<float>(2000, 2.0f));
+    CHECK(v == max);
   }));
 }
 

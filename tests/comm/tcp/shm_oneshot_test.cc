@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "tests/comm/tcp/shm_test_util.h"
 
 using namespace ddp;
@@ -30,13 +32,20 @@ TEST_CASE("all_reduce sum, max and avg on 3 ranks, several ops in a row") {
     uint64_t seq = 0;
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg, ReduceOp::kSum, ReduceOp::kSum}) {
       std::vector<float> v(37);
-      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(r * 100 + static_cast<int>(i));
+      // Every rank holds the maximum somewhere ((i + 3r) mod 11 is distinct over ranks); the
+      // AVG offsets 0, 2, 10 have mean 4: no rank's buffer is the answer.
+      constexpr int kOffsets[] = {0, 2, 10};
+      auto input = [&](int k, size_t i) {
+        return op == ReduceOp::kMax ? static_cast<float>((i + 3 * static_cast<size_t>(k)) % 11)
+                                    : static_cast<float>(kOffsets[k] * 100 + static_cast<int>(i));
+      };
+      for (size_t i = 0; i < v.size(); ++i) v[i] = input(r, i);
       run_op(oneshot_step, *ch, context({OpKind::kAllReduce, DType::kFloat32, op, -1, v.size(), seq++}),
              view(v), {});
       for (size_t i = 0; i < v.size(); ++i) {
-        const float sum = 300.0f + 3.0f * static_cast<float>(i);
+        const float sum = input(0, i) + input(1, i) + input(2, i);
         const float want = op == ReduceOp::kSum   ? sum
-                           : op == ReduceOp::kMax ? 200.0f + static_cast<float>(i)
+                           : op == ReduceOp::kMax ? std::max({input(0, i), input(1, i), input(2, i)})
                                                   : sum / 3;
         CHECK(v[i] == want);
       }
