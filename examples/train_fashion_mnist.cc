@@ -6,9 +6,11 @@
 // Each rank reads the real IDX files and trains on its shard (DistributedRandomSampler,
 // reshuffled every epoch); loss.backward() returns with gradients averaged over ranks, the
 // all_reduce overlapping the backward pass. Rank 0 prints one line per epoch — training loss,
-// test accuracy over the whole test set, samples/s over all ranks — and saves a checkpoint
-// (--checkpoint), which every rank loads at start: a job restarted by ddp-launch
-// (--max-restarts) continues where the last finished epoch left it.
+// test accuracy over the whole test set, samples/s over all ranks. With --checkpoint DIR, rank 0
+// saves model, optimizer and progress (epoch and step) atomically every --checkpoint-every steps
+// and at each epoch's end, and every rank loads the newest at start, before wrapping the model:
+// a job restarted by ddp-launch (--max-restarts, or a new elastic round) continues from the
+// saved step, mid-epoch, with the same data order (the batches already trained are skipped).
 #include <torch/data.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
@@ -22,6 +24,7 @@
 
 #include "comm/init.h"
 #include "common/env.h"
+#include "common/error.h"
 #include "ddp/torch/distributed_data_parallel.h"
 #include "examples/checkpoint.h"
 #include "examples/cnn.h"
@@ -34,7 +37,8 @@ using demo::FashionMnist;
 struct Config {
   std::string backend = "tcp";
   std::string data_dir = demo::kFashionMnistDir;
-  std::string checkpoint;
+  std::string checkpoint;          // directory; empty: none
+  int64_t checkpoint_every = 100;  // optimizer steps between checkpoints (and one at each epoch's end)
   int epochs = 2;
   int batch = 32;  // per rank
   double lr = 0.05;
@@ -43,7 +47,7 @@ struct Config {
   size_t test_limit = 0;   // 0: all 10,000
   int threads = 0;         // 0: LibTorch's default (OMP_NUM_THREADS)
   bool bucket_view = false;
-  int fail_at_epoch = 0;  // tests: the last rank exits after this epoch, in the first attempt only
+  int64_t fail_at_step = 0;  // tests: the last rank exits after this global step, in the first attempt only
 };
 
 struct Totals {
@@ -56,18 +60,64 @@ Totals sum_over_ranks(ddp::comm::ProcessGroup& group, Totals t) {
   return {v[0], v[1], v[2]};
 }
 
+// Where training stands, and what happens after each optimizer step: rank 0 saves a checkpoint
+// every `checkpoint_every` steps; the test fault (--fail-at-step) fires.
+struct Steps {
+  const Config& c;
+  int rank, world;
+  demo::Cnn& cnn;
+  ::torch::optim::Optimizer& opt;
+  demo::Progress at;
+  bool first_attempt;
+
+  void save() {
+    if (rank == 0 && !c.checkpoint.empty()) demo::save_checkpoint(c.checkpoint, *cnn, opt, at);
+  }
+  void after_step(int64_t batch_size) {
+    ++at.step;
+    ++at.epoch_step;
+    at.epoch_samples += batch_size * world;  // every rank's shard has the same size
+    if (c.checkpoint_every > 0 && at.step % c.checkpoint_every == 0) save();
+    if (first_attempt && at.step == c.fail_at_step && rank == world - 1) {
+      std::fprintf(stderr,
+                   "ddp-train-fashion-mnist: rank %d: failing after step %lld as asked (--fail-at-step)\n",
+                   rank, static_cast<long long>(at.step));
+      std::exit(3);
+    }
+  }
+  void end_epoch() {
+    at = {at.step, at.epoch + 1, 0, 0, world};
+    save();
+  }
+  // The batches of this epoch already trained: drawn again but not trained, so the data order
+  // stays the same. A checkpoint of another world size trained another sharding: skip the same
+  // share of the epoch.
+  int64_t batches_done() const {
+    if (at.world_size == world) return at.epoch_step;
+    return at.epoch_samples / (static_cast<int64_t>(c.batch) * world);
+  }
+};
+
 template <typename Model, typename Loader>
-Totals train_epoch(Model& model, Loader& loader, ::torch::optim::Optimizer& opt) {
+Totals train_epoch(Model& model, Loader& loader, Steps& steps) {
   Totals t;
   model->train();
+  int64_t skip = steps.batches_done();
+  steps.at.epoch_step = skip;
+  steps.at.world_size = steps.world;
   for (auto& batch : *loader) {
-    opt.zero_grad();
+    if (skip > 0) {
+      --skip;
+      continue;
+    }
+    steps.opt.zero_grad();
     auto loss = ::torch::nn::functional::nll_loss(model(batch.data), batch.target);
     loss.backward();  // averaged gradients when it returns
-    opt.step();
+    steps.opt.step();
     const double n = static_cast<double>(batch.data.size(0));
     t.loss += loss.template item<double>() * n;
     t.count += n;
+    steps.after_step(batch.data.size(0));
   }
   return t;
 }
@@ -99,6 +149,33 @@ ddp::comm::ProcessGroupPtr init_group(const Config& c) {
   return ddp::init_process_group(init);
 }
 
+// Loads the newest checkpoint (before the model is wrapped: loading replaces the tensors'
+// storage, and DDP registers where they live) and checks that every rank found the same one.
+demo::Progress resume(const Config& c, ddp::comm::ProcessGroup& group, demo::Cnn& cnn,
+                      ::torch::optim::Optimizer& opt) {
+  const auto loaded = demo::load_newest_checkpoint(c.checkpoint, *cnn, opt);
+  demo::Progress at;
+  at.world_size = group.size();
+  if (loaded) {
+    for (const auto& s : loaded->skipped)
+      std::fprintf(stderr, "ddp-train-fashion-mnist: rank %d: skipped %s\n", group.rank(), s.c_str());
+    at = loaded->progress;
+  }
+  std::vector<int64_t> steps(static_cast<size_t>(group.size()));
+  group.all_gather(ddp::comm::view(&at.step, 1), ddp::comm::view(steps.data(), steps.size()))->wait();
+  for (int r = 0; r < group.size(); ++r) {
+    if (steps[r] != steps[0])
+      DDP_THROW(InvalidArgument, "rank ", r, " resumes from step ", steps[r], " but rank 0 from step ",
+                steps[0], ": every rank must see the same checkpoint directory (", c.checkpoint, ")");
+  }
+  if (loaded && group.rank() == 0) {
+    std::printf("resumed from %s: epoch %lld, step %lld of it (global step %lld, world %lld -> %d)\n",
+                loaded->path.c_str(), static_cast<long long>(at.epoch), static_cast<long long>(at.epoch_step),
+                static_cast<long long>(at.step), static_cast<long long>(at.world_size), group.size());
+  }
+  return at;
+}
+
 int train(const Config& c) {
   if (c.threads > 0) ::torch::set_num_threads(c.threads);
   auto group = init_group(c);
@@ -112,8 +189,8 @@ int train(const Config& c) {
   ::torch::manual_seed(1 + rank);  // different on purpose: DDP starts every rank from rank 0's weights
   demo::Cnn cnn;
   ::torch::optim::SGD opt(cnn->parameters(), ::torch::optim::SGDOptions(c.lr).momentum(c.momentum));
-  // Before wrapping: loading replaces the tensors' storage, and DDP registers where they live.
-  const int done = demo::load_checkpoint(c.checkpoint, *cnn, opt);
+  const bool first_attempt = ddp::env::get("TORCHELASTIC_RESTART_COUNT").value_or("0") == "0";
+  Steps steps{c, rank, world, cnn, opt, resume(c, *group, cnn, opt), first_attempt};
   ddp::EngineOptions options;
   options.gradient_as_bucket_view = c.bucket_view;
   ddp::torch::DistributedDataParallel model(cnn, group, options);
@@ -122,10 +199,8 @@ int train(const Config& c) {
     for (const auto& p : cnn->parameters()) params += static_cast<size_t>(p.numel());
     std::printf(
         "ddp-train-fashion-mnist: %d rank(s), backend %s, CNN with %zu parameters, %zu train / %zu test "
-        "images, "
-        "batch %d/rank\n",
+        "images, batch %d/rank\n",
         world, group->backend_name().c_str(), params, train_size, test_size, c.batch);
-    if (done > 0) std::printf("resumed from %s after epoch %d\n", c.checkpoint.c_str(), done);
     std::fflush(stdout);
   }
 
@@ -135,8 +210,7 @@ int train(const Config& c) {
                                                          test_size, world, rank, /*allow_duplicates=*/false),
                                                      ::torch::data::DataLoaderOptions(256));
 
-  const auto restart = ddp::env::get("TORCHELASTIC_RESTART_COUNT").value_or("0");
-  for (int epoch = done + 1; epoch <= c.epochs; ++epoch) {
+  for (int epoch = static_cast<int>(steps.at.epoch); epoch <= c.epochs; ++epoch) {
     // A loader per epoch: the sampler's permutation is seeded by the epoch (the loader keeps
     // its own copy of the sampler). The data set copy shares its tensors.
     ::torch::data::samplers::DistributedRandomSampler sampler(train_size, world, rank);
@@ -144,7 +218,7 @@ int train(const Config& c) {
     auto train_loader = ::torch::data::make_data_loader(train_batches, std::move(sampler),
                                                         ::torch::data::DataLoaderOptions(c.batch));
     auto start = std::chrono::steady_clock::now();
-    Totals tr = sum_over_ranks(*group, train_epoch(model, train_loader, opt));
+    Totals tr = sum_over_ranks(*group, train_epoch(model, train_loader, steps));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     Totals te = sum_over_ranks(*group, evaluate(cnn, test_loader));
     if (rank == 0) {
@@ -152,15 +226,8 @@ int train(const Config& c) {
                   epoch, c.epochs, tr.loss / tr.count, te.loss / te.count, 100 * te.correct / te.count,
                   tr.count / secs, secs);
       std::fflush(stdout);
-      if (!c.checkpoint.empty()) demo::save_checkpoint(c.checkpoint, *cnn, opt, epoch);
     }
-    group->barrier()->wait();  // the checkpoint is on disk before anyone moves on
-    if (epoch == c.fail_at_epoch && restart == "0" && rank == world - 1) {
-      std::fprintf(stderr,
-                   "ddp-train-fashion-mnist: rank %d: failing after epoch %d as asked (--fail-at-epoch)\n",
-                   rank, epoch);
-      std::exit(3);
-    }
+    steps.end_epoch();
   }
   ddp::destroy_process_group();
   return 0;
@@ -179,8 +246,12 @@ int main(int argc, char** argv) {
   app.add_option("--batch", c.batch, "batch size per rank")->capture_default_str();
   app.add_option("--lr", c.lr, "SGD learning rate")->capture_default_str();
   app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
-  app.add_option("--checkpoint", c.checkpoint,
-                 "file to save after every epoch and resume from (empty: none)");
+  app.add_option(
+      "--checkpoint", c.checkpoint,
+      "directory of checkpoints: rank 0 saves there, every rank resumes from the newest (empty: none)");
+  app.add_option("--checkpoint-every", c.checkpoint_every,
+                 "optimizer steps between checkpoints, besides one at each epoch's end (0: epochs only)")
+      ->capture_default_str();
   app.add_option("--train-limit", c.train_limit, "use only the first N training images (0: all)")
       ->capture_default_str();
   app.add_option("--test-limit", c.test_limit, "use only the first N test images (0: all)")
@@ -188,11 +259,13 @@ int main(int argc, char** argv) {
   app.add_option("--threads", c.threads, "LibTorch threads per rank (0: OMP_NUM_THREADS)")
       ->capture_default_str();
   app.add_flag("--bucket-view", c.bucket_view, "gradients live in the all_reduce buckets (no copies)");
-  app.add_option("--fail-at-epoch", c.fail_at_epoch,
-                 "testing: the last rank exits after this epoch in attempt 0");
+  app.add_option("--fail-at-step", c.fail_at_step,
+                 "testing: the last rank exits after this global step in attempt 0");
   CLI11_PARSE(app, argc, argv);
-  if (c.epochs < 1 || c.batch < 1 || c.lr <= 0) {
-    std::fprintf(stderr, "ddp-train-fashion-mnist: epochs, batch and lr must be positive\n");
+  if (c.epochs < 1 || c.batch < 1 || c.lr <= 0 || c.checkpoint_every < 0) {
+    std::fprintf(
+        stderr,
+        "ddp-train-fashion-mnist: epochs, batch and lr must be positive, --checkpoint-every not negative\n");
     return 2;
   }
   try {

@@ -2,9 +2,11 @@
 # The main demo job end to end under ddp-launch, two workers, on the real Fashion-MNIST files.
 # Usage: train_fashion_mnist_test.sh BIN_DIR MODE [BACKEND]
 #   quick:   a slice of the data; exit 0, one line per epoch, accuracy far above chance (10%);
-#            then a restart: the last rank fails after epoch 1 in the first attempt, ddp-launch
-#            restarts the job (--max-restarts 1) and it resumes from the checkpoint — epoch 1 is
-#            not trained again, epoch 2 is.
+#            then a restart: checkpoints every 20 steps, the last rank fails after step 50 (mid
+#            epoch 1) in the first attempt, ddp-launch restarts the job (--max-restarts 1) and it
+#            resumes from step 40's checkpoint, mid-epoch, with the same data order: its epoch 1
+#            ends with exactly the weights of the uninterrupted run (same test loss), and
+#            epoch 2 follows.
 #   full:    what `make demo` runs: 2 epochs on all 60,000 images; test accuracy >= 85%.
 # Exit 77 (ctest: Skipped) when the data set is not installed where the job reads it by default.
 set -euo pipefail
@@ -32,17 +34,24 @@ fi
 slice=(--train-limit 6000 --test-limit 2000)
 out=$("${launch[@]}" "${job[@]}" "${slice[@]}" --epochs 1 2>&1) || { echo "$out"; fail "the job exited non-zero"; }
 echo "$out"
+first=$out
 acc=$(accuracy 1 1 "$out")
 [[ -n $acc ]] || fail "no epoch line"
 awk -v a="$acc" 'BEGIN { exit !(a > 50) }' || fail "test accuracy $acc% is near chance"
 grep -qE 'samples/s [0-9]+' <<<"$out" || fail "no samples/s figure"
 
-ckpt=$tmp/job.ckpt
+ckpt=$tmp/checkpoints
 out=$("$bin/ddp-launch" --standalone --nproc-per-node 2 --max-restarts 1 "${job[@]}" "${slice[@]}" --epochs 2 \
-        --checkpoint "$ckpt" --fail-at-epoch 1 2>&1) || { echo "$out"; fail "the restarted job exited non-zero"; }
+        --checkpoint "$ckpt" --checkpoint-every 20 --fail-at-step 50 2>&1) || { echo "$out"; fail "the restarted job exited non-zero"; }
 echo "$out"
-[[ $(grep -c '^epoch 1/2' <<<"$out") == 1 ]] || fail "epoch 1 ran more than once: the restart did not resume"
-grep -q 'resumed from .* after epoch 1' <<<"$out" || fail "no resume line"
-[[ $(grep -c '^epoch 2/2' <<<"$out") == 1 ]] || fail "epoch 2 did not run after the restart"
-[[ -f $ckpt && ! -e $ckpt.tmp ]] || fail "no checkpoint, or a temporary one left behind"
-echo "ok: accuracy $acc% on the slice; a failed attempt resumed from its checkpoint"
+grep -q 'failing after step 50' <<<"$out" || fail "the first attempt did not fail at step 50"
+grep -qF "resumed from $ckpt/step-000000000040.ckpt: epoch 1, step 40 of it" <<<"$out" ||
+  fail "no resume from step 40, mid-epoch 1"
+[[ $(grep -c '^epoch 1/2' <<<"$out") == 1 && $(grep -c '^epoch 2/2' <<<"$out") == 1 ]] ||
+  fail "epochs 1 and 2 should end once each"
+loss() { sed -nE "s/^epoch $1\/$2 .*test-loss ([0-9.]+) .*/\1/p" <<<"$3"; }
+[[ $(loss 1 2 "$out") == $(loss 1 1 "$first") ]] ||
+  fail "epoch 1 resumed ends at test loss $(loss 1 2 "$out"), uninterrupted at $(loss 1 1 "$first"): not the same training"
+left=$(ls "$ckpt")
+[[ $left == $'step-000000000180.ckpt\nstep-000000000188.ckpt' ]] || fail "checkpoints left: $left (want the newest two: steps 180 and 188)"
+echo "ok: accuracy $acc% on the slice; a failed attempt resumed mid-epoch from its checkpoint, same weights"

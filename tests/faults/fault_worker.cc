@@ -2,6 +2,7 @@
 //
 //   ddp_fault_worker --backend tcp|gloo|mpi --dir D [--iters N] [--seconds S] [--count C]
 //                    [--close-mid-frame-rank R] [--init-method URL] [--ddp 1]
+//                    [--stall-in-backward-rank R]
 //   ddp_fault_worker --serve-store PORT        (hosts a TCPStore on 127.0.0.1:PORT until killed)
 //
 // Joins the default group (env://: RANK/WORLD_SIZE/MASTER_* or DDP_STORE, as under ddp-launch;
@@ -12,7 +13,11 @@
 // checked). After the first op it writes D/ready.<rank> (its pid), so a driver knows every rank is
 // inside the loop before it injects a fault. Rank R of --close-mid-frame-rank then writes half a
 // frame to every peer socket, shuts them down and waits to be killed: a peer that closes its
-// connections in the middle of a message.
+// connections in the middle of a message. With --ddp 1, rank R of --stall-in-backward-rank, in
+// its first attempt (TORCHELASTIC_RESTART_COUNT unset or 0), marks half its gradients ready in
+// its third step (their buckets' all_reduce in flight), writes D/in_backward.<rank> (its pid)
+// and waits to be killed: a peer lost in the middle of backward. The last line of a run that
+// ends well names the attempt.
 // Exit codes: 0 every result right; 3 a ddp::Error, printed as "fault_worker rank R: <kind>:
 // <message>" (then _Exit: no teardown); 4 a wrong result (never reported as success); 2 usage.
 #include <dirent.h>
@@ -27,6 +32,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -50,6 +56,7 @@ struct Args {
   size_t count = 1 << 16;
   int close_rank = -1;
   int serve_port = -1;
+  int stall_rank = -1;
   bool ddp = false;
 };
 
@@ -75,6 +82,8 @@ Args parse(int argc, char** argv) {
       a.init_method = v;
     else if (k == "--ddp")
       a.ddp = v == "1";
+    else if (k == "--stall-in-backward-rank")
+      a.stall_rank = std::stoi(v);
     else
       throw std::invalid_argument("unknown flag " + k);
   }
@@ -163,6 +172,15 @@ void say_ready(const Args& a, int rank) {
   std::filesystem::rename(path + ".tmp", path);
 }
 
+// Stands still in the middle of backward until killed, having said where (D/in_backward.<rank>).
+[[noreturn]] void stall_in_backward(const Args& a, int rank) {
+  const std::string path = a.dir + "/in_backward." + std::to_string(rank);
+  std::ofstream(path + ".tmp") << ::getpid() << "\n";
+  std::filesystem::rename(path + ".tmp", path);
+  std::fprintf(stderr, "fault_worker rank %d: standing still in backward, buckets in flight\n", rank);
+  for (;;) ::pause();
+}
+
 // Rank 0's clock decides for everyone (a broadcast), so every rank runs the same ops.
 bool keep_going(ddp::comm::ProcessGroup& pg, std::chrono::steady_clock::time_point start, double seconds) {
   int32_t go =
@@ -193,11 +211,13 @@ class DdpSteps {
   }
 
   // One step: every rank's gradient of parameter i is rank + 1 + i; the average is checked.
-  bool step() {
+  // `stall`: after half the gradients, the caller's stall() instead of the rest.
+  bool step(const std::function<void()>& stall = {}) {
     engine_->pre_forward();
     for (size_t i = kSizes.size(); i-- > 0;) {
       for (auto& g : grad_[i]) g = static_cast<float>(rank_ + 1 + static_cast<int>(i));
       engine_->mark_ready(i);
+      if (stall && i == kSizes.size() / 2) stall();
     }
     engine_->finish_backward();
     for (size_t i = 0; i < kSizes.size(); ++i) {
@@ -231,6 +251,7 @@ int run(const Args& a) {
   const float want = static_cast<float>(world * (world + 1) / 2);
   std::unique_ptr<DdpSteps> ddp_steps;
   if (a.ddp) ddp_steps = std::make_unique<DdpSteps>(pg);
+  const std::string attempt = ddp::env::get_or("TORCHELASTIC_RESTART_COUNT", "0");
   const auto start = std::chrono::steady_clock::now();
   long it = 0;
   for (bool go = true; go && (a.iters == 0 || it < a.iters); ++it) {
@@ -243,13 +264,16 @@ int run(const Args& a) {
         return 4;
       }
     }
-    if (ddp_steps && !ddp_steps->step()) return 4;
+    const bool stall = rank == a.stall_rank && it == 2 && attempt == "0";
+    if (ddp_steps && !ddp_steps->step(stall ? std::function<void()>([&] { stall_in_backward(a, rank); })
+                                            : std::function<void()>()))
+      return 4;
     if (it == 0) say_ready(a, rank);
     if (rank == a.close_rank) close_mid_frame(a, rank, world);
     if (a.seconds > 0) go = keep_going(*pg, start, a.seconds);
   }
-  std::printf("fault_worker rank %d: %ld iterations%s, every result right\n", rank, it,
-              a.ddp ? " (all_reduce + DDP step)" : "");
+  std::printf("fault_worker rank %d: %ld iterations%s, every result right (attempt %s, world %d)\n", rank, it,
+              a.ddp ? " (all_reduce + DDP step)" : "", attempt.c_str(), world);
   ddp_steps.reset();
   ddp::destroy_process_group();
   return 0;

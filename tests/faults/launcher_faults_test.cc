@@ -173,3 +173,63 @@ TEST_CASE("fault: launcher, a worker's error file is garbage") {
   CHECK(!contains(launcher.err(), "\033[2J"));  // the control characters were made printable
   check_clean(t);
 }
+
+TEST_CASE(
+    "fault: launcher, two nodes, a DDP worker SIGKILLed mid-backward; --max-restarts 1 re-forms the group") {
+  Trial t("launch-ddp-restart");
+  const int port = free_port_pair();
+  // Node 0 (rank 0, the store's host) looks at the round's outcome only every 5 s: longer than
+  // the collectives' 3 s timeout, so its worker's own error comes first, not the launcher's stop.
+  auto node = [&](int rank, const char* monitor) {
+    return std::vector<std::string>{launcher_path(),
+                                    "--nnodes",
+                                    "2",
+                                    "--node-rank",
+                                    std::to_string(rank),
+                                    "--nproc-per-node",
+                                    "1",
+                                    "--master-addr",
+                                    "127.0.0.1",
+                                    "--master-port",
+                                    std::to_string(port),
+                                    "--rdzv-id",
+                                    t.id(),
+                                    "--max-restarts",
+                                    "1",
+                                    "--monitor-interval",
+                                    monitor,
+                                    worker_path(),
+                                    "--backend",
+                                    "tcp",
+                                    "--dir",
+                                    t.dir().path(),
+                                    "--ddp",
+                                    "1",
+                                    "--iters",
+                                    "20",
+                                    "--stall-in-backward-rank",
+                                    "1"};
+  };
+  const std::map<std::string, std::string> env = {{"DDP_TIMEOUT_MS", "3000"}};
+  Child& survivor = t.start(node(0, "5"), env);
+  Child& victim = t.start(node(1, "0.2"), env);
+  const auto stalled = t.dir() / "in_backward.1";
+  REQUIRE(eventually([&] { return std::filesystem::exists(stalled); }, std::chrono::seconds(60)));
+  ::kill(static_cast<pid_t>(std::stol(slurp(stalled))), SIGKILL);
+  t.fault();
+  const int c0 = t.wait(0), c1 = t.wait(1);
+  t.report("ddp-launch exits " + std::to_string(c0) + "," + std::to_string(c1));
+  INFO(survivor.err(), "\n--- node 1:\n", victim.err());
+  // Round 0: the survivor's collective failed naming the dead peer.
+  const std::string why = error_line(survivor.err(), 0);
+  t.report("round 0's survivor said: " + why);
+  CHECK((contains(why, "NetworkError") || contains(why, "TimeoutError")));
+  CHECK(names_rank(why, 1));
+  // Round 1: a new group of both ranks trained to the end, every DDP gradient right.
+  CHECK(c0 == 0);
+  CHECK(c1 == 0);
+  const std::string done = "20 iterations (all_reduce + DDP step), every result right (attempt 1, world 2)";
+  CHECK(contains(survivor.out() + survivor.err(), "fault_worker rank 0: " + done));
+  CHECK(contains(victim.out() + victim.err(), "fault_worker rank 1: " + done));
+  check_clean(t);
+}
