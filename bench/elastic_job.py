@@ -3,7 +3,7 @@
 DistributedDataParallel model over gloo (env://, as either launcher sets it up), trained until
 the launcher stops it. Every rank prints one line at start and one per completed step:
 
-    elastic_job start pid <pid> rank <r> world <w> restart <n>
+    elastic_job start pid <pid> rank <r> world <w> restart <n> t <unix time, s>
     elastic_job step <s> rank <r> world <w> restart <n> t <unix time, s>
 
 so the bench can tell when the first step of a new world completed. --step-sleep stands for a
@@ -26,7 +26,7 @@ def main():
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    print(f"elastic_job start pid {os.getpid()} rank {rank} world {world} restart {restart}", flush=True)
+    print(f"elastic_job start pid {os.getpid()} rank {rank} world {world} restart {restart} t {time.time():.6f}", flush=True)
     dist.init_process_group("gloo")
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)))
