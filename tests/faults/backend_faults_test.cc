@@ -111,8 +111,14 @@ TEST_CASE("fault: a rank SIGKILLed mid-collective") {
     t.report("mpirun exit " + std::to_string(code));
     CHECK(code != 0);
     CHECK(code != -1);
-    INFO(survivors_said(t));
-    CHECK(names_rank(survivors_said(t), 2));
+    // Open MPI ends the job itself: its shared-memory transport fails the survivors' reads from
+    // the dead peer and mpirun kills the rest, before any deadline of ours. So the report that
+    // names rank 2 is mpirun's, checked as such (our own error for a peer that stops answering
+    // is checked in the SIGSTOP trial, where Open MPI waits).
+    const std::string said = survivors_said(t);
+    INFO(said);
+    CHECK(contains(said, "mpirun noticed that process rank 2 "));
+    CHECK_FALSE(contains(said, "WRONG"));
   } else {
     const int c0 = t.wait(0), c1 = t.wait(1);
     t.report("survivors exit " + std::to_string(c0) + "," + std::to_string(c1));

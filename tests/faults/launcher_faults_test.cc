@@ -150,8 +150,8 @@ TEST_CASE("fault: launcher, the node hosting the store killed") {
   const int code = t.wait(1);
   t.report("node 1's ddp-launch exit " + std::to_string(code));
   INFO(survivor.err());
-  CHECK(code != 0);
-  CHECK(code != -1);
+  CHECK(code > 0);
+  CHECK(code < 128);  // an error exit: not a crash (134, 139), nor a kill, nor a hang (-1)
   CHECK(contains(survivor.err(), "127.0.0.1:" + std::to_string(port + 1)));
   check_clean(t);
 }
