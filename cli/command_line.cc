@@ -1,6 +1,7 @@
 #include "cli/command_line.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -172,6 +173,13 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
       v.items = {b.scalar[name]};
     out.flags[name] = std::move(v);
   }
+  return out;
+}
+
+std::vector<std::string> accepted_flags() {
+  std::vector<std::string> out;
+  for (const auto& f : flag_spellings()) out.push_back(f.flag);
+  std::sort(out.begin(), out.end());
   return out;
 }
 

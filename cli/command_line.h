@@ -25,6 +25,11 @@ CommandLine parse_command_line(const std::vector<std::string>& args);  // args w
 
 // The column where help_text()'s option descriptions start (continuation lines included).
 constexpr size_t kHelpOptionColumn = 34;
+
+// Every spelling the command line accepts ("--nproc-per-node", "--nproc_per_node", "-r", "--help"...),
+// sorted: the set tests compare with torchrun's (tests/cli/torchrun_flags.txt).
+std::vector<std::string> accepted_flags();
+
 std::string help_text();
 std::string version_text();
 

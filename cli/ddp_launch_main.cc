@@ -2,7 +2,9 @@
 // outcomes to exit codes (cli/exit_codes.h, printed by --help).
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -15,7 +17,9 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "launcher/agent.h"
+#include "launcher/event_log.h"
 #include "launcher/stderr_sink.h"
+#include "launcher/timeline_merge.h"
 
 extern char** environ;
 
@@ -37,46 +41,74 @@ std::vector<std::string> environment_names() {
 void say(const std::string& text) { launcher::write_stderr("ddp-launch: " + text + "\n"); }
 void say_error(const std::string& text) { say("error: " + text); }
 
+// The event log's last line (launcher/event_log.h): how the launcher ends, and why.
+int finish(int code, const char* status, const std::string& detail = "") {
+  launcher::emit_event("launcher_exit", {{"exit_code", code}, {"status", status}, {"detail", detail}});
+  return code;
+}
+
 int run_job(const launcher::AgentOptions& options) {
+  launcher::install_event_log(options.launch.event_log);
+  launcher::set_event_context("run_id", options.launch.run_id);
+  launcher::emit_event("launcher_start",
+                       {{"command", options.launch.command},
+                        {"nproc_per_node", options.launch.nproc_per_node},
+                        {"nnodes", options.launch.nnodes_max},
+                        {"max_restarts", options.launch.max_restarts},
+                        {"rdzv_backend", launcher::to_string(options.launch.rdzv_backend)}});
   launcher::Agent agent(options);
   launcher::AgentOutcome out = agent.run();
   switch (out.status) {
-    case launcher::AgentStatus::kSucceeded: return cli::kExitOk;
+    case launcher::AgentStatus::kSucceeded: return finish(cli::kExitOk, "succeeded");
     case launcher::AgentStatus::kWorkersFailed:
       launcher::write_stderr(launcher::format_failure_summary(out.last, options.launch.program_name()));
-      return out.last.exit_code();
+      return finish(out.last.exit_code(), "workers_failed");
     case launcher::AgentStatus::kInterrupted:
       say("stopped by " + launcher::signal_name(out.last.interrupted_by));
-      return out.last.exit_code();
+      return finish(out.last.exit_code(), "interrupted", launcher::signal_name(out.last.interrupted_by));
     case launcher::AgentStatus::kPeerFailed:
       say_error("the job stopped because another node did: " + out.detail);
-      return cli::kExitPeerFailed;
+      return finish(cli::kExitPeerFailed, "peer_failed", out.detail);
   }
-  return cli::kExitInternal;
+  return finish(cli::kExitInternal, "error");
 }
 
 // The job, with every error it may end with mapped to an exit code (only cli/ does this).
 int run_supervised(const launcher::AgentOptions& options) {
+  auto fail = [](int code, const std::string& message) {
+    say_error(message);
+    return finish(code, code == cli::kExitRendezvous ? "rendezvous_failed" : "error", message);
+  };
   try {
     return run_job(options);
   } catch (const TimeoutError& e) {
-    say_error(e.message());
-    return cli::kExitRendezvous;
+    return fail(cli::kExitRendezvous, e.message());
   } catch (const NetworkError& e) {
-    say_error(e.message());
-    return cli::kExitRendezvous;
+    return fail(cli::kExitRendezvous, e.message());
   } catch (const StoreError& e) {
-    say_error(e.message());
-    return cli::kExitRendezvous;
+    return fail(cli::kExitRendezvous, e.message());
   } catch (const InvalidArgument& e) {
-    say_error(e.message());
-    return cli::kExitRendezvous;
+    return fail(cli::kExitRendezvous, e.message());
   } catch (const SystemError& e) {
-    say_error(e.message());  // a system call failed: its message names the call and the file
-    return cli::kExitInternal;
+    return fail(cli::kExitInternal, e.message());  // names the call and the file
   } catch (const std::exception& e) {
-    say_error(std::string("internal error: ") + e.what());
-    return cli::kExitInternal;
+    return fail(cli::kExitInternal, std::string("internal error: ") + e.what());
+  }
+}
+
+// --timeline: the ranks' files into one, whatever the job's outcome (a failed job's trace is
+// the one most worth reading).
+void merge_timeline(const std::string& path, std::filesystem::file_time_type since) {
+  try {
+    const std::vector<int> ranks = launcher::merge_timelines(path, since);
+    if (ranks.empty()) {
+      say("warning: timeline: no rank wrote one (" + path +
+          ": the workers must use libddp's DDP engine, which reads DDP_TIMELINE)");
+    } else {
+      say("timeline: " + std::to_string(ranks.size()) + " rank(s) merged into " + path);
+    }
+  } catch (const Error& e) {
+    say("warning: timeline: " + e.message());
   }
 }
 
@@ -116,7 +148,12 @@ int main(int argc, char** argv) {
   set_log_level(level);
   // From here on the launcher supervises: its own lines must never block it.
   auto stderr_sink = launcher::install_stderr_sink();
+  // File times are coarser than this clock: a second's margin, so no rank file is missed.
+  const auto started = std::filesystem::file_time_type::clock::now() - std::chrono::seconds(1);
   const int code = run_supervised(options);
+  if (!options.launch.timeline.empty()) merge_timeline(options.launch.timeline, started);
+  if (const uint64_t lost = launcher::event_log_failures(); lost > 0)
+    say("warning: the event log missed " + std::to_string(lost) + " line(s): writing it failed");
   stderr_sink->drain(kConsoleDrainStall);
   return code;
 }

@@ -79,9 +79,31 @@ std::vector<OptionSpec> build() {
        true},
       {"local_ranks_filter", K::kString, kLogs, "Console shows only these local ranks, e.g. 0 or 0,2", "", "",
        true, true},
+      {"event_log_handler", K::kString, kLogs,
+       "Where the launcher's events go, one JSON object a line (docs/launcher.md): null (nowhere), "
+       "console (stderr), file:PATH or a PATH with a '/'",
+       "null", "", true, true},
+      {"timeline", K::kString, kLogs,
+       "Each rank writes a Chrome trace of its DDP steps (DDP_TIMELINE=FILE: libddp's engine), merged "
+       "into FILE at exit (this node's ranks; open it in Perfetto, or scripts/timeline_png.py)",
+       "", "", true, true},
+      {"logs_specs", K::kString, kLogs,
+       "torchrun's LogsSpecs plugin name: only 'default' (--log-dir, --redirects, --tee as here); "
+       "ddp-launch loads no Python entry points",
+       "", "", true, true},
+      {"duplicate_stdout_filters", K::kString, kLogs,
+       "torchrun's copy of matching stdout lines into one file: only empty is accepted (not "
+       "implemented: grep the --log-dir files)",
+       "", "", true, true},
+      {"duplicate_stderr_filters", K::kString, kLogs, "As --duplicate-stdout-filters, for stderr", "", "",
+       true, true},
       {"numa_binding", K::kString, kWorkers,
        "torchrun's --numa-binding: node or socket = --cpu-bind numa with memory preferred on the "
        "rank's NUMA node; exclusive or core-complex = --cpu-bind cores",
+       "", "", true, true},
+      {"virtual_local_rank", K::kBool, kWorkers,
+       "LOCAL_RANK=0 for every worker, and CUDA_VISIBLE_DEVICES its own GPU only (entry <local "
+       "rank> of the launcher's CUDA_VISIBLE_DEVICES, else the index), as torchrun",
        "", "", true, true},
       {"role", K::kString, kWorkers, "ROLE_NAME of the workers", "default", "", true, true},
       {"cpu_bind", K::kString, kWorkers, "none | cores | numa: split this node's cores among the local ranks",

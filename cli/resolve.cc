@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <string_view>
 
 #include "cli/config_file.h"
@@ -383,6 +384,41 @@ void read_supervision(const Reader& r, const EnvLookup& env, launcher::LaunchOpt
   }
 }
 
+// torchrun's flags about plugins and GPU visibility: what they mean here, or why not.
+void read_torchrun_extras(const Reader& r, const EnvLookup& env, launcher::LaunchOptions& l) {
+  const Settings& s = r.s;
+  if (s.has("timeline")) {
+    // Workers may run elsewhere in the tree (a --chdir in their own code): an absolute path.
+    l.timeline = std::filesystem::absolute(s.text("timeline")).lexically_normal().string();
+  }
+  if (s.has("event_log_handler"))
+    l.event_log = parse_event_log_handler(s.text("event_log_handler"), s.what("event_log_handler"));
+  if (s.has("logs_specs") && s.text("logs_specs") != "default") {
+    DDP_THROW(InvalidArgument, s.what("logs_specs"), ": '", s.text("logs_specs"),
+              "' names a Python plugin (torchrun.logs_specs entry point), which ddp-launch does not load; "
+              "only 'default' exists here (--log-dir, --redirects, --tee)");
+  }
+  for (const char* k : {"duplicate_stdout_filters", "duplicate_stderr_filters"}) {
+    if (s.has(k) && !s.text(k).empty()) {
+      DDP_THROW(InvalidArgument, s.what(k), ": '", s.text(k),
+                "': copying matching lines into one file is not implemented in ddp-launch; "
+                "give --log-dir and grep the per-rank files");
+    }
+  }
+  l.virtual_local_rank = r.flag("virtual_local_rank");
+  if (l.virtual_local_rank) {
+    auto visible = env("CUDA_VISIBLE_DEVICES");
+    if (visible && !visible->empty()) {
+      const auto n = static_cast<int>(std::count(visible->begin(), visible->end(), ',')) + 1;
+      if (n < l.nproc_per_node) {
+        DDP_THROW(InvalidArgument, s.what("virtual_local_rank"), ": ", l.nproc_per_node,
+                  " workers but CUDA_VISIBLE_DEVICES='", *visible, "' lists ", n,
+                  " device(s): each worker needs its own");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<std::string> command,
@@ -395,6 +431,7 @@ launcher::AgentOptions resolve_options(const SettingLayer& merged, std::vector<s
   auto& l = o.launch;
   read_layout(r, env, o);
   read_supervision(r, env, l);
+  read_torchrun_extras(r, env, l);
   if (command.empty() && s.has("command")) command = s.items("command");
   if (command.empty()) {
     DDP_THROW(InvalidArgument,

@@ -179,6 +179,19 @@ std::set<int> parse_rank_list(const std::string& text, const std::string& what) 
   return out;
 }
 
+launcher::EventLogTarget parse_event_log_handler(const std::string& text, const std::string& what) {
+  using Kind = launcher::EventLogTarget::Kind;
+  const std::string t = trim(text);
+  if (t == "null" || t == "dynamic_rendezvous") return {};
+  if (t == "console") return {Kind::kConsole, ""};
+  if (t.starts_with("file:") && t.size() > 5) return {Kind::kFile, t.substr(5)};
+  if (t.find('/') != std::string::npos && !t.starts_with("file:")) return {Kind::kFile, t};
+  DDP_THROW(InvalidArgument, what, ": '", text,
+            "' is not an event log handler here: null, console (stderr), file:PATH, or a path with a '/' "
+            "(./events.jsonl); torchrun's other handlers are Python plugins, which ddp-launch does not load",
+            did_you_mean(t, {"null", "console"}));
+}
+
 launcher::CpuBind parse_cpu_bind(const std::string& text, const std::string& what) {
   std::string t = lower(trim(text));
   if (t == "none") return launcher::CpuBind::kNone;

@@ -32,6 +32,9 @@ launcher::StreamSelection parse_streams(const std::string& text, const std::stri
 std::vector<int> parse_signals(const std::string& text, const std::string& what);
 // "0,2" -> {0, 2}.
 std::set<int> parse_rank_list(const std::string& text, const std::string& what);
+// torchrun's --event-log-handler: null (or torchrun's dynamic_rendezvous, also a null handler),
+// console (stderr), file:PATH, or a PATH containing '/'. Anything else is an InvalidArgument.
+launcher::EventLogTarget parse_event_log_handler(const std::string& text, const std::string& what);
 launcher::CpuBind parse_cpu_bind(const std::string& text, const std::string& what);
 
 struct RdzvConf {

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/socket.h"
+#include "launcher/event_log.h"
 #include "launcher/node_round.h"
 #include "launcher/stderr_sink.h"
 #include "launcher/wait_progress.h"
@@ -355,6 +356,17 @@ struct Agent::Impl {
   }
 
   AgentOutcome run_rounds();
+
+  static void emit_round_start(const rdzv::NodeAssignment& a) {
+    set_event_context("node_rank", a.node_rank);
+    set_event_context("round", a.round);
+    emit_event("round_start", {{"nnodes", a.nnodes},
+                               {"world_size", a.world_size},
+                               {"rank_offset", a.rank_offset},
+                               {"local_world_size", a.local_world_size},
+                               {"master_addr", a.master_addr},
+                               {"master_port", a.master_port}});
+  }
 };
 
 Agent::Agent(AgentOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
@@ -370,6 +382,7 @@ AgentOutcome Agent::Impl::run_rounds() {
     round = n;
     rdzv::NodeAssignment a = rendezvous(n);
     discovery.reset();  // every node reached the store: announcing is over
+    emit_round_start(a);
     const std::string who = "node " + std::to_string(a.node_rank) + " (" + self.host + ")";
     AttemptOptions ao;
     ao.restart_count = n;
@@ -379,6 +392,7 @@ AgentOutcome Agent::Impl::run_rounds() {
       ao.external_stop = [&shared] { return shared->decided(); };
     }
     AttemptResult r = supervisor.run(a, ao);
+    emit_event("round_end", attempt_json(r));
     out.last = r;
     out.restarts = n;
     const bool can_restart = n < l().max_restarts;
@@ -409,6 +423,8 @@ AgentOutcome Agent::Impl::run_rounds() {
       return out;
     }
     log->warn("restarting the workers ({} of {}) after: {}", n + 1, l().max_restarts, outcome.text());
+    emit_event("restart",
+               {{"restart", n + 1}, {"max_restarts", l().max_restarts}, {"reason", outcome.text()}});
   }
 }
 

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/shm_names.h"
 #include "launcher/error_file.h"
+#include "launcher/event_log.h"
 #include "launcher/line_prefix.h"
 #include "launcher/process_tree.h"
 #include "launcher/spawn.h"
@@ -124,7 +125,9 @@ void Attempt::spawn_worker(int local_rank) {
   w.pid = child.pid;
   w.alive = true;
   w.exec_status = std::move(child.exec_status);
+  w.started = now_epoch();
   ++alive_;
+  emit_event("worker_start", {{"rank", w.rank}, {"local_rank", local_rank}, {"pid", w.pid}});
   workers_.push_back(std::move(w));
 }
 
@@ -257,6 +260,17 @@ void Attempt::record_exit(pid_t pid, int status) {
   if (w == nullptr) return;  // an orphaned grandchild re-parented to us: reaped, done
   w->alive = false;
   --alive_;
+  if (event_log_enabled()) {
+    emit_event("worker_exit",
+               {{"rank", w->rank},
+                {"local_rank", w->local_rank},
+                {"pid", w->pid},
+                {"exit_code", WIFEXITED(status) ? nlohmann::ordered_json(WEXITSTATUS(status)) : nullptr},
+                {"signal", WIFSIGNALED(status) ? nlohmann::ordered_json(signal_name(WTERMSIG(status)))
+                                               : nlohmann::ordered_json()},
+                {"seconds", now_epoch() - w->started},
+                {"while_stopping", phase_ == Phase::kStopping}});
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
   // Failures after the stop began are its consequences, not causes.
   if (phase_ == Phase::kRunning) result_.failures.push_back(describe_failure(*w, status));

@@ -74,6 +74,7 @@ class Attempt {
     bool alive = false;
     Fd exec_status;
     std::string error_file;
+    double started = 0;  // seconds since the epoch
   };
 
   void spawn_worker(int local_rank);

@@ -4,6 +4,8 @@
 #include <ctime>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "launcher/supervisor.h"
 
 namespace ddp::launcher {
@@ -74,6 +76,35 @@ std::string format_failure_summary(const AttemptResult& result, const std::strin
   }
   os << rule << "\n";
   return os.str();
+}
+
+nlohmann::ordered_json attempt_json(const AttemptResult& result) {
+  nlohmann::ordered_json failures = nlohmann::ordered_json::array();
+  for (const auto& f : result.failures) {
+    failures.push_back(
+        {{"rank", f.rank},
+         {"local_rank", f.local_rank},
+         {"host", f.host},
+         {"pid", f.pid},
+         {"exit_code", f.signal == 0 ? nlohmann::ordered_json(f.exit_code) : nullptr},
+         {"signal", f.signal != 0 ? nlohmann::ordered_json(signal_name(f.signal)) : nlohmann::ordered_json()},
+         {"time", f.time},
+         {"error_file",
+          f.error_head.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(f.error_file)},
+         {"error", f.error_head.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(f.error_head)},
+         {"message", f.message.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(f.message)}});
+  }
+  const char* outcome = result.success               ? "succeeded"
+                        : result.interrupted_by != 0 ? "interrupted"
+                        : !result.failures.empty()   ? "failed"
+                        : result.stopped_externally  ? "stopped"
+                                                     : "failed";
+  return {{"outcome", outcome},
+          {"exit_code", result.exit_code()},
+          {"interrupted_by", result.interrupted_by != 0
+                                 ? nlohmann::ordered_json(signal_name(result.interrupted_by))
+                                 : nlohmann::ordered_json()},
+          {"failures", std::move(failures)}};
 }
 
 }  // namespace ddp::launcher

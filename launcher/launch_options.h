@@ -32,6 +32,13 @@ struct StreamSelection {
   }
 };
 
+// torchrun's --event-log-handler: where the launcher's JSON event lines go (launcher/event_log.h).
+struct EventLogTarget {
+  enum class Kind { kNull, kConsole, kFile };
+  Kind kind = Kind::kNull;  // torchrun's default handler, "null": events go nowhere
+  std::string path;         // kFile
+};
+
 struct LaunchOptions {
   // What to run.
   std::vector<std::string> command;  // program and its arguments
@@ -67,12 +74,16 @@ struct LaunchOptions {
   // torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (${role_name} ${rank} ${local_rank}); empty:
   // "[<role><local rank>]:" as torchrun.
   std::string log_line_prefix_template;
-  std::string log_run_dir;  // the directory under log_dir; empty: run_id
+  std::string log_run_dir;   // the directory under log_dir; empty: run_id
+  EventLogTarget event_log;  // --event-log-handler
+  std::string timeline;      // --timeline: DDP_TIMELINE for the workers, merged here at exit
 
   // Worker environment.
   std::string role = "default";
   CpuBind cpu_bind = CpuBind::kNone;
   bool numa_memory = false;  // --numa-binding node: memory preferred on the rank's node
+  // torchrun's --virtual-local-rank: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES one GPU per worker.
+  bool virtual_local_rank = false;
   std::vector<std::pair<std::string, std::string>> env;  // --env KEY=VALUE, in order
   std::string run_id;  // resolved: rdzv_id, the scheduler's job id, or a fresh id
 

@@ -29,6 +29,7 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,12 @@ class Supervisor {
 // rank, local rank, exit code or signal name, pid, error file and its head; the root cause
 // last, marked as such. `program` names the job (the command's first word).
 std::string format_failure_summary(const AttemptResult& result, const std::string& program);
+
+// The same as JSON, for the event log (launcher/event_log.h; schema in docs/launcher.md):
+// {"outcome": "succeeded"|"failed"|"interrupted"|"stopped", "exit_code", "interrupted_by",
+//  "failures": [root cause first: {"rank", "local_rank", "host", "pid", "exit_code" | "signal",
+//  "time", "error_file", "error", "message"}]}.
+nlohmann::ordered_json attempt_json(const AttemptResult& result);
 
 // "SIGKILL" for 9, "SIG42" for a number without a name.
 std::string signal_name(int signal);

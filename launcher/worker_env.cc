@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <unordered_map>
 
 #include "common/error.h"
@@ -14,6 +15,25 @@ std::string effective_run_id(const LaunchOptions& options, const rdzv::NodeAssig
   return options.run_id.empty() ? options.rdzv_id : options.run_id;
 }
 
+namespace {
+
+// torchrun's --virtual-local-rank: the worker sees one GPU, its own, as device 0: entry
+// <local rank> of the launcher's CUDA_VISIBLE_DEVICES, else the index itself.
+std::string visible_device(int local_rank) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr || *visible == '\0') return std::to_string(local_rank);
+  std::string_view rest = visible;
+  for (int i = 0;; ++i) {
+    const size_t comma = rest.find(',');
+    if (i == local_rank) return std::string(rest.substr(0, comma));
+    DDP_CHECK(comma != std::string_view::npos, "--virtual-local-rank: local rank ", local_rank,
+              " has no entry in CUDA_VISIBLE_DEVICES='", visible, "'");
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+}  // namespace
+
 EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& a, const WorkerEnvInput& input) {
   DDP_CHECK(input.local_rank >= 0 && input.local_rank < a.local_world_size, "local rank ", input.local_rank,
             " outside the node's ", a.local_world_size, " workers");
@@ -25,7 +45,7 @@ EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& a, 
 
   EnvList env = {
       {"RANK", s(rank)},
-      {"LOCAL_RANK", s(input.local_rank)},
+      {"LOCAL_RANK", options.virtual_local_rank ? "0" : s(input.local_rank)},
       {"WORLD_SIZE", s(a.world_size)},
       {"LOCAL_WORLD_SIZE", s(a.local_world_size)},
       {"GROUP_RANK", s(a.node_rank)},
@@ -58,6 +78,8 @@ EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& a, 
   if (std::getenv("DDP_LOCAL_CPUS") == nullptr) {
     if (const int cpus = affinity_cpus(); cpus > 0) env.emplace_back("DDP_LOCAL_CPUS", s(cpus));
   }
+  if (options.virtual_local_rank) env.emplace_back("CUDA_VISIBLE_DEVICES", visible_device(input.local_rank));
+  if (!options.timeline.empty()) env.emplace_back("DDP_TIMELINE", options.timeline);
   if (!a.store_endpoint.empty()) env.emplace_back("DDP_STORE", a.store_endpoint);
   if (!a.job_token.empty()) env.emplace_back("DDP_JOB_TOKEN", a.job_token);
   env.emplace_back("DDP_RUN_ID", run_id);

@@ -28,7 +28,9 @@ struct WorkerEnvInput {
 //   ROLE_WORLD_SIZE MASTER_ADDR MASTER_PORT TORCHELASTIC_RESTART_COUNT TORCHELASTIC_MAX_RESTARTS
 //   TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE=False TORCHELASTIC_ERROR_FILE
 //   TORCH_NCCL_ASYNC_ERROR_HANDLING (1 unless set) OMP_NUM_THREADS (1 when unset and more
-//   than one worker per node) DDP_STORE DDP_JOB_TOKEN DDP_RUN_ID DDP_NODE_RANK, then --env.
+//   than one worker per node) [CUDA_VISIBLE_DEVICES with --virtual-local-rank, which also makes
+//   LOCAL_RANK 0] [DDP_TIMELINE with --timeline] DDP_STORE DDP_JOB_TOKEN DDP_RUN_ID DDP_NODE_RANK, then
+//   --env.
 // Throws InvalidArgument when local_rank is outside the node's workers.
 EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& assignment,
                    const WorkerEnvInput& input);

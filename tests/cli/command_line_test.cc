@@ -2,7 +2,15 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
 #include "cli/exit_codes.h"
+#include "cli/resolve.h"
 #include "common/error.h"
 
 using namespace ddp;
@@ -74,4 +82,126 @@ TEST_CASE("help teaches: groups, examples, exit codes") {
   }
   CHECK(parse_command_line({"--version"}).version);
   CHECK(version_text().find("ddp-launch ") == 0);
+}
+
+namespace {
+
+std::string source_dir() {
+  const char* d = std::getenv("DDP_SOURCE_DIR");
+  return d != nullptr ? d : ".";
+}
+
+// tests/cli/torchrun_flags.txt: flag -> sample value ("" for a switch).
+std::map<std::string, std::string> torchrun_flags() {
+  std::ifstream in(source_dir() + "/tests/cli/torchrun_flags.txt");
+  REQUIRE(in.good());
+  std::map<std::string, std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::string flag, value;
+    words >> flag >> value;
+    out[flag] = value;
+  }
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("every torchrun flag is accepted; ours beyond them are exactly the documented extras") {
+  const auto torchrun = torchrun_flags();
+  const auto ours = accepted_flags();
+  const std::set<std::string> ours_set(ours.begin(), ours.end());
+  CHECK(torchrun.size() > 50);
+  for (const auto& [flag, value] : torchrun) {
+    CAPTURE(flag);
+    CHECK(ours_set.count(flag) == 1);
+  }
+  std::set<std::string> extras;
+  for (const auto& f : ours) {
+    if (torchrun.count(f) == 0) extras.insert(f);
+  }
+  CHECK(extras == std::set<std::string>{"--config", "--cpu-bind", "--cpu_bind", "--dry-run", "--dry_run",
+                                        "--env", "--timeline", "--version"});
+  // docs/launcher.md lists every flag (its kebab spelling) with what it does here.
+  const std::string doc = read_file(source_dir() + "/docs/launcher.md");
+  for (const auto& f : ours) {
+    if (f.find('_') != std::string::npos) continue;
+    CAPTURE(f);
+    CHECK(doc.find("`" + f) != std::string::npos);
+  }
+}
+
+TEST_CASE("each torchrun flag alone parses and resolves, or is refused with its reason") {
+  const std::set<std::string> refused = {"--duplicate-stdout-filters", "--duplicate_stdout_filters",
+                                         "--duplicate-stderr-filters", "--duplicate_stderr_filters"};
+  for (const auto& [flag, value] : torchrun_flags()) {
+    if (flag == "-h" || flag == "--help") {
+      CHECK(parse_command_line({flag}).help);
+      continue;
+    }
+    CAPTURE(flag);
+    std::vector<std::string> args = {flag};
+    if (!value.empty()) args.push_back(value);
+    args.push_back("./prog");
+    const auto cl = parse_command_line(args);
+    CHECK(cl.command == std::vector<std::string>{"./prog"});
+    CHECK(cl.flags.size() == 1);
+    auto resolve = [&] {
+      return resolve_options(merge_settings(cl.flags, {}), cl.command,
+                             [](const std::string&) { return std::optional<std::string>(); });
+    };
+    if (refused.count(flag) != 0) {
+      CHECK_THROWS_WITH_AS(resolve(), doctest::Contains("not implemented in ddp-launch"), InvalidArgument);
+    } else {
+      CHECK_NOTHROW(resolve());
+    }
+  }
+}
+
+TEST_CASE("Debian's torchrun (PyTorch 1.13), when installed, accepts no flag missing from the list") {
+  const std::string py = read_file("/usr/lib/python3/dist-packages/torch/distributed/run.py");
+  if (py.empty()) return;
+  const auto torchrun = torchrun_flags();
+  int found = 0;
+  std::istringstream lines(py);
+  for (std::string line; std::getline(lines, line);) {
+    // A flag's own line in parser.add_argument(...): `        "--nproc_per_node",`.
+    auto b = line.find_first_not_of(' ');
+    if (b == std::string::npos || line.compare(b, 2, "\"-") != 0 || !line.ends_with("\",")) continue;
+    const std::string flag = line.substr(b + 1, line.size() - b - 3);
+    if (flag.find(' ') != std::string::npos) continue;
+    CAPTURE(flag);
+    CHECK(torchrun.count(flag) == 1);
+    ++found;
+  }
+  CHECK(found > 20);
+}
+
+TEST_CASE("torchrun's plugin flags: --logs-specs default only, --event-log-handler's names and paths") {
+  auto resolve = [](std::vector<std::string> args) {
+    args.push_back("./prog");
+    const auto cl = parse_command_line(args);
+    return resolve_options(merge_settings(cl.flags, {}), cl.command,
+                           [](const std::string&) { return std::optional<std::string>(); });
+  };
+  CHECK_THROWS_WITH_AS(resolve({"--logs-specs", "mine"}), doctest::Contains("does not load"),
+                       InvalidArgument);
+  using Kind = launcher::EventLogTarget::Kind;
+  CHECK(resolve({}).launch.event_log.kind == Kind::kNull);
+  CHECK(resolve({"--event-log-handler", "console"}).launch.event_log.kind == Kind::kConsole);
+  auto file = resolve({"--event_log_handler=file:ev.jsonl"}).launch.event_log;
+  CHECK(file.kind == Kind::kFile);
+  CHECK(file.path == "ev.jsonl");
+  CHECK(resolve({"--event-log-handler", "/tmp/e.jsonl"}).launch.event_log.path == "/tmp/e.jsonl");
+  CHECK_THROWS_WITH_AS(resolve({"--event-log-handler", "consol"}),
+                       doctest::Contains("did you mean 'console'"), InvalidArgument);
+  CHECK(resolve({"--virtual-local-rank"}).launch.virtual_local_rank);
 }

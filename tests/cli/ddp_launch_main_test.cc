@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "common/machine.h"
@@ -504,4 +505,80 @@ TEST_CASE("a worker killed while it set up a tcp group: its shm segment is remov
   CHECK_FALSE(std::filesystem::exists(name));
   CHECK(std::filesystem::exists(decoy));
   std::filesystem::remove(decoy);
+}
+
+namespace {
+
+std::vector<nlohmann::json> json_lines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] == '{') out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("--event-log-handler: a failing job's events, in order, as JSON lines") {
+  ScratchDir d;
+  // Rank 1 fails with 3 in every round; rank 0 would run on and is stopped (SIGTERM).
+  const std::string script = "[ $RANK = 1 ] && exit 3; exec sleep 30";
+  auto r = launch(d, cat({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--rdzv-id",
+                          "evjob", "--event-log-handler", "file:" + (d / "events.jsonl")},
+                         sh(script)));
+  CHECK(r.code == 3);
+  const auto events = json_lines(slurp(d / "events.jsonl"));
+  REQUIRE(events.size() >= 2);
+  std::vector<std::string> names;
+  for (const auto& e : events) {
+    names.push_back(e.at("event"));
+    CHECK(e.at("time").get<double>() > 1.5e9);
+    CHECK(e.at("run_id") == "evjob");
+    CHECK(e.at("launcher_pid").get<int>() > 0);
+  }
+  // Per round: start, two workers started, two exited, the end; one restart between the rounds.
+  const std::vector<std::string> round = {"round_start", "worker_start", "worker_start",
+                                          "worker_exit", "worker_exit",  "round_end"};
+  std::vector<std::string> expected = {"launcher_start"};
+  expected.insert(expected.end(), round.begin(), round.end());
+  expected.push_back("restart");
+  expected.insert(expected.end(), round.begin(), round.end());
+  expected.push_back("launcher_exit");
+  CHECK(names == expected);
+  REQUIRE(names == expected);
+  for (int n : {0, 1}) {
+    const size_t base = 1 + static_cast<size_t>(n) * 7;
+    CHECK(events[base].at("round") == n);
+    CHECK(events[base].at("world_size") == 2);
+    // The failing worker goes first, with its code; rank 0 is stopped by SIGTERM.
+    const auto& first = events[base + 3];
+    CHECK(first.at("rank") == 1);
+    CHECK(first.at("exit_code") == 3);
+    CHECK(first.at("signal").is_null());
+    CHECK(first.at("while_stopping") == false);
+    const auto& second = events[base + 4];
+    CHECK(second.at("rank") == 0);
+    CHECK(second.at("signal") == "SIGTERM");
+    CHECK(second.at("while_stopping") == true);
+    const auto& end = events[base + 5];
+    CHECK(end.at("outcome") == "failed");
+    CHECK(end.at("exit_code") == 3);
+    REQUIRE(end.at("failures").size() == 1);
+    CHECK(end.at("failures")[0].at("rank") == 1);
+    CHECK(end.at("failures")[0].at("exit_code") == 3);
+  }
+  CHECK(events[7].at("restart") == 1);
+  CHECK(events.back().at("exit_code") == 3);
+  CHECK(events.back().at("status") == "workers_failed");
+  // console: the same lines on stderr; null (the default): none anywhere.
+  auto console = launch(d, cat({"--standalone", "--event-log-handler", "console"}, sh("exit 0")));
+  CHECK(console.code == 0);
+  const auto on_stderr = json_lines(console.err);
+  REQUIRE(!on_stderr.empty());
+  CHECK(on_stderr.back().at("event") == "launcher_exit");
+  CHECK(json_lines(launch(d, cat({"--standalone"}, sh("exit 0"))).err).empty());
+  auto bad = launch(d, cat({"--standalone", "--event-log-handler", "syslog"}, sh("exit 0")));
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("not an event log handler here") != std::string::npos);
 }

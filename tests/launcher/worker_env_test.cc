@@ -117,3 +117,24 @@ TEST_CASE("worker_env: master address falls back to the options, then loopback")
   o.master_addr = "10.0.0.1";
   CHECK(as_map(worker_env(o, a, {0, 0, ""}))["MASTER_ADDR"] == "10.0.0.1");
 }
+
+TEST_CASE("worker_env: --virtual-local-rank makes LOCAL_RANK 0 and shows each worker its own GPU") {
+  LaunchOptions o;
+  o.virtual_local_rank = true;
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  auto env = as_map(worker_env(o, two_nodes(), {1, 0, ""}));
+  CHECK(env["LOCAL_RANK"] == "0");
+  CHECK(env["RANK"] == "5");
+  CHECK(env["CUDA_VISIBLE_DEVICES"] == "1");
+  ::setenv("CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b", 1);
+  CHECK(as_map(worker_env(o, two_nodes(), {1, 0, ""}))["CUDA_VISIBLE_DEVICES"] == "GPU-b");
+  CHECK(as_map(worker_env(o, two_nodes(), {0, 0, ""}))["CUDA_VISIBLE_DEVICES"] == "GPU-a");
+  ::setenv("CUDA_VISIBLE_DEVICES", "3", 1);
+  CHECK_THROWS_WITH_AS(worker_env(o, two_nodes(), {1, 0, ""}),
+                       doctest::Contains("no entry in CUDA_VISIBLE_DEVICES"), Error);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  o.virtual_local_rank = false;
+  auto plain = as_map(worker_env(o, two_nodes(), {1, 0, ""}));
+  CHECK(plain["LOCAL_RANK"] == "1");
+  CHECK(plain.count("CUDA_VISIBLE_DEVICES") == 0);
+}
