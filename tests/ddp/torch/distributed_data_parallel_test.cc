@@ -20,6 +20,9 @@ namespace {
 constexpr int kSteps = 4;
 constexpr int64_t kPerRank = 5;
 constexpr double kLr = 0.1;
+// fp16 compression's error bound on the weights after kSteps; the negative control's gap must be
+// well above it, so that this check, too, catches a wrong gradient scale.
+constexpr double kHalfTolerance = 1e-3;
 
 struct Case {
   EngineOptions options;
@@ -126,7 +129,10 @@ TEST_CASE("W ranks x batch B train the same model as one process on batch W*B") 
     at::set_num_threads(1);
     Batches data = torch_test::make_batches(kSteps, 2 * kPerRank);
     auto got = train(c, data, 2);
-    CHECK(torch_test::max_diff(got[0], reference(c, data)) < 1e-2);
+    const double diff = torch_test::max_diff(got[0], reference(c, data));
+    CAPTURE(diff);
+    CHECK(diff < kHalfTolerance);
+    CHECK(diff > 0.0);  // the hook did compress
     CHECK(torch_test::max_diff(got[0], got[1]) == 0.0);
   }
 }
@@ -139,7 +145,9 @@ TEST_CASE("negative control: a wrong gradient scale is caught by the equivalence
   };  // sum, not mean
   Batches data = torch_test::make_batches(kSteps, 2 * kPerRank);
   auto got = train(c, data, 2);
-  CHECK(torch_test::max_diff(got[0], reference(c, data)) > 1e-3);
+  const double gap = torch_test::max_diff(got[0], reference(c, data));
+  CAPTURE(gap);
+  CHECK(gap > 5 * kHalfTolerance);  // caught by every equivalence check here, fp16's included
 }
 
 TEST_CASE("without find_unused_parameters an unused layer is an error naming it, from backward()") {
@@ -179,7 +187,28 @@ TEST_CASE("bucket-view gradients alias the engine's buckets and survive zero_gra
   });
 }
 
-TEST_CASE("join: uneven inputs finish without a hang and every rank ends with the same model") {
+// One process, what join over 3 ranks with 2, 4 and 6 batches must reproduce: at step s the ranks
+// still training (s < 2 + 2r) contribute their shard's gradient, and the sum is divided by the
+// initial world size (c10d's default), or by the ranks that contributed.
+std::vector<::torch::Tensor> join_reference(const Batches& data, bool by_initial_world = true) {
+  auto net = seeded_net(5);
+  ::torch::optim::SGD opt(net->parameters(), kLr);
+  for (int s = 0; s < 6; ++s) {
+    opt.zero_grad();
+    ::torch::Tensor loss = ::torch::zeros({});
+    int active = 0;
+    for (int r = 0; r < 3; ++r) {
+      if (s >= 2 + 2 * r) continue;
+      loss = loss + loss_of(net, shard(data.x[s], r, kPerRank), shard(data.y[s], r, kPerRank));
+      ++active;
+    }
+    (loss / (by_initial_world ? 3 : active)).backward();
+    opt.step();
+  }
+  return torch_test::snapshot(*net);
+}
+
+TEST_CASE("join: uneven inputs finish without a hang and every rank ends with the model of c10d's Join") {
   at::set_num_threads(1);
   std::vector<std::vector<::torch::Tensor>> out(3);
   Batches data = torch_test::make_batches(6, 3 * kPerRank);
@@ -201,6 +230,12 @@ TEST_CASE("join: uneven inputs finish without a hang and every rank ends with th
   });
   CHECK(torch_test::max_diff(out[0], out[2]) == 0.0);
   CHECK(torch_test::max_diff(out[1], out[2]) == 0.0);
+  const auto want = join_reference(data);
+  CHECK(torch_test::max_diff(out[2], want) < 1e-5);
+  // Its negative control: averaging over the ranks still training instead is far outside it.
+  const double gap = torch_test::max_diff(join_reference(data, false), want);
+  CAPTURE(gap);
+  CHECK(gap > 1e-3);
 }
 
 TEST_CASE("the wrapped module is submodule 'module', as in PyTorch") {
