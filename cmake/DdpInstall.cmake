@@ -26,7 +26,10 @@ set_target_properties(ddp PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0 OUTP
 target_link_options(ddp PRIVATE "LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/libddp.map")
 set_property(TARGET ddp APPEND PROPERTY LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/libddp.map)
 
-install(TARGETS ddp EXPORT ddpTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# Install components: runtime (libddp and its plugins), python (the module ddp_torch) and the
+# rest (headers, package files, programs): `cmake --install --component runtime` installs only
+# what a program that loads libddp needs.
+install(TARGETS ddp EXPORT ddpTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
 
 # The plugins: each backend's objects and its entry point, linked against libddp.so and the
 # backend's own dependency; they export the entry point only.
@@ -40,9 +43,25 @@ foreach(_b gloo mpi nccl)
     target_link_libraries(ddp_backend_${_b} PRIVATE ddp ${_plugin_deps_${_b}})
     set_target_properties(ddp_backend_${_b} PROPERTIES PREFIX "lib" OUTPUT_NAME ddp_backend_${_b})
     target_link_options(ddp_backend_${_b} PRIVATE "LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/backend_plugin.map")
-    install(TARGETS ddp_backend_${_b} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+    install(TARGETS ddp_backend_${_b} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
   endif()
 endforeach()
+# ddp::torch, the package's torch component (find_package(ddp COMPONENTS torch)):
+# DistributedDataParallel for LibTorch programs as libddp_torch.so over libddp.so and LibTorch
+# (the build tree's ddp_torch objects, linked again), its headers as <ddp/torch/x.h>. Its own
+# export set, which the package config loads only where LibTorch is found. Before the headers'
+# include rewrite below, which must see these too.
+if(TARGET ddp_torch)
+  add_library(ddp_torch_shared SHARED $<TARGET_OBJECTS:ddp_torch> $<TARGET_OBJECTS:ddp_torch_tensor>)
+  target_link_libraries(ddp_torch_shared PUBLIC ddp ${TORCH_LIBRARIES})
+  set_target_properties(ddp_torch_shared PROPERTIES OUTPUT_NAME ddp_torch EXPORT_NAME torch
+    VERSION ${PROJECT_VERSION} SOVERSION 0)
+  install(TARGETS ddp_torch_shared EXPORT ddpTorchTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(EXPORT ddpTorchTargets NAMESPACE ddp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
+  install(FILES ${PROJECT_SOURCE_DIR}/ddp/torch/distributed_data_parallel.h
+    ${PROJECT_SOURCE_DIR}/ddp/torch/module_engine.h ${PROJECT_SOURCE_DIR}/ddp/torch/grad_hooks.h
+    ${PROJECT_SOURCE_DIR}/ddp/torch/tensor_buffer.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddp/torch)
+endif()
 # Public headers only: each module's top folder (backends' folders are private), less the few
 # that expose an internal dependency or a private seam. Installed as <ddp/module/x.h> (the
 # engine's as <ddp/x.h>), their includes rewritten to match (cmake/DdpRewriteIncludes.cmake).

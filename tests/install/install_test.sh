@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # Installs the build tree into a temporary prefix, then builds and runs a tiny outside program
 # against it twice: with CMake (find_package(ddp) -> ddp::ddp) and with pkg-config.
+# Where the build has LibTorch, a second program links ddp::torch (find_package(ddp COMPONENTS
+# torch)) and trains a few steps on 2 ranks under the installed ddp-launch.
 # usage: install_test.sh <build dir> <source dir of this test> [compiler flags of the build]
+#        [compiler launcher of the build, its arguments separated by '|']
+# The work folder is fixed, inside the build tree, so that the compiler launcher (ccache, whose
+# base folder is the source tree) finds the consumers' objects again on a later run.
 set -euo pipefail
-build=$1
+build=$(cd "$1" && pwd)
 here=$2
 flags_of_build=${3:-}
-work=$(mktemp -d /tmp/ddp-install-test.XXXXXX)
+launcher=${4:-}
+launcher=${launcher//|/;}
+work=$build/install-test
+rm -rf "$work"
+mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 
@@ -51,7 +60,7 @@ export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 echo "== find_package(ddp)"
 cmake -S "$here/consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$flags_of_build" > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$flags_of_build" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/cmake-build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 "$work/cmake-build/consumer"
 
@@ -76,6 +85,22 @@ echo "flags: $flags"
 # -I<prefix>/include only (from the .pc): <ddp/...> must be all a program needs.
 ${CXX:-c++} -std=c++20 $flags_of_build "$here/consumer/main.cc" -o "$work/pc-consumer" $flags
 "$work/pc-consumer"
+
+# ddp::torch, when this build has LibTorch: an outside LibTorch program trains on 2 ranks.
+if [ -f "$build/lib/libddp_torch.so" ]; then
+  echo "== find_package(ddp COMPONENTS torch)"
+  [ -f "$inc/ddp/torch/distributed_data_parallel.h" ] || { echo "ddp/torch headers not installed"; exit 1; }
+  if grep -rEn '#include "(common|rendezvous|comm)/' "$inc/ddp/torch"; then echo "a ddp/torch header includes outside ddp/"; exit 1; fi
+  cmake -S "$here/torch_consumer" -B "$work/torch-build" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$flags_of_build" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" \
+    > "$work/torch-configure.log" 2>&1 || { cat "$work/torch-configure.log"; exit 1; }
+  cmake --build "$work/torch-build" > "$work/torch-build.log" 2>&1 || { cat "$work/torch-build.log"; exit 1; }
+  OMP_NUM_THREADS=1 "$prefix/bin/ddp-launch" --standalone --nproc-per-node 2 "$work/torch-build/torch_consumer"
+  # Without LibTorch the component is not found, and a project that requires it is told why.
+  cmake -S "$here/torch_consumer" -B "$work/torch-missing" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON > "$work/torch-missing.log" 2>&1 && { echo "configured without LibTorch"; exit 1; }
+  grep -q "needs LibTorch" "$work/torch-missing.log" || { cat "$work/torch-missing.log"; echo "no reason given"; exit 1; }
+fi
 
 # The torch.distributed plugin, when this build has it: installed, and importable from there.
 if compgen -G "$build/python/ddp_torch*.so" > /dev/null; then
