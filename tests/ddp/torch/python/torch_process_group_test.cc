@@ -55,11 +55,18 @@ TEST_CASE("allreduce, broadcast and reduce through the c10d interface") {
     std::vector<at::Tensor> t{filled(r + 1)};
     pg.allreduce(t, {})->wait();
     CHECK(at::equal(t[0], filled(6)));
-    c10d::AllreduceOptions maxo;
-    maxo.reduceOp = c10d::ReduceOp::MAX;
-    t = {filled(r)};
-    pg.allreduce(t, maxo)->wait();
-    CHECK(at::equal(t[0], filled(2)));
+    // MAX and MIN: rank k holds (i + 3k) mod 11, so every rank holds the answer somewhere and
+    // no rank's tensor is the answer.
+    auto spread = [](int k) { return at::remainder(at::arange(11, at::kFloat) + 3 * k, 11); };
+    const at::Tensor all = at::stack({spread(0), spread(1), spread(2)});
+    for (auto [op, want] : {std::pair{c10d::ReduceOp::MAX, std::get<0>(all.max(0))},
+                            std::pair{c10d::ReduceOp::MIN, std::get<0>(all.min(0))}}) {
+      c10d::AllreduceOptions o;
+      o.reduceOp = op;
+      t = {spread(r)};
+      pg.allreduce(t, o)->wait();
+      CHECK(at::equal(t[0], want));
+    }
     c10d::BroadcastOptions bo;
     bo.rootRank = 2;
     t = {filled(r * 10)};
@@ -81,11 +88,15 @@ TEST_CASE("allgather, gather, scatter, reduce_scatter and alltoall with c10d's t
     std::vector<std::vector<at::Tensor>> outs{{filled(-1), filled(-1)}};
     std::vector<at::Tensor> in{filled(r)};
     pg.allgather(outs, in, {})->wait();
+    CHECK(at::equal(outs[0][0], filled(0)));
     CHECK(at::equal(outs[0][1], filled(1)));
     std::vector<std::vector<at::Tensor>> gathered;
     if (r == 0) gathered = {{filled(-1), filled(-1)}};
     pg.gather(gathered, in, {})->wait();
-    if (r == 0) CHECK(at::equal(gathered[0][1], filled(1)));
+    if (r == 0) {
+      CHECK(at::equal(gathered[0][0], filled(0)));
+      CHECK(at::equal(gathered[0][1], filled(1)));
+    }
     std::vector<std::vector<at::Tensor>> pieces;
     if (r == 0) pieces = {{filled(5), filled(6)}};
     std::vector<at::Tensor> mine{filled(0)};
