@@ -1,0 +1,183 @@
+#include "ddp/torch/zero_optimizer.h"
+
+#include <ATen/Functions.h>
+#include <c10/util/string_utils.h>
+#include <torch/optim.h>
+#include <torch/serialize.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <string>
+
+#include "common/error.h"
+#include "ddp/torch/tensor_buffer.h"
+
+namespace ddp::torch {
+
+namespace {
+
+// How LibTorch's optimizers key their per-parameter state.
+std::string state_key(const at::Tensor& param) { return c10::guts::to_string(param.unsafeGetTensorImpl()); }
+
+size_t bytes_of(std::initializer_list<at::Tensor> tensors) {
+  size_t n = 0;
+  for (const auto& t : tensors) {
+    if (t.defined()) n += t.nbytes();
+  }
+  return n;
+}
+
+}  // namespace
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<at::Tensor> params, comm::ProcessGroupPtr group,
+                                                 Factory factory)
+    : params_(std::move(params)), group_(std::move(group)), factory_(std::move(factory)) {
+  if (!group_) DDP_THROW(InvalidArgument, "ZeroRedundancyOptimizer: no process group");
+  if (!factory_) DDP_THROW(InvalidArgument, "ZeroRedundancyOptimizer: no optimizer factory");
+  if (params_.empty()) DDP_THROW(InvalidArgument, "ZeroRedundancyOptimizer: no parameters");
+  rank_ = group_->rank();
+  partition();
+  local_ = factory_(shard());
+  if (!local_) DDP_THROW(InvalidArgument, "ZeroRedundancyOptimizer: the factory returned no optimizer");
+}
+
+ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() noexcept = default;
+
+void ZeroRedundancyOptimizer::partition() {
+  std::vector<size_t> order(params_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return params_[a].numel() > params_[b].numel(); });
+  const auto world = static_cast<size_t>(group_->size());
+  std::vector<int64_t> load(world, 0);
+  owner_.assign(params_.size(), 0);
+  for (size_t i : order) {
+    const auto least = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    owner_[i] = static_cast<int>(least);
+    load[least] += params_[i].numel();
+  }
+  shards_.assign(world, {});
+  for (size_t i = 0; i < params_.size(); ++i) shards_[static_cast<size_t>(owner_[i])].push_back(params_[i]);
+}
+
+void ZeroRedundancyOptimizer::step() {
+  local_->step();
+  // One flat buffer per (owner, dtype), broadcast from the owner; every rank builds the same list.
+  const at::Device device = torch_device_of(group_->buffer_device());
+  struct Flat {
+    std::vector<at::Tensor> params;
+    at::Tensor data;
+    int root = 0;
+  };
+  std::vector<Flat> flats;
+  for (int r = 0; r < group_->size(); ++r) {
+    std::map<at::ScalarType, std::vector<at::Tensor>> by_type;
+    for (const auto& p : shards_[static_cast<size_t>(r)]) by_type[p.scalar_type()].push_back(p);
+    for (auto& [type, params] : by_type) {
+      std::vector<at::Tensor> parts;
+      for (const auto& p : params) parts.push_back(p.detach().reshape(-1));
+      flats.push_back({params, at::cat(parts).to(device).contiguous(), r});
+    }
+  }
+  std::vector<comm::WorkPtr> works;
+  for (auto& f : flats) {
+    comm::BroadcastOptions opts;
+    opts.root = f.root;
+    works.push_back(group_->broadcast(buffer_of(f.data, "ZeroRedundancyOptimizer parameters"), opts));
+  }
+  comm::wait_all(works);
+  ::torch::NoGradGuard no_grad;
+  for (auto& f : flats) {
+    if (f.root == rank_) continue;
+    int64_t offset = 0;
+    for (auto& p : f.params) {
+      p.detach().copy_(f.data.narrow(0, offset, p.numel()).view_as(p));
+      offset += p.numel();
+    }
+  }
+}
+
+void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) {
+  for (auto& p : params_) {
+    if (!p.mutable_grad().defined()) continue;
+    if (set_to_none) {
+      p.mutable_grad().reset();
+    } else {
+      p.mutable_grad().detach_();
+      p.mutable_grad().zero_();
+    }
+  }
+}
+
+void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
+  const int world = group_->size();
+  if (to < 0 || to >= world)
+    DDP_THROW(InvalidArgument, "consolidate_state_dict: rank ", to, " is not in [0, ", world, ")");
+  std::ostringstream out;
+  ::torch::save(*local_, out);
+  const std::string mine = out.str();
+  at::Tensor sizes = at::empty({world}, at::kLong);
+  at::Tensor my_size = at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
+  group_->all_gather(buffer_of(my_size, "state size"), buffer_of(sizes, "state sizes"))->wait();
+  const int64_t most = sizes.max().item<int64_t>();
+  at::Tensor padded = at::zeros({most}, at::kByte);
+  std::copy(mine.begin(), mine.end(), static_cast<char*>(padded.data_ptr()));
+  at::Tensor all = rank_ == to ? at::empty({world * most}, at::kByte) : at::empty({0}, at::kByte);
+  comm::GatherOptions opts;
+  opts.root = to;
+  group_->gather(buffer_of(padded, "optimizer state"), buffer_of(all, "optimizer states"), opts)->wait();
+  if (rank_ != to) return;
+
+  consolidated_ = factory_(params_);
+  auto& full = consolidated_->state();
+  for (int r = 0; r < world; ++r) {
+    const auto& owned = shards_[static_cast<size_t>(r)];
+    if (r == rank_) {
+      for (const auto& [key, state] : local_->state()) full[key] = state->clone();
+      continue;
+    }
+    // The owner's optimizer, rebuilt here over the same parameters, takes its saved state.
+    auto theirs = factory_(owned);
+    std::istringstream in(std::string(static_cast<const char*>(all.data_ptr()) + r * most,
+                                      static_cast<size_t>(sizes[r].item<int64_t>())));
+    ::torch::load(*theirs, in);
+    for (auto& [key, state] : theirs->state()) full[key] = std::move(state);
+  }
+}
+
+void ZeroRedundancyOptimizer::load_consolidated(const ::torch::optim::Optimizer& full) {
+  auto& mine = local_->state();
+  for (const auto& p : shard()) {
+    const std::string key = state_key(p);
+    auto it = full.state().find(key);
+    if (it == full.state().end()) {
+      mine.erase(key);
+    } else {
+      mine[key] = it->second->clone();
+    }
+  }
+}
+
+size_t optimizer_state_bytes(const ::torch::optim::Optimizer& optimizer) {
+  namespace optim = ::torch::optim;
+  size_t n = 0;
+  for (const auto& [key, state] : optimizer.state()) {
+    const optim::OptimizerParamState* s = state.get();
+    if (const auto* sgd = dynamic_cast<const optim::SGDParamState*>(s)) {
+      n += bytes_of({sgd->momentum_buffer()});
+    } else if (const auto* adam = dynamic_cast<const optim::AdamParamState*>(s)) {
+      n += bytes_of({adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()});
+    } else if (const auto* adamw = dynamic_cast<const optim::AdamWParamState*>(s)) {
+      n += bytes_of({adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq()});
+    } else if (const auto* adagrad = dynamic_cast<const optim::AdagradParamState*>(s)) {
+      n += bytes_of({adagrad->sum()});
+    } else if (const auto* rms = dynamic_cast<const optim::RMSpropParamState*>(s)) {
+      n += bytes_of({rms->square_avg(), rms->momentum_buffer(), rms->grad_avg()});
+    }
+  }
+  return n;
+}
+
+}  // namespace ddp::torch
