@@ -60,7 +60,8 @@ if(TARGET ddp_torch)
   install(EXPORT ddpTorchTargets NAMESPACE ddp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
   install(FILES ${PROJECT_SOURCE_DIR}/ddp/torch/distributed_data_parallel.h
     ${PROJECT_SOURCE_DIR}/ddp/torch/module_engine.h ${PROJECT_SOURCE_DIR}/ddp/torch/grad_hooks.h
-    ${PROJECT_SOURCE_DIR}/ddp/torch/tensor_buffer.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddp/torch)
+    ${PROJECT_SOURCE_DIR}/ddp/torch/tensor_buffer.h ${PROJECT_SOURCE_DIR}/ddp/torch/sync_batch_norm.h
+    ${PROJECT_SOURCE_DIR}/ddp/torch/zero_optimizer.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddp/torch)
 endif()
 # Public headers only: each module's top folder (backends' folders are private), less the few
 # that expose an internal dependency or a private seam. Installed as <ddp/module/x.h> (the
