@@ -28,7 +28,7 @@ set_property(TARGET ddp APPEND PROPERTY LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake
 
 # Install components: runtime (libddp and its plugins), python (the module ddp_torch) and the
 # rest (headers, package files, programs): `cmake --install --component runtime` installs only
-# what a program that loads libddp needs.
+# what a program that loads libddp needs; setup.py installs runtime and python.
 install(TARGETS ddp EXPORT ddpTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
 
 # The plugins: each backend's objects and its entry point, linked against libddp.so and the
@@ -46,6 +46,16 @@ foreach(_b gloo mpi nccl)
     install(TARGETS ddp_backend_${_b} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
   endif()
 endforeach()
+# What the Python package holds (setup.py: `pip install .`), built by one target.
+if(TARGET ddp_torch_python)
+  add_custom_target(ddp_python_package)
+  add_dependencies(ddp_python_package ddp ddp_torch_python)
+  foreach(_b gloo mpi nccl)
+    if(TARGET ddp_backend_${_b})
+      add_dependencies(ddp_python_package ddp_backend_${_b})
+    endif()
+  endforeach()
+endif()
 # ddp::torch, the package's torch component (find_package(ddp COMPONENTS torch)):
 # DistributedDataParallel for LibTorch programs as libddp_torch.so over libddp.so and LibTorch
 # (the build tree's ddp_torch objects, linked again), its headers as <ddp/torch/x.h>. Its own
