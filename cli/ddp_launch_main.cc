@@ -67,7 +67,10 @@ int run_job(const launcher::AgentOptions& options) {
       say("stopped by " + launcher::signal_name(out.last.interrupted_by));
       return finish(out.last.exit_code(), "interrupted", launcher::signal_name(out.last.interrupted_by));
     case launcher::AgentStatus::kPeerFailed:
-      say_error("the job stopped because another node did: " + out.detail);
+      // A node lost (no heartbeat) or the store lost: the detail says so; else a node's outcome.
+      say_error(out.detail.starts_with("failed: ") || out.detail.starts_with("interrupted: ")
+                    ? "the job stopped because another node did: " + out.detail
+                    : "the job stopped: " + out.detail);
       return finish(cli::kExitPeerFailed, "peer_failed", out.detail);
   }
   return finish(cli::kExitInternal, "error");

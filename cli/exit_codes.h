@@ -8,8 +8,9 @@ namespace ddp::cli {
 inline constexpr int kExitOk = 0;            // every worker of every node exited 0
 inline constexpr int kExitUsage = 2;         // bad flag, DDP_LAUNCH_ variable or config: nothing ran
 inline constexpr int kExitRendezvous = 121;  // rendezvous failed: timeout, store unreachable, nodes disagree
-inline constexpr int kExitPeerFailed = 122;  // another node failed or was interrupted; no restart left
-inline constexpr int kExitInternal = 123;    // the launcher itself failed (a system call, a bug)
+inline constexpr int kExitPeerFailed =
+    122;  // another node failed, was interrupted or was lost; no restart left
+inline constexpr int kExitInternal = 123;  // the launcher itself failed (a system call, a bug)
 
 // The table --help prints.
 inline constexpr const char* kExitCodeTable =
@@ -22,7 +23,8 @@ inline constexpr const char* kExitCodeTable =
     "  2        usage: bad flag, DDP_LAUNCH_* variable or config file; nothing was started\n"
     "  121      rendezvous failed: a node did not arrive in time, the store was unreachable,\n"
     "           or the nodes disagree (duplicate --node-rank, different --nnodes)\n"
-    "  122      another node failed or was interrupted and no restart was left\n"
+    "  122      another node failed or was interrupted and no restart was left, or a node\n"
+    "           was lost (no heartbeat; the store host's node) and the job cannot go on\n"
     "  123      the launcher itself failed (a system call; see the message)\n";
 
 }  // namespace ddp::cli

@@ -20,8 +20,10 @@ std::vector<OptionSpec> build() {
        "Workers on this node: N, auto (one per visible GPU, else one per usable CPU, as torchrun), "
        "gpu (one per GPU), cpu (one per usable CPU)",
        "1", "", true, true},
-      {"nnodes", K::kIntOrString, kLayout, "Number of nodes: N, or MIN:MAX with MIN == MAX", "1", "", true,
-       true},
+      {"nnodes", K::kIntOrString, kLayout,
+       "Number of nodes: N, or MIN:MAX (elastic, rdzv_backend tcp or file: rounds of MIN to MAX "
+       "nodes; nodes may join and leave)",
+       "1", "", true, true},
       {"node_rank", K::kInt, kLayout,
        "This node's rank (static rendezvous); unset: from SLURM_NODEID / OMPI_COMM_WORLD_RANK, or "
        "assigned by the tcp/file rendezvous",
@@ -50,8 +52,10 @@ std::vector<OptionSpec> build() {
        "DDP_JOB_TOKEN, seeds the job token",
        "none", "", true, true},
       {"rdzv_conf", K::kString, kRdzv,
-       "KEY=VALUE,...: timeout=SECONDS (join_timeout too), is_host=true|false; multicast: "
-       "ttl=N (default 1), interface=NAME|IPV4",
+       "KEY=VALUE,... (torchrun's keys, seconds): join_timeout (or timeout, default 900), "
+       "last_call_timeout (30), close_timeout (30), read_timeout (60), keep_alive_interval (1), "
+       "keep_alive_max_attempt (5), is_host=true|false, store_type=tcp; multicast: ttl=N (1), "
+       "interface=NAME|IPV4",
        "", "", true, true},
       {"local_addr", K::kString, kRdzv,
        "The address other nodes reach this node at; unset: the source address of the route to the "

@@ -117,9 +117,21 @@ void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions&
 
 void check_combinations(const Settings& s, const AgentOptions& o) {
   const auto& l = o.launch;
-  if (l.nnodes_min != l.nnodes_max) {
-    DDP_THROW(InvalidArgument, s.what("nnodes"),
-              ": elastic node counts (MIN < MAX) are not supported yet; give a fixed count");
+  if (l.elastic()) {
+    using B = launcher::RdzvBackend;
+    if (l.rdzv_backend != B::kTcp && l.rdzv_backend != B::kFile) {
+      DDP_THROW(
+          InvalidArgument,
+          s.show("nnodes", std::to_string(l.nnodes_min) + ":" + std::to_string(l.nnodes_max)),
+          ": elastic node counts (MIN < MAX) need rdzv_backend tcp (c10d) or file, which form rounds as "
+          "nodes come and go; rdzv_backend is ",
+          launcher::to_string(l.rdzv_backend),
+          s.has("rdzv_backend") ? " (from " + s.what("rdzv_backend") + ")" : "");
+    }
+    if (l.node_rank >= 0) {
+      DDP_THROW(InvalidArgument, "node_rank (from ", s.what("node_rank"),
+                ") with elastic node counts: the rendezvous ranks the nodes of every round by arrival");
+    }
   }
   if (l.standalone) {
     if (l.nnodes_max > 1) {
@@ -354,6 +366,11 @@ void read_layout(const Reader& r, const EnvLookup& env, AgentOptions& o) {
   if (s.has("rdzv_conf")) {
     RdzvConf conf = parse_rdzv_conf(s.text("rdzv_conf"), s.what("rdzv_conf"));
     if (conf.timeout) l.rdzv_timeout = *conf.timeout;
+    if (conf.last_call_timeout) l.last_call_timeout = *conf.last_call_timeout;
+    if (conf.close_timeout) l.close_timeout = *conf.close_timeout;
+    if (conf.read_timeout) l.read_timeout = *conf.read_timeout;
+    if (conf.keep_alive_interval) l.keep_alive_interval = *conf.keep_alive_interval;
+    if (conf.keep_alive_max_attempt) l.keep_alive_max_attempt = *conf.keep_alive_max_attempt;
     o.rdzv_is_host = conf.is_host;
     if (conf.ttl) o.multicast_ttl = *conf.ttl;
     if (conf.interface) o.multicast_interface = *conf.interface;

@@ -201,34 +201,86 @@ launcher::CpuBind parse_cpu_bind(const std::string& text, const std::string& wha
             did_you_mean(t, {"none", "cores", "numa"}));
 }
 
+namespace {
+
+constexpr double kMaxConfSeconds = 1e6;  // about 11 days: longer is a typo, not a plan
+
+// Seconds as torchrun reads them (decimals accepted), within [lo, kMaxConfSeconds].
+Millis conf_seconds(const std::string& key, const std::string& value, const std::string& what, bool zero_ok) {
+  const std::string name = what + " " + key;
+  Millis ms = parse_seconds(value, name);
+  if ((!zero_ok && ms.count() <= 0) || ms.count() > static_cast<int64_t>(kMaxConfSeconds * 1000)) {
+    DDP_THROW(InvalidArgument, name, ": '", value, "' is not a number of seconds in ",
+              zero_ok ? "[0, " : "(0, ", static_cast<int64_t>(kMaxConfSeconds), "]");
+  }
+  return ms;
+}
+
+int conf_int(const std::string& key, const std::string& value, const std::string& what, int lo, int hi) {
+  const int v = parse_int(value, what + " " + key);
+  if (v < lo || v > hi) DDP_THROW(InvalidArgument, what, " ", key, ": ", value, " is not in ", lo, "..", hi);
+  return v;
+}
+
+void apply_conf_key(RdzvConf& conf, const std::string& key, const std::string& value,
+                    const std::string& what) {
+  if (key == "timeout" || key == "join_timeout") {
+    conf.timeout = conf_seconds(key, value, what, false);
+  } else if (key == "last_call_timeout") {
+    conf.last_call_timeout = conf_seconds(key, value, what, true);
+  } else if (key == "close_timeout") {
+    conf.close_timeout = conf_seconds(key, value, what, true);
+  } else if (key == "read_timeout") {
+    conf.read_timeout = conf_seconds(key, value, what, false);
+  } else if (key == "keep_alive_interval") {
+    conf.keep_alive_interval = conf_seconds(key, value, what, false);
+  } else if (key == "keep_alive_max_attempt") {
+    conf.keep_alive_max_attempt = conf_int(key, value, what, 1, 1000);
+  } else if (key == "is_host") {
+    conf.is_host = parse_bool(value, what + " is_host");
+  } else if (key == "store_type") {
+    if (lower(value) != "tcp") {
+      DDP_THROW(InvalidArgument, what, " store_type: '", value,
+                "' is not supported: the launchers' store is a TCPStore (store_type=tcp); for a "
+                "shared-directory store use --rdzv-backend file");
+    }
+  } else if (key == "ttl") {
+    conf.ttl = conf_int(key, value, what, 1, 255);
+  } else if (key == "interface") {
+    if (value.empty())
+      DDP_THROW(InvalidArgument, what, ": interface= needs a name (eth0) or an IPv4 address");
+    conf.interface = value;
+  }  // use_agent_store: accepted, ignored
+}
+
+}  // namespace
+
 RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what) {
+  static const std::vector<std::string> kKnown = {"timeout",
+                                                  "join_timeout",
+                                                  "last_call_timeout",
+                                                  "close_timeout",
+                                                  "read_timeout",
+                                                  "keep_alive_interval",
+                                                  "keep_alive_max_attempt",
+                                                  "is_host",
+                                                  "store_type",
+                                                  "ttl",
+                                                  "interface",
+                                                  "use_agent_store"};
   RdzvConf conf;
-  // torchrun keys that have no meaning here; accepted so torchrun command lines keep working.
-  static const std::vector<std::string> kIgnored = {"last_call_timeout",      "close_timeout",
-                                                    "read_timeout",           "keep_alive_interval",
-                                                    "keep_alive_max_attempt", "use_agent_store"};
-  std::vector<std::string> known = {"timeout", "join_timeout", "is_host", "ttl", "interface"};
-  known.insert(known.end(), kIgnored.begin(), kIgnored.end());
   if (trim(text).empty()) return conf;
+  std::set<std::string> seen;
   for (const auto& item : split(text, ',')) {
     auto eq = item.find('=');
     if (eq == std::string::npos) DDP_THROW(InvalidArgument, what, ": '", item, "' is not KEY=VALUE");
     std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
-    if (key == "timeout" || key == "join_timeout") {
-      conf.timeout = parse_seconds(value, detail::str(what, " ", key));
-    } else if (key == "is_host") {
-      conf.is_host = parse_bool(value, what + " is_host");
-    } else if (key == "ttl") {
-      conf.ttl = parse_int(value, what + " ttl");
-      if (*conf.ttl < 1 || *conf.ttl > 255)
-        DDP_THROW(InvalidArgument, what, ": ttl ", value, " is not in 1..255");
-    } else if (key == "interface") {
-      if (value.empty())
-        DDP_THROW(InvalidArgument, what, ": interface= needs a name (eth0) or an IPv4 address");
-      conf.interface = value;
-    } else if (std::find(kIgnored.begin(), kIgnored.end(), key) == kIgnored.end()) {
-      DDP_THROW(InvalidArgument, what, ": unknown key '", key, "'", did_you_mean(key, known));
-    }
+    if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end())
+      DDP_THROW(InvalidArgument, what, ": unknown key '", key, "'", did_you_mean(key, kKnown));
+    // timeout and join_timeout are one setting: giving both is giving it twice.
+    const std::string canonical = key == "join_timeout" ? "timeout" : key;
+    if (!seen.insert(canonical).second) DDP_THROW(InvalidArgument, what, ": key '", key, "' given twice");
+    apply_conf_key(conf, key, value, what);
   }
   return conf;
 }

@@ -37,13 +37,22 @@ std::set<int> parse_rank_list(const std::string& text, const std::string& what);
 launcher::EventLogTarget parse_event_log_handler(const std::string& text, const std::string& what);
 launcher::CpuBind parse_cpu_bind(const std::string& text, const std::string& what);
 
+// torchrun's --rdzv-conf keys, with torchrun's units (seconds, except counts). Each is unset when
+// not given; resolve.cc applies them to LaunchOptions / AgentOptions.
 struct RdzvConf {
-  std::optional<Millis> timeout;         // timeout= / join_timeout= (seconds)
-  std::optional<bool> is_host;           // is_host=
-  std::optional<int> ttl;                // ttl= (multicast: IPv4 TTL / IPv6 hop limit, 1..255)
-  std::optional<std::string> interface;  // interface= (multicast: interface name or IPv4 address)
+  std::optional<Millis> timeout;              // timeout= / join_timeout=: the rendezvous (> 0)
+  std::optional<Millis> last_call_timeout;    // a round open for more nodes (>= 0)
+  std::optional<Millis> close_timeout;        // the store host waits for leavers (>= 0)
+  std::optional<Millis> read_timeout;         // the launcher's store requests (> 0)
+  std::optional<Millis> keep_alive_interval;  // between heartbeats (> 0)
+  std::optional<int> keep_alive_max_attempt;  // heartbeats missed = lost (1..1000)
+  std::optional<bool> is_host;                // is_host=
+  std::optional<int> ttl;                     // ttl= (multicast: IPv4 TTL / IPv6 hop limit, 1..255)
+  std::optional<std::string> interface;       // interface= (multicast: interface name or IPv4 address)
 };
-// torchrun's --rdzv-conf "k1=v1,k2=v2"; unknown keys are errors with a "did you mean".
+// torchrun's --rdzv-conf "k1=v1,k2=v2". An unknown key (with a "did you mean"), a key given
+// twice, a value out of range or not a number, and store_type other than tcp are errors naming
+// the key. use_agent_store is accepted and ignored (the workers always get DDP_STORE).
 RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what);
 
 // Slurm host lists: "node[01-03],gpu7" -> node01 node02 node03 gpu7; several bracket groups in a

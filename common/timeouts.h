@@ -36,6 +36,18 @@ inline constexpr Millis kDefaultStoreHandshakeTimeout{10'000};
 inline constexpr Millis kTcpHandshakeTimeout{5'000};
 // Node-level rendezvous: all launchers must arrive within this.
 inline constexpr Millis kDefaultRendezvousTimeout{900'000};
+// Elastic rounds (torchrun's --rdzv-conf last_call_timeout / close_timeout, same defaults): how
+// long a round stays open for more nodes once MIN are in; how long the store host waits for the
+// other launchers to leave at the end.
+inline constexpr Millis kDefaultLastCallTimeout{30'000};
+inline constexpr Millis kDefaultCloseTimeout{30'000};
+// Heartbeats between launchers (--rdzv-conf keep_alive_interval / keep_alive_max_attempt): a
+// launcher silent for interval x attempts is lost. torchrun's 5 s x 3 notices a lost node in
+// 15 s; ours is 1 s x 5, so a lost node is noticed in seconds and one late beat is no loss.
+inline constexpr Millis kDefaultKeepAliveInterval{1'000};
+inline constexpr int kDefaultKeepAliveMaxAttempt = 5;
+// The launcher's own store requests without a timeout of their own (torchrun's read_timeout).
+inline constexpr Millis kDefaultRendezvousReadTimeout{60'000};
 // Launcher: grace between SIGTERM and SIGKILL when stopping workers.
 inline constexpr Millis kDefaultShutdownGrace{30'000};
 // Launcher hosting the store: how long, beyond the shutdown grace, it waits for the other

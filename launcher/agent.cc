@@ -9,10 +9,13 @@
 #include "common/log.h"
 #include "common/socket.h"
 #include "launcher/event_log.h"
+#include "launcher/agent_loop.h"
+#include "launcher/heartbeat.h"
 #include "launcher/node_round.h"
 #include "launcher/stderr_sink.h"
 #include "launcher/wait_progress.h"
 #include "launcher/worker_env.h"
+#include "rendezvous/elastic_rendezvous.h"
 #include "rendezvous/file_store.h"
 #include "rendezvous/multicast_discovery.h"
 #include "rendezvous/tcp_store.h"
@@ -26,15 +29,6 @@ struct Interrupted {
 };
 
 constexpr Millis kSlice{200};  // how often waits between attempts look for a signal
-
-std::string describe(const AttemptResult& r) {
-  if (r.failures.empty()) return "workers stopped";
-  const auto& f = r.failures.front();
-  std::string how =
-      f.signal ? "died of " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
-  return "rank " + std::to_string(f.rank) + " (local rank " + std::to_string(f.local_rank) + ", pid " +
-         std::to_string(f.pid) + ") " + how;
-}
 
 }  // namespace
 
@@ -50,10 +44,12 @@ struct Agent::Impl {
   bool hosting = false;                                        // this process serves the rendezvous TCPStore
   std::string store_endpoint;                                  // DDP_STORE
   std::string token;
-  int picked_port = 0;      // MASTER_PORT when LaunchOptions::pick_master_port
-  int round = 0;            // the round in progress
-  bool lost_nodes = false;  // the round ended with nodes lost at the exit barrier
+  int picked_port = 0;                   // MASTER_PORT when LaunchOptions::pick_master_port
+  std::unique_ptr<Heartbeat> heartbeat;  // multi-node: beats and watches the other launchers
+  std::unique_ptr<RoundLoop> loop;
   rdzv::NodeInfo self;
+  std::string rendezvous_endpoint;  // host:port of the launchers' TCPStore (not the file backend)
+  int my_rank = -1;                 // this node's rank in the round joined last
   std::shared_ptr<spdlog::logger> log = logger("agent");
 
   const LaunchOptions& l() const { return o.launch; }
@@ -70,6 +66,7 @@ struct Agent::Impl {
     t.is_server = server;
     t.connect_timeout = connect;
     t.job_token = token;
+    t.timeout = l().read_timeout;
     return t;
   }
 
@@ -253,6 +250,7 @@ struct Agent::Impl {
 
   void describe_self() {
     self.host = net::hostname();
+    self.id = random_hex(8);
     self.nproc = l().nproc_per_node;
     self.requested_rank = l().node_rank;
     if (!o.local_addr.empty())
@@ -289,7 +287,25 @@ struct Agent::Impl {
     if (store_endpoint.empty()) store_endpoint = wait_for(ws_key, l().rdzv_timeout);
   }
 
-  rdzv::NodeAssignment rendezvous(int round) {
+  std::optional<rdzv::NodeAssignment> join_elastic(int round) {
+    rdzv::ElasticRendezvousOptions eo;
+    eo.run_id = l().run_id;
+    eo.round = round;
+    eo.min_nodes = l().nnodes_min;
+    eo.max_nodes = l().nnodes_max;
+    eo.join_timeout = l().rdzv_timeout;
+    eo.last_call_timeout = l().last_call_timeout;
+    eo.check_interrupt = [this] { check_interrupt(); };
+    log->info("joining round {} or later ({} to {} nodes)", round, l().nnodes_min, l().nnodes_max);
+    return rdzv::elastic_rendezvous(*store, self, eo);
+  }
+
+  std::optional<rdzv::NodeAssignment> rendezvous(int round) {
+    if (l().elastic()) {
+      auto joined = join_elastic(round);
+      if (joined) finish_assignment(*joined);
+      return joined;
+    }
     rdzv::NodeRendezvousOptions ro;
     ro.nnodes = l().nnodes_max;
     ro.run_id = l().run_id;
@@ -305,6 +321,14 @@ struct Agent::Impl {
     }
     rdzv::NodeAssignment a = rdzv::node_rendezvous(*store, self, ro);
     progress.finish();
+    discovery.reset();  // every node reached the store: announcing is over
+    finish_assignment(a);
+    return a;
+  }
+
+  // What the launchers add to a round's layout: ports, the store, the token; then says it.
+  void finish_assignment(rdzv::NodeAssignment& a) {
+    const int round = a.round;
     a.master_port = l().standalone || l().pick_master_port ? picked_port : l().master_port;
     if (multi() && l().rdzv_backend != RdzvBackend::kStatic) shared_values(a, round);
     if (!multi()) a.master_addr = l().master_addr;
@@ -316,36 +340,28 @@ struct Agent::Impl {
              "round {}: node {}/{}, ranks {}-{} of {}, MASTER_ADDR={} MASTER_PORT={} DDP_STORE={}", round,
              a.node_rank, a.nnodes, a.rank_offset, a.rank_offset + a.local_world_size - 1, a.world_size,
              a.master_addr, a.master_port, a.store_endpoint);
-    return a;
   }
 
-  // The cross-node protocol of round n (launcher/node_round.h).
-  NodeRound round_of(int n) {
-    NodeRoundOptions ro;
-    ro.run_id = l().run_id;
-    ro.round = n;
-    ro.nnodes = l().nnodes_max;
-    ro.timeout = l().rdzv_timeout;
-    ro.check_interrupt = [this] { check_interrupt(); };
-    return NodeRound(*store, std::move(ro));
-  }
-
-  // The store host outlives every client: before leaving it waits (bounded) for each node that
-  // joined the last round to say it is leaving too, so no node loses the store while it still
-  // reports its outcome. Every leaver n sets "<run>/left/<n>"; the host waits for the last one.
+  // The store host outlives every client: before leaving it waits (bounded by close_timeout)
+  // for each other node of the last round to say it is leaving too, so no node loses the store
+  // while it still reports its outcome. Every leaver sets "<run>/round/<n>/left/<node rank>"
+  // (and counts itself in "<run>/left", which marks a file store as a finished job's).
   void leave() noexcept {
-    if (!multi() || !store) return;
+    if (!multi() || !store || store_gone()) return;
     try {
-      const std::string key = l().run_id + "/left";
-      store->set(key + "/" + std::to_string(store->add(key, 1)), "1");
-      if (!hosting || lost_nodes) return;  // nodes lost at the exit barrier will not say goodbye
-      const int64_t joined =
-          std::min<int64_t>(l().nnodes_max, store->add(round_key(l().run_id, round, "arrived"), 0));
-      const std::string last = key + "/" + std::to_string(std::max<int64_t>(1, joined));
-      const Deadline deadline(l().shutdown_timeout + kStoreHostLeaveGrace);
-      while (!deadline.expired() && supervisor.poll_signal() == 0) {
+      store->add(l().run_id + "/left", 1);
+      if (!loop || loop->nodes() == 0) return;
+      const int round = loop->round();
+      store->set(round_key(l().run_id, round, "left/" + std::to_string(my_rank)), "1");
+      if (!hosting || loop->lost_nodes()) return;  // lost nodes will not say goodbye
+      std::vector<std::string> keys;
+      for (int r = 0; r < loop->nodes(); ++r) {
+        if (r != my_rank) keys.push_back(round_key(l().run_id, round, "left/" + std::to_string(r)));
+      }
+      const Deadline deadline(l().close_timeout);
+      while (!keys.empty() && !deadline.expired() && supervisor.poll_signal() == 0) {
         try {
-          store->wait({last}, kSlice);
+          store->wait(keys, std::max(Millis(1), std::min(kSlice, deadline.remaining())));
           return;
         } catch (const TimeoutError&) {
         }
@@ -355,17 +371,62 @@ struct Agent::Impl {
     }
   }
 
-  AgentOutcome run_rounds();
+  // The heartbeat found the store unreachable: requests to it would wait for the link's timeout.
+  bool store_gone() const { return heartbeat && heartbeat->store_lost(); }
 
-  static void emit_round_start(const rdzv::NodeAssignment& a) {
-    set_event_context("node_rank", a.node_rank);
-    set_event_context("round", a.round);
-    emit_event("round_start", {{"nnodes", a.nnodes},
-                               {"world_size", a.world_size},
-                               {"rank_offset", a.rank_offset},
-                               {"local_world_size", a.local_world_size},
-                               {"master_addr", a.master_addr},
-                               {"master_port", a.master_port}});
+  // Tells every launcher still waiting to join that the job is over (best effort).
+  void close_job(const std::string& why) noexcept {
+    if (!multi() || !store) return;
+    try {
+      store->compare_set(rdzv::job_closed_key(l().run_id), {}, rdzv::Store::to_bytes(why));
+    } catch (const std::exception& e) {
+      log->debug("closing the job: {}", e.what());
+    }
+  }
+
+  // A store connection of the heartbeat's own, whose requests give up within the interval.
+  std::unique_ptr<rdzv::Store> open_heartbeat_store() const {
+    if (l().rdzv_backend == RdzvBackend::kFile)
+      return std::make_unique<rdzv::FileStore>(plan_store(o).file_path);
+    const net::Endpoint ep = net::parse_endpoint(rendezvous_endpoint);
+    rdzv::TCPStoreOptions t = tcp_options(ep.host, ep.port, false, l().keep_alive_interval);
+    t.timeout = l().keep_alive_interval;
+    return std::make_unique<rdzv::TCPStore>(t);
+  }
+
+  void start_heartbeat() {
+    if (!multi()) return;
+    if (l().rdzv_backend != RdzvBackend::kFile) rendezvous_endpoint = store_endpoint;
+    HeartbeatOptions h;
+    h.run_id = l().run_id;
+    h.id = self.id;
+    h.interval = l().keep_alive_interval;
+    h.max_attempt = l().keep_alive_max_attempt;
+    h.open_store = [this] { return open_heartbeat_store(); };
+    heartbeat = std::make_unique<Heartbeat>(std::move(h));
+  }
+
+  AgentOutcome run_rounds() {
+    start_heartbeat();
+    RoundLoopContext c;
+    c.launch = &l();
+    c.supervisor = &supervisor;
+    c.store = multi() ? store.get() : nullptr;
+    c.heartbeat = heartbeat.get();
+    c.self = &self;
+    c.store_name = l().rdzv_backend == RdzvBackend::kFile ? plan_store(o).file_path : rendezvous_endpoint;
+    c.hosting = hosting;
+    c.join = [this](int round) {
+      auto a = rendezvous(round);
+      if (a) my_rank = a->node_rank;
+      return a;
+    };
+    c.check_interrupt = [this] { check_interrupt(); };
+    loop = std::make_unique<RoundLoop>(std::move(c));
+    AgentOutcome out = loop->run();
+    if (store_gone()) return out;
+    close_job(out.status == AgentStatus::kSucceeded ? "done" : "ended: " + out.detail);
+    return out;
   }
 };
 
@@ -375,58 +436,6 @@ Agent::Agent(AgentOptions options) : impl_(std::make_unique<Impl>(std::move(opti
 }
 
 Agent::~Agent() = default;
-
-AgentOutcome Agent::Impl::run_rounds() {
-  AgentOutcome out;
-  for (int n = 0;; ++n) {
-    round = n;
-    rdzv::NodeAssignment a = rendezvous(n);
-    discovery.reset();  // every node reached the store: announcing is over
-    emit_round_start(a);
-    const std::string who = "node " + std::to_string(a.node_rank) + " (" + self.host + ")";
-    AttemptOptions ao;
-    ao.restart_count = n;
-    std::optional<NodeRound> shared;  // multi-node: the round every node shares
-    if (multi()) {
-      shared.emplace(round_of(n));
-      ao.external_stop = [&shared] { return shared->decided(); };
-    }
-    AttemptResult r = supervisor.run(a, ao);
-    emit_event("round_end", attempt_json(r));
-    out.last = r;
-    out.restarts = n;
-    const bool can_restart = n < l().max_restarts;
-    if (r.interrupted_by != 0) {
-      if (shared) shared->announce(RoundOutcome::interrupted(who + " got " + signal_name(r.interrupted_by)));
-      out.status = AgentStatus::kInterrupted;
-      return out;
-    }
-    RoundOutcome outcome;
-    if (r.success) {
-      outcome = shared ? shared->wait_outcome(a.node_rank) : RoundOutcome::done();
-      if (outcome.kind == RoundOutcomeKind::kDone) return out;
-      lost_nodes = outcome.kind == RoundOutcomeKind::kLost;
-    } else {
-      const RoundOutcome mine = RoundOutcome::failed(who + ": " + describe(r));
-      outcome = shared ? shared->announce(mine) : mine;
-      if (outcome == mine && can_restart) {
-        write_stderr(format_failure_summary(r, l().program_name()));
-      }
-      if (outcome == mine && !can_restart) {
-        out.status = AgentStatus::kWorkersFailed;
-        return out;
-      }
-    }
-    if (outcome.final() || !can_restart) {
-      out.status = AgentStatus::kPeerFailed;
-      out.detail = outcome.text();
-      return out;
-    }
-    log->warn("restarting the workers ({} of {}) after: {}", n + 1, l().max_restarts, outcome.text());
-    emit_event("restart",
-               {{"restart", n + 1}, {"max_restarts", l().max_restarts}, {"reason", outcome.text()}});
-  }
-}
 
 AgentOutcome Agent::run() {
   auto& d = *impl_;
@@ -440,19 +449,25 @@ AgentOutcome Agent::run() {
     // Tell the other nodes (best effort) so they stop instead of restarting without us.
     if (d.multi() && d.store) {
       try {
-        d.round_of(d.round).announce(
-            RoundOutcome::interrupted(d.self.host + " got " + signal_name(i.signal)));
+        NodeRoundOptions ro;
+        ro.run_id = d.l().run_id;
+        ro.round = d.loop ? d.loop->round() : 0;
+        NodeRound(*d.store, ro)
+            .announce(RoundOutcome::interrupted(d.self.host + " got " + signal_name(i.signal)));
       } catch (const Error&) {
       }
+      d.close_job("interrupted: " + d.self.host + " got " + signal_name(i.signal));
     }
     out = AgentOutcome{};
     out.status = AgentStatus::kInterrupted;
     out.last.interrupted_by = i.signal;
   } catch (...) {
     d.leave();
+    d.heartbeat.reset();
     throw;
   }
   d.leave();
+  d.heartbeat.reset();
   return out;
 }
 

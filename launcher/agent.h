@@ -1,14 +1,15 @@
 #pragma once
 // Agent: the per-node loop of ddp-launch. One Agent per launcher process.
 //
-//   resolve the store (host it or connect to it) -> node rendezvous round n -> Supervisor::run
-//   -> on failure, announce it in the store and start round n+1 (up to max_restarts) -> outcome.
+//   resolve the store (host it or connect to it) -> start the heartbeat -> rounds
+//   (launcher/agent_loop.h: join a round -> Supervisor::run with a monitor -> decide) -> outcome.
 //
-// Across nodes, restarts happen together (launcher/node_round.h): each round has an outcome;
-// the first node whose workers fail (or that is interrupted) announces it, and every other
+// Across nodes, rounds end together (launcher/node_round.h): each round has one outcome; the
+// first node whose workers fail, that is interrupted, or that finds a peer lost (heartbeats,
+// launcher/heartbeat.h) or a node waiting to join (elastic) announces it, and every other
 // node's Supervisor sees it through external_stop within monitor_interval and stops its
 // workers. A node whose workers all succeed waits at an exit barrier until every node is done
-// (the store host must outlive every client) or some node failed (then it restarts too).
+// or the round has another outcome (the store host must outlive every client).
 // While it waits for the other nodes of a round it prints who arrived (launcher/wait_progress.h).
 //
 // Stores (see plan_store): standalone and single node host a TCPStore on 127.0.0.1 (ephemeral
@@ -55,7 +56,8 @@ enum class AgentStatus {
   kSucceeded,      // every worker of every node exited 0
   kWorkersFailed,  // this node's workers failed and no restart was left
   kInterrupted,    // a handled signal stopped the job
-  kPeerFailed,     // another node failed or was interrupted, and no restart was left
+  kPeerFailed,     // another node failed, was interrupted or was lost (or the store was), and
+                   // the job cannot go on
 };
 
 struct AgentOutcome {

@@ -86,14 +86,14 @@ void Attempt::spawn_worker(int local_rank) {
   const bool user_logs = !o.log_dir.empty();
   std::string root = user_logs ? o.log_dir : state_.private_dir(run_id_);
   const std::string run_dir = user_logs && !o.log_run_dir.empty() ? o.log_run_dir : run_id_;
-  std::string worker_dir = attempt_log_dir(root, run_dir, attempt_.restart_count) + "/" + rank;
+  std::string worker_dir = attempt_log_dir(root, run_dir, attempt_.dir_index()) + "/" + rank;
   WorkerRoutes routes = plan_routes(o, local_rank, worker_dir);
   if (user_logs) {
     make_worker_dir(root, worker_dir);
     w.error_file = worker_dir + "/error.json";
   } else {
     w.error_file =
-        root + "/attempt_" + std::to_string(attempt_.restart_count) + "_rank_" + rank + "_error.json";
+        root + "/attempt_" + std::to_string(attempt_.dir_index()) + "_rank_" + rank + "_error.json";
     if (!routes.out.file.empty() || !routes.err.file.empty()) {
       make_worker_dir(root, worker_dir);
       if (!state_.keep_temp_dir) {

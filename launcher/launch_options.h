@@ -57,7 +57,13 @@ struct LaunchOptions {
   RdzvBackend rdzv_backend = RdzvBackend::kStatic;
   std::string rdzv_endpoint;  // host:port (tcp), directory (file), group:port (multicast)
   std::string rdzv_id = "none";
-  Millis rdzv_timeout = kDefaultRendezvousTimeout;
+  Millis rdzv_timeout = kDefaultRendezvousTimeout;  // join_timeout (torchrun's timeout too)
+  // Rounds and heartbeats (--rdzv-conf, torchrun's names; see common/timeouts.h).
+  Millis last_call_timeout = kDefaultLastCallTimeout;
+  Millis close_timeout = kDefaultCloseTimeout;
+  Millis keep_alive_interval = kDefaultKeepAliveInterval;
+  int keep_alive_max_attempt = kDefaultKeepAliveMaxAttempt;
+  Millis read_timeout = kDefaultRendezvousReadTimeout;
   bool standalone = false;
 
   // Supervision.
@@ -89,6 +95,9 @@ struct LaunchOptions {
 
   bool dry_run = false;
 
+  bool elastic() const { return nnodes_min < nnodes_max; }
+  // A launcher silent this long is lost.
+  Millis heartbeat_bound() const { return keep_alive_interval * keep_alive_max_attempt; }
   const std::string& program_name() const { return program.empty() ? command.front() : program; }
 };
 

@@ -18,6 +18,7 @@ constexpr Form kForms[] = {
     {RoundOutcomeKind::kFailed, "failed: "},
     {RoundOutcomeKind::kInterrupted, "interrupted: "},
     {RoundOutcomeKind::kLost, "lost: "},
+    {RoundOutcomeKind::kChanged, "changed: "},
 };
 constexpr const char* kDoneText = "done";
 
@@ -82,7 +83,7 @@ RoundOutcome NodeRound::wait_outcome(int node_rank) {
       missing += (missing.empty() ? "" : ", ") + std::to_string(k);
     }
     return announce(RoundOutcome::lost(
-        detail::str("node(s) ", missing, " did not reach the exit barrier within ", o_.timeout.count(),
+        detail::str("node(s) ", missing, " did not reach the exit barrier within ", o_.timeout->count(),
                     " ms of node ", node_rank, " (the rendezvous timeout; did their launcher die?)")));
   }
 }

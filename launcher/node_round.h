@@ -11,8 +11,8 @@
 // naming the nodes that never reached it (their launcher died), and every node stops with that.
 //
 // The outcome is stored as text ("done", "failed: <who>: <why>", "interrupted: <who> got SIGINT",
-// "lost: <why>"), read back only by RoundOutcome::decode: launchers of earlier versions read and
-// write the same keys. Store errors propagate (StoreError, NetworkError, TimeoutError), except in
+// "lost: <why>", "changed: <why>"), read back only by RoundOutcome::decode: launchers of earlier versions
+// read and write the same keys. Store errors propagate (StoreError, NetworkError, TimeoutError), except in
 // decided(), which reads a lost store as "decided" (the job cannot go on without it).
 // Not thread-safe; one NodeRound per round and launcher.
 #include <functional>
@@ -28,7 +28,8 @@ enum class RoundOutcomeKind {
   kDone,         // every node's workers succeeded
   kFailed,       // a node's workers failed (a restart may follow)
   kInterrupted,  // a node was stopped by a signal: no restart
-  kLost,         // nodes never reached the exit barrier: no restart (they would be waited for in vain)
+  kLost,         // nodes were lost (no heartbeat, or never at the exit barrier): no new round
+  kChanged,      // elastic: nodes were lost or are waiting to join: a new round, not a restart
 };
 
 struct RoundOutcome {
@@ -41,6 +42,7 @@ struct RoundOutcome {
     return {RoundOutcomeKind::kInterrupted, std::move(detail)};
   }
   static RoundOutcome lost(std::string detail) { return {RoundOutcomeKind::kLost, std::move(detail)}; }
+  static RoundOutcome changed(std::string detail) { return {RoundOutcomeKind::kChanged, std::move(detail)}; }
 
   // A restart cannot help: the job stops on every node.
   bool final() const { return kind == RoundOutcomeKind::kInterrupted || kind == RoundOutcomeKind::kLost; }
@@ -62,8 +64,9 @@ struct NodeRoundOptions {
   std::string run_id = "none";
   int round = 0;
   int nnodes = 1;
-  Millis timeout = kDefaultRendezvousTimeout;  // the exit barrier's bound
-  std::function<void()> check_interrupt;       // may throw to end a wait
+  // The exit barrier's bound; nullopt: none (heartbeats end the wait when a node is lost).
+  std::optional<Millis> timeout = kDefaultRendezvousTimeout;
+  std::function<void()> check_interrupt;  // may throw to end a wait
 };
 
 class NodeRound {

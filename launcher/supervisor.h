@@ -61,7 +61,9 @@ struct AttemptResult {
 };
 
 struct AttemptOptions {
-  int restart_count = 0;
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT
+  int round = -1;         // names the attempt's log directory (attempt_<round>); -1: restart_count
+  int dir_index() const { return round >= 0 ? round : restart_count; }
   // Polled every monitor_interval; true stops the workers (another node failed, say).
   std::function<bool()> external_stop;
 };

@@ -1,17 +1,14 @@
 #include "rendezvous/node_rendezvous.h"
 
 #include <algorithm>
-#include <random>
 #include <sstream>
 
 #include "common/deadline.h"
 #include "common/error.h"
-#include "common/safe_json.h"
+#include "rendezvous/node_registration.h"
 
 namespace ddp::rdzv {
 namespace {
-
-using json = safe_json::Json;
 
 std::string round_prefix(const NodeRendezvousOptions& o) {
   return o.run_id + "/round/" + std::to_string(o.round) + "/";
@@ -19,46 +16,9 @@ std::string round_prefix(const NodeRendezvousOptions& o) {
 
 std::string node_key(const std::string& prefix, int rank) { return prefix + "node/" + std::to_string(rank); }
 
-// A per-call nonce makes every registration distinct, so two launchers that claim the same node
-// rank are told apart even when they run on one host with the same settings.
-std::string nonce() {
-  std::random_device rd;
-  std::ostringstream os;
-  os << std::hex << rd() << rd();
-  return os.str();
-}
-
-struct Registration {
-  NodeInfo info;
-  int nnodes = 0;
-  std::string nonce;
-};
-
-std::string encode(const Registration& r) {
-  json j = {{"host", r.info.host},   {"addresses", r.info.addresses},
-            {"nproc", r.info.nproc}, {"requested_rank", r.info.requested_rank},
-            {"nnodes", r.nnodes},    {"nonce", r.nonce}};
-  return j.dump();
-}
-
-// A registration is input from another launcher (or anyone holding the token): typed, bounded.
-Registration decode(const std::string& key, const Bytes& bytes) {
-  const std::string source = "node rendezvous: registration under '" + key + "'";
-  try {
-    const json j = safe_json::parse(Store::to_string(bytes), source, {.max_bytes = 64 << 10, .max_depth = 4});
-    constexpr int64_t kMax = 1 << 20;  // nodes or workers per node: sums stay far from overflow
-    Registration r;
-    r.info.host = safe_json::get_string(j, "host", source);
-    r.info.addresses = safe_json::get_strings(j, "addresses", source);
-    r.info.nproc = static_cast<int>(safe_json::get_int(j, "nproc", source, 1, kMax));
-    r.info.requested_rank = static_cast<int>(safe_json::get_int(j, "requested_rank", source, -1, kMax));
-    r.nnodes = static_cast<int>(safe_json::get_int(j, "nnodes", source, 1, kMax));
-    r.nonce = safe_json::get_string(j, "nonce", source);
-    return r;
-  } catch (const InvalidArgument& e) {
-    DDP_THROW(StoreError, e.message());
-  }
-}
+Registration decode(const std::string& key, const Bytes& bytes) { return decode_registration(key, bytes); }
+std::string encode(const Registration& r) { return encode_registration(r); }
+std::string nonce() { return registration_nonce(); }
 
 // The round as it stands: registered nodes (rank, host) and missing ranks.
 NodeRendezvousProgress progress_of(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
@@ -199,6 +159,9 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
                              "'): some nodes give --node-rank and others do not (host ", reg.info.host,
                              " and host ", self.host, "): give it on all nodes or on none"));
     }
+    a.host_by_node.push_back(reg.info.host);
+    a.id_by_node.push_back(reg.info.id);
+    a.restart_count = std::max(a.restart_count, reg.info.restarts);
     if (r == rank) a.rank_offset = a.world_size;
     if (r == 0) a.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();
     a.nproc_by_node.push_back(reg.info.nproc);

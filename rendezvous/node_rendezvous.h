@@ -21,6 +21,8 @@ struct NodeInfo {
   std::vector<std::string> addresses;  // addresses other nodes can reach this one at
   int nproc = 1;                       // workers this node runs
   int requested_rank = -1;             // --node-rank; -1: assigned by arrival order
+  std::string id;                      // this launcher's heartbeat key (launcher/heartbeat.h)
+  int restarts = -1;                   // the job's restart count as this node knows it; -1: new
 };
 
 // Who has arrived and who is awaited, reported while a node waits (see on_progress).
@@ -65,6 +67,9 @@ struct NodeAssignment {
   std::string job_token;           // DDP_JOB_TOKEN
   std::string run_id;              // DDP_RUN_ID / TORCHELASTIC_RUN_ID
   int round = 0;
+  std::vector<std::string> host_by_node;  // indexed by node rank
+  std::vector<std::string> id_by_node;    // heartbeat ids, indexed by node rank ("" : none)
+  int restart_count = 0;                  // failures so far: the most any node of the round knew
 };
 
 // Runs one round. The store must be reachable by every node (a TCPStore client, a FileStore on

@@ -301,7 +301,31 @@ TEST_CASE("impossible combinations") {
   CHECK(error_of({"--rdzv-backend", "tpc", "./p"}).find("did you mean 'tcp'") != std::string::npos);
   CHECK(error_of({"--nnodes", "1:4", "./p"}).find("elastic") != std::string::npos);
   CHECK(error_of({}).find("no PROGRAM") != std::string::npos);
-  CHECK(error_of({"--rdzv-conf", "timeout=0", "./p"}).find("timeout must be > 0") != std::string::npos);
+  CHECK(error_of({"--rdzv-conf", "timeout=0", "./p"}).find("timeout: '0' is not a number of seconds") !=
+        std::string::npos);
+}
+
+TEST_CASE("elastic node counts: tcp or file; rdzv-conf sets the round and heartbeat timeouts") {
+  auto o = resolve({"--nnodes", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400", "--rdzv-conf",
+                    "last_call_timeout=2,close_timeout=3,keep_alive_interval=0.5,keep_alive_max_attempt=4",
+                    "./p"});
+  CHECK(o.launch.elastic());
+  CHECK(o.launch.nnodes_min == 2);
+  CHECK(o.launch.nnodes_max == 3);
+  CHECK(o.launch.last_call_timeout == Millis(2000));
+  CHECK(o.launch.close_timeout == Millis(3000));
+  CHECK(o.launch.heartbeat_bound() == Millis(2000));
+  auto d = resolve({"--nnodes", "2", "--node-rank", "0", "--master-addr", "h", "./p"});
+  CHECK(d.launch.heartbeat_bound() == Millis(5000));  // 1 s x 5: a lost node in seconds
+  CHECK(
+      error_of({"--nnodes", "1:2", "--rdzv-backend", "multicast", "--rdzv-endpoint", "239.1.2.3:5000", "./p"})
+          .find("need rdzv_backend tcp (c10d) or file") != std::string::npos);
+  CHECK(error_of(
+            {"--nnodes", "1:2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h:1", "--node-rank", "0", "./p"})
+            .find("ranks the nodes of every round by arrival") != std::string::npos);
+  CHECK(error_of({"--nnodes", "2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h:1", "--rdzv-conf",
+                  "keep_alive_max_attempt=0", "./p"})
+            .find("keep_alive_max_attempt") != std::string::npos);
 }
 
 TEST_CASE("c10d is tcp; rdzv-conf sets the timeout and is_host") {

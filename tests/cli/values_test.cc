@@ -102,6 +102,54 @@ TEST_CASE("local ranks, cpu bind, rdzv conf, KEY=VALUE") {
   CHECK_THROWS_WITH_AS(parse_rdzv_conf("timout=3", "x"), doctest::Contains("did you mean 'timeout'"),
                        InvalidArgument);
   CHECK_THROWS_AS(parse_rdzv_conf("timeout", "x"), InvalidArgument);
+}
+
+TEST_CASE("rdzv conf: torchrun's round and heartbeat keys, in seconds; hostile values name the key") {
+  auto c = parse_rdzv_conf(
+      "join_timeout=60,last_call_timeout=0.5,close_timeout=0,read_timeout=7,keep_alive_interval=0.25,"
+      "keep_alive_max_attempt=4,store_type=TCP,use_agent_store=false",
+      "rdzv_conf (from --rdzv-conf)");
+  CHECK(c.timeout == Millis(60'000));
+  CHECK(c.last_call_timeout == Millis(500));
+  CHECK(c.close_timeout == Millis(0));
+  CHECK(c.read_timeout == Millis(7000));
+  CHECK(c.keep_alive_interval == Millis(250));
+  CHECK(c.keep_alive_max_attempt == 4);
+  CHECK_FALSE(parse_rdzv_conf("", "x").keep_alive_interval.has_value());
+  // Each bad value: InvalidArgument naming the key (and the value where there is one).
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"keep_alive_interval=-1", "keep_alive_interval"},
+      {"keep_alive_interval=0", "keep_alive_interval"},
+      {"keep_alive_interval=abc", "keep_alive_interval"},
+      {"keep_alive_interval=nan", "keep_alive_interval"},
+      {"keep_alive_interval=inf", "keep_alive_interval"},
+      {"keep_alive_interval=1e300", "keep_alive_interval"},
+      {"keep_alive_max_attempt=0", "keep_alive_max_attempt"},
+      {"keep_alive_max_attempt=-3", "keep_alive_max_attempt"},
+      {"keep_alive_max_attempt=99999999999", "keep_alive_max_attempt"},
+      {"keep_alive_max_attempt=2.5", "keep_alive_max_attempt"},
+      {"last_call_timeout=-0.1", "last_call_timeout"},
+      {"last_call_timeout=2000000", "last_call_timeout"},
+      {"close_timeout=x", "close_timeout"},
+      {"join_timeout=0", "join_timeout"},
+      {"timeout=-5", "timeout"},
+      {"read_timeout=0", "read_timeout"},
+      {"store_type=file", "store_type"},
+      {"store_type=etcd", "store_type"},
+      {"keep_alive=1", "keep_alive"},
+      {"timeout=5,join_timeout=6", "join_timeout"},
+      {"last_call_timeout=1,last_call_timeout=2", "given twice"},
+  };
+  for (const auto& [text, key] : bad) {
+    CAPTURE(text);
+    CHECK_THROWS_WITH_AS(parse_rdzv_conf(text, "rdzv_conf (from --rdzv-conf)"), doctest::Contains(key.c_str()),
+                         InvalidArgument);
+  }
+  CHECK_THROWS_WITH_AS(parse_rdzv_conf("keep_alive_intervall=1", "x"),
+                       doctest::Contains("did you mean 'keep_alive_interval'"), InvalidArgument);
+}
+
+TEST_CASE("KEY=VALUE") {
   CHECK(parse_key_value("A=b=c", "x") == std::pair<std::string, std::string>{"A", "b=c"});
   CHECK(parse_key_value("EMPTY=", "x").second.empty());
   CHECK_THROWS_AS(parse_key_value("1A=2", "x"), InvalidArgument);

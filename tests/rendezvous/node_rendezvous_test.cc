@@ -18,7 +18,7 @@ using namespace ddp::rdzv;
 namespace {
 
 NodeInfo node(const std::string& host, int nproc, int requested = -1) {
-  return NodeInfo{host, {"10.0.0." + host.substr(1)}, nproc, requested};
+  return NodeInfo{host, {"10.0.0." + host.substr(1)}, nproc, requested, "", -1};
 }
 
 NodeRendezvousOptions opts(int nnodes, int round = 0, Millis timeout = Millis(20'000)) {

@@ -1,0 +1,246 @@
+#include "launcher/agent_loop.h"
+
+#include <thread>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "launcher/event_log.h"
+#include "launcher/stderr_sink.h"
+#include "rendezvous/elastic_rendezvous.h"
+#include "rendezvous/node_registration.h"
+
+namespace ddp::launcher {
+namespace {
+
+std::string describe(const AttemptResult& r) {
+  if (r.failures.empty()) return "workers stopped";
+  const auto& f = r.failures.front();
+  std::string how =
+      f.signal ? "died of " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
+  return "rank " + std::to_string(f.rank) + " (local rank " + std::to_string(f.local_rank) + ", pid " +
+         std::to_string(f.pid) + ") " + how;
+}
+
+void emit_round_start(const rdzv::NodeAssignment& a) {
+  set_event_context("node_rank", a.node_rank);
+  set_event_context("round", a.round);
+  emit_event("round_start", {{"nnodes", a.nnodes},
+                             {"world_size", a.world_size},
+                             {"rank_offset", a.rank_offset},
+                             {"local_world_size", a.local_world_size},
+                             {"master_addr", a.master_addr},
+                             {"master_port", a.master_port}});
+}
+
+std::string names_of(const std::vector<HeartbeatPeer>& peers) {
+  std::string out;
+  for (const auto& p : peers) out += (out.empty() ? "" : ", ") + p.name;
+  return out;
+}
+
+}  // namespace
+
+NodeRound RoundLoop::round_of(const rdzv::NodeAssignment& a) {
+  NodeRoundOptions ro;
+  ro.run_id = l().run_id;
+  ro.round = a.round;
+  ro.nnodes = a.nnodes;
+  ro.timeout = std::nullopt;  // heartbeats end the exit barrier when a node is lost
+  // The exit barrier's waits look at the membership too: a node lost while this one waits.
+  ro.check_interrupt = [this, &a] {
+    if (c_.check_interrupt) c_.check_interrupt();
+    if (current_ != nullptr) monitor(*current_, a);
+  };
+  return NodeRound(*c_.store, std::move(ro));
+}
+
+void RoundLoop::watch_peers(const rdzv::NodeAssignment& a) {
+  if (c_.heartbeat == nullptr) return;
+  std::vector<HeartbeatPeer> peers;
+  for (int i = 0; i < a.nnodes; ++i) {
+    if (i == a.node_rank || i >= static_cast<int>(a.id_by_node.size())) continue;
+    peers.push_back({a.id_by_node[i], rdzv::describe_node(i, a.host_by_node[i])});
+  }
+  c_.heartbeat->watch(std::move(peers));
+}
+
+std::optional<RoundOutcome> RoundLoop::membership_outcome(const rdzv::NodeAssignment& a) {
+  const std::vector<HeartbeatPeer> lost = c_.heartbeat ? c_.heartbeat->lost() : std::vector<HeartbeatPeer>{};
+  const bool elastic = l().elastic();
+  const int64_t waiting = elastic ? rdzv::waiting_in_round(*c_.store, l().run_id, a.round + 1) : 0;
+  if (!lost.empty()) {
+    nlohmann::ordered_json names = nlohmann::ordered_json::array();
+    for (const auto& p : lost) names.push_back(p.name);
+    emit_event("node_lost", {{"nodes", names}, {"heartbeat_ms", c_.heartbeat->bound().count()}});
+    const int64_t left = a.nnodes - static_cast<int64_t>(lost.size());
+    const std::string what = names_of(lost) + " lost: no heartbeat for " +
+                             std::to_string(c_.heartbeat->bound().count()) +
+                             " ms (keep_alive_interval x keep_alive_max_attempt; its launcher or host died)";
+    if (elastic && left + waiting >= l().nnodes_min) {
+      return RoundOutcome::changed(detail::str(what, "; a new round with the ", left, " node(s) left",
+                                               waiting > 0 ? " and those waiting" : ""));
+    }
+    if (elastic) {
+      return RoundOutcome::lost(detail::str(what, "; ", left, " node(s) left, ", waiting,
+                                            " waiting: fewer than the minimum of ", l().nnodes_min));
+    }
+    return RoundOutcome::lost(what + "; a job of a fixed node count cannot go on without it");
+  }
+  if (elastic && waiting > 0 && a.nnodes < l().nnodes_max &&
+      c_.store->add(round_key(l().run_id, a.round, "done"), 0) == 0) {
+    return RoundOutcome::changed(detail::str(waiting, " node(s) waiting to join; a new round with them"));
+  }
+  return std::nullopt;
+}
+
+bool RoundLoop::monitor(NodeRound& round, const rdzv::NodeAssignment& a) {
+  // The heartbeat's view first: it needs no request to a store that may have gone silent.
+  if (c_.heartbeat != nullptr && c_.heartbeat->store_lost()) return true;  // announced by no one
+  if (round.decided()) return true;
+  try {
+    if (auto o = membership_outcome(a)) {
+      round.announce(*o);
+      return true;
+    }
+  } catch (const std::exception&) {
+    return true;  // the store is gone: the round cannot go on
+  }
+  return false;
+}
+
+std::optional<RoundOutcome> RoundLoop::settle(NodeRound& round, const rdzv::NodeAssignment& a) {
+  if (c_.heartbeat == nullptr) return std::nullopt;
+  const auto since = Clock::now();
+  // A peer that died before the failure is found lost within the bound of its last beat.
+  const auto deadline = since + c_.heartbeat->bound() + l().keep_alive_interval;
+  while (Clock::now() < deadline) {
+    if (c_.check_interrupt) c_.check_interrupt();
+    if (c_.heartbeat->store_lost() || round.decided()) return std::nullopt;
+    if (!c_.heartbeat->lost().empty()) return membership_outcome(a);
+    if (c_.heartbeat->all_beat_since(since)) return std::nullopt;
+    std::this_thread::sleep_for(std::max(Millis(1), l().keep_alive_interval / 4));
+  }
+  return std::nullopt;
+}
+
+RoundOutcome RoundLoop::outcome_after(const AttemptResult& r, NodeRound* shared,
+                                      const rdzv::NodeAssignment& a) {
+  if (r.interrupted_by != 0) {
+    const RoundOutcome mine = RoundOutcome::interrupted(who_ + " got " + signal_name(r.interrupted_by));
+    if (shared) shared->announce(mine);
+    return mine;
+  }
+  if (r.success) {
+    if (!shared) return RoundOutcome::done();
+    state_ = RoundState::kExitBarrier;
+    return shared->wait_outcome(a.node_rank);
+  }
+  // The store gone silent: no request to it (each would wait for the link's timeout).
+  if (shared && c_.heartbeat != nullptr) {
+    if (auto why = c_.heartbeat->store_lost()) DDP_THROW(NetworkError, *why);
+  }
+  if (shared && !r.failures.empty()) {
+    if (auto lost = settle(*shared, a)) return shared->announce(*lost);
+  }
+  const RoundOutcome mine = RoundOutcome::failed(who_ + ": " + describe(r));
+  return shared ? shared->announce(mine) : mine;
+}
+
+std::string RoundLoop::store_lost_detail(const std::string& why) const {
+  return "lost the job's rendezvous store at " + c_.store_name + " (" + why +
+         "): the launcher that hosts it died or its host is unreachable; the job cannot go on without it";
+}
+
+bool RoundLoop::decide(const RoundOutcome& outcome, const AttemptResult& r, AgentOutcome& out) {
+  state_ = RoundState::kDeciding;
+  const bool own_failure = !r.success && r.interrupted_by == 0 && !r.failures.empty() &&
+                           outcome.kind == RoundOutcomeKind::kFailed &&
+                           outcome.detail.starts_with(who_ + ":");
+  switch (outcome.kind) {
+    case RoundOutcomeKind::kDone: out.status = AgentStatus::kSucceeded; return false;
+    case RoundOutcomeKind::kChanged:
+      emit_event("membership_change", {{"reason", outcome.text()}, {"next_round", round_ + 1}});
+      logger("agent")->warn("round {}: membership changed ({}); joining round {}", round_, outcome.detail,
+                            round_ + 1);
+      return true;
+    case RoundOutcomeKind::kFailed:
+      if (restarts_ < l().max_restarts) {
+        if (own_failure) write_stderr(format_failure_summary(r, l().program_name()));
+        ++restarts_;
+        logger("agent")->warn("restarting the workers ({} of {}) after: {}", restarts_, l().max_restarts,
+                              outcome.text());
+        emit_event("restart",
+                   {{"restart", restarts_}, {"max_restarts", l().max_restarts}, {"reason", outcome.text()}});
+        return true;
+      }
+      out.status = own_failure ? AgentStatus::kWorkersFailed : AgentStatus::kPeerFailed;
+      break;
+    case RoundOutcomeKind::kInterrupted:
+      out.status = r.interrupted_by != 0 ? AgentStatus::kInterrupted : AgentStatus::kPeerFailed;
+      break;
+    case RoundOutcomeKind::kLost:
+      lost_nodes_ = true;
+      out.status = AgentStatus::kPeerFailed;
+      break;
+  }
+  if (out.status == AgentStatus::kPeerFailed) out.detail = outcome.text();
+  return false;
+}
+
+AgentOutcome RoundLoop::run() {
+  AgentOutcome out;
+  int known_restarts = -1;  // a new launcher learns the job's count from the round it joins
+  for (int next = 0;;) {
+    state_ = RoundState::kJoining;
+    if (c_.self) c_.self->restarts = known_restarts;
+    std::optional<rdzv::NodeAssignment> joined = c_.join(next);
+    if (!joined) {
+      logger("agent")->info("the job ended before this node could join a round; nothing to do");
+      out.status = AgentStatus::kSucceeded;
+      return out;
+    }
+    const rdzv::NodeAssignment& a = *joined;
+    round_ = a.round;
+    nodes_ = a.nnodes;
+    restarts_ = a.restart_count;
+    who_ = rdzv::describe_node(a.node_rank, c_.self ? c_.self->host : "this host");
+    watch_peers(a);
+    emit_round_start(a);
+
+    state_ = RoundState::kRunning;
+    AttemptOptions ao;
+    ao.restart_count = restarts_;
+    ao.round = round_;
+    std::optional<NodeRound> shared;
+    if (multi()) {
+      shared.emplace(round_of(a));
+      current_ = &*shared;
+      ao.external_stop = [this, &shared, &a] { return monitor(*shared, a); };
+    }
+    struct Forget {
+      NodeRound*& p;
+      ~Forget() { p = nullptr; }
+    } forget{current_};
+    AttemptResult r = c_.supervisor->run(a, ao);
+    emit_event("round_end", attempt_json(r));
+    out.last = r;
+    out.restarts = restarts_;
+    RoundOutcome outcome;
+    try {
+      outcome = outcome_after(r, shared ? &*shared : nullptr, a);
+    } catch (const NetworkError& e) {
+      if (c_.hosting) throw;
+      out.status = AgentStatus::kPeerFailed;
+      out.detail = store_lost_detail(e.message());
+      return out;
+    }
+    if (!decide(outcome, r, out)) {
+      state_ = RoundState::kFinished;
+      return out;
+    }
+    known_restarts = restarts_;
+    next = round_ + 1;
+  }
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,83 @@
+#pragma once
+// The agent's loop over rounds, one per launcher: a small state machine.
+//
+//   kJoining      join the next round (node_rendezvous, or elastic_rendezvous for MIN:MAX)
+//   kRunning      the workers run; every monitor_interval the loop looks at the round
+//                 (monitor): another node's outcome, a peer lost (no heartbeat), a node
+//                 waiting to join (elastic, while the round has fewer than MAX nodes)
+//   kExitBarrier  this node's workers succeeded: wait for every node's, or for an outcome
+//   kDeciding     act on the round's outcome (launcher/node_round.h):
+//                   done            -> the job succeeded
+//                   failed          -> a new round while restarts are left (counts against
+//                                      --max-restarts, job-wide), else the job ends
+//                   changed         -> a new round with the nodes that are left and those that
+//                                      wait (elastic; never counts as a restart)
+//                   lost, interrupted -> the job ends
+//
+// Heartbeats (launcher/heartbeat.h) name the lost node within keep_alive_interval x
+// keep_alive_max_attempt. A worker failure is often a lost node's consequence (the survivors'
+// collectives fail first): it is announced only once every other node was seen beating after
+// it (about 2 x keep_alive_interval), else the lost node is, so a lost node never costs a
+// restart. A node lost from a static job, or from an elastic one that keeps
+// fewer than MIN nodes (counting those waiting), ends the job: outcome lost, exit 122. A store
+// this launcher can no longer reach (with tcp: the store host's launcher died) ends it too.
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "launcher/agent.h"
+#include "launcher/heartbeat.h"
+#include "launcher/node_round.h"
+
+namespace ddp::launcher {
+
+struct RoundLoopContext {
+  const LaunchOptions* launch = nullptr;
+  Supervisor* supervisor = nullptr;
+  rdzv::Store* store = nullptr;    // null: one node, nothing shared
+  Heartbeat* heartbeat = nullptr;  // null: one node
+  rdzv::NodeInfo* self = nullptr;  // its restarts are updated before each join
+  std::string store_name;          // names the store in errors: "127.0.0.1:29400"
+  bool hosting = false;            // this launcher serves the store
+  // Joins round `round` or a later one; nullopt: the job ended before this node could join.
+  std::function<std::optional<rdzv::NodeAssignment>(int round)> join;
+  std::function<void()> check_interrupt;  // throws to end a wait (a handled signal)
+};
+
+enum class RoundState { kJoining, kRunning, kExitBarrier, kDeciding, kFinished };
+
+class RoundLoop {
+ public:
+  explicit RoundLoop(RoundLoopContext context) : c_(std::move(context)) {}
+
+  AgentOutcome run();
+  int round() const { return round_; }  // the round in progress (or last joined)
+  int nodes() const { return nodes_; }  // its node count
+  bool lost_nodes() const { return lost_nodes_; }
+
+ private:
+  const LaunchOptions& l() const { return *c_.launch; }
+  bool multi() const { return c_.store != nullptr; }
+  NodeRound round_of(const rdzv::NodeAssignment& a);
+  void watch_peers(const rdzv::NodeAssignment& a);
+  // The monitor: announces an outcome when the membership changed; true once the round has one.
+  bool monitor(NodeRound& round, const rdzv::NodeAssignment& a);
+  std::optional<RoundOutcome> membership_outcome(const rdzv::NodeAssignment& a);
+  // After a worker failure here: the membership outcome when a peer turns out lost, else nullopt.
+  std::optional<RoundOutcome> settle(NodeRound& round, const rdzv::NodeAssignment& a);
+  RoundOutcome outcome_after(const AttemptResult& r, NodeRound* shared, const rdzv::NodeAssignment& a);
+  // Decides what follows `outcome`: true to join another round, false when `out` is final.
+  bool decide(const RoundOutcome& outcome, const AttemptResult& r, AgentOutcome& out);
+  std::string store_lost_detail(const std::string& why) const;
+
+  RoundLoopContext c_;
+  RoundState state_ = RoundState::kJoining;
+  int round_ = 0;
+  int nodes_ = 0;
+  int restarts_ = 0;  // the job's restart count as this node knows it
+  bool lost_nodes_ = false;
+  NodeRound* current_ = nullptr;  // the round in progress, for the exit barrier's monitor
+  std::string who_;               // "node 1 (host)"
+};
+
+}  // namespace ddp::launcher

@@ -1,0 +1,49 @@
+#pragma once
+// Elastic node rendezvous (--nnodes MIN:MAX), torchrun's semantics over any Store with add and
+// compare_set. The launchers of a job meet in numbered rounds, "<run_id>/round/<n>/":
+//   arrived    a counter: each launcher's arrival index in the round
+//   node/<i>   the registration of arrival i (rendezvous/node_registration.h)
+//   closed     K, the round's node count, set once (compare_set) by whoever first sees the
+//              round complete: MAX nodes in, or at least MIN in and no arrival for
+//              last_call_timeout. Arrivals 0..K-1 are the round's nodes, node rank = arrival.
+// A round may close only once the round before it has an outcome ("<n-1>/outcome", written by
+// launcher/node_round.h): a node that arrives while round n-1 runs waits in round n (the
+// waiting list) until the nodes of round n-1 stop and come to round n too. A node that arrives
+// after its round closed moves on to the next round.
+// "<run_id>/closed" (set by a launcher when the job ends) ends every wait: the job is over.
+//
+// Clock-free: each launcher times last_call_timeout on its own clock from the last change it
+// saw. Not thread-safe; one call per launcher at a time. Errors: TimeoutError when no round
+// closes within join_timeout (naming how many arrived and the MIN needed); store errors propagate.
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/timeouts.h"
+#include "rendezvous/node_rendezvous.h"
+#include "rendezvous/store.h"
+
+namespace ddp::rdzv {
+
+struct ElasticRendezvousOptions {
+  std::string run_id = "none";
+  int round = 0;  // the first round to try (the caller's next round)
+  int min_nodes = 1;
+  int max_nodes = 1;
+  Millis join_timeout = kDefaultRendezvousTimeout;
+  Millis last_call_timeout = kDefaultLastCallTimeout;
+  std::function<void()> check_interrupt;  // called every slice; may throw to end the wait
+};
+
+// "<run_id>/closed": its value says why the job ended.
+std::string job_closed_key(const std::string& run_id);
+
+// Joins the first round that takes this node. The assignment's round is the round joined and
+// its restart_count the most any of its nodes knew. nullopt: the job ended (job_closed_key) first.
+std::optional<NodeAssignment> elastic_rendezvous(Store& store, const NodeInfo& self,
+                                                 const ElasticRendezvousOptions& options);
+
+// How many launchers wait in round `round` (arrived before it closed); 0 when none.
+int64_t waiting_in_round(Store& store, const std::string& run_id, int round);
+
+}  // namespace ddp::rdzv
