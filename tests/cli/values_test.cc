@@ -142,8 +142,8 @@ TEST_CASE("rdzv conf: torchrun's round and heartbeat keys, in seconds; hostile v
   };
   for (const auto& [text, key] : bad) {
     CAPTURE(text);
-    CHECK_THROWS_WITH_AS(parse_rdzv_conf(text, "rdzv_conf (from --rdzv-conf)"), doctest::Contains(key.c_str()),
-                         InvalidArgument);
+    CHECK_THROWS_WITH_AS(parse_rdzv_conf(text, "rdzv_conf (from --rdzv-conf)"),
+                         doctest::Contains(key.c_str()), InvalidArgument);
   }
   CHECK_THROWS_WITH_AS(parse_rdzv_conf("keep_alive_intervall=1", "x"),
                        doctest::Contains("did you mean 'keep_alive_interval'"), InvalidArgument);

@@ -53,7 +53,7 @@ TEST_CASE("a peer that stops beating is lost and named; a live one is not") {
   CHECK(a.lost()[0].name == "node 2 (hc)");
   CHECK_FALSE(a.store_lost().has_value());
   CHECK_FALSE(a.all_beat_since(Clock::now()));  // not before a beat was seen after it
-  a.watch({{"b", "node 0 (hb)"}});  // a new round: earlier losses are forgotten
+  a.watch({{"b", "node 0 (hb)"}});              // a new round: earlier losses are forgotten
   CHECK(a.lost().empty());
   const auto since = Clock::now();
   CHECK(eventually([&] { return a.all_beat_since(since); }));  // b beats on
