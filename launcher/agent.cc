@@ -8,7 +8,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/socket.h"
-#include "launcher/event_log.h"
 #include "launcher/agent_loop.h"
 #include "launcher/heartbeat.h"
 #include "launcher/node_round.h"
