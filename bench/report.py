@@ -213,7 +213,7 @@ def floors_lines(rows):
         for key, label in (("copy_us", "a copy of what the other core wrote"),
                            ("pass_us", "a 2-thread `a += b` pass"),
                            ("cma_us", "the cross-process (CMA) floor")):
-            if key in r:
+            if r.get(key) is not None:
                 bits.append(f"{label} {time_label(r[key])};")
         out.append("- " + " ".join(bits).rstrip(";"))
     return out
