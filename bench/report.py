@@ -62,6 +62,10 @@ def time_label(us):
     return f"{us:.3g} µs" if us < 100 else f"{us:.0f} µs"
 
 
+def ratio_label(x):
+    return f"{x:.0f}×" if x >= 100 else f"{x:.3g}×"
+
+
 def read_jsonl(path):
     rows = []
     for i, line in enumerate(path.read_text().splitlines(), 1):
@@ -92,6 +96,7 @@ class Run:
             if key not in meta:
                 raise ResultError(f"{meta_path.relative_to(ROOT)}: no \"{key}\"")
         self.date, self.note, self.files = meta["date"], meta["note"], meta["files"]
+        self.short_note = meta.get("short_note", self.note)  # the README's
         self.rows = {}
         for name in self.files:
             path = folder / name
@@ -181,7 +186,7 @@ def collective_table(by_impl):
             cells.append(time_label(row["median_us"]) if row else "–")
         for impl, _ in peers:
             mine, theirs = by_impl[ours].get(b), by_impl[impl].get(b)
-            cells.append(f"{theirs['median_us'] / mine['median_us']:.2f}×" if mine and theirs else "–")
+            cells.append(ratio_label(theirs["median_us"] / mine["median_us"]) if mine and theirs else "–")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -290,15 +295,16 @@ def anchor(run):
 def headline(run):
     """The README's block: one table, each of ours against its peer, the machine named."""
     if run is None:
-        return [BEGIN, "", "No run under `bench/results/` yet: [docs/benchmarks.md](docs/benchmarks.md) "
-                "holds the earlier measurements.", "", END]
+        return [BEGIN, "No run under `bench/results/` yet: [docs/benchmarks.md](docs/benchmarks.md) "
+                "holds the earlier measurements.", END]
     coll = run.collective().get(("all_reduce", 2))
     systems = run.torch()
-    note = run.note.rstrip(".")
-    lines = [BEGIN, "",
-             f"On {run.machine_line()} ({run.date}; {note[:1].lower() + note[1:]}), 2 ranks on one host; "
-             "more in [docs/benchmarks.md](docs/benchmarks.md):", "",
-             "| 2 ranks, one host | ours | Open MPI | Gloo | PyTorch |", "|---|---|---|---|---|"]
+    note = run.short_note.rstrip(".")
+    lines = [BEGIN,
+             f"{run.machine['cpu']}, {run.machine['online_cpus']} CPUs, {run.date}: {note[:1].lower() + note[1:]}. "
+             "Every run, its machine and command: [docs/benchmarks.md](docs/benchmarks.md).", "",
+             "| 2 ranks, one host | ours | Open MPI | Gloo |" + (" PyTorch |" if systems else ""),
+             "|---|---|---|---|" + ("---|" if systems else "")]
     if coll:
         ours = coll.get(("tcp", "host"), {})
         for b in sorted(ours):
@@ -306,7 +312,8 @@ def headline(run):
             for impl in (("mpi-direct", "host"), ("gloo-direct", "host")):
                 row = coll.get(impl, {}).get(b)
                 cells.append(time_label(row["median_us"]) if row else "–")
-            cells.append("–")
+            if systems:
+                cells.append("–")
             lines.append("| " + " | ".join(cells) + " |")
     if systems:
         o, p = systems["ours"], systems["pytorch"]
@@ -314,7 +321,7 @@ def headline(run):
                      f"{p['ddp_ms']:g} ms (DDP over gloo) |")
     if coll:
         lines += ["", f"![all_reduce bandwidth against size: ours, Open MPI, Gloo](docs/img/{img_name(run, 'all_reduce-2')})"]
-    lines += ["", END]
+    lines += [END]
     return lines
 
 
