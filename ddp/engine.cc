@@ -127,6 +127,35 @@ void Engine::finalize() {
   ro.predivide = options_.gradient_predivide_factor;
   reducer_ = std::make_unique<Reducer>(group_, params_, ro);
   if (hook_) reducer_->set_hook(hook_);
+  timeline_ = Timeline::open(options_.timeline, group_->rank());
+  reducer_->set_timeline(timeline_.get());
+}
+
+// Per step on the "step" track: the optimizer step of the previous one (what ran between its
+// finish_backward and this pre_forward), then this step's number.
+void Engine::timeline_begin_step() {
+  const int64_t now = Timeline::now_us();
+  if (step_end_at_ != 0) timeline_->span("optimizer step", Timeline::kStepTrack, step_end_at_, now);
+  timeline_->set_step(++step_);
+  forward_at_ = now;
+  forward_end_at_ = 0;
+}
+
+// Forward and backward, as far as the engine knows them: forward from pre_forward to
+// forward_done() (else to the first gradient), backward from there to finish_backward.
+void Engine::timeline_compute_spans(int64_t finish_called_at) {
+  const int64_t first_grad = reducer_->first_ready_us();
+  const int64_t forward_end = forward_end_at_ != 0 ? forward_end_at_ : first_grad;
+  if (forward_at_ != 0 && forward_end != 0) {
+    timeline_->span(forward_end_at_ != 0 ? "forward" : "forward (to the first gradient)",
+                    Timeline::kStepTrack, forward_at_, forward_end);
+  }
+  const int64_t backward_begin = forward_end != 0 ? forward_end : forward_at_;
+  if (backward_begin != 0) {
+    timeline_->span(forward_end != 0 ? "backward" : "forward and backward", Timeline::kStepTrack,
+                    backward_begin, finish_called_at);
+  }
+  forward_at_ = forward_end_at_ = 0;
 }
 
 void Engine::sync_model(int source) {
@@ -138,6 +167,7 @@ void Engine::sync_model(int source) {
 
 void Engine::pre_forward() {
   check_finalized("pre_forward");
+  if (timeline_) timeline_begin_step();
   int source = 0;
   if (join_enabled_) {
     JoinRound round = join_round(*group_, /*active=*/true, /*sync=*/!no_sync_);
@@ -167,7 +197,14 @@ void Engine::finish_backward() {
   }
   forwarded_ = false;
   if (no_sync_) return;
-  reducer_->finish();
+  if (!timeline_) {
+    reducer_->finish();
+    return;
+  }
+  timeline_compute_spans(Timeline::now_us());
+  reducer_->finish();  // records the wait for the buckets
+  step_end_at_ = Timeline::now_us();
+  timeline_->flush();
 }
 
 void Engine::enable_join(JoinOptions options) {

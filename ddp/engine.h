@@ -32,6 +32,7 @@
 #include "ddp/join.h"
 #include "ddp/options.h"
 #include "ddp/param.h"
+#include "ddp/timeline.h"
 
 namespace ddp {
 
@@ -55,6 +56,11 @@ class Engine {
   void finalize();
 
   void pre_forward();
+  // The end of the forward pass, for the timeline (ddp/timeline.h) when the caller knows it
+  // (the LibTorch wrapper does); without it the timeline's forward ends at the first gradient.
+  void forward_done() {
+    if (timeline_) forward_end_at_ = Timeline::now_us();
+  }
   void mark_ready(size_t param);
   void finish_backward();
 
@@ -89,12 +95,19 @@ class Engine {
   void sync_model(int source);
   void check_finalized(const char* op) const;
   std::vector<std::string> describe() const;
+  void timeline_begin_step();
+  void timeline_compute_spans(int64_t finish_called_at);
 
   comm::ProcessGroupPtr group_;
   EngineOptions options_;
   std::vector<ParamSpec> params_;
   std::vector<BufferSpec> buffers_;
   CommHook hook_;
+  // Null when off (the hooks above then read no clock). Declared before the reducer, whose
+  // pending buckets still record into it while it is destroyed.
+  std::unique_ptr<Timeline> timeline_;
+  int64_t step_ = 0;
+  int64_t forward_at_ = 0, forward_end_at_ = 0, step_end_at_ = 0;  // microseconds; 0: not known
   std::unique_ptr<Reducer> reducer_;
   bool no_sync_ = false;
   bool join_enabled_ = false;

@@ -3,6 +3,7 @@
 // the sequence of collectives are part of the cross-rank check at finalize(): ranks that
 // disagree fail with an error instead of hanging.
 #include <cstddef>
+#include <string>
 
 namespace ddp {
 
@@ -29,6 +30,9 @@ struct EngineOptions {
   // Gradients are divided by this before the all_reduce and by world_size / factor after
   // (c10d's gradient_predivide_factor): guards low-precision sums against overflow.
   double gradient_predivide_factor = 1.0;
+  // A Chrome trace of every step, one file per rank (ddp/timeline.h); empty: the DDP_TIMELINE
+  // variable's path, or none. Not part of the cross-rank check.
+  std::string timeline;
 };
 
 }  // namespace ddp

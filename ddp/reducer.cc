@@ -55,6 +55,16 @@ void Reducer::set_hook(CommHook hook) {
   hook_ = hook ? std::move(hook) : allreduce_hook();
 }
 
+void Reducer::set_timeline(Timeline* timeline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  timeline_ = timeline;
+}
+
+int64_t Reducer::first_ready_us() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_ready_us_;
+}
+
 void Reducer::set_divisor(int divisor) {
   std::lock_guard<std::mutex> lock(mu_);
   DDP_CHECK(divisor >= 1, "gradient divisor must be at least 1, got ", divisor);
@@ -132,6 +142,7 @@ void Reducer::begin_iteration() {
   in_iteration_ = true;
   std::fill(ready_.begin(), ready_.end(), 0);
   user_marks_ = 0;
+  first_ready_us_ = 0;
   next_launch_ = 0;
   for (auto& b : buckets_) {
     b.pending = b.params.size();
@@ -155,6 +166,7 @@ void Reducer::mark_ready(size_t param) {
                         : "already marked ready in this iteration");
   }
   if (!rebuilt_) ready_order_.push_back(param);
+  if (timeline_ && user_marks_ == 0) first_ready_us_ = Timeline::now_us();
   ++user_marks_;
   mark_locked(param, Fill::kCopy);
 }
@@ -163,7 +175,13 @@ void Reducer::mark_locked(size_t param, Fill fill) {
   ready_[param] = 1;
   fill_[param] = fill;
   Bucket& b = buckets_[slots_[param].bucket];
-  if (--b.pending == 0) launch_ready();
+  if (--b.pending != 0) return;
+  if (timeline_) {
+    timeline_->instant(
+        "ready", Timeline::bucket_track(slots_[param].bucket), Timeline::now_us(),
+        "\"bytes\":" + std::to_string(b.flat.bytes()) + ",\"params\":" + std::to_string(b.params.size()));
+  }
+  launch_ready();
 }
 
 void Reducer::launch_ready() {
@@ -181,8 +199,16 @@ comm::WorkPtr Reducer::launch(size_t bucket) {
   GradBucket gb = grad_bucket(bucket, buckets_[bucket].flat);
   if (options_.gradient_as_bucket_view) {
     try {
+      const int64_t start = timeline_ ? Timeline::now_us() : 0;
       fill(bucket);  // zeros for unused parameters; the gradients are already in place
-      return run_hook(gb);
+      comm::WorkPtr work = run_hook(gb);
+      if (!timeline_) return work;
+      // The bucket completes once its span is recorded: finish() then never sees a bucket done
+      // whose span is still to come (a Work wakes its waiters before it runs its callbacks).
+      auto traced = std::make_shared<comm::Work>("ddp bucket " + std::to_string(bucket));
+      trace_collective(*work, bucket, start);
+      work->then([traced](comm::Work& w) { traced->finish(w.exception()); });
+      return traced;
     } catch (...) {
       auto failed = std::make_shared<comm::Work>("ddp bucket " + std::to_string(bucket));
       failed->finish(std::current_exception());
@@ -192,12 +218,19 @@ comm::WorkPtr Reducer::launch(size_t bucket) {
   auto done = std::make_shared<comm::Work>("ddp bucket " + std::to_string(bucket));
   bucket_thread_.post([this, gb = std::move(gb), done]() mutable {
     finish_with(*done, [&] {
+      const int64_t copy_in = timeline_ ? Timeline::now_us() : 0;
       fill(gb.index);
-      run_hook(gb)->then([this, bucket = gb.index, done](comm::Work& work) {
+      if (timeline_) trace_span("copy in", gb.index, copy_in);
+      const int64_t launched = timeline_ ? Timeline::now_us() : 0;
+      comm::WorkPtr work = run_hook(gb);
+      if (timeline_) trace_collective(*work, gb.index, launched);
+      work->then([this, bucket = gb.index, done](comm::Work& work) {
         if (std::exception_ptr error = work.exception()) return done->finish(error);
         bucket_thread_.post([this, bucket, done] {
           finish_with(*done, [&] {
+            const int64_t copy_out_at = timeline_ ? Timeline::now_us() : 0;
             copy_out(bucket);
+            if (timeline_) trace_span("copy out", bucket, copy_out_at);
             done->finish();
           });
         });
@@ -205,6 +238,20 @@ comm::WorkPtr Reducer::launch(size_t bucket) {
     });
   });
   return done;
+}
+
+// The timeline's bucket track: a span from `begin` to now.
+void Reducer::trace_span(const char* name, size_t bucket, int64_t begin) const {
+  timeline_->span(name, Timeline::bucket_track(bucket), begin, Timeline::now_us());
+}
+
+// The collective's span, from its launch to its Work's completion, recorded by the first
+// callback on that Work (callbacks run in the order they were added, on the finishing thread).
+void Reducer::trace_collective(comm::Work& work, size_t bucket, int64_t launched) const {
+  const std::string args = "\"bytes\":" + std::to_string(buckets_[bucket].flat.bytes());
+  work.then([timeline = timeline_, bucket, launched, args](comm::Work&) {
+    timeline->span("collective", Timeline::bucket_track(bucket), launched, Timeline::now_us(), args);
+  });
 }
 
 void Reducer::fill(size_t bucket) const {
@@ -272,7 +319,9 @@ void Reducer::finish() {
   std::vector<comm::WorkPtr> works;
   for (auto& b : buckets_) works.push_back(b.done);  // every parameter is ready: all launched
   in_iteration_ = false;
+  const int64_t wait_from = timeline_ ? Timeline::now_us() : 0;
   comm::wait_all(works);
+  if (timeline_) timeline_->span("wait for buckets", Timeline::kStepTrack, wait_from, Timeline::now_us());
   if (options_.static_graph && !unused_known_ && !fairseq_mode) {
     known_unused_ = unready;
     unused_known_ = true;

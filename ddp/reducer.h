@@ -26,6 +26,7 @@
 #include "ddp/comm_hook.h"
 #include "ddp/device_ops.h"
 #include "ddp/param.h"
+#include "ddp/timeline.h"
 
 namespace ddp {
 
@@ -47,6 +48,11 @@ class Reducer {
   Reducer& operator=(const Reducer&) = delete;
 
   void set_hook(CommHook hook);
+  // Records each bucket's ready time and collective, and the wait in finish() (ddp/timeline.h);
+  // nullptr: off. Not owned; outlives the reducer.
+  void set_timeline(Timeline* timeline);
+  // When this iteration's first gradient was marked ready (microseconds); 0: none yet, or off.
+  int64_t first_ready_us() const;
   // The divisor of the coming iteration: the world size, or the active ranks under join.
   void set_divisor(int divisor);
 
@@ -87,6 +93,8 @@ class Reducer {
   void copy_out(size_t bucket) const;
   GradBucket grad_bucket(size_t bucket, const comm::Buffer& buffer) const;
   comm::WorkPtr run_hook(GradBucket& bucket) const;
+  void trace_span(const char* name, size_t bucket, int64_t begin) const;
+  void trace_collective(comm::Work& work, size_t bucket, int64_t launched) const;
   void rebuild_once();
   std::string unready_message(const std::vector<size_t>& unready) const;
   comm::Buffer slot_view(size_t param) const;
@@ -109,6 +117,8 @@ class Reducer {
   std::vector<size_t> ready_order_;  // the first iteration's, for the rebuild
   bool unused_known_ = false;        // static_graph: the unused set was found in iteration 1
   std::vector<size_t> known_unused_;
+  Timeline* timeline_ = nullptr;
+  int64_t first_ready_us_ = 0;
   TaskThread bucket_thread_;  // last: destroyed first, while what its tasks touch still lives
 };
 

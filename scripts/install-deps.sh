@@ -17,7 +17,7 @@ packages=(
   pybind11-dev python3-dev
   # `pip install .` (pyproject.toml: the plugin as a Python package) and its test's venv.
   python3-pip python3-setuptools python3-wheel python3-build python3-venv
-  # `make benchmarks` (bench/report.py): the plots of docs/benchmarks.md.
+  # `make benchmarks` (bench/report.py): the plots of docs/benchmarks.md; scripts/timeline_png.py.
   python3-matplotlib
 )
 # `make format` / `format-check` / `lint` (DDP_LINT_DEPS=1): clang-format and clang-tidy 14.

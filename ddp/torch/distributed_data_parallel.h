@@ -51,7 +51,9 @@ class DistributedDataParallelImpl : public ::torch::nn::Module {
     engine_->pre_forward();
     size_t position = 0;
     (detail::check_inputs(*engine_, position++, args), ...);
-    return module_->forward(std::forward<Args>(args)...);
+    auto out = module_->forward(std::forward<Args>(args)...);
+    engine_->engine().forward_done();  // the timeline's end of forward (ddp/timeline.h)
+    return out;
   }
 
   M& module() { return module_; }
