@@ -206,8 +206,9 @@ def torch_table(systems):
              "|---|---|---|---|---|"]
     for key, label in (("ours", "ours (LibTorch, tcp)"), ("pytorch", "PyTorch DDP (gloo)")):
         r = systems[key]
-        per_round = ", ".join(f"{v:g}" for v in r["ddp_ms_per_round"])
-        lines.append(f"| {label} | {r['local_ms']:g} ms | {r['ddp_ms']:g} ms | {r['overhead']:.3f} | {per_round} |")
+        per_round = ", ".join(f"{v:.0f}" for v in r["ddp_ms_per_round"])
+        lines.append(f"| {label} | {time_label(r['local_ms'] * 1e3)} | {time_label(r['ddp_ms'] * 1e3)} | "
+                     f"{r['overhead']:.3f} | {per_round} |")
     return lines
 
 
@@ -252,7 +253,7 @@ def run_section(run):
         lines += ["", f"![DDP step time, ours against PyTorch's](img/{img_name(run, 'ddp-step')})", ""]
     floors = run.floors()
     if floors:
-        lines += ["### The machine's floors", "", "`ddp-bench floors` in the same minutes:", ""]
+        lines += ["### The machine's floors", "", "`ddp-bench floors`, right after the runs above:", ""]
         lines += floors_lines(floors)
         lines.append("")
     return lines
@@ -317,8 +318,8 @@ def headline(run):
             lines.append("| " + " | ".join(cells) + " |")
     if systems:
         o, p = systems["ours"], systems["pytorch"]
-        lines.append(f"| DDP step, 6 × Linear(2048, 2048) | {o['ddp_ms']:g} ms (LibTorch) | – | – | "
-                     f"{p['ddp_ms']:g} ms (DDP over gloo) |")
+        lines.append(f"| DDP step, 6 × Linear(2048, 2048) | {time_label(o['ddp_ms'] * 1e3)} (LibTorch) | – | – | "
+                     f"{time_label(p['ddp_ms'] * 1e3)} (DDP over gloo) |")
     if coll:
         lines += ["", f"![all_reduce bandwidth against size: ours, Open MPI, Gloo](docs/img/{img_name(run, 'all_reduce-2')})"]
     lines += [END]
