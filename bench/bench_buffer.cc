@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 
 #ifdef DDP_BENCH_CUDA
 #include "comm/nccl/cuda_memory.h"
@@ -17,7 +17,9 @@ struct BenchBuffer::Device {
 };
 bool cuda_built() { return true; }
 int cuda_devices() { return comm::cuda::device_count(); }
-int cuda_device_of_this_rank() { return comm::cuda::default_device(std::stoi(env::get_or("RANK", "0"))); }
+int cuda_device_of_this_rank() {
+  return comm::cuda::default_device(static_cast<int>(settings::int_or(settings::kRank, 0)));
+}
 #else
 struct BenchBuffer::Device {};
 bool cuda_built() { return false; }

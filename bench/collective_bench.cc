@@ -32,9 +32,9 @@
 #include "bench/local_ranks.h"
 #include "bench/machine_json.h"
 #include "bench/sizes.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/machine.h"
+#include "common/settings.h"
 
 namespace ddp::bench {
 namespace {
@@ -396,7 +396,8 @@ int collective_main(int argc, char** argv) {
         DDP_THROW(InvalidArgument, "--buffers: all_reduce or broadcast, without --compare");
       }
     }
-    const bool has_rank = env::get("RANK") || env::get("OMPI_COMM_WORLD_RANK") || env::get("SLURM_PROCID");
+    const bool has_rank = settings::get(settings::kRank) || settings::get("OMPI_COMM_WORLD_RANK") ||
+                          settings::get("SLURM_PROCID");
     if (f.world_size > 0 && !has_rank) {
       LocalRanksOptions lo;
       lo.world = f.world_size;

@@ -5,8 +5,8 @@
 
 #include "comm/init.h"
 #include "comm/init_store.h"
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 
 #ifdef DDP_WITH_GLOO
 #include <gloo/allgather.h>
@@ -127,8 +127,10 @@ class GlooDirectRunner final : public CollectiveRunner {
     comm::StoreHandle h = comm::open_init_store(request);
     store_ = h.store;
     GlooStoreAdapter adapter(store_);
-    gloo::rendezvous::PrefixStore prefixed("gloo-direct/" + env::get_or("DDP_RUN_ID", "bench"), adapter);
-    gloo::transport::tcp::attr attr(env::get_or("DDP_BENCH_GLOO_HOST", "127.0.0.1").c_str());
+    gloo::rendezvous::PrefixStore prefixed("gloo-direct/" + settings::get_or(settings::kRunId, "bench"),
+                                           adapter);
+    gloo::transport::tcp::attr attr(
+        settings::get_or(settings::kBenchGlooHost, std::string(settings::kBenchGlooHost.fallback)).c_str());
     device_ = gloo::transport::tcp::CreateDevice(attr);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(h.rank, h.world_size);
     ctx->setTimeout(std::chrono::milliseconds(600'000));

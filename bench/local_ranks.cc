@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/machine.h"
+#include "common/settings.h"
 #include "rendezvous/tcp_store.h"
 
 namespace ddp::bench {
@@ -77,9 +78,9 @@ std::vector<std::string> mpirun_argv(const LocalRanksOptions& o) {
                                    "--bind-to",
                                    o.bind && !rank_cpus(o.world).empty() ? "core" : "none",
                                    "-x",
-                                   "DDP_STORE",
+                                   std::string(settings::kStore.name),
                                    "-x",
-                                   "DDP_RUN_ID",
+                                   std::string(settings::kRunId.name),
                                    self_exe()};
   for (size_t i = 0; i < o.args.size(); ++i) {
     const std::string& a = o.args[i];
@@ -126,11 +127,14 @@ int run_local_ranks(const LocalRanksOptions& o) {
   so.host = "127.0.0.1";
   so.is_server = true;
   rdzv::TCPStore store(so);  // serves from its own threads: the children only exec
-  std::vector<std::string> meet = {"DDP_STORE=127.0.0.1:" + std::to_string(store.port()),
-                                   "DDP_RUN_ID=bench-" + std::to_string(::getpid())};
+  auto var = [](const settings::Setting& s, const std::string& value) {
+    return std::string(s.name) + "=" + value;
+  };
+  std::vector<std::string> meet = {var(settings::kStore, "127.0.0.1:" + std::to_string(store.port())),
+                                   var(settings::kRunId, "bench-" + std::to_string(::getpid()))};
   // As ddp-launch does: ranks bound to a CPU each still know how many CPUs they share.
-  if (std::getenv("DDP_LOCAL_CPUS") == nullptr)
-    meet.push_back("DDP_LOCAL_CPUS=" + std::to_string(affinity_cpus()));
+  if (!settings::get(settings::kLocalCpus))
+    meet.push_back(var(settings::kLocalCpus, std::to_string(affinity_cpus())));
   std::vector<pid_t> pids;
   if (o.mpirun) {
     pids.push_back(spawn(mpirun_argv(o), environment_with(meet), o.who));

@@ -80,14 +80,19 @@ std::string names_for(const OptionSpec& spec) {
   return names;
 }
 
-std::unique_ptr<CLI::App> build_app(Bindings& b, bool& help, bool& version) {
+std::unique_ptr<CLI::App> build_app(Bindings& b, CommandLine& out) {
   auto app = std::make_unique<CLI::App>(kDescription, "ddp-launch");
   app->set_help_flag();
   app->prefix_command();
   app->footer(std::string(kFooter) + kExitCodeTable);
   app->get_formatter()->column_width(kHelpOptionColumn);
-  app->add_flag("-h,--help", help, "Print this help and exit")->group("General");
-  app->add_flag("--version", version, "Print the version and exit")->group("General");
+  app->add_flag("-h,--help", out.help, "Print this help and exit")->group("General");
+  app->add_flag("--version", out.version, "Print the version and exit")->group("General");
+  app->add_flag("--print-settings", out.print_settings,
+                "Print every environment variable read, with the value in effect, and exit")
+      ->group("General");
+  app->add_flag("--markdown", out.markdown, "With --print-settings: as docs/environment.md")
+      ->group("General");
   for (const auto& spec : option_specs()) {
     if (!spec.in_cli) continue;
     std::string name(spec.name);
@@ -112,7 +117,7 @@ std::unique_ptr<CLI::App> build_app(Bindings& b, bool& help, bool& version) {
 }
 
 std::vector<std::string> all_flag_names() {
-  std::vector<std::string> out = {"--help", "--version"};
+  std::vector<std::string> out = {"--help", "--version", "--print-settings", "--markdown"};
   for (const auto& spec : option_specs()) {
     if (spec.in_cli) out.push_back(flag_name(spec.name));
   }
@@ -120,8 +125,11 @@ std::vector<std::string> all_flag_names() {
 }
 
 std::vector<FlagSpelling> flag_spellings() {
-  std::vector<FlagSpelling> out = {
-      {"--help", "help", false}, {"-h", "help", false}, {"--version", "version", false}};
+  std::vector<FlagSpelling> out = {{"--help", "help", false},
+                                   {"-h", "help", false},
+                                   {"--version", "version", false},
+                                   {"--print-settings", "print_settings", false},
+                                   {"--markdown", "markdown", false}};
   for (const auto& spec : option_specs()) {
     if (!spec.in_cli) continue;
     const bool value = spec.kind != ValueKind::kBool;
@@ -138,7 +146,7 @@ std::vector<FlagSpelling> flag_spellings() {
 CommandLine parse_command_line(const std::vector<std::string>& args) {
   Bindings b;
   CommandLine out;
-  auto app = build_app(b, out.help, out.version);
+  auto app = build_app(b, out);
   const std::vector<std::string> expanded = expand_flag_prefixes(args, flag_spellings());
   std::vector<std::string> reversed(expanded.rbegin(), expanded.rend());  // CLI11 takes them reversed
   try {
@@ -185,8 +193,8 @@ std::vector<std::string> accepted_flags() {
 
 std::string help_text() {
   Bindings b;
-  bool help = false, version = false;
-  auto app = build_app(b, help, version);
+  CommandLine ignored;
+  auto app = build_app(b, ignored);
   std::string text = app->help();
   // CLI11 prints "[OPTIONS]"; say where the program goes.
   auto pos = text.find("Usage: ");

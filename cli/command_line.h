@@ -17,6 +17,10 @@ struct CommandLine {
   std::vector<std::string> command;  // PROGRAM [ARGS...]
   bool help = false;                 // --help / -h: print help_text() and exit 0
   bool version = false;              // --version: print version_text() and exit 0
+  // --print-settings: print the environment settings with the values in effect and exit 0;
+  // with --markdown, as docs/environment.md.
+  bool print_settings = false;
+  bool markdown = false;
 };
 
 // Throws InvalidArgument for an unknown option (with "did you mean"), a missing value, or a

@@ -13,9 +13,9 @@
 #include "cli/exit_codes.h"
 #include "cli/resolve.h"
 #include "cli/text_wrap.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "launcher/agent.h"
 #include "launcher/event_log.h"
 #include "launcher/stderr_sink.h"
@@ -106,7 +106,7 @@ void merge_timeline(const std::string& path, std::filesystem::file_time_type sin
     const std::vector<int> ranks = launcher::merge_timelines(path, since);
     if (ranks.empty()) {
       say("warning: timeline: no rank wrote one (" + path +
-          ": the workers must use libddp's DDP engine, which reads DDP_TIMELINE)");
+          ": the workers must use libddp's DDP engine, which reads " + std::string(settings::kTimeline.name) + ")");
     } else {
       say("timeline: " + std::to_string(ranks.size()) + " rank(s) merged into " + path);
     }
@@ -131,6 +131,11 @@ int main(int argc, char** argv) {
       std::fputs(cli::version_text().c_str(), stdout);
       return cli::kExitOk;
     }
+    if (cl.print_settings) {
+      const std::string table = cl.markdown ? settings::format_markdown() : settings::format_table();
+      std::fputs(table.c_str(), stdout);
+      return cli::kExitOk;
+    }
     const cli::EnvLookup env = cli::process_env();
     cli::SettingLayer merged = cli::merge_settings(cl.flags, cli::env_layer(env, environment_names()));
     std::vector<std::string> warnings;
@@ -146,7 +151,7 @@ int main(int argc, char** argv) {
   }
   set_log_program("ddp-launch");
   spdlog::level::level_enum level = spdlog::level::info;
-  if (auto name = env::get("DDP_LOG_LEVEL"); !name || !parse_log_level(*name, &level))
+  if (auto name = settings::get(settings::kLogLevel); !name || !parse_log_level(*name, &level))
     level = spdlog::level::info;
   set_log_level(level);
   // From here on the launcher supervises: its own lines must never block it.

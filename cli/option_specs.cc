@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/settings.h"
+
 namespace ddp::cli {
 namespace {
 
@@ -152,7 +154,7 @@ std::string flag_name(std::string_view name) {
 }
 
 std::string env_name(std::string_view name) {
-  std::string out = "DDP_LAUNCH_";
+  std::string out(settings::family_prefix(settings::kLaunchOption));
   for (char c : name) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
 }

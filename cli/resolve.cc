@@ -10,6 +10,7 @@
 #include "cli/run_id.h"
 #include "cli/suggest.h"
 #include "common/error.h"
+#include "common/settings.h"
 #include "common/socket.h"
 #include "rendezvous/init_method.h"
 
@@ -271,7 +272,8 @@ void drop_standalone_conflicts(const Settings& s, launcher::LaunchOptions& l,
 }
 
 std::string pet_name(std::string_view option) {
-  return "PET_" + env_name(option).substr(std::string("DDP_LAUNCH_").size());
+  const std::string launch(settings::family_prefix(settings::kLaunchOption));
+  return std::string(settings::family_prefix(settings::kPetOption)) + env_name(option).substr(launch.size());
 }
 
 }  // namespace
@@ -283,7 +285,8 @@ SettingLayer env_layer(const EnvLookup& env, const std::vector<std::string>& env
     if (spec.in_cli) known.push_back(env_name(spec.name));
   }
   for (const auto& name : env_names) {
-    if (name.starts_with("DDP_LAUNCH_") && std::find(known.begin(), known.end(), name) == known.end()) {
+    if (name.starts_with(settings::family_prefix(settings::kLaunchOption)) &&
+        std::find(known.begin(), known.end(), name) == known.end()) {
       DDP_THROW(InvalidArgument, "unknown environment variable ", name, did_you_mean(name, known));
     }
   }

@@ -12,8 +12,8 @@
 
 #include "cli/device_count.h"
 #include "cli/suggest.h"
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace ddp::cli {
 namespace {
@@ -57,11 +57,7 @@ bool try_int(const std::string& text, int* out) {
 }  // namespace
 
 EnvLookup process_env() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
+  return [](const std::string& name) { return settings::lookup(name); };
 }
 
 int parse_int(const std::string& text, const std::string& what) {
@@ -81,7 +77,7 @@ Millis parse_seconds(const std::string& text, const std::string& what) {
 }
 
 bool parse_bool(const std::string& text, const std::string& what) {
-  if (auto b = env::parse_bool(trim(text))) return *b;
+  if (auto b = settings::parse_bool(trim(text))) return *b;
   DDP_THROW(InvalidArgument, what, ": '", text, "' is not a boolean (1/0, true/false, yes/no, on/off)");
 }
 

@@ -9,8 +9,8 @@
 #include <immintrin.h>
 
 #include "comm/cpu_features.h"
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace ddp::comm {
 
@@ -82,7 +82,7 @@ CopyKernelSetting parse_copy_kernel(const std::string& value) {
   if (value == "auto") return CopyKernelSetting::kAuto;
   if (value == "memcpy") return CopyKernelSetting::kMemcpy;
   if (value == "vector") return CopyKernelSetting::kVector;
-  DDP_THROW(InvalidArgument, "DDP_COPY_KERNEL='", value, "': choose auto, memcpy or vector");
+  DDP_THROW(InvalidArgument, settings::kCopyKernel.name, "='", value, "': choose auto, memcpy or vector");
 }
 
 namespace {
@@ -125,7 +125,7 @@ ShortCopy calibrate_short_copy() {
 
 ShortCopy short_copy() {
   static const ShortCopy choice = [] {
-    switch (parse_copy_kernel(env::get_or("DDP_COPY_KERNEL", "auto"))) {
+    switch (parse_copy_kernel(settings::choice(settings::kCopyKernel))) {
       case CopyKernelSetting::kMemcpy: return ShortCopy::kMemcpy;
       case CopyKernelSetting::kVector: return ShortCopy::kVector;
       case CopyKernelSetting::kAuto: break;

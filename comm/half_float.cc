@@ -5,7 +5,7 @@
 #endif
 
 #include "comm/cpu_features.h"
-#include "common/env.h"
+#include "common/settings.h"
 
 namespace ddp::comm::half_float {
 namespace {
@@ -39,7 +39,7 @@ DDP_TARGET_AVX2_F16C void narrow_f16c(uint16_t* out, const float* in, size_t n) 
 #endif
 
 bool detect_f16c() {
-  return env::get_bool_or("DDP_F16C", true) && cpu_features().avx2 && cpu_features().f16c;
+  return settings::bool_value(settings::kF16c) && cpu_features().avx2 && cpu_features().f16c;
 }
 
 }  // namespace

@@ -3,9 +3,9 @@
 #include <mutex>
 
 #include "comm/init_store.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "rendezvous/prefix_store.h"
 
 namespace ddp {
@@ -24,18 +24,16 @@ DefaultState& state() {
 }
 
 std::string run_prefix(int init_number) {
-  const std::string run_id = env::get("DDP_RUN_ID").value_or(env::get_or("TORCHELASTIC_RUN_ID", "none"));
-  const int64_t restart = env::get_int_or("TORCHELASTIC_RESTART_COUNT", 0);
+  const std::string run_id =
+      settings::get(settings::kRunId).value_or(settings::get_or(settings::kTorchelasticRunId, "none"));
+  const int64_t restart = settings::int_value(settings::kTorchelasticRestartCount);
   return "run/" + run_id + "/" + std::to_string(restart) + "/" + std::to_string(init_number);
 }
 
 // The timeout the caller gave (the option, else DDP_TIMEOUT_MS); kUseDefault when none.
 Millis given_timeout(Millis option) {
   if (option != kUseDefault) return option;
-  if (auto ms = env::get_int("DDP_TIMEOUT_MS")) {
-    if (*ms <= 0) DDP_THROW(InvalidArgument, "DDP_TIMEOUT_MS must be positive, got ", *ms);
-    return Millis(*ms);
-  }
+  if (auto ms = settings::get_int(settings::kTimeoutMs)) return Millis(*ms);
   return kUseDefault;
 }
 
@@ -73,7 +71,8 @@ comm::ProcessGroupPtr init_process_group(const InitOptions& options) {
   request.init_method = options.init_method;
   request.rank = options.rank;
   request.world_size = options.world_size;
-  request.job_token = options.job_token.empty() ? env::get_or("DDP_JOB_TOKEN", "") : options.job_token;
+  request.job_token =
+      options.job_token.empty() ? settings::get_or(settings::kJobToken, "") : options.job_token;
   request.given = options.store;
   const Millis timeout = given_timeout(options.timeout);
   request.connect_timeout = timeout;  // a store that never answers fails init within it

@@ -1,7 +1,9 @@
 #include "comm/init_store.h"
 
-#include "common/env.h"
+#include <charconv>
+
 #include "common/error.h"
+#include "common/settings.h"
 #include "common/socket.h"
 #include "rendezvous/hash_store.h"
 
@@ -15,7 +17,13 @@ namespace {
 
 int first_int(std::initializer_list<const char*> names) {
   for (const char* name : names) {
-    if (auto v = env::get_int(name)) return static_cast<int>(*v);
+    auto v = settings::get(name);
+    if (!v) continue;
+    int out = 0;
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+    if (ec != std::errc() || end != v->data() + v->size())
+      DDP_THROW(InvalidArgument, "environment variable ", name, "='", *v, "': an integer");
+    return out;
   }
   return -1;
 }
@@ -54,13 +62,13 @@ StoreHandle open_env(const StoreRequest& req) {
   h.rank = req.rank;
   h.world_size = req.world_size;
   fill_ranks_from_env(h);
-  if (auto ep = env::get("DDP_STORE")) {
+  if (auto ep = settings::get(settings::kStore)) {
     h.store = tcp_store(net::parse_endpoint(*ep), false, req);
-    h.description = "DDP_STORE=" + *ep;
+    h.description = std::string(settings::kStore.name) + "=" + *ep;
     return h;
   }
-  auto addr = env::get("MASTER_ADDR");
-  auto port = env::get_int("MASTER_PORT");
+  auto addr = settings::get(settings::kMasterAddr);
+  auto port = settings::get_int(settings::kMasterPort);
   if (addr && port) {
     if (*port <= 0 || *port > 65535) DDP_THROW(InvalidArgument, "MASTER_PORT=", *port, " is not a port");
     net::Endpoint at{*addr, static_cast<uint16_t>(*port)};
@@ -75,8 +83,8 @@ StoreHandle open_env(const StoreRequest& req) {
     h.description = "a local store (" + std::string(h.world_size == 1 ? "world of one" : "mpi") + ")";
     return h;
   }
-  DDP_THROW(InvalidArgument,
-            "init_process_group(env://): set DDP_STORE, or MASTER_ADDR and MASTER_PORT, "
+  DDP_THROW(InvalidArgument, "init_process_group(env://): set ", settings::kStore.name,
+            ", or MASTER_ADDR and MASTER_PORT, "
             "to say where the ",
             h.world_size, " ranks meet");
 }

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <string_view>
 
+#include "common/settings.h"
+
 namespace ddp {
 namespace {
 
@@ -19,7 +21,7 @@ std::mutex& registry_mutex() {
 spdlog::level::level_enum& current_level() {
   static spdlog::level::level_enum level = [] {
     spdlog::level::level_enum l = spdlog::level::warn;
-    if (const char* env = std::getenv("DDP_LOG_LEVEL")) parse_log_level(env, &l);
+    if (auto name = settings::get(settings::kLogLevel)) parse_log_level(*name, &l);
     return l;
   }();
   return level;

@@ -12,8 +12,8 @@
 #include <optional>
 #include <sstream>
 
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace ddp {
 namespace {
@@ -165,11 +165,7 @@ int affinity_cpus() {
 }
 
 int local_cpus() {
-  if (const std::optional<int64_t> n = env::get_int("DDP_LOCAL_CPUS")) {
-    if (*n <= 0 || *n > 1 << 20)
-      DDP_THROW(InvalidArgument, "DDP_LOCAL_CPUS=", *n, ": must be a positive number of CPUs");
-    return static_cast<int>(*n);
-  }
+  if (const std::optional<int64_t> n = settings::get_int(settings::kLocalCpus)) return static_cast<int>(*n);
   return std::max(1, machine_profile().usable_cpus);
 }
 

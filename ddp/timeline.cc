@@ -8,8 +8,8 @@
 #include <chrono>
 #include <optional>
 
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 #include "common/timeline_path.h"
 
 namespace ddp {
@@ -17,7 +17,7 @@ namespace {
 
 // DDP_TIMELINE, read once: a process pays for the environment lookup at most once.
 const std::optional<std::string>& env_path() {
-  static const std::optional<std::string> path = env::get("DDP_TIMELINE");
+  static const std::optional<std::string> path = settings::get(settings::kTimeline);
   return path;
 }
 
@@ -52,7 +52,7 @@ int64_t Timeline::now_us() {
 
 Timeline::Timeline(const std::string& file, int rank) : file_(file), rank_(rank) {
   fd_ = Fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd_.valid()) DDP_THROW_ERRNO("open timeline '", file, "' (DDP_TIMELINE)");
+  if (!fd_.valid()) DDP_THROW_ERRNO("open timeline '", file, "' (", settings::kTimeline.name, ")");
   std::lock_guard<std::mutex> lock(mu_);
   const std::string r = std::to_string(rank);
   pending_ = "[\n";

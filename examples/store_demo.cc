@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/settings.h"
 #include "rendezvous/tcp_store.h"
 
 namespace {
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   app.add_option("-n,--workers", world, "worker processes")->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
   try {
-    ::setenv("DDP_JOB_TOKEN", fresh_token().c_str(), 1);
+    ::setenv(std::string(ddp::settings::kJobToken.name).c_str(), fresh_token().c_str(), 1);
     TCPStoreOptions o;
     o.is_server = true;
     o.timeout = kTimeout;

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "comm/init.h"
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 #include "ddp/torch/distributed_data_parallel.h"
 #include "examples/checkpoint.h"
 #include "examples/cnn.h"
@@ -189,7 +189,7 @@ int train(const Config& c) {
   ::torch::manual_seed(1 + rank);  // different on purpose: DDP starts every rank from rank 0's weights
   demo::Cnn cnn;
   ::torch::optim::SGD opt(cnn->parameters(), ::torch::optim::SGDOptions(c.lr).momentum(c.momentum));
-  const bool first_attempt = ddp::env::get("TORCHELASTIC_RESTART_COUNT").value_or("0") == "0";
+  const bool first_attempt = ddp::settings::int_value(ddp::settings::kTorchelasticRestartCount) == 0;
   Steps steps{c, rank, world, cnn, opt, resume(c, *group, cnn, opt), first_attempt};
   ddp::EngineOptions options;
   options.gradient_as_bucket_view = c.bucket_view;

@@ -4,9 +4,9 @@
 
 #include <filesystem>
 
-#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/socket.h"
 #include "launcher/agent_loop.h"
 #include "launcher/heartbeat.h"
@@ -102,16 +102,16 @@ struct Agent::Impl {
   void resolve_token() {
     if (!o.job_token.empty())
       token = o.job_token;
-    else if (auto t = env::get("DDP_JOB_TOKEN"))
+    else if (auto t = settings::get(settings::kJobToken))
       token = *t;
     else if (!multi())
       token = random_hex(16);
     else if (l().rdzv_backend != RdzvBackend::kFile) {
       token = derive_job_token(l().run_id);
       log->warn(
-          "DDP_JOB_TOKEN is not set: the job token is derived from --rdzv-id '{}', which anyone who can "
-          "guess the id can derive too; set DDP_JOB_TOKEN to the same secret on every node",
-          l().run_id);
+          "{0} is not set: the job token is derived from --rdzv-id '{1}', which anyone who can "
+          "guess the id can derive too; set {0} to the same secret on every node",
+          settings::kJobToken.name, l().run_id);
     }
   }
 
@@ -336,9 +336,9 @@ struct Agent::Impl {
     a.run_id = l().run_id;
     a.round = round;
     log->log(multi() ? spdlog::level::info : spdlog::level::debug,
-             "round {}: node {}/{}, ranks {}-{} of {}, MASTER_ADDR={} MASTER_PORT={} DDP_STORE={}", round,
+             "round {}: node {}/{}, ranks {}-{} of {}, MASTER_ADDR={} MASTER_PORT={} {}={}", round,
              a.node_rank, a.nnodes, a.rank_offset, a.rank_offset + a.local_world_size - 1, a.world_size,
-             a.master_addr, a.master_port, a.store_endpoint);
+             a.master_addr, a.master_port, settings::kStore.name, a.store_endpoint);
   }
 
   // The store host outlives every client: before leaving it waits (bounded by close_timeout)

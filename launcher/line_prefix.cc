@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "common/settings.h"
+
 namespace ddp::launcher {
 namespace {
 
@@ -65,8 +67,7 @@ std::string line_prefix(const LinePrefixOptions& options) {
 }
 
 bool colour_wanted(int fd) {
-  const char* no_colour = std::getenv("NO_COLOR");
-  if (no_colour != nullptr && *no_colour != '\0') return false;
+  if (settings::get(settings::kNoColor)) return false;
   return ::isatty(fd) == 1;
 }
 

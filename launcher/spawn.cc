@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace ddp::launcher {
 namespace {
@@ -93,8 +94,7 @@ bool is_executable_file(const std::string& path) {
 
 std::string resolve_executable(const std::string& name) {
   if (name.empty() || name.find('/') != std::string::npos) return name;
-  const char* path_env = ::getenv("PATH");
-  std::string path = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  const std::string path = settings::get_or(settings::kPath, std::string(settings::kPath.fallback));
   size_t start = 0;
   while (start <= path.size()) {
     size_t end = path.find(':', start);

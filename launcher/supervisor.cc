@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "launcher/attempt.h"
 #include "launcher/process_tree.h"
 #include "launcher/stderr_sink.h"
@@ -124,9 +125,8 @@ SupervisorState::~SupervisorState() {
 
 const std::string& SupervisorState::private_dir(const std::string& run_id) {
   if (temp_dir.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/ddp-launch-" +
-                          sanitize(run_id) + "-XXXXXX";
+    std::string pattern = settings::get_or(settings::kTmpdir, std::string(settings::kTmpdir.fallback)) +
+                          "/ddp-launch-" + sanitize(run_id) + "-XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) DDP_THROW_ERRNO("mkdtemp ", pattern);
     temp_dir = pattern;
   }

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/machine.h"
+#include "common/settings.h"
 
 namespace ddp::launcher {
 
@@ -75,15 +76,15 @@ EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& a, 
   // The CPUs the node's workers share, as the launcher sees them (its affinity: a container's
   // cpuset, a Slurm allocation), unless the user said: a worker bound to one of them later still
   // knows how many its node has (common/machine.h: local_cpus).
-  if (std::getenv("DDP_LOCAL_CPUS") == nullptr) {
-    if (const int cpus = affinity_cpus(); cpus > 0) env.emplace_back("DDP_LOCAL_CPUS", s(cpus));
+  if (!settings::get(settings::kLocalCpus)) {
+    if (const int cpus = affinity_cpus(); cpus > 0) env.emplace_back(settings::kLocalCpus.name, s(cpus));
   }
   if (options.virtual_local_rank) env.emplace_back("CUDA_VISIBLE_DEVICES", visible_device(input.local_rank));
-  if (!options.timeline.empty()) env.emplace_back("DDP_TIMELINE", options.timeline);
-  if (!a.store_endpoint.empty()) env.emplace_back("DDP_STORE", a.store_endpoint);
-  if (!a.job_token.empty()) env.emplace_back("DDP_JOB_TOKEN", a.job_token);
-  env.emplace_back("DDP_RUN_ID", run_id);
-  env.emplace_back("DDP_NODE_RANK", s(a.node_rank));
+  if (!options.timeline.empty()) env.emplace_back(settings::kTimeline.name, options.timeline);
+  if (!a.store_endpoint.empty()) env.emplace_back(settings::kStore.name, a.store_endpoint);
+  if (!a.job_token.empty()) env.emplace_back(settings::kJobToken.name, a.job_token);
+  env.emplace_back(settings::kRunId.name, run_id);
+  env.emplace_back(settings::kNodeRank.name, s(a.node_rank));
   for (const auto& kv : options.env) env.push_back(kv);
   return env;
 }

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/host_addresses.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/socket.h"
 #include "rendezvous/multicast_discovery.h"
 #include "rendezvous/tcp_store.h"
@@ -61,9 +62,9 @@ MulticastRendezvous multicast_rendezvous(const MulticastRendezvousOptions& o) {
     out.job_token = derive_group_token(m.group_name);
     logger("rendezvous")
         ->warn(
-            "{}: no job token (DDP_JOB_TOKEN): the token is derived from group_name '{}', which "
+            "{}: no job token ({}): the token is derived from group_name '{}', which "
             "anyone who knows the name can derive too",
-            m.url, m.group_name);
+            m.url, settings::kJobToken.name, m.group_name);
   }
   const Millis timeout = m.timeout_s ? Millis(int64_t{*m.timeout_s} * 1000) : o.timeout;
   const Deadline deadline(timeout);

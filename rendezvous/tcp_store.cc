@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "common/auth.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "rendezvous/tcp_store_handshake.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous/tcp_store_server.h"
@@ -37,7 +37,8 @@ Reader reply_fields(const std::vector<uint8_t>& payload) {
 TCPStore::TCPStore(TCPStoreOptions options) : Store(options.timeout), options_(std::move(options)) {
   if (options_.connect_timeout == kUseDefault)
     options_.connect_timeout = std::min(timeout(), kDefaultConnectTimeout);
-  std::string token = !options_.job_token.empty() ? options_.job_token : env::get_or("DDP_JOB_TOKEN", "");
+  std::string token =
+      !options_.job_token.empty() ? options_.job_token : settings::get_or(settings::kJobToken, "");
   endpoint_ = {options_.host, options_.port};
   if (options_.is_server) {
     server_ = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{options_.host, options_.port, token});
@@ -100,9 +101,9 @@ void TCPStore::handshake(const std::string& token, const Deadline& deadline) {
   if (!auth::equal(challenge.proof, auth::prove(token, proto::kServerLabel, nonce, challenge.server_nonce))) {
     // Nothing was proven to it, and the token never travels: a squatter learned nothing.
     if (token.empty()) {
-      DDP_THROW(
-          StoreError, "store at ", endpoint_.str(),
-          " requires a job token and this client has none: the job token is missing (set DDP_JOB_TOKEN)");
+      DDP_THROW(StoreError, "store at ", endpoint_.str(),
+                " requires a job token and this client has none: the job token is missing (set ",
+                settings::kJobToken.name, ")");
     }
     DDP_THROW(StoreError, "store at ", endpoint_.str(),
               " could not prove it holds this client's job token: the tokens differ, or another program "

@@ -18,9 +18,9 @@
 #include <gloo/transport/tcp/pair.h>
 
 #include "comm/gloo/gloo_store.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 
 namespace ddp::comm::gloo_backend {
 namespace {
@@ -77,8 +77,8 @@ std::shared_ptr<::gloo::transport::Device> make_device(const DeviceAddress& wher
   try {
     return tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    DDP_THROW(BackendError, "gloo: cannot create a tcp device on ", where.str(), ": ", e.what(),
-              " (set DDP_SOCKET_IFNAME to the interface that reaches the other nodes)");
+    DDP_THROW(BackendError, "gloo: cannot create a tcp device on ", where.str(), ": ", e.what(), " (set ",
+              settings::kSocketIfname.name, " to the interface that reaches the other nodes)");
   }
 }
 
@@ -113,9 +113,9 @@ std::string store_health(rdzv::Store& store) {
 }  // namespace
 
 DeviceAddress device_address() {
-  if (auto ifname = env::get("DDP_SOCKET_IFNAME")) return {*ifname, ""};
-  if (auto ifname = env::get("GLOO_SOCKET_IFNAME")) return {*ifname, ""};
-  if (auto master = env::get("MASTER_ADDR")) {
+  if (auto ifname = settings::get(settings::kSocketIfname)) return {*ifname, ""};
+  if (auto ifname = settings::get(settings::kGlooSocketIfname)) return {*ifname, ""};
+  if (auto master = settings::get(settings::kMasterAddr)) {
     std::string local = route_to(*master);
     if (!local.empty()) return {"", local};
     logger("gloo")->warn("no route to MASTER_ADDR={} found; binding gloo to loopback", *master);

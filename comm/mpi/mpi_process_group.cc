@@ -4,11 +4,12 @@
 #include <climits>
 #include <functional>
 
+#include "comm/agreed_settings.h"
 #include "comm/mpi/mpi_eager_limit.h"
 #include "comm/mpi/mpi_p2p_allreduce.h"
 #include "comm/mpi/mpi_types.h"
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace ddp::comm::mpi_backend {
 namespace {
@@ -20,12 +21,20 @@ void check_rc(int rc, const std::string& what) {
 // A worker of ddp-launch run under mpirun inherits its launcher's MPI identity: usable only
 // when that identity is its own (one worker per launcher). Checked before MPI_Init.
 void check_launch_environment(const GroupSetup& setup) {
-  auto ompi_size = env::get_int("OMPI_COMM_WORLD_SIZE");
+  auto as_int = [](std::optional<std::string> v) -> std::optional<int64_t> {
+    if (!v) return std::nullopt;
+    try {
+      return std::stoll(*v);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  auto ompi_size = as_int(settings::get("OMPI_COMM_WORLD_SIZE"));
   if (!ompi_size) return;
-  bool under_launcher = env::get("DDP_RUN_ID") || env::get("TORCHELASTIC_RUN_ID");
-  auto world = env::get_int("WORLD_SIZE");
-  auto rank = env::get_int("RANK");
-  auto ompi_rank = env::get_int("OMPI_COMM_WORLD_RANK");
+  bool under_launcher = settings::get(settings::kRunId) || settings::get(settings::kTorchelasticRunId);
+  auto world = settings::get_int(settings::kWorldSize);
+  auto rank = settings::get_int(settings::kRank);
+  auto ompi_rank = as_int(settings::get("OMPI_COMM_WORLD_RANK"));
   if (under_launcher && ((world && *world != *ompi_size) || (rank && ompi_rank && *rank != *ompi_rank))) {
     DDP_THROW(
         BackendError, "mpi group '", setup.name,
@@ -36,56 +45,33 @@ void check_launch_environment(const GroupSetup& setup) {
   }
 }
 
-// The world group runs its collectives as MPI's blocking calls (its tuned algorithms: several
-// times faster than its nonblocking ones in Open MPI) unless DDP_MPI_COLLECTIVES=nonblocking;
+// The world group runs its collectives as MPI's blocking calls (its tuned algorithms, faster
+// than its nonblocking ones in Open MPI) unless DDP_MPI_COLLECTIVES=nonblocking;
 // every other group runs them nonblocking (so two groups never wait on each other). Decided
 // from the name and the environment only: the same on every rank, as MPI needs.
 bool blocking_collectives(const GroupSetup& s) {
-  const std::string mode = env::get_or("DDP_MPI_COLLECTIVES", "blocking");
-  if (mode != "blocking" && mode != "nonblocking") {
-    DDP_THROW(InvalidArgument, "DDP_MPI_COLLECTIVES='", mode, "': choose blocking or nonblocking");
-  }
+  const std::string mode = settings::choice(settings::kMpiCollectives);
   return mode == "blocking" && s.name == "world";
 }
 
-// DDP_MPI_CALLER_BYTES (default 2048; 0: none): the collectives small enough for
-// MpiRuntime::run_here. Below Open MPI's shared-memory eager limit (btl_vader_eager_limit, 4 KiB)
-// its nonblocking algorithms cost well under a thread hand-off (2 ranks: 4 B 0.8 µs against
-// 0.4 µs blocking, the hand-off 5-6 µs). At 4096 B, past that limit, the nonblocking call waits
-// for a rendezvous and loses (7 µs against 5.4 with the hand-off); half the limit leaves room.
-size_t caller_bytes() {
-  const int64_t bytes = env::get_int_or("DDP_MPI_CALLER_BYTES", 2048);
-  if (bytes < 0) DDP_THROW(InvalidArgument, "DDP_MPI_CALLER_BYTES=", bytes, ": give a byte count (0: none)");
-  return static_cast<size_t>(bytes);
-}
+// The collectives small enough for MpiRuntime::run_here (settings::kMpiCallerBytes). Below Open
+// MPI's shared-memory eager limit (4 KiB) its nonblocking algorithms cost less than a thread
+// hand-off; past it the nonblocking call waits for a rendezvous: half the limit leaves room.
+size_t caller_bytes() { return static_cast<size_t>(settings::int_value(settings::kMpiCallerBytes)); }
 
-// DDP_MPI_P2P_BYTES (0: none; at most INT_MAX, its messages being MPI counts of bytes): the
-// all_reduces run as our own point-to-point rounds (mpi_p2p_allreduce.h) instead of MPI's
-// all_reduce, starting on the caller's thread when they can. Default: every size in a group
-// of a power of two ranks, where large buffers halve (below); 64 KiB in others, where
-// halving first folds the extra ranks' whole buffers in and out (3 ranks: 3 buffers on the
-// slowest path, where MPI's own ring sends 4/3). 2 ranks (Open MPI 4.1, shared memory, Intel
-// Xeon VM, 2026-11-28), against MPI_Allreduce itself: through the MPI thread, 128-256 KiB cost
-// 1.1-1.2x (the hand-off, on a core the MPI thread shares with its caller); as our rounds
-// through this backend, 0.89-1.08x from 128 KiB to 16 MiB in most runs (docs/backends.md).
+// The all_reduces run as our own point-to-point rounds (mpi_p2p_allreduce.h) instead of MPI's
+// all_reduce, starting on the caller's thread when they can (settings::kMpiP2pBytes; at most
+// INT_MAX, its messages being MPI counts of bytes). Default: every size in a group of a power of
+// two ranks, where large buffers halve; 64 KiB in others, where halving first folds the extra
+// ranks' whole buffers in and out (docs/backends.md).
 size_t p2p_bytes(int size) {
   const bool pow2 = std::has_single_bit(static_cast<unsigned>(size));
-  const int64_t bytes = env::get_int_or("DDP_MPI_P2P_BYTES", pow2 ? INT_MAX : 65536);
-  if (bytes < 0 || bytes > INT_MAX) {
-    DDP_THROW(InvalidArgument, "DDP_MPI_P2P_BYTES=", bytes, ": give a byte count from 0 (none) to ", INT_MAX);
-  }
-  return static_cast<size_t>(bytes);
+  return static_cast<size_t>(settings::int_or(settings::kMpiP2pBytes, pow2 ? INT_MAX : 65536));
 }
 
-// DDP_MPI_HALVING_BYTES (default 128 KiB): our all_reduce rounds halve and double
-// (Rabenseifner) from this many bytes up, below it double (each round the whole buffer). Same
-// machine, 2 ranks, our rounds outside the backend: 8-64 KiB doubling 5.3-17.7 us against
-// halving 9.4-19.3; 128 KiB even (32 us); 256 KiB 67-70 against 61; 4 MiB 1.35 ms against 0.97.
-size_t halving_bytes() {
-  const int64_t bytes = env::get_int_or("DDP_MPI_HALVING_BYTES", 128 << 10);
-  if (bytes < 0) DDP_THROW(InvalidArgument, "DDP_MPI_HALVING_BYTES=", bytes, ": give a byte count");
-  return static_cast<size_t>(bytes);
-}
+// Our all_reduce rounds halve and double (Rabenseifner) from this many bytes up, below it double
+// (each round the whole buffer): settings::kMpiHalvingBytes, where the two measured even.
+size_t halving_bytes() { return static_cast<size_t>(settings::int_value(settings::kMpiHalvingBytes)); }
 
 bool is_identity(const GroupSetup& s) {
   for (size_t i = 0; i < s.global_ranks.size(); ++i) {
@@ -157,6 +143,10 @@ MpiProcessGroup::MpiProcessGroup(const GroupSetup& setup)
   caller_bytes_ = caller_bytes();
   p2p_bytes_ = p2p_bytes(s.size);
   halving_bytes_ = halving_bytes();
+  if (setup.store) {  // a rank whose group settings differ fails every rank here, naming it
+    agree_settings(*setup.store, {setup.rank, setup.size, setup.name, "mpi/settings", setup.options.timeout},
+                   group_values(settings::Section::kMpi));
+  }
   p2p_scratch_ = std::make_shared<P2pScratchPool>();
   where_ = detail::str(" in group '", name_, "' (rank ", rank(), "/", size(), ")");
   comm_ = runtime_.call([&rt, &s] { return make_comm(rt, s); });

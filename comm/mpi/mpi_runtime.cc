@@ -11,22 +11,11 @@
 #include <vector>
 
 #include "comm/mpi/mpi_runtime_state.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 
 namespace ddp::comm::mpi_backend {
-namespace {
-
-// The hand-off's poll (DDP_MPI_POLL_US): a bound on the CPU a finished op may cost the MPI
-// thread and its waiter, several times a futex wake-up on a VM.
-constexpr std::chrono::microseconds kDefaultPoll{50};
-// Above this a poll is no longer a hand-off but a busy thread (and deadlines added to it would
-// overflow the clock).
-constexpr int64_t kMaxPollUs = 1'000'000;
-
-}  // namespace
-
 const char* thread_level_name(int level) {
   switch (level) {
     case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
@@ -38,13 +27,7 @@ const char* thread_level_name(int level) {
 }
 
 std::chrono::microseconds poll_budget_from_env() {
-  const auto us = env::get_int("DDP_MPI_POLL_US");
-  if (!us) return kDefaultPoll;
-  if (*us < 0 || *us > kMaxPollUs) {
-    DDP_THROW(InvalidArgument, "DDP_MPI_POLL_US=", *us, ": give 0 (sleep at once) to ", kMaxPollUs,
-              " microseconds");
-  }
-  return std::chrono::microseconds(*us);
+  return std::chrono::microseconds(settings::int_value(settings::kMpiPollUs));
 }
 
 std::string mpi_error_string(int code) {
@@ -63,13 +46,13 @@ constexpr std::chrono::milliseconds kYieldBeforeSleep{20};
 constexpr std::chrono::microseconds kMaxBackoff{50};
 
 int requested_level() {
-  std::string name = env::get_or("DDP_MPI_THREAD_LEVEL", "multiple");
+  const std::string name = settings::choice(settings::kMpiThreadLevel);
   if (name == "single") return MPI_THREAD_SINGLE;
   if (name == "funneled") return MPI_THREAD_FUNNELED;
   if (name == "serialized") return MPI_THREAD_SERIALIZED;
   if (name == "multiple") return MPI_THREAD_MULTIPLE;
-  DDP_THROW(InvalidArgument, "DDP_MPI_THREAD_LEVEL='", name,
-            "': choose single, funneled, serialized or multiple");
+  DDP_THROW(InvalidArgument, settings::kMpiThreadLevel.name, "='", name,
+            "': ", settings::allowed_text(settings::kMpiThreadLevel));
 }
 
 }  // namespace
@@ -300,11 +283,8 @@ bool MpiRuntime::Impl::has_work() const {
 // Ops in flight that have not moved for kSpinPasses passes: MPI moves their data only inside
 // our MPI_Test calls, so the thread goes on testing, yielding its core between passes, for
 // kYieldBeforeSleep since they last moved; only then does it sleep, kMaxBackoff at a time. A
-// timed sleep ends 50-100 µs late (timer slack), and a sleeping MPI thread stalls the peer
-// that waits for its next message: under mpirun's binding (the thread and its caller on one
-// core) a caller's small op handed over after its poll then took 100-1000 µs, the peer's
-// next one was handed over in turn, and a run of 4-byte all_reduces could stay at 3-18 µs an
-// op, ten times MPI's own, for seconds. Yielding costs a waiting core nothing it could use.
+// timed sleep ends late (timer slack), and a sleeping MPI thread stalls the peer that waits for
+// its next message, which then stalls in turn; yielding costs a waiting core nothing it could use.
 void MpiRuntime::Impl::back_off(std::unique_lock<std::mutex>& lock, Clock::time_point quiet_since) {
   if (Clock::now() - quiet_since < kYieldBeforeSleep) {
     lock.unlock();

@@ -2,8 +2,8 @@
 
 #include <cuda_runtime.h>
 
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace ddp::comm::cuda {
 namespace {
@@ -29,7 +29,7 @@ int device_count() {
 int default_device(int rank) {
   const int n = device_count();
   if (n == 0) DDP_THROW(BackendError, "no CUDA device is visible (cudaGetDeviceCount)");
-  const int64_t local = env::get_int_or("LOCAL_RANK", rank);
+  const int64_t local = settings::int_or(settings::kLocalRank, rank);
   return static_cast<int>(local % n);
 }
 

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -50,7 +51,7 @@ CrossSetting parse_cross_setting(const std::string& value) {
   if (value == "auto") return CrossSetting::kAuto;
   if (value == "on") return CrossSetting::kOn;
   if (value == "off") return CrossSetting::kOff;
-  DDP_THROW(InvalidArgument, "DDP_TCP_CMA='", value, "': choose auto, on or off");
+  DDP_THROW(InvalidArgument, settings::kTcpCma.name, "='", value, "': choose auto, on or off");
 }
 
 CrossProbe cross_probe() {

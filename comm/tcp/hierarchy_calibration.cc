@@ -7,6 +7,7 @@
 #include "comm/tcp/hierarchical_collectives.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -33,7 +34,8 @@ std::optional<size_t> parse_small_bytes(const std::string& value) {
   const char* end = value.data() + value.size();
   const auto [ptr, ec] = std::from_chars(value.data(), end, bytes);
   if (value.empty() || ec != std::errc() || ptr != end) {
-    DDP_THROW(InvalidArgument, "DDP_TCP_HIERARCHY_SMALL_BYTES='", value, "': choose auto or a byte count");
+    DDP_THROW(InvalidArgument, settings::kTcpHierarchySmallBytes.name, "='", value,
+              "': choose auto or a byte count");
   }
   return bytes;
 }

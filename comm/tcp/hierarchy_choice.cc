@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <bit>
 
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace ddp::comm::tcp {
 
@@ -12,13 +12,13 @@ LargeSetting parse_large_setting(const std::string& value) {
   if (value == "auto") return LargeSetting::kAuto;
   if (value == "split") return LargeSetting::kSplit;
   if (value == "flat") return LargeSetting::kFlat;
-  DDP_THROW(InvalidArgument, "DDP_TCP_HIERARCHY_LARGE='", value, "': choose auto, split or flat");
+  DDP_THROW(InvalidArgument, settings::kTcpHierarchyLarge.name, "='", value, "': choose auto, split or flat");
 }
 
 OverlapSetting parse_overlap_setting(const std::string& value) {
   if (value == "auto") return OverlapSetting::kAuto;
-  if (auto b = env::parse_bool(value)) return *b ? OverlapSetting::kOn : OverlapSetting::kOff;
-  DDP_THROW(InvalidArgument, "DDP_TCP_HIERARCHY_OVERLAP='", value, "': choose auto, 1 or 0");
+  if (auto b = settings::parse_bool(value)) return *b ? OverlapSetting::kOn : OverlapSetting::kOff;
+  DDP_THROW(InvalidArgument, settings::kTcpHierarchyOverlap.name, "='", value, "': choose auto, 1 or 0");
 }
 
 const char* to_string(LargeWay way) {

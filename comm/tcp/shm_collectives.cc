@@ -16,6 +16,7 @@
 #include "comm/tcp/shm_reduce.h"
 #include "comm/tcp/shm_region.h"
 #include "common/log.h"
+#include "common/settings.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -80,10 +81,10 @@ struct ShmCollectives::Impl {
       for (int i : {0, 1, 2}) stores[i].offer(StoreMode::kCross, o.cross == CrossSetting::kOn);
     } else if (o.cross == CrossSetting::kOn) {
       logger("tcp")->warn(
-          "DDP_TCP_CMA=on, but rank {} cannot reach rank {}'s memory (process_vm_readv: its DDP_TCP_CMA=off, "
+          "{0}=on, but rank {1} cannot reach rank {2}'s memory (process_vm_readv: its {0}=off, "
           "another user, Yama's ptrace_scope, or a seccomp filter): its collectives stage through shared "
           "memory",
-          o.rank, unreachable);
+          settings::kTcpCma.name, o.rank, unreachable);
     }
   }
 

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/fd.h"
+#include "common/settings.h"
 #include "common/shm_names.h"
 
 namespace ddp::comm::tcp {
@@ -38,7 +39,7 @@ void reserve(int fd, size_t bytes, const std::string& name, const std::string& p
   if (err == ENOSPC || err == ENOMEM || err == EFBIG) {
     DDP_THROW(BackendError, "tcp backend: cannot reserve ", bytes, " bytes of shared memory ", purpose,
               " in /dev/shm (", ::strerror(err), "; /dev/shm is too small — Docker's default is 64 MiB: ",
-              "run with --shm-size=1g or more, or set DDP_TCP_TRANSPORT=socket)");
+              "run with --shm-size=1g or more, or set ", settings::kTcpTransport.name, "=socket)");
   }
   errno = err;
   DDP_THROW_ERRNO("posix_fallocate(", name, ", ", bytes, " bytes in /dev/shm)");

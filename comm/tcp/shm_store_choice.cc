@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -17,7 +18,8 @@ StoreSetting parse_store_setting(const std::string& value) {
   if (value == "auto") return StoreSetting::kAuto;
   if (value == "cached") return StoreSetting::kCached;
   if (value == "streaming") return StoreSetting::kStreaming;
-  DDP_THROW(InvalidArgument, "DDP_TCP_SHM_STORES='", value, "': choose auto, cached or streaming");
+  DDP_THROW(InvalidArgument, settings::kTcpShmStores.name, "='", value,
+            "': choose auto, cached or streaming");
 }
 
 const char* to_string(StoreMode mode) {

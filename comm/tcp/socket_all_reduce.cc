@@ -6,6 +6,7 @@
 #include "comm/reduce_kernels.h"
 #include "comm/tcp/socket_collectives.h"
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -30,7 +31,7 @@ SocketAlgo parse_socket_algo(const std::string& name) {
   if (name == "direct") return SocketAlgo::kDirect;
   if (name == "hd") return SocketAlgo::kHalvingDoubling;
   if (name == "ring") return SocketAlgo::kRing;
-  DDP_THROW(InvalidArgument, "DDP_TCP_SOCKET_ALGO='", name, "': choose auto, direct, hd or ring");
+  DDP_THROW(InvalidArgument, settings::kTcpSocketAlgo.name, "='", name, "': choose auto, direct, hd or ring");
 }
 
 const char* to_string(SocketAlgo algo) {

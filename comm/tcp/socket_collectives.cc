@@ -9,6 +9,7 @@
 
 #include "comm/reduce_kernels.h"
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -61,7 +62,7 @@ int socket_streams(const std::string& setting, int cpus, int ranks_here) {
   const char* last = setting.data() + setting.size();
   auto [end, ec] = std::from_chars(setting.data(), last, n);
   if (ec != std::errc() || end != last || n < 1 || n > kMaxSocketStreams) {
-    DDP_THROW(InvalidArgument, "DDP_TCP_SOCKET_STREAMS='", setting, "': choose auto or 1..",
+    DDP_THROW(InvalidArgument, settings::kTcpSocketStreams.name, "='", setting, "': choose auto or 1..",
               kMaxSocketStreams, " connections to each peer");
   }
   return n;

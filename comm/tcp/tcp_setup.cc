@@ -3,6 +3,7 @@
 #include <atomic>
 #include <charconv>
 
+#include "comm/agreed_settings.h"
 #include "comm/tcp/hierarchical_collectives.h"
 #include "comm/tcp/hierarchy_calibration.h"
 #include "comm/tcp/peer_mesh.h"
@@ -10,50 +11,49 @@
 #include "comm/tcp/socket_collectives.h"
 #include "comm/tcp/socket_engine.h"
 #include "comm/tcp/tcp_process_group.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/machine.h"
+#include "common/settings.h"
 #include "rendezvous/prefix_store.h"
 
 namespace ddp::comm::tcp {
 namespace {
 
-// Rank 0's choices, published so that every rank follows the same ones.
+// Rank 0's decisions, published so that every rank follows the same ones; the settings they
+// come from are agreed before (agreed_settings.h), but these also depend on rank 0's host (its
+// CPUs, whether its /dev/shm could hold the segment).
 struct Config {
   Transport transport = Transport::kSocket;
-  bool fingerprints = true;
   int streams = 1;  // connections to each peer (socket transport; hierarchical, unless split)
-  // A hierarchical group's all_reduces above the small path (DDP_TCP_HIERARCHY_LARGE and
-  // _OVERLAP, and where auto starts): rank 0's, so that no rank takes a way its peers do not.
-  WayPolicy ways;
+  // A hierarchical group's all_reduces above the small path: which way auto tries first.
+  bool overlap_first = false;
   std::string shm_name;
 
   std::string encode() const {
-    return detail::str(to_string(transport), "\n", fingerprints ? 1 : 0, "\n", streams, "\n",
-                       static_cast<int>(ways.large), static_cast<int>(ways.overlap),
-                       ways.overlap_first ? 1 : 0, "\n", shm_name);
+    return encode_values({{"transport", to_string(transport)},
+                          {"streams", std::to_string(streams)},
+                          {"overlap_first", overlap_first ? "1" : "0"},
+                          {"shm", shm_name}});
   }
   static Config decode(const std::string& text) {
-    std::vector<std::string> field;  // four lines, then the segment's name
-    size_t at = 0;
-    for (size_t nl = 0; field.size() < 4 && (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
-      field.push_back(text.substr(at, nl - at));
-    if (field.size() < 4) DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "'");
+    const SettingValues v = decode_values(text);
+    auto field = [&](const char* name) {
+      auto it = v.find(name);
+      if (it == v.end()) DDP_THROW(InvalidArgument, "tcp backend: rank 0's config lacks '", name, "'");
+      return it->second;
+    };
     Config c;
-    c.transport = field[0] == "shm"            ? Transport::kShm
-                  : field[0] == "hierarchical" ? Transport::kHierarchical
-                                               : Transport::kSocket;
-    c.fingerprints = field[1] == "1";
-    auto [end, ec] = std::from_chars(field[2].data(), field[2].data() + field[2].size(), c.streams);
-    if (ec != std::errc() || end != field[2].data() + field[2].size() || c.streams < 1 ||
-        c.streams > kMaxSocketStreams)
-      DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "' (connections per peer)");
-    const std::string& w = field[3];
-    if (w.size() != 3 || w[0] < '0' || w[0] > '2' || w[1] < '0' || w[1] > '2' || (w[2] != '0' && w[2] != '1'))
-      DDP_THROW(InvalidArgument, "tcp backend: malformed config '", text, "' (large all_reduces)");
-    c.ways = {static_cast<LargeSetting>(w[0] - '0'), static_cast<OverlapSetting>(w[1] - '0'), w[2] == '1'};
-    c.shm_name = text.substr(at);
+    const std::string t = field("transport");
+    c.transport = t == "shm"            ? Transport::kShm
+                  : t == "hierarchical" ? Transport::kHierarchical
+                                        : Transport::kSocket;
+    const std::string s = field("streams");
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), c.streams);
+    if (ec != std::errc() || end != s.data() + s.size() || c.streams < 1 || c.streams > kMaxSocketStreams)
+      DDP_THROW(InvalidArgument, "tcp backend: rank 0's config has ", s, " connections per peer");
+    c.overlap_first = field("overlap_first") == "1";
+    c.shm_name = field("shm");
     return c;
   }
 };
@@ -80,16 +80,15 @@ struct WaitBudget {
 WaitBudget wait_budget(int ranks_here, int cores) {
   WaitBudget b;
   b.roomy = ranks_here <= cores;
-  b.spin_us = static_cast<int>(env::get_int_or("DDP_TCP_SPIN_US", b.roomy ? 200 : 0));
-  b.yield_us = static_cast<int>(env::get_int_or("DDP_TCP_YIELD_US", b.roomy ? 20000 : 50));
+  b.spin_us = static_cast<int>(settings::int_or(settings::kTcpSpinUs, b.roomy ? 200 : 0));
+  b.yield_us = static_cast<int>(settings::int_or(settings::kTcpYieldUs, b.roomy ? 20000 : 50));
   return b;
 }
 
-// DDP_TCP_INLINE_SPIN_US: how long a caller's thread polls for its peers before the worker takes
-// the op; any negative value is -1 (never on the caller's thread), and at most an hour.
+// How long a caller's thread polls for its peers before the worker takes the op (-1: never on
+// the caller's thread).
 int inline_spin_us(int fallback) {
-  const int64_t us = env::get_int_or("DDP_TCP_INLINE_SPIN_US", fallback);
-  return static_cast<int>(std::clamp<int64_t>(us, -1, int64_t{3600} * 1000 * 1000));
+  return static_cast<int>(settings::int_or(settings::kTcpInlineSpinUs, fallback));
 }
 
 // This rank's host's share of the group (ranks with its same-host key).
@@ -101,30 +100,23 @@ int ranks_on_this_host(const HostLayout& layout, int rank) {
 // One host: shared memory. Several, with several ranks on each (the same number): shared
 // memory within, sockets between (hierarchical). Otherwise sockets.
 Transport choose_transport(const Mesh& mesh) {
-  const std::string wanted = env::get_or("DDP_TCP_TRANSPORT", "auto");
-  if (wanted != "auto" && wanted != "shm" && wanted != "socket" && wanted != "hierarchical") {
-    DDP_THROW(InvalidArgument, "DDP_TCP_TRANSPORT='", wanted, "': choose auto, shm, socket or hierarchical");
-  }
+  const std::string wanted = settings::choice(settings::kTcpTransport);
   const HostLayout layout = layout_of(mesh);
   if (wanted == "socket") return Transport::kSocket;
   if (layout.hosts == 1) return Transport::kShm;
   if (wanted == "shm")
-    logger("tcp")->warn("DDP_TCP_TRANSPORT=shm but the group spans hosts: using sockets between them");
+    logger("tcp")->warn("{}=shm but the group spans hosts: using sockets between them",
+                        settings::kTcpTransport.name);
   if (layout.hierarchical()) return Transport::kHierarchical;
   if (wanted == "hierarchical" && layout.per_host != 1) {
     logger("tcp")->warn(
-        "DDP_TCP_TRANSPORT=hierarchical needs several ranks on each host, the same number on all: "
-        "using sockets");
+        "{}=hierarchical needs several ranks on each host, the same number on all: using sockets",
+        settings::kTcpTransport.name);
   }
   return Transport::kSocket;
 }
 
-// A byte count from the environment, at least `min`; InvalidArgument naming the variable.
-size_t env_bytes(const char* var, int64_t fallback, int64_t min) {
-  const int64_t v = env::get_int_or(var, fallback);
-  if (v < min) DDP_THROW(InvalidArgument, var, "=", v, ": must be a byte count of at least ", min);
-  return static_cast<size_t>(v);
-}
+size_t bytes_setting(const settings::Setting& s) { return static_cast<size_t>(settings::int_value(s)); }
 
 // How errors name a peer: by its world rank (a subgroup's own rank only beside it), so that a
 // failure inside a subgroup or a hierarchy's child group points at the process users know.
@@ -139,34 +131,34 @@ std::string peer_name(const GroupSetup& setup, const Mesh& mesh, int r) {
 ShmGeometry geometry(int world) {
   ShmGeometry g;
   g.world = world;
-  g.depth = static_cast<int>(env::get_int_or("DDP_TCP_SHM_DEPTH", 4));
+  g.depth = static_cast<int>(settings::int_value(settings::kTcpShmDepth));
   // Chunks sized from this machine's L2 (slot_bytes_for_l2: rank 0's machine; the others read
   // the geometry from the segment, so every rank agrees). At most 64 MiB in all.
   const size_t fit = (size_t{64} << 20) / static_cast<size_t>(world * std::max(1, g.depth)) / 64 * 64;
   const size_t slot = std::min(slot_bytes_for_l2(machine_profile().l2_bytes), fit);
-  g.slot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_SLOT_BYTES", static_cast<int64_t>(slot)));
-  g.oneshot_bytes = static_cast<size_t>(env::get_int_or("DDP_TCP_SHM_ONESHOT_BYTES", 32 << 10));
-  if (g.slot_bytes < 4096 || g.slot_bytes % 64 != 0 || g.depth < 2 || g.depth > 64) {
-    DDP_THROW(InvalidArgument,
-              "tcp backend: bad shared-memory geometry (DDP_TCP_SHM_SLOT_BYTES=", g.slot_bytes,
-              ", a multiple of 64 >= 4096; DDP_TCP_SHM_DEPTH=", g.depth, ", 2..64)");
+  g.slot_bytes =
+      static_cast<size_t>(settings::int_or(settings::kTcpShmSlotBytes, static_cast<int64_t>(slot)));
+  g.oneshot_bytes = bytes_setting(settings::kTcpShmOneshotBytes);
+  if (g.slot_bytes % 64 != 0) {
+    DDP_THROW(InvalidArgument, "environment variable ", settings::kTcpShmSlotBytes.name, "='", g.slot_bytes,
+              "': a multiple of 64");
   }
   g.oneshot_bytes = std::min(g.oneshot_bytes, g.slot_bytes);
   return g;
 }
 
-bool shm_forced() { return env::get_or("DDP_TCP_TRANSPORT", "auto") == "shm"; }
+bool shm_forced() { return settings::choice(settings::kTcpTransport) == "shm"; }
 
-CrossSetting cross_setting() { return parse_cross_setting(env::get_or("DDP_TCP_CMA", "auto")); }
+CrossSetting cross_setting() { return parse_cross_setting(settings::choice(settings::kTcpCma)); }
 
 void warn_fallback(const GroupSetup& setup, const ShmGeometry& g, const std::string& why) {
   logger("tcp")->warn(
       "tcp backend: group '{}' rank {}: shared memory unavailable ({}); using sockets for this group. It "
       "needs {} "
       "bytes ({} MiB) in /dev/shm: give the container more (e.g. docker --shm-size={}m), or set "
-      "DDP_TCP_TRANSPORT=socket to choose sockets without this warning",
+      "{}=socket to choose sockets without this warning",
       setup.name, setup.rank, why, g.total_bytes(), (g.total_bytes() + (1 << 20) - 1) >> 20,
-      2 * ((g.total_bytes() + (1 << 20) - 1) >> 20));
+      2 * ((g.total_bytes() + (1 << 20) - 1) >> 20), settings::kTcpTransport.name);
 }
 
 // Rank 0's segment; an invalid one (and a warning naming the size) when /dev/shm cannot hold
@@ -196,8 +188,8 @@ ShmSegment open_or_fall_back(const GroupSetup& setup, const std::string& name) {
 // before the set-up barrier, so that every peer can test it once the barrier is passed.
 void announce_cross(const ShmSegment& segment, int rank, CrossSetting cross) {
   if (cross == CrossSetting::kOn && !allow_cross_memory_peers()) {
-    logger("tcp")->warn("DDP_TCP_CMA=on: prctl(PR_SET_PTRACER) refused; peers may not reach rank {}'s memory",
-                        rank);
+    logger("tcp")->warn("{}=on: prctl(PR_SET_PTRACER) refused; peers may not reach rank {}'s memory",
+                        settings::kTcpCma.name, rank);
   }
   segment.announce(rank, cross == CrossSetting::kOff ? CrossProbe{} : cross_probe());
 }
@@ -214,7 +206,6 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Confi
   if (setup.rank == 0) {
     config = proposal;
     config.transport = choose_transport(mesh);
-    config.fingerprints = env::get_bool_or("DDP_TCP_FINGERPRINT", true);
     if (config.transport == Transport::kShm) segment = create_or_fall_back(setup, geometry(setup.size));
     if (config.transport == Transport::kShm && !segment.valid()) config.transport = Transport::kSocket;
     config.shm_name = segment.name();
@@ -236,7 +227,7 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Confi
     if (const int64_t failed = store.add("tcp/shm_failed", 0); failed > 0) {
       if (shm_forced()) {
         DDP_THROW(BackendError, "tcp backend: group '", setup.name, "': ", failed,
-                  " rank(s) could not map the shared memory and DDP_TCP_TRANSPORT=shm");
+                  " rank(s) could not map the shared memory and ", settings::kTcpTransport.name, "=shm");
       }
       config.transport = Transport::kSocket;
       config.shm_name.clear();
@@ -246,7 +237,7 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Confi
   return config;
 }
 
-// DDP_TCP_SOCKET_STREAMS - 1 more connection sets (a connection to each peer each), after the
+// `streams` - 1 more connection sets (a connection to each peer each), after the
 // first mesh's: one more mesh per stream, made by every rank in the same order (the store keys
 // and handshake name carry its number).
 std::vector<std::vector<Fd>> more_streams(const GroupSetup& setup, int streams, const Deadline& deadline) {
@@ -264,39 +255,40 @@ std::vector<std::vector<Fd>> more_streams(const GroupSetup& setup, int streams, 
 
 void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   if (!setup.store) DDP_THROW(InvalidArgument, "tcp backend: group '", setup.name, "' has no store");
-  const CrossSetting cross = cross_setting();  // a bad value fails here, before any peer waits on us
-  // This rank's proposal (rank 0's is the group's); a bad value fails here too.
-  Config proposal;
-  proposal.ways.large = parse_large_setting(env::get_or("DDP_TCP_HIERARCHY_LARGE", "auto"));
-  proposal.ways.overlap = parse_overlap_setting(env::get_or("DDP_TCP_HIERARCHY_OVERLAP", "auto"));
-  const int cpus = local_cpus();  // likewise (DDP_LOCAL_CPUS)
+  // Every setting is read (a bad value fails here, before any peer waits on us), and the group's
+  // are agreed: a rank whose value differs fails every rank, naming it.
+  const CrossSetting cross = cross_setting();
+  WayPolicy ways;
+  ways.large = parse_large_setting(settings::choice(settings::kTcpHierarchyLarge));
+  ways.overlap = parse_overlap_setting(settings::get_or(settings::kTcpHierarchyOverlap, "auto"));
+  const int cpus = local_cpus();
   Deadline deadline(setup.options.timeout);
+  agree_settings(*setup.store, {setup.rank, setup.size, setup.name, "tcp/settings", deadline.remaining()},
+                 group_values(settings::Section::kTcp));
+  Config proposal;
   Mesh mesh = build_mesh(*setup.store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
   const HostLayout layout = layout_of(mesh);
   const int ranks_here = ranks_on_host > 0 ? ranks_on_host : ranks_on_this_host(layout, setup.rank);
-  proposal.streams = tcp::socket_streams(env::get_or("DDP_TCP_SOCKET_STREAMS", "auto"), cpus, ranks_here);
-  proposal.ways.overlap_first = overlap_first(cpus, layout.per_host);
+  proposal.streams =
+      tcp::socket_streams(settings::get_or(settings::kTcpSocketStreams, "auto"), cpus, ranks_here);
+  proposal.overlap_first = overlap_first(cpus, layout.per_host);
 
   ShmSegment segment;
   const Config config = agree_on_transport(setup, mesh, proposal, deadline, segment);
 
   transport_ = config.transport;
-  fingerprints_ = config.fingerprints;
+  fingerprints_ = settings::bool_value(settings::kTcpFingerprint);
+  ways.overlap_first = config.overlap_first;
   shm_name_ = config.shm_name;
   SocketEngine::Options eo;
   eo.rank = setup.rank;
   eo.group = setup.name;
-  const int64_t max_unexpected =
-      env::get_int_or("DDP_TCP_MAX_UNEXPECTED_BYTES", static_cast<int64_t>(kDefaultMaxUnexpectedBytes));
-  if (max_unexpected <= 0) {
-    DDP_THROW(InvalidArgument, "DDP_TCP_MAX_UNEXPECTED_BYTES=", max_unexpected,
-              ": must be a positive byte count");
-  }
-  eo.max_unexpected_bytes = static_cast<uint64_t>(max_unexpected);
-  // The pipeline's chunk (the same on every rank: it is part of the wire protocol), and the
-  // unsent bytes a connection holds: one chunk unless DDP_TCP_SOCKET_LOWAT says (0: no limit).
-  const size_t chunk_bytes = env_bytes("DDP_TCP_SOCKET_CHUNK_BYTES", 256 << 10, 1);
-  eo.notsent_lowat = env_bytes("DDP_TCP_SOCKET_LOWAT", static_cast<int64_t>(chunk_bytes), 0);
+  eo.max_unexpected_bytes = static_cast<uint64_t>(settings::int_value(settings::kTcpMaxUnexpectedBytes));
+  // The pipeline's chunk (agreed: it is part of the wire protocol), and the unsent bytes a
+  // connection holds: one chunk unless set (0: no limit).
+  const size_t chunk_bytes = bytes_setting(settings::kTcpSocketChunkBytes);
+  eo.notsent_lowat =
+      static_cast<size_t>(settings::int_or(settings::kTcpSocketLowat, static_cast<int64_t>(chunk_bytes)));
   for (int r = 0; r < setup.size; ++r) eo.peer_names.push_back(peer_name(setup, mesh, r));
   const WaitBudget wait = wait_budget(ranks_here, cpus);
   logger("tcp")->debug("group '{}': {} ranks on this host's {} CPUs: waits spin {} us, then yield {} us",
@@ -311,7 +303,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   sets.push_back(std::move(mesh.fds));
   // A hierarchical group's own sockets carry its all_reduces that go flat (hierarchy_choice.h).
   if (transport_ == Transport::kSocket ||
-      (transport_ == Transport::kHierarchical && config.ways.large != LargeSetting::kSplit)) {
+      (transport_ == Transport::kHierarchical && ways.large != LargeSetting::kSplit)) {
     for (auto& set : more_streams(setup, config.streams, deadline)) sets.push_back(std::move(set));
   }
   for (auto& set : sets) {
@@ -319,7 +311,6 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     // The others carry only large messages (an op's chunks in turn, the parts of larger ones:
     // stripe_plan), whose waits sleep (poll_for): their threads sleep in poll(2) too, leaving
     // the cores to the threads that reduce and send.
-    // (Polling while a message on them was in flight measured no better, on 16 cores.)
     eo.poll = std::chrono::microseconds{0};
   }
   if (transport_ == Transport::kShm) {
@@ -332,12 +323,11 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     // The caller's thread polls for its peers as long as the worker would spin, no longer: an
     // op issued from a computation that goes on (DDP's backward) must not hold it up. Ranks
     // that outnumber cores poll inline too, yielding from the start (crowded: the peer gets the
-    // core at once): handing each op to the worker cost a thread wake-up per op (3 ranks on 2
-    // cores, 1 KiB: 26-37 us against Open MPI's 7-17 us; polling: 10-26 us).
+    // core at once): handing each op to the worker would cost a thread wake-up per op.
     inline_spin_us_ = inline_spin_us(wait.roomy ? so.spin_us : 2000);
     so.blocked = blocked_.get();
-    inline_max_bytes_ = static_cast<size_t>(env::get_int_or("DDP_TCP_INLINE_MAX_BYTES", 4 << 20));
-    so.stores = parse_store_setting(env::get_or("DDP_TCP_SHM_STORES", "auto"));
+    inline_max_bytes_ = bytes_setting(settings::kTcpInlineMaxBytes);
+    so.stores = parse_store_setting(settings::choice(settings::kTcpShmStores));
     so.cross = cross;
     shm_ = std::make_unique<ShmCollectives>(std::move(segment), so, &health_);
   } else {
@@ -345,11 +335,9 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     so.rank = setup.rank;
     so.world = setup.size;
     so.fingerprints = fingerprints_;
-    // Both must be the same on every rank (a mismatch is an InvalidArgument on the size of a
-    // message, never a wrong result).
-    so.oneshot_bytes = env_bytes("DDP_TCP_SOCKET_ONESHOT_BYTES", 64 << 10, 0);
+    so.oneshot_bytes = bytes_setting(settings::kTcpSocketOneshotBytes);
     so.chunk_bytes = chunk_bytes;
-    so.algo = parse_socket_algo(env::get_or("DDP_TCP_SOCKET_ALGO", "auto"));
+    so.algo = parse_socket_algo(settings::choice(settings::kTcpSocketAlgo));
     so.world_ranks = setup.global_ranks;
     so.poll = poll;
     std::vector<SocketEngine*> engines;
@@ -359,21 +347,19 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     // long as the shm attempt would poll (no hand-off to the worker and back: two wake-ups).
     inline_spin_us_ = inline_spin_us(wait.roomy ? wait.spin_us : 2000);
   }
-  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout, config.ways);
+  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout, ways);
 }
 
 namespace {
 std::atomic<InterNodeFactory> g_inter_node_factory{nullptr};
 
-// The cross-host child group: this backend's sockets, or DDP_TCP_INTER's engine.
+// The cross-host child group: this backend's sockets, or the engine settings::kTcpInter names.
 ProcessGroupPtr make_cross_group(const GroupSetup& c, int ranks_on_host) {
-  const std::string inter = env::get_or("DDP_TCP_INTER", "socket");
+  const std::string inter = settings::choice(settings::kTcpInter);
   if (inter == "socket") return ProcessGroupPtr(TcpProcessGroup::create(c, {true, ranks_on_host}));
-  if (inter != "gloo" && inter != "mpi")
-    DDP_THROW(InvalidArgument, "DDP_TCP_INTER='", inter, "': choose socket, gloo or mpi");
   const InterNodeFactory factory = g_inter_node_factory.load();
   if (factory == nullptr) {
-    DDP_THROW(InvalidArgument, "DDP_TCP_INTER=", inter,
+    DDP_THROW(InvalidArgument, settings::kTcpInter.name, "=", inter,
               ": no backend registry here (groups made by make_tcp_group "
               "directly use sockets between hosts)");
   }
@@ -411,12 +397,12 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   ho.rank = setup.rank;
   ho.world = setup.size;
   ho.layout = layout;
-  // The same on every rank (it picks the children's ops: a mismatch is their error, no result):
-  // measured below unless the environment fixes it.
-  const std::optional<size_t> small = parse_small_bytes(env::get_or("DDP_TCP_HIERARCHY_SMALL_BYTES", "auto"));
+  // Agreed (it picks the children's ops): measured below unless set.
+  const std::optional<size_t> small =
+      parse_small_bytes(settings::get_or(settings::kTcpHierarchySmallBytes, "auto"));
   ho.small_bytes = small.value_or(64 << 10);
-  ho.segment_bytes = env_bytes("DDP_TCP_HIERARCHY_SEGMENT_BYTES", 2 << 20, 0);
-  ho.ways = ways;  // rank 0's (split and flat exchange different messages; every rank measures alike)
+  ho.segment_bytes = bytes_setting(settings::kTcpHierarchySegmentBytes);
+  ho.ways = ways;  // agreed, and where auto starts is rank 0's
   hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group),
                                                          std::move(cross_group), sockets_.get());
   std::string large;

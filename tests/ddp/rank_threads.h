@@ -13,15 +13,15 @@
 #include <vector>
 
 #include "comm/backend.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "rendezvous/hash_store.h"
 #include "rendezvous/prefix_store.h"
+#include "test_env.h"
 
 namespace ddp::testing {
 
 inline std::string test_backend() {
-  if (auto b = env::get("DDP_TEST_BACKEND")) return *b;
+  if (auto b = test_env::get("DDP_TEST_BACKEND")) return *b;
   auto built = comm::available_backends();
   for (const char* pick : {"tcp", "gloo"}) {
     for (const auto& b : built) {

@@ -39,11 +39,11 @@
 #include <vector>
 
 #include "comm/init.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/socket.h"
 #include "ddp/engine.h"
 #include "rendezvous/tcp_store.h"
+#include "test_env.h"
 
 namespace {
 
@@ -110,8 +110,8 @@ int serve_store(int port) {
 
 // The port of the store this process talks to, so its connection is left alone.
 int store_port() {
-  if (auto s = ddp::env::get("DDP_STORE")) return ddp::net::parse_endpoint(*s).port;
-  return static_cast<int>(ddp::env::get_int_or("MASTER_PORT", -1));
+  if (auto s = ddp::test_env::get("DDP_STORE")) return ddp::net::parse_endpoint(*s).port;
+  return static_cast<int>(ddp::test_env::get_int_or("MASTER_PORT", -1));
 }
 
 int peer_port(int fd) {
@@ -294,8 +294,8 @@ int main(int argc, char** argv) {
     return run(a);
   } catch (const ddp::Error& e) {
     std::fprintf(stderr, "fault_worker rank %s: %s: %s\n",
-                 ddp::env::get_or("RANK", ddp::env::get_or("OMPI_COMM_WORLD_RANK", "?")).c_str(), kind(e),
-                 e.message().c_str());
+                 ddp::test_env::get_or("RANK", ddp::test_env::get_or("OMPI_COMM_WORLD_RANK", "?")).c_str(),
+                 kind(e), e.message().c_str());
     // A failed rank leaves at once, its broken group and store still up (as a real job's failed
     // rank does): no teardown that waits on dead peers, and nothing at exit (a leak check of
     // threads never joined, under ASan) can change the exit code the matrix checks.

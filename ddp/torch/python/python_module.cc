@@ -17,8 +17,8 @@
 #include <mutex>
 
 #include "comm/backend.h"
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 #include "ddp/torch/python/torch_process_group.h"
 
 namespace py = pybind11;
@@ -32,7 +32,7 @@ std::string chosen_backend;  // set_backend(); empty: DDP_TORCH_BACKEND, else tc
 std::string backend_for_new_group() {
   std::lock_guard<std::mutex> lock(chosen_mu);
   if (!chosen_backend.empty()) return chosen_backend;
-  return env::get_or("DDP_TORCH_BACKEND", "tcp");
+  return settings::get_or(settings::kTorchBackend, std::string(settings::kTorchBackend.fallback));
 }
 
 void set_backend(const std::string& name) {

@@ -6,8 +6,8 @@
 
 #include "comm/backend.h"
 #include "common/auth.h"
-#include "common/env.h"
 #include "common/error.h"
+#include "common/settings.h"
 #include "ddp/torch/python/c10d_store.h"
 #include "ddp/torch/python/tensor_lists.h"
 #include "ddp/torch/python/torch_work.h"
@@ -22,7 +22,7 @@ constexpr const char* kTokenKey = "ddp_torch/job_token";
 // else a fresh one from rank 0, shared through the store (whoever can read the store may join).
 std::string job_token_for(const PluginOptions& options, rdzv::Store& store, int rank) {
   if (!options.job_token.empty()) return options.job_token;
-  std::string from_env = env::get_or("DDP_JOB_TOKEN", "");
+  std::string from_env = settings::get_or(settings::kJobToken, "");
   if (!from_env.empty()) return from_env;
   if (rank == 0) {
     std::array<uint8_t, 16> bytes{};

@@ -14,11 +14,11 @@
 #include <thread>
 
 #include "comm/init.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/fd.h"
 #include "rendezvous/hash_store.h"
 #include "rendezvous/tcp_store.h"
+#include "test_env.h"
 
 namespace ddp::comm::conformance {
 namespace {
@@ -123,13 +123,14 @@ std::string reap(pid_t pid, const Deadline& deadline) {
 }  // namespace
 
 const std::string& backend_under_test() {
-  static const std::string name = env::get_or("DDP_CONFORMANCE_BACKEND", "tcp");
+  static const std::string name = test_env::get_or("DDP_CONFORMANCE_BACKEND", "tcp");
   return name;
 }
 
 bool threads_as_ranks() { return backend_under_test() == "tcp" || backend_under_test() == "gloo"; }
 bool under_mpirun() {
-  return env::get("OMPI_COMM_WORLD_SIZE").has_value() || (env::get("RANK") && env::get("WORLD_SIZE"));
+  return test_env::get("OMPI_COMM_WORLD_SIZE").has_value() ||
+         (test_env::get("RANK") && test_env::get("WORLD_SIZE"));
 }
 bool gpu_visible() { return ::access("/dev/nvidia0", F_OK) == 0 || ::access("/dev/nvidiactl", F_OK) == 0; }
 

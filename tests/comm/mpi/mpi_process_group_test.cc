@@ -14,8 +14,8 @@
 #include <numeric>
 #include <thread>
 
-#include "common/env.h"
 #include "common/error.h"
+#include "test_env.h"
 #include "tests/comm/mpi/mpi_test_world.h"
 
 using namespace ddp;
@@ -26,7 +26,7 @@ using ddp::comm::mpi_backend::MpiRuntime;
 using namespace ddp::comm::mpi_test;
 
 TEST_CASE("mpi: the thread level is the one requested, and ops work at any level") {
-  const std::string requested = env::get_or("DDP_MPI_THREAD_LEVEL", "multiple");
+  const std::string requested = test_env::get_or("DDP_MPI_THREAD_LEVEL", "multiple");
   const int level = MpiRuntime::instance().thread_level();
   if (requested == "funneled") CHECK(level == MPI_THREAD_FUNNELED);
   if (requested == "multiple") CHECK(level == MPI_THREAD_MULTIPLE);
@@ -306,7 +306,7 @@ TEST_CASE("mpi: DDP_MPI_COLLECTIVES other than blocking or nonblocking is an err
 }
 
 TEST_CASE("mpi: DDP_MPI_CALLER_BYTES that is not a byte count is an error naming it, before MPI") {
-  // (Empty is unset, as for every DDP_* variable: env::get.)
+  // (Empty is unset, as for every DDP_* variable: test_env::get.)
   for (std::string bad : {"-1", "4k", "99999999999999999999", "0x10"}) {
     CAPTURE(bad);
     ::setenv("DDP_MPI_CALLER_BYTES", bad.c_str(), 1);

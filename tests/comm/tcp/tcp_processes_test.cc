@@ -96,3 +96,26 @@ TEST_CASE("processes: a SIGKILLed peer fails the pending and later ops of the ot
     CHECK(codes == std::vector<int>{0, 0, 128 + SIGKILL});
   }
 }
+
+TEST_CASE("processes: a group setting that differs between two ranks fails both at creation, naming it") {
+  const std::string path = temp_path("agree");
+  auto codes = run_processes(2, [&](int r) {
+    ::setenv("DDP_TCP_SOCKET_ALGO", r == 0 ? "ring" : "hd", 1);
+    ::setenv("DDP_TCP_TRANSPORT", "socket", 1);
+    try {
+      join(path, r, 2, Millis(20'000));
+      return 2;
+    } catch (const InvalidArgument& e) {
+      const std::string want =
+          "DDP_TCP_SOCKET_ALGO must be the same on every rank, but rank 1 has 'hd' and "
+          "rank 0 has 'ring'";
+      if (e.message().find(want) == std::string::npos) {
+        std::fprintf(stderr, "rank %d: unexpected message: %s\n", r, e.message().c_str());
+        return 3;
+      }
+    }
+    return 0;
+  });
+  std::remove(path.c_str());
+  CHECK(codes == std::vector<int>{0, 0});
+}
