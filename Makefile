@@ -55,19 +55,11 @@ soak: build
 	@bash scripts/soak.sh $(BUILD_DIR) $(SOAK_ITERATIONS) $(SOAK_SECONDS)
 
 # ThreadSanitizer (preset tsan, build-tsan: -O1, line tables; nccl and torch off): the suites
-# whose threads share state — the tcp backend (threads as ranks, progress threads, shm), the gloo
-# backend (threads as ranks, Gloo's own threads), the mpi backend (its MPI thread and watchdog,
-# a singleton and 3 ranks under mpirun), the stores (the server's event loop), init, the DDP
-# engine (reducer, comm hooks, join: bucket threads) and the launcher's supervisor and sinks. Only
-# these targets are built (every name is also its ctest; TSAN_TESTS adds the mpi suite's runs
-# under mpirun). Suppressions, tests/tsan.supp: libstdc++'s exception_ptr refcount,
-# invisible to TSan, a lock order inside Open MPI's tcp BTL, and races inside libgloo (its
-# loop thread and gloo::allreduce's own temporary buffers). In .ci/run. Measured cold
-# (CCACHE_DISABLE=1, nice -n -15, JOBS=2, on 2 cores shared with other agents' builds, load
-# 11-16, so wall times are inflated): the first 8 suites' build 185 s of CPU (4.4 to 12 min
-# wall), their tests 34-86 s; the other 14 suites' build +179 s of CPU (12.4 min wall), their
-# tests 27 s. On 2 idle cores that is about 3 min of build and 2 min of tests. The gloo and mpi
-# suites (6 runs) add the two backends' libraries to the build and 14 s of tests.
+# whose threads share state — the tcp, gloo and mpi backends, the stores, init, the DDP engine
+# and the launcher's supervisor and sinks. Only these targets are built (every name is also its
+# ctest; TSAN_TESTS adds the mpi suite's runs under mpirun). Suppressions (tests/tsan.supp):
+# libstdc++'s exception_ptr refcount, invisible to TSan, a lock order inside Open MPI's tcp BTL,
+# and races inside libgloo. In .ci/run, which prints each step's seconds.
 TSAN_TARGETS ?= comm_work_test comm_tcp_process_group_test comm_tcp_socket_engine_test comm_tcp_peer_mesh_test \
   comm_tcp_processes_test rendezvous_hash_store_test rendezvous_tcp_store_test rendezvous_tcp_store_server_test \
   comm_init_test comm_tcp_hierarchical_collectives_test comm_tcp_shm_segment_test comm_tcp_mailbox_test \

@@ -1,18 +1,14 @@
 #pragma once
-// Cross-memory attach (CMA): copies between this process's memory and a peer process's, by
-// pid and address, in one kernel copy (process_vm_readv / process_vm_writev), as Open MPI's
-// shared-memory transport does for large messages. The tcp backend's all_reduce uses it on
-// buffers that are private to each rank (shm_allreduce_cross.h): each element is read once from
-// each rank and written once to each, where staging through shared slots copies it twice more.
-//
-// The kernel allows it where the caller could ptrace the peer: the same user, and, under
-// Yama's ptrace_scope 1 (Ubuntu's default), only a process the peer named
-// (prctl(PR_SET_PTRACER)). Containers may forbid the calls outright (seccomp). So each rank
-// tests every peer before use (cross_reachable: a known word at a known address, read back
-// and compared), and the group uses CMA only where every rank could reach every peer.
-// DDP_TCP_CMA: auto (use it where it is measured faster: shm_store_choice.h), on (every
-// private-buffer all_reduce that can; under Yama this process lets any process of its user
-// attach, as Open MPI does), off.
+// Cross-memory attach (CMA): copies between this process's memory and a peer process's, by pid
+// and address, in one kernel copy (process_vm_readv / process_vm_writev), as Open MPI's shared
+// memory transport does for large messages. The all_reduce of buffers private to each rank uses
+// it (shm_allreduce_cross.h): each element is read once from each rank and written once to
+// each, where staging through shared slots copies it twice more. The kernel allows it where the
+// caller could ptrace the peer (the same user; under Yama's ptrace_scope 1 only a process the
+// peer named: prctl(PR_SET_PTRACER)), and containers may forbid it (seccomp): so each rank tests
+// every peer before use (cross_reachable), and the group uses CMA only where every rank reaches
+// every peer. DDP_TCP_CMA: auto (where measured faster: shm_store_choice.h), on (under Yama this
+// process then lets any process of its user attach, as Open MPI does), off.
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -207,9 +207,8 @@ void HierarchicalCollectives::Handoff::fail_from(size_t k, const std::exception_
 
 // Segments: every rank cuts the same ones (they depend on the count alone). A segment's share
 // is this rank's own block of it, in place: the reduce_scatter reduces into the block it reads
-// this rank's part from, and the all_gather leaves it where it is, so neither copies it (through
-// a scratch share both did: with a host's ranks on one CPU, 2 emulated hosts x 2 ranks, the two
-// steps of 64 MiB took 21 + 23 ms, where the group's all_reduce within the host takes 22).
+// this rank's part from, and the all_gather leaves it where it is, so neither copies it (a
+// scratch share doubled the steps' cost).
 // Unless `overlapped`, each step runs here, the children's ops one after another (a child runs
 // its op on the thread that issues it): every reduce_scatter, every all_reduce across hosts,
 // every all_gather.

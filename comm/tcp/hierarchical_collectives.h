@@ -1,33 +1,16 @@
 #pragma once
 // HierarchicalCollectives: the collectives of a tcp group whose ranks sit L > 1 to a host on
-// H > 1 hosts, decomposed as NCCL, Horovod and Open MPI's han do, over two child tcp groups:
-// `local` (this host's ranks: shared memory) and `cross` (the ranks with this rank's local
-// index, one per host: sockets). Every rank's NIC share carries 1/L of the data.
-//
-// - all_reduce: reduce_scatter within the host (each local rank gets 1/L of the host's sum),
-//   all_reduce of that share across hosts, all_gather within the host; large buffers in
-//   segments. Overlapped, their steps overlap: a second thread runs the steps within the host,
-//   so one segment crosses hosts while the next is reduced within the host and the last
-//   gathered; otherwise the steps run one after another on the worker. A buffer in the group's
-//   memory (TcpProcessGroup::allocate: the host's group's) takes both steps within the host in
-//   place, by the local group's direct passes (shm_exchange_direct.h). The n % L trailing
-//   elements, and buffers up to Options::small_bytes whole (measured when the group is made:
-//   hierarchy_calibration.h), take an all_reduce within the host then across hosts. Above that
-//   limit the way (split, overlapped, or flat over the group's own sockets) is the one
-//   measured faster while the job runs, among those Options::ways allows (hierarchy_choice.h). AVG is
-//   summed and divided once by the world size at the end. Every rank computes or receives the
-//   same bits (each share's sum is taken once, in host order, by the cross group).
-// - broadcast: across hosts among the ranks with the root's local index, then within each host
-//   from that rank. barrier: the small all_reduce's two steps over a token (once a rank's step
-//   across is done, each of its peers across had finished its host's step: every rank entered).
-// - all_gather: across hosts (each input crosses the network once per host), then within the
-//   host. reduce_scatter: within the host (each local rank gets the host's sum of the blocks
-//   bound for its local index), then across hosts. Both through a scratch copy that puts the
-//   blocks in [local][cross] order.
-// - The other ops (reduce, gather, scatter, all_to_all) run flat over the group's own sockets
-//   (SocketCollectives).
-// Children's ops carry the outer op's remaining time; a child's failure is the outer op's
-// error (and breaks the outer group, as any failure does). Called by the group's worker only.
+// H > 1 hosts, over two child tcp groups, `local` (this host's ranks: shared memory) and `cross`
+// (the ranks with this rank's local index, one per host: sockets), as NCCL, Horovod and Open
+// MPI's han do, so that every rank's NIC share carries 1/L of the data.
+// - all_reduce: reduce_scatter within the host, all_reduce of that share across hosts, all_gather
+//   within the host, in segments; up to Options::small_bytes (hierarchy_calibration.h), whole
+//   within then across. Above it the way (split, overlapped, flat) is chosen while the job runs
+//   (hierarchy_choice.h). Each share is summed once, in host order: every rank gets the same bits.
+// - broadcast, barrier, all_gather, reduce_scatter: a step across hosts and a step within each;
+//   reduce, gather, scatter, all_to_all run flat over the group's own sockets.
+// Children's ops carry the outer op's remaining time; a child's failure is the outer op's error
+// (and breaks the outer group). Called by the group's worker only.
 #include <cstdint>
 #include <exception>
 #include <future>
@@ -74,8 +57,8 @@ class HierarchicalCollectives {
     HostLayout layout;
     size_t small_bytes = 64 << 10;
     // all_reduce in segments of at least this many bytes (0: one), at most max_segments
-    // (pipelined_all_reduce). 2 MiB takes 168 us on a 100 Gbit/s link, still several round
-    // trips (a child op's fixed cost), and lets buffers from 4 MiB overlap their steps.
+    // (pipelined_all_reduce): large enough to be several round trips (a child op's fixed cost)
+    // even on fast links, small enough that buffers from 4 MiB overlap their steps.
     size_t segment_bytes = 2 << 20;
     size_t max_segments = 8;
     // Above small_bytes: the ways allowed (flat needs `flat` sockets), measured among them.

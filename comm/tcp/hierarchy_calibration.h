@@ -1,22 +1,14 @@
 #pragma once
 // The size up to which a hierarchical all_reduce takes its small path (the whole buffer within
-// the host, then across: every rank's connection carries all of it, L times the buffer per
-// host) instead of the split one (reduce_scatter within the host, 1/L across per rank,
-// all_gather: one more step within the host, the buffer once per host). Which wins is the
-// link's to say: on links shaped to 1 Gbit/s (2 emulated hosts x 2 ranks), 4 KiB took 45 us the
-// small way and 265 us split, 64 KiB 935 us small and 404 us split; a faster link moves the
-// crossover up. So it is measured when the group is made (calibrate_small_bytes), unless
-// DDP_TCP_HIERARCHY_SMALL_BYTES fixes it:
-// - every rank times both paths at each size of kCalibrationSizes (a warm-up op of each way at
-//   every size, then kCalibrationRounds rounds over all sizes, the two ways in turn, so that a
-//   passing disturbance hits every size alike), through the group's child groups;
-// - the medians' differences (small - split) are summed over all ranks by the small path itself
-//   (a float64 all_reduce: every rank gets the same bits);
-// - the threshold is the size up to which the small path saves the most in all: the prefix of
-//   sizes whose summed differences are lowest (small_bytes_from), so one noisy size does not
-//   move it far; half the smallest size when the split path wins from there.
-// It costs 2 x (1 + rounds) all_reduces per size at group creation (about 0.1 s between hosts
-// linked at 1 Gbit/s; less on faster links).
+// the host, then across: L times the buffer per host on the link) instead of the split one
+// (1/L across per rank, but one more step within the host). Which wins is the link's to say, so
+// it is measured when the group is made (calibrate_small_bytes) unless
+// DDP_TCP_HIERARCHY_SMALL_BYTES fixes it: every rank times both paths at each size of
+// kCalibrationSizes (a warm-up op of each, then kCalibrationRounds rounds over all sizes, the
+// ways in turn, so a passing disturbance hits every size alike); the medians' differences are
+// summed over all ranks by the small path itself (every rank gets the same bits); the threshold
+// is the end of the prefix of sizes whose summed differences are lowest (small_bytes_from), so
+// one noisy size does not move it far. It costs 2 x (1 + rounds) all_reduces per size.
 #include <array>
 #include <cstddef>
 #include <optional>

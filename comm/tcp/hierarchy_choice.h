@@ -1,42 +1,16 @@
 #pragma once
 // PathChooser: which way a hierarchical group's all_reduce goes above the small path's limit:
-// - split: reduce_scatter within the host, 1/L of the buffer across per rank, all_gather within
-//   the host, one step after another;
-// - overlapped: the same steps, those within the host on a second thread, so that one segment
-//   crosses hosts while the next is reduced within the host (hierarchical_collectives.h);
-// - flat: the group's own sockets between every rank, as DDP_TCP_TRANSPORT=socket.
-//
-// Split sends less between hosts (a host's L ranks each send 1/L, where a flat ring sends a
-// share from every rank), but adds the two steps within the host. Where the link is the
-// limit, split wins (up to 1.5x between 2 hosts: docs/tcp.md). Where it is not, flat can:
-// between emulated hosts on one 16-CPU machine, whose "links" are memory copies too, 2 hosts x
-// 2 ranks took 7.66 ms split and 6.93 flat at 16 MiB, 33.4 and 31.0 at 64 MiB, 135 and 138 at
-// 256 MiB, where 1 MiB was 0.70 split against 1.17 flat. Overlapping pays where the link binds
-// and costs where the CPUs do, whatever their count: on a 2-vCPU VM, 2 emulated hosts x 2 ranks
-// with a CPU per host, 64 MiB took 146 ms overlapped against 171 in turn with links shaped to
-// 5 Gbit/s, and 113-115 against 106 unshaped. So the way is measured while the job runs:
-// - per size class (powers of two), ops go the way in use, and now and then kProbeOps ops
-//   another way (a probe: its first finds the caches as the other way left them and is not
-//   counted), from the fifth op of a class (the first op is cold and not counted either, the
-//   next kCounted are the way in use's), then after 8 ops, 16, ... at most 64 while the choice
-//   holds; with three ways, the probes take the other two in turn;
-// - each rank times its own ops (wall time), and both ways get the same figure: the least of
-//   kCounted ops, the way in use's last ones and the probe's counted ones (a late peer makes
-//   one op slow, not all). A least of several against one op would favour the way in use:
-//   between 4 emulated hosts x 2 ranks on 2 vCPUs, at 4 MiB, the least of four overlapped
-//   ops summed to 233-241 ms over the ranks against one flat op's 242-256, where the bench
-//   measured overlapped slower (32.4-33.6 ms against 31.4-32.1);
-// - after a probe, the ranks sum their two figures by the small all_reduce (every rank gets
-//   the same bits) and each switches only when the probed way's sum is lower by kMargin. A
-//   switch costs more than the ops' noise: the connections of a way left idle restart slow (TCP
-//   slow start after idle). With a 5% margin, 4 emulated hosts x 2 ranks on the 2-vCPU VM at
-//   2 Gbit/s switched between split and flat at 1 MiB again and again (the ranks' sums for
-//   one way ranged 87-192 ms): 14-22 ms an op against 8.8 with split fixed.
-// The schedule depends on nothing but the ops, the ways and those sums, so every rank runs each
-// op the same way (a mismatch would be a hang: split and flat exchange different messages), as
-// long as every rank has the same ways: the group's, rank 0's settings (WayPolicy).
-// DDP_TCP_HIERARCHY_LARGE=split|flat and DDP_TCP_HIERARCHY_OVERLAP=1|0 fix ways. Called by one
-// thread at a time.
+// split (reduce_scatter within the host, 1/L of the buffer across per rank, all_gather within),
+// overlapped (the same steps, those within the host on a second thread, segment by segment:
+// hierarchical_collectives.h), or flat (the group's own sockets between every rank). Split sends
+// less between hosts but adds the steps within; overlapping pays where the link binds and costs
+// where the CPUs do: so the way is measured while the job runs. Per size class, ops go the way in
+// use and now and then kProbeOps go another (from the fifth op of a class, then after 8, 16, ...
+// at most 64 ops; the first op of each is cold, not counted). Each rank times its own ops, both
+// ways getting the least of kCounted ops; the ranks sum their figures by the small all_reduce and
+// switch only when the other way's sum is lower by kMargin (idle connections restart slow). The
+// schedule depends only on the ops and those sums, so every rank runs each op the same way.
+// DDP_TCP_HIERARCHY_LARGE and DDP_TCP_HIERARCHY_OVERLAP fix ways. Called by one thread at a time.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -61,7 +35,7 @@ const char* to_string(LargeWay way);  // split, flat or overlapped
 // it most often pays; else in turn.
 bool overlap_first(int cpus, int ranks_here);
 
-// A hierarchical group's settings for its large all_reduces: rank 0's, the group's.
+// A hierarchical group's settings for its large all_reduces (agreed; where auto starts: rank 0's).
 struct WayPolicy {
   LargeSetting large = LargeSetting::kAuto;
   OverlapSetting overlap = OverlapSetting::kAuto;

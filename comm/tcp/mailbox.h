@@ -1,22 +1,16 @@
 #pragma once
 // Mailbox: how SocketEngine matches one peer's incoming messages with the recvs posted for
-// them. No file descriptors and no lock of its own: the engine owns the socket and calls these
-// methods under its mutex (payload_target/received only from its progress thread).
-//
-// The rule, in one place:
-// - Messages match recvs on (channel, tag): first posted, first matched; first arrived, first
-//   taken. A recv posted before its message waits (posted); a message that arrives before its
-//   recv is buffered (unexpected), at most max_unexpected_bytes per peer.
-// - A recv that finds its message still arriving waits on it; a second one queues behind as
-//   posted. When a message completes, its waiter takes it, then the next posted recv takes the
-//   next buffered message (or waits on it).
+// them. No descriptors and no lock of its own: the engine calls it under its mutex
+// (payload_target/received only from its progress thread).
+// - Messages match recvs on (channel, tag), first posted first matched, first arrived first
+//   taken; a message before its recv is buffered, at most max_unexpected_bytes per peer. A recv
+//   that finds its message still arriving waits on it; the next posted recv queues behind.
 // - Sizes must agree: a recv whose buffer differs from its message fails with InvalidArgument
 //   and the message is consumed.
 // - Operations end by completing, expiring (TimeoutError naming the peer) or failing (the
 //   caller's error); messages that arrived before a failure still match later recvs.
-// One incoming message: arrive() (the header), payload_target()/received() until it is all
-// there, complete(). Every ending is appended to `done`; the caller finishes the Works outside
-// its lock.
+// One message: arrive() (the header), payload_target()/received() until it is all there,
+// complete(). Every ending is appended to `done`; the caller finishes the Works outside its lock.
 #include <cstdint>
 #include <deque>
 #include <exception>

@@ -1,19 +1,15 @@
 #pragma once
 // The tcp backend's connection handshake (PeerMesh), version 2: a mutual proof of the job token
 // (common/auth.h); the token never crosses the wire.
-//
 //   connector -> acceptor  hello      "DDPTCP02" | u32 rank | u32 size | u32 n | group (n bytes,
 //                                     n <= kMaxGroupName) | nonce (32)
 //   acceptor -> connector  challenge  nonce (32) | proof (32)
 //   connector -> acceptor  proof (32)           only when the acceptor's proof was right
 //   acceptor -> connector  verdict    u32 status (0: accepted) | u32 n | message (n bytes)
-//
 // Integers little-endian. Proofs: auth::prove(token, kAcceptorLabel / kConnectorLabel, connector
-// nonce, acceptor nonce). The acceptor proves first, so a program squatting on a rank's port
-// learns nothing from the connector; the connector proves second and only then do group, size
-// and rank count. AcceptorHandshake is the acceptor's side as a pure state machine over bytes
-// (no socket, fuzzable): it never asks for more than the current message, so it never takes
-// bytes that belong to what follows the handshake.
+// nonce, acceptor nonce). The acceptor proves first (a program squatting on a rank's port learns
+// nothing); only then do group, size and rank count. AcceptorHandshake: the acceptor's side as a
+// pure state machine over bytes (fuzzable) that never takes bytes past the handshake.
 #include <cstdint>
 #include <string>
 #include <vector>

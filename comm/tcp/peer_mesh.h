@@ -1,6 +1,5 @@
 #pragma once
 // PeerMesh: one authenticated TCP connection between every pair of ranks of a group.
-//
 // Each rank listens on an ephemeral port and publishes "tcp/addr/<rank>" (port, boot id, pid,
 // host name, interface addresses) in the group's store. Rank i connects to every j < i and
 // accepts every j > i; each connection opens with the handshake of mesh_handshake.h (a mutual

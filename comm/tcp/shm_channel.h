@@ -1,7 +1,6 @@
 #pragma once
 // ShmChannel: the small stage / publish / wait vocabulary every shared-memory algorithm is
 // written in, over one group's ShmSegment.
-//
 // - Tickets: each chunk an algorithm moves takes the next ticket (the same sequence on every
 //   rank, since every rank runs the same ops). Ticket t uses slot t % depth of each rank; a
 //   rank may write its slot for t once every peer published kDone for t - depth (acquire).

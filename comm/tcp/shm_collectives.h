@@ -1,31 +1,16 @@
 #pragma once
 // ShmCollectives: every collective of a group whose ranks share one host, through the group's
 // ShmSegment. It picks the algorithm for each op and runs it; the pieces live apart:
-//
-// - shm_channel.h: the stage / publish / wait vocabulary over the segment (tickets, slots,
-//   counters), with shm_wait.h (spin, yield, futex-sleep; lost peers and deadlines) and
-//   shm_fingerprint.h (every op's OpDesc is compared across ranks: a mismatch is
-//   InvalidArgument naming both sides, and no rank runs more than one op ahead).
-// - Algorithms, one family per file: shm_oneshot.h (an all_reduce up to oneshot_bytes;
-//   broadcast, all_gather and reduce_scatter whose input fits a slot; barrier),
-//   shm_allreduce_chunked.h (larger all_reduce: chunked reduce-scatter + all-gather),
-//   shm_allreduce_direct.h (the same, of a buffer in group memory: in place, in one pass),
-//   shm_allreduce_cross.h (the same pass over private buffers, by cross-memory attach:
-//   shm_cross.h), shm_exchange_cross.h (all_gather and reduce_scatter so),
-//   shm_exchange_direct.h (all_gather and reduce_scatter in group memory, in place),
-//   shm_reduce.h (reduce, reduce_scatter), shm_exchange.h (broadcast, (all_)gather, scatter,
-//   all_to_all).
-// - shm_store_choice.h: whether a chunked all_reduce, all_gather or reduce_scatter stages with
-//   cached or streaming stores, or runs by cross-memory attach (where every rank can reach every peer:
-//   checked once, at construction, after every rank announced itself in the segment), learned per size class
-//   from its own ops' times.
-//
-// One execution model: an op is steps of its algorithm until it is done. start() begins an op
-// and runs it as far as it gets, each wait on a peer polling at most budget_us; a resumable op
-// (resumable(): barrier, all_reduce, and the one-shot broadcast/all_gather/reduce_scatter) that
-// is not done keeps its place, and finish() completes it (before any other op). run() is
-// start + finish, blocking. Called by one thread at a time (the group's worker, or a caller
-// running an op inline while the worker is idle).
+// shm_channel.h (the stage / publish / wait vocabulary: tickets, slots, counters; shm_wait.h,
+// shm_fingerprint.h: a mismatched op is InvalidArgument naming both sides); one algorithm
+// family per file (shm_oneshot.h, shm_allreduce_chunked.h, shm_allreduce_direct.h,
+// shm_allreduce_cross.h, shm_exchange_cross.h, shm_exchange_direct.h, shm_reduce.h,
+// shm_exchange.h); shm_store_choice.h (cached or streaming stores, or cross-memory attach,
+// learned per size class from the ops' own times).
+// An op is steps of its algorithm until done: start() runs it as far as it gets, each wait on a
+// peer polling at most budget_us; a resumable op that is not done keeps its place and finish()
+// completes it (before any other op); run() is both, blocking. Called by one thread at a time
+// (the group's worker, or a caller running an op inline while the worker is idle).
 #include <memory>
 
 #include "comm/tcp/op.h"

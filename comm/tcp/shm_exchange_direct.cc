@@ -15,10 +15,8 @@ namespace {
 
 // Between chunks, the CPU goes to any thread waiting for it: in a hierarchical all_reduce whose
 // steps overlap, this rank's step across hosts (its sockets' copies) runs beside this pass, and
-// the pass of a large segment, left to run, held the CPU for milliseconds while the link
-// idled. A host's 2 ranks on one vCPU, links at 5 Gbit/s, 256 MiB: 469-472 ms against 524-533
-// without (floor 440). With nothing else to run it returns at once (a syscall per slot-sized
-// chunk: under 1 us against the chunk's 50-100).
+// the pass of a large segment, left to run, would hold the CPU for milliseconds while the link
+// idles. With nothing else to run it returns at once (one syscall per slot-sized chunk).
 void give_way() { ::sched_yield(); }
 
 size_t chunk_of(const ShmChannel& ch, DType t) {

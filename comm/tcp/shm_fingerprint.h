@@ -1,19 +1,14 @@
 #pragma once
 // ShmFingerprints: the check that every rank of a shared-memory group runs the same op.
-//
-// begin(ctx) writes this rank's OpDesc (its fingerprint, and a hash of it on the counters'
-// cache line) before the channel marks the op entered (kEntered), before it touches data. The first time the
-// op depends on a peer, verify(peer) waits until that peer entered the same seq and compares hashes (the full
-// fingerprints only on a mismatch, for the message); every op ends with verify_all, so no rank runs more than
-// one op ahead and slot [seq % 2] of the hash is still this op's. A mismatch is InvalidArgument naming both
-// ranks' ops. Disabled: every call returns at once. Called by one thread at a time (the one running the
-// group's op).
-//
-// The hash also covers the tickets (shm_channel.h) the rank had taken when it entered the op.
-// Ranks that run the same ops take the same tickets; ranks whose tickets differ would wait for
-// each other's counters forever, or read a slot the peer has not written. So a difference is a
-// BackendError naming both ranks' tickets (a bug in the backend, not in the caller's program),
-// raised by the op where it first shows instead of a timeout somewhere later.
+// begin(ctx) writes this rank's OpDesc (its fingerprint, and a hash of it on the counters' cache
+// line) before the channel marks the op entered, before it touches data. The first time the op
+// depends on a peer, verify(peer) waits until that peer entered the same seq and compares hashes
+// (the full fingerprints only on a mismatch, for the message); every op ends with verify_all, so
+// no rank runs more than one op ahead. A mismatch is InvalidArgument naming both ranks' ops.
+// The hash also covers the tickets (shm_channel.h) the rank had taken: ranks whose tickets
+// differ would wait on each other forever, so that is a BackendError naming both (a bug in the
+// backend, not the caller's), raised where it first shows instead of a later timeout.
+// Disabled: every call returns at once. Called by one thread at a time.
 #include <vector>
 
 #include "comm/tcp/op.h"

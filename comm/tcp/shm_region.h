@@ -1,18 +1,15 @@
 #pragma once
 // ShmRegion: one allocation of a shared-memory group's memory (ProcessGroup::allocate,
 // comm/group_memory.h). Each rank creates its own POSIX object (shm_file.h) and maps every
-// peer's, so the all_reduce of a view at the same offset on every rank reads and writes the
-// peers' buffers in place (shm_allreduce_direct.h).
-//
-// - Made collectively: every rank of the group, the same bytes, the same order (the id is the
-//   group's count of allocations, so it is the same on every rank). Names and sizes meet in
-//   the group's store; a rank asking for a different size is an InvalidArgument naming both,
-//   one that never comes a TimeoutError naming it, and one whose /dev/shm has no room (or
-//   would be left with less than half its free space) a BackendError on every rank, so all
-//   can fall back alike. Each creator unlinks its name once every
-//   rank mapped it, so nothing is left in /dev/shm.
-// - ShmRegions: a group's live regions, found by address. It holds them weakly: a region lives
-//   as long as the GroupMemory the user holds (and any op that found it).
+// peer's, so the all_reduce of a view at the same offset on every rank works on the peers'
+// buffers in place (shm_allreduce_direct.h).
+// - Made collectively: every rank, the same bytes, the same order (the id is the group's count
+//   of allocations). Names and sizes meet in the group's store: a different size is an
+//   InvalidArgument naming both, a rank that never comes a TimeoutError naming it, a /dev/shm
+//   without room (or left with less than half its free space) a BackendError on every rank, so
+//   all fall back alike. Each creator unlinks its name once every rank mapped it.
+// - ShmRegions: a group's live regions, found by address, held weakly: a region lives as long
+//   as the GroupMemory the user holds (and any op that found it).
 #include <cstdint>
 #include <memory>
 #include <mutex>

@@ -93,8 +93,7 @@ struct ShmGeometry {
 // all_reduce keeps about four chunks' worth of lines hot per rank (its buffer's chunk, its own
 // slot, the peer slots it reads, the previous chunk being copied out), so a chunk of L2 / 4
 // stays in the L2 while it is reduced and copied: memory then sees one read and one write per
-// byte. A power of two in [64 KiB, 256 KiB]; 256 KiB when unknown (2 MiB chunks spilled to the
-// L3 and ran 64 MiB 1.6x slower on a 1 MiB-L2 machine; 256 KiB met every target there).
+// byte. A power of two in [64 KiB, 256 KiB]; 256 KiB when unknown (larger chunks spill to L3).
 size_t slot_bytes_for_l2(size_t l2_bytes);
 
 class ShmSegment {

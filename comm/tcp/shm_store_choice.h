@@ -1,43 +1,16 @@
 #pragma once
-// StoreChooser: how a chunked shared-memory collective (all_reduce; all_gather, reduce_scatter
-// and all_to_all, a chooser each) writes what its peers read next (the slices it stages, the
-// slice it reduced): with ordinary stores, which leave the lines in this core's cache for the
-// peer to take from there, or with streaming (non-temporal) stores, which send them to memory
-// (copy_bytes_streaming).
-//
-// Which is faster depends on where the peer runs, and that can change under a running job.
-// Measured on a 2-vCPU EPYC VM, one core writing 256 KiB chunks that the other reads:
-// - peer on a near core (sharing an L3; a line's round trip 120 ns): cached 12 GB/s, streamed
-//   6.5;
-// - peer on a far core (the host put the two vCPUs apart for 10-60 s at a time; round trip
-//   460 ns, as between sockets): cached 2.2 GB/s, every line snooped out of the writer's
-//   cache; streamed 6.5-10, from memory. The tcp all_reduce of 64 MiB took 52 ms there
-//   against 7 ms on near cores.
-// So it is measured, not assumed. Rank 0 times the data movement of its own ops (copies and
-// reductions; not the waits, so a late peer does not count), per size class (powers of two),
-// and every rank uses the mode it chose (ShmChannel::begin_stores): what streaming saves falls
-// to the readers, so ranks choosing alone could each see only its cost and settle on cached
-// stores where streaming would serve all. Now and then it runs one op the other way to see
-// whether the machine changed: the third op of a class (the first is cold and not counted: an
-// all_gather's first touch of its output took 245 us, 6x a warm op), then after 8 ops, 16,
-// ... up to 256 while the choice holds, and at once when the mode in use gets slower than the
-// other's last figure.
-// A probe of the losing mode costs its ops at that mode's speed (up to 6x, far cores with cached
-// stores), and the ops after it find the caches disturbed: with probes every 64 ops, 2 ranks'
-// all_gather of 1 MiB by cross-memory took 58 us a op in 100-op loops against 47 with no probes
-// (2-vCPU VM). So at most every 256 ops: a host that moves the vCPUs apart (that VM did every
-// 10-60 s) makes the mode in use slower, which is probed at once; one that moves them back is
-// followed within 256 ops.
-// DDP_TCP_SHM_STORES=cached|streaming fixes it (rank 0's value counts).
-//
-// The choosers of all_reduce, all_gather and reduce_scatter may also be offered a third way,
-// cross-memory attach (kCross: shm_cross.h, no slots at all), where every rank can reach every
-// peer's memory. It is weighed the same way, by rank 0's own busy time per byte; with three
-// ways, the probes take the other two in turn. A probe is two ops of the other mode, and only
-// the second counts: the first finds the caches as the mode in use left them (a cross-memory
-// op right after chunked ones took 0.11-0.19 ns a byte at 1 MiB, 2.3-4x its steady 0.047), and
-// so does a mode's very first op. A way that turns out not to run in the group (a peer could
-// not offer it) is withdrawn. Called by one thread at a time.
+// StoreChooser: how a chunked shared-memory collective (all_reduce, all_gather, reduce_scatter,
+// all_to_all: a chooser each) writes what its peers read next: ordinary stores, which leave the
+// lines in this core's cache, or streaming stores, which send them to memory; or, offered where
+// every rank reaches every peer's memory, cross-memory attach (kCross: shm_cross.h).
+// Which is faster depends on whether the peer shares this core's cache, and that can change under
+// a running job (a VM's vCPUs moved apart): so it is measured, not assumed. Rank 0 times the data
+// movement of its own ops per size class (not the waits), and every rank uses its choice
+// (ShmChannel::begin_stores): what streaming saves falls to the readers. It probes the other ways
+// (two ops, the second counted: the first finds cold caches) after 8 ops, 16, ... up to 256 while
+// the choice holds (a probe costs its ops the slower speed), and at once when the way in use gets
+// slower than another's last figure. DDP_TCP_SHM_STORES fixes it. A way that turns out not to
+// run in the group is withdrawn. Called by one thread at a time.
 #include <array>
 #include <chrono>
 #include <cstddef>

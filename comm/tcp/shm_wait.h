@@ -1,19 +1,15 @@
 #pragma once
 // ShmWait: how a rank waits for its peers' counters in a group's shared memory.
-//
-// - spin(ready, budget): pause-spins for spin_us, then yields the core (staying runnable, so
-//   a descheduled peer gets it and we are back the moment it publishes) until the budget ends.
-//   While crowded() — a peer last waited on the CPU we run on, so it is queued behind us —
-//   spinning would only hold the core that peer needs: it yields at once. When ranks
-//   outnumber cores the group sets spin_us to 0 and yield_us short.
+// - spin(ready, budget): pause-spins for spin_us, then yields the core (staying runnable, so a
+//   descheduled peer gets it) until the budget ends; while crowded() (a peer last waited on our
+//   CPU, so it is queued behind us) it yields at once.
 // - wait(ready, missing, ctx): spin for spin_us + yield_us (only while a thread is blocked on
-//   the group's ops, Options::blocked; not at all otherwise), then futex-sleep in bounded slices
-//   (ShmSegment::sleep), checking GroupHealth (a failed group rethrows; a peer that destroyed
-//   its group and is still late once its goodbye was seen is a NetworkError) and the op's
-//   deadline (TimeoutError naming the ranks `missing()` returns). Never returns without
-//   `ready()`.
-// Called by one thread at a time (the one running the group's op). crowded() publishes this
-// rank's CPU in its control block (only when it changed: peers poll that line).
+//   the group's ops, Options::blocked), then futex-sleep in bounded slices (ShmSegment::sleep),
+//   checking GroupHealth (a failed group rethrows; a peer that left and is still awaited is a
+//   NetworkError) and the op's deadline (TimeoutError naming the ranks `missing()` returns).
+//   Never returns without `ready()`.
+// Called by one thread at a time. crowded() publishes this rank's CPU in its control block
+// (only when it changed: peers poll that line).
 #include <immintrin.h>
 #include <sched.h>
 

@@ -1,29 +1,16 @@
 #pragma once
-// SocketCollectives: every collective over the SocketEngine, for groups that span hosts or
-// when DDP_TCP_TRANSPORT=socket. all_reduce has four algorithms (socket_all_reduce.cc picks
-// one by size and world size, the same on every rank; Options::algo forces one):
-// - one-shot: every buffer to every peer (small buffers);
-// - direct: reduce-scatter + all-gather with every peer at once (each rank talks to each peer
-//   once per phase);
-// - ring: reduce-scatter + all-gather around a ring (each rank talks to its two neighbours);
-// - hd: recursive halving (reduce-scatter) then doubling (all-gather), ranks beyond the largest
-//   power of two folded in first and served last;
-// the last three pipelined in chunks of Options::chunk_bytes so reducing and sending overlap
-// the transfers. The other ops are direct: root fan-out/fan-in for the rooted ops. Each value
-// is reduced by one rank in a fixed order, so every rank gets the same bits.
-//
-// Fingerprints: each op first exchanges its OpDesc with every peer (channel kFingerprint,
-// tag = seq); a mismatch is InvalidArgument naming both sides, before any data is used. A
-// one-shot all_reduce posts its data right behind its fingerprint (the engine writes both in
-// one system call), from a copy, and reduces only once every fingerprint matched: one round
-// trip, not two, and a mismatch leaves the engine nothing of the caller's to touch.
-// The thread that runs an op moves its bytes itself (SocketEngine::Driver) for as long as its
-// waits may poll (Options::poll): no wake-up of the engine's thread, nor of this one, per
-// message. Past that (a late peer) the engine's thread takes over and the wait sleeps. Options::
-// poll 0 (DDP_TCP_SPIN_US=DDP_TCP_YIELD_US=0) leaves every op to the engine's thread.
-// Errors: a lost peer is the engine's NetworkError; internal messages that miss the op's
-// deadline become one TimeoutError naming the op and the ranks that did not deliver.
-// Called by one thread at a time (the group's worker).
+// SocketCollectives: every collective over the SocketEngine, for groups that span hosts or when
+// sockets are forced. all_reduce has four algorithms (socket_all_reduce.cc picks one by size
+// and world size, the same on every rank; Options::algo forces one): one-shot (every buffer to
+// every peer), direct (reduce-scatter + all-gather with every peer at once), ring, and hd
+// (recursive halving then doubling), the last three pipelined in Options::chunk_bytes chunks.
+// The other ops are direct. Each value is reduced by one rank in a fixed order: every rank gets
+// the same bits. Each op first exchanges its OpDesc with every peer (a mismatch is
+// InvalidArgument naming both sides, before any data is used); a one-shot all_reduce sends its
+// data right behind it, from a copy. The thread that runs an op moves its bytes itself
+// (SocketEngine::Driver) while its waits may poll (Options::poll), so no thread wakes per
+// message; past that the engine's thread takes over. Errors: the engine's NetworkError, or a
+// TimeoutError naming the op and the ranks that did not deliver. Called by the group's worker.
 #include <map>
 #include <memory>
 #include <optional>

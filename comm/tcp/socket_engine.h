@@ -1,31 +1,16 @@
 #pragma once
-// SocketEngine: tagged, asynchronous messages over the group's TCP mesh, driven by one
-// progress thread (poll over every peer socket and an eventfd), or by the thread that waits
-// for them (Driver: the progress thread then leaves the sockets to it).
-//
-// - send/recv post an operation and return; its Work finishes when the bytes were handed to
-//   the kernel (send) or landed in the buffer (recv). Buffers stay the caller's until then.
-// - Messages match on (peer, channel, tag), first posted first matched (no overtaking).
-//   A message that arrives before its recv is kept in an unexpected queue; a recv whose size
-//   differs from the message fails with InvalidArgument. The rule lives in mailbox.h (one
-//   Mailbox per peer); this file and its .cc move bytes.
-// - Every operation ends by its deadline: TimeoutError naming it. The engine stops touching
-//   a timed-out op's buffer at once (the rest of its message is discarded or copied aside).
-// - A peer that closes after a goodbye (its group was destroyed) fails only the ops that
-//   still need it. A peer whose connection closes without one, or breaks, fails the group
-//   (GroupHealth): every pending and
-//   later operation fails with NetworkError naming that rank. Data that arrived before the
-//   loss still matches later recvs.
-// - A peer that breaks the wire format (wire_header.h: a bad header, an impossible size) or
-//   sends more unexpected bytes than Options::max_unexpected_bytes may buffer fails the group
-//   the same way, naming it and what it sent; nothing is allocated for it first.
-// - The progress thread never lets an exception escape: should anything throw there, the group
-//   fails (kOther) and every pending Work completes with the error.
-// - Several engines may share one GroupHealth (a group with several connections to each peer,
-//   DDP_TCP_SOCKET_STREAMS: one engine, and one progress thread, per connection set). A failure
-//   one of them records fails the others' pending ops too, within a second (each looks at the
-//   health whenever its loop turns, at least once a second while anything is in flight).
-// Thread-safe: any thread may post. Works finish outside the engine's lock.
+// SocketEngine: tagged, asynchronous messages over the group's TCP mesh, driven by one progress
+// thread (poll over every peer socket and an eventfd), or by the thread that waits for them
+// (Driver: the progress thread then leaves the sockets to it).
+// - send/recv post an operation and return; its Work finishes when the bytes were handed to the
+//   kernel (send) or landed in the buffer (recv). Matching rules: mailbox.h (one per peer).
+// - Every operation ends by its deadline (TimeoutError naming it); the engine stops touching a
+//   timed-out op's buffer at once.
+// - A peer that closes after a goodbye fails only the ops that still need it; one that closes
+//   without, breaks, breaks the wire format (wire_header.h) or sends more unexpected bytes than
+//   Options::max_unexpected_bytes fails the group (GroupHealth): every pending and later op
+//   fails naming it. Several engines may share one GroupHealth (one per connection set).
+// Thread-safe: any thread may post; nothing escapes the progress thread; Works finish unlocked.
 #include <poll.h>
 
 #include <atomic>
@@ -97,7 +82,7 @@ class SocketEngine {
   // leaves the sockets alone (it sleeps, watching deadlines) and posts wake nobody; drive(work)
   // polls the sockets and moves the bytes on the calling thread until `work` finishes or
   // `until` passes. A small message's round trip is then the network's, with no thread
-  // hand-off on either side (each cost a wake-up: several microseconds on a VM, ten per op).
+  // hand-off on either side (each would cost a thread wake-up).
   // release() (or the destructor) hands the sockets back, waking the progress thread when
   // anything is still in flight. Used by one thread; Drivers may coexist.
   class Driver {

@@ -1,39 +1,16 @@
 #pragma once
-// TcpProcessGroup: the project's own backend ("tcp"). Made by make_tcp_group (comm/backend.h).
-//
-// - Setup: peers meet through the group's store; every pair of ranks gets one TCP connection
-//   authenticated with the job token (peer_mesh.h). When every rank shares this host's boot id
-//   the collectives run over shared memory (shm_collectives.h); when the group spans hosts with
-//   several ranks on each (the same number), over shared memory within each host and sockets
-//   between (hierarchical_collectives.h, two child groups); otherwise, or with
-//   DDP_TCP_TRANSPORT=socket, over the sockets (socket_collectives.h). send/recv always use the
-//   sockets; the sockets also carry liveness: a peer's EOF fails the group at once.
-// - Execution: collectives run on one worker thread per group, in issue order, each with the
-//   group's next collective sequence number (shared by all ranks); a hierarchical group's
-//   children run theirs on the thread that issues them (its worker: create(setup, true)). Fast path: an shm
-//   all_reduce up to DDP_TCP_INLINE_MAX_BYTES (default 4 MiB) or a barrier, a one-shot socket
-//   all_reduce, or a hierarchical group's small all_reduce (its children's steps each through
-//   all_reduce_within), issued while nothing else is queued, runs on the caller's thread (no
-//   thread hand-off, no sleep);
-//   if a peer is not there within DDP_TCP_INLINE_SPIN_US (default: DDP_TCP_SPIN_US; 2 ms of
-//   yielding when ranks outnumber cores; negative disables), the op is handed to the worker where it
-//   stands, so the call still returns at once. The worker polls for peers only while a thread
-//   is blocked in Work::wait on one of the group's ops; otherwise it sleeps, so an op issued
-//   and not yet waited for (DDP's buckets during backward) costs the issuing computation no
-//   CPU. send/recv are posted to the
-//   socket engine at once and complete independently (isend/irecv semantics; matching by
-//   (peer, tag), FIFO); they are numbered separately ("p2p #n") since only the two ends see them.
-// - Errors: see process_group.h. Once any collective fails (lost peer, timeout, mismatch) the
-//   group is broken and every pending and later op fails naming itself.
-// - Environment (read by rank 0 and published, so all ranks agree): DDP_TCP_TRANSPORT
-//   (auto|shm|socket|hierarchical), DDP_TCP_FINGERPRINT (default 1). Per rank: DDP_TCP_SPIN_US;
-//   the same on every rank: DDP_TCP_INTER, DDP_TCP_SOCKET_* (docs/tcp.md).
-// - AVG on integer dtypes is the wrapped sum divided by the world size, truncating.
-// - In place: reduce_scatter's output may be exactly this rank's block of its input, and
-//   all_gather's input exactly this rank's block of its output (a hierarchical all_reduce's
-//   steps within the host rely on it); no other overlap.
-// - CUDA buffers are rejected (InvalidArgument); where CUDA was built, the registry wraps every
-//   tcp group in the staging decorator (comm/nccl/cuda_staging.h), which handles them.
+// TcpProcessGroup: the project's own backend ("tcp"), made by make_tcp_group (comm/backend.h).
+// - Setup: one authenticated TCP connection per pair of ranks (peer_mesh.h), which carries
+//   send/recv and liveness (a peer's EOF fails the group at once). Collectives run over shared
+//   memory on one host (shm_collectives.h); within hosts and over sockets between them when every
+//   host has several ranks, as many (hierarchical_collectives.h); else over sockets.
+// - Execution: collectives run in issue order on one worker thread per group, each with the
+//   group's next sequence number; a small one issued while nothing is queued starts on the
+//   caller's thread (no hand-off) and passes to the worker where it stands if peers are late.
+//   send/recv complete independently, matched by (peer, tag) in order. Once an op fails, every
+//   pending and later op fails naming itself. AVG on integers truncates the wrapped sum.
+// - In place: reduce_scatter's output may be this rank's block of its input, and all_gather's
+//   input this rank's block of its output; no other overlap. CUDA buffers: InvalidArgument.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
