@@ -357,7 +357,7 @@ std::string format_markdown() {
   out << "# Environment variables\n\n"
          "Every environment variable that ddp-launch, libddp and the tools read. Generated from the\n"
          "table in `common/settings.h` by `ddp-launch --print-settings --markdown`: do not edit by hand\n"
-         "(the test `settings_doc` fails when this page and the table differ). `ddp-launch\n"
+         "(the ctest `cli_settings_doc_test` fails when this page and the table differ). `ddp-launch\n"
          "--print-settings` prints the same table with the values in effect.\n\n"
          "An empty value counts as unset; a value that is set but malformed is an error naming the\n"
          "variable and the values it allows. Scope *group*: every rank of a group must hold the same\n"

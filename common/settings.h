@@ -165,11 +165,11 @@ inline constexpr Setting kTcpInlineSpinUs{.name = "DDP_TCP_INLINE_SPIN_US",
                                           .type = Type::kInt,
                                           .section = Section::kTcp,
                                           .computed = "DDP_TCP_SPIN_US with a core per rank, else 2000",
-                                          .min = -1,
+                                          .min = -1'000'000'000,
                                           .max = 1'000'000'000,
                                           .meaning =
                                               "Microseconds the caller's thread polls for its peers before "
-                                              "the worker takes the op (-1: never inline)."};
+                                              "the worker takes the op (negative: never inline)."};
 inline constexpr Setting kTcpInlineMaxBytes{
     .name = "DDP_TCP_INLINE_MAX_BYTES",
     .type = Type::kInt,

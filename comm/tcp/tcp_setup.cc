@@ -85,10 +85,10 @@ WaitBudget wait_budget(int ranks_here, int cores) {
   return b;
 }
 
-// How long a caller's thread polls for its peers before the worker takes the op (-1: never on
-// the caller's thread).
+// How long a caller's thread polls for its peers before the worker takes the op; any negative
+// value is -1 (never on the caller's thread).
 int inline_spin_us(int fallback) {
-  return static_cast<int>(settings::int_or(settings::kTcpInlineSpinUs, fallback));
+  return static_cast<int>(std::max<int64_t>(-1, settings::int_or(settings::kTcpInlineSpinUs, fallback)));
 }
 
 // This rank's host's share of the group (ranks with its same-host key).
