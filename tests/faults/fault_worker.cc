@@ -251,7 +251,7 @@ int run(const Args& a) {
   const float want = static_cast<float>(world * (world + 1) / 2);
   std::unique_ptr<DdpSteps> ddp_steps;
   if (a.ddp) ddp_steps = std::make_unique<DdpSteps>(pg);
-  const std::string attempt = ddp::env::get_or("TORCHELASTIC_RESTART_COUNT", "0");
+  const std::string attempt = ddp::test_env::get_or("TORCHELASTIC_RESTART_COUNT", "0");
   const auto start = std::chrono::steady_clock::now();
   long it = 0;
   for (bool go = true; go && (a.iters == 0 || it < a.iters); ++it) {
