@@ -11,6 +11,7 @@ if ! diff -u "$doc" <(env -i "$launch" --print-settings --markdown); then
   exit 1
 fi
 # The table with the values in effect names a value that is set.
-env -i DDP_TCP_SOCKET_ALGO=ring "$launch" --print-settings | grep -q 'DDP_TCP_SOCKET_ALGO .*= ring' ||
+table=$(env -i DDP_TCP_SOCKET_ALGO=ring "$launch" --print-settings)
+grep -q 'DDP_TCP_SOCKET_ALGO .*= ring' <<<"$table" ||
   { echo "FAIL: --print-settings does not show DDP_TCP_SOCKET_ALGO=ring" >&2; exit 1; }
 echo "settings doc: ok"
