@@ -47,6 +47,7 @@ struct Config {
   size_t test_limit = 0;   // 0: all 10,000
   int threads = 0;         // 0: LibTorch's default (OMP_NUM_THREADS)
   bool bucket_view = false;
+  bool sync_bn = false;
   int64_t fail_at_step = 0;  // tests: the last rank exits after this global step, in the first attempt only
 };
 
@@ -187,7 +188,15 @@ int train(const Config& c) {
   const size_t train_size = *train_set.size(), test_size = *test_set.size();
 
   ::torch::manual_seed(1 + rank);  // different on purpose: DDP starts every rank from rank 0's weights
-  demo::Cnn cnn;
+  // SyncBatchNorm gets a group of its own: its backward all_reduce runs on autograd's thread
+  // while DDP's bucket thread issues the gradient all_reduces on `group`.
+  ddp::comm::ProcessGroupPtr bn_group;
+  if (c.sync_bn) {
+    std::vector<int> all(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) all[static_cast<size_t>(r)] = r;
+    bn_group = ddp::new_group(all);
+  }
+  demo::Cnn cnn(bn_group);
   ::torch::optim::SGD opt(cnn->parameters(), ::torch::optim::SGDOptions(c.lr).momentum(c.momentum));
   const bool first_attempt = ddp::settings::int_value(ddp::settings::kTorchelasticRestartCount) == 0;
   Steps steps{c, rank, world, cnn, opt, resume(c, *group, cnn, opt), first_attempt};
@@ -259,6 +268,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", c.threads, "LibTorch threads per rank (0: OMP_NUM_THREADS)")
       ->capture_default_str();
   app.add_flag("--bucket-view", c.bucket_view, "gradients live in the all_reduce buckets (no copies)");
+  app.add_flag("--sync-bn", c.sync_bn,
+               "batch norm over the whole group's batch (ddp::torch::SyncBatchNorm2d)");
   app.add_option("--fail-at-step", c.fail_at_step,
                  "testing: the last rank exits after this global step in attempt 0");
   CLI11_PARSE(app, argc, argv);
