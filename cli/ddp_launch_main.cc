@@ -106,7 +106,8 @@ void merge_timeline(const std::string& path, std::filesystem::file_time_type sin
     const std::vector<int> ranks = launcher::merge_timelines(path, since);
     if (ranks.empty()) {
       say("warning: timeline: no rank wrote one (" + path +
-          ": the workers must use libddp's DDP engine, which reads " + std::string(settings::kTimeline.name) + ")");
+          ": the workers must use libddp's DDP engine, which reads " + std::string(settings::kTimeline.name) +
+          ")");
     } else {
       say("timeline: " + std::to_string(ranks.size()) + " rank(s) merged into " + path);
     }
