@@ -361,8 +361,9 @@ std::string format_markdown() {
          "--print-settings` prints the same table with the values in effect.\n\n"
          "An empty value counts as unset; a value that is set but malformed is an error naming the\n"
          "variable and the values it allows. Scope *group*: every rank of a group must hold the same\n"
-         "value; the backend compares them at group creation, through the group's store, and a\n"
-         "difference fails every rank with an error naming the variable and both values.\n";
+         "value; the tcp backend compares them at group creation, through the group's store, and a\n"
+         "difference fails every rank with an error naming the variable and both values (the mpi\n"
+         "backend's are not compared: under mpirun its ranks share no store).\n";
   bool first = true;
   Section section = Section::kLauncher;
   for (const Setting* s : kAll) {

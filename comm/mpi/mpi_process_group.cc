@@ -4,7 +4,6 @@
 #include <climits>
 #include <functional>
 
-#include "comm/agreed_settings.h"
 #include "comm/mpi/mpi_eager_limit.h"
 #include "comm/mpi/mpi_p2p_allreduce.h"
 #include "comm/mpi/mpi_types.h"
@@ -143,10 +142,6 @@ MpiProcessGroup::MpiProcessGroup(const GroupSetup& setup)
   caller_bytes_ = caller_bytes();
   p2p_bytes_ = p2p_bytes(s.size);
   halving_bytes_ = halving_bytes();
-  if (setup.store) {  // a rank whose group settings differ fails every rank here, naming it
-    agree_settings(*setup.store, {setup.rank, setup.size, setup.name, "mpi/settings", setup.options.timeout},
-                   group_values(settings::Section::kMpi));
-  }
   p2p_scratch_ = std::make_shared<P2pScratchPool>();
   where_ = detail::str(" in group '", name_, "' (rank ", rank(), "/", size(), ")");
   comm_ = runtime_.call([&rt, &s] { return make_comm(rt, s); });
