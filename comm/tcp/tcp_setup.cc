@@ -263,10 +263,11 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   ways.overlap = parse_overlap_setting(settings::get_or(settings::kTcpHierarchyOverlap, "auto"));
   const int cpus = local_cpus();
   Deadline deadline(setup.options.timeout);
+  // The mesh first: its listener is up while this rank waits for the others.
+  Mesh mesh = build_mesh(*setup.store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
   agree_settings(*setup.store, {setup.rank, setup.size, setup.name, "tcp/settings", deadline.remaining()},
                  group_values(settings::Section::kTcp));
   Config proposal;
-  Mesh mesh = build_mesh(*setup.store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
   const HostLayout layout = layout_of(mesh);
   const int ranks_here = ranks_on_host > 0 ? ranks_on_host : ranks_on_this_host(layout, setup.rank);
   proposal.streams =

@@ -4,8 +4,10 @@
 # and 2 fail within seconds, a rank that saw it first naming a rank of the dead host by its world
 # rank (4 or 5). The bound comes from the cross-host sockets' keepalive and TCP_USER_TIMEOUT
 # (kLinkLossDetection, 8 s); DDP_TIMEOUT_MS=20000 bounds an op that waits on it, later, so the
-# error is the link's. The workers are ddp_fault_worker, all_reduce of 1M floats in a loop
-# (LINK_DOWN_COUNT floats if set), every result checked. ~11 s in all.
+# error is the link's; the launchers' heartbeat bound (--rdzv-conf keep_alive_*, 30 s) is set
+# above both, so that the workers see the loss before their launchers stop them (the heartbeat is
+# launcher_agent_loop_test's and netns_hosts_elastic_test's). The workers are ddp_fault_worker,
+# all_reduce of 1M floats in a loop (LINK_DOWN_COUNT floats if set), every result checked.
 # Exit 77 (Skipped) when not root or a tool is missing.
 # usage: hosts_link_down_test.sh <bin dir> <tests dir> <source dir>
 set -uo pipefail
@@ -39,7 +41,7 @@ fail() {
 for h in $(seq 1 $n); do
   $hosts run "$p" "$h" env DDP_TIMEOUT_MS=20000 \
     "$bin/ddp-launch" --nnodes $n --nproc-per-node 2 --node-rank $((h - 1)) --master-addr 10.78.0.1 \
-      --local-addr "10.78.0.$h" "$tests/ddp_fault_worker" --backend tcp --dir "$out" --count "${LINK_DOWN_COUNT:-1048576}" \
+      --rdzv-conf keep_alive_interval=1,keep_alive_max_attempt=30 --local-addr "10.78.0.$h" "$tests/ddp_fault_worker" --backend tcp --dir "$out" --count "${LINK_DOWN_COUNT:-1048576}" \
     > "$out/host$h.log" 2>&1 &
   pids+=($!)
 done
