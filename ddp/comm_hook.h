@@ -15,6 +15,7 @@
 // surfaces from finish_backward(). The buffer stays valid and untouched by the engine until
 // the returned Work completes.
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -25,8 +26,9 @@ namespace ddp {
 struct GradBucket {
   size_t index = 0;  // launch position, 0 first
   bool is_last = false;
-  comm::Buffer buffer;         // the flat gradients
-  std::vector<size_t> params;  // parameter indices in this bucket, in memory order
+  comm::Buffer buffer;                       // the flat gradients
+  std::vector<size_t> params;                // parameter indices in this bucket, in memory order
+  std::vector<std::vector<int64_t>> shapes;  // each parameter's shape, in the same order
   double pre_divide = 1.0;
   double post_divide = 1.0;
   double divisor() const { return pre_divide * post_divide; }

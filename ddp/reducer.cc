@@ -274,6 +274,11 @@ GradBucket Reducer::grad_bucket(size_t bucket, const comm::Buffer& buffer) const
   gb.is_last = bucket + 1 == buckets_.size();
   gb.buffer = buffer;
   gb.params = buckets_[bucket].params;
+  for (size_t p : gb.params) {
+    const ParamSpec& spec = params_[p];
+    gb.shapes.push_back(spec.shape.empty() ? std::vector<int64_t>{static_cast<int64_t>(spec.data.count)}
+                                           : spec.shape);
+  }
   gb.pre_divide = options_.predivide;
   gb.post_divide = static_cast<double>(divisor_) / options_.predivide;
   return gb;

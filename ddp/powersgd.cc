@@ -1,0 +1,326 @@
+#include "ddp/powersgd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <string>
+#include <utility>
+
+#include "common/error.h"
+
+namespace ddp {
+
+namespace {
+
+// One gradient viewed as a rows x cols matrix at `offset` in the bucket, and its P and Q
+// (rows x rank, cols x rank, row-major) at p_offset / q_offset in the state's memory.
+struct Matrix {
+  size_t offset = 0, rows = 0, cols = 0, rank = 0, p_offset = 0, q_offset = 0;
+};
+
+struct Layout {
+  std::vector<Matrix> compressed;                       // PyTorch's order: grouped by shape
+  std::vector<std::pair<size_t, size_t>> uncompressed;  // (offset, count)
+  size_t p_size = 0, q_size = 0, uncompressed_size = 0;
+  int64_t numel_before = 0, numel_after = 0;
+};
+
+Layout plan(const GradBucket& bucket, const PowerSGDOptions& o) {
+  Layout l;
+  std::vector<std::pair<size_t, size_t>> shapes;  // distinct (rows, cols), first seen first
+  std::vector<std::pair<size_t, Matrix>> found;   // (shape group, matrix)
+  size_t offset = 0;
+  for (const auto& shape : bucket.shapes) {
+    size_t numel = 1;
+    for (int64_t d : shape) numel *= static_cast<size_t>(d);
+    const size_t rows = shape.empty() ? 1 : static_cast<size_t>(shape[0]);
+    const size_t cols = rows == 0 ? 0 : numel / rows;
+    const size_t rank = std::min({rows, cols, static_cast<size_t>(o.matrix_approximation_rank)});
+    const auto compressed_size = static_cast<double>((rows + cols) * rank);
+    l.numel_before += static_cast<int64_t>(numel);
+    if (compressed_size * o.min_compression_rate < static_cast<double>(numel)) {
+      auto it = std::find(shapes.begin(), shapes.end(), std::make_pair(rows, cols));
+      if (it == shapes.end()) it = shapes.insert(shapes.end(), {rows, cols});
+      found.push_back({static_cast<size_t>(it - shapes.begin()), Matrix{offset, rows, cols, rank}});
+      l.numel_after += static_cast<int64_t>(compressed_size);
+    } else {
+      l.uncompressed.emplace_back(offset, numel);
+      l.uncompressed_size += numel;
+      l.numel_after += static_cast<int64_t>(numel);
+    }
+    offset += numel;
+  }
+  if (offset != bucket.buffer.count) {
+    DDP_THROW(InvalidArgument, "powersgd_hook: bucket ", bucket.index, " holds ", bucket.buffer.count,
+              " elements but its parameters' shapes add up to ", offset);
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [group, m] : found) {
+    m.p_offset = l.p_size;
+    m.q_offset = l.q_size;
+    l.p_size += m.rows * m.rank;
+    l.q_size += m.cols * m.rank;
+    l.compressed.push_back(m);
+  }
+  return l;
+}
+
+template <typename T>
+T* at(const comm::Buffer& b, size_t offset = 0) {
+  return static_cast<T*>(b.data) + offset;
+}
+
+// Gram-Schmidt on the columns of a rows x r row-major matrix, as PyTorch's
+// _orthogonalize_gram_schmidt (a zero column stays zero when epsilon is 0).
+template <typename T>
+void orthogonalize(T* a, size_t rows, size_t r, double epsilon) {
+  for (size_t i = 0; i < r; ++i) {
+    double norm = 0;
+    for (size_t k = 0; k < rows; ++k) norm += static_cast<double>(a[k * r + i]) * a[k * r + i];
+    const auto denom = static_cast<T>(std::sqrt(norm) + epsilon);
+    for (size_t k = 0; k < rows; ++k) a[k * r + i] = denom == T(0) ? T(0) : a[k * r + i] / denom;
+    for (size_t j = i + 1; j < r; ++j) {
+      double dot = 0;
+      for (size_t k = 0; k < rows; ++k) dot += static_cast<double>(a[k * r + i]) * a[k * r + j];
+      const auto d = static_cast<T>(dot);
+      for (size_t k = 0; k < rows; ++k) a[k * r + j] -= d * a[k * r + i];
+    }
+  }
+}
+
+// p = m q (m: rows x cols; q: cols x r; p: rows x r), accumulated in double.
+template <typename T>
+void multiply(const T* m, const T* q, T* p, size_t rows, size_t cols, size_t r) {
+  std::vector<double> acc(r);
+  for (size_t i = 0; i < rows; ++i) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    const T* row = m + i * cols;
+    for (size_t j = 0; j < cols; ++j) {
+      const double v = row[j];
+      for (size_t k = 0; k < r; ++k) acc[k] += v * q[j * r + k];
+    }
+    for (size_t k = 0; k < r; ++k) p[i * r + k] = static_cast<T>(acc[k]);
+  }
+}
+
+// q = m^T p.
+template <typename T>
+void multiply_transposed(const T* m, const T* p, T* q, size_t rows, size_t cols, size_t r) {
+  std::vector<double> acc(cols * r, 0.0);
+  for (size_t i = 0; i < rows; ++i) {
+    const T* row = m + i * cols;
+    const T* pi = p + i * r;
+    for (size_t j = 0; j < cols; ++j) {
+      const double v = row[j];
+      for (size_t k = 0; k < r; ++k) acc[j * r + k] += v * pi[k];
+    }
+  }
+  for (size_t i = 0; i < cols * r; ++i) q[i] = static_cast<T>(acc[i]);
+}
+
+// m = p q^T.
+template <typename T>
+void reconstruct(const T* p, const T* q, T* m, size_t rows, size_t cols, size_t r) {
+  for (size_t i = 0; i < rows; ++i) {
+    for (size_t j = 0; j < cols; ++j) {
+      double v = 0;
+      for (size_t k = 0; k < r; ++k) v += static_cast<double>(p[i * r + k]) * q[j * r + k];
+      m[i * cols + j] = static_cast<T>(v);
+    }
+  }
+}
+
+// Box-Muller over a 64-bit Mersenne Twister: deterministic, the same on every rank.
+void builtin_normal(uint64_t seed, const std::vector<comm::Buffer>& qs) {
+  std::mt19937_64 gen(seed);
+  auto uniform = [&gen] { return (static_cast<double>(gen() >> 11) + 1.0) * 0x1.0p-53; };  // (0, 1]
+  for (const auto& q : qs) {
+    for (size_t i = 0; i < q.count; i += 2) {
+      const double radius = std::sqrt(-2.0 * std::log(uniform()));
+      const double theta = 2.0 * std::numbers::pi * uniform();
+      const double pair[2] = {radius * std::cos(theta), radius * std::sin(theta)};
+      for (size_t k = 0; k < 2 && i + k < q.count; ++k) {
+        if (q.dtype == comm::DType::kFloat32) {
+          *at<float>(q, i + k) = static_cast<float>(pair[k]);
+        } else {
+          *at<double>(q, i + k) = pair[k];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// One compressed step of one bucket (the part of the hook after the plain iterations).
+class PowerSGDBucket {
+ public:
+  PowerSGDBucket(PowerSGDState& state, comm::ProcessGroup& group, GradBucket& bucket)
+      : s_(state), o_(state.options_), group_(group), bucket_(bucket), layout_(plan(bucket, o_)) {}
+
+  template <typename T>
+  void run();
+
+ private:
+  template <typename T>
+  void init_low_rank(PowerSGDState::Memory& mem);
+  template <typename T>
+  comm::WorkPtr start_uncompressed(DeviceMemory& flat);
+
+  PowerSGDState& s_;
+  const PowerSGDOptions& o_;
+  comm::ProcessGroup& group_;
+  GradBucket& bucket_;
+  Layout layout_;
+};
+
+template <typename T>
+void PowerSGDBucket::init_low_rank(PowerSGDState::Memory& mem) {
+  const comm::Device host{};
+  const comm::DType dt = bucket_.buffer.dtype;
+  const bool randomize = !o_.warm_start || !mem.low_rank || mem.q.bytes() != layout_.q_size * sizeof(T);
+  if (randomize) {
+    mem.p = DeviceMemory(layout_.p_size * sizeof(T), host);
+    mem.q = DeviceMemory(layout_.q_size * sizeof(T), host);
+    mem.low_rank = true;
+    std::vector<comm::Buffer> qs;
+    for (const auto& m : layout_.compressed)
+      qs.push_back(mem.q.view(layout_.q_size, dt).slice(m.q_offset, m.cols * m.rank));
+    const uint64_t seed = s_.next_seed();
+    if (o_.random_normal) {
+      o_.random_normal(seed, qs);
+    } else {
+      builtin_normal(seed, qs);
+    }
+  }
+  for (const auto& m : layout_.compressed)
+    orthogonalize(static_cast<T*>(mem.q.data()) + m.q_offset, m.cols, m.rank, o_.orthogonalization_epsilon);
+}
+
+template <typename T>
+comm::WorkPtr PowerSGDBucket::start_uncompressed(DeviceMemory& flat) {
+  if (layout_.uncompressed_size == 0) return nullptr;
+  flat = DeviceMemory(layout_.uncompressed_size * sizeof(T), comm::Device{});
+  T* dst = static_cast<T*>(flat.data());
+  for (const auto& [offset, count] : layout_.uncompressed) {
+    std::memcpy(dst, at<T>(bucket_.buffer, offset), count * sizeof(T));
+    dst += count;
+  }
+  return group_.all_reduce(flat.view(layout_.uncompressed_size, bucket_.buffer.dtype),
+                           {comm::ReduceOp::kSum});
+}
+
+template <typename T>
+void PowerSGDBucket::run() {
+  const comm::Buffer& buf = bucket_.buffer;
+  T* grad = at<T>(buf);
+  s_.numel_before_ += layout_.numel_before;
+  s_.numel_after_ += layout_.numel_after;
+  PowerSGDState::Memory& mem = s_.memory_[bucket_.index];
+  DeviceMemory input;  // the gradient plus the previous error, to compute this step's error
+  if (o_.use_error_feedback) {
+    if (mem.error.bytes() == buf.bytes()) {
+      const T* e = static_cast<const T*>(mem.error.data());
+      for (size_t i = 0; i < buf.count; ++i) grad[i] += e[i];
+    } else {
+      mem.error = DeviceMemory(buf.bytes(), comm::Device{});
+    }
+    input = DeviceMemory(buf.bytes(), comm::Device{});
+    std::memcpy(input.data(), grad, buf.bytes());
+  }
+  init_low_rank<T>(mem);
+  DeviceMemory flat;
+  comm::WorkPtr uncompressed = start_uncompressed<T>(flat);
+  T* p = static_cast<T*>(mem.p.data());
+  T* q = static_cast<T*>(mem.q.data());
+  for (const auto& m : layout_.compressed)
+    multiply(grad + m.offset, q + m.q_offset, p + m.p_offset, m.rows, m.cols, m.rank);
+  comm::WorkPtr ps;
+  if (layout_.p_size > 0)
+    ps = group_.all_reduce(mem.p.view(layout_.p_size, buf.dtype), {comm::ReduceOp::kSum});
+  const double divisor = bucket_.divisor();
+  if (uncompressed) {
+    uncompressed->wait();
+    comm::Buffer reduced = flat.view(layout_.uncompressed_size, buf.dtype);
+    scale_buffer(reduced, 1.0 / divisor);
+    const T* src = static_cast<const T*>(flat.data());
+    for (const auto& [offset, count] : layout_.uncompressed) {
+      std::memcpy(grad + offset, src, count * sizeof(T));
+      src += count;
+    }
+  }
+  if (ps) {
+    ps->wait();
+    for (const auto& m : layout_.compressed) {
+      orthogonalize(p + m.p_offset, m.rows, m.rank, o_.orthogonalization_epsilon);
+      multiply_transposed(grad + m.offset, p + m.p_offset, q + m.q_offset, m.rows, m.cols, m.rank);
+    }
+    comm::Buffer qs = mem.q.view(layout_.q_size, buf.dtype);
+    group_.all_reduce(qs, {comm::ReduceOp::kSum})->wait();
+    scale_buffer(qs, 1.0 / divisor);
+    for (const auto& m : layout_.compressed)
+      reconstruct(p + m.p_offset, q + m.q_offset, grad + m.offset, m.rows, m.cols, m.rank);
+  }
+  if (o_.use_error_feedback) {
+    T* e = static_cast<T*>(mem.error.data());
+    const T* in = static_cast<const T*>(input.data());
+    for (size_t i = 0; i < buf.count; ++i) e[i] = in[i] - grad[i];
+  }
+  if (!o_.warm_start) mem.low_rank = false;
+}
+
+PowerSGDState::PowerSGDState(PowerSGDOptions options)
+    : options_(std::move(options)), rng_(options_.random_seed) {
+  if (options_.matrix_approximation_rank < 1) {
+    DDP_THROW(InvalidArgument, "PowerSGD: matrix_approximation_rank must be at least 1, got ",
+              options_.matrix_approximation_rank);
+  }
+  if ((options_.use_error_feedback || options_.warm_start) && options_.start_powersgd_iter <= 1) {
+    DDP_THROW(InvalidArgument, "PowerSGD: start_powersgd_iter must be > 1 with error feedback or warm start ",
+              "(the buckets are rebuilt after the first iteration), got ", options_.start_powersgd_iter);
+  }
+  if (options_.orthogonalization_epsilon < 0 || options_.min_compression_rate < 0) {
+    DDP_THROW(InvalidArgument,
+              "PowerSGD: orthogonalization_epsilon and min_compression_rate must not be negative");
+  }
+}
+
+uint32_t PowerSGDState::next_seed() {
+  // numpy's legacy bounded integers: masked rejection sampling on 32-bit draws.
+  constexpr uint32_t kBound = 999'999'999, kMask = (1u << 30) - 1;
+  uint32_t v = 0;
+  do {
+    v = static_cast<uint32_t>(rng_()) & kMask;
+  } while (v > kBound);
+  return v;
+}
+
+CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state) {
+  DDP_CHECK(state != nullptr, "powersgd_hook: no state");
+  CommHook plain = allreduce_hook();
+  return [state, plain](comm::ProcessGroup& group, GradBucket& bucket) -> comm::WorkPtr {
+    PowerSGDState& s = *state;
+    if (s.iter_ < s.options_.start_powersgd_iter) {
+      s.maybe_increase_iter(bucket);
+      return plain(group, bucket);
+    }
+    const comm::DType dt = bucket.buffer.dtype;
+    if (bucket.buffer.device.is_cuda() || (dt != comm::DType::kFloat32 && dt != comm::DType::kFloat64)) {
+      DDP_THROW(InvalidArgument, "powersgd_hook: bucket ", bucket.index, " holds ", comm::to_string(dt),
+                " gradients on ", bucket.buffer.device.str(),
+                "; PowerSGD needs float32 or float64 on the host");
+    }
+    PowerSGDBucket step(s, group, bucket);
+    if (dt == comm::DType::kFloat32) {
+      step.run<float>();
+    } else {
+      step.run<double>();
+    }
+    s.maybe_increase_iter(bucket);
+    return comm::Work::completed("powersgd bucket " + std::to_string(bucket.index));
+  };
+}
+
+}  // namespace ddp

@@ -1,0 +1,83 @@
+#pragma once
+// PowerSGD: low-rank gradient compression with error feedback, as PyTorch 1.13's
+// torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook (Vogels et al., 2019).
+//
+//   auto state = std::make_shared<ddp::PowerSGDState>(ddp::PowerSGDOptions{.matrix_approximation_rank = 2});
+//   engine.register_comm_hook(ddp::powersgd_hook(state));   // or ddp_model->register_comm_hook
+//
+// Per bucket, as PyTorch: the first start_powersgd_iter iterations all_reduce plainly (averaged).
+// From then on each parameter's gradient is viewed as a matrix (shape[0] rows, the rest as
+// columns); one with (rows + cols) * rank * min_compression_rate >= rows * cols (every 1-D
+// tensor: biases, norms) is all_reduced uncompressed and averaged. Each other matrix M gets
+// P = M Q (Q: random normal, orthogonalised, or last step's under warm_start), P all_reduced
+// (summed) and orthogonalised (Gram-Schmidt), Q = M^T P all_reduced and averaged, M <- P Q^T.
+// With error feedback the local difference between the gradient (plus the previous error) and
+// its reconstruction is added to the next step's gradient. Three collectives per bucket.
+//
+// Random Q: one seed per bucket per initialisation, drawn as numpy's RandomState(random_seed)
+// .randint(1_000_000_000) (so every rank draws the same); `random_normal` fills the Qs from it.
+// The built-in filler is our own normal generator; ddp/torch/powersgd_random.h gives
+// torch.manual_seed(seed) + torch.randn's values, for Qs equal to PyTorch's.
+//
+// Differences from PyTorch: orthogonalisation is always Gram-Schmidt (PyTorch takes a QR
+// factorisation for rank > 2: the same Q up to column signs, which cancel in P Q^T), and a
+// zero column is left zero where PyTorch (epsilon 0) would divide by zero.
+// Host float32/float64 buckets only (InvalidArgument otherwise). The state belongs to one
+// engine; the hook runs one bucket at a time (comm_hook.h), so it takes no lock. Its
+// collectives are waited for inside the hook (the bucket thread), in the same order on every rank.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "ddp/comm_hook.h"
+#include "ddp/device_ops.h"
+
+namespace ddp {
+
+struct PowerSGDOptions {
+  int matrix_approximation_rank = 1;
+  int64_t start_powersgd_iter = 1000;  // > 1 with error feedback or warm start (bucket rebuild)
+  double min_compression_rate = 2;
+  bool use_error_feedback = true;
+  bool warm_start = true;
+  double orthogonalization_epsilon = 0;
+  uint32_t random_seed = 0;
+  // Fills each Q, in order, with standard normal values from a generator seeded with `seed`.
+  // Empty: the built-in generator.
+  std::function<void(uint64_t seed, const std::vector<comm::Buffer>& qs)> random_normal;
+};
+
+class PowerSGDState {
+ public:
+  explicit PowerSGDState(PowerSGDOptions options = {});  // InvalidArgument on bad options
+  const PowerSGDOptions& options() const { return options_; }
+  int64_t iteration() const { return iter_; }
+  // Elements before and after compression, summed over every compressed step and bucket.
+  int64_t numel_before_compression() const { return numel_before_; }
+  int64_t numel_after_compression() const { return numel_after_; }
+
+ private:
+  friend class PowerSGDBucket;
+  friend CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state);
+  struct Memory {
+    DeviceMemory error, p, q;
+    bool low_rank = false;  // p and q allocated (and q kept for warm start)
+  };
+  void maybe_increase_iter(const GradBucket& bucket) {
+    if (bucket.is_last) ++iter_;
+  }
+  uint32_t next_seed();  // numpy's RandomState.randint(1_000_000_000)
+
+  PowerSGDOptions options_;
+  std::mt19937 rng_;                 // numpy's legacy MT19937, seeded alike
+  std::map<size_t, Memory> memory_;  // by bucket index
+  int64_t iter_ = 0;
+  int64_t numel_before_ = 0, numel_after_ = 0;
+};
+
+CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state);
+
+}  // namespace ddp
