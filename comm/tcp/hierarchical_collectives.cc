@@ -99,12 +99,7 @@ void HierarchicalCollectives::agree_on_way(const OpContext& ctx, size_t bytes) {
   sum.desc.count = sums.size();
   sum.deadline = Deadline(ctx.timeout);  // its own time: the op it follows may have used up its own
   run_small(sum, Buffer{sums.data(), sums.size(), DType::kFloat64, {}});
-  const LargeWay was = large_.preferred(bytes), probed = large_.probed(bytes);
-  const LargeWay way = large_.agree(bytes, sums);
-  logger("tcp")->debug(
-      "group '{}': all_reduce of {} bytes: {} {:.0f} us, {} {:.0f} us (every rank's, summed): {}",
-      ctx.group ? *ctx.group : "", bytes, to_string(was), sums[0], to_string(probed), sums[1],
-      to_string(way));
+  large_.agree(bytes, sums, detail::str("group '", ctx.group ? *ctx.group : "", "'"));  // logged
 }
 
 void HierarchicalCollectives::all_reduce_path(const OpContext& ctx, const Buffer& buf, bool small,

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/tcp/chooser.h"
 #include "comm/tcp/op.h"
 
 namespace ddp::comm::tcp {
@@ -23,7 +24,7 @@ class HierarchicalCollectives;
 
 inline constexpr std::array<size_t, 7> kCalibrationSizes = {4 << 10,  8 << 10,   16 << 10, 32 << 10,
                                                             64 << 10, 128 << 10, 256 << 10};
-inline constexpr int kCalibrationRounds = 5;
+inline constexpr int kCalibrationRounds = static_cast<int>(kSmallLimitPolicy.counted);
 
 // DDP_TCP_HIERARCHY_SMALL_BYTES: "auto" (nullopt: calibrate) or a byte count; InvalidArgument
 // naming the variable otherwise.

@@ -4,18 +4,16 @@
 // lines in this core's cache, or streaming stores, which send them to memory; or, offered where
 // every rank reaches every peer's memory, cross-memory attach (kCross: shm_cross.h).
 // Which is faster depends on whether the peer shares this core's cache, and that can change under
-// a running job (a VM's vCPUs moved apart): so it is measured, not assumed. Rank 0 times the data
-// movement of its own ops per size class (not the waits), and every rank uses its choice
-// (ShmChannel::begin_stores): what streaming saves falls to the readers. It probes the other ways
-// (two ops, the second counted: the first finds cold caches) after 8 ops, 16, ... up to 256 while
-// the choice holds (a probe costs its ops the slower speed), and at once when the way in use gets
-// slower than another's last figure. DDP_TCP_SHM_STORES fixes it. A way that turns out not to
-// run in the group is withdrawn. Called by one thread at a time.
-#include <array>
+// a running job (a VM's vCPUs moved apart): so it is measured, by a Chooser under kStorePolicy
+// (chooser.h): rank 0 times the data movement of its own ops (not the waits), and every rank uses
+// its choice (ShmChannel::begin_stores). DDP_TCP_SHM_STORES fixes it. A way that turns out not
+// to run in the group is withdrawn. Called by one thread at a time.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "comm/tcp/chooser.h"
 
 namespace ddp::comm::tcp {
 
@@ -29,9 +27,9 @@ const char* to_string(StoreMode mode);
 
 class StoreChooser {
  public:
-  static constexpr uint32_t kFirstInterval = 8;
-  static constexpr uint32_t kMaxInterval = 256;
-  static constexpr double kMargin = 1.15;  // a probe must win by this much to switch
+  static constexpr uint32_t kFirstInterval = kStorePolicy.first_interval;
+  static constexpr uint32_t kMaxInterval = kStorePolicy.max_interval;
+  static constexpr double kMargin = kStorePolicy.margin;  // a probe must win by this much to switch
   static constexpr int kModes = 3;
 
   // auto weighs cached and streaming stores, cached first; a fixed setting has one mode.
@@ -40,35 +38,19 @@ class StoreChooser {
   // Adds a way to weigh (kCross); alone: the only one, while it may run.
   void offer(StoreMode mode, bool alone = false);
   // A way that cannot run here (after it was offered): never chosen again.
-  void withdraw(StoreMode mode);
+  void withdraw(StoreMode mode) { chooser_.withdraw(index(mode)); }
 
   // The mode for the next op of `bytes` (a probe of another mode now and then).
-  StoreMode next(size_t bytes);
+  StoreMode next(size_t bytes) { return mode(chooser_.next(bytes)); }
   // That op's data movement took `busy`.
-  void record(size_t bytes, StoreMode mode, std::chrono::nanoseconds busy);
+  void record(size_t bytes, StoreMode m, std::chrono::nanoseconds busy);
   // The mode ops of `bytes` use between probes.
-  StoreMode preferred(size_t bytes) const;
+  StoreMode preferred(size_t bytes) const { return mode(chooser_.preferred(bytes)); }
 
  private:
-  static constexpr int kClasses = 20;
-  struct SizeClass {
-    std::array<double, kModes> cost{};  // ns per byte, recent (0: not measured yet)
-    StoreMode mode = StoreMode::kCached;
-    StoreMode probed = StoreMode::kCached;  // the last mode probed (the next probe takes the one after)
-    uint32_t until_probe = 2;               // ops before the next probe
-    bool again = false;                     // the next op repeats the last probe
-    bool again_done = false;                // the probe's first op was run (and not counted)
-    bool warm = false;                      // the class's first op was seen (and not counted)
-    uint32_t interval = kFirstInterval;     // the gap after the next probe
-  };
-  static size_t class_of(size_t bytes);
-  int count() const;
-  StoreMode first() const;  // the first mode still allowed
-  StoreMode probe_after(const SizeClass& c) const;
-
-  std::array<bool, kModes> allowed_{};
-  StoreMode start_ = StoreMode::kCached;  // where every class starts, while allowed
-  std::array<SizeClass, kClasses> classes_{};
+  static Chooser::Way index(StoreMode m) { return static_cast<Chooser::Way>(m); }
+  static StoreMode mode(Chooser::Way w) { return static_cast<StoreMode>(w); }
+  Chooser chooser_;
 };
 
 }  // namespace ddp::comm::tcp

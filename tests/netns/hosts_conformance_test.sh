@@ -100,7 +100,7 @@ if [ "$mode" = streams ] && [ "$striped" != "$ranks" ]; then
 fi
 # Each decision on the way of large all_reduces, logged by every rank with the same sums: every
 # distinct line a multiple of the ranks (group 'world'; other groups have other sizes).
-read -r decided odd <<< "$(cat "$out"/host*.log | grep "group 'world': all_reduce of .*(every rank's, summed)" |
+read -r decided odd <<< "$(cat "$out"/host*.log | grep "group 'world': hierarchical all_reduce, .*every rank's summed)" |
   sed 's/^.*\] group/group/' | sort | uniq -c | awk -v r="$ranks" '{ n += $1 } $1 % r { bad++ } END { print n + 0, bad + 0 }')"
 if [ "$mode" = hierarchical ] && { [ "$decided" = 0 ] || [ "$odd" != 0 ]; }; then
   echo "FAIL: the ranks logged $decided decisions on large all_reduces' way, $odd not by every rank"; exit 1
