@@ -5,6 +5,7 @@
 //   Error
 //   ├── TimeoutError     a deadline passed; the message names the operation, what was missing
 //   ├── NetworkError     a peer or connection was lost: the group/connection must be rebuilt
+//   │   └── MembershipChanged  the launcher announced a new round (ddp/elastic.h): re-form in place
 //   ├── StoreError       the store refused or could not serve a request
 //   ├── InvalidArgument  bad input from a caller, a flag, a file, a frame or a datagram
 //   │   └── NotInitialized  a call that needs init_process_group came before it
@@ -40,6 +41,13 @@ DDP_DECLARE_ERROR(NetworkError);
 DDP_DECLARE_ERROR(StoreError);
 DDP_DECLARE_ERROR(InvalidArgument);
 DDP_DECLARE_ERROR(BackendError);
+
+// A NetworkError of its own type: the group's membership changes (a node was lost or is joining) and
+// the launcher moves this worker to a new round in place (ddp/elastic.h).
+class MembershipChanged : public NetworkError {
+ public:
+  MembershipChanged(const std::string& what, const char* file, int line) : NetworkError(what, file, line) {}
+};
 
 // An InvalidArgument of its own type, so that boundaries (the C ABI's status codes) tell it
 // apart by type, never by message text.

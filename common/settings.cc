@@ -24,6 +24,7 @@ constexpr std::array kAll = {
     &kJobToken,
     &kRunId,
     &kNodeRank,
+    &kElasticRound,
     &kTimeline,
     &kLocalCpus,
     &kTimeoutMs,

@@ -83,6 +83,14 @@ inline constexpr Setting kNodeRank{
     .section = Section::kWorker,
     .min = 0,
     .meaning = "This worker's node rank (as GROUP_RANK); set for workers, not read."};
+inline constexpr Setting kElasticRound{
+    .name = "DDP_ELASTIC_ROUND",
+    .type = Type::kInt,
+    .section = Section::kWorker,
+    .min = 0,
+    .meaning =
+        "The launcher's round this worker was started in; ddp::elastic (recovery in place) names its "
+        "store keys by it."};
 inline constexpr Setting kTimeline{.name = "DDP_TIMELINE",
                                    .section = Section::kWorker,
                                    .choices = "file",

@@ -7,6 +7,7 @@
 #include "launcher/event_log.h"
 #include "launcher/stderr_sink.h"
 #include "rendezvous/elastic_rendezvous.h"
+#include "rendezvous/in_place.h"
 #include "rendezvous/node_registration.h"
 
 namespace ddp::launcher {
@@ -146,6 +147,79 @@ RoundOutcome RoundLoop::outcome_after(const AttemptResult& r, NodeRound* shared,
   return shared ? shared->announce(mine) : mine;
 }
 
+bool RoundLoop::move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssignment& a) {
+  if (!l().elastic() || !multi() || (c_.heartbeat != nullptr && c_.heartbeat->store_lost())) return false;
+  RoundOutcome outcome;
+  try {
+    std::vector<std::string> keys;
+    for (int lr = 0; lr < a.local_world_size; ++lr)
+      keys.push_back(rdzv::in_place_key(l().run_id, a.round, a.rank_offset + lr));
+    if (!c_.store->check(keys)) return false;
+    outcome =
+        RoundOutcome::decode(c_.store->get_string(rdzv::outcome_key(l().run_id, a.round), Millis(1000)));
+  } catch (const std::exception&) {
+    return false;  // the store is gone or says nothing: stop the workers as without recovery in place
+  }
+  if (outcome.kind != RoundOutcomeKind::kChanged) return false;
+  emit_event("membership_change",
+             {{"reason", outcome.text()}, {"next_round", round_ + 1}, {"in_place", true}});
+  logger("agent")->warn("round {}: membership changed ({}); joining round {} with the workers in place",
+                        round_, outcome.detail, round_ + 1);
+  std::optional<rdzv::NodeAssignment> next = c_.join(round_ + 1);
+  if (!next) return false;
+  for (int lr = 0; lr < a.local_world_size; ++lr) {
+    rdzv::InPlaceAssignment ip;
+    ip.round = next->round;
+    ip.rank = next->rank_offset + lr;
+    ip.world_size = next->world_size;
+    ip.local_rank = lr;
+    ip.local_world_size = next->local_world_size;
+    ip.node_rank = next->node_rank;
+    ip.nnodes = next->nnodes;
+    ip.master_addr = next->master_addr;
+    ip.master_port = next->master_port;
+    c_.store->set(rdzv::assign_key(l().run_id, a.round, a.rank_offset + lr), rdzv::encode_in_place(ip));
+  }
+  const int from = a.round;
+  a = std::move(*next);
+  begin_round(a);
+  shared.emplace(round_of(a));
+  current_ = &*shared;
+  rejoin_deadline_ = Clock::now() + l().rdzv_timeout;
+  logger("agent")->info("round {}: {} worker(s) moved in place from round {} (ranks {}-{} of {})", round_,
+                        a.local_world_size, from, a.rank_offset, a.rank_offset + a.local_world_size - 1,
+                        a.world_size);
+  return true;
+}
+
+bool RoundLoop::rejoin_overdue(NodeRound& round, const rdzv::NodeAssignment& a) {
+  try {
+    std::vector<std::string> keys;
+    for (int lr = 0; lr < a.local_world_size; ++lr)
+      keys.push_back(rdzv::in_place_key(l().run_id, a.round, a.rank_offset + lr));
+    if (c_.store->check(keys)) {
+      rejoin_deadline_.reset();
+      return false;
+    }
+    if (Clock::now() < *rejoin_deadline_) return false;
+    rejoin_deadline_.reset();
+    round.announce(RoundOutcome::failed(
+        detail::str(who_, ": the workers moved in place did not re-join round ", a.round, " within ",
+                    l().rdzv_timeout.count(), " ms (join_timeout): restarting them")));
+  } catch (const std::exception&) {
+  }
+  return true;
+}
+
+void RoundLoop::begin_round(const rdzv::NodeAssignment& a) {
+  round_ = a.round;
+  nodes_ = a.nnodes;
+  restarts_ = a.restart_count;
+  who_ = rdzv::describe_node(a.node_rank, c_.self ? c_.self->host : "this host");
+  watch_peers(a);
+  emit_round_start(a);
+}
+
 std::string RoundLoop::store_lost_detail(const std::string& why) const {
   return "lost the job's rendezvous store at " + c_.store_name + " (" + why +
          "): the launcher that hosts it died or its host is unreachable; the job cannot go on without it";
@@ -199,13 +273,9 @@ AgentOutcome RoundLoop::run() {
       out.status = AgentStatus::kSucceeded;
       return out;
     }
-    const rdzv::NodeAssignment& a = *joined;
-    round_ = a.round;
-    nodes_ = a.nnodes;
-    restarts_ = a.restart_count;
-    who_ = rdzv::describe_node(a.node_rank, c_.self ? c_.self->host : "this host");
-    watch_peers(a);
-    emit_round_start(a);
+    rdzv::NodeAssignment& a = *joined;  // moved on in place by the monitor (move_in_place)
+    begin_round(a);
+    rejoin_deadline_.reset();
 
     state_ = RoundState::kRunning;
     AttemptOptions ao;
@@ -215,7 +285,10 @@ AgentOutcome RoundLoop::run() {
     if (multi()) {
       shared.emplace(round_of(a));
       current_ = &*shared;
-      ao.external_stop = [this, &shared, &a] { return monitor(*shared, a); };
+      ao.external_stop = [this, &shared, &a] {
+        if (rejoin_deadline_ && rejoin_overdue(*shared, a)) return true;
+        return monitor(*shared, a) && !move_in_place(shared, a);
+      };
     }
     struct Forget {
       NodeRound*& p;

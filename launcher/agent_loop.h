@@ -12,6 +12,11 @@
 //                                      --max-restarts, job-wide), else the job ends
 //                   changed         -> a new round with the nodes that are left and those that
 //                                      wait (elastic; never counts as a restart)
+// Recovery in place (rendezvous/in_place.h): when the outcome is `changed` and every local
+// worker opted in, the loop does not stop them: from the monitor it joins the next round, writes
+// each worker's place in it (assign/<rank>) and goes on running the same workers in the new
+// round; a worker that does not re-join within join_timeout makes the new round `failed`
+// (a restart, counted). The join blocks the supervisor's loop (output relay, reaping) meanwhile.
 //                   lost, interrupted -> the job ends
 //
 // Heartbeats (launcher/heartbeat.h) name the lost node within keep_alive_interval x
@@ -69,6 +74,12 @@ class RoundLoop {
   // Decides what follows `outcome`: true to join another round, false when `out` is final.
   bool decide(const RoundOutcome& outcome, const AttemptResult& r, AgentOutcome& out);
   std::string store_lost_detail(const std::string& why) const;
+  // After the monitor found an outcome: true when the workers moved to a later round in place
+  // (`shared` and `a` are then that round's), false to stop them.
+  bool move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssignment& a);
+  // While moved workers re-join: true (after announcing `failed`) once the deadline passed.
+  bool rejoin_overdue(NodeRound& round, const rdzv::NodeAssignment& a);
+  void begin_round(const rdzv::NodeAssignment& a);
 
   RoundLoopContext c_;
   RoundState state_ = RoundState::kJoining;
@@ -76,8 +87,9 @@ class RoundLoop {
   int nodes_ = 0;
   int restarts_ = 0;  // the job's restart count as this node knows it
   bool lost_nodes_ = false;
-  NodeRound* current_ = nullptr;  // the round in progress, for the exit barrier's monitor
-  std::string who_;               // "node 1 (host)"
+  NodeRound* current_ = nullptr;                      // the round in progress, for the exit barrier's monitor
+  std::string who_;                                   // "node 1 (host)"
+  std::optional<Clock::time_point> rejoin_deadline_;  // workers moved in place, not yet re-joined
 };
 
 }  // namespace ddp::launcher

@@ -194,6 +194,8 @@ void Attempt::dispatch(uint64_t tag) {
       result_.stopped_externally = true;
       begin_stop(SIGTERM);
     }
+    // The workers may have moved to a later round in place (launcher/agent_loop.h).
+    for (auto& w : workers_) w.rank = assignment_.rank_offset + w.local_rank;
   } else if (tag == kTagGrace) {
     uint64_t ticks;
     if (::read(state_.grace_timer.get(), &ticks, sizeof ticks) < 0) return;

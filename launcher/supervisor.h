@@ -65,7 +65,8 @@ struct AttemptOptions {
   int round = -1;         // names the attempt's log directory (attempt_<round>); -1: restart_count
   int dir_index() const { return round >= 0 ? round : restart_count; }
   // Polled every monitor_interval; true stops the workers (another node failed, say).
-  std::function<bool()> external_stop;
+  std::function<bool()> external_stop;  // may also move the workers to a later round in place
+                                        // (the assignment given to run() then changes)
 };
 
 class Supervisor {

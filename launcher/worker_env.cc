@@ -85,6 +85,7 @@ EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& a, 
   if (!a.job_token.empty()) env.emplace_back(settings::kJobToken.name, a.job_token);
   env.emplace_back(settings::kRunId.name, run_id);
   env.emplace_back(settings::kNodeRank.name, s(a.node_rank));
+  env.emplace_back(settings::kElasticRound.name, s(a.round));
   for (const auto& kv : options.env) env.push_back(kv);
   return env;
 }

@@ -1,0 +1,150 @@
+#include "ddp/elastic.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "comm/init_store.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/settings.h"
+#include "rendezvous/in_place.h"
+#include "rendezvous/prefix_store.h"
+
+namespace ddp::elastic {
+namespace {
+
+int required_int(int given, const settings::Setting& s) {
+  if (given >= 0) return given;
+  auto v = settings::get_int(s);
+  if (!v)
+    DDP_THROW(InvalidArgument, "ddp::elastic: ", s.name, " is not set (run the program under ddp-launch)");
+  return static_cast<int>(*v);
+}
+
+}  // namespace
+
+Session::Session(SessionOptions options) : o_(std::move(options)) {
+  store_ = o_.store;
+  if (!store_) {
+    if (!settings::get(settings::kStore)) {
+      DDP_THROW(InvalidArgument, "ddp::elastic needs the launchers' store: ", settings::kStore.name,
+                " is not set (run the program under ddp-launch --nnodes MIN:MAX)");
+    }
+    comm::StoreRequest req;
+    req.backend = o_.backend;
+    req.job_token = settings::get_or(settings::kJobToken, "");
+    store_ = comm::open_init_store(req).store;
+  }
+  if (o_.run_id.empty()) o_.run_id = settings::get_or(settings::kRunId, "");
+  if (o_.run_id.empty()) DDP_THROW(InvalidArgument, "ddp::elastic: ", settings::kRunId.name, " is not set");
+  round_ = required_int(o_.round, settings::kElasticRound);
+  const comm::EnvRanks env = (o_.rank >= 0 && o_.world_size >= 1) ? comm::EnvRanks{} : comm::env_ranks();
+  rank_ = o_.rank >= 0 ? o_.rank : env.rank;
+  world_size_ = o_.world_size >= 1 ? o_.world_size : env.world_size;
+  DDP_CHECK(rank_ >= 0 && rank_ < world_size_, "ddp::elastic: rank ", rank_, " of ", world_size_);
+  if (o_.timeout == kUseDefault)
+    o_.timeout = Millis(settings::int_or(settings::kTimeoutMs, kDefaultCollectiveTimeout.count()));
+  form();
+}
+
+Session::~Session() = default;
+
+const comm::ProcessGroupPtr& Session::group() const { return factory_->world(); }
+
+void Session::form() {
+  comm::GroupFactoryOptions fo;
+  fo.backend = o_.backend;
+  fo.store =
+      std::make_shared<rdzv::PrefixStore>(o_.run_id + "/round/" + std::to_string(round_) + "/group", store_);
+  fo.rank = rank_;
+  fo.world_size = world_size_;
+  fo.timeout = o_.timeout;
+  fo.job_token = settings::get_or(settings::kJobToken, "");
+  factory_ = std::make_unique<comm::GroupFactory>(fo);
+  store_->set(rdzv::in_place_key(o_.run_id, round_, rank_), "1");
+}
+
+void Session::check() {
+  const std::string key = rdzv::outcome_key(o_.run_id, round_);
+  if (!store_->check({key})) return;
+  const std::string text = store_->get_string(key);
+  if (rdzv::is_membership_change(text)) DDP_THROW(MembershipChanged, "round ", round_, " ended: ", text);
+}
+
+bool Session::await_change() {
+  try {
+    return rdzv::is_membership_change(
+        store_->get_string(rdzv::outcome_key(o_.run_id, round_), o_.outcome_timeout));
+  } catch (const TimeoutError&) {
+    return false;
+  }
+}
+
+void Session::rejoin() {
+  factory_.reset();  // the old group's peers are gone or moving on
+  const std::string key = rdzv::assign_key(o_.run_id, round_, rank_);
+  const rdzv::InPlaceAssignment a = rdzv::decode_in_place(key, store_->get_string(key, o_.rejoin_timeout));
+  logger("elastic")->info("round {} -> {}: rank {} of {} -> rank {} of {}", round_, a.round, rank_,
+                          world_size_, a.rank, a.world_size);
+  round_ = a.round;
+  rank_ = a.rank;
+  world_size_ = a.world_size;
+  ++rounds_;
+  form();
+}
+
+void State::commit() {
+  commit_ = save();
+  has_commit_ = true;
+  if (session_ != nullptr) session_->check();
+}
+
+void State::restore() {
+  if (has_commit_) load(commit_);
+}
+
+void State::sync(comm::ProcessGroup& group, int root) {
+  int64_t size = group.rank() == root ? static_cast<int64_t>(commit_.size()) : 0;
+  group.broadcast(comm::view(&size, 1), {.root = root})->wait();
+  std::string bytes = group.rank() == root ? commit_ : std::string(static_cast<size_t>(size), '\0');
+  group.broadcast(comm::view(reinterpret_cast<uint8_t*>(bytes.data()), bytes.size()), {.root = root})->wait();
+  if (group.rank() == root) return;
+  load(bytes);
+  commit_ = std::move(bytes);
+  has_commit_ = true;
+}
+
+int sync_root(comm::ProcessGroup& group, int rounds) {
+  int64_t mine = rounds;
+  std::vector<int64_t> all(static_cast<size_t>(group.size()));
+  group.all_gather(comm::view(&mine, 1), comm::view(all.data(), all.size()))->wait();
+  return static_cast<int>(std::max_element(all.begin(), all.end()) - all.begin());
+}
+
+void run(Session& session, State& state, const std::function<void(const comm::ProcessGroupPtr&)>& train,
+         const RunOptions& options) {
+  state.attach(nullptr);
+  if (!state.committed()) state.commit();
+  state.attach(&session);
+  struct Detach {
+    State& s;
+    ~Detach() { s.attach(nullptr); }
+  } detach{state};
+  for (int rejoins = 0;;) {
+    try {
+      if (options.on_group) options.on_group(session.group());
+      state.sync(*session.group(), sync_root(*session.group(), session.rounds()));
+      train(session.group());
+      return;
+    } catch (const Error& e) {
+      const bool recoverable = dynamic_cast<const NetworkError*>(&e) || dynamic_cast<const TimeoutError*>(&e);
+      if (!recoverable || ++rejoins > options.max_rejoins) throw;
+      logger("elastic")->warn("round {}: {}; waiting for the round's outcome", session.round(), e.message());
+      if (!session.await_change()) throw;
+      state.restore();
+      session.rejoin();
+    }
+  }
+}
+
+}  // namespace ddp::elastic

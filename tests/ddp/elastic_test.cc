@@ -1,0 +1,202 @@
+// Recovery in place (ddp/elastic.h), threads as processes over the tcp backend (or the test's
+// backend) and one HashStore standing for the launchers' store; the test plays the launchers:
+// it announces a membership change and writes each survivor's place in the next round.
+#include "ddp/elastic.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "common/error.h"
+#include "rendezvous/hash_store.h"
+#include "rendezvous/in_place.h"
+#include "tests/ddp/rank_threads.h"
+
+using namespace ddp;
+
+namespace {
+
+// A counter and a step: each step adds the world size (an all_reduce of ones).
+struct Counter : elastic::State {
+  int64_t value = 0;
+  int64_t step = 0;
+  std::string save() override {
+    std::string b(16, '\0');
+    std::memcpy(b.data(), &value, 8);
+    std::memcpy(b.data() + 8, &step, 8);
+    return b;
+  }
+  void load(const std::string& b) override {
+    REQUIRE(b.size() == 16);
+    std::memcpy(&value, b.data(), 8);
+    std::memcpy(&step, b.data() + 8, 8);
+  }
+};
+
+struct Latch {
+  std::mutex mu;
+  std::condition_variable cv;
+  int count = 0;
+  bool open = false;
+  void arrive() {
+    std::lock_guard<std::mutex> lock(mu);
+    ++count;
+    cv.notify_all();
+  }
+  void wait_count(int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return count >= n; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+  void wait_open() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return open; });
+  }
+};
+
+struct Result {
+  int64_t value = 0;
+  int64_t step = 0;
+  int round = -1;
+  int rank = -1;
+  int rounds = 0;
+  int groups = 0;  // on_group calls
+  bool rolled_back = false;
+};
+
+}  // namespace
+
+TEST_CASE("survivors move to a larger round in place: rolled back to the commit, state from a survivor") {
+  auto store = std::make_shared<rdzv::HashStore>(Millis(60'000));
+  const std::string run = "elastic_test";
+  const std::string backend = testing::test_backend();
+  constexpr int kSteps = 6, kChangeAt = 3;
+  Latch at_change;
+  std::vector<Result> results(3);
+  std::vector<std::exception_ptr> errors(3);
+
+  auto worker = [&](int slot, int round, int rank, int world) {
+    try {
+      elastic::SessionOptions so;
+      so.backend = backend;
+      so.store = store;
+      so.run_id = run;
+      so.round = round;
+      so.rank = rank;
+      so.world_size = world;
+      so.timeout = Millis(30'000);
+      so.outcome_timeout = Millis(30'000);
+      so.rejoin_timeout = Millis(30'000);
+      elastic::Session session(so);
+      Counter state;
+      Result& r = results[slot];
+      elastic::RunOptions ro;
+      ro.on_group = [&](const comm::ProcessGroupPtr&) { ++r.groups; };
+      elastic::run(
+          session, state,
+          [&](const comm::ProcessGroupPtr& g) {
+            if (session.round() > 0 && slot < 2) r.rolled_back = state.value == 2 * kChangeAt;
+            while (state.step < kSteps) {
+              int64_t one = 1;
+              g->all_reduce(comm::view(&one, 1))->wait();
+              state.value += one;
+              ++state.step;
+              state.commit();
+              if (session.round() == 0 && state.step == kChangeAt) {
+                at_change.arrive();
+                at_change.wait_open();
+                state.value += 1000;  // not committed: the move in place rolls it back
+                session.check();      // throws MembershipChanged
+              }
+            }
+          },
+          ro);
+      r.value = state.value;
+      r.step = state.step;
+      r.round = session.round();
+      r.rank = session.rank();
+      r.rounds = session.rounds();
+    } catch (...) {
+      errors[slot] = std::current_exception();
+    }
+  };
+
+  std::vector<std::thread> threads;
+  threads.emplace_back(worker, 0, 0, 0, 2);
+  threads.emplace_back(worker, 1, 0, 1, 2);
+  at_change.wait_count(2);
+  // The launchers: round 0 changed (a node joins); old rank 0 becomes 1, old rank 1 becomes 0,
+  // and the joining node's fresh worker is rank 2 of round 1.
+  store->set(rdzv::outcome_key(run, 0), "changed: 1 node(s) waiting to join; a new round with them");
+  for (int old_rank : {0, 1}) {
+    rdzv::InPlaceAssignment a{1, 1 - old_rank, 3, old_rank, 2, 0, 2, "127.0.0.1", 0};
+    store->set(rdzv::assign_key(run, 0, old_rank), rdzv::encode_in_place(a));
+  }
+  at_change.release();
+  threads.emplace_back(worker, 2, 1, 2, 3);
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  // 3 steps in a world of 2, then 3 in a world of 3.
+  for (int slot = 0; slot < 3; ++slot) {
+    CAPTURE(slot);
+    CHECK(results[slot].value == 2 * kChangeAt + 3 * (kSteps - kChangeAt));
+    CHECK(results[slot].step == kSteps);
+    CHECK(results[slot].round == 1);
+  }
+  CHECK(results[0].rank == 1);
+  CHECK(results[1].rank == 0);
+  CHECK(results[0].rounds == 2);
+  CHECK(results[2].rounds == 1);
+  CHECK(results[0].groups == 2);
+  CHECK(results[2].groups == 1);
+  CHECK(results[0].rolled_back);
+  CHECK(results[1].rolled_back);
+  for (int rank = 0; rank < 3; ++rank) CHECK(store->check({rdzv::in_place_key(run, 1, rank)}));
+}
+
+TEST_CASE("check() throws only for a membership change, and a failed round's error propagates") {
+  auto store = std::make_shared<rdzv::HashStore>(Millis(60'000));
+  elastic::SessionOptions so;
+  so.backend = testing::test_backend();
+  so.store = store;
+  so.run_id = "check_test";
+  so.round = 4;
+  so.rank = 0;
+  so.world_size = 1;
+  so.outcome_timeout = Millis(2'000);
+  elastic::Session session(so);
+  CHECK(store->check({rdzv::in_place_key("check_test", 4, 0)}));
+  CHECK_NOTHROW(session.check());
+  store->set(rdzv::outcome_key("check_test", 4), "failed: node 1: rank 3 exited with code 1");
+  CHECK_NOTHROW(session.check());
+  CHECK_FALSE(session.await_change());
+  Counter state;
+  auto fail = [](const comm::ProcessGroupPtr&) { DDP_THROW(NetworkError, "peer 1 lost"); };
+  CHECK_THROWS_WITH_AS(elastic::run(session, state, fail), doctest::Contains("peer 1 lost"), NetworkError);
+  store->set(rdzv::outcome_key("check_test", 4), "changed: node 1 (h) lost");
+}
+
+TEST_CASE("check() throws MembershipChanged once the round changed") {
+  auto store = std::make_shared<rdzv::HashStore>(Millis(60'000));
+  elastic::SessionOptions so;
+  so.backend = testing::test_backend();
+  so.store = store;
+  so.run_id = "changed_test";
+  so.round = 0;
+  so.rank = 0;
+  so.world_size = 1;
+  elastic::Session session(so);
+  store->set(rdzv::outcome_key("changed_test", 0), "changed: node 1 (h) lost");
+  CHECK_THROWS_WITH_AS(session.check(), doctest::Contains("node 1 (h) lost"), MembershipChanged);
+  CHECK(session.await_change());
+}
