@@ -9,10 +9,13 @@
 #   worker-killed  --nnodes 2 (static), --max-restarts 1: SIGKILL one worker -> the first
 #                completed step of the restarted round (the restart path of a static job)
 # A launcher that refuses --nnodes 1:2 gets only worker-killed (said so in its row).
+# "in-place" is ddp-launch running the C++ probe tests/netns/elastic_probe.cc (ddp/elastic.h: a
+# counter all_reduced and committed every step, 50 ms apart) that recovers in place: node-lost and
+# node-joined only (path "in-place"; its workers are not restarted, so no Python import is timed).
 # torchrun is Debian's 1.13 through bench/torchrun_shim.py (1.13 does not start on Python 3.11).
 #
 # Usage: bench/elastic.sh [path/to/ddp-launch]   (default: $DDP_BIN_DIR or build/bin)
-# Env: TRIALS (5), LAUNCHERS ("ddp-launch torchrun"), SCENARIOS ("elastic static"),
+# Env: TRIALS (5), LAUNCHERS ("ddp-launch torchrun in-place"), SCENARIOS ("elastic static"),
 #      OUT (a JSON file for the rows; default: none), TIMEOUT (s a trial may wait, 90).
 set -euo pipefail
 
@@ -20,16 +23,18 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 launcher=${1:-${DDP_BIN_DIR:-$here/build/bin}/ddp-launch}
 [ -x "$launcher" ] || { echo "elastic.sh: no ddp-launch at $launcher (build it first)" >&2; exit 2; }
 
-exec /usr/bin/python3 - "$launcher" "$here/bench" <<'PY'
+probe=${DDP_TESTS_DIR:-$(dirname "$launcher")/../tests}/ddp_elastic_probe
+exec /usr/bin/python3 - "$launcher" "$here/bench" "$probe" <<'PY'
 import json, os, re, signal, socket, statistics, subprocess, sys, tempfile, time
 
-ddp_launch, bench = sys.argv[1], sys.argv[2]
+ddp_launch, bench, probe = sys.argv[1], sys.argv[2], sys.argv[3]
 python = "/usr/bin/python3"
 job = [f"{bench}/elastic_job.py"]
 trials = int(os.environ.get("TRIALS", "5"))
-launchers = os.environ.get("LAUNCHERS", "ddp-launch torchrun").split()
+launchers = os.environ.get("LAUNCHERS", "ddp-launch torchrun in-place").split()
 scenarios = os.environ.get("SCENARIOS", "elastic static").split()
 timeout = float(os.environ.get("TIMEOUT", "90"))
+START_PROBE = re.compile(r"group pid=(\d+)")
 STEP = re.compile(r"elastic_job step (\d+) rank (\d+) world (\d+) restart (\d+) t ([0-9.]+)")
 START = re.compile(r"elastic_job start pid (\d+)")
 
@@ -58,9 +63,10 @@ def command(which, nnodes, port, run_id, restarts):
         return [python, f"{bench}/torchrun_shim.py", "--nnodes", nnodes, "--nproc_per_node", "1",
                 "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", run_id,
                 "--rdzv_conf", conf, "--monitor_interval", "1", "--max_restarts", str(restarts)] + job
+    program = [probe, "0", "50", "--print-steps"] if which == "in-place" else [python] + job
     return [ddp_launch, "--nnodes", nnodes, "--nproc-per-node", "1", "--rdzv-backend", "c10d",
             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id, "--rdzv-conf", conf,
-            "--monitor-interval", "1", "--max-restarts", str(restarts), python] + job
+            "--monitor-interval", "1", "--max-restarts", str(restarts)] + program
 
 
 class Node:
@@ -80,7 +86,7 @@ class Node:
         return [(int(m[1]), int(m[3]), int(m[4]), float(m[5])) for m in STEP.finditer(self.text())]
 
     def worker_pids(self):
-        return [int(p) for p in START.findall(self.text())]
+        return [int(p) for p in START.findall(self.text()) + START_PROBE.findall(self.text())]
 
     def kill(self, sig=signal.SIGKILL):
         """The whole node at once: the launcher's session and every worker it started."""
@@ -168,6 +174,8 @@ def static_trial(which, tmp, k):
 def elastic_supported(which):
     if which == "torchrun":
         return True
+    if which == "in-place" and not os.access(probe, os.X_OK):
+        return False
     p = subprocess.run([ddp_launch, "--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
                         "127.0.0.1:1", "--dry-run", "/bin/true"], capture_output=True, text=True)
     return "not supported" not in p.stdout + p.stderr
@@ -184,11 +192,13 @@ def version(which):
         import torch
         return "torchrun " + torch.__version__ + " (bench/torchrun_shim.py)"
     p = subprocess.run([ddp_launch, "--version"], capture_output=True, text=True)
-    return (p.stdout.strip() or "ddp-launch").splitlines()[0]
+    v = (p.stdout.strip() or "ddp-launch").splitlines()[0]
+    return v + " with tests/netns/elastic_probe.cc (C++, ddp/elastic.h)" if which == "in-place" else v
 
 
 def row(which, scenario, times, note=""):
-    r = {"bench": "elastic", "launcher": which, "version": version(which), "path": "restart",
+    r = {"bench": "elastic", "launcher": which, "version": version(which),
+         "path": "in-place" if which == "in-place" else "restart",
          "scenario": scenario, "trials": [round(t, 3) for t in times],
          "median_s": round(statistics.median(times), 3) if times else None,
          "min_s": round(min(times), 3) if times else None, "max_s": round(max(times), 3) if times else None,
@@ -223,7 +233,7 @@ with tempfile.TemporaryDirectory(prefix="ddp-elastic-bench-") as tmp:
                 print(f"{which:>10}: refuses --nnodes 1:2 (elastic node counts not in this build): skipped")
                 for scenario in ("node-lost", "node-joined"):
                     rows.append(row(which, scenario, [], "elastic node counts not supported by this build"))
-        if "static" in scenarios:
+        if "static" in scenarios and which != "in-place":
             killed, failed = [], 0
             for k in range(trials):
                 try:

@@ -1,8 +1,10 @@
 // ddp_elastic_probe: a worker for the in-place tests (hosts_in_place_test.sh). Trains a counter
 // through ddp::elastic::run: each step all_reduces ones over the group, adds the sum and commits.
 // Prints "group pid=<pid> round=<r> rank=<rank> world=<w>" for every group it forms, and at the
-// end "done pid=<pid> value=<v> steps=<n>". Steps are paced (--step-ms) so a test can act mid-run.
-// usage: ddp_elastic_probe STEPS STEP_MS
+// end "done pid=<pid> value=<v> steps=<n>". Steps are paced (STEP_MS) so a test can act mid-run.
+// With --print-steps, one line per step as bench/elastic_job.py prints them (bench/elastic.sh):
+// "elastic_job step <s> rank <r> world <w> restart 0 t <unix time, s>".
+// usage: ddp_elastic_probe STEPS STEP_MS [--print-steps]   (STEPS 0: until stopped)
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "ddp/elastic.h"
@@ -34,8 +37,9 @@ struct Counter : ddp::elastic::State {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: ddp_elastic_probe STEPS STEP_MS\n");
+  const bool print_steps = argc == 4 && std::string_view(argv[3]) == "--print-steps";
+  if (argc != 3 && !print_steps) {
+    std::fprintf(stderr, "usage: ddp_elastic_probe STEPS STEP_MS [--print-steps]\n");
     return 2;
   }
   const int64_t steps = std::atoll(argv[1]);
@@ -52,11 +56,18 @@ int main(int argc, char** argv) {
     ddp::elastic::run(
         session, state,
         [&](const ddp::comm::ProcessGroupPtr& g) {
-          while (state.step < steps) {
+          while (steps == 0 || state.step < steps) {
             int64_t one = 1;
             g->all_reduce(ddp::comm::view(&one, 1))->wait();
             state.value += one;
             ++state.step;
+            if (print_steps) {
+              const double t =
+                  std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+              std::printf("elastic_job step %lld rank %d world %d restart 0 t %.6f\n",
+                          static_cast<long long>(state.step), g->rank(), g->size(), t);
+              std::fflush(stdout);
+            }
             state.commit();
             std::this_thread::sleep_for(pace);
           }
