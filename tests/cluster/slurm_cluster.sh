@@ -6,7 +6,8 @@
 # host 1; one slurmd per host, named after its hostname. No cgroups (proctrack/linuxproc,
 # task/none, jobacct_gather/none) and no accounting database (accounting_storage/none: sacct has
 # nothing; `scontrol show job` keeps a finished job's JobState and ExitCode for MinJobAge seconds).
-# KillWait (SIGTERM to SIGKILL at scancel or a time limit) is KILL_WAIT seconds (default 10).
+# KillWait (SIGTERM to SIGKILL at scancel or a time limit) is KILL_WAIT seconds (default 10);
+# SlurmdTimeout (a silent node is set DOWN, its jobs NODE_FAIL) SLURMD_TIMEOUT (default 300).
 # Everything lives under /run/ddp-hosts/PREFIX.slurm (config, key, spool, logs).
 #
 #   slurm_cluster.sh up PREFIX N          the hosts, munged, slurmctld and the slurmds; returns once
@@ -16,6 +17,8 @@
 #   slurm_cluster.sh procs PREFIX N       every process on the hosts but the namespace holders and
 #                                         the Slurm daemons, as "hK PID COMMAND" lines
 #   slurm_cluster.sh logs PREFIX          the daemons' logs' tails, to stdout
+#   slurm_cluster.sh crash PREFIX K       every process on host K SIGKILLed, its slurmd included (the
+#                                         host lost power); the namespace holder stays for `down`
 #   slurm_cluster.sh down PREFIX N        every process on the hosts SIGKILLed (daemons, anything a
 #                                         job left), munged stopped, hosts and state removed; never fails
 #   slurm_cluster.sh sweep                removes clusters named ddpM<pid>x<n>* whose <pid> is gone
@@ -26,7 +29,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 hosts="sh $here/../netns/hosts.sh"
 base=/run/ddp-hosts
-usage() { echo "usage: $0 up PREFIX N | run PREFIX K CMD... | procs PREFIX N | logs PREFIX | down PREFIX N | sweep" >&2; exit 2; }
+usage() { echo "usage: $0 up PREFIX N | run PREFIX K CMD... | procs PREFIX N | crash PREFIX K | logs PREFIX | down PREFIX N | sweep" >&2; exit 2; }
 need() {
   [ "$(id -u)" = 0 ] || { echo "slurm_cluster.sh: needs root (namespaces)" >&2; exit 77; }
   for t in slurmctld slurmd sbatch srun scontrol sinfo munged ip unshare nsenter; do
@@ -63,6 +66,7 @@ SlurmdPidFile=$d/slurmd.%n.pid
 SlurmctldLogFile=$d/log/slurmctld.log
 SlurmdLogFile=$d/log/slurmd.%n.log
 KillWait=${KILL_WAIT:-10}
+SlurmdTimeout=${SLURMD_TIMEOUT:-300}
 MinJobAge=600
 EOF
   k=1
@@ -148,13 +152,19 @@ host_pids() {
   done
 }
 
+# SIGKILLs every process on host K but its namespace holder.
+crash() {
+  p=$1 k=$2
+  for pid in $(ip netns pids "${p}n$k" 2> /dev/null); do
+    [ "$pid" = "$(cat "$base/$p/h$k.pid" 2> /dev/null)" ] || kill -KILL "$pid" 2> /dev/null || true
+  done
+}
+
 down() {
   p=$1 n=$2 d=$base/$p.slurm
   k=1
   while [ "$k" -le "$n" ]; do
-    for pid in $(ip netns pids "${p}n$k" 2> /dev/null); do
-      [ "$pid" = "$(cat "$base/$p/h$k.pid" 2> /dev/null)" ] || kill -KILL "$pid" 2> /dev/null || true
-    done
+    crash "$p" "$k"
     k=$((k + 1))
   done
   [ -s "$d/munge/pid" ] && kill "$(cat "$d/munge/pid")" 2> /dev/null || true
@@ -188,6 +198,10 @@ case "$cmd" in
       done
       k=$((k + 1))
     done
+    ;;
+  crash)
+    [ $# -eq 3 ] || usage
+    crash "$2" "$3"
     ;;
   logs)
     [ $# -eq 2 ] || usage

@@ -10,10 +10,13 @@
 #   cancel     scancel once every worker waits: CANCELLED, every worker got SIGTERM, none is left
 #   timelimit  --time=1 (Slurm's least: a minute, checked every 30 s or so; label "cluster"):
 #              TIMEOUT, every worker got SIGTERM, none is left
+#   nodekill   host 2 loses power once every worker waits (every process on it SIGKILLed, slurmd
+#              included): host 1's launcher names node 1 lost by heartbeat, its workers get SIGTERM
+#              and none is left once Slurm sets host 2 DOWN (SlurmdTimeout 5 s): NODE_FAIL
 #   tasks      srun -n 2 on one node: ddp-launch refuses (exit 2) naming --ntasks-per-node=1; and
 #              ddp-launch in the batch script of -N2, outside srun: one node (nothing inferred)
 # Exit 77 (Skipped) when not root or Slurm/munge are not installed.
-# usage: slurm_test.sh <bin dir> <tests dir> <source dir> ok|fail|cancel|timelimit|tasks
+# usage: slurm_test.sh <bin dir> <tests dir> <source dir> ok|fail|cancel|timelimit|nodekill|tasks
 set -uo pipefail
 bin=$1 tests=$2 src=$3 job=$4
 cluster="sh $src/tests/cluster/slurm_cluster.sh"
@@ -22,6 +25,8 @@ for t in slurmctld slurmd munged sbatch; do
   command -v $t > /dev/null || { echo "$t not installed (scripts/install-deps.sh)"; exit 77; }
 done
 n=2 p=ddpM$$x6
+# A lost node is set DOWN after SlurmdTimeout: short for the job that loses one.
+[ "$job" = nodekill ] && export SLURMD_TIMEOUT=5
 $cluster sweep
 start=$(date +%s)
 $cluster up "$p" "$n" || { rc=$?; [ $rc = 77 ] && echo "slurm_cluster.sh: skipped (tools missing)"; exit $rc; }
@@ -126,6 +131,29 @@ case "$job" in
     [ "$(field "$id" JobState)" = $want ] || fail "job $id ended $(field "$id" JobState), not $want"
     check_stopped 0 1 2 3
     echo "job $id: $want, exit code $(field "$id" ExitCode)"
+    ;;
+  nodekill)
+    # Slurm requeues a batch job whose node failed (JobRequeue=1): --no-requeue to see it end.
+    sbatch_opts=(--no-requeue)
+    submit wait
+    wait_workers 4
+    rm -f "$out"/pid.*
+    crashed=$(date +%s%N)
+    $cluster crash "$p" 2
+    # Host 1's launcher stops hearing host 2's within the heartbeat's bound (5 s by default), names
+    # it, and stops its own workers; 30 s is a hang guard, not a timing.
+    for _ in $(seq 300); do
+      [ -f "$out/term.0" ] && [ -f "$out/term.1" ] && break
+      sleep 0.1
+    done
+    echo "host 1's workers got SIGTERM $((($(date +%s%N) - crashed) / 1000000)) ms after host 2 was lost"
+    grep -q "node 1 (${p}h2) lost: no heartbeat for" "$out/job.out" || fail "host 1's launcher did not name host 2 as lost"
+    # srun waits for host 2's task until slurmctld sets the silent node DOWN (SlurmdTimeout) and
+    # ends the job NODE_FAIL; then nothing of the job is left on host 1.
+    wait_end "$id" 60
+    [ "$(field "$id" JobState)" = NODE_FAIL ] || fail "job $id ended $(field "$id" JobState), not NODE_FAIL"
+    check_stopped 0 1
+    echo "job $id: NODE_FAIL, exit code $(field "$id" ExitCode)"
     ;;
   tasks)
     on1 srun -N1 -n2 -o "$out/job.out" ddp-launch --nproc-per-node 2 \
