@@ -20,12 +20,19 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "comm/init.h"
 #include "common/error.h"
 #include "common/settings.h"
+#include "ddp/post_local_sgd_hook.h"
+#include "ddp/powersgd.h"
 #include "ddp/torch/distributed_data_parallel.h"
+#include "ddp/torch/model_averaging.h"
+#include "ddp/torch/powersgd_random.h"
+#include "ddp/torch/zero_optimizer.h"
 #include "examples/checkpoint.h"
 #include "examples/cnn.h"
 #include "examples/fashion_mnist.h"
@@ -48,6 +55,12 @@ struct Config {
   int threads = 0;         // 0: LibTorch's default (OMP_NUM_THREADS)
   bool bucket_view = false;
   bool sync_bn = false;
+  bool fp16 = false;             // gradients all_reduced in float16
+  int powersgd = 0;              // PowerSGD's rank; 0: plain averaging
+  int64_t powersgd_start = 100;  // plain iterations before PowerSGD
+  bool zero = false;             // ZeroRedundancyOptimizer around the SGD
+  int64_t local_sgd = 0;         // average parameters every K steps after the warm-up; 0: off
+  int64_t local_sgd_warmup = 100;
   int64_t fail_at_step = 0;  // tests: the last rank exits after this global step, in the first attempt only
 };
 
@@ -70,6 +83,7 @@ struct Steps {
   ::torch::optim::Optimizer& opt;
   demo::Progress at;
   bool first_attempt;
+  std::function<void()> optimizer_step, zero_grad;  // opt's, or the ZeRO / local SGD wrapper's
 
   void save() {
     if (rank == 0 && !c.checkpoint.empty()) demo::save_checkpoint(c.checkpoint, *cnn, opt, at);
@@ -111,10 +125,10 @@ Totals train_epoch(Model& model, Loader& loader, Steps& steps) {
       --skip;
       continue;
     }
-    steps.opt.zero_grad();
+    steps.zero_grad();
     auto loss = ::torch::nn::functional::nll_loss(model(batch.data), batch.target);
     loss.backward();  // averaged gradients when it returns
-    steps.opt.step();
+    steps.optimizer_step();
     const double n = static_cast<double>(batch.data.size(0));
     t.loss += loss.template item<double>() * n;
     t.count += n;
@@ -138,6 +152,50 @@ Totals evaluate(demo::Cnn& model, Loader& loader) {
     t.count += static_cast<double>(batch.data.size(0));
   }
   return t;
+}
+
+// The optimizer wrappers and comm hooks the flags ask for (--fp16, --powersgd, --zero, --local-sgd);
+// sets steps.optimizer_step and steps.zero_grad.
+struct Companions {
+  std::unique_ptr<::torch::optim::Optimizer> sgd;  // without a wrapper
+  std::unique_ptr<ddp::torch::ZeroRedundancyOptimizer> zero;
+  std::unique_ptr<ddp::torch::PostLocalSGDOptimizer> local_sgd;
+};
+
+template <typename Model>
+Companions use_companions(const Config& c, Model& model, const ddp::comm::ProcessGroupPtr& group,
+                          std::unique_ptr<::torch::optim::Optimizer> sgd, Steps& steps) {
+  Companions out;
+  if (c.fp16) model->register_comm_hook(ddp::fp16_compress_hook());
+  if (c.powersgd > 0) {
+    ddp::PowerSGDOptions o;
+    o.matrix_approximation_rank = c.powersgd;
+    o.start_powersgd_iter = c.powersgd_start;
+    o.random_normal = ddp::torch::torch_random_normal();
+    model->register_comm_hook(ddp::powersgd_hook(std::make_shared<ddp::PowerSGDState>(o)));
+  }
+  if (c.local_sgd > 0) {
+    model->register_comm_hook(ddp::post_local_sgd_hook(
+        std::make_shared<ddp::PostLocalSGDState>(ddp::PostLocalSGDOptions{c.local_sgd_warmup, nullptr})));
+    out.local_sgd = std::make_unique<ddp::torch::PostLocalSGDOptimizer>(
+        std::move(sgd), ddp::torch::PeriodicModelAverager(c.local_sgd, c.local_sgd_warmup, group));
+    steps.optimizer_step = [o = out.local_sgd.get()] { o->step(); };
+    steps.zero_grad = [o = out.local_sgd.get()] { o->zero_grad(); };
+  } else if (c.zero) {
+    const double lr = c.lr, momentum = c.momentum;
+    out.zero = std::make_unique<ddp::torch::ZeroRedundancyOptimizer>(
+        model->module()->parameters(), group, [lr, momentum](std::vector<at::Tensor> shard) {
+          return std::make_unique<::torch::optim::SGD>(shard,
+                                                       ::torch::optim::SGDOptions(lr).momentum(momentum));
+        });
+    steps.optimizer_step = [o = out.zero.get()] { o->step(); };
+    steps.zero_grad = [o = out.zero.get()] { o->zero_grad(); };
+  } else {
+    out.sgd = std::move(sgd);
+    steps.optimizer_step = [o = out.sgd.get()] { o->step(); };
+    steps.zero_grad = [o = out.sgd.get()] { o->zero_grad(); };
+  }
+  return out;
 }
 
 ddp::comm::ProcessGroupPtr init_group(const Config& c) {
@@ -197,12 +255,15 @@ int train(const Config& c) {
     bn_group = ddp::new_group(all);
   }
   demo::Cnn cnn(bn_group);
-  ::torch::optim::SGD opt(cnn->parameters(), ::torch::optim::SGDOptions(c.lr).momentum(c.momentum));
+  auto sgd = std::make_unique<::torch::optim::SGD>(cnn->parameters(),
+                                                   ::torch::optim::SGDOptions(c.lr).momentum(c.momentum));
+  ::torch::optim::Optimizer& opt = *sgd;
   const bool first_attempt = ddp::settings::int_value(ddp::settings::kTorchelasticRestartCount) == 0;
-  Steps steps{c, rank, world, cnn, opt, resume(c, *group, cnn, opt), first_attempt};
+  Steps steps{c, rank, world, cnn, opt, resume(c, *group, cnn, opt), first_attempt, {}, {}};
   ddp::EngineOptions options;
   options.gradient_as_bucket_view = c.bucket_view;
   ddp::torch::DistributedDataParallel model(cnn, group, options);
+  const Companions companions = use_companions(c, model, group, std::move(sgd), steps);
   if (rank == 0) {
     size_t params = 0;
     for (const auto& p : cnn->parameters()) params += static_cast<size_t>(p.numel());
@@ -270,9 +331,39 @@ int main(int argc, char** argv) {
   app.add_flag("--bucket-view", c.bucket_view, "gradients live in the all_reduce buckets (no copies)");
   app.add_flag("--sync-bn", c.sync_bn,
                "batch norm over the whole group's batch (ddp::torch::SyncBatchNorm2d)");
+  app.add_flag("--fp16", c.fp16, "gradients all_reduced in float16 (ddp::fp16_compress_hook)");
+  app.add_option("--powersgd", c.powersgd,
+                 "PowerSGD gradient compression of this rank (ddp::powersgd_hook; 0: plain averaging)")
+      ->capture_default_str();
+  app.add_option("--powersgd-start", c.powersgd_start, "plain iterations before PowerSGD starts")
+      ->capture_default_str();
+  app.add_flag("--zero", c.zero,
+               "ZeRO: each rank keeps the SGD momentum of its shard of the parameters only");
+  app.add_option(
+         "--local-sgd", c.local_sgd,
+         "local SGD: after the warm-up, gradients stay local and parameters are averaged every K steps "
+         "(0: off)")
+      ->capture_default_str();
+  app.add_option("--local-sgd-warmup", c.local_sgd_warmup, "steps of ordinary DDP before local SGD")
+      ->capture_default_str();
   app.add_option("--fail-at-step", c.fail_at_step,
                  "testing: the last rank exits after this global step in attempt 0");
   CLI11_PARSE(app, argc, argv);
+  if (c.zero && !c.checkpoint.empty()) {
+    std::fprintf(stderr,
+                 "ddp-train-fashion-mnist: --zero cannot be combined with --checkpoint (the optimizer state "
+                 "is sharded)\n");
+    return 2;
+  }
+  if (c.powersgd < 0 || c.local_sgd < 0 || c.local_sgd_warmup < 1 || c.powersgd_start < 2 ||
+      (c.zero && c.local_sgd > 0) || (c.fp16 + (c.powersgd > 0) + (c.local_sgd > 0) > 1)) {
+    std::fprintf(
+        stderr,
+        "ddp-train-fashion-mnist: --powersgd and --local-sgd must not be negative, --powersgd-start at "
+        "least 2, --local-sgd-warmup at least 1; one of --fp16, --powersgd, --local-sgd (comm hooks); "
+        "--local-sgd excludes --zero\n");
+    return 2;
+  }
   if (c.epochs < 1 || c.batch < 1 || c.lr <= 0 || c.checkpoint_every < 0) {
     std::fprintf(
         stderr,

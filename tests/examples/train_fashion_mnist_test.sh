@@ -8,6 +8,8 @@
 #            ends with exactly the weights of the uninterrupted run (same test loss), and
 #            epoch 2 follows.
 #   full:    what `make demo` runs: 2 epochs on all 60,000 images; test accuracy >= 85%.
+#   companions: a smaller slice, one epoch each with --fp16, --powersgd 1, --zero and --local-sgd 4 (short
+#            warm-ups, so the compressed and local phases run): exit 0, accuracy far above chance.
 # Exit 77 (ctest: Skipped) when the data set is not installed where the job reads it by default.
 set -euo pipefail
 bin=$1 mode=$2 backend=${3:-tcp}
@@ -32,6 +34,18 @@ if [[ $mode == full ]]; then
 fi
 
 slice=(--train-limit 6000 --test-limit 2000)
+if [[ $mode == companions ]]; then
+  for flags in "--fp16" "--powersgd 1 --powersgd-start 10" "--zero" "--local-sgd 4 --local-sgd-warmup 10"; do
+    # shellcheck disable=SC2086 # the flags split on purpose
+    out=$("${launch[@]}" "${job[@]}" --train-limit 3200 --test-limit 1000 --epochs 1 $flags 2>&1) || { echo "$out"; fail "$flags: the job exited non-zero"; }
+    echo "$flags: $out"
+    acc=$(accuracy 1 1 "$out")
+    [[ -n $acc ]] || fail "$flags: no epoch line"
+    awk -v a="$acc" 'BEGIN { exit !(a > 50) }' || fail "$flags: test accuracy $acc% is near chance"
+  done
+  echo "ok: --fp16, --powersgd, --zero and --local-sgd train"
+  exit 0
+fi
 out=$("${launch[@]}" "${job[@]}" "${slice[@]}" --epochs 1 2>&1) || { echo "$out"; fail "the job exited non-zero"; }
 echo "$out"
 first=$out
