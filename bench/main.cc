@@ -1,9 +1,15 @@
 // ddp-bench: one binary, one subcommand per measured component (store, collective, ddp, ...).
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "bench/bench.h"
 
@@ -24,6 +30,29 @@ double percentile(std::vector<double> samples, double p) {
 }
 
 double median(std::vector<double> samples) { return percentile(std::move(samples), 50); }
+
+#ifdef DDP_BENCH_TORCH_EXE
+namespace {
+
+// `ddp-bench torch ...` runs `ddp-bench-torch torch ...` from this program's folder (see
+// bench/CMakeLists.txt: only that program loads LibTorch).
+int exec_torch_bench(int argc, char** argv) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string path = (ec ? std::filesystem::path(".") : self.parent_path()) / DDP_BENCH_TORCH_EXE;
+  std::vector<char*> args = {const_cast<char*>(path.c_str())};
+  args.insert(args.end(), argv, argv + argc);
+  args.push_back(nullptr);
+  ::execv(path.c_str(), args.data());
+  std::fprintf(stderr, "ddp-bench torch: cannot run %s: %s\n", path.c_str(), std::strerror(errno));
+  return 1;
+}
+
+Register torch_exec("torch", "LibTorch DDP step vs PyTorch DDP (6x Linear(2048) MLP, interleaved)",
+                    exec_torch_bench);
+
+}  // namespace
+#endif
 
 }  // namespace ddp::bench
 

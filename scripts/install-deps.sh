@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config ccache
+  mold  # the linker (CMakeLists.txt: DDP_LINKER)
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev doctest-dev libssl-dev
   libgloo-dev libopenmpi-dev openmpi-bin
   iproute2 procps python3

@@ -86,16 +86,17 @@ port=$((port + 10))
 e=$(timeout 20 "$bench" link --listen 127.0.0.1:$port --timeout 1 2>&1) && fail "nobody connected, yet success"
 echo "$e" | grep -q "no peer connected within 1000 ms" || fail "nobody connected: $e"
 port=$((port + 1))
-# The silent peer starts first and retries every 50 ms, so it connects as soon as the listener
-# listens (a peer that is slow to start would be "no peer connected" instead).
-(
-  for _ in $(seq 400); do
-    exec 3<> /dev/tcp/127.0.0.1/$port && break
-    sleep 0.05
-  done 2> /dev/null
-  exec sleep 8
-) &
+# The silent peer starts first, says when it is trying (a slow interpreter start must not count
+# against the listener's second), and connects as soon as the listener listens.
+/usr/bin/python3 -c 'import socket, sys, time
+open(sys.argv[2], "w").close()
+for _ in range(400):
+    try:
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); break
+    except OSError: time.sleep(0.05)
+time.sleep(8)' $port "$d/trying" &
 mute=$!
+for _ in $(seq 200); do [ -e "$d/trying" ] && break; sleep 0.05; done
 timeout 20 "$bench" link --listen 127.0.0.1:$port --timeout 1 > "$d/silent" 2>&1 &
 listener=$!
 wait $listener && fail "a silent peer, yet success"
