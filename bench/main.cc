@@ -34,7 +34,7 @@ double median(std::vector<double> samples) { return percentile(std::move(samples
 #ifdef DDP_BENCH_TORCH_EXE
 namespace {
 
-// `ddp-bench torch ...` runs `ddp-bench-torch torch ...` from this program's folder (see
+// `ddp-bench torch|hooks ...` runs `ddp-bench-torch torch|hooks ...` from this program's folder (see
 // bench/CMakeLists.txt: only that program loads LibTorch).
 int exec_torch_bench(int argc, char** argv) {
   std::error_code ec;
@@ -44,11 +44,14 @@ int exec_torch_bench(int argc, char** argv) {
   args.insert(args.end(), argv, argv + argc);
   args.push_back(nullptr);
   ::execv(path.c_str(), args.data());
-  std::fprintf(stderr, "ddp-bench torch: cannot run %s: %s\n", path.c_str(), std::strerror(errno));
+  std::fprintf(stderr, "ddp-bench %s: cannot run %s: %s\n", argv[0], path.c_str(), std::strerror(errno));
   return 1;
 }
 
 Register torch_exec("torch", "LibTorch DDP step vs PyTorch DDP (6x Linear(2048) MLP, interleaved)",
+                    exec_torch_bench);
+Register hooks_exec("hooks",
+                    "LibTorch DDP step time and bytes per step per comm hook; ZeRO's state (ddp-launch)",
                     exec_torch_bench);
 
 }  // namespace
