@@ -11,25 +11,34 @@
 // and at each epoch's end, and every rank loads the newest at start, before wrapping the model:
 // a job restarted by ddp-launch (--max-restarts, or a new elastic round) continues from the
 // saved step, mid-epoch, with the same data order (the batches already trained are skipped).
+// With --elastic-in-place (under ddp-launch --nnodes MIN:MAX) the workers recover in place
+// (ddp/elastic.h): model, optimizer and progress are committed after every step; when a node is
+// lost or joins, the survivors roll back to the last commit, re-form the group with their new
+// ranks, rebuild the DDP wrapper and broadcast the state to every rank, new ones included.
 #include <torch/data.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/init.h"
 #include "common/error.h"
 #include "common/settings.h"
+#include "ddp/elastic.h"
 #include "ddp/post_local_sgd_hook.h"
 #include "ddp/powersgd.h"
 #include "ddp/torch/distributed_data_parallel.h"
+#include "ddp/torch/elastic_state.h"
 #include "ddp/torch/model_averaging.h"
 #include "ddp/torch/powersgd_random.h"
 #include "ddp/torch/zero_optimizer.h"
@@ -61,6 +70,7 @@ struct Config {
   bool zero = false;             // ZeroRedundancyOptimizer around the SGD
   int64_t local_sgd = 0;         // average parameters every K steps after the warm-up; 0: off
   int64_t local_sgd_warmup = 100;
+  bool in_place = false;     // --elastic-in-place
   int64_t fail_at_step = 0;  // tests: the last rank exits after this global step, in the first attempt only
 };
 
@@ -81,9 +91,10 @@ struct Steps {
   int rank, world;
   demo::Cnn& cnn;
   ::torch::optim::Optimizer& opt;
-  demo::Progress at;
+  demo::Progress& at;
   bool first_attempt;
   std::function<void()> optimizer_step, zero_grad;  // opt's, or the ZeRO / local SGD wrapper's
+  ddp::elastic::State* elastic = nullptr;           // committed after every step (--elastic-in-place)
 
   void save() {
     if (rank == 0 && !c.checkpoint.empty()) demo::save_checkpoint(c.checkpoint, *cnn, opt, at);
@@ -93,6 +104,7 @@ struct Steps {
     ++at.epoch_step;
     at.epoch_samples += batch_size * world;  // every rank's shard has the same size
     if (c.checkpoint_every > 0 && at.step % c.checkpoint_every == 0) save();
+    if (elastic != nullptr) elastic->commit();
     if (first_attempt && at.step == c.fail_at_step && rank == world - 1) {
       std::fprintf(stderr,
                    "ddp-train-fashion-mnist: rank %d: failing after step %lld as asked (--fail-at-step)\n",
@@ -235,8 +247,95 @@ demo::Progress resume(const Config& c, ddp::comm::ProcessGroup& group, demo::Cnn
   return at;
 }
 
+// The epochs from steps.at on: training, then the test set scored, one line per epoch by rank 0.
+template <typename Model>
+void run_epochs(const Config& c, ddp::comm::ProcessGroup& group, Model& model, Steps& steps,
+                FashionMnist train_set, FashionMnist test_set) {
+  const int rank = group.rank(), world = group.size();
+  const size_t train_size = *train_set.size(), test_size = *test_set.size();
+  demo::Cnn& cnn = steps.cnn;
+  auto train_batches = train_set.map(::torch::data::transforms::Stack<>());
+  auto test_loader = ::torch::data::make_data_loader(test_set.map(::torch::data::transforms::Stack<>()),
+                                                     ::torch::data::samplers::DistributedSequentialSampler(
+                                                         test_size, world, rank, /*allow_duplicates=*/false),
+                                                     ::torch::data::DataLoaderOptions(256));
+
+  for (int epoch = static_cast<int>(steps.at.epoch); epoch <= c.epochs; ++epoch) {
+    // A loader per epoch: the sampler's permutation is seeded by the epoch (the loader keeps
+    // its own copy of the sampler). The data set copy shares its tensors.
+    ::torch::data::samplers::DistributedRandomSampler sampler(train_size, world, rank);
+    sampler.set_epoch(static_cast<size_t>(epoch));
+    auto train_loader = ::torch::data::make_data_loader(train_batches, std::move(sampler),
+                                                        ::torch::data::DataLoaderOptions(c.batch));
+    auto start = std::chrono::steady_clock::now();
+    Totals tr = sum_over_ranks(group, train_epoch(model, train_loader, steps));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    Totals te = sum_over_ranks(group, evaluate(cnn, test_loader));
+    if (rank == 0) {
+      std::printf("epoch %d/%d  loss %.4f  test-loss %.4f  test-acc %.1f%%  samples/s %.0f  (%.1f s)\n",
+                  epoch, c.epochs, tr.loss / tr.count, te.loss / te.count, 100 * te.correct / te.count,
+                  tr.count / secs, secs);
+      std::fflush(stdout);
+    }
+    steps.end_epoch();
+  }
+}
+
+// --elastic-in-place: the same training through ddp::elastic::run (see the header comment).
+int train_in_place(const Config& c, FashionMnist train_set, FashionMnist test_set) {
+  ddp::elastic::SessionOptions so;
+  so.backend = c.backend;
+  ddp::elastic::Session session(so);
+  ::torch::manual_seed(1 + session.rank());
+  demo::Cnn cnn(ddp::comm::ProcessGroupPtr{});  // no --sync-bn group
+  ::torch::optim::SGD opt(cnn->parameters(), ::torch::optim::SGDOptions(c.lr).momentum(c.momentum));
+  demo::Progress at = resume(c, *session.group(), cnn, opt);
+  ddp::torch::ElasticState state(*cnn, opt,
+                                 {&at.step, &at.epoch, &at.epoch_step, &at.epoch_samples, &at.world_size});
+  const bool first_attempt = ddp::settings::int_value(ddp::settings::kTorchelasticRestartCount) == 0;
+  ddp::EngineOptions options;
+  options.gradient_as_bucket_view = c.bucket_view;
+  std::optional<ddp::torch::DistributedDataParallel<demo::Cnn>> model;
+  ddp::elastic::RunOptions ro;
+  ro.on_group = [&](const ddp::comm::ProcessGroupPtr& g) {
+    model.reset();  // its buckets belong to the old group
+    model.emplace(cnn, g, options);
+    std::printf("in place: pid %d round %d rank %d of %d\n", static_cast<int>(::getpid()), session.round(),
+                g->rank(), g->size());
+    std::fflush(stdout);
+  };
+  ddp::elastic::run(
+      session, state,
+      [&](const ddp::comm::ProcessGroupPtr& g) {
+        Steps steps{c,
+                    g->rank(),
+                    g->size(),
+                    cnn,
+                    opt,
+                    at,
+                    first_attempt,
+                    [&] { opt.step(); },
+                    [&] { opt.zero_grad(); },
+                    &state};
+        run_epochs(c, *g, *model, steps, train_set, test_set);
+      },
+      ro);
+  if (session.rank() == 0) {
+    std::printf("finished in place: round %d, %d rank(s)\n", session.round(), session.world_size());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int train(const Config& c) {
   if (c.threads > 0) ::torch::set_num_threads(c.threads);
+  if (c.in_place) {
+    return train_in_place(c,
+                          FashionMnist(c.data_dir, FashionMnist::Split::kTrain,
+                                       c.train_limit ? std::optional(c.train_limit) : std::nullopt),
+                          FashionMnist(c.data_dir, FashionMnist::Split::kTest,
+                                       c.test_limit ? std::optional(c.test_limit) : std::nullopt));
+  }
   auto group = init_group(c);
   const int rank = group->rank(), world = group->size();
   auto train_set = FashionMnist(c.data_dir, FashionMnist::Split::kTrain,
@@ -259,7 +358,8 @@ int train(const Config& c) {
                                                    ::torch::optim::SGDOptions(c.lr).momentum(c.momentum));
   ::torch::optim::Optimizer& opt = *sgd;
   const bool first_attempt = ddp::settings::int_value(ddp::settings::kTorchelasticRestartCount) == 0;
-  Steps steps{c, rank, world, cnn, opt, resume(c, *group, cnn, opt), first_attempt, {}, {}};
+  demo::Progress at = resume(c, *group, cnn, opt);
+  Steps steps{c, rank, world, cnn, opt, at, first_attempt, {}, {}};
   ddp::EngineOptions options;
   options.gradient_as_bucket_view = c.bucket_view;
   ddp::torch::DistributedDataParallel model(cnn, group, options);
@@ -274,31 +374,7 @@ int train(const Config& c) {
     std::fflush(stdout);
   }
 
-  auto train_batches = train_set.map(::torch::data::transforms::Stack<>());
-  auto test_loader = ::torch::data::make_data_loader(test_set.map(::torch::data::transforms::Stack<>()),
-                                                     ::torch::data::samplers::DistributedSequentialSampler(
-                                                         test_size, world, rank, /*allow_duplicates=*/false),
-                                                     ::torch::data::DataLoaderOptions(256));
-
-  for (int epoch = static_cast<int>(steps.at.epoch); epoch <= c.epochs; ++epoch) {
-    // A loader per epoch: the sampler's permutation is seeded by the epoch (the loader keeps
-    // its own copy of the sampler). The data set copy shares its tensors.
-    ::torch::data::samplers::DistributedRandomSampler sampler(train_size, world, rank);
-    sampler.set_epoch(static_cast<size_t>(epoch));
-    auto train_loader = ::torch::data::make_data_loader(train_batches, std::move(sampler),
-                                                        ::torch::data::DataLoaderOptions(c.batch));
-    auto start = std::chrono::steady_clock::now();
-    Totals tr = sum_over_ranks(*group, train_epoch(model, train_loader, steps));
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    Totals te = sum_over_ranks(*group, evaluate(cnn, test_loader));
-    if (rank == 0) {
-      std::printf("epoch %d/%d  loss %.4f  test-loss %.4f  test-acc %.1f%%  samples/s %.0f  (%.1f s)\n",
-                  epoch, c.epochs, tr.loss / tr.count, te.loss / te.count, 100 * te.correct / te.count,
-                  tr.count / secs, secs);
-      std::fflush(stdout);
-    }
-    steps.end_epoch();
-  }
+  run_epochs(c, *group, model, steps, train_set, test_set);
   ddp::destroy_process_group();
   return 0;
 }
@@ -346,9 +422,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--local-sgd-warmup", c.local_sgd_warmup, "steps of ordinary DDP before local SGD")
       ->capture_default_str();
+  app.add_flag("--elastic-in-place", c.in_place,
+               "recover in place when a node is lost or joins (ddp-launch --nnodes MIN:MAX; ddp/elastic.h)");
   app.add_option("--fail-at-step", c.fail_at_step,
                  "testing: the last rank exits after this global step in attempt 0");
   CLI11_PARSE(app, argc, argv);
+  if (c.in_place && (c.sync_bn || c.zero || c.fp16 || c.powersgd > 0 || c.local_sgd > 0)) {
+    std::fprintf(
+        stderr,
+        "ddp-train-fashion-mnist: --elastic-in-place takes none of --sync-bn, --zero, --fp16, --powersgd, "
+        "--local-sgd (their state is not re-formed in place)\n");
+    return 2;
+  }
   if (c.zero && !c.checkpoint.empty()) {
     std::fprintf(stderr,
                  "ddp-train-fashion-mnist: --zero cannot be combined with --checkpoint (the optimizer state "

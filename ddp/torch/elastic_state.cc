@@ -1,0 +1,60 @@
+#include "ddp/torch/elastic_state.h"
+
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <sstream>
+
+#include "common/error.h"
+
+namespace ddp::torch {
+
+ElasticState::ElasticState(::torch::nn::Module& module, ::torch::optim::Optimizer& optimizer,
+                           std::vector<int64_t*> counters)
+    : module_(module), optimizer_(optimizer), counters_(std::move(counters)) {}
+
+std::string ElasticState::save() {
+  ::torch::NoGradGuard no_grad;
+  ::torch::serialize::OutputArchive archive, tensors, optim;
+  for (const auto& p : module_.named_parameters()) tensors.write(p.key(), p.value().detach().clone());
+  for (const auto& b : module_.named_buffers()) tensors.write(b.key(), b.value().clone(), /*is_buffer=*/true);
+  optimizer_.save(optim);
+  archive.write("tensors", tensors);
+  archive.write("optimizer", optim);
+  std::vector<int64_t> counters;
+  for (const int64_t* c : counters_) counters.push_back(*c);
+  archive.write("counters", at::tensor(counters, at::kLong));
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void ElasticState::load(const std::string& bytes) {
+  ::torch::NoGradGuard no_grad;
+  ::torch::serialize::InputArchive archive, tensors, optim;
+  std::istringstream in(bytes);
+  archive.load_from(in);
+  archive.read("tensors", tensors);
+  auto copy_into = [&](const std::string& name, const at::Tensor& dst, bool buffer) {
+    at::Tensor src;
+    tensors.read(name, src, buffer);
+    if (!src.defined() || src.sizes() != dst.sizes()) {
+      DDP_THROW(InvalidArgument, "elastic state: tensor '", name, "' does not fit the model");
+    }
+    dst.copy_(src);
+  };
+  for (const auto& p : module_.named_parameters()) copy_into(p.key(), p.value(), false);
+  for (const auto& b : module_.named_buffers()) copy_into(b.key(), b.value(), true);
+  archive.read("optimizer", optim);
+  optimizer_.load(optim);
+  at::Tensor counters;
+  archive.read("counters", counters);
+  if (counters.numel() != static_cast<int64_t>(counters_.size())) {
+    DDP_THROW(InvalidArgument, "elastic state: ", counters.numel(), " counters, the caller keeps ",
+              counters_.size());
+  }
+  for (size_t i = 0; i < counters_.size(); ++i)
+    *counters_[i] = counters[static_cast<int64_t>(i)].item<int64_t>();
+}
+
+}  // namespace ddp::torch

@@ -1,0 +1,40 @@
+#pragma once
+// The state of a LibTorch training for recovery in place (ddp/elastic.h): a module's parameters
+// and buffers, an optimizer's state, and a few counters of the caller's (epoch, step).
+//
+//   ddp::torch::ElasticState state(*model, optimizer, {&progress.epoch, &progress.step});
+//   ddp::elastic::run(session, state, train, {.on_group = [&](const auto& g) { ddp_model.emplace(model, g);
+//   }});
+//
+// load() copies into the existing tensors (copy_, never set_): the storage a DistributedDataParallel
+// registered stays the storage it reduces, so a wrapper may live across a restore(). Rebuild the
+// wrapper over each new group in on_group (its buckets belong to a group). The module, the
+// optimizer and the counters must outlive the state; every rank has the same model (else load
+// throws InvalidArgument naming the tensor that does not fit). Not thread-safe.
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ddp/elastic.h"
+
+namespace ddp::torch {
+
+class ElasticState : public elastic::State {
+ public:
+  ElasticState(::torch::nn::Module& module, ::torch::optim::Optimizer& optimizer,
+               std::vector<int64_t*> counters = {});
+
+ protected:
+  std::string save() override;
+  void load(const std::string& bytes) override;
+
+ private:
+  ::torch::nn::Module& module_;
+  ::torch::optim::Optimizer& optimizer_;
+  std::vector<int64_t*> counters_;
+};
+
+}  // namespace ddp::torch
