@@ -130,19 +130,19 @@ Buffer HierarchicalCollectives::small_buffer(const OpContext& ctx, const Buffer&
   return Buffer{&barrier_token_, 1, DType::kInt32, {}};
 }
 
-bool HierarchicalCollectives::start(const OpContext& ctx, const Buffer& in, int inline_us,
-                                    HierarchicalStart& s) {
+bool HierarchicalCollectives::start(const OpContext& ctx, const Buffer& in,
+                                    std::chrono::microseconds inline_budget, HierarchicalStart& s) {
   const Buffer buf = small_buffer(ctx, in);
-  s = {local_tcp_->all_reduce_within(buf, child_op(ctx), left(ctx), inline_us), false};
+  s = {local_tcp_->all_reduce_within(buf, child_op(ctx), left(ctx), inline_budget), false};
   if (!s.child->is_completed()) return false;
   s.child->wait();  // its error, if it failed
-  return start_crossing(ctx, buf, inline_us, s);
+  return start_crossing(ctx, buf, inline_budget, s);
 }
 
-bool HierarchicalCollectives::start_crossing(const OpContext& ctx, const Buffer& buf, int inline_us,
-                                             HierarchicalStart& s) {
+bool HierarchicalCollectives::start_crossing(const OpContext& ctx, const Buffer& buf,
+                                             std::chrono::microseconds inline_budget, HierarchicalStart& s) {
   s.crossing = true;
-  s.child = cross_tcp_ ? cross_tcp_->all_reduce_within(buf, child_op(ctx), left(ctx), inline_us)
+  s.child = cross_tcp_ ? cross_tcp_->all_reduce_within(buf, child_op(ctx), left(ctx), inline_budget)
                        : cross_->all_reduce(buf, {child_op(ctx), left(ctx)});
   if (!s.child->is_completed()) return false;
   s.child->wait();

@@ -71,12 +71,13 @@ class HierarchicalCollectives {
 
   // The small all_reduce (whole, at most small_bytes: within the host, then across), and the
   // barrier (the same over a token), may start on the group's caller's thread: start() issues
-  // each child op there, polling at most inline_us each (the children's own inline paths;
+  // each child op there, polling at most inline_budget each (the children's own inline paths;
   // another engine's op across hosts is issued as it is); true when both completed. Otherwise
   // `s` holds the child op in flight, and the worker calls finish(), which waits for it and
   // issues what is left.
   bool starts_here(const OpDesc& desc, const Buffer& in) const;
-  bool start(const OpContext& ctx, const Buffer& buf, int inline_us, HierarchicalStart& s);
+  bool start(const OpContext& ctx, const Buffer& buf, std::chrono::microseconds inline_budget,
+             HierarchicalStart& s);
   void finish(const OpContext& ctx, const Buffer& buf, HierarchicalStart& s);
 
   // An all_reduce by one path whatever its size: small (whole within the host, then across) or
@@ -99,7 +100,8 @@ class HierarchicalCollectives {
   // small path, and the way agreed (PathChooser).
   void agree_on_way(const OpContext& ctx, size_t bytes);
   // The step across hosts of a small all_reduce started here, and its end (AVG's division).
-  bool start_crossing(const OpContext& ctx, const Buffer& buf, int inline_us, HierarchicalStart& s);
+  bool start_crossing(const OpContext& ctx, const Buffer& buf, std::chrono::microseconds inline_budget,
+                      HierarchicalStart& s);
   void end_small(const OpContext& ctx, const Buffer& buf) const;
   void run_small(const OpContext& ctx, const Buffer& buf);  // both steps, on this thread
   // The buffer of a small all_reduce: the op's own, or a barrier's token.

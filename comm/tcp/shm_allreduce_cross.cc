@@ -36,8 +36,8 @@ void reduce_share(const ShmChannel& ch, const ShmStep& s) {
 
 bool allreduce_cross_step(ShmChannel& ch, ShmStep& s) {
   ShmProgress& st = s.at;
-  if (st.cross == 0 && !decide_cross(ch, s)) return false;
-  if (st.cross < 0) return allreduce_chunked_step(ch, s);
+  if (st.cross == Decided::kNotYet && !decide_cross(ch, s)) return false;
+  if (st.cross == Decided::kDeclined) return allreduce_chunked_step(ch, s);
   return in_place_pass(ch, s, [&] { timed(st, [&] { reduce_share(ch, s); }); });
 }
 

@@ -35,8 +35,8 @@ void reduce_share(const ShmChannel& ch, const ShmStep& s) {
 }  // namespace
 
 bool allreduce_direct_step(ShmChannel& ch, ShmStep& s) {
-  if (s.at.direct == 0 && !decide_direct(ch, s)) return false;
-  if (s.at.direct < 0) return allreduce_cross_step(ch, s);
+  if (s.at.direct == Decided::kNotYet && !decide_direct(ch, s)) return false;
+  if (s.at.direct == Decided::kDeclined) return allreduce_cross_step(ch, s);
   return in_place_pass(ch, s, [&] { reduce_share(ch, s); });
 }
 
@@ -45,11 +45,11 @@ bool decide_direct(ShmChannel& ch, ShmStep& s) {
   // Every peer entered: its buffer holds its input, and its tag is published.
   if (!ch.poll([&] { return ch.reached(Counter::kEntered, seq + 1); }, s.poll)) return false;
   ch.wait_all(Counter::kEntered, seq + 1, s.ctx);
-  s.at.direct = 1;
+  s.at.direct = Decided::kTaken;
   for (int p = 0; p < ch.world(); ++p) {
     if (p != ch.rank() &&
         ch.segment().control(p).direct[seq % 2].load(std::memory_order_relaxed) != s.direct->tag)
-      s.at.direct = -1;
+      s.at.direct = Decided::kDeclined;
   }
   return true;
 }

@@ -20,8 +20,8 @@ namespace ddp::comm::tcp {
 // True when the op completed. step.direct is this rank's view (non-null).
 bool allreduce_direct_step(ShmChannel& ch, ShmStep& step);
 
-// Whether the op runs direct (every direct step's start): sets step.at.direct to 1 once every
-// peer entered the op with step.direct's tag, -1 when some peer's differs (the same answer on
+// Whether the op runs direct (every direct step's start): sets step.at.direct to kTaken once every
+// peer entered the op with step.direct's tag, kDeclined when some peer's differs (the same answer on
 // every rank); false while a non-blocking poll gives up.
 bool decide_direct(ShmChannel& ch, ShmStep& step);
 

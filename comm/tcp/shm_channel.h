@@ -31,6 +31,10 @@ struct ShmPoll {
 };
 
 // Where a resumable algorithm stands (zero: not started).
+// Whether an op takes a way that every rank must agree on: not yet known, taken, or not (the
+// op runs another way, as every rank does).
+enum class Decided : uint8_t { kNotYet, kTaken, kDeclined };
+
 struct ShmProgress {
   int phase = 0;  // within the current ticket
   int peer = 0;   // copy-out progress
@@ -38,10 +42,10 @@ struct ShmProgress {
   size_t off = 0;  // elements done
   size_t last_off = 0;
   uint64_t last_ticket = 0;
-  int direct = 0;             // allreduce_direct_step: 0 undecided, 1 direct, -1 fell back
-  int cross = 0;              // decide_cross (shm_cross.h): 0 undecided, 1 cross-memory, -1 staged
-  int64_t busy_ns = 0;        // allreduce_chunked_step: time in copies and reductions (not waits)
-  bool stores_known = false;  // allreduce_chunked_step: rank 0's choice read (begin_stores)
+  Decided direct = Decided::kNotYet;  // allreduce_direct_step: in place in group memory
+  Decided cross = Decided::kNotYet;   // decide_cross (shm_cross.h): by cross-memory attach, else staged
+  int64_t busy_ns = 0;                // allreduce_chunked_step: time in copies and reductions (not waits)
+  bool stores_known = false;          // allreduce_chunked_step: rank 0's choice read (begin_stores)
   StoreMode stores = StoreMode::kCached;
 };
 

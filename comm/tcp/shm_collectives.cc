@@ -155,11 +155,12 @@ struct ShmCollectives::Impl {
     ShmStep s{ctx, in, out, progress, poll, direct ? &*direct : nullptr, mode, scratch, chooser != nullptr};
     if (!algorithm(channel, s)) return false;
     channel.end(ctx);
-    if (progress.direct > 0) direct_runs.fetch_add(1, std::memory_order_relaxed);
-    if (progress.cross > 0) cross_runs.fetch_add(1, std::memory_order_relaxed);
+    if (progress.direct == Decided::kTaken) direct_runs.fetch_add(1, std::memory_order_relaxed);
+    if (progress.cross == Decided::kTaken) cross_runs.fetch_add(1, std::memory_order_relaxed);
     if (chooser == nullptr) return true;
     // Chosen but not run: a peer offered no buffer (it cannot reach every peer): never again.
-    if (mode == StoreMode::kCross && progress.cross < 0) chooser->withdraw(StoreMode::kCross);
+    if (mode == StoreMode::kCross && progress.cross == Decided::kDeclined)
+      chooser->withdraw(StoreMode::kCross);
     chooser->record(in.bytes(), mode, std::chrono::nanoseconds(progress.busy_ns));
     return true;
   }

@@ -44,11 +44,11 @@ bool decide_cross(ShmChannel& ch, ShmStep& s) {
     // Every peer entered: its buffer holds its input, and its offer is published.
     if (!ch.poll([&] { return ch.reached(Counter::kEntered, seq + 1); }, s.poll)) return false;
     ch.wait_all(Counter::kEntered, seq + 1, s.ctx);
-    st.cross = all_offered(ch, seq, s.in.bytes()) ? 1 : -1;
+    st.cross = all_offered(ch, seq, s.in.bytes()) ? Decided::kTaken : Decided::kDeclined;
   } else {
-    st.cross = -1;
+    st.cross = Decided::kDeclined;
   }
-  if (st.cross < 0 && st.stores == StoreMode::kCross) st.stores = StoreMode::kCached;
+  if (st.cross == Decided::kDeclined && st.stores == StoreMode::kCross) st.stores = StoreMode::kCached;
   return true;
 }
 

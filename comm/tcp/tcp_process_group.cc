@@ -1,11 +1,5 @@
 #include "comm/tcp/tcp_process_group.h"
 
-#include <cstring>
-
-#include "comm/tcp/hierarchical_collectives.h"
-#include "comm/tcp/shm_collectives.h"
-#include "comm/tcp/shm_region.h"
-#include "comm/tcp/socket_collectives.h"
 #include "comm/tcp/socket_engine.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -35,116 +29,26 @@ class CollectiveWork final : public Work {
 
 }  // namespace
 
-const char* to_string(Transport t) {
-  switch (t) {
-    case Transport::kLocal: return "local";
-    case Transport::kShm: return "shm";
-    case Transport::kSocket: return "socket";
-    case Transport::kHierarchical: return "hierarchical";
-  }
-  return "unknown";
-}
-
 TcpProcessGroup::TcpProcessGroup(const GroupSetup& setup)
     : ProcessGroup(setup.rank, setup.size, setup.options), group_(setup.name), store_(setup.store) {
   health_.init(setup.size);
 }
 
-namespace {
-
-class RegionMemory final : public GroupMemory {
- public:
-  explicit RegionMemory(std::shared_ptr<ShmRegion> region)
-      : GroupMemory(region->mine(), region->bytes(), true), region_(std::move(region)) {}
-
- private:
-  std::shared_ptr<ShmRegion> region_;
-};
-
-}  // namespace
-
-uint64_t TcpProcessGroup::direct_ops() const {
-  if (hierarchy_) return static_cast<const TcpProcessGroup&>(*hierarchy_->local()).direct_ops();
-  return shm_ ? shm_->direct_runs() : 0;
-}
-
-uint64_t TcpProcessGroup::cross_memory_ops() const { return shm_ ? shm_->cross_runs() : 0; }
-
-size_t TcpProcessGroup::hierarchy_small_bytes() const { return hierarchy_ ? hierarchy_->small_bytes() : 0; }
-
-bool TcpProcessGroup::cross_memory() const { return shm_ && shm_->cross_reachable(); }
-
-namespace {
-
-std::string large_way_text(const std::vector<LargeWay>& ways) {
-  auto text = [](LargeWay w) {
-    switch (w) {
-      case LargeWay::kFlat: return "flat over the group's sockets";
-      case LargeWay::kOverlapped: return "split, its steps within and across hosts overlapped";
-      case LargeWay::kSplit: break;
-    }
-    return "split, its steps in turn";
-  };
-  std::string all;
-  for (LargeWay w : ways) all += detail::str(all.empty() ? "" : "; or ", text(w));
-  if (ways.size() == 1) return all;
-  return detail::str(all, "; whichever is measured faster while it runs (the first until then)");
-}
-
-}  // namespace
-
-std::string TcpProcessGroup::choices() const {
-  switch (transport_) {
-    case Transport::kLocal: return "tcp: one rank";
-    case Transport::kShm:
-      return detail::str("tcp: shared memory (cross-memory attach: ",
-                         cross_memory() ? "every peer reachable" : "off or out of reach", ")");
-    case Transport::kSocket:
-      return detail::str("tcp: sockets, ", socket_streams(), " connection(s) to each peer");
-    case Transport::kHierarchical:
-      return detail::str(
-          "tcp: hierarchical; an all_reduce goes whole within the host, then across, up to ",
-          hierarchy_small_bytes(), " bytes (DDP_TCP_HIERARCHY_SMALL_BYTES; measured unless set); above, ",
-          large_way_text(hierarchy_->large_ways()), " (DDP_TCP_HIERARCHY_LARGE, DDP_TCP_HIERARCHY_OVERLAP)");
-  }
-  return "tcp";
-}
+std::string TcpProcessGroup::choices() const { return transport_->choices(); }
 
 std::shared_ptr<GroupMemory> TcpProcessGroup::allocate(size_t bytes) {
-  if (hierarchy_) {  // every rank calls it, so every rank of each host calls its host's group
-    auto memory = hierarchy_->local()->allocate(bytes);
-    logger("tcp")->debug("group '{}' (hierarchical): {} bytes of group memory from its host's group, {}",
-                         group_, bytes, memory->shared() ? "shared" : "plain");
-    return memory;
-  }
-  if (transport_ != Transport::kShm || bytes == 0) return ProcessGroup::allocate(bytes);
-  ShmRegion::Setup s;
-  s.store = store_.get();
-  s.rank = rank();
-  s.world = size();
-  s.id = regions_made_.fetch_add(1);
-  s.bytes = bytes;
-  s.timeout = timeout();
-  std::shared_ptr<ShmRegion> region;
-  try {
-    region = ShmRegion::create(s);
-  } catch (const BackendError& e) {
-    // Some rank's /dev/shm had no room (every rank sees it: ShmRegion): plain memory, which
-    // every op takes as well, only not in place.
-    if (!warned_memory_.exchange(true)) {
-      logger("tcp")->warn("{}: group '{}' gives plain host memory instead (nothing in place; said once)",
-                          e.what(), group_);
-    }
-    return ProcessGroup::allocate(bytes);
-  }
-  shm_->add_region(region);
-  return std::make_shared<RegionMemory>(std::move(region));
+  if (auto memory = transport_->allocate(bytes)) return memory;
+  return ProcessGroup::allocate(bytes);
 }
 
 std::shared_ptr<TcpProcessGroup> TcpProcessGroup::create(const GroupSetup& setup, CreateOptions options) {
   std::shared_ptr<TcpProcessGroup> pg(new TcpProcessGroup(setup));
-  pg->on_caller_ = options.on_caller;
-  if (setup.size > 1) pg->connect(setup, options.ranks_on_host);
+  if (setup.size > 1) {
+    pg->connect(setup, options.ranks_on_host);
+  } else {
+    pg->transport_ = local_transport();
+  }
+  if (options.on_caller) pg->inline_ = {InlineBudget::Mode::kToTheEnd, {}};
   pg->worker_ = std::thread([raw = pg.get()] { raw->worker_loop(); });
   return pg;
 }
@@ -171,16 +75,17 @@ void TcpProcessGroup::shutdown() noexcept {
 // ---- submission (arguments were validated by ProcessGroup) ----
 
 WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout) {
-  return submit(desc, in, out, timeout, on_caller_ ? kToTheEnd : inline_spin_us_);
+  return submit(desc, in, out, timeout, inline_);
 }
 
-WorkPtr TcpProcessGroup::all_reduce_within(const Buffer& buf, ReduceOp op, Millis timeout, int inline_us) {
+WorkPtr TcpProcessGroup::all_reduce_within(const Buffer& buf, ReduceOp op, Millis timeout, Micros budget) {
   if (buf.count == 0) return Work::completed("all_reduce (empty)");
-  return submit({OpKind::kAllReduce, buf.dtype, op, -1, buf.count, 0}, buf, {}, timeout, inline_us);
+  return submit({OpKind::kAllReduce, buf.dtype, op, -1, buf.count, 0}, buf, {}, timeout,
+                {InlineBudget::Mode::kPoll, budget});
 }
 
 WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout,
-                                int inline_us) {
+                                InlineBudget budget) {
   std::unique_lock<std::mutex> lock(mu_);
   desc.seq = next_seq_++;
   Task task;
@@ -189,14 +94,15 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
   task.ctx.timeout = timeout;
   task.in = in;
   task.out = out;
-  if (inline_us == kToTheEnd && queue_.empty() && !busy_) return run_on_caller(task, lock);
-  if (inline_us >= 0 && queue_.empty() && !busy_ && inline_fits(desc, in)) {
+  const bool idle = queue_.empty() && !busy_;
+  if (budget.mode == InlineBudget::Mode::kToTheEnd && idle) return run_on_caller(task, lock);
+  if (budget.mode == InlineBudget::Mode::kPoll && idle && transport_->eligible(desc, in)) {
     busy_ = true;
     lock.unlock();
     // The inline attempt only polls, within its own budget: the op's deadline starts when
     // the worker takes over (a clock read saved on the fast path; the budget is microseconds
     // to milliseconds, timeouts are seconds).
-    const bool finished = try_inline(task, inline_us);
+    const bool finished = try_inline(task, budget.poll);
     lock.lock();
     busy_ = false;
     // Wake the worker only when it has something to do: a needless wake-up steals a core
@@ -211,9 +117,7 @@ WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out
     return task.work;
   }
   task.ctx.deadline = Deadline(timeout);
-  // Over sockets a wait polls as a wait for a message that size would; shm ops sleep at once
-  // (they mostly finish on the caller's thread).
-  const auto poll = sockets_ ? sockets_->poll_for(std::max(in.bytes(), out.bytes())) : Micros{0};
+  const auto poll = transport_->poll_for(std::max(in.bytes(), out.bytes()));
   task.work = std::make_shared<CollectiveWork>(
       detail::str(to_string(desc.kind), " (seq ", desc.seq, ") on group '", group_, "'"), blocked_, poll);
   WorkPtr work = task.work;
@@ -242,26 +146,12 @@ WorkPtr TcpProcessGroup::run_on_caller(Task& task, std::unique_lock<std::mutex>&
 }
 
 // On the caller's thread, with busy_ held: true when the op ended (task.work finished).
-bool TcpProcessGroup::inline_fits(const OpDesc& desc, const Buffer& in) const {
-  if (shm_) return shm_->resumable(desc, in) && in.bytes() <= inline_max_bytes_;
-  if (hierarchy_) return hierarchy_->starts_here(desc, in);
-  return sockets_ && sockets_->resumable(desc, in);
-}
-
-bool TcpProcessGroup::try_inline(Task& task, int inline_us) {
+bool TcpProcessGroup::try_inline(Task& task, Micros poll) {
   bool finished = false;
   std::exception_ptr error = guarded([&] {
     if (health_.broken()) health_.rethrow(task.ctx.label());
     task.started = true;
-    if (shm_) {
-      finished = shm_->start(task.ctx, task.in, task.out, inline_us);
-    } else if (hierarchy_) {
-      task.ctx.deadline = Deadline(task.ctx.timeout);  // its child ops get what is left of it
-      finished = hierarchy_->start(task.ctx, task.in, inline_us, task.step);
-    } else {
-      task.ctx.deadline = Deadline(task.ctx.timeout);  // its messages carry it from the start
-      finished = sockets_->start(task.ctx, task.in, Micros(inline_us));
-    }
+    finished = transport_->start(task.ctx, task.in, task.out, poll);
   });
   if (!error && finished) {
     collectives_run_.fetch_add(1, std::memory_order_relaxed);
@@ -396,40 +286,14 @@ std::exception_ptr TcpProcessGroup::guarded(F&& f) {
 void TcpProcessGroup::execute(Task& task) {
   std::exception_ptr error = guarded([&] {
     if (health_.broken()) health_.rethrow(task.ctx.label());
-    if (transport_ == Transport::kLocal) {
-      run_local(task);
-    } else if (task.started && shm_) {
-      shm_->finish(task.ctx, task.in, task.out);
-    } else if (task.started && hierarchy_) {
-      hierarchy_->finish(task.ctx, task.in, task.step);
-    } else if (task.started) {
-      sockets_->finish(task.ctx, task.in);
-    } else if (shm_) {
-      shm_->run(task.ctx, task.in, task.out);
-    } else if (hierarchy_) {
-      hierarchy_->run(task.ctx, task.in, task.out);
+    if (task.started) {
+      transport_->finish(task.ctx, task.in, task.out);
     } else {
-      sockets_->run(task.ctx, task.in, task.out);
+      transport_->run(task.ctx, task.in, task.out);
     }
   });
   if (!error) collectives_run_.fetch_add(1);
   task.work->finish(error);
-}
-
-// World size 1: every collective is a copy at most.
-void TcpProcessGroup::run_local(const Task& task) {
-  const Buffer& in = task.in;
-  const Buffer& out = task.out;
-  switch (task.ctx.desc.kind) {
-    case OpKind::kAllGather:
-    case OpKind::kGather:
-    case OpKind::kScatter:
-    case OpKind::kReduceScatter:
-    case OpKind::kAllToAll:
-      if (in.data != out.data && out.bytes() > 0) std::memmove(out.data, in.data, out.bytes());
-      break;
-    default: break;
-  }
 }
 
 }  // namespace ddp::comm::tcp

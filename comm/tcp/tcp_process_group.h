@@ -1,9 +1,9 @@
 #pragma once
 // TcpProcessGroup: the project's own backend ("tcp"), made by make_tcp_group (comm/backend.h).
 // - Setup: one authenticated TCP connection per pair of ranks (peer_mesh.h), which carries
-//   send/recv and liveness (a peer's EOF fails the group at once). Collectives run over shared
-//   memory on one host (shm_collectives.h); within hosts and over sockets between them when every
-//   host has several ranks, as many (hierarchical_collectives.h); else over sockets.
+//   send/recv and liveness (a peer's EOF fails the group at once). Collectives run through one
+//   Transport (transport.h): shared memory on one host; within hosts and over sockets between
+//   them when every host has several ranks, as many; else sockets.
 // - Execution: collectives run in issue order on one worker thread per group, each with the
 //   group's next sequence number; a small one issued while nothing is queued starts on the
 //   caller's thread (no hand-off) and passes to the worker where it stands if peers are late.
@@ -22,17 +22,15 @@
 
 #include "comm/backend.h"
 #include "comm/process_group.h"
-#include "comm/tcp/hierarchical_collectives.h"
 #include "comm/tcp/op.h"
-#include "comm/tcp/shm_collectives.h"
+#include "comm/tcp/transport.h"
 
 namespace ddp::comm::tcp {
 
 class SocketEngine;
 class SocketCollectives;
-
-enum class Transport : uint8_t { kLocal, kShm, kSocket, kHierarchical };
-const char* to_string(Transport t);
+struct HostLayout;
+struct WayPolicy;
 
 // The engine of a hierarchical group's step between hosts, DDP_TCP_INTER=socket|gloo|mpi (the
 // same on every rank; default socket: this backend's sockets). Another engine's child group is
@@ -67,7 +65,7 @@ class TcpProcessGroup final : public ProcessGroup {
   std::shared_ptr<GroupMemory> allocate(size_t bytes) override;
 
   // Introspection (tests, benchmarks).
-  Transport transport() const { return transport_; }
+  TransportKind transport() const { return transport_->kind(); }
   bool fingerprints() const { return fingerprints_; }
   const std::string& shm_name() const { return shm_name_; }  // empty unless kShm
   // Connections to each peer that carry collectives (DDP_TCP_SOCKET_STREAMS; 1 unless kSocket),
@@ -76,20 +74,21 @@ class TcpProcessGroup final : public ProcessGroup {
   uint64_t collectives_run() const { return collectives_run_.load(); }
   // Ops (all_reduce, reduce_scatter, all_gather) that ran in place in group memory (allocate):
   // kShm; kHierarchical, its steps within the host; 0 otherwise.
-  uint64_t direct_ops() const;
+  uint64_t direct_ops() const { return transport_->counts().direct_ops; }
   // Ops (all_reduce, all_gather, reduce_scatter) that ran by cross-memory attach (shm_cross.h).
-  uint64_t cross_memory_ops() const;
+  uint64_t cross_memory_ops() const { return transport_->counts().cross_memory_ops; }
   // kHierarchical: the size up to which an all_reduce goes whole within the host, then across
   // (hierarchy_calibration.h); 0 otherwise.
-  size_t hierarchy_small_bytes() const;
-  bool cross_memory() const;  // kShm: every peer's memory is reachable (shm_allreduce_cross.h)
+  size_t hierarchy_small_bytes() const { return transport_->counts().small_bytes; }
+  // kShm: every peer's memory is reachable (shm_allreduce_cross.h).
+  bool cross_memory() const { return transport_->counts().cross_memory; }
 
   // A hierarchical parent's step of a small all_reduce it starts on its caller's thread
   // (buffer and op already checked): like all_reduce, but whatever CreateOptions::on_caller
-  // says, the op polls here for at most `inline_us` (where it can start here at all: an
-  // inline_fits op with nothing queued) and is left to this group's worker past that, as a
-  // group's own caller's op is. The Work says whether it completed.
-  WorkPtr all_reduce_within(const Buffer& buf, ReduceOp op, Millis timeout, int inline_us);
+  // says, the op polls here for at most `budget` (where it can start here at all: an eligible
+  // op with nothing queued) and is left to this group's worker past that, as a group's own
+  // caller's op is. The Work says whether it completed.
+  WorkPtr all_reduce_within(const Buffer& buf, ReduceOp op, Millis timeout, std::chrono::microseconds budget);
 
  protected:
   WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
@@ -109,47 +108,35 @@ class TcpProcessGroup final : public ProcessGroup {
     OpContext ctx;
     Buffer in, out;
     WorkPtr work;
-    bool started = false;    // begun on the caller's thread: the worker completes it (finish)
-    HierarchicalStart step;  // a hierarchical op begun there: its child op in flight
+    bool started = false;  // begun on the caller's thread: the worker completes it (finish)
   };
-  // submit's inline_us for an op that runs to its end on the caller's thread (on_caller_).
-  static constexpr int kToTheEnd = -2;
   TcpProcessGroup(const GroupSetup& setup);
   void connect(const GroupSetup& setup, int ranks_on_host);
   // `cpus`: the CPUs this host's ranks share (local_cpus).
-  void connect_hierarchy(const GroupSetup& setup, const HostLayout& layout, const WayPolicy& ways);
-  // Both take a resolved timeout (never kUseDefault).
+  void connect_hierarchy(const GroupSetup& setup, const HostLayout& layout, const WayPolicy& ways,
+                         std::unique_ptr<SocketCollectives> flat);
+  // Both take a resolved timeout (never kUseDefault); the first, the group's own budget.
   WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout);
-  // inline_us: how long the op may poll on the caller's thread before the worker takes it
-  // (< 0: not at all; kToTheEnd: it runs to its end there).
-  WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout, int inline_us);
+  WorkPtr submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout, InlineBudget budget);
   WorkPtr post_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout);
   void worker_loop();
   WorkPtr run_on_caller(Task& task, std::unique_lock<std::mutex>& lock);
-  // Whether the op may start on the caller's thread (a resumable shm op, a one-shot socket
-  // all_reduce); try_inline does, within inline_spin_us_.
-  bool inline_fits(const OpDesc& desc, const Buffer& in) const;
   void execute(Task& task);
-  bool try_inline(Task& task, int inline_us);
+  // An op the transport finds eligible, on the caller's thread for at most `poll`.
+  bool try_inline(Task& task, std::chrono::microseconds poll);
   template <typename F>
   std::exception_ptr guarded(F&& f);
-  void run_local(const Task& task);
   void shutdown() noexcept;
 
   std::string group_;
   std::shared_ptr<rdzv::Store> store_;  // group memory meets its peers here
-  std::atomic<uint64_t> regions_made_{0};
-  std::atomic<bool> warned_memory_{false};  // group memory fell back to plain (said once)
   GroupHealth health_;
-  Transport transport_ = Transport::kLocal;
   bool fingerprints_ = true;
   std::string shm_name_;
   // One per connection set (DDP_TCP_SOCKET_STREAMS); the first carries everything, but the
   // large collective messages that stripe_plan puts on the others.
   std::vector<std::unique_ptr<SocketEngine>> engines_;
-  std::unique_ptr<ShmCollectives> shm_;
-  std::unique_ptr<SocketCollectives> sockets_;
-  std::unique_ptr<HierarchicalCollectives> hierarchy_;  // kHierarchical: the child groups
+  std::unique_ptr<Transport> transport_;  // after engines_, which its sockets use
 
   std::mutex mu_;  // guards the sequence numbers and the queue
   std::condition_variable cv_;
@@ -157,10 +144,8 @@ class TcpProcessGroup final : public ProcessGroup {
   uint64_t next_seq_ = 0;
   uint64_t next_p2p_ = 0;
   bool stopping_ = false;
-  bool busy_ = false;        // someone (the worker or an inline caller) is running an op
-  int inline_spin_us_ = -1;  // < 0: never run ops on the caller's thread
-  size_t inline_max_bytes_ = 0;
-  bool on_caller_ = false;  // create(setup, true)
+  bool busy_ = false;    // someone (the worker or an inline caller) is running an op
+  InlineBudget inline_;  // the group's own ops' (DDP_TCP_INLINE_SPIN_US; kToTheEnd: on_caller)
   std::atomic<uint64_t> collectives_run_{0};
   // Threads blocked in wait() on this group's collectives (shared with their Works, which
   // may outlive the group): the shm waits poll only while one is.

@@ -24,7 +24,7 @@ namespace {
 // come from are agreed before (agreed_settings.h), but these also depend on rank 0's host (its
 // CPUs, whether its /dev/shm could hold the segment).
 struct Config {
-  Transport transport = Transport::kSocket;
+  TransportKind transport = TransportKind::kSocket;
   int streams = 1;  // connections to each peer (socket transport; hierarchical, unless split)
   // A hierarchical group's all_reduces above the small path: which way auto tries first.
   bool overlap_first = false;
@@ -45,9 +45,9 @@ struct Config {
     };
     Config c;
     const std::string t = field("transport");
-    c.transport = t == "shm"            ? Transport::kShm
-                  : t == "hierarchical" ? Transport::kHierarchical
-                                        : Transport::kSocket;
+    c.transport = t == "shm"            ? TransportKind::kShm
+                  : t == "hierarchical" ? TransportKind::kHierarchical
+                                        : TransportKind::kSocket;
     const std::string s = field("streams");
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), c.streams);
     if (ec != std::errc() || end != s.data() + s.size() || c.streams < 1 || c.streams > kMaxSocketStreams)
@@ -85,10 +85,12 @@ WaitBudget wait_budget(int ranks_here, int cores) {
   return b;
 }
 
-// How long a caller's thread polls for its peers before the worker takes the op; any negative
-// value is -1 (never on the caller's thread).
-int inline_spin_us(int fallback) {
-  return static_cast<int>(std::max<int64_t>(-1, settings::int_or(settings::kTcpInlineSpinUs, fallback)));
+// How long a caller's thread polls for its peers before the worker takes the op (a negative
+// setting: never on the caller's thread).
+InlineBudget inline_budget(int fallback_us) {
+  const int64_t us = settings::int_or(settings::kTcpInlineSpinUs, fallback_us);
+  if (us < 0) return {};
+  return {InlineBudget::Mode::kPoll, std::chrono::microseconds(us)};
 }
 
 // This rank's host's share of the group (ranks with its same-host key).
@@ -99,21 +101,21 @@ int ranks_on_this_host(const HostLayout& layout, int rank) {
 
 // One host: shared memory. Several, with several ranks on each (the same number): shared
 // memory within, sockets between (hierarchical). Otherwise sockets.
-Transport choose_transport(const Mesh& mesh) {
+TransportKind choose_transport(const Mesh& mesh) {
   const std::string wanted = settings::choice(settings::kTcpTransport);
   const HostLayout layout = layout_of(mesh);
-  if (wanted == "socket") return Transport::kSocket;
-  if (layout.hosts == 1) return Transport::kShm;
+  if (wanted == "socket") return TransportKind::kSocket;
+  if (layout.hosts == 1) return TransportKind::kShm;
   if (wanted == "shm")
     logger("tcp")->warn("{}=shm but the group spans hosts: using sockets between them",
                         settings::kTcpTransport.name);
-  if (layout.hierarchical()) return Transport::kHierarchical;
+  if (layout.hierarchical()) return TransportKind::kHierarchical;
   if (wanted == "hierarchical" && layout.per_host != 1) {
     logger("tcp")->warn(
         "{}=hierarchical needs several ranks on each host, the same number on all: using sockets",
         settings::kTcpTransport.name);
   }
-  return Transport::kSocket;
+  return TransportKind::kSocket;
 }
 
 size_t bytes_setting(const settings::Setting& s) { return static_cast<size_t>(settings::int_value(s)); }
@@ -206,15 +208,16 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Confi
   if (setup.rank == 0) {
     config = proposal;
     config.transport = choose_transport(mesh);
-    if (config.transport == Transport::kShm) segment = create_or_fall_back(setup, geometry(setup.size));
-    if (config.transport == Transport::kShm && !segment.valid()) config.transport = Transport::kSocket;
+    if (config.transport == TransportKind::kShm) segment = create_or_fall_back(setup, geometry(setup.size));
+    if (config.transport == TransportKind::kShm && !segment.valid())
+      config.transport = TransportKind::kSocket;
     config.shm_name = segment.name();
     store.set("tcp/config", config.encode());
   } else {
     config = Config::decode(store.get_string("tcp/config", deadline.remaining()));
-    if (config.transport == Transport::kShm) segment = open_or_fall_back(setup, config.shm_name);
+    if (config.transport == TransportKind::kShm) segment = open_or_fall_back(setup, config.shm_name);
   }
-  const bool shm = config.transport == Transport::kShm;
+  const bool shm = config.transport == TransportKind::kShm;
   if (shm && !segment.valid()) store.add("tcp/shm_failed", 1);
   if (shm && segment.valid()) announce_cross(segment, setup.rank, cross_setting());
   store.set("tcp/ready/" + std::to_string(setup.rank), "1");
@@ -229,7 +232,7 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Confi
         DDP_THROW(BackendError, "tcp backend: group '", setup.name, "': ", failed,
                   " rank(s) could not map the shared memory and ", settings::kTcpTransport.name, "=shm");
       }
-      config.transport = Transport::kSocket;
+      config.transport = TransportKind::kSocket;
       config.shm_name.clear();
       segment = ShmSegment();
     }
@@ -249,6 +252,47 @@ std::vector<std::vector<Fd>> more_streams(const GroupSetup& setup, int streams, 
   }
   if (streams > 1) logger("tcp")->debug("group '{}': {} connections to each peer", setup.name, streams);
   return sets;
+}
+
+// The engines' options but their polling. The unsent bytes a connection holds: one pipeline
+// chunk (agreed: part of the wire protocol) unless set (0: no limit).
+SocketEngine::Options engine_options(const GroupSetup& setup, const Mesh& mesh) {
+  SocketEngine::Options eo;
+  eo.rank = setup.rank;
+  eo.group = setup.name;
+  eo.max_unexpected_bytes = static_cast<uint64_t>(settings::int_value(settings::kTcpMaxUnexpectedBytes));
+  const auto chunk_bytes = static_cast<int64_t>(bytes_setting(settings::kTcpSocketChunkBytes));
+  eo.notsent_lowat = static_cast<size_t>(settings::int_or(settings::kTcpSocketLowat, chunk_bytes));
+  for (int r = 0; r < setup.size; ++r) eo.peer_names.push_back(peer_name(setup, mesh, r));
+  return eo;
+}
+
+ShmCollectives::Options shm_options(const GroupSetup& setup, bool fingerprints, const WaitBudget& wait,
+                                    const std::atomic<int>* blocked, CrossSetting cross) {
+  ShmCollectives::Options so;
+  so.rank = setup.rank;
+  so.world = setup.size;
+  so.fingerprints = fingerprints;
+  so.spin_us = wait.spin_us;
+  so.yield_us = wait.yield_us;
+  so.blocked = blocked;
+  so.stores = parse_store_setting(settings::choice(settings::kTcpShmStores));
+  so.cross = cross;
+  return so;
+}
+
+SocketCollectives::Options socket_options(const GroupSetup& setup, bool fingerprints,
+                                          std::chrono::microseconds poll) {
+  SocketCollectives::Options so;
+  so.rank = setup.rank;
+  so.world = setup.size;
+  so.fingerprints = fingerprints;
+  so.oneshot_bytes = bytes_setting(settings::kTcpSocketOneshotBytes);
+  so.chunk_bytes = bytes_setting(settings::kTcpSocketChunkBytes);
+  so.algo = parse_socket_algo(settings::choice(settings::kTcpSocketAlgo));
+  so.world_ranks = setup.global_ranks;
+  so.poll = poll;
+  return so;
 }
 
 }  // namespace
@@ -277,20 +321,11 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   ShmSegment segment;
   const Config config = agree_on_transport(setup, mesh, proposal, deadline, segment);
 
-  transport_ = config.transport;
+  const TransportKind kind = config.transport;
   fingerprints_ = settings::bool_value(settings::kTcpFingerprint);
   ways.overlap_first = config.overlap_first;
   shm_name_ = config.shm_name;
-  SocketEngine::Options eo;
-  eo.rank = setup.rank;
-  eo.group = setup.name;
-  eo.max_unexpected_bytes = static_cast<uint64_t>(settings::int_value(settings::kTcpMaxUnexpectedBytes));
-  // The pipeline's chunk (agreed: it is part of the wire protocol), and the unsent bytes a
-  // connection holds: one chunk unless set (0: no limit).
-  const size_t chunk_bytes = bytes_setting(settings::kTcpSocketChunkBytes);
-  eo.notsent_lowat =
-      static_cast<size_t>(settings::int_or(settings::kTcpSocketLowat, static_cast<int64_t>(chunk_bytes)));
-  for (int r = 0; r < setup.size; ++r) eo.peer_names.push_back(peer_name(setup, mesh, r));
+  SocketEngine::Options eo = engine_options(setup, mesh);
   const WaitBudget wait = wait_budget(ranks_here, cpus);
   logger("tcp")->debug("group '{}': {} ranks on this host's {} CPUs: waits spin {} us, then yield {} us",
                        setup.name, ranks_here, cpus, wait.spin_us, wait.yield_us);
@@ -303,8 +338,8 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   std::vector<std::vector<Fd>> sets;
   sets.push_back(std::move(mesh.fds));
   // A hierarchical group's own sockets carry its all_reduces that go flat (hierarchy_choice.h).
-  if (transport_ == Transport::kSocket ||
-      (transport_ == Transport::kHierarchical && ways.large != LargeSetting::kSplit)) {
+  if (kind == TransportKind::kSocket ||
+      (kind == TransportKind::kHierarchical && ways.large != LargeSetting::kSplit)) {
     for (auto& set : more_streams(setup, config.streams, deadline)) sets.push_back(std::move(set));
   }
   for (auto& set : sets) {
@@ -314,41 +349,32 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
     // the cores to the threads that reduce and send.
     eo.poll = std::chrono::microseconds{0};
   }
-  if (transport_ == Transport::kShm) {
-    ShmCollectives::Options so;
-    so.rank = setup.rank;
-    so.world = setup.size;
-    so.fingerprints = fingerprints_;
-    so.spin_us = wait.spin_us;
-    so.yield_us = wait.yield_us;
-    // The caller's thread polls for its peers as long as the worker would spin, no longer: an
-    // op issued from a computation that goes on (DDP's backward) must not hold it up. Ranks
-    // that outnumber cores poll inline too, yielding from the start (crowded: the peer gets the
-    // core at once): handing each op to the worker would cost a thread wake-up per op.
-    inline_spin_us_ = inline_spin_us(wait.roomy ? so.spin_us : 2000);
-    so.blocked = blocked_.get();
-    inline_max_bytes_ = bytes_setting(settings::kTcpInlineMaxBytes);
-    so.stores = parse_store_setting(settings::choice(settings::kTcpShmStores));
-    so.cross = cross;
-    shm_ = std::make_unique<ShmCollectives>(std::move(segment), so, &health_);
+  // The caller's thread polls for its peers as long as the worker would spin, no longer: an op
+  // issued from a computation that goes on (DDP's backward) must not hold it up. Ranks that
+  // outnumber cores poll inline too, yielding from the start (the peer gets the core at once):
+  // handing each op to the worker would cost a thread wake-up per op. Over sockets a one-shot
+  // all_reduce so drives the sockets itself (no hand-off to the worker and back).
+  inline_ = inline_budget(wait.roomy ? wait.spin_us : 2000);
+  if (kind == TransportKind::kShm) {
+    const ShmCollectives::Options so = shm_options(setup, fingerprints_, wait, blocked_.get(), cross);
+    transport_ = shm_transport({.shm = std::make_unique<ShmCollectives>(std::move(segment), so, &health_),
+                                .store = store_.get(),
+                                .group = setup.name,
+                                .rank = setup.rank,
+                                .world = setup.size,
+                                .timeout = timeout(),
+                                .inline_max_bytes = bytes_setting(settings::kTcpInlineMaxBytes)});
   } else {
-    SocketCollectives::Options so;
-    so.rank = setup.rank;
-    so.world = setup.size;
-    so.fingerprints = fingerprints_;
-    so.oneshot_bytes = bytes_setting(settings::kTcpSocketOneshotBytes);
-    so.chunk_bytes = chunk_bytes;
-    so.algo = parse_socket_algo(settings::choice(settings::kTcpSocketAlgo));
-    so.world_ranks = setup.global_ranks;
-    so.poll = poll;
     std::vector<SocketEngine*> engines;
     for (auto& engine : engines_) engines.push_back(engine.get());
-    sockets_ = std::make_unique<SocketCollectives>(std::move(engines), so);
-    // A one-shot all_reduce starts on the caller's thread and drives the sockets itself, for as
-    // long as the shm attempt would poll (no hand-off to the worker and back: two wake-ups).
-    inline_spin_us_ = inline_spin_us(wait.roomy ? wait.spin_us : 2000);
+    auto sockets =
+        std::make_unique<SocketCollectives>(std::move(engines), socket_options(setup, fingerprints_, poll));
+    if (kind == TransportKind::kHierarchical) {
+      connect_hierarchy(setup, layout, ways, std::move(sockets));
+    } else {
+      transport_ = socket_transport(std::move(sockets), socket_streams());
+    }
   }
-  if (transport_ == Transport::kHierarchical) connect_hierarchy(setup, layout, ways);
 }
 
 namespace {
@@ -373,7 +399,7 @@ void set_inter_node_factory(InterNodeFactory factory) { g_inter_node_factory.sto
 // The two child groups of a hierarchical group (hierarchical_collectives.h), made by every rank
 // in the same order: this host's ranks, then the ranks with this rank's local index.
 void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayout& layout,
-                                        const WayPolicy& ways) {
+                                        const WayPolicy& ways, std::unique_ptr<SocketCollectives> flat) {
   const auto me = static_cast<size_t>(setup.rank);
   const int host = layout.host_of[me], local = layout.local_of[me], cross = layout.cross_of[me];
   auto child = [&](const std::string& part, int index, auto member, int rank, bool cross) {
@@ -404,15 +430,16 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   ho.small_bytes = small.value_or(64 << 10);
   ho.segment_bytes = bytes_setting(settings::kTcpHierarchySegmentBytes);
   ho.ways = ways;  // agreed, and where auto starts is rank 0's
-  hierarchy_ = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group),
-                                                         std::move(cross_group), sockets_.get());
+  auto hierarchy = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group),
+                                                             std::move(cross_group), flat.get());
   std::string large;
-  for (LargeWay w : hierarchy_->large_ways()) large += detail::str(large.empty() ? "" : ", ", to_string(w));
+  for (LargeWay w : hierarchy->large_ways()) large += detail::str(large.empty() ? "" : ", ", to_string(w));
   logger("tcp")->debug(
       "group '{}': hierarchical, {} hosts x {} ranks; host {}, local rank {}; between hosts: {}; "
       "large all_reduces: {}",
-      setup.name, layout.hosts, layout.per_host, host, local, hierarchy_->cross()->backend_name(), large);
-  if (!small) calibrate_small_bytes(*hierarchy_, setup.name, setup.options.timeout);
+      setup.name, layout.hosts, layout.per_host, host, local, hierarchy->cross()->backend_name(), large);
+  if (!small) calibrate_small_bytes(*hierarchy, setup.name, setup.options.timeout);
+  transport_ = hierarchical_transport(std::move(hierarchy), std::move(flat), setup.name);
 }
 
 ProcessGroupPtr make_tcp_group(const GroupSetup& setup) { return TcpProcessGroup::create(setup); }

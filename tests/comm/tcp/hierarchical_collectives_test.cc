@@ -257,7 +257,8 @@ TEST_CASE(
         for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(r + 1);
         HierarchicalStart s;
         auto ctx = all_reduce_context(v, ReduceOp::kSum, 0, Millis(60'000));
-        if (!h.start(ctx, b, 10'000'000, s)) throw std::runtime_error("not done with every rank there");
+        if (!h.start(ctx, b, std::chrono::microseconds(10'000'000), s))
+          throw std::runtime_error("not done with every rank there");
         check(10.0F, "sum");
         // Rank 1 late: it comes only once ranks 0, 2 and 3 are back from start(). Rank 0 cannot
         // finish within its host without it; ranks 2 and 3, let into start() together, meet
@@ -271,7 +272,11 @@ TEST_CASE(
         }
         s = {};
         ctx = all_reduce_context(v, ReduceOp::kAvg, 1, Millis(60'000));
-        const bool done = h.start(ctx, b, r == 1 ? 10'000'000 : r == 0 ? 200'000 : 1'000'000, s);
+        const bool done = h.start(ctx, b,
+                                  std::chrono::microseconds(r == 1   ? 10'000'000
+                                                            : r == 0 ? 200'000
+                                                                     : 1'000'000),
+                                  s);
         if (r != 1) gate.bump(gate.returned);
         if ((r == 0 && (done || s.crossing)) || (r >= 2 && (done || !s.crossing))) {
           std::lock_guard<std::mutex> lock(mu);
@@ -309,7 +314,7 @@ TEST_CASE(
           }
           if (started_here) {
             HierarchicalStart s;
-            if (!h.start(ctx, {}, 1000, s)) h.finish(ctx, {}, s);
+            if (!h.start(ctx, {}, std::chrono::microseconds(1000), s)) h.finish(ctx, {}, s);
           } else {
             h.run(ctx, {}, {});
           }

@@ -23,7 +23,7 @@ using namespace ddp::comm::tcp::testing;
 
 TEST_CASE("world size 1: every op completes locally") {
   run_ranks(1, [](TcpProcessGroup& pg, int r) {
-    CHECK(pg.transport() == Transport::kLocal);
+    CHECK(pg.transport() == TransportKind::kLocal);
     check_everything(pg, r, DType::kFloat32, 5);
     check_all_reduce(pg, r, DType::kInt32, ReduceOp::kAvg, 5);
   });
@@ -39,7 +39,8 @@ TEST_CASE("every op, both transports, world sizes 2, 3, 5") {
                      {"DDP_TCP_SHM_SLOT_BYTES", std::string("8192")},
                      {"DDP_TCP_SHM_DEPTH", std::string(w == 3 ? "2" : "4")}});
       run_ranks(w, [&](TcpProcessGroup& pg, int r) {
-        const Transport want = std::string(transport) == "shm" ? Transport::kShm : Transport::kSocket;
+        const TransportKind want =
+            std::string(transport) == "shm" ? TransportKind::kShm : TransportKind::kSocket;
         if (pg.transport() != want) throw std::runtime_error("wrong transport");
         for (size_t n : {size_t{1}, size_t{7}, size_t{4099}, size_t{70001}})
           check_everything(pg, r, DType::kFloat32, n);
@@ -172,7 +173,7 @@ TEST_CASE("several connections to each peer (DDP_TCP_SOCKET_STREAMS): every op e
 TEST_CASE("DDP_TCP_SOCKET_STREAMS only adds connections where collectives use sockets") {
   ScopedEnv env({{"DDP_TCP_SOCKET_STREAMS", std::string("4")}});
   run_ranks(2, [](TcpProcessGroup& pg, int r) {
-    if (pg.transport() != Transport::kShm || pg.socket_streams() != 1)
+    if (pg.transport() != TransportKind::kShm || pg.socket_streams() != 1)
       throw std::runtime_error("one host: shared memory and no extra connections");
     check_all_reduce(pg, r, DType::kFloat32, ReduceOp::kSum, 1000);
   });
@@ -180,7 +181,7 @@ TEST_CASE("DDP_TCP_SOCKET_STREAMS only adds connections where collectives use so
 
 TEST_CASE("the shared-memory segment is unlinked once every rank mapped it") {
   run_ranks(2, [](TcpProcessGroup& pg, int r) {
-    if (pg.transport() != Transport::kShm) throw std::runtime_error("expected shm on one host");
+    if (pg.transport() != TransportKind::kShm) throw std::runtime_error("expected shm on one host");
     const std::string name = pg.shm_name();
     if (name.empty()) throw std::runtime_error("no shm name");
     int fd = ::shm_open(name.c_str(), O_RDONLY, 0);

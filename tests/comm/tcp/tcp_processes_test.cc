@@ -33,7 +33,8 @@ TEST_CASE("processes: every op over shared memory and over sockets") {
     const std::string path = temp_path("ops");
     auto codes = run_processes(3, [&](int r) {
       auto pg = join(path, r, 3);
-      const Transport want = std::string(transport) == "shm" ? Transport::kShm : Transport::kSocket;
+      const TransportKind want =
+          std::string(transport) == "shm" ? TransportKind::kShm : TransportKind::kSocket;
       if (pg->transport() != want) return 2;
       for (size_t n : {size_t{5}, size_t{70001}}) check_everything(*pg, r, DType::kFloat32, n);
       check_all_reduce(*pg, r, DType::kBFloat16, ReduceOp::kAvg, 1000);
