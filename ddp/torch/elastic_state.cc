@@ -37,7 +37,11 @@ void ElasticState::load(const std::string& bytes) {
   archive.read("tensors", tensors);
   auto copy_into = [&](const std::string& name, const at::Tensor& dst, bool buffer) {
     at::Tensor src;
-    tensors.read(name, src, buffer);
+    try {
+      tensors.read(name, src, buffer);
+    } catch (const c10::Error&) {
+      DDP_THROW(InvalidArgument, "elastic state: tensor '", name, "' is not in the state (another model's?)");
+    }
     if (!src.defined() || src.sizes() != dst.sizes()) {
       DDP_THROW(InvalidArgument, "elastic state: tensor '", name, "' does not fit the model");
     }
@@ -45,8 +49,13 @@ void ElasticState::load(const std::string& bytes) {
   };
   for (const auto& p : module_.named_parameters()) copy_into(p.key(), p.value(), false);
   for (const auto& b : module_.named_buffers()) copy_into(b.key(), b.value(), true);
-  archive.read("optimizer", optim);
-  optimizer_.load(optim);
+  try {
+    archive.read("optimizer", optim);
+    optimizer_.load(optim);
+  } catch (const c10::Error& e) {
+    DDP_THROW(InvalidArgument,
+              "elastic state: the optimizer's state does not fit: ", e.what_without_backtrace());
+  }
   at::Tensor counters;
   archive.read("counters", counters);
   if (counters.numel() != static_cast<int64_t>(counters_.size())) {
