@@ -11,10 +11,8 @@
 // and at each epoch's end, and every rank loads the newest at start, before wrapping the model:
 // a job restarted by ddp-launch (--max-restarts, or a new elastic round) continues from the
 // saved step, mid-epoch, with the same data order (the batches already trained are skipped).
-// With --elastic-in-place (under ddp-launch --nnodes MIN:MAX) the workers recover in place
-// (ddp/elastic.h): model, optimizer and progress are committed after every step; when a node is
-// lost or joins, the survivors roll back to the last commit, re-form the group with their new
-// ranks, rebuild the DDP wrapper and broadcast the state to every rank, new ones included.
+// --elastic-in-place (under --nnodes MIN:MAX): a lost or joining node restarts no worker; the
+// state is committed every step and re-formed in place (ddp/elastic.h, train_in_place below).
 #include <torch/data.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
@@ -379,6 +377,18 @@ int train(const Config& c) {
   return 0;
 }
 
+// --elastic-in-place re-forms the DDP wrapper only: what keeps a group or state of its own is refused.
+bool in_place_fits(const Config& c) {
+  if (c.in_place && (c.sync_bn || c.zero || c.fp16 || c.powersgd > 0 || c.local_sgd > 0)) {
+    std::fprintf(
+        stderr,
+        "ddp-train-fashion-mnist: --elastic-in-place takes none of --sync-bn, --zero, --fp16, --powersgd, "
+        "--local-sgd (their state is not re-formed in place)\n");
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -427,13 +437,7 @@ int main(int argc, char** argv) {
   app.add_option("--fail-at-step", c.fail_at_step,
                  "testing: the last rank exits after this global step in attempt 0");
   CLI11_PARSE(app, argc, argv);
-  if (c.in_place && (c.sync_bn || c.zero || c.fp16 || c.powersgd > 0 || c.local_sgd > 0)) {
-    std::fprintf(
-        stderr,
-        "ddp-train-fashion-mnist: --elastic-in-place takes none of --sync-bn, --zero, --fp16, --powersgd, "
-        "--local-sgd (their state is not re-formed in place)\n");
-    return 2;
-  }
+  if (!in_place_fits(c)) return 2;
   if (c.zero && !c.checkpoint.empty()) {
     std::fprintf(stderr,
                  "ddp-train-fashion-mnist: --zero cannot be combined with --checkpoint (the optimizer state "
