@@ -79,7 +79,7 @@ TSAN_TARGETS ?= comm_work_test comm_tcp_process_group_test comm_tcp_socket_engin
   launcher_supervisor_test launcher_stderr_sink_test launcher_console_sink_test \
   comm_gloo_process_group_test comm_gloo_context_test comm_mpi_process_group_test comm_mpi_runtime_caller_test \
   comm_mpi_watchdog_test
-TSAN_TESTS ?= $(TSAN_TARGETS) comm_mpi_process_group_test_np2 comm_mpi_process_group_test_np3 \
+TSAN_TESTS ?= $(TSAN_TARGETS) comm_tcp_process_group_test_every_op comm_mpi_process_group_test_np2 comm_mpi_process_group_test_np3 \
   comm_mpi_process_group_test_funneled comm_mpi_runtime_caller_test_np2 comm_mpi_runtime_caller_test_np3 \
   comm_mpi_runtime_caller_test_funneled
 empty :=
