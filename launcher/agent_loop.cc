@@ -204,8 +204,8 @@ bool RoundLoop::rejoin_overdue(NodeRound& round, const rdzv::NodeAssignment& a) 
     if (Clock::now() < *rejoin_deadline_) return false;
     rejoin_deadline_.reset();
     round.announce(RoundOutcome::failed(
-        detail::str(who_, ": the workers moved in place did not re-join round ", a.round, " within ",
-                    l().rdzv_timeout.count(), " ms (join_timeout): restarting them")));
+        detail::str(who_, ": the worker(s) moved in place did not re-join round ", a.round, " within ",
+                    l().rdzv_timeout.count(), " ms (join_timeout)")));
   } catch (const std::exception&) {
   }
   return true;
@@ -258,6 +258,9 @@ bool RoundLoop::decide(const RoundOutcome& outcome, const AttemptResult& r, Agen
       break;
   }
   if (out.status == AgentStatus::kPeerFailed) out.detail = outcome.text();
+  // This node's own announcement without a worker's exit (moved workers that did not re-join).
+  if (outcome.kind == RoundOutcomeKind::kFailed && !own_failure && outcome.detail.starts_with(who_ + ":"))
+    out.detail = detail::str(outcome.detail, "; no restart left (--max-restarts ", l().max_restarts, ")");
   return false;
 }
 

@@ -4,7 +4,12 @@
 // end "done pid=<pid> value=<v> steps=<n>". Steps are paced (STEP_MS) so a test can act mid-run.
 // With --print-steps, one line per step as bench/elastic_job.py prints them (bench/elastic.sh):
 // "elastic_job step <s> rank <r> world <w> restart 0 t <unix time, s>".
-// usage: ddp_elastic_probe STEPS STEP_MS [--print-steps]   (STEPS 0: until stopped)
+// With --stall-on-change (hosts_in_place_test.sh MAX_RESTARTS), a worker of the job's first attempt
+// (TORCHELASTIC_RESTART_COUNT 0) whose step in a group of more than one fails with a
+// NetworkError (a lost peer, or the round's MembershipChanged) prints "stalled pid=<pid>: <why>"
+// and waits until it is stopped instead of re-joining: a worker stuck in its own code, which its
+// launcher must restart. (A group of one that grows re-joins as usual.)
+// usage: ddp_elastic_probe STEPS STEP_MS [--print-steps | --stall-on-change]   (STEPS 0: until stopped)
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +20,8 @@
 #include <string_view>
 #include <thread>
 
+#include "common/error.h"
+#include "common/settings.h"
 #include "ddp/elastic.h"
 
 namespace {
@@ -34,12 +41,38 @@ struct Counter : ddp::elastic::State {
   }
 };
 
+// One step: a 1 all_reduced over the group and added, then committed.
+void step(ddp::comm::ProcessGroup& g, Counter& state, bool print_steps) {
+  int64_t one = 1;
+  g.all_reduce(ddp::comm::view(&one, 1))->wait();
+  state.value += one;
+  ++state.step;
+  if (print_steps) {
+    const double t =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::printf("elastic_job step %lld rank %d world %d restart 0 t %.6f\n",
+                static_cast<long long>(state.step), g.rank(), g.size(), t);
+    std::fflush(stdout);
+  }
+  state.commit();
+}
+
+// --stall-on-change: never returns (the launcher stops the process).
+[[noreturn]] void stall(const std::exception& why) {
+  std::printf("stalled pid=%d: %s\n", static_cast<int>(::getpid()), why.what());
+  std::fflush(stdout);
+  while (true) ::pause();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool print_steps = argc == 4 && std::string_view(argv[3]) == "--print-steps";
-  if (argc != 3 && !print_steps) {
-    std::fprintf(stderr, "usage: ddp_elastic_probe STEPS STEP_MS [--print-steps]\n");
+  const std::string_view flag = argc == 4 ? argv[3] : "";
+  const bool print_steps = flag == "--print-steps";
+  const bool stall_on_change =
+      flag == "--stall-on-change" && ddp::settings::int_value(ddp::settings::kTorchelasticRestartCount) == 0;
+  if (argc < 3 || argc > 4 || (argc == 4 && !print_steps && flag != "--stall-on-change")) {
+    std::fprintf(stderr, "usage: ddp_elastic_probe STEPS STEP_MS [--print-steps | --stall-on-change]\n");
     return 2;
   }
   const int64_t steps = std::atoll(argv[1]);
@@ -57,18 +90,12 @@ int main(int argc, char** argv) {
         session, state,
         [&](const ddp::comm::ProcessGroupPtr& g) {
           while (steps == 0 || state.step < steps) {
-            int64_t one = 1;
-            g->all_reduce(ddp::comm::view(&one, 1))->wait();
-            state.value += one;
-            ++state.step;
-            if (print_steps) {
-              const double t =
-                  std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-              std::printf("elastic_job step %lld rank %d world %d restart 0 t %.6f\n",
-                          static_cast<long long>(state.step), g->rank(), g->size(), t);
-              std::fflush(stdout);
+            try {
+              step(*g, state, print_steps);
+            } catch (const ddp::NetworkError& e) {
+              if (stall_on_change && g->size() > 1) stall(e);
+              throw;
             }
-            state.commit();
             std::this_thread::sleep_for(pace);
           }
         },

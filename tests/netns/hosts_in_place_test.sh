@@ -2,17 +2,31 @@
 # Recovery in place across emulated hosts (tests/netns/hosts.sh, elastic_harness.sh). 2 hosts run
 # ddp-launch --nnodes 1:2 over a tcp rendezvous hosted on host 1 (heartbeats 0.2 s x 5), each one
 # worker, ddp_elastic_probe (ddp/elastic.h: a counter all_reduced every step, committed). Once
-# both workers are in a group of 2, host 2's launcher is SIGKILLed (its worker dies with it).
-# Host 1's worker must go on in place: the same PID in a group of 1 of a later round, and finish
-# (exit 0); the log names host 2 as lost; no worker or /dev/shm entry is left. A few seconds.
-# Exit 77 (Skipped) when not root or a tool is missing.
-# usage: hosts_in_place_test.sh <bin dir> <tests bin dir> <source dir>
+# both workers are in a group of 2, host 2's launcher is SIGKILLed (its worker dies with it), and
+# host 1's log must name host 2 as lost. Then, without MAX_RESTARTS: host 1's worker must go on in
+# place, the same PID in a group of 1 of a later round, and finish (exit 0).
+# With MAX_RESTARTS (0 or 1), the fallback: the probe runs --stall-on-change (in the first
+# attempt, a worker whose step fails in a group of 2 waits, stuck, instead of re-joining), with
+# join_timeout 2 s and --max-restarts MAX_RESTARTS. Host 1's launcher moves its worker in place;
+# the worker does not re-join within join_timeout, so the launcher announces a failure naming
+# that (counted against --max-restarts). With 1: the worker is restarted ("restarting the workers
+# (1 of 1)", a new PID) and finishes; host 1 exits 0. With 0: host 1 exits 122 saying why and
+# that no restart was left.
+# Every case: no worker or /dev/shm entry left. A few seconds. Exit 77 (Skipped) when not root or
+# a tool is missing.
+# usage: hosts_in_place_test.sh <bin dir> <tests bin dir> <source dir> [MAX_RESTARTS]
 set -uo pipefail
-bin=$1 tbin=$2 src=$3
+bin=$1 tbin=$2 src=$3 restarts=${4:-}
 . "$src/tests/netns/elastic_harness.sh"
 harness_up inplace 2
 
-for h in $(seq 1 $n); do launch "$h" --nnodes 1:2 "$tbin/ddp_elastic_probe" 150 20; done
+steps=150 args=()
+if [ -n "$restarts" ]; then
+  steps=100 args=(--max-restarts "$restarts") conf=$conf,join_timeout=2
+fi
+for h in $(seq 1 $n); do
+  launch "$h" --nnodes 1:2 "${args[@]}" "$tbin/ddp_elastic_probe" $steps 20 ${restarts:+--stall-on-change}
+done
 twos() { cat "$out"/host*.log 2> /dev/null | grep -c 'group pid=.* world=2'; }
 wait_until 15 "no group of 2" '[ "$(twos)" = 2 ]'
 before=$(grep -o 'group pid=[0-9]* .*world=2' "$out/host1.log" | head -1 | sed 's/group pid=\([0-9]*\).*/\1/')
@@ -20,13 +34,32 @@ kill -KILL "${pids[1]}"
 start=$(date +%s%N)
 wait "${pids[0]}"; rc1=$?
 ms=$((($(date +%s%N) - start) / 1000000))
-[ $rc1 = 0 ] || fail "host 1 exited $rc1"
-grep -q "${p}h2) lost: no heartbeat" "$out/host1.log" || fail "host 1 did not name host 2 as lost"
-grep -q "with the workers in place" "$out/host1.log" || fail "host 1 did not keep its workers"
-after=$(grep -o "group pid=[0-9]* round=[0-9]* rank=0 world=1" "$out/host1.log" | tail -1)
-[ -n "$after" ] || fail "host 1's worker formed no group of 1"
-[ "$(echo "$after" | sed 's/group pid=\([0-9]*\).*/\1/')" = "$before" ] || fail "host 1's worker was restarted: $before, then $after"
-grep -q "done pid=$before .*steps=150" "$out/host1.log" || fail "host 1's worker did not finish its 150 steps"
-[ "$(grep -c 'restarting the workers' "$out/host1.log")" = 0 ] || fail "host 1 restarted its workers"
+log=$out/host1.log
+grep -q "${p}h2) lost: no heartbeat" "$log" || fail "host 1 did not name host 2 as lost"
+grep -q "with the workers in place" "$log" || fail "host 1 did not keep its workers"
+why="node [0-9]* (${p}h1): the worker(s) moved in place did not re-join round [0-9]* within 2000 ms (join_timeout)"
+if [ -z "$restarts" ]; then
+  [ $rc1 = 0 ] || fail "host 1 exited $rc1"
+  after=$(grep -o "group pid=[0-9]* round=[0-9]* rank=0 world=1" "$log" | tail -1)
+  [ -n "$after" ] || fail "host 1's worker formed no group of 1"
+  [ "$(echo "$after" | sed 's/group pid=\([0-9]*\).*/\1/')" = "$before" ] || fail "host 1's worker was restarted: $before, then $after"
+  grep -q "done pid=$before .*steps=150" "$log" || fail "host 1's worker did not finish its 150 steps"
+  ! grep -q 'restarting the workers' "$log" || fail "host 1 restarted its workers"
+  result="went on in place ($after) and finished"
+elif [ "$restarts" = 1 ]; then
+  grep -q "stalled pid=$before:" "$log" || fail "host 1's worker $before did not stall"
+  [ $rc1 = 0 ] || fail "host 1 exited $rc1"
+  grep -q "restarting the workers (1 of 1) after: failed: $why" "$log" || fail "host 1 did not restart its worker, naming why"
+  after=$(grep -o 'done pid=[0-9]* .*steps=100' "$log" | sed 's/done pid=\([0-9]*\).*/\1/')
+  [ -n "$after" ] || fail "no worker finished its 100 steps"
+  [ "$after" != "$before" ] || fail "the worker that finished is the one that stalled ($before)"
+  result="stalled, was not re-joined within join_timeout, restarted as pid $after and finished"
+else
+  grep -q "stalled pid=$before:" "$log" || fail "host 1's worker $before did not stall"
+  [ $rc1 = 122 ] || fail "host 1 exited $rc1, not 122"
+  grep -q "the job stopped: $why; no restart left (--max-restarts 0)" "$log" || fail "host 1 did not say why it stopped"
+  ! grep -q "restarting the workers" "$log" || fail "host 1 restarted its workers with --max-restarts 0"
+  result="stalled, was not re-joined within join_timeout; host 1 exited 122 naming why"
+fi
 assert_clean 1
-echo "host 2 SIGKILLed: host 1's worker (pid $before) went on in place ($after) and finished in ${ms} ms: ok"
+echo "host 2 SIGKILLed: host 1's worker (pid $before) $result, ${ms} ms: ok"
