@@ -108,8 +108,8 @@ void State::sync(comm::ProcessGroup& group, int root) {
   group.broadcast(comm::view(&size, 1), {.root = root})->wait();
   std::string bytes = group.rank() == root ? commit_ : std::string(static_cast<size_t>(size), '\0');
   group.broadcast(comm::view(reinterpret_cast<uint8_t*>(bytes.data()), bytes.size()), {.root = root})->wait();
+  load(bytes);  // the root too: what changed since its commit (on_group's collectives) is undone
   if (group.rank() == root) return;
-  load(bytes);
   commit_ = std::move(bytes);
   has_commit_ = true;
 }

@@ -106,7 +106,9 @@ class State {
 
 struct RunOptions {
   // Called with each group formed (the first and every re-formed one), before the state is
-  // synchronised: rebuild what hangs on the group here (a DDP engine and its buckets).
+  // synchronised: rebuild what hangs on the group here (a DDP engine and its buckets). What it
+  // changes in the state (a DDP wrapper broadcasts rank 0's parameters, and rank 0 may be a
+  // joining worker) is undone by the sync, on the root too.
   std::function<void(const comm::ProcessGroupPtr&)> on_group;
   int max_rejoins = 1000;  // then the error propagates
 };

@@ -72,6 +72,18 @@ struct Result {
   bool rolled_back = false;
 };
 
+// A session of one rank, rank 0 of round `round` of run `run` over `store`.
+elastic::SessionOptions alone(std::shared_ptr<rdzv::Store> store, const std::string& run, int round) {
+  elastic::SessionOptions so;
+  so.backend = testing::test_backend();
+  so.store = std::move(store);
+  so.run_id = run;
+  so.round = round;
+  so.rank = 0;
+  so.world_size = 1;
+  return so;
+}
+
 }  // namespace
 
 TEST_CASE("survivors move to a larger round in place: rolled back to the commit, state from a survivor") {
@@ -166,13 +178,7 @@ TEST_CASE("survivors move to a larger round in place: rolled back to the commit,
 
 TEST_CASE("check() throws only for a membership change, and a failed round's error propagates") {
   auto store = std::make_shared<rdzv::HashStore>(Millis(60'000));
-  elastic::SessionOptions so;
-  so.backend = testing::test_backend();
-  so.store = store;
-  so.run_id = "check_test";
-  so.round = 4;
-  so.rank = 0;
-  so.world_size = 1;
+  elastic::SessionOptions so = alone(store, "check_test", 4);
   so.outcome_timeout = Millis(2'000);
   elastic::Session session(so);
   CHECK(store->check({rdzv::in_place_key("check_test", 4, 0)}));
@@ -188,15 +194,26 @@ TEST_CASE("check() throws only for a membership change, and a failed round's err
 
 TEST_CASE("check() throws MembershipChanged once the round changed") {
   auto store = std::make_shared<rdzv::HashStore>(Millis(60'000));
-  elastic::SessionOptions so;
-  so.backend = testing::test_backend();
-  so.store = store;
-  so.run_id = "changed_test";
-  so.round = 0;
-  so.rank = 0;
-  so.world_size = 1;
+  elastic::SessionOptions so = alone(store, "changed_test", 0);
   elastic::Session session(so);
   store->set(rdzv::outcome_key("changed_test", 0), "changed: node 1 (h) lost");
   CHECK_THROWS_WITH_AS(session.check(), doctest::Contains("node 1 (h) lost"), MembershipChanged);
   CHECK(session.await_change());
+}
+
+TEST_CASE("the sync loads the root's commit on the root too: what on_group changed is undone") {
+  // A DDP wrapper built in on_group broadcasts rank 0's parameters, and rank 0 may be a joining
+  // worker's: the root of the sync (a survivor) must not keep them.
+  auto store = std::make_shared<rdzv::HashStore>(Millis(60'000));
+  elastic::SessionOptions so = alone(store, "root_test", 0);
+  elastic::Session session(so);
+  Counter state;
+  state.value = 5;
+  state.commit();
+  int64_t seen = -1;
+  elastic::RunOptions ro;
+  ro.on_group = [&](const comm::ProcessGroupPtr&) { state.value = 99; };
+  elastic::run(
+      session, state, [&](const comm::ProcessGroupPtr&) { seen = state.value; }, ro);
+  CHECK(seen == 5);
 }
