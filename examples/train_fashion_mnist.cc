@@ -219,28 +219,35 @@ ddp::comm::ProcessGroupPtr init_group(const Config& c) {
 }
 
 // Loads the newest checkpoint (before the model is wrapped: loading replaces the tensors'
-// storage, and DDP registers where they live) and checks that every rank found the same one.
-demo::Progress resume(const Config& c, ddp::comm::ProcessGroup& group, demo::Cnn& cnn,
-                      ::torch::optim::Optimizer& opt) {
+// storage, and DDP registers where they live). No collective: a worker that joins a running
+// job in place (--elastic-in-place) takes its state from the others' broadcast instead.
+demo::Progress load_progress(const Config& c, int rank, int world, demo::Cnn& cnn,
+                             ::torch::optim::Optimizer& opt) {
   const auto loaded = demo::load_newest_checkpoint(c.checkpoint, *cnn, opt);
   demo::Progress at;
-  at.world_size = group.size();
-  if (loaded) {
-    for (const auto& s : loaded->skipped)
-      std::fprintf(stderr, "ddp-train-fashion-mnist: rank %d: skipped %s\n", group.rank(), s.c_str());
-    at = loaded->progress;
+  at.world_size = world;
+  if (!loaded) return at;
+  for (const auto& s : loaded->skipped)
+    std::fprintf(stderr, "ddp-train-fashion-mnist: rank %d: skipped %s\n", rank, s.c_str());
+  at = loaded->progress;
+  if (rank == 0) {
+    std::printf("resumed from %s: epoch %lld, step %lld of it (global step %lld, world %lld -> %d)\n",
+                loaded->path.c_str(), static_cast<long long>(at.epoch), static_cast<long long>(at.epoch_step),
+                static_cast<long long>(at.step), static_cast<long long>(at.world_size), world);
   }
+  return at;
+}
+
+// load_progress, then a check that every rank found the same checkpoint.
+demo::Progress resume(const Config& c, ddp::comm::ProcessGroup& group, demo::Cnn& cnn,
+                      ::torch::optim::Optimizer& opt) {
+  demo::Progress at = load_progress(c, group.rank(), group.size(), cnn, opt);
   std::vector<int64_t> steps(static_cast<size_t>(group.size()));
   group.all_gather(ddp::comm::view(&at.step, 1), ddp::comm::view(steps.data(), steps.size()))->wait();
   for (int r = 0; r < group.size(); ++r) {
     if (steps[r] != steps[0])
       DDP_THROW(InvalidArgument, "rank ", r, " resumes from step ", steps[r], " but rank 0 from step ",
                 steps[0], ": every rank must see the same checkpoint directory (", c.checkpoint, ")");
-  }
-  if (loaded && group.rank() == 0) {
-    std::printf("resumed from %s: epoch %lld, step %lld of it (global step %lld, world %lld -> %d)\n",
-                loaded->path.c_str(), static_cast<long long>(at.epoch), static_cast<long long>(at.epoch_step),
-                static_cast<long long>(at.step), static_cast<long long>(at.world_size), group.size());
   }
   return at;
 }
@@ -287,7 +294,7 @@ int train_in_place(const Config& c, FashionMnist train_set, FashionMnist test_se
   ::torch::manual_seed(1 + session.rank());
   demo::Cnn cnn(ddp::comm::ProcessGroupPtr{});  // no --sync-bn group
   ::torch::optim::SGD opt(cnn->parameters(), ::torch::optim::SGDOptions(c.lr).momentum(c.momentum));
-  demo::Progress at = resume(c, *session.group(), cnn, opt);
+  demo::Progress at = load_progress(c, session.rank(), session.world_size(), cnn, opt);
   ddp::torch::ElasticState state(*cnn, opt,
                                  {&at.step, &at.epoch, &at.epoch_step, &at.epoch_samples, &at.world_size});
   const bool first_attempt = ddp::settings::int_value(ddp::settings::kTorchelasticRestartCount) == 0;
@@ -305,6 +312,12 @@ int train_in_place(const Config& c, FashionMnist train_set, FashionMnist test_se
   ddp::elastic::run(
       session, state,
       [&](const ddp::comm::ProcessGroupPtr& g) {
+        // After the state's broadcast: every rank of the group says the same step and sum.
+        double sum = 0;
+        for (const auto& p : cnn->parameters()) sum += p.sum().item<double>();
+        std::printf("in place: pid %d round %d from step %lld, parameter sum %.9g\n",
+                    static_cast<int>(::getpid()), session.round(), static_cast<long long>(at.step), sum);
+        std::fflush(stdout);
         Steps steps{c,
                     g->rank(),
                     g->size(),
