@@ -17,6 +17,11 @@ ProcessGroup::ProcessGroup(int rank, int size, Options options)
 
 std::shared_ptr<GroupMemory> ProcessGroup::allocate(size_t bytes) { return host_memory(bytes); }
 
+void ProcessGroup::abort(const std::string& reason) {
+  if (aborted_.exchange(true, std::memory_order_acq_rel)) return;
+  do_abort(reason);
+}
+
 // ---- the ops: validate, resolve, hand over ----
 
 WorkPtr ProcessGroup::send(Buffer buf, int dst, SendOptions opts) {

@@ -15,6 +15,11 @@
 // - Errors: a timeout is a TimeoutError naming the op, its sequence number and the ranks that
 //   were missing; a lost peer is a NetworkError naming it, and every pending and later op of
 //   the group fails with it (membership is fixed: rebuild the group).
+// - abort(reason), from any thread: every pending and later op fails with Aborted naming the op
+//   and the reason, promptly (pending ops do not wait for their timeout), on tcp, gloo and nccl;
+//   on mpi later ops fail at once and a collective MPI already runs ends at its deadline (MPI
+//   cannot cancel one). Only this process's group is aborted: its peers learn of it by their
+//   own means (their own abort, a closed connection, their timeout).
 // - Options: timeout kUseDefault means the group's timeout.
 // - Multi-buffer ops (the seed's *_multigpu): a process passes a list of K buffers (one per
 //   local device, or any K views) and the op runs over all world × K of them, as if each buffer
@@ -23,6 +28,7 @@
 //   naming it and the field, on every rank (a small synchronous agreement step; no hang).
 //   Host backends reduce a process's buffers locally, run one collective, and fan the result
 //   out (comm/multi_buffer.h); nccl runs one communicator per local device in a group call.
+#include <atomic>
 #include <memory>
 #include <span>
 #include <string>
@@ -154,6 +160,19 @@ class ProcessGroup {
   // (a rank asking for a different size: InvalidArgument naming both).
   virtual std::shared_ptr<GroupMemory> allocate(size_t bytes);
 
+  // Fails every pending and later op of this group with Aborted (common/error.h): "<op and its
+  // sequence number>: aborted: <reason>". Thread-safe, idempotent (the first call's reason
+  // stays), callable from any thread while ops are pending (a watcher's, a signal loop's); it
+  // never blocks on the pending ops. The first failure wins: a group already broken by a lost
+  // peer or a timeout keeps failing with that error. The group is unusable afterwards;
+  // destroying it does not wait for the aborted ops' timeouts. Per backend (docs/backends.md, "Abort"): tcp
+  // wakes its socket engines and its shared-memory waits at once; gloo aborts its Gloo context; nccl aborts
+  // its communicators (ncclCommAbort); mpi refuses later ops, but a collective MPI already runs cannot be
+  // cancelled: it ends at its deadline (or when its peers arrive). Decorators forward it to the group they
+  // wrap.
+  void abort(const std::string& reason);
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
   // Barrier through rank 0 with send/recv; on timeout the error names every rank that did not
   // arrive. Synchronous. Implemented once here on top of send/recv, with host tokens: a group
   // whose buffers live on a GPU (nccl) refuses it (InvalidArgument naming the way out).
@@ -182,6 +201,9 @@ class ProcessGroup {
   virtual WorkPtr do_all_gather_multi(std::span<const Buffer> inputs, std::span<const Buffer> outputs,
                                       AllGatherOptions opts);
 
+  // The backend's abort (see abort()): called once, with the first reason.
+  virtual void do_abort(const std::string& reason) = 0;
+
   // Whether the backend takes `b` where it lives. Default: on buffer_device(). Backends with a
   // rule of their own (MPI's int counts, a decorator that stages device buffers) override it.
   virtual void check_device(const char* op, const Buffer& b) const;
@@ -209,6 +231,7 @@ class ProcessGroup {
   int rank_;
   int size_;
   Options options_;
+  std::atomic<bool> aborted_{false};
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;

@@ -38,6 +38,8 @@ class StagingOnDemand final : public ProcessGroup {
     return to(i, o)->all_to_all(i, o, opt);
   }
   WorkPtr do_barrier(BarrierOptions o) override { return inner_->barrier(o); }
+  // The staging decorator, when made, wraps inner_: aborting inner_ fails its ops too.
+  void do_abort(const std::string& reason) override { inner_->abort(reason); }
   WorkPtr do_all_reduce_multi(std::span<const Buffer> l, AllReduceOptions o) override {
     return to(l)->all_reduce_multi(l, o);
   }

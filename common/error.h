@@ -5,7 +5,8 @@
 //   Error
 //   ├── TimeoutError     a deadline passed; the message names the operation, what was missing
 //   ├── NetworkError     a peer or connection was lost: the group/connection must be rebuilt
-//   │   └── MembershipChanged  the launcher announced a new round (ddp/elastic.h): re-form in place
+//   │   ├── MembershipChanged  the launcher announced a new round (ddp/elastic.h): re-form in place
+//   │   └── Aborted            ProcessGroup::abort(reason) failed the op: the group must be rebuilt
 //   ├── StoreError       the store refused or could not serve a request
 //   ├── InvalidArgument  bad input from a caller, a flag, a file, a frame or a datagram
 //   │   └── NotInitialized  a call that needs init_process_group came before it
@@ -47,6 +48,14 @@ DDP_DECLARE_ERROR(BackendError);
 class MembershipChanged : public NetworkError {
  public:
   MembershipChanged(const std::string& what, const char* file, int line) : NetworkError(what, file, line) {}
+};
+
+// A NetworkError of its own type: the op's group was aborted (comm::ProcessGroup::abort), e.g. by
+// ddp::elastic::Session when the launcher announced a new round; the message names the op and the
+// reason given. The group must be rebuilt, as after a lost peer.
+class Aborted : public NetworkError {
+ public:
+  Aborted(const std::string& what, const char* file, int line) : NetworkError(what, file, line) {}
 };
 
 // An InvalidArgument of its own type, so that boundaries (the C ABI's status codes) tell it

@@ -47,7 +47,7 @@ Session::Session(SessionOptions options) : o_(std::move(options)) {
   form();
 }
 
-Session::~Session() = default;
+Session::~Session() { watcher_.reset(); }
 
 const comm::ProcessGroupPtr& Session::group() const { return factory_->world(); }
 
@@ -62,6 +62,20 @@ void Session::form() {
   fo.job_token = settings::get_or(settings::kJobToken, "");
   factory_ = std::make_unique<comm::GroupFactory>(fo);
   store_->set(rdzv::in_place_key(o_.run_id, round_, rank_), "1");
+  watch();
+}
+
+void Session::watch() {
+  RoundWatcher::Options wo;
+  wo.store = store_;
+  wo.key = rdzv::outcome_key(o_.run_id, round_);
+  wo.job_token = settings::get_or(settings::kJobToken, "");
+  wo.on_change = [group = factory_->world(), round = round_](const std::string& text) {
+    const std::string reason = detail::str("round ", round, " ended: ", text);
+    logger("elastic")->warn("{}; aborting the group's pending collectives", reason);
+    group->abort(reason);
+  };
+  watcher_ = std::make_unique<RoundWatcher>(std::move(wo));
 }
 
 void Session::check() {
@@ -81,6 +95,7 @@ bool Session::await_change() {
 }
 
 void Session::rejoin() {
+  watcher_.reset();  // stopped first: it aborts the old group, never the next one
   factory_.reset();  // the old group's peers are gone or moving on
   const std::string key = rdzv::assign_key(o_.run_id, round_, rank_);
   const rdzv::InPlaceAssignment a = rdzv::decode_in_place(key, store_->get_string(key, o_.rejoin_timeout));
@@ -137,6 +152,7 @@ void run(Session& session, State& state, const std::function<void(const comm::Pr
       train(session.group());
       return;
     } catch (const Error& e) {
+      // NetworkError covers a lost peer, MembershipChanged and Aborted (the watch's abort).
       const bool recoverable = dynamic_cast<const NetworkError*>(&e) || dynamic_cast<const TimeoutError*>(&e);
       if (!recoverable || ++rejoins > options.max_rejoins) throw;
       logger("elastic")->warn("round {}: {}; waiting for the round's outcome", session.round(), e.message());

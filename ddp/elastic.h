@@ -10,14 +10,16 @@
 //   }, {.on_group = [&](const ddp::comm::ProcessGroupPtr& g) { /* rebuild the DDP engine on g */ }});
 //
 // What happens on a membership change: the round's outcome becomes "changed: ..." (written by a
-// launcher, rendezvous/in_place.h); a pending collective fails (a lost peer: NetworkError) or the
-// next commit() throws MembershipChanged; run() then waits for the round's outcome, rolls the
+// launcher, rendezvous/in_place.h). The Session watches it in the background (round_watcher.h) and
+// aborts the round's group ("round N ended: changed: ..."): a pending collective fails at once
+// with Aborted, even one waiting on a host cut off without a reset; failing that, it fails on
+// its own (a lost peer: NetworkError), or the next commit() throws MembershipChanged. run() then
+// treats all three alike: it waits for the round's outcome, rolls the
 // state back to its last commit (restore), drops the group, reads this worker's place in the new
 // round from its launcher (the store, assign/<rank>), forms the new round's group, calls on_group
 // and broadcasts the state from a survivor (sync): the lowest rank among those that lived
 // longest. Workers a joining node starts fresh take that broadcast too. Any other error, or an
 // outcome that is not a membership change, propagates (the launcher then restarts the workers).
-// A host cut off without a reset leaves a pending collective waiting for the group's timeout.
 //
 // Threading: one Session and one run() per process, on one thread. Errors: InvalidArgument when
 // the environment lacks the launcher's store (DDP_STORE) or round (DDP_ELASTIC_ROUND); TimeoutError
@@ -29,6 +31,7 @@
 #include "comm/group_factory.h"
 #include "comm/process_group.h"
 #include "common/timeouts.h"
+#include "ddp/round_watcher.h"
 #include "rendezvous/store.h"
 
 namespace ddp::elastic {
@@ -66,15 +69,18 @@ class Session {
   // After a failed collective: waits (outcome_timeout) for the round's outcome; true when it is a
   // membership change, false for any other outcome (the launcher stops this worker).
   bool await_change();
-  // Drops the group, reads this worker's place in the next round and forms its group.
+  // Drops the group (and the watch of its round), reads this worker's place in the next round and
+  // forms its group.
   void rejoin();
 
  private:
   void form();
+  void watch();  // starts the watch of this round's outcome, which aborts group() on a change
 
   SessionOptions o_;
   std::shared_ptr<rdzv::Store> store_;
   std::unique_ptr<comm::GroupFactory> factory_;
+  std::unique_ptr<RoundWatcher> watcher_;  // after factory_: stopped before the group goes
   int round_ = 0;
   int rank_ = 0;
   int world_size_ = 1;

@@ -1,6 +1,8 @@
 #include "rendezvous/tcp_store.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -35,6 +37,8 @@ Reader reply_fields(const std::vector<uint8_t>& payload) {
 }  // namespace
 
 TCPStore::TCPStore(TCPStoreOptions options) : Store(options.timeout), options_(std::move(options)) {
+  wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_) DDP_THROW_ERRNO("eventfd");
   if (options_.connect_timeout == kUseDefault)
     options_.connect_timeout = std::min(timeout(), kDefaultConnectTimeout);
   std::string token =
@@ -53,6 +57,11 @@ TCPStore::TCPStore(TCPStoreOptions options) : Store(options.timeout), options_(s
 }
 
 TCPStore::~TCPStore() = default;
+
+void TCPStore::interrupt() noexcept {
+  const uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(wake_.get(), &one, sizeof(one));
+}
 
 // Connects and shakes hands (tcp_store_handshake.h), all within connect_timeout. A connection
 // closed during the handshake (a server shedding connections under a flood of strangers) is
@@ -199,15 +208,16 @@ std::vector<uint8_t> TCPStore::call_wait(const std::vector<uint8_t>& frame, cons
   } catch (const Error& e) {
     lost(op, e.message());
   }
-  // Wait for the reply to start; at the deadline cancel the wait on the server, which then
-  // answers exactly once (TimedOut, or Ok when the keys won the race).
-  pollfd p{fd_.get(), POLLIN, 0};
+  // Wait for the reply to start; at the deadline (or an interrupt()) cancel the wait on the
+  // server, which then answers exactly once (TimedOut, or Ok when the keys won the race).
+  pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
   int rc;
   do {
-    rc = ::poll(&p, 1, deadline.poll_ms());
+    rc = ::poll(p, 2, deadline.poll_ms());
   } while ((rc < 0 && errno == EINTR) || (rc == 0 && !deadline.expired()));
   if (rc < 0) lost(op, std::string("poll: ") + std::strerror(errno));
-  if (rc == 0) {
+  const bool replied = p[0].revents != 0;
+  if (!replied) {
     Writer cancel(MsgType::kCancel);
     try {
       const auto& frame = cancel.finish();
@@ -216,8 +226,12 @@ std::vector<uint8_t> TCPStore::call_wait(const std::vector<uint8_t>& frame, cons
       lost(op, e.message());
     }
   }
-  auto reply = read_frame(rc == 0 ? Deadline(kStoreCancelGrace) : deadline, op);
+  auto reply = read_frame(replied ? deadline : Deadline(kStoreCancelGrace), op);
   if (static_cast<MsgType>(reply[0]) == MsgType::kTimedOut) {
+    if (p[1].revents != 0) {
+      DDP_THROW(NetworkError, "store ", op, "('", keys.front(), "') on ", endpoint_.str(),
+                ": interrupted (TCPStore::interrupt)");
+    }
     Reader r = reply_fields(reply);
     throw_wait_timeout(op, r.keys(), timeout);
   }

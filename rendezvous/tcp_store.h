@@ -16,6 +16,9 @@
 //   The connection is not re-established: a lost store means the rendezvous must be redone, and
 //   every later call fails fast with the same NetworkError.
 // - Thread-safe: requests are serialized on one connection (one mutex per request).
+// - interrupt() (any thread): the get/wait blocked now, and every later one, ends with a
+//   NetworkError saying so (its wait cancelled on the server); other requests still work. For a
+//   connection kept to wait on (ddp::elastic's round watcher), so that its owner can stop it.
 // - wait_workers > 0: every client counts itself in; the server's constructor returns only when
 //   that many clients (itself included) have connected, or throws TimeoutError after `timeout`.
 #include <cstdint>
@@ -53,6 +56,8 @@ class TCPStore : public Store {
   const net::Endpoint& endpoint() const { return endpoint_; }
   // The hosted server, or nullptr for a plain client.
   TCPStoreServer* server() const { return server_.get(); }
+  // See the header comment. Thread-safe, idempotent, noexcept.
+  void interrupt() noexcept;
 
  protected:
   void do_set(const std::string& key, const Bytes& value) override;
@@ -84,6 +89,7 @@ class TCPStore : public Store {
   std::mutex mu_;
   Fd fd_;
   std::string broken_;  // why the connection was lost; empty while healthy
+  Fd wake_;             // an eventfd: readable once interrupt() was called
 };
 
 }  // namespace ddp::rdzv

@@ -77,9 +77,21 @@ GlooProcessGroup::Op GlooProcessGroup::next_op(const char* name, Millis timeout,
   return Op{std::move(what), static_cast<uint32_t>(seq), timeout, peer};
 }
 
-std::exception_ptr GlooProcessGroup::broken() {
+std::exception_ptr GlooProcessGroup::broken(const Op& op) {
   std::lock_guard<std::mutex> lock(broken_mu_);
+  if (aborted_)
+    return std::make_exception_ptr(Aborted(op.what + ": aborted: " + *aborted_, __FILE__, __LINE__));
   return broken_;
+}
+
+// The group breaks first (an op that Gloo's abort wakes finds it), then the context is aborted.
+void GlooProcessGroup::do_abort(const std::string& reason) {
+  const Op op{"gloo group '" + setup_.name + "'", 0, Millis(0), -1};
+  {
+    std::lock_guard<std::mutex> lock(broken_mu_);
+    if (!broken_) aborted_ = reason;
+  }
+  break_group(op, broken(op));
 }
 
 void GlooProcessGroup::break_group(const Op& op, const std::exception_ptr& error) noexcept {
@@ -201,12 +213,14 @@ std::exception_ptr GlooProcessGroup::translate(const Op& op) noexcept {
 }
 
 void GlooProcessGroup::run(const Op& op, const WorkPtr& work, const Body& body) noexcept {
-  std::exception_ptr error = broken();
+  std::exception_ptr error = broken(op);
   if (!error) {
     try {
       body(OpArgs{context_ ? context_->get() : nullptr, op.tag, op.timeout});
     } catch (...) {
-      error = translate(op);
+      // Woken by abort(): no store notes, no grace for silent ranks (translate's).
+      error = broken(op);
+      if (!error) error = translate(op);
       break_group(op, error);
     }
   }
@@ -241,7 +255,7 @@ WorkPtr GlooProcessGroup::submit_p2p(bool is_send, Buffer buf, int peer, int tag
   }
   // Post now, wait on the worker: Gloo matches a send with the receiver's posted recv.
   std::shared_ptr<::gloo::transport::UnboundBuffer> ubuf;
-  std::exception_ptr post_error = broken();
+  std::exception_ptr post_error = broken(op);
   if (!post_error) {
     try {
       ubuf = context_->get()->createUnboundBuffer(buf.data, buf.bytes());

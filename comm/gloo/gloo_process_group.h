@@ -13,6 +13,8 @@
 //   its Gloo context is aborted (peers blocked on us fail at once instead of at their
 //   timeout), the failure is noted in the store for the peers' messages, and every pending and
 //   later op fails with it. Rebuild the group.
+// - abort(reason): the group breaks with Aborted (each op's error names it and the reason) and
+//   its Gloo context is aborted, so an op blocked in Gloo fails at once, not at its timeout.
 // - Zero-length ops and world size 1 complete at once without Gloo; CUDA buffers are an
 //   InvalidArgument (wrap the group with the CUDA staging decorator, comm/nccl).
 // - Threads-as-ranks: each group owns its transport device; many ranks may share a process.
@@ -20,6 +22,8 @@
 //   to a closed peer is an error, not the death of the process.
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "comm/backend.h"
 #include "comm/gloo/gloo_collectives.h"
@@ -47,6 +51,7 @@ class GlooProcessGroup final : public ProcessGroup {
   WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override;
   WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override;
   WorkPtr do_barrier(BarrierOptions opts) override;
+  void do_abort(const std::string& reason) override;
 
  private:
   using Body = std::function<void(const OpArgs&)>;
@@ -72,7 +77,9 @@ class GlooProcessGroup final : public ProcessGroup {
   std::string gave_up_too(const Op& op, int peer) noexcept;
   std::string silent_ranks(const Op& op) noexcept;
   std::exception_ptr translate(const Op& op) noexcept;  // from the exception being handled
-  std::exception_ptr broken();
+  // What `op` fails with once the group is broken: Aborted naming it after abort(), else the
+  // first failure; null while the group is whole.
+  std::exception_ptr broken(const Op& op);
   void break_group(const Op& op, const std::exception_ptr& error) noexcept;
 
   GroupSetup setup_;
@@ -81,6 +88,7 @@ class GlooProcessGroup final : public ProcessGroup {
   uint64_t next_seq_ = 1;
   std::mutex broken_mu_;
   std::exception_ptr broken_;
+  std::optional<std::string> aborted_;  // abort()'s reason, when it came first
   std::unique_ptr<TaskThread> worker_;  // declared last: joined before the rest is destroyed
 };
 

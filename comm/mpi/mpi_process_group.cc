@@ -179,6 +179,12 @@ MpiProcessGroup::~MpiProcessGroup() {
   }
 }
 
+// Later ops only: see the header (ops MPI already runs cannot be cancelled).
+void MpiProcessGroup::do_abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(issue_mu_);
+  aborted_ = reason;
+}
+
 void MpiProcessGroup::check_device(const char* op, const Buffer& b) const {
   ProcessGroup::check_device(op, b);
   if (b.count > static_cast<size_t>(INT_MAX)) {
@@ -234,9 +240,14 @@ WorkPtr MpiProcessGroup::submit(const Spec& spec, Start start, std::function<voi
         .append(spec.detail);
     return std::make_shared<MpiWork>(runtime_, std::move(what));
   };
-  if (spec.local) {
+  if (spec.local || aborted_) {
     WorkPtr work = make_work();
-    work->finish();
+    if (aborted_) {
+      work->finish(std::make_exception_ptr(
+          Aborted(work->description() + ": aborted: " + *aborted_, __FILE__, __LINE__)));
+    } else {
+      work->finish();
+    }
     return work;
   }
   MpiOp op;

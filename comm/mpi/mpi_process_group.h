@@ -22,6 +22,11 @@
 //   and breaks the group (a point-to-point all_reduce cancels its receives: a late peer may
 //   still complete it, or time out itself). A dead peer is the MPI runtime's business: Open MPI
 //   ends the job.
+// - abort(reason): every later op fails at once with Aborted naming it and the reason. MPI
+//   cannot cancel a collective it already runs (nor would the runtime let its buffers go), so
+//   ops posted before the abort end as they would have: when their peers take part, or at
+//   their deadline (a blocking call's by the watchdog, mpi_watchdog.h), TimeoutError. MPI_Abort
+//   is never called (it would end the whole job).
 // - Zero-length ops complete at once; CUDA buffers are an InvalidArgument. The store is not
 //   used (MPI wires itself up).
 #include <mpi.h>
@@ -57,6 +62,7 @@ class MpiProcessGroup final : public ProcessGroup {
   WorkPtr do_barrier(BarrierOptions opts) override;
   // Host buffers whose count fits MPI's int.
   void check_device(const char* op, const Buffer& b) const override;
+  void do_abort(const std::string& reason) override;
 
  private:
   // Makes the op's MPI call: the nonblocking one with a request, the blocking one without.
@@ -94,7 +100,8 @@ class MpiProcessGroup final : public ProcessGroup {
   size_t halving_bytes_ = 0;  // P2pAllReduceSpec::halving_bytes
   std::mutex issue_mu_;
   uint64_t next_seq_ = 1;
-  uint64_t next_p2p_op_ = 0;  // our point-to-point all_reduces issued: their tag ranges
+  std::optional<std::string> aborted_;  // abort()'s reason; under issue_mu_
+  uint64_t next_p2p_op_ = 0;            // our point-to-point all_reduces issued: their tag ranges
   // The last one when it ran start to end on a caller's thread (run_here gave it back):
   // reused by the next.
   std::shared_ptr<P2pAllReduce> p2p_spare_;

@@ -115,6 +115,7 @@ class CudaStagingGroup final : public ProcessGroup {
     return after(inner_->all_to_all(in.host, out.host, opts), {out}, {in});
   }
   WorkPtr do_barrier(BarrierOptions opts) override { return inner_->barrier(opts); }
+  void do_abort(const std::string& reason) override { inner_->abort(reason); }
 
   // Multi-buffer ops: every buffer staged, the inner group's multi op on the host copies.
   WorkPtr do_all_reduce_multi(std::span<const Buffer> buffers, AllReduceOptions opts) override {

@@ -115,6 +115,12 @@ NcclProcessGroup::~NcclProcessGroup() {
   cudaFree(scratch_);
 }
 
+void NcclProcessGroup::do_abort(const std::string& reason) {
+  fail_all(std::make_exception_ptr(
+      Aborted(detail::str("nccl group '", name_, "' (rank ", rank(), "/", size(), "): aborted: ", reason),
+              __FILE__, __LINE__)));
+}
+
 void NcclProcessGroup::fail_all(std::exception_ptr error) noexcept {
   std::deque<Pending> failed;
   std::vector<NcclClique*> cliques;

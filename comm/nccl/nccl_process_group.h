@@ -66,6 +66,9 @@ class NcclProcessGroup final : public ProcessGroup {
   WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override;
   WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override;
   WorkPtr do_barrier(BarrierOptions opts) override;
+  // The watchdog's path: the communicators are aborted (ncclCommAbort), every pending and later
+  // op fails with Aborted naming the group and the reason (like any first failure here, not each op).
+  void do_abort(const std::string& reason) override;
   // nccl_multi.cc
   WorkPtr do_all_reduce_multi(std::span<const Buffer> buffers, AllReduceOptions opts) override;
   WorkPtr do_broadcast_multi(std::span<const Buffer> buffers, BroadcastMultiOptions opts) override;

@@ -97,6 +97,11 @@ int GroupHealth::lost_peer() const {
   return peer_;
 }
 
+FailureKind GroupHealth::kind() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kind_;
+}
+
 void GroupHealth::rethrow(const std::string& label) const {
   FailureKind kind;
   std::string reason;
@@ -109,6 +114,7 @@ void GroupHealth::rethrow(const std::string& label) const {
     case FailureKind::kNetwork: DDP_THROW(NetworkError, label, ": ", reason);
     case FailureKind::kTimeout:
       DDP_THROW(TimeoutError, label, ": the group is unusable after an earlier timeout: ", reason);
+    case FailureKind::kAborted: DDP_THROW(Aborted, label, ": aborted: ", reason);
     case FailureKind::kMismatch:
       DDP_THROW(InvalidArgument, label, ": the group is unusable after mismatched collectives: ", reason);
     default: DDP_THROW(NetworkError, label, ": the group is unusable: ", reason);

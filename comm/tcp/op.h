@@ -5,8 +5,8 @@
 // - OpDesc is the agreement: kind, dtype, count, root and reduce op at a sequence number.
 //   Fingerprint is its fixed-size image, written into shared memory or sent on a socket, so
 //   ranks that call different collectives get an error naming both sides.
-// - GroupHealth records the first fatal failure (a lost peer, a timeout, a mismatch). Once
-//   broken, every pending and later op fails with an error of the same type naming itself.
+// - GroupHealth records the first fatal failure (a lost peer, a timeout, a mismatch, an abort).
+//   Once broken, every pending and later op fails with an error of the same type naming itself.
 // Thread-safe: GroupHealth is read by every thread of the group.
 #include <atomic>
 #include <cstdint>
@@ -59,7 +59,8 @@ struct Fingerprint {
 };
 static_assert(sizeof(Fingerprint) == 24);
 
-enum class FailureKind : uint8_t { kNone, kNetwork, kTimeout, kMismatch, kOther };
+// kAborted: ProcessGroup::abort (rethrown as Aborted: "<op>: aborted: <reason>").
+enum class FailureKind : uint8_t { kNone, kNetwork, kTimeout, kMismatch, kOther, kAborted };
 
 class GroupHealth {
  public:
@@ -72,6 +73,7 @@ class GroupHealth {
     if (broken()) rethrow(label);
   }
   int lost_peer() const;
+  FailureKind kind() const;
 
   // A peer that destroyed its group cleanly (said goodbye) is not a failure by itself: ops
   // that still need it fail, the rest go on. Call init() before any other thread runs.

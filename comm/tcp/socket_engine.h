@@ -10,6 +10,9 @@
 //   without, breaks, breaks the wire format (wire_header.h) or sends more unexpected bytes than
 //   Options::max_unexpected_bytes fails the group (GroupHealth): every pending and later op
 //   fails naming it. Several engines may share one GroupHealth (one per connection set).
+// - An aborted group (GroupHealth kAborted, ProcessGroup::abort) fails every pending op with
+//   Aborted as soon as the progress thread is woken (interrupt()); a message partly written
+//   is finished from a copy, so the stream stays whole for the goodbyes.
 // Thread-safe: any thread may post; nothing escapes the progress thread; Works finish unlocked.
 #include <poll.h>
 
@@ -58,6 +61,9 @@ class SocketEngine {
   // Says goodbye to every peer (after flushing what is queued, bounded), stops the progress
   // thread and fails every pending op; later posts fail at once. Idempotent.
   void shutdown() noexcept;
+  // Wakes the progress thread, which then follows the group's health at once (fails what is
+  // pending once the health records a lost peer or an abort). Any thread; never blocks.
+  void interrupt() noexcept { wake(); }
   SocketEngine(const SocketEngine&) = delete;
   SocketEngine& operator=(const SocketEngine&) = delete;
 
@@ -136,8 +142,11 @@ class SocketEngine {
   void close_peer(int p, Done& done);  // EOF after goodbye
   void fail_ops(Peer& peer, const ErrorFor& err, Done& done);
   void fail_all(Done& done, const std::string& reason);
-  // Under mu_: once the shared health records a lost peer (seen by this engine or another),
-  // fails what is still pending here.
+  // Under mu_: every pending operation fails with the group's (aborted) failure; partly written
+  // messages are finished from a copy of their bytes (as expire() does).
+  void abort_all(Done& done);
+  // Under mu_: once the shared health records a lost peer (seen by this engine or another) or
+  // an abort, fails what is still pending here.
   void follow_health(Done& done);
   static void finish_all(Done& done);
 

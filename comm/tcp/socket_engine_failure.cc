@@ -65,12 +65,45 @@ void SocketEngine::lose_peer(int p, const std::string& why, Done& done) {
 }
 
 // Once: the ops pending then fail; later ones are refused when posted (the health is broken).
-// Only a lost peer is followed: the group's own other failures (a timeout, a mismatch, its
-// destruction) end their ops where they happen, and the goodbyes queued then must still leave.
+// Only a lost peer and an abort are followed: the group's own other failures (a timeout, a
+// mismatch, its destruction) end their ops where they happen, and the goodbyes queued then must
+// still leave.
 void SocketEngine::follow_health(Done& done) {
-  if (followed_ || !health_->broken() || health_->lost_peer() < 0) return;
-  followed_ = true;
-  fail_all(done, "the group failed");
+  if (followed_ || !health_->broken()) return;
+  if (health_->kind() == FailureKind::kAborted) {
+    followed_ = true;
+    abort_all(done);
+  } else if (health_->lost_peer() >= 0) {
+    followed_ = true;
+    fail_all(done, "the group failed");
+  }
+}
+
+void SocketEngine::abort_all(Done& done) {
+  auto err = [&](const std::string& label) {
+    try {
+      health_->rethrow(label);
+    } catch (...) {
+      return std::current_exception();
+    }
+  };
+  for (auto& peer : peers_) {
+    for (auto it = peer->sendq.begin(); it != peer->sendq.end();) {
+      if (!it->work) {
+        ++it;
+      } else if (it->sent == 0) {
+        done.emplace_back(it->work, err(it->label));
+        it = peer->sendq.erase(it);
+      } else {  // partly written: keep the stream whole, stop using the caller's buffer
+        it->owned.assign(it->data, it->data + it->bytes);
+        it->data = it->owned.data();
+        done.emplace_back(it->work, err(it->label));
+        it->work.reset();
+        ++it;
+      }
+    }
+    peer->mailbox.fail(err, done);
+  }
 }
 
 // Under mu_: every pending operation fails with the group's failure, seen from its label.

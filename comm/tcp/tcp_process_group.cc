@@ -72,6 +72,14 @@ void TcpProcessGroup::shutdown() noexcept {
   }
 }
 
+// The health first: every wait that wakes (a socket engine's, a shared-memory one) finds it.
+void TcpProcessGroup::do_abort(const std::string& reason) {
+  health_.fail(FailureKind::kAborted, -1, reason);
+  logger("tcp")->debug("group '{}': aborted: {}", group_, reason);
+  if (transport_) transport_->abort(reason);
+  for (auto& engine : engines_) engine->interrupt();
+}
+
 // ---- submission (arguments were validated by ProcessGroup) ----
 
 WorkPtr TcpProcessGroup::submit(OpDesc desc, const Buffer& in, const Buffer& out, Millis timeout) {

@@ -9,6 +9,9 @@
 //   caller's thread (no hand-off) and passes to the worker where it stands if peers are late.
 //   send/recv complete independently, matched by (peer, tag) in order. Once an op fails, every
 //   pending and later op fails naming itself. AVG on integers truncates the wrapped sum.
+// - abort(): the health records it, the socket engines are woken (their pending messages fail
+//   at once) and the shared-memory waits see it within one bounded sleep slice (shm_wait.h);
+//   a hierarchical group aborts its host and cross-host groups too.
 // - In place: reduce_scatter's output may be this rank's block of its input, and all_gather's
 //   input this rank's block of its output; no other overlap. CUDA buffers: InvalidArgument.
 #include <atomic>
@@ -102,6 +105,7 @@ class TcpProcessGroup final : public ProcessGroup {
   WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override;
   WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override;
   WorkPtr do_barrier(BarrierOptions opts) override;
+  void do_abort(const std::string& reason) override;
 
  private:
   struct Task {

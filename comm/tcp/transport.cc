@@ -198,6 +198,11 @@ class HierarchicalTransport final : public Transport {
     const auto& local = static_cast<const TcpProcessGroup&>(*hierarchy_->local());
     return {local.direct_ops(), 0, hierarchy_->small_bytes(), false};
   }
+  void abort(const std::string& reason) override {
+    for (const ProcessGroupPtr& child : {hierarchy_->local(), hierarchy_->cross()}) {
+      if (child) child->abort(reason);
+    }
+  }
 
  private:
   std::unique_ptr<SocketCollectives> flat_;  // before hierarchy_, which points at it

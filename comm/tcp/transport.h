@@ -65,6 +65,9 @@ class Transport {
   virtual std::chrono::microseconds poll_for(size_t bytes) const = 0;
   virtual std::string choices() const = 0;  // ProcessGroup::choices
   virtual TransportCounts counts() const = 0;
+  // The group was aborted (ProcessGroup::abort; its health records it): groups the transport
+  // runs its steps on (a hierarchy's host and cross-host groups) are aborted too. Any thread.
+  virtual void abort(const std::string& /*reason*/) {}
 };
 
 // World size 1: every collective is a copy at most.

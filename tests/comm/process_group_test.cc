@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -35,6 +37,14 @@ class FakeGroup final : public ProcessGroup {
   WorkPtr do_reduce_scatter(Buffer, Buffer, ReduceScatterOptions o) override { return count(o.timeout); }
   WorkPtr do_all_to_all(Buffer, Buffer, AllToAllOptions o) override { return count(o.timeout); }
   WorkPtr do_barrier(BarrierOptions o) override { return count(o.timeout); }
+  void do_abort(const std::string& reason) override {
+    ++aborts;
+    abort_reason = reason;
+  }
+
+ public:
+  int aborts = 0;
+  std::string abort_reason;
 
  private:
   WorkPtr count(Millis timeout) {
@@ -256,4 +266,15 @@ TEST_CASE("allocate: a backend without memory of its own gives plain host memory
   CHECK_FALSE(m->shared());
   g.all_reduce(m->view(1024, DType::kFloat32));
   CHECK(g.calls == 1);
+}
+
+TEST_CASE("abort: the backend's do_abort runs once, with the first reason, from any thread") {
+  FakeGroup g(0, 2, Device{});
+  CHECK_FALSE(g.aborted());
+  std::thread other([&] { g.abort("first"); });
+  other.join();
+  g.abort("second");
+  CHECK(g.aborted());
+  CHECK(g.aborts == 1);
+  CHECK(g.abort_reason == "first");
 }

@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "rendezvous/hash_store.h"
 #include "rendezvous/in_place.h"
+#include "rendezvous/tcp_store.h"
 #include "tests/ddp/rank_threads.h"
 
 using namespace ddp;
@@ -216,4 +217,98 @@ TEST_CASE("the sync loads the root's commit on the root too: what on_group chang
   elastic::run(
       session, state, [&](const comm::ProcessGroupPtr&) { seen = state.value; }, ro);
   CHECK(seen == 5);
+}
+
+// A peer that simply stops calling (its host cut off: no reset, no FIN) leaves rank 0 waiting in
+// an all_reduce; the launchers' "changed: ..." releases it at once (the session's watch aborts
+// the group: Aborted, not the 120 s timeout, which would show as this ctest's TIMEOUT), and the
+// run goes on in place in a world of one. The launchers' store is a TCPStore here, so the watch
+// runs over a connection of its own.
+TEST_CASE("a collective waiting on a silent peer is aborted by the announcement, and the run goes on") {
+  rdzv::TCPStoreOptions server;
+  server.is_server = true;
+  server.timeout = Millis(60'000);
+  auto store = std::make_shared<rdzv::TCPStore>(server);
+  const std::string run = "abort_test";
+  constexpr int kSteps = 5, kChangeAt = 2;
+  Latch silent;      // rank 1 stopped calling
+  Latch posted;      // rank 0 posted the all_reduce rank 1 will never join
+  Latch rank0_done;  // rank 0 finished: rank 1 may go
+  struct Gone {};    // rank 1's way out of run(): its launcher is gone
+  Result result;
+  bool saw_aborted = false;
+  std::string abort_message;
+  std::vector<std::exception_ptr> errors(2);
+
+  auto worker = [&](int rank) {
+    try {
+      elastic::SessionOptions so;
+      so.backend = testing::test_backend();
+      so.store = store;
+      so.run_id = run;
+      so.round = 0;
+      so.rank = rank;
+      so.world_size = 2;
+      so.timeout = Millis(120'000);
+      so.outcome_timeout = Millis(30'000);
+      so.rejoin_timeout = Millis(30'000);
+      elastic::Session session(so);
+      Counter state;
+      elastic::run(session, state, [&](const comm::ProcessGroupPtr& g) {
+        while (state.step < kSteps) {
+          if (rank == 1 && state.step == kChangeAt) {
+            silent.arrive();
+            rank0_done.wait_open();
+            throw Gone{};
+          }
+          int64_t one = 1;
+          comm::WorkPtr w = g->all_reduce(comm::view(&one, 1));
+          if (rank == 0 && session.round() == 0 && state.step == kChangeAt) posted.arrive();
+          try {
+            w->wait();
+          } catch (const Aborted& e) {
+            saw_aborted = true;
+            abort_message = e.what();
+            throw;
+          }
+          state.value += one;
+          ++state.step;
+          state.commit();
+        }
+      });
+      if (rank == 0) {
+        result.value = state.value;
+        result.step = state.step;
+        result.round = session.round();
+        result.rank = session.rank();
+        result.rounds = session.rounds();
+      }
+    } catch (const Gone&) {
+    } catch (...) {
+      errors[static_cast<size_t>(rank)] = std::current_exception();
+    }
+    if (rank == 0) rank0_done.release();
+  };
+
+  std::thread r0(worker, 0), r1(worker, 1);
+  silent.wait_count(1);
+  posted.wait_count(1);
+  // Rank 0 waits (or is about to) in step kChangeAt's all_reduce. The launchers: node 1 was lost;
+  // rank 0 is rank 0 of round 1, alone.
+  rdzv::InPlaceAssignment a{1, 0, 1, 0, 1, 0, 1, "127.0.0.1", 0};
+  store->set(rdzv::assign_key(run, 0, 0), rdzv::encode_in_place(a));
+  store->set(rdzv::outcome_key(run, 0), "changed: node 1 (h2) lost");
+  r0.join();
+  r1.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  CHECK(saw_aborted);
+  CHECK_MESSAGE(abort_message.find("round 0 ended: changed: node 1 (h2) lost") != std::string::npos,
+                abort_message);
+  CHECK(result.value == 2 * kChangeAt + (kSteps - kChangeAt));  // 2 ranks, then 1
+  CHECK(result.step == kSteps);
+  CHECK(result.round == 1);
+  CHECK(result.rank == 0);
+  CHECK(result.rounds == 2);
 }

@@ -403,3 +403,28 @@ TEST_CASE("a server bound to all interfaces is reached over loopback") {
   client.set("x", "y");
   CHECK(server.get_string("x", kLong) == "y");
 }
+
+// interrupt(): a get blocked on another thread ends with a NetworkError saying so (not at its
+// 30 s deadline: missing, that shows as the ctest's TIMEOUT), so does every later wait, and the
+// connection still serves other requests.
+TEST_CASE("interrupt ends a blocked get and every later wait; other requests still work") {
+  TCPStore server(server_options());
+  TCPStore client(client_options(server.port()));
+  std::string error;
+  std::thread waiter([&] {
+    try {
+      client.get("never", kLong);
+    } catch (const NetworkError& e) {
+      error = e.what();
+    }
+  });
+  // Interrupting before the get starts or while it waits ends it the same way.
+  client.interrupt();
+  waiter.join();
+  CHECK(contains(error, "interrupted"));
+  CHECK(contains(error, "never"));
+  CHECK_THROWS_WITH_AS(client.wait({"never"}, kLong), doctest::Contains("interrupted"), NetworkError);
+  client.set("k", "v");
+  CHECK(client.get_string("k") == "v");  // present: answered without waiting
+  CHECK(server.get_string("k") == "v");
+}

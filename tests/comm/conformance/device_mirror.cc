@@ -85,6 +85,7 @@ class DeviceMirror final : public ProcessGroup {
     return finish(inner_->all_to_all(in.view(), out.view(), o), {&out});
   }
   WorkPtr do_barrier(BarrierOptions o) override { return inner_->barrier(o); }
+  void do_abort(const std::string& reason) override { inner_->abort(reason); }
   WorkPtr do_all_reduce_multi(std::span<const Buffer> list, AllReduceOptions o) override {
     auto io = mirror_list(list);
     return finish(inner_->all_reduce_multi(views(io), o), io);

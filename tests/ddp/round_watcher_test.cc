@@ -1,0 +1,62 @@
+// RoundWatcher over both kinds of store: the in-process one (waited on in slices) and a TCPStore
+// (a connection of its own, interrupted to stop). A watcher that never stopped would hang the
+// destructor: that shows as the ctest's TIMEOUT, not as a failed check.
+#include "ddp/round_watcher.h"
+
+#include <doctest/doctest.h>
+
+#include <future>
+#include <memory>
+#include <string>
+
+#include "rendezvous/hash_store.h"
+#include "rendezvous/tcp_store.h"
+
+using namespace ddp;
+
+namespace {
+
+std::shared_ptr<rdzv::Store> make_store(bool tcp) {
+  if (!tcp) return std::make_shared<rdzv::HashStore>(Millis(30'000));
+  rdzv::TCPStoreOptions o;
+  o.is_server = true;
+  o.timeout = Millis(30'000);
+  return std::make_shared<rdzv::TCPStore>(o);
+}
+
+}  // namespace
+
+TEST_CASE("a membership change is passed on once, with the outcome's text") {
+  for (bool tcp : {false, true}) {
+    CAPTURE(tcp);
+    auto store = make_store(tcp);
+    std::promise<std::string> seen;
+    int calls = 0;
+    {
+      elastic::RoundWatcher w({store, "run/round/3/outcome", "", [&](const std::string& text) {
+                                 ++calls;
+                                 seen.set_value(text);
+                               }});
+      store->set("run/round/3/outcome", "changed: node 1 (h2) lost");
+      CHECK(seen.get_future().get() == "changed: node 1 (h2) lost");
+      CHECK(w.fired());
+    }
+    CHECK(calls == 1);
+  }
+}
+
+TEST_CASE("another outcome, or none before the watcher stops, is not passed on") {
+  for (bool tcp : {false, true}) {
+    CAPTURE(tcp);
+    auto store = make_store(tcp);
+    int calls = 0;
+    {
+      elastic::RoundWatcher w({store, "run/round/0/outcome", "", [&](const std::string&) { ++calls; }});
+    }  // stopped while waiting (or before it began)
+    {
+      store->set("run/round/1/outcome", "failed: node 0: rank 1 exited with code 1");
+      elastic::RoundWatcher w({store, "run/round/1/outcome", "", [&](const std::string&) { ++calls; }});
+    }
+    CHECK(calls == 0);
+  }
+}
