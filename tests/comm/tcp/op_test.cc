@@ -109,4 +109,12 @@ TEST_CASE("GroupHealth keeps the first failure and throws it in the kind it was"
   GroupHealth mismatched;
   mismatched.fail(FailureKind::kMismatch, 0, "rank 0 called broadcast");
   CHECK_THROWS_WITH_AS(mismatched.rethrow("x"), doctest::Contains("mismatched collectives"), InvalidArgument);
+  GroupHealth aborted;
+  aborted.fail(FailureKind::kAborted, -1, "round 2 ended: changed: node 1 lost");
+  aborted.fail(FailureKind::kNetwork, 1, "later, ignored");
+  CHECK(aborted.kind() == FailureKind::kAborted);
+  CHECK(aborted.lost_peer() == -1);
+  CHECK_THROWS_WITH_AS(aborted.rethrow("recv (seq 4)"),
+                       doctest::Contains("recv (seq 4): aborted: round 2 ended: changed: node 1 lost"),
+                       Aborted);
 }
