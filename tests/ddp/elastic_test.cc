@@ -242,9 +242,13 @@ TEST_CASE("a collective waiting on a silent peer is aborted by the announcement,
 
   auto worker = [&](int rank) {
     try {
+      // A client of its own, as each worker process has (a TCPStore serializes its requests).
+      rdzv::TCPStoreOptions client;
+      client.port = store->port();
+      client.timeout = Millis(60'000);
       elastic::SessionOptions so;
       so.backend = testing::test_backend();
-      so.store = store;
+      so.store = std::make_shared<rdzv::TCPStore>(client);
       so.run_id = run;
       so.round = 0;
       so.rank = rank;
