@@ -1,10 +1,12 @@
 // SocketEngine against a peer that breaks the wire format: real sockets (a socketpair), the
 // other end written by hand. The group fails with a NetworkError naming the peer; the process
 // survives (no exception escapes the progress thread, nothing huge is allocated). And engines
-// that share a group's health (one per connection set): a failure one sees fails the others.
+// that share a group's health (one per connection set): a failure one sees fails the others;
+// an abort fails what is pending, keeping the stream whole.
 #include "comm/tcp/socket_engine.h"
 
 #include <doctest/doctest.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <string>
@@ -409,4 +411,32 @@ TEST_CASE("with a small unsent limit, 4 MiB each way at once arrive exact") {
   for (auto& w : works) w->wait(kLong);
   CHECK(in[0] == out[1]);
   CHECK(in[1] == out[0]);
+}
+
+// ProcessGroup::abort's path (tcp_process_group.h): the health records it, interrupt() wakes the
+// progress thread, and every pending op fails with Aborted naming itself and the reason. A send
+// the socket took part of (1 MiB: more than a socketpair buffers) is finished from a copy, so the
+// peer still reads it whole (the stream stays usable for the goodbyes) though its caller's buffer
+// was released; later posts fail at once.
+TEST_CASE("an abort fails pending ops with Aborted; a message partly written still leaves whole") {
+  Pair p;
+  std::string big(1 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+  const std::string expected = big;
+  auto sent = std::make_shared<Work>();
+  p.engine->send(1, Channel::kUser, 5, big.data(), big.size(), Deadline(kLong), sent, "send(tag 5)");
+  auto got = std::make_shared<Work>();
+  char buf[4];
+  p.engine->recv(1, Channel::kUser, 6, buf, sizeof(buf), Deadline(kLong), got, "recv(tag 6)");
+  pollfd part{p.theirs.get(), POLLIN, 0};
+  REQUIRE(::poll(&part, 1, static_cast<int>(kLong.count())) == 1);  // some of it was written
+  p.health.fail(FailureKind::kAborted, -1, "round 3 ended: changed: node 1 lost");
+  p.engine->interrupt();
+  CHECK_THROWS_WITH_AS(sent->wait(kLong), doctest::Contains("send(tag 5): aborted: round 3 ended"), Aborted);
+  CHECK_THROWS_WITH_AS(got->wait(kLong), doctest::Contains("recv(tag 6): aborted: round 3 ended"), Aborted);
+  big.assign(big.size(), '!');  // released with its op
+  CHECK(read_message(p.theirs, 5) == expected);
+  auto later = std::make_shared<Work>();
+  p.engine->send(1, Channel::kUser, 8, buf, sizeof(buf), Deadline(kLong), later, "send(tag 8)");
+  CHECK_THROWS_WITH_AS(later->wait(kLong), doctest::Contains("send(tag 8): aborted"), Aborted);
 }
