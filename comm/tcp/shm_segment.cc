@@ -100,6 +100,12 @@ void ShmSegment::publish(int rank, Counter c, uint64_t value) const {
   }
 }
 
+void ShmSegment::wake() const {
+  SegmentHeader& h = header();
+  h.futex.fetch_add(1, std::memory_order_seq_cst);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h.futex), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
 void ShmSegment::sleep(uint32_t seen, Millis timeout) const {
   timespec ts{static_cast<time_t>(timeout.count() / 1000),
               static_cast<long>((timeout.count() % 1000) * 1'000'000)};

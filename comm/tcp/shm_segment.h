@@ -123,6 +123,9 @@ class ShmSegment {
   void publish(int rank, Counter c, uint64_t value) const;
   // Sleep until the futex word moves past `seen` or `timeout` passes (at most).
   void sleep(uint32_t seen, Millis timeout) const;
+  // Moves the futex word and wakes every sleeper (of every rank: they look again and sleep on),
+  // so that one of ours sees a failure recorded before (an abort) at once.
+  void wake() const;
 
  private:
   ShmFile file_;

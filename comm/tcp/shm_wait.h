@@ -6,7 +6,9 @@
 // - wait(ready, missing, ctx): spin for spin_us + yield_us (only while a thread is blocked on
 //   the group's ops, Options::blocked), then futex-sleep in bounded slices (ShmSegment::sleep),
 //   checking GroupHealth (a failed group rethrows; a peer that left and is still awaited is a
-//   NetworkError) and the op's deadline (TimeoutError naming the ranks `missing()` returns).
+//   NetworkError) and the op's deadline (TimeoutError naming the ranks `missing()` returns). A
+//   failure recorded while it spins ends the spin; one recorded while it sleeps is seen at the
+//   next slice, or at once when the segment is woken (ShmSegment::wake: an abort).
 //   Never returns without `ready()`.
 // Called by one thread at a time. crowded() publishes this rank's CPU in its control block
 // (only when it changed: peers poll that line).
@@ -76,7 +78,12 @@ class ShmWait {
   template <typename Ready, typename Missing>
   void wait(Ready ready, Missing missing, const OpContext& ctx) const {
     const bool someone_waits = opt_.blocked == nullptr || opt_.blocked->load(std::memory_order_relaxed) > 0;
-    if (spin(ready, someone_waits ? opt_.spin_us + opt_.yield_us : 0)) return;
+    // A failure recorded meanwhile (an abort: ShmSegment::wake) ends the spin too.
+    if (spin([&] { return ready() || health_->broken(); },
+             someone_waits ? opt_.spin_us + opt_.yield_us : 0) &&
+        ready()) {
+      return;
+    }
     while (!ready()) {
       std::vector<int> late = missing();
       // A peer publishes before it says goodbye, but its goodbye can reach us between our read
@@ -90,7 +97,8 @@ class ShmWait {
       SegmentHeader& h = segment_->header();
       h.waiters.fetch_add(1, std::memory_order_seq_cst);
       const uint32_t seen = h.futex.load(std::memory_order_seq_cst);
-      if (!ready()) sleep(seen, ctx);
+      // Health after `seen`: an abort that moved the futex word before this load is seen here.
+      if (!ready() && !health_->broken()) sleep(seen, ctx);
       h.waiters.fetch_sub(1, std::memory_order_seq_cst);
     }
   }

@@ -10,8 +10,8 @@
 //   send/recv complete independently, matched by (peer, tag) in order. Once an op fails, every
 //   pending and later op fails naming itself. AVG on integers truncates the wrapped sum.
 // - abort(): the health records it, the socket engines are woken (their pending messages fail
-//   at once) and the shared-memory waits see it within one bounded sleep slice (shm_wait.h);
-//   a hierarchical group aborts its host and cross-host groups too.
+//   at once) and so are the shared-memory waits (ShmSegment::wake, shm_wait.h); a hierarchical
+//   group aborts its host and cross-host groups too.
 // - In place: reduce_scatter's output may be this rank's block of its input, and all_gather's
 //   input this rank's block of its output; no other overlap. CUDA buffers: InvalidArgument.
 #include <atomic>

@@ -80,6 +80,7 @@ class ShmTransport final : public Transport {
     o_.shm->finish(ctx, in, out);
   }
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out) override { o_.shm->run(ctx, in, out); }
+  void abort(const std::string&) override { o_.shm->segment().wake(); }  // the health is broken first
   std::shared_ptr<GroupMemory> allocate(size_t bytes) override;
   Micros poll_for(size_t) const override { return Micros{0}; }  // shm ops mostly finish inline
   std::string choices() const override {
