@@ -1,6 +1,7 @@
 #include "bench/bench_buffer.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/error.h"
 #include "common/settings.h"
@@ -27,7 +28,7 @@ int cuda_devices() { return 0; }
 int cuda_device_of_this_rank() { return 0; }
 #endif
 
-BenchBuffer::BenchBuffer(size_t count, BufferOptions options) : count_(count), options_(options) {
+BenchBuffer::BenchBuffer(size_t count, BufferOptions options) : count_(count), options_(std::move(options)) {
   if (options_.kind == MemoryKind::kHost) {
     host_.resize(count_);
     data_ = host_.data();

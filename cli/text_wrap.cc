@@ -85,7 +85,8 @@ std::string wrap_text(std::string_view text, size_t width, size_t option_column)
     const size_t hanging = hanging_column(lines[i], width, option_column);
     size_t end = i + 1;
     while (end < lines.size() && continues(lines[i], hanging, lines[end])) ++end;
-    std::vector<std::string_view> paragraph(lines.begin() + i, lines.begin() + end);
+    std::vector<std::string_view> paragraph(lines.begin() + static_cast<std::ptrdiff_t>(i),
+                                            lines.begin() + static_cast<std::ptrdiff_t>(end));
     const bool fits = std::all_of(paragraph.begin(), paragraph.end(),
                                   [width](std::string_view l) { return l.size() <= width; });
     if (fits) {

@@ -32,7 +32,7 @@ SettingValues group_values(settings::Section section) {
 
 std::string encode_values(const SettingValues& values) {
   std::string out;
-  for (const auto& [name, value] : values) out += name + "=" + value + "\n";
+  for (const auto& [name, value] : values) out.append(name).append("=").append(value).append("\n");
   return out;
 }
 

@@ -136,7 +136,7 @@ void require(const Setting& s, Type type) {
 }
 
 std::string canonical_choice(const Setting& s, const std::string& value) {
-  const std::string v = lower(value);
+  std::string v = lower(value);
   for (std::string_view c : choices_of(s)) {
     if (c == v) return v;
   }
@@ -304,7 +304,7 @@ std::optional<bool> parse_bool(const std::string& text) {
 std::string effective(const Setting& s) {
   const std::optional<std::string> set = get(s);
   if (!set && s.fallback.empty()) return "";
-  const std::string v = set.value_or(std::string(s.fallback));
+  std::string v = set.value_or(std::string(s.fallback));
   switch (s.type) {
     case Type::kInt: return std::to_string(parse_int(s, v));
     case Type::kBool: return parse_boolean(s, v) ? "1" : "0";

@@ -1,6 +1,7 @@
 #include "ddp/engine.h"
 
 #include <set>
+#include <utility>
 
 #include "common/error.h"
 #include "ddp/coalesce.h"
@@ -45,7 +46,7 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 }
 
 Engine::Engine(comm::ProcessGroupPtr group, EngineOptions options)
-    : group_(std::move(group)), options_(options) {
+    : group_(std::move(group)), options_(std::move(options)) {
   DDP_CHECK(group_ != nullptr, "Engine needs a process group");
   DDP_CHECK(options_.bucket_cap_mb > 0 && options_.first_bucket_cap_mb > 0, "bucket caps must be positive");
   DDP_CHECK(options_.gradient_predivide_factor > 0, "gradient_predivide_factor must be positive");

@@ -17,7 +17,7 @@ PostLocalSGDState::PostLocalSGDState(PostLocalSGDOptions options) : options_(std
 CommHook post_local_sgd_hook(std::shared_ptr<PostLocalSGDState> state) {
   DDP_CHECK(state != nullptr, "post_local_sgd_hook: no state");
   CommHook average = allreduce_hook();
-  return [state, average](comm::ProcessGroup& group, GradBucket& bucket) -> comm::WorkPtr {
+  return [state = std::move(state), average](comm::ProcessGroup& group, GradBucket& bucket) -> comm::WorkPtr {
     PostLocalSGDState& s = *state;
     if (s.iter_ < s.options_.start_local_sgd_iter) {
       if (bucket.is_last) ++s.iter_;

@@ -300,7 +300,7 @@ uint32_t PowerSGDState::next_seed() {
 CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state) {
   DDP_CHECK(state != nullptr, "powersgd_hook: no state");
   CommHook plain = allreduce_hook();
-  return [state, plain](comm::ProcessGroup& group, GradBucket& bucket) -> comm::WorkPtr {
+  return [state = std::move(state), plain](comm::ProcessGroup& group, GradBucket& bucket) -> comm::WorkPtr {
     PowerSGDState& s = *state;
     if (s.iter_ < s.options_.start_powersgd_iter) {
       s.maybe_increase_iter(bucket);

@@ -39,6 +39,15 @@ std::string names_of(const std::vector<HeartbeatPeer>& peers) {
   return out;
 }
 
+// The in_place keys of this node's workers in round a.round (rendezvous/in_place.h).
+std::vector<std::string> in_place_keys(const std::string& run_id, const rdzv::NodeAssignment& a) {
+  std::vector<std::string> keys;
+  keys.reserve(static_cast<size_t>(a.local_world_size));
+  for (int lr = 0; lr < a.local_world_size; ++lr)
+    keys.push_back(rdzv::in_place_key(run_id, a.round, a.rank_offset + lr));
+  return keys;
+}
+
 }  // namespace
 
 NodeRound RoundLoop::round_of(const rdzv::NodeAssignment& a) {
@@ -127,7 +136,7 @@ std::optional<RoundOutcome> RoundLoop::settle(NodeRound& round, const rdzv::Node
 RoundOutcome RoundLoop::outcome_after(const AttemptResult& r, NodeRound* shared,
                                       const rdzv::NodeAssignment& a) {
   if (r.interrupted_by != 0) {
-    const RoundOutcome mine = RoundOutcome::interrupted(who_ + " got " + signal_name(r.interrupted_by));
+    RoundOutcome mine = RoundOutcome::interrupted(who_ + " got " + signal_name(r.interrupted_by));
     if (shared) shared->announce(mine);
     return mine;
   }
@@ -151,10 +160,7 @@ bool RoundLoop::move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssign
   if (!l().elastic() || !multi() || (c_.heartbeat != nullptr && c_.heartbeat->store_lost())) return false;
   RoundOutcome outcome;
   try {
-    std::vector<std::string> keys;
-    for (int lr = 0; lr < a.local_world_size; ++lr)
-      keys.push_back(rdzv::in_place_key(l().run_id, a.round, a.rank_offset + lr));
-    if (!c_.store->check(keys)) return false;
+    if (!c_.store->check(in_place_keys(l().run_id, a))) return false;
     outcome =
         RoundOutcome::decode(c_.store->get_string(rdzv::outcome_key(l().run_id, a.round), Millis(1000)));
   } catch (const std::exception&) {
@@ -194,10 +200,7 @@ bool RoundLoop::move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssign
 
 bool RoundLoop::rejoin_overdue(NodeRound& round, const rdzv::NodeAssignment& a) {
   try {
-    std::vector<std::string> keys;
-    for (int lr = 0; lr < a.local_world_size; ++lr)
-      keys.push_back(rdzv::in_place_key(l().run_id, a.round, a.rank_offset + lr));
-    if (c_.store->check(keys)) {
+    if (c_.store->check(in_place_keys(l().run_id, a))) {
       rejoin_deadline_.reset();
       return false;
     }
@@ -294,9 +297,12 @@ AgentOutcome RoundLoop::run() {
       };
     }
     struct Forget {
-      NodeRound*& p;
+      explicit Forget(NodeRound*& round) : p(round) {}
+      Forget(const Forget&) = delete;
+      Forget& operator=(const Forget&) = delete;
       ~Forget() { p = nullptr; }
-    } forget{current_};
+      NodeRound*& p;
+    } forget(current_);
     AttemptResult r = c_.supervisor->run(a, ao);
     emit_event("round_end", attempt_json(r));
     out.last = r;

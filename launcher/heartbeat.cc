@@ -63,6 +63,7 @@ struct Heartbeat::Impl {
       for (const auto& w : watched) peers.push_back(w.peer);
     }
     std::vector<int64_t> counts;
+    counts.reserve(peers.size());
     for (const auto& p : peers) counts.push_back(store.add(heartbeat_key(o.run_id, p.id), 0));
     const auto now = Clock::now();
     std::lock_guard g(mu);

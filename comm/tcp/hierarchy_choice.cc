@@ -52,6 +52,7 @@ namespace {
 std::vector<Chooser::Way> order_of(const std::vector<LargeWay>& ways) {
   if (ways.empty() || ways.size() > 3) DDP_THROW(InvalidArgument, "PathChooser: 1 to 3 ways");
   std::vector<Chooser::Way> order;
+  order.reserve(ways.size());
   for (LargeWay w : ways) order.push_back(static_cast<Chooser::Way>(w));
   return order;
 }
@@ -60,7 +61,7 @@ constexpr std::array<const char*, 3> kWayNames = {"split", "flat", "overlapped"}
 
 }  // namespace
 
-PathChooser::PathChooser(std::vector<LargeWay> ways, size_t overlap_from)
+PathChooser::PathChooser(const std::vector<LargeWay>& ways, size_t overlap_from)
     : chooser_(kLargeWayPolicy, order_of(ways), kWayNames) {
   // A class whose smallest buffer has one segment takes split for overlapped (the same steps on
   // one thread).

@@ -58,7 +58,7 @@ class PathChooser {
   // `ways`: those allowed, the first where each size class starts (one: fixed). Overlapped is
   // the same as split for a buffer of one segment: size classes below `overlap_from` bytes take
   // split for it.
-  explicit PathChooser(std::vector<LargeWay> ways = {LargeWay::kSplit, LargeWay::kFlat},
+  explicit PathChooser(const std::vector<LargeWay>& ways = {LargeWay::kSplit, LargeWay::kFlat},
                        size_t overlap_from = 0);
 
   // The way for the next op of `bytes`.
