@@ -142,9 +142,12 @@ void run(Session& session, State& state, const std::function<void(const comm::Pr
   if (!state.committed()) state.commit();
   state.attach(&session);
   struct Detach {
-    State& s;
+    explicit Detach(State& state) : s(state) {}
+    Detach(const Detach&) = delete;
+    Detach& operator=(const Detach&) = delete;
     ~Detach() { s.attach(nullptr); }
-  } detach{state};
+    State& s;
+  } detach(state);
   for (int rejoins = 0;;) {
     try {
       if (options.on_group) options.on_group(session.group());
