@@ -305,12 +305,17 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   WayPolicy ways;
   ways.large = parse_large_setting(settings::choice(settings::kTcpHierarchyLarge));
   ways.overlap = parse_overlap_setting(settings::get_or(settings::kTcpHierarchyOverlap, "auto"));
+  // Read (so validated) before the mesh: a peer that fails on its own bad value must not be
+  // reported by this rank as a reset connection.
+  const SettingValues agreed = group_values(settings::Section::kTcp);
+  (void)parse_small_bytes(settings::get_or(settings::kTcpHierarchySmallBytes, "auto"));
+  (void)tcp::socket_streams(settings::get_or(settings::kTcpSocketStreams, "auto"), 1, 1);
   const int cpus = local_cpus();
   Deadline deadline(setup.options.timeout);
   // The mesh first: its listener is up while this rank waits for the others.
   Mesh mesh = build_mesh(*setup.store, {setup.rank, setup.size, setup.job_token, setup.name}, deadline);
   agree_settings(*setup.store, {setup.rank, setup.size, setup.name, "tcp/settings", deadline.remaining()},
-                 group_values(settings::Section::kTcp));
+                 agreed);
   Config proposal;
   const HostLayout layout = layout_of(mesh);
   const int ranks_here = ranks_on_host > 0 ? ranks_on_host : ranks_on_this_host(layout, setup.rank);
