@@ -9,7 +9,10 @@
 // NetworkError (a lost peer, or the round's MembershipChanged) prints "stalled pid=<pid>: <why>"
 // and waits until it is stopped instead of re-joining: a worker stuck in its own code, which its
 // launcher must restart. (A group of one that grows re-joins as usual.)
-// usage: ddp_elastic_probe STEPS STEP_MS [--print-steps | --stall-on-change]   (STEPS 0: until stopped)
+// With --exit-on-change, such a worker prints "exited pid=<pid>: <why>" and exits 3 instead: a
+// moved worker that dies, which its launcher must count as a failure and restart.
+// usage: ddp_elastic_probe STEPS STEP_MS [--print-steps | --stall-on-change | --exit-on-change]
+//        (STEPS 0: until stopped)
 #include <unistd.h>
 
 #include <chrono>
@@ -57,10 +60,11 @@ void step(ddp::comm::ProcessGroup& g, Counter& state, bool print_steps) {
   state.commit();
 }
 
-// --stall-on-change: never returns (the launcher stops the process).
-[[noreturn]] void stall(const std::exception& why) {
-  std::printf("stalled pid=%d: %s\n", static_cast<int>(::getpid()), why.what());
+// --stall-on-change: never returns (the launcher stops the process); --exit-on-change: exits 3.
+[[noreturn]] void give_up(const std::exception& why, bool exit) {
+  std::printf("%s pid=%d: %s\n", exit ? "exited" : "stalled", static_cast<int>(::getpid()), why.what());
   std::fflush(stdout);
+  if (exit) std::_Exit(3);
   while (true) ::pause();
 }
 
@@ -69,10 +73,14 @@ void step(ddp::comm::ProcessGroup& g, Counter& state, bool print_steps) {
 int main(int argc, char** argv) {
   const std::string_view flag = argc == 4 ? argv[3] : "";
   const bool print_steps = flag == "--print-steps";
-  const bool stall_on_change =
-      flag == "--stall-on-change" && ddp::settings::int_value(ddp::settings::kTorchelasticRestartCount) == 0;
-  if (argc < 3 || argc > 4 || (argc == 4 && !print_steps && flag != "--stall-on-change")) {
-    std::fprintf(stderr, "usage: ddp_elastic_probe STEPS STEP_MS [--print-steps | --stall-on-change]\n");
+  const bool exit_on_change = flag == "--exit-on-change";
+  const bool give_up_on_change = (flag == "--stall-on-change" || exit_on_change) &&
+                                 ddp::settings::int_value(ddp::settings::kTorchelasticRestartCount) == 0;
+  if (argc < 3 || argc > 4 ||
+      (argc == 4 && !print_steps && !exit_on_change && flag != "--stall-on-change")) {
+    std::fprintf(stderr,
+                 "usage: ddp_elastic_probe STEPS STEP_MS [--print-steps | --stall-on-change | "
+                 "--exit-on-change]\n");
     return 2;
   }
   const int64_t steps = std::atoll(argv[1]);
@@ -93,7 +101,7 @@ int main(int argc, char** argv) {
             try {
               step(*g, state, print_steps);
             } catch (const ddp::NetworkError& e) {
-              if (stall_on_change && g->size() > 1) stall(e);
+              if (give_up_on_change && g->size() > 1) give_up(e, exit_on_change);
               throw;
             }
             std::this_thread::sleep_for(pace);

@@ -12,20 +12,26 @@
 # that (counted against --max-restarts). With 1: the worker is restarted ("restarting the workers
 # (1 of 1)", a new PID) and finishes; host 1 exits 0. With 0: host 1 exits 122 saying why and
 # that no restart was left.
+# With MODE exit: the probe runs --exit-on-change under --max-restarts 0: host 1's worker exits 3
+# on its peer's loss (connection closed) instead of re-joining. A failure caused by the lost node
+# is not counted: host 1 must start a new worker (a new PID) in the smaller round, though no
+# restart is left, and finish (exit 0).
 # Every case: no worker or /dev/shm entry left. A few seconds. Exit 77 (Skipped) when not root or
 # a tool is missing.
-# usage: hosts_in_place_test.sh <bin dir> <tests bin dir> <source dir> [MAX_RESTARTS]
+# usage: hosts_in_place_test.sh <bin dir> <tests bin dir> <source dir> [MAX_RESTARTS | exit]
 set -uo pipefail
 bin=$1 tbin=$2 src=$3 restarts=${4:-}
 . "$src/tests/netns/elastic_harness.sh"
 harness_up inplace 2
 
-steps=150 args=()
-if [ -n "$restarts" ]; then
-  steps=100 args=(--max-restarts "$restarts") conf=$conf,join_timeout=2
+steps=150 args=() probe=()
+if [ "$restarts" = exit ]; then
+  steps=100 args=(--max-restarts 0) probe=(--exit-on-change)
+elif [ -n "$restarts" ]; then
+  steps=100 args=(--max-restarts "$restarts") probe=(--stall-on-change) conf=$conf,join_timeout=2
 fi
 for h in $(seq 1 $n); do
-  launch "$h" --nnodes 1:2 "${args[@]}" "$tbin/ddp_elastic_probe" $steps 20 ${restarts:+--stall-on-change}
+  launch "$h" --nnodes 1:2 "${args[@]}" "$tbin/ddp_elastic_probe" $steps 20 "${probe[@]}"
 done
 twos() { cat "$out"/host*.log 2> /dev/null | grep -c 'group pid=.* world=2'; }
 wait_until 15 "no group of 2" '[ "$(twos)" = 2 ]'
@@ -36,7 +42,9 @@ wait "${pids[0]}"; rc1=$?
 ms=$((($(date +%s%N) - start) / 1000000))
 log=$out/host1.log
 grep -q "${p}h2) lost: no heartbeat" "$log" || fail "host 1 did not name host 2 as lost"
-grep -q "with the workers in place" "$log" || fail "host 1 did not keep its workers"
+if [ "$restarts" != exit ]; then
+  grep -q "with the workers in place" "$log" || fail "host 1 did not keep its workers"
+fi
 why="node [0-9]* (${p}h1): the worker(s) moved in place did not re-join round [0-9]* within 2000 ms (join_timeout)"
 if [ -z "$restarts" ]; then
   [ $rc1 = 0 ] || fail "host 1 exited $rc1"
@@ -46,6 +54,17 @@ if [ -z "$restarts" ]; then
   grep -q "done pid=$before .*steps=150" "$log" || fail "host 1's worker did not finish its 150 steps"
   ! grep -q 'restarting the workers' "$log" || fail "host 1 restarted its workers"
   result="went on in place ($after) and finished"
+elif [ "$restarts" = exit ]; then
+  grep -q "exited pid=$before: .* was lost: " "$log" || fail "host 1's worker $before did not exit on its peer's loss"
+  [ $rc1 = 0 ] || fail "host 1 exited $rc1"
+  grep -q "membership changed (.*${p}h2) lost: .*); joining round 1\$" "$log" ||
+    fail "host 1 did not take its worker's exit for the membership change"
+  ! grep -q "restarting the workers" "$log" || fail "host 1 counted its worker's exit as a failure"
+  after=$(grep -o 'done pid=[0-9]* .*steps=100' "$log" | sed 's/done pid=\([0-9]*\).*/\1/')
+  [ -n "$after" ] || fail "no worker finished its 100 steps"
+  [ "$after" != "$before" ] || fail "the worker that finished is the one that exited ($before)"
+  grep -q "group pid=$after round=1 rank=0 world=1" "$log" || fail "the new worker $after was not in round 1's group of 1"
+  result="exited on its peer's loss; a new worker ($after) went on in round 1, no restart counted (--max-restarts 0)"
 elif [ "$restarts" = 1 ]; then
   grep -q "stalled pid=$before:" "$log" || fail "host 1's worker $before did not stall"
   [ $rc1 = 0 ] || fail "host 1 exited $rc1"
