@@ -12,10 +12,12 @@
 # "in-place" is ddp-launch running the C++ probe tests/netns/elastic_probe.cc (ddp/elastic.h: a
 # counter all_reduced and committed every step, 50 ms apart) that recovers in place: node-lost and
 # node-joined only (path "in-place"; its workers are not restarted, so no Python import is timed).
+# "cpp-restart" is ddp-launch running the same probe with --restart (a plain worker: no recovery in
+# place; a failure exits and the launcher restarts it): the restart path with the same program.
 # torchrun is Debian's 1.13 through bench/torchrun_shim.py (1.13 does not start on Python 3.11).
 #
 # Usage: bench/elastic.sh [path/to/ddp-launch]   (default: $DDP_BIN_DIR or build/bin)
-# Env: TRIALS (5), LAUNCHERS ("ddp-launch torchrun in-place"), SCENARIOS ("elastic static"),
+# Env: TRIALS (5), LAUNCHERS ("ddp-launch torchrun in-place cpp-restart"), SCENARIOS ("elastic static"),
 #      OUT (a JSON file for the rows; default: none), TIMEOUT (s a trial may wait, 90).
 set -euo pipefail
 
@@ -31,7 +33,8 @@ ddp_launch, bench, probe = sys.argv[1], sys.argv[2], sys.argv[3]
 python = "/usr/bin/python3"
 job = [f"{bench}/elastic_job.py"]
 trials = int(os.environ.get("TRIALS", "5"))
-launchers = os.environ.get("LAUNCHERS", "ddp-launch torchrun in-place").split()
+launchers = os.environ.get("LAUNCHERS", "ddp-launch torchrun in-place cpp-restart").split()
+PROBE_ARGS = {"in-place": ["0", "50", "--print-steps"], "cpp-restart": ["0", "50", "--restart"]}
 scenarios = os.environ.get("SCENARIOS", "elastic static").split()
 timeout = float(os.environ.get("TIMEOUT", "90"))
 START_PROBE = re.compile(r"group pid=(\d+)")
@@ -63,7 +66,7 @@ def command(which, nnodes, port, run_id, restarts):
         return [python, f"{bench}/torchrun_shim.py", "--nnodes", nnodes, "--nproc_per_node", "1",
                 "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", run_id,
                 "--rdzv_conf", conf, "--monitor_interval", "1", "--max_restarts", str(restarts)] + job
-    program = [probe, "0", "50", "--print-steps"] if which == "in-place" else [python] + job
+    program = [probe] + PROBE_ARGS[which] if which in PROBE_ARGS else [python] + job
     return [ddp_launch, "--nnodes", nnodes, "--nproc-per-node", "1", "--rdzv-backend", "c10d",
             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id, "--rdzv-conf", conf,
             "--monitor-interval", "1", "--max-restarts", str(restarts)] + program
@@ -174,7 +177,7 @@ def static_trial(which, tmp, k):
 def elastic_supported(which):
     if which == "torchrun":
         return True
-    if which == "in-place" and not os.access(probe, os.X_OK):
+    if which in PROBE_ARGS and not os.access(probe, os.X_OK):
         return False
     p = subprocess.run([ddp_launch, "--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
                         "127.0.0.1:1", "--dry-run", "/bin/true"], capture_output=True, text=True)
@@ -193,7 +196,11 @@ def version(which):
         return "torchrun " + torch.__version__ + " (bench/torchrun_shim.py)"
     p = subprocess.run([ddp_launch, "--version"], capture_output=True, text=True)
     v = (p.stdout.strip() or "ddp-launch").splitlines()[0]
-    return v + " with tests/netns/elastic_probe.cc (C++, ddp/elastic.h)" if which == "in-place" else v
+    if which == "in-place":
+        return v + " with tests/netns/elastic_probe.cc (C++, ddp/elastic.h)"
+    if which == "cpp-restart":
+        return v + " with tests/netns/elastic_probe.cc --restart (C++, no recovery in place)"
+    return v
 
 
 def row(which, scenario, times, note=""):
@@ -204,8 +211,8 @@ def row(which, scenario, times, note=""):
          "min_s": round(min(times), 3) if times else None, "max_s": round(max(times), 3) if times else None,
          "machine": {"cpu": cpu_model(), "online_cpus": os.cpu_count()},
          "load_avg": round(os.getloadavg()[0], 1),
-         "setup": "2 launchers on localhost, 1 gloo worker each, c10d rendezvous, --monitor-interval 1, "
-                  "last_call_timeout=1", "date": time.strftime("%Y-%m-%d", time.gmtime())}
+         "setup": "2 launchers on localhost, 1 " + ("C++ tcp" if which in PROBE_ARGS else "PyTorch gloo") +
+                  " worker each, c10d rendezvous, --monitor-interval 1, last_call_timeout=1", "date": time.strftime("%Y-%m-%d", time.gmtime())}
     if note:
         r["note"] = note
     return r
