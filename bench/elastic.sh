@@ -14,10 +14,14 @@
 # node-joined only (path "in-place"; its workers are not restarted, so no Python import is timed).
 # "cpp-restart" is ddp-launch running the same probe with --restart (a plain worker: no recovery in
 # place; a failure exits and the launcher restarts it): the restart path with the same program.
+# "cnn-in-place" and "cnn-restart" are ddp-launch running the demo (ddp-train-fashion-mnist, LibTorch,
+# 1 thread, a checkpoint every 20 steps) with and without --elastic-in-place: a program whose
+# restart costs LibTorch's load, the data set's and a checkpoint's read.
 # torchrun is Debian's 1.13 through bench/torchrun_shim.py (1.13 does not start on Python 3.11).
 #
 # Usage: bench/elastic.sh [path/to/ddp-launch]   (default: $DDP_BIN_DIR or build/bin)
-# Env: TRIALS (5), LAUNCHERS ("ddp-launch torchrun in-place cpp-restart"), SCENARIOS ("elastic static"),
+# Env: TRIALS (5), LAUNCHERS ("ddp-launch torchrun in-place cpp-restart cnn-in-place cnn-restart"),
+#      SCENARIOS ("elastic static"),
 #      OUT (a JSON file for the rows; default: none), TIMEOUT (s a trial may wait, 90).
 set -euo pipefail
 
@@ -33,8 +37,14 @@ ddp_launch, bench, probe = sys.argv[1], sys.argv[2], sys.argv[3]
 python = "/usr/bin/python3"
 job = [f"{bench}/elastic_job.py"]
 trials = int(os.environ.get("TRIALS", "5"))
-launchers = os.environ.get("LAUNCHERS", "ddp-launch torchrun in-place cpp-restart").split()
+launchers = os.environ.get("LAUNCHERS", "ddp-launch torchrun in-place cpp-restart cnn-in-place cnn-restart").split()
 PROBE_ARGS = {"in-place": ["0", "50", "--print-steps"], "cpp-restart": ["0", "50", "--restart"]}
+demo = os.path.join(os.path.dirname(ddp_launch), "ddp-train-fashion-mnist")
+IN_PLACE = ("in-place", "cnn-in-place")  # no worker restarted: no worker-killed scenario
+SETUP = {"in-place": "1 C++ worker (tcp)", "cpp-restart": "1 C++ worker (tcp)",
+         "cnn-in-place": "1 LibTorch CNN worker (the demo, tcp, 1 thread)",
+         "cnn-restart": "1 LibTorch CNN worker (the demo, tcp, 1 thread)"}
+tmp_dir = None  # per run: the demo's checkpoint directories
 scenarios = os.environ.get("SCENARIOS", "elastic static").split()
 timeout = float(os.environ.get("TIMEOUT", "90"))
 START_PROBE = re.compile(r"group pid=(\d+)")
@@ -66,10 +76,30 @@ def command(which, nnodes, port, run_id, restarts):
         return [python, f"{bench}/torchrun_shim.py", "--nnodes", nnodes, "--nproc_per_node", "1",
                 "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", run_id,
                 "--rdzv_conf", conf, "--monitor_interval", "1", "--max_restarts", str(restarts)] + job
-    program = [probe] + PROBE_ARGS[which] if which in PROBE_ARGS else [python] + job
+    if which in PROBE_ARGS:
+        program = [probe] + PROBE_ARGS[which]
+    elif which.startswith("cnn-"):
+        program = [demo, "--epochs", "1000", "--test-limit", "320", "--threads", "1", "--checkpoint",
+                   os.path.join(tmp_dir, run_id + "-checkpoints"), "--checkpoint-every", "20", "--print-steps"]
+        program += ["--elastic-in-place"] if which == "cnn-in-place" else []
+    else:
+        program = [python] + job
     return [ddp_launch, "--nnodes", nnodes, "--nproc-per-node", "1", "--rdzv-backend", "c10d",
             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id, "--rdzv-conf", conf,
             "--monitor-interval", "1", "--max-restarts", str(restarts)] + program
+
+
+def children(pid):
+    """The processes whose parent is pid."""
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                if d.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
 
 
 class Node:
@@ -89,7 +119,9 @@ class Node:
         return [(int(m[1]), int(m[3]), int(m[4]), float(m[5])) for m in STEP.finditer(self.text())]
 
     def worker_pids(self):
-        return [int(p) for p in START.findall(self.text()) + START_PROBE.findall(self.text())]
+        """Workers that said their pid, and the launcher's children now (the demo says none)."""
+        said = [int(p) for p in START.findall(self.text()) + START_PROBE.findall(self.text())]
+        return said + [p for p in children(self.proc.pid) if p not in said]
 
     def kill(self, sig=signal.SIGKILL):
         """The whole node at once: the launcher's session and every worker it started."""
@@ -177,7 +209,8 @@ def static_trial(which, tmp, k):
 def elastic_supported(which):
     if which == "torchrun":
         return True
-    if which in PROBE_ARGS and not os.access(probe, os.X_OK):
+    program = probe if which in PROBE_ARGS else demo if which.startswith("cnn-") else None
+    if program and not os.access(program, os.X_OK):
         return False
     p = subprocess.run([ddp_launch, "--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
                         "127.0.0.1:1", "--dry-run", "/bin/true"], capture_output=True, text=True)
@@ -200,19 +233,21 @@ def version(which):
         return v + " with tests/netns/elastic_probe.cc (C++, ddp/elastic.h)"
     if which == "cpp-restart":
         return v + " with tests/netns/elastic_probe.cc --restart (C++, no recovery in place)"
+    if which.startswith("cnn-"):
+        return v + " with ddp-train-fashion-mnist" + (" --elastic-in-place" if which == "cnn-in-place" else "")
     return v
 
 
 def row(which, scenario, times, note=""):
     r = {"bench": "elastic", "launcher": which, "version": version(which),
-         "path": "in-place" if which == "in-place" else "restart",
+         "path": "in-place" if which in IN_PLACE else "restart",
          "scenario": scenario, "trials": [round(t, 3) for t in times],
          "median_s": round(statistics.median(times), 3) if times else None,
          "min_s": round(min(times), 3) if times else None, "max_s": round(max(times), 3) if times else None,
          "machine": {"cpu": cpu_model(), "online_cpus": os.cpu_count()},
          "load_avg": round(os.getloadavg()[0], 1),
-         "setup": "2 launchers on localhost, 1 " + ("C++ tcp" if which in PROBE_ARGS else "PyTorch gloo") +
-                  " worker each, c10d rendezvous, --monitor-interval 1, last_call_timeout=1", "date": time.strftime("%Y-%m-%d", time.gmtime())}
+         "setup": "2 launchers on localhost, " + SETUP.get(which, "1 PyTorch worker (gloo)") +
+                  " each, c10d rendezvous, --monitor-interval 1, last_call_timeout=1", "date": time.strftime("%Y-%m-%d", time.gmtime())}
     if note:
         r["note"] = note
     return r
@@ -220,6 +255,7 @@ def row(which, scenario, times, note=""):
 
 rows = []
 with tempfile.TemporaryDirectory(prefix="ddp-elastic-bench-") as tmp:
+    tmp_dir = tmp
     for which in launchers:
         if "elastic" in scenarios:
             if elastic_supported(which):
@@ -240,7 +276,7 @@ with tempfile.TemporaryDirectory(prefix="ddp-elastic-bench-") as tmp:
                 print(f"{which:>10}: refuses --nnodes 1:2 (elastic node counts not in this build): skipped")
                 for scenario in ("node-lost", "node-joined"):
                     rows.append(row(which, scenario, [], "elastic node counts not supported by this build"))
-        if "static" in scenarios and which != "in-place":
+        if "static" in scenarios and which not in IN_PLACE:
             killed, failed = [], 0
             for k in range(trials):
                 try:

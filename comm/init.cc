@@ -27,7 +27,10 @@ std::string run_prefix(int init_number) {
   const std::string run_id =
       settings::get(settings::kRunId).value_or(settings::get_or(settings::kTorchelasticRunId, "none"));
   const int64_t restart = settings::int_value(settings::kTorchelasticRestartCount);
-  return "run/" + run_id + "/" + std::to_string(restart) + "/" + std::to_string(init_number);
+  // The round too: a membership change starts new workers without counting a restart.
+  const int64_t round = settings::int_or(settings::kElasticRound, 0);
+  return "run/" + run_id + "/" + std::to_string(round) + "/" + std::to_string(restart) + "/" +
+         std::to_string(init_number);
 }
 
 // The timeout the caller gave (the option, else DDP_TIMEOUT_MS); kUseDefault when none.

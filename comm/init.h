@@ -17,8 +17,8 @@
 //            ranks assigned when not given, the rank-0 process hosts a store on an ephemeral port
 //            and announces it (rendezvous/multicast_rendezvous.h); ttl=, interface=, timeout=.
 // - file:///path                          a FileStore shared by every rank.
-// Keys live under "run/<DDP_RUN_ID>/<TORCHELASTIC_RESTART_COUNT>/<init #>" so a restarted
-// worker never reads keys of the attempt before it.
+// Keys live under "run/<DDP_RUN_ID>/<DDP_ELASTIC_ROUND>/<TORCHELASTIC_RESTART_COUNT>/<init #>" so
+// a restarted worker never reads keys of the round or attempt before it.
 //
 // Timeouts: options.timeout, else DDP_TIMEOUT_MS, else kDefaultCollectiveTimeout. A timeout given
 // (option or variable) also bounds reaching a TCP store, its handshake included. The job token

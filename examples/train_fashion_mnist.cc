@@ -70,6 +70,7 @@ struct Config {
   int64_t local_sgd_warmup = 100;
   bool in_place = false;     // --elastic-in-place
   int64_t fail_at_step = 0;  // tests: the last rank exits after this global step, in the first attempt only
+  bool print_steps = false;  // bench/elastic.sh: one line per optimizer step
 };
 
 struct Totals {
@@ -103,12 +104,22 @@ struct Steps {
     at.epoch_samples += batch_size * world;  // every rank's shard has the same size
     if (c.checkpoint_every > 0 && at.step % c.checkpoint_every == 0) save();
     if (elastic != nullptr) elastic->commit();
+    if (c.print_steps) print_step();
     if (first_attempt && at.step == c.fail_at_step && rank == world - 1) {
       std::fprintf(stderr,
                    "ddp-train-fashion-mnist: rank %d: failing after step %lld as asked (--fail-at-step)\n",
                    rank, static_cast<long long>(at.step));
       std::exit(3);
     }
+  }
+  // As bench/elastic_job.py prints its steps (bench/elastic.sh reads them).
+  void print_step() const {
+    const double t =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::printf(
+        "elastic_job step %lld rank %d world %d restart %lld t %.6f\n", static_cast<long long>(at.step), rank,
+        world, static_cast<long long>(ddp::settings::int_value(ddp::settings::kTorchelasticRestartCount)), t);
+    std::fflush(stdout);
   }
   void end_epoch() {
     at = {at.step, at.epoch + 1, 0, 0, world};
@@ -449,6 +460,8 @@ int main(int argc, char** argv) {
                "recover in place when a node is lost or joins (ddp-launch --nnodes MIN:MAX; ddp/elastic.h)");
   app.add_option("--fail-at-step", c.fail_at_step,
                  "testing: the last rank exits after this global step in attempt 0");
+  app.add_flag("--print-steps", c.print_steps,
+               "benchmarks: one line per optimizer step with its time (bench/elastic.sh)");
   CLI11_PARSE(app, argc, argv);
   if (!in_place_fits(c)) return 2;
   if (c.zero && !c.checkpoint.empty()) {

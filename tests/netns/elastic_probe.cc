@@ -6,7 +6,8 @@
 // "elastic_job step <s> rank <r> world <w> restart <TORCHELASTIC_RESTART_COUNT> t <unix time, s>".
 // With --restart, the same steps printed so, by a plain worker that does not recover in place: its
 // group from the launcher's environment (ddp::init_process_group), no ddp::elastic; a failure exits
-// 1 and the launcher starts it again (bench/elastic.sh's "restart" path: the same program both ways).
+// 1 and the launcher starts it again (bench/elastic.sh's "cpp-restart" path: the same program both
+// ways; hosts_restart_test.sh).
 // With --stall-on-change (hosts_in_place_test.sh MAX_RESTARTS), a worker of the job's first attempt
 // (TORCHELASTIC_RESTART_COUNT 0) whose step in a group of more than one fails with a
 // NetworkError (a lost peer, or the round's MembershipChanged) prints "stalled pid=<pid>: <why>"
@@ -104,7 +105,7 @@ void print_group(int round, const ddp::comm::ProcessGroup& g) {
 // --restart: no recovery in place; a failure propagates (exit 1) and the launcher restarts us.
 void run_restart(const Run& r, Counter& state) {
   ddp::comm::ProcessGroupPtr g = ddp::init_process_group();  // tcp, env://
-  print_group(0, *g);
+  print_group(static_cast<int>(ddp::settings::int_value(ddp::settings::kElasticRound)), *g);
   for (; r.more(state); std::this_thread::sleep_for(r.pace)) step(*g, state, true);
   ddp::destroy_process_group();
 }
