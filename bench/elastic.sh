@@ -22,7 +22,8 @@
 # Usage: bench/elastic.sh [path/to/ddp-launch]   (default: $DDP_BIN_DIR or build/bin)
 # Env: TRIALS (5), LAUNCHERS ("ddp-launch torchrun in-place cpp-restart cnn-in-place cnn-restart"),
 #      SCENARIOS ("elastic static"),
-#      OUT (a JSON file for the rows; default: none), TIMEOUT (s a trial may wait, 90).
+#      OUT (a file for the rows, one JSON object per line, as bench/report.py reads elastic.jsonl;
+#      default: none), TIMEOUT (s a trial may wait, 90).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -300,7 +301,7 @@ print(f"CPU: {cpu_model()}")
 out = os.environ.get("OUT")
 if out:
     with open(out, "w") as f:
-        json.dump(rows, f, indent=1)
+        f.writelines(json.dumps(r) + "\n" for r in rows)
         f.write("\n")
     print(f"rows written to {out}")
 PY

@@ -10,6 +10,7 @@ Inputs, one folder per run (bench/results/<run>/):
   collective*.jsonl the JSON rows of `ddp-bench collective` (one per implementation and size)
   torch.jsonl       the two rows of `ddp-bench torch` (ours, pytorch)
   floors.jsonl      the rows of `ddp-bench floors` (optional)
+  elastic.jsonl     the rows of bench/elastic.sh (OUT=...): recovery times of elastic jobs
 and bench/results/history.md, carried into the page verbatim. The newest run (by date, then
 name) gives the README's headline table and plot.
 
@@ -161,6 +162,18 @@ class Run:
     def floors(self):
         return self.rows.get("floors.jsonl")
 
+    def elastic(self):
+        """{launcher: {scenario: row}} of elastic.jsonl, launchers in the order of ELASTIC_PATHS."""
+        rows = self.rows.get("elastic.jsonl")
+        if not rows:
+            return None
+        out = {}
+        for r in rows:
+            if r.get("launcher") not in ELASTIC_PATHS:
+                raise ResultError(f"{self.name}/elastic.jsonl: unknown launcher {r.get('launcher')!r}")
+            out.setdefault(r["launcher"], {})[r["scenario"]] = r
+        return {k: out[k] for k in ELASTIC_PATHS if k in out}
+
 
 def load_runs():
     runs = [Run(d) for d in sorted(RESULTS.iterdir()) if d.is_dir()]
@@ -212,6 +225,35 @@ def torch_table(systems):
     return lines
 
 
+# bench/elastic.sh's launchers (paths), in the table's order, with what each runs.
+ELASTIC_PATHS = {
+    "in-place": "C++ probe, in place (`ddp/elastic.h`)",
+    "cpp-restart": "the same C++ probe, restarted",
+    "cnn-in-place": "the demo CNN (LibTorch), in place (`--elastic-in-place`)",
+    "cnn-restart": "the demo CNN (LibTorch), restarted from its checkpoint",
+    "ddp-launch": "a PyTorch job (gloo), restarted",
+    "torchrun": "the same PyTorch job under torchrun 1.13",
+}
+ELASTIC_SCENARIOS = ("node-lost", "node-joined", "worker-killed")
+
+
+def elastic_table(by_launcher):
+    lines = ["| program, path | node lost | node joined | worker killed (static) |", "|---|---|---|---|"]
+    for launcher, scenarios in by_launcher.items():
+        cells = []
+        for sc in ELASTIC_SCENARIOS:
+            r = scenarios.get(sc)
+            if r is None or r.get("median_s") is None:
+                cells.append("–" if r is None else "failed: " + r.get("note", "no trial"))
+                continue
+            cell = f"{r['median_s']:.1f} s ({r['min_s']:.1f}–{r['max_s']:.1f})"
+            if len(r["trials"]) < 5 or r.get("note"):
+                cell += f", {len(r['trials'])} trials" + (f": {r['note']}" if r.get("note") else "")
+            cells.append(cell)
+        lines.append(f"| {ELASTIC_PATHS[launcher]} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def floors_lines(rows):
     out = []
     for r in rows:
@@ -255,6 +297,19 @@ def run_section(run):
     if floors:
         lines += ["### The machine's floors", "", "`ddp-bench floors`, right after the runs above:", ""]
         lines += floors_lines(floors)
+        lines.append("")
+    elastic = run.elastic()
+    if elastic:
+        first = next(iter(next(iter(elastic.values())).values()))
+        lines += ["### Recovery of elastic jobs", "",
+                  f"`bench/elastic.sh`: {first['setup']}. Seconds from a node's SIGKILL to the first step of "
+                  "the smaller world (`--nnodes 1:2`), from a new node's start to the first step of the larger "
+                  "one, and from a worker's SIGKILL to the first step of the restarted round (`--nnodes 2`, "
+                  "`--max-restarts 1`); medians (min–max) of the trials. In place, no worker is restarted, so "
+                  "it has no worker-killed row. Compare paths of the same program: the PyTorch rows start "
+                  "Python and import torch, the C++ probe starts in milliseconds, and the demo loads LibTorch, "
+                  "the data set and its checkpoint.", ""]
+        lines += elastic_table(elastic)
         lines.append("")
     return lines
 
@@ -411,7 +466,8 @@ def main():
     try:
         runs = load_runs()
         text = page(runs)
-        readme = with_headline(README.read_text(), headline(runs[-1] if runs else None))
+        collective_runs = [r for r in runs if r.collective()]  # the headline's (an elastic-only run has none)
+        readme = with_headline(README.read_text(), headline(collective_runs[-1] if collective_runs else None))
     except (ResultError, KeyError, TypeError) as e:
         print(f"report.py: {e}", file=sys.stderr)
         return 1
