@@ -23,7 +23,8 @@
 # Env: TRIALS (5), LAUNCHERS ("ddp-launch torchrun in-place cpp-restart cnn-in-place cnn-restart"),
 #      SCENARIOS ("elastic static"),
 #      OUT (a file for the rows, one JSON object per line, as bench/report.py reads elastic.jsonl;
-#      default: none), TIMEOUT (s a trial may wait, 90).
+#      default: none), TIMEOUT (s a trial may wait, 90), CONF (ddp-launch's --rdzv-conf,
+#      "last_call_timeout=1"; torchrun 1.13 cannot set its heartbeats: it keeps that one).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,6 +49,7 @@ SETUP = {"in-place": "1 C++ worker (tcp)", "cpp-restart": "1 C++ worker (tcp)",
 tmp_dir = None  # per run: the demo's checkpoint directories
 scenarios = os.environ.get("SCENARIOS", "elastic static").split()
 timeout = float(os.environ.get("TIMEOUT", "90"))
+CONF = os.environ.get("CONF", "last_call_timeout=1")  # ddp-launch's --rdzv-conf (torchrun's stays)
 START_PROBE = re.compile(r"group pid=(\d+)")
 STEP = re.compile(r"elastic_job step (\d+) rank (\d+) world (\d+) restart (\d+) t ([0-9.]+)")
 START = re.compile(r"elastic_job start pid (\d+)")
@@ -72,7 +74,7 @@ def wait_listening(port, node):
 
 def command(which, nnodes, port, run_id, restarts):
     """One node's launcher command line."""
-    conf = "last_call_timeout=1"
+    conf = "last_call_timeout=1" if which == "torchrun" else CONF
     if which == "torchrun":
         return [python, f"{bench}/torchrun_shim.py", "--nnodes", nnodes, "--nproc_per_node", "1",
                 "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", run_id,
@@ -248,7 +250,8 @@ def row(which, scenario, times, note=""):
          "machine": {"cpu": cpu_model(), "online_cpus": os.cpu_count()},
          "load_avg": round(os.getloadavg()[0], 1),
          "setup": "2 launchers on localhost, " + SETUP.get(which, "1 PyTorch worker (gloo)") +
-                  " each, c10d rendezvous, --monitor-interval 1, last_call_timeout=1", "date": time.strftime("%Y-%m-%d", time.gmtime())}
+                  " each, c10d rendezvous, --monitor-interval 1, --rdzv-conf " +
+                  ("last_call_timeout=1" if which == "torchrun" else CONF), "date": time.strftime("%Y-%m-%d", time.gmtime())}
     if note:
         r["note"] = note
     return r

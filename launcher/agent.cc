@@ -402,6 +402,7 @@ struct Agent::Impl {
     h.interval = l().keep_alive_interval;
     h.max_attempt = l().keep_alive_max_attempt;
     h.open_store = [this] { return open_heartbeat_store(); };
+    h.on_loss = [this] { supervisor.wake_monitor(); };  // the round ends now, not at the next tick
     heartbeat = std::make_unique<Heartbeat>(std::move(h));
   }
 

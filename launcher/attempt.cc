@@ -187,9 +187,10 @@ void Attempt::dispatch(uint64_t tag) {
     while (::read(state_.signal_fd.get(), &info, sizeof info) == sizeof info) {
       on_signal(static_cast<int>(info.ssi_signo));
     }
-  } else if (tag == kTagMonitor) {
+  } else if (tag == kTagMonitor || tag == kTagWake) {
     uint64_t ticks;
-    if (::read(state_.monitor_timer.get(), &ticks, sizeof ticks) < 0) return;
+    const int fd = tag == kTagMonitor ? state_.monitor_timer.get() : state_.wake.get();
+    if (::read(fd, &ticks, sizeof ticks) < 0) return;
     if (phase_ == Phase::kRunning && attempt_.external_stop && attempt_.external_stop()) {
       result_.stopped_externally = true;
       begin_stop(SIGTERM);

@@ -19,8 +19,9 @@ namespace ddp::launcher {
 inline constexpr uint64_t kTagSignal = 0;
 inline constexpr uint64_t kTagMonitor = 1;
 inline constexpr uint64_t kTagGrace = 2;
-inline constexpr uint64_t kTagConsole = 3;  // + 0 stdout, + 1 stderr: room to write again
-inline constexpr uint64_t kTagRelay = 5;    // + relay index
+inline constexpr uint64_t kTagWake = 3;     // Supervisor::wake_monitor: poll the monitor now
+inline constexpr uint64_t kTagConsole = 4;  // + 0 stdout, + 1 stderr: room to write again
+inline constexpr uint64_t kTagRelay = 6;    // + relay index
 
 // Lives as long as the Supervisor.
 struct SupervisorState {
@@ -43,6 +44,7 @@ struct SupervisorState {
   Fd signal_fd;
   Fd epoll;
   Fd monitor_timer;
+  Fd wake;  // an eventfd: written by wake_monitor (any thread)
   Fd grace_timer;
   std::string host;
   std::string temp_dir;

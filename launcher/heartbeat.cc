@@ -44,19 +44,27 @@ struct Heartbeat::Impl {
         if (!store) store = o.open_store();
         store->add(heartbeat_key(o.run_id, o.id), 1);
         reached = Clock::now();
-        check_peers(*store);
+        if (check_peers(*store) && o.on_loss) o.on_loss();
       } catch (const std::exception& e) {
         last_error = e.what();
         store.reset();  // a lost connection is not re-used: the next beat connects again
       }
       lock.lock();
-      if (Clock::now() - reached >= bound() && !store_gone) store_gone = last_error;
+      if (Clock::now() - reached >= bound() && !store_gone) {
+        store_gone = last_error;
+        if (o.on_loss) {
+          lock.unlock();
+          o.on_loss();
+          lock.lock();
+        }
+      }
       cv.wait_for(lock, o.interval, [this] { return stop; });
     }
   }
 
-  // Reads each watched counter (outside the lock: requests take time), then records.
-  void check_peers(rdzv::Store& store) {
+  // Reads each watched counter (outside the lock: requests take time), then records; true when
+  // a peer was found lost.
+  bool check_peers(rdzv::Store& store) {
     std::vector<HeartbeatPeer> peers;
     {
       std::lock_guard g(mu);
@@ -66,6 +74,7 @@ struct Heartbeat::Impl {
     counts.reserve(peers.size());
     for (const auto& p : peers) counts.push_back(store.add(heartbeat_key(o.run_id, p.id), 0));
     const auto now = Clock::now();
+    bool found = false;
     std::lock_guard g(mu);
     for (size_t i = 0; i < peers.size(); ++i) {
       for (auto& w : watched) {
@@ -77,9 +86,11 @@ struct Heartbeat::Impl {
         } else if (now - w.changed >= bound()) {
           w.lost = true;
           lost.push_back(w.peer);
+          found = true;
         }
       }
     }
+    return found;
   }
 };
 

@@ -28,6 +28,8 @@ struct HeartbeatOptions {
   // A connection of the heartbeat's own, opened on its thread; requests on it must give up
   // within about the interval.
   std::function<std::unique_ptr<rdzv::Store>()> open_store;
+  // Called on the heartbeat's thread when it finds a peer, or the store, lost (wakes the agent).
+  std::function<void()> on_loss;
 };
 
 struct HeartbeatPeer {

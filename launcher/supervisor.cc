@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -86,9 +87,12 @@ SupervisorState::SupervisorState(const LaunchOptions& opts) : options(opts) {
   epoll = Fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll) DDP_THROW_ERRNO("epoll_create1");
   monitor_timer = make_timer();
+  wake = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake) DDP_THROW_ERRNO("eventfd");
   grace_timer = make_timer();
   watch(epoll.get(), signal_fd.get(), kTagSignal);
   watch(epoll.get(), monitor_timer.get(), kTagMonitor);
+  watch(epoll.get(), wake.get(), kTagWake);
   watch(epoll.get(), grace_timer.get(), kTagGrace);
   ::prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper);
   become_subreaper();
@@ -165,5 +169,11 @@ int Supervisor::poll_signal() {
 }
 
 int Supervisor::signal_fd() const { return impl_->state.signal_fd.get(); }
+
+void Supervisor::wake_monitor() {
+  const uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n =
+      ::write(impl_->state.wake.get(), &one, sizeof one);  // full: woken already
+}
 
 }  // namespace ddp::launcher

@@ -84,6 +84,9 @@ class Supervisor {
   // The signalfd of the handled signals (readable when one is queued), for the caller's own
   // poll/epoll; read it through poll_signal().
   int signal_fd() const;
+  // Thread-safe: the running attempt polls its external_stop now, not at the next
+  // monitor_interval tick (the heartbeat found a peer lost). Between attempts: at the next's start.
+  void wake_monitor();
 
  private:
   struct Impl;

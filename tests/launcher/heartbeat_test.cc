@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "common/error.h"
@@ -57,6 +58,27 @@ TEST_CASE("a peer that stops beating is lost and named; a live one is not") {
   CHECK(a.lost().empty());
   const auto since = Clock::now();
   CHECK(eventually([&] { return a.all_beat_since(since); }));  // b beats on
+}
+
+TEST_CASE("on_loss is called on the heartbeat's thread when a peer, or the store, is found lost") {
+  auto store = std::make_shared<rdzv::HashStore>();
+  std::atomic<int> calls{0};
+  auto o = opts(store, "a");
+  o.on_loss = [&] { ++calls; };
+  Heartbeat a(o);
+  a.watch({{"ghost", "node 3 (gone)"}});
+  REQUIRE(eventually([&] { return calls.load() == 1; }));
+  CHECK(a.lost().size() == 1);
+  auto gone = opts(store, "b");
+  gone.open_store = []() -> std::unique_ptr<rdzv::Store> { DDP_THROW(NetworkError, "store at h:1 is gone"); };
+  std::atomic<int> store_calls{0};
+  gone.on_loss = [&] { ++store_calls; };
+  Heartbeat b(gone);
+  REQUIRE(eventually([&] { return store_calls.load() == 1; }));
+  CHECK(b.store_lost().has_value());
+  std::this_thread::sleep_for(Millis(100));  // several more bounds: each loss is told once
+  CHECK(calls.load() == 1);
+  CHECK(store_calls.load() == 1);
 }
 
 TEST_CASE("a peer that never beat at all is lost too") {

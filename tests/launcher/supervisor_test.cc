@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <thread>
 
 #include "launcher/cpu_bind.h"
 #include "launcher_test_util.h"
@@ -343,6 +344,40 @@ TEST_CASE("external_stop stops the workers") {
   CHECK(out.result["success"] == false);
   CHECK(out.result["failures"].empty());
   CHECK(out.result["exit_code"] == 1);
+}
+
+TEST_CASE("wake_monitor polls external_stop at once, not at the next monitor tick") {
+  // A monitor_interval of an hour: only the wake can poll external_stop before the worker's
+  // own exit (success, not stopped) 20 s later. In a forked launcher (the Supervisor owns signals).
+  TempDir dir;
+  LaunchOptions o = sh_options("touch " + dir.path() + "/ready; sleep 20", 1);
+  o.monitor_interval = std::chrono::hours(1);
+  const std::string ready = dir / "ready";
+  std::cout.flush();
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int rc = 1;
+    try {
+      Supervisor supervisor(o);
+      std::thread waker([&] {
+        while (!exists(ready)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        supervisor.wake_monitor();  // as the heartbeat does on a loss
+      });
+      AttemptOptions attempt;
+      attempt.external_stop = [&] { return exists(ready); };
+      const AttemptResult r = supervisor.run(single_node(1), attempt);
+      waker.join();
+      rc = r.stopped_externally && r.failures.empty() ? 0 : 2;
+    } catch (...) {
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // 2: the worker ran to its end, the wake polled nothing
 }
 
 TEST_CASE("log files in torchrun's layout and [rank]: prefixed whole lines on the console") {
