@@ -33,7 +33,7 @@ launcher=${1:-${DDP_BIN_DIR:-$here/build/bin}/ddp-launch}
 
 probe=${DDP_TESTS_DIR:-$(dirname "$launcher")/../tests}/ddp_elastic_probe
 exec /usr/bin/python3 - "$launcher" "$here/bench" "$probe" <<'PY'
-import json, os, re, signal, socket, statistics, subprocess, sys, tempfile, time
+import json, os, random, re, signal, socket, statistics, subprocess, sys, tempfile, time
 
 ddp_launch, bench, probe = sys.argv[1], sys.argv[2], sys.argv[3]
 python = "/usr/bin/python3"
@@ -50,6 +50,7 @@ tmp_dir = None  # per run: the demo's checkpoint directories
 scenarios = os.environ.get("SCENARIOS", "elastic static").split()
 timeout = float(os.environ.get("TIMEOUT", "90"))
 CONF = os.environ.get("CONF", "last_call_timeout=1")  # ddp-launch's --rdzv-conf (torchrun's stays)
+phases = random.Random(1)  # pause()
 START_PROBE = re.compile(r"group pid=(\d+)")
 STEP = re.compile(r"elastic_job step (\d+) rank (\d+) world (\d+) restart (\d+) t ([0-9.]+)")
 START = re.compile(r"elastic_job start pid (\d+)")
@@ -152,6 +153,13 @@ class Node:
                 pass
 
 
+def pause():
+    """1 to 2 s, drawn per trial (seeded: the same in every run): each event falls at another phase
+    of the launchers' periodic checks (heartbeats, --monitor-interval), so the medians are not
+    those of one lucky or unlucky phase."""
+    time.sleep(1.0 + phases.random())
+
+
 def first_step(nodes, after, pred):
     """Unix time of the first step completed after `after` that satisfies pred(world, restart)."""
     deadline = time.time() + timeout
@@ -173,12 +181,12 @@ def elastic_trial(which, tmp, k):
     nodes = [host, other]
     try:
         first_step(nodes, 0, lambda w, r: w == 2)
-        time.sleep(1.0)  # a few steps of the world of 2
+        pause()  # a few steps of the world of 2
         lost_at = time.time()
         other.kill()
         lost = first_step([host], lost_at, lambda w, r: w == 1) - lost_at
         other.proc.wait()
-        time.sleep(1.0)
+        pause()
         joined_at = time.time()
         new = Node(cmd, tmp, f"{which}-{k}-c")
         nodes.append(new)
@@ -199,7 +207,7 @@ def static_trial(which, tmp, k):
     nodes = [host, other]
     try:
         first_step(nodes, 0, lambda w, r: w == 2)
-        time.sleep(1.0)
+        pause()
         pid = other.worker_pids()[-1]
         killed_at = time.time()
         os.kill(pid, signal.SIGKILL)

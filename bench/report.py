@@ -300,9 +300,12 @@ def run_section(run):
         lines.append("")
     elastic = run.elastic()
     if elastic:
-        first = next(iter(next(iter(elastic.values())).values()))
+        ours = [r for k, sc in elastic.items() if k != "torchrun" for r in sc.values()]
+        conf = ours[0]["setup"].rpartition("--rdzv-conf ")[2] if ours else "last_call_timeout=1"
         lines += ["### Recovery of elastic jobs", "",
-                  f"`bench/elastic.sh`: {first['setup']}. Seconds from a node's SIGKILL to the first step of "
+                  "`bench/elastic.sh`: 2 launchers on localhost, one worker each, c10d rendezvous, "
+                  f"`--monitor-interval 1`, ddp-launch's `--rdzv-conf {conf}`"
+                  + (" (torchrun's `last_call_timeout=1`)" if "torchrun" in elastic else "") + ". Seconds from a node's SIGKILL to the first step of "
                   "the smaller world (`--nnodes 1:2`), from a new node's start to the first step of the larger "
                   "one, and from a worker's SIGKILL to the first step of the restarted round (`--nnodes 2`, "
                   "`--max-restarts 1`); medians (min–max) of the trials. In place, no worker is restarted, so "
