@@ -43,8 +43,8 @@ struct Agent::Impl {
   bool hosting = false;                                        // this process serves the rendezvous TCPStore
   std::string store_endpoint;                                  // DDP_STORE
   std::string token;
-  int picked_port = 0;                   // MASTER_PORT when LaunchOptions::pick_master_port
-  std::unique_ptr<Heartbeat> heartbeat;  // multi-node: beats and watches the other launchers
+  int picked_port = 0;                 // MASTER_PORT when LaunchOptions::pick_master_port
+  std::unique_ptr<Liveness> liveness;  // multi-node: proves this launcher alive, watches the others
   std::unique_ptr<RoundLoop> loop;
   rdzv::NodeInfo self;
   std::string rendezvous_endpoint;  // host:port of the launchers' TCPStore (not the file backend)
@@ -371,7 +371,7 @@ struct Agent::Impl {
   }
 
   // The heartbeat found the store unreachable: requests to it would wait for the link's timeout.
-  bool store_gone() const { return heartbeat && heartbeat->store_lost(); }
+  bool store_gone() const { return liveness && liveness->store_lost(); }
 
   // Tells every launcher still waiting to join that the job is over (best effort).
   void close_job(const std::string& why) noexcept {
@@ -393,26 +393,30 @@ struct Agent::Impl {
     return std::make_unique<rdzv::TCPStore>(t);
   }
 
-  void start_heartbeat() {
+  // Liveness through the job's store (launcher/heartbeat.h); an etcd backend would start its
+  // lease-based Liveness here instead.
+  void start_liveness() {
     if (!multi()) return;
     if (l().rdzv_backend != RdzvBackend::kFile) rendezvous_endpoint = store_endpoint;
-    HeartbeatOptions h;
+    StoreHeartbeatOptions h;
     h.run_id = l().run_id;
     h.id = self.id;
     h.interval = l().keep_alive_interval;
     h.max_attempt = l().keep_alive_max_attempt;
+    h.store_name = l().rdzv_backend == RdzvBackend::kFile ? "the file store " + plan_store(o).file_path
+                                                          : "the rendezvous store at " + rendezvous_endpoint;
     h.open_store = [this] { return open_heartbeat_store(); };
     h.on_loss = [this] { supervisor.wake_monitor(); };  // the round ends now, not at the next tick
-    heartbeat = std::make_unique<Heartbeat>(std::move(h));
+    liveness = std::make_unique<StoreHeartbeat>(std::move(h));
   }
 
   AgentOutcome run_rounds() {
-    start_heartbeat();
+    start_liveness();
     RoundLoopContext c;
     c.launch = &l();
     c.supervisor = &supervisor;
     c.store = multi() ? store.get() : nullptr;
-    c.heartbeat = heartbeat.get();
+    c.liveness = liveness.get();
     c.self = &self;
     c.store_name = l().rdzv_backend == RdzvBackend::kFile ? plan_store(o).file_path : rendezvous_endpoint;
     c.hosting = hosting;
@@ -463,11 +467,11 @@ AgentOutcome Agent::run() {
     out.last.interrupted_by = i.signal;
   } catch (...) {
     d.leave();
-    d.heartbeat.reset();
+    d.liveness.reset();
     throw;
   }
   d.leave();
-  d.heartbeat.reset();
+  d.liveness.reset();
   return out;
 }
 

@@ -33,7 +33,7 @@ void emit_round_start(const rdzv::NodeAssignment& a) {
                              {"master_port", a.master_port}});
 }
 
-std::string names_of(const std::vector<HeartbeatPeer>& peers) {
+std::string names_of(const std::vector<LivenessPeer>& peers) {
   std::string out;
   for (const auto& p : peers) out += (out.empty() ? "" : ", ") + p.name;
   return out;
@@ -65,26 +65,30 @@ NodeRound RoundLoop::round_of(const rdzv::NodeAssignment& a) {
 }
 
 void RoundLoop::watch_peers(const rdzv::NodeAssignment& a) {
-  if (c_.heartbeat == nullptr) return;
-  std::vector<HeartbeatPeer> peers;
+  if (c_.liveness == nullptr) return;
+  LivenessRound r;
+  r.round = a.round;
+  r.node_rank = a.node_rank;
   for (int i = 0; i < a.nnodes; ++i) {
-    if (i == a.node_rank || i >= static_cast<int>(a.id_by_node.size())) continue;
-    peers.push_back({a.id_by_node[i], rdzv::describe_node(i, a.host_by_node[i])});
+    const bool known =
+        i < static_cast<int>(a.id_by_node.size()) && i < static_cast<int>(a.host_by_node.size());
+    r.nodes.push_back(
+        {known ? a.id_by_node[i] : "", rdzv::describe_node(i, known ? a.host_by_node[i] : "?")});
   }
-  c_.heartbeat->watch(std::move(peers));
+  c_.liveness->watch(std::move(r));
 }
 
 std::optional<RoundOutcome> RoundLoop::membership_outcome(const rdzv::NodeAssignment& a) {
-  const std::vector<HeartbeatPeer> lost = c_.heartbeat ? c_.heartbeat->lost() : std::vector<HeartbeatPeer>{};
+  const std::vector<LivenessPeer> lost = c_.liveness ? c_.liveness->lost() : std::vector<LivenessPeer>{};
   const bool elastic = l().elastic();
   const int64_t waiting = elastic ? rdzv::waiting_in_round(*c_.store, l().run_id, a.round + 1) : 0;
   if (!lost.empty()) {
     nlohmann::ordered_json names = nlohmann::ordered_json::array();
     for (const auto& p : lost) names.push_back(p.name);
-    emit_event("node_lost", {{"nodes", names}, {"heartbeat_ms", c_.heartbeat->bound().count()}});
+    emit_event("node_lost", {{"nodes", names}, {"heartbeat_ms", c_.liveness->bound().count()}});
     const int64_t left = a.nnodes - static_cast<int64_t>(lost.size());
     const std::string what = names_of(lost) + " lost: no heartbeat for " +
-                             std::to_string(c_.heartbeat->bound().count()) +
+                             std::to_string(c_.liveness->bound().count()) +
                              " ms (keep_alive_interval x keep_alive_max_attempt; its launcher or host died)";
     if (elastic && left + waiting >= l().nnodes_min) {
       return RoundOutcome::changed(detail::str(what, "; a new round with the ", left, " node(s) left",
@@ -105,7 +109,7 @@ std::optional<RoundOutcome> RoundLoop::membership_outcome(const rdzv::NodeAssign
 
 bool RoundLoop::monitor(NodeRound& round, const rdzv::NodeAssignment& a) {
   // The heartbeat's view first: it needs no request to a store that may have gone silent.
-  if (c_.heartbeat != nullptr && c_.heartbeat->store_lost()) return true;  // announced by no one
+  if (c_.liveness != nullptr && c_.liveness->store_lost()) return true;  // announced by no one
   if (round.decided()) return true;
   try {
     if (auto o = membership_outcome(a)) {
@@ -119,15 +123,16 @@ bool RoundLoop::monitor(NodeRound& round, const rdzv::NodeAssignment& a) {
 }
 
 std::optional<RoundOutcome> RoundLoop::settle(NodeRound& round, const rdzv::NodeAssignment& a) {
-  if (c_.heartbeat == nullptr) return std::nullopt;
+  if (c_.liveness == nullptr) return std::nullopt;
   const auto since = Clock::now();
-  // A peer that died before the failure is found lost within the bound of its last beat.
-  const auto deadline = since + c_.heartbeat->bound() + l().keep_alive_interval;
+  // A peer that died before the failure is found lost within about the bound plus one interval
+  // of its last beat (launcher/liveness.h); a second interval of slack for a loaded host.
+  const auto deadline = since + c_.liveness->bound() + 2 * l().keep_alive_interval;
   while (Clock::now() < deadline) {
     if (c_.check_interrupt) c_.check_interrupt();
-    if (c_.heartbeat->store_lost() || round.decided()) return std::nullopt;
-    if (!c_.heartbeat->lost().empty()) return membership_outcome(a);
-    if (c_.heartbeat->all_beat_since(since)) return std::nullopt;
+    if (c_.liveness->store_lost() || round.decided()) return std::nullopt;
+    if (!c_.liveness->lost().empty()) return membership_outcome(a);
+    if (c_.liveness->all_beat_since(since)) return std::nullopt;
     std::this_thread::sleep_for(std::max(Millis(1), l().keep_alive_interval / 4));
   }
   return std::nullopt;
@@ -146,8 +151,8 @@ RoundOutcome RoundLoop::outcome_after(const AttemptResult& r, NodeRound* shared,
     return shared->wait_outcome(a.node_rank);
   }
   // The store gone silent: no request to it (each would wait for the link's timeout).
-  if (shared && c_.heartbeat != nullptr) {
-    if (auto why = c_.heartbeat->store_lost()) DDP_THROW(NetworkError, *why);
+  if (shared && c_.liveness != nullptr) {
+    if (auto why = c_.liveness->store_lost()) DDP_THROW(NetworkError, *why);
   }
   if (shared && !r.failures.empty()) {
     if (auto lost = settle(*shared, a)) return shared->announce(*lost);
@@ -157,7 +162,7 @@ RoundOutcome RoundLoop::outcome_after(const AttemptResult& r, NodeRound* shared,
 }
 
 bool RoundLoop::move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssignment& a) {
-  if (!l().elastic() || !multi() || (c_.heartbeat != nullptr && c_.heartbeat->store_lost())) return false;
+  if (!l().elastic() || !multi() || (c_.liveness != nullptr && c_.liveness->store_lost())) return false;
   RoundOutcome outcome;
   try {
     if (!c_.store->check(in_place_keys(l().run_id, a))) return false;

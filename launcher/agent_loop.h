@@ -19,19 +19,19 @@
 // (a restart, counted). The join blocks the supervisor's loop (output relay, reaping) meanwhile.
 //                   lost, interrupted -> the job ends
 //
-// Heartbeats (launcher/heartbeat.h) name the lost node within keep_alive_interval x
-// keep_alive_max_attempt. A worker failure is often a lost node's consequence (the survivors'
-// collectives fail first): it is announced only once every other node was seen beating after
-// it (about 2 x keep_alive_interval), else the lost node is, so a lost node never costs a
-// restart. A node lost from a static job, or from an elastic one that keeps
-// fewer than MIN nodes (counting those waiting), ends the job: outcome lost, exit 122. A store
-// this launcher can no longer reach (with tcp: the store host's launcher died) ends it too.
+// Liveness (launcher/liveness.h: heartbeats through the store, launcher/heartbeat.h) names the
+// lost node within about keep_alive_interval x keep_alive_max_attempt plus one interval. A worker failure is
+// often a lost node's consequence (the survivors' collectives fail first): it is announced only once every
+// other node was seen beating after it (about 2 x keep_alive_interval), else the lost node is, so a lost node
+// never costs a restart. A node lost from a static job, or from an elastic one that keeps fewer than MIN
+// nodes (counting those waiting), ends the job: outcome lost, exit 122. A store this launcher can no longer
+// reach (with tcp: the store host's launcher died) ends it too.
 #include <functional>
 #include <optional>
 #include <string>
 
 #include "launcher/agent.h"
-#include "launcher/heartbeat.h"
+#include "launcher/liveness.h"
 #include "launcher/node_round.h"
 
 namespace ddp::launcher {
@@ -40,7 +40,7 @@ struct RoundLoopContext {
   const LaunchOptions* launch = nullptr;
   Supervisor* supervisor = nullptr;
   rdzv::Store* store = nullptr;    // null: one node, nothing shared
-  Heartbeat* heartbeat = nullptr;  // null: one node
+  Liveness* liveness = nullptr;    // null: one node
   rdzv::NodeInfo* self = nullptr;  // its restarts are updated before each join
   std::string store_name;          // names the store in errors: "127.0.0.1:29400"
   bool hosting = false;            // this launcher serves the store

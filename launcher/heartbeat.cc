@@ -1,106 +1,283 @@
 #include "launcher/heartbeat.h"
 
+#include <algorithm>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "common/error.h"
 #include "common/log.h"
+#include "launcher/node_round.h"
 
 namespace ddp::launcher {
+namespace {
+
+// The checker's report of one pass (see the header's protocol).
+struct Report {
+  int64_t pass = 0;  // 0: nothing written yet
+  int64_t all_beat_pass = 0;
+  std::vector<std::string> lost;
+};
+
+std::string encode(const Report& r) {
+  std::string out = std::to_string(r.pass) + " " + std::to_string(r.all_beat_pass);
+  for (const auto& id : r.lost) out += " " + id;
+  return out;
+}
+
+// An empty or malformed value reads as "nothing written yet": the checker's next pass rewrites it.
+Report decode(const std::string& text) {
+  Report r;
+  std::istringstream in(text);
+  if (!(in >> r.pass >> r.all_beat_pass)) return Report{};
+  for (std::string id; in >> id;) r.lost.push_back(id);
+  return r;
+}
+
+// One request that never blocks: with an empty expectation and value, compare_set returns the
+// key's value, creating it empty when missing (get would wait for it).
+std::string read_if_set(rdzv::Store& store, const std::string& key) {
+  return rdzv::Store::to_string(store.compare_set(key, {}, {}));
+}
+
+}  // namespace
 
 std::string heartbeat_key(const std::string& run_id, const std::string& id) {
   return run_id + "/heartbeat/" + id;
 }
 
-struct Heartbeat::Impl {
+std::string liveness_key(const std::string& run_id, int round) {
+  return round_key(run_id, round, "liveness");
+}
+
+struct StoreHeartbeat::Impl {
+  // Another node of the round. The checker follows every one's counter; the others follow the
+  // checker's report pass (in its entry) and learn the rest from the report.
   struct Watched {
-    HeartbeatPeer peer;
-    int64_t count = -1;
+    LivenessPeer peer;
+    int64_t count = -1;  // the counter (or the report's pass) last read
     Clock::time_point changed;
     Clock::time_point changed_before{};  // the change before `changed`
+    int64_t changed_pass = 0;            // checker: the pass that saw the latest change
     bool lost = false;
   };
 
-  HeartbeatOptions o;
+  // What one tick works on, taken under the lock; its results are dropped when a watch() came
+  // in between (another generation).
+  struct Plan {
+    uint64_t generation = 0;
+    bool watching = false;
+    bool checker = false;
+    int round = 0;
+    std::vector<std::string> ids;  // checker: every watched counter
+  };
+
+  StoreHeartbeatOptions o;
   mutable std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
-  std::vector<Watched> watched;           // guarded by mu
-  std::vector<HeartbeatPeer> lost;        // guarded by mu
-  std::optional<std::string> store_gone;  // guarded by mu
+  // Guarded by mu:
+  uint64_t generation = 0;
+  bool watching = false;
+  LivenessRound round;
+  bool checker = false;
+  size_t checker_index = 0;  // not the checker: the checker's entry in `watched`
+  std::vector<Watched> watched;
+  std::vector<LivenessPeer> lost;
+  std::optional<std::string> store_gone;
+  int64_t pass = 0;                                        // checker: passes done this round
+  Report report;                                           // not the checker: the latest read
+  std::deque<std::pair<Clock::time_point, int64_t>> seen;  // not the checker: (read at, pass)
+  // The heartbeat's thread only:
+  Clock::time_point reached = Clock::now();  // the last answer from the store
+  std::string last_error;
   std::thread thread;
 
   Millis bound() const { return o.interval * o.max_attempt; }
+  Millis tick() const { return std::max(Millis(1), o.interval / 2); }
 
   void run() noexcept {
     std::unique_ptr<rdzv::Store> store;
-    Clock::time_point reached = Clock::now();
-    std::string last_error = "not connected yet";
+    auto next = Clock::now();
     std::unique_lock lock(mu);
     while (!stop) {
+      next += tick();
+      const Plan plan = make_plan();
       lock.unlock();
+      bool found = false;
       try {
-        if (!store) store = o.open_store();
-        store->add(heartbeat_key(o.run_id, o.id), 1);
-        reached = Clock::now();
-        if (check_peers(*store) && o.on_loss) o.on_loss();
+        if (!store) store = open();
+        beat(*store);
+        if (plan.watching) found = plan.checker ? check(*store, plan) : follow(*store, plan);
       } catch (const std::exception& e) {
         last_error = e.what();
-        store.reset();  // a lost connection is not re-used: the next beat connects again
+        store.reset();  // a lost connection is not re-used: the next tick connects again
       }
+      if (found && o.on_loss) o.on_loss();
       lock.lock();
-      if (Clock::now() - reached >= bound() && !store_gone) {
-        store_gone = last_error;
-        if (o.on_loss) {
-          lock.unlock();
-          o.on_loss();
-          lock.lock();
-        }
-      }
-      cv.wait_for(lock, o.interval, [this] { return stop; });
+      notice_store_lost(lock);
+      if (next < Clock::now()) next = Clock::now();  // late (a loaded host): no burst to catch up
+      cv.wait_until(lock, next, [this] { return stop; });
     }
   }
 
-  // Reads each watched counter (outside the lock: requests take time), then records; true when
-  // a peer was found lost.
-  bool check_peers(rdzv::Store& store) {
-    std::vector<HeartbeatPeer> peers;
+  std::unique_ptr<rdzv::Store> open() {
+    try {
+      auto store = o.open_store();
+      reached = Clock::now();
+      return store;
+    } catch (const std::exception& e) {
+      DDP_THROW(NetworkError, "could not connect: ", e.what());
+    }
+  }
+
+  void beat(rdzv::Store& store) {
+    try {
+      store.add(heartbeat_key(o.run_id, o.id), 1);
+      reached = Clock::now();
+    } catch (const std::exception& e) {
+      DDP_THROW(NetworkError, "beating (adding to ", heartbeat_key(o.run_id, o.id), "): ", e.what());
+    }
+  }
+
+  Plan make_plan() const {
+    Plan p{generation, watching, checker, round.round, {}};
+    if (checker)
+      for (const auto& w : watched) p.ids.push_back(w.peer.id);
+    return p;
+  }
+
+  // Under the lock, after a tick: the store has not answered for the whole bound.
+  void notice_store_lost(std::unique_lock<std::mutex>& lock) {
+    if (store_gone || Clock::now() - reached < bound()) return;
+    store_gone = detail::str("heartbeat to ", o.store_name, ": no answer for ",
+                             std::chrono::duration_cast<Millis>(Clock::now() - reached).count(),
+                             " ms (keep_alive_interval x keep_alive_max_attempt = ", bound().count(),
+                             " ms): ", last_error.empty() ? "its requests did not complete" : last_error);
+    if (!o.on_loss) return;
+    lock.unlock();
+    o.on_loss();
+    lock.lock();
+  }
+
+  // The checker's pass: reads each watched counter (outside the lock: requests take time), then
+  // records and writes the report. True when a node was found lost.
+  bool check(rdzv::Store& store, const Plan& plan) {
+    std::vector<int64_t> counts;
+    counts.reserve(plan.ids.size());
+    for (const auto& id : plan.ids) {
+      try {
+        counts.push_back(store.add(heartbeat_key(o.run_id, id), 0));
+      } catch (const std::exception& e) {
+        DDP_THROW(NetworkError, "checking round ", plan.round, "'s nodes (reading ",
+                  heartbeat_key(o.run_id, id), "): ", e.what());
+      }
+      reached = Clock::now();
+    }
+    Report r;
+    bool found = false;
     {
       std::lock_guard g(mu);
-      for (const auto& w : watched) peers.push_back(w.peer);
+      if (plan.generation != generation) return false;
+      found = record_counts(counts, Clock::now());
+      r.pass = pass;
+      r.all_beat_pass = pass;
+      for (const auto& w : watched) {
+        if (w.lost) continue;
+        r.all_beat_pass = std::min(r.all_beat_pass, w.changed_pass);
+      }
+      for (const auto& p : lost) r.lost.push_back(p.id);
     }
-    std::vector<int64_t> counts;
-    counts.reserve(peers.size());
-    for (const auto& p : peers) counts.push_back(store.add(heartbeat_key(o.run_id, p.id), 0));
-    const auto now = Clock::now();
+    try {
+      store.set(liveness_key(o.run_id, plan.round), encode(r));
+    } catch (const std::exception& e) {
+      DDP_THROW(NetworkError, "reporting round ", plan.round, "'s liveness (setting ",
+                liveness_key(o.run_id, plan.round), "): ", e.what());
+    }
+    reached = Clock::now();
+    return found;
+  }
+
+  // Under the lock: one pass's counters, in `watched` order.
+  bool record_counts(const std::vector<int64_t>& counts, Clock::time_point now) {
+    ++pass;
     bool found = false;
-    std::lock_guard g(mu);
-    for (size_t i = 0; i < peers.size(); ++i) {
-      for (auto& w : watched) {
-        if (w.peer.id != peers[i].id || w.lost) continue;
-        if (counts[i] != w.count) {
-          w.count = counts[i];
-          w.changed_before = w.changed;
-          w.changed = now;
-        } else if (now - w.changed >= bound()) {
-          w.lost = true;
-          lost.push_back(w.peer);
-          found = true;
-        }
+    for (size_t i = 0; i < counts.size() && i < watched.size(); ++i) {
+      auto& w = watched[i];
+      if (w.lost) continue;
+      if (counts[i] != w.count) {
+        if (w.count >= 0) w.changed_pass = pass;  // the first read may show a beat from before
+        w.count = counts[i];
+        w.changed_before = w.changed;
+        w.changed = now;
+      } else if (now - w.changed >= bound()) {
+        found |= mark_lost(w);
       }
     }
     return found;
   }
+
+  bool mark_lost(Watched& w) {
+    if (w.lost) return false;
+    w.lost = true;
+    lost.push_back(w.peer);
+    return true;
+  }
+
+  // Not the checker: reads the round's report. True when a node was found lost.
+  bool follow(rdzv::Store& store, const Plan& plan) {
+    std::string text;
+    try {
+      text = read_if_set(store, liveness_key(o.run_id, plan.round));
+    } catch (const std::exception& e) {
+      DDP_THROW(NetworkError, "reading round ", plan.round, "'s liveness report (",
+                liveness_key(o.run_id, plan.round), "): ", e.what());
+    }
+    reached = Clock::now();
+    const Report r = decode(text);
+    const auto now = Clock::now();
+    std::lock_guard g(mu);
+    if (plan.generation != generation) return false;
+    report = r;
+    seen.emplace_back(now, r.pass);
+    while (seen.size() > 64) seen.pop_front();
+    bool found = false;
+    auto& c = watched[checker_index];
+    if (r.pass != c.count) {
+      c.count = r.pass;
+      c.changed_before = c.changed;
+      c.changed = now;
+    } else if (now - c.changed >= bound()) {
+      found |= mark_lost(c);
+    }
+    for (const auto& id : r.lost) {
+      for (auto& w : watched)
+        if (w.peer.id == id) found |= mark_lost(w);
+    }
+    return found;
+  }
+
+  // Not the checker, under the lock: the report shows every node beating after `since` once a
+  // pass that began after `since` and the pass after it saw each one's counter change. Passes
+  // after the first one read after `since` (S) begin after it: S + 2 and on.
+  bool report_beats_since(Clock::time_point since) const {
+    if (watched[checker_index].lost) return true;  // nothing more to learn from its reports
+    const auto first = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first > since; });
+    if (first == seen.end()) return false;
+    return report.all_beat_pass >= first->second + 3;
+  }
 };
 
-Heartbeat::Heartbeat(HeartbeatOptions options) : impl_(std::make_unique<Impl>()) {
+StoreHeartbeat::StoreHeartbeat(StoreHeartbeatOptions options) : impl_(std::make_unique<Impl>()) {
   DDP_CHECK(options.interval.count() > 0 && options.max_attempt > 0, "heartbeat needs a positive bound");
+  DDP_CHECK(static_cast<bool>(options.open_store), "heartbeat needs a way to open its store connection");
   impl_->o = std::move(options);
   impl_->thread = std::thread([this] { impl_->run(); });
 }
 
-Heartbeat::~Heartbeat() {
+StoreHeartbeat::~StoreHeartbeat() {
   {
     std::lock_guard g(impl_->mu);
     impl_->stop = true;
@@ -109,35 +286,54 @@ Heartbeat::~Heartbeat() {
   impl_->thread.join();
 }
 
-void Heartbeat::watch(std::vector<HeartbeatPeer> peers) {
-  std::lock_guard g(impl_->mu);
-  impl_->watched.clear();
-  impl_->lost.clear();
+void StoreHeartbeat::watch(LivenessRound round) {
+  auto& d = *impl_;
+  std::lock_guard g(d.mu);
+  ++d.generation;
+  d.watching = true;
+  d.watched.clear();
+  d.lost.clear();
+  d.pass = 0;
+  d.report = Report{};
+  d.seen.clear();
+  // The checker: the round's first node with an id.
+  size_t first = 0;
+  while (first < round.nodes.size() && round.nodes[first].id.empty()) ++first;
+  const auto is_self = [&](size_t rank) {
+    return static_cast<int>(rank) == round.node_rank || round.nodes[rank].id == d.o.id;
+  };
+  d.checker = first >= round.nodes.size() || is_self(first);
+  d.checker_index = 0;
   const auto now = Clock::now();
-  for (auto& p : peers) {
-    if (p.id.empty() || p.id == impl_->o.id) continue;  // an older launcher without heartbeats; ourselves
-    impl_->watched.push_back({std::move(p), -1, now, {}, false});
+  for (size_t rank = first; rank < round.nodes.size(); ++rank) {
+    if (round.nodes[rank].id.empty() || is_self(rank)) continue;  // a launcher without liveness; this one
+    if (rank == first) d.checker_index = d.watched.size();
+    d.watched.push_back({round.nodes[rank], -1, now, {}, 0, false});
   }
+  d.round = std::move(round);
 }
 
-std::vector<HeartbeatPeer> Heartbeat::lost() const {
+std::vector<LivenessPeer> StoreHeartbeat::lost() const {
   std::lock_guard g(impl_->mu);
   return impl_->lost;
 }
 
-bool Heartbeat::all_beat_since(Clock::time_point since) const {
-  std::lock_guard g(impl_->mu);
-  for (const auto& w : impl_->watched) {
+bool StoreHeartbeat::all_beat_since(Clock::time_point since) const {
+  const auto& d = *impl_;
+  std::lock_guard g(d.mu);
+  if (d.watched.empty()) return true;
+  if (!d.checker) return d.report_beats_since(since);
+  for (const auto& w : d.watched) {
     if (!w.lost && !(w.count >= 0 && w.changed_before > since)) return false;
   }
   return true;
 }
 
-std::optional<std::string> Heartbeat::store_lost() const {
+std::optional<std::string> StoreHeartbeat::store_lost() const {
   std::lock_guard g(impl_->mu);
   return impl_->store_gone;
 }
 
-Millis Heartbeat::bound() const { return impl_->bound(); }
+Millis StoreHeartbeat::bound() const { return impl_->bound(); }
 
 }  // namespace ddp::launcher

@@ -1,61 +1,69 @@
 #pragma once
-// Heartbeats between the launchers of a job, through the job's store (every mode, static too).
+// StoreHeartbeat: Liveness (launcher/liveness.h) through the job's rdzv::Store, any backend.
 //
-// Each launcher bumps its own counter "<run_id>/heartbeat/<id>" every keep_alive_interval and
-// reads the counters of the peers it watches (the other nodes of its round). A peer whose
-// counter stood still for interval x max_attempt, on this launcher's own clock, is lost: its
-// launcher died, or its host or link did (no clocks are compared across hosts). A store this
-// launcher cannot reach for as long is lost too (with tcp, the store host's node).
+// Protocol. Keys:
+//   <run_id>/heartbeat/<id>        a counter: launcher <id> adds 1 every tick, in every round
+//   <run_id>/round/<n>/liveness    round n's report, "<pass> <all_beat_pass>[ <lost id>...]":
+//                                  written (set) after each pass by round n's checker only, so
+//                                  no writer can clobber another's report
+// In each round one launcher is the checker: the round's first node with an id (node 0). A tick
+// is half the interval. Every tick each launcher adds 1 to its own counter, then
+//   - the checker reads every other node's counter (one pass) and writes the report: the pass
+//     number, the latest pass by which every node not lost was seen changing, and the ids of the
+//     nodes whose counter stood still for the bound (in the order found);
+//   - every other launcher reads the report only: a node it lists is lost; the checker itself
+//     is lost when the report's pass stands still for the bound (found by each one directly,
+//     so a dead checker is never a blind spot).
+// Requests per interval: 2(N-1)+4 at the checker, 4 at every other launcher: about 6N in total
+// (was N^2). Detection: a node whose last beat was at b is lost, everywhere, by b + bound + about
+// one interval (half an interval for the checker's pass, half for the report's readers).
+// Durations are timed on the reader's own clock; no clocks are compared across hosts.
 //
-// One thread, with its own store connection (HeartbeatOptions::open_store), so a slow request of
-// the agent never delays a beat. watch(), lost() and store_lost() are thread-safe.
+// A store this launcher cannot reach for the whole bound (no request answered) is store_lost(),
+// with what the heartbeat was doing and with whom. One thread, with its own store connection
+// (open_store), so a slow request of the agent never delays a beat.
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "common/timeouts.h"
+#include "launcher/liveness.h"
 #include "rendezvous/store.h"
 
 namespace ddp::launcher {
 
-struct HeartbeatOptions {
+struct StoreHeartbeatOptions {
   std::string run_id = "none";
   std::string id;  // this launcher's counter: unique per launcher process
   Millis interval = kDefaultKeepAliveInterval;
   int max_attempt = kDefaultKeepAliveMaxAttempt;
+  // Names the store in errors: "the rendezvous store at 10.0.0.1:29400".
+  std::string store_name = "the rendezvous store";
   // A connection of the heartbeat's own, opened on its thread; requests on it must give up
   // within about the interval.
   std::function<std::unique_ptr<rdzv::Store>()> open_store;
-  // Called on the heartbeat's thread when it finds a peer, or the store, lost (wakes the agent).
+  // Called on the heartbeat's thread when it finds a node, or the store, lost (wakes the agent).
   std::function<void()> on_loss;
 };
 
-struct HeartbeatPeer {
-  std::string id;    // its counter
-  std::string name;  // what messages call it: "node 2 (host-b)"
-};
-
+// "<run_id>/heartbeat/<id>": a launcher's counter.
 std::string heartbeat_key(const std::string& run_id, const std::string& id);
+// "<run_id>/round/<n>/liveness": round n's report, written by its checker.
+std::string liveness_key(const std::string& run_id, int round);
 
-class Heartbeat {
+class StoreHeartbeat final : public Liveness {
  public:
-  explicit Heartbeat(HeartbeatOptions options);  // starts beating
-  ~Heartbeat();                                  // stops and joins
-  Heartbeat(const Heartbeat&) = delete;
-  Heartbeat& operator=(const Heartbeat&) = delete;
+  explicit StoreHeartbeat(StoreHeartbeatOptions options);  // starts beating
+  ~StoreHeartbeat() override;                              // stops and joins
+  StoreHeartbeat(const StoreHeartbeat&) = delete;
+  StoreHeartbeat& operator=(const StoreHeartbeat&) = delete;
 
-  // Watches these peers from now on (each gets a full bound from now), forgetting earlier losses.
-  void watch(std::vector<HeartbeatPeer> peers);
-  // Peers lost since the last watch(), in the order they were found.
-  std::vector<HeartbeatPeer> lost() const;
-  // Whether every watched peer not lost was seen beating after `since`: two changes of its
-  // counter observed after it (the first could show a beat from before).
-  bool all_beat_since(Clock::time_point since) const;
-  // Why the store has been unreachable for the whole bound, else nullopt.
-  std::optional<std::string> store_lost() const;
-  Millis bound() const;
+  void watch(LivenessRound round) override;
+  std::vector<LivenessPeer> lost() const override;
+  bool all_beat_since(Clock::time_point since) const override;
+  std::optional<std::string> store_lost() const override;
+  Millis bound() const override;
 
  private:
   struct Impl;

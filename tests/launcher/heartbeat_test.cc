@@ -1,5 +1,8 @@
-// Heartbeats between launchers over an in-memory store: a peer that stops beating is lost and
-// named after interval x max_attempt, a live one never is, and an unreachable store is reported.
+// StoreHeartbeat: launchers as threads over the in-memory store (each with its own counted
+// connection). A node that stops beating is lost and named by every other within the bound, the
+// round's checker included; a live one never is; a store that cannot be reached is reported with
+// what was tried and with whom; and the cost is O(N): each launcher but the checker makes a
+// constant number of requests per beat, the checker O(N).
 #include "launcher/heartbeat.h"
 
 #include <doctest/doctest.h>
@@ -9,25 +12,100 @@
 
 #include "common/error.h"
 #include "rendezvous/hash_store.h"
-#include "rendezvous/prefix_store.h"
 
 using namespace ddp;
 using namespace ddp::launcher;
 
 namespace {
 
-HeartbeatOptions opts(std::shared_ptr<rdzv::Store> store, const std::string& id) {
-  HeartbeatOptions o;
-  o.run_id = "job";
-  o.id = id;
-  o.interval = Millis(20);
-  o.max_attempt = 3;
-  o.open_store = [store] { return std::make_unique<rdzv::PrefixStore>("", store); };
-  return o;
+constexpr Millis kInterval{200};
+constexpr int kMaxAttempt = 5;
+constexpr Millis kBound = kInterval * kMaxAttempt;
+// A loaded 2-core machine (ctest -j, other builds) can starve a thread for seconds: the margin
+// keeps a detection bound asserted, not its tightness.
+constexpr Millis kMargin{8'000};
+
+// A connection to the shared store that counts its requests and can be made to fail (a store
+// that stopped answering: its requests fail, and so do new connections).
+class CountingStore final : public rdzv::Store {
+ public:
+  struct Shared {
+    std::atomic<int64_t> requests{0};
+    std::atomic<bool> fail{false};
+  };
+  CountingStore(std::shared_ptr<rdzv::Store> base, std::shared_ptr<Shared> shared)
+      : base_(std::move(base)), s_(std::move(shared)) {}
+
+ protected:
+  void do_set(const std::string& k, const rdzv::Bytes& v) override { count(), base_->set(k, v); }
+  rdzv::Bytes do_get(const std::string& k, Millis t) override { return count(), base_->get(k, t); }
+  int64_t do_add(const std::string& k, int64_t d) override { return count(), base_->add(k, d); }
+  rdzv::Bytes do_compare_set(const std::string& k, const rdzv::Bytes& e, const rdzv::Bytes& d) override {
+    return count(), base_->compare_set(k, e, d);
+  }
+  bool do_check(const std::vector<std::string>& k) override { return count(), base_->check(k); }
+  void do_wait(const std::vector<std::string>& k, Millis t) override { count(), base_->wait(k, t); }
+  bool do_delete_key(const std::string& k) override { return count(), base_->delete_key(k); }
+  int64_t do_num_keys() override { return count(), base_->num_keys(); }
+
+ private:
+  int count() {
+    if (s_->fail)
+      DDP_THROW(NetworkError, "store add: lost the connection to the store at h:1: reset by peer");
+    return static_cast<int>(++s_->requests);
+  }
+  std::shared_ptr<rdzv::Store> base_;
+  std::shared_ptr<Shared> s_;
+};
+
+// One launcher: its heartbeat and its connection's counters.
+struct Launcher {
+  std::string id;
+  std::shared_ptr<CountingStore::Shared> counts = std::make_shared<CountingStore::Shared>();
+  std::atomic<int> losses{0};
+  std::unique_ptr<StoreHeartbeat> hb;
+};
+
+std::vector<std::unique_ptr<Launcher>> start(const std::shared_ptr<rdzv::Store>& store, int n) {
+  std::vector<std::unique_ptr<Launcher>> out;
+  for (int i = 0; i < n; ++i) {
+    auto l = std::make_unique<Launcher>();
+    l->id = "id" + std::to_string(i);
+    StoreHeartbeatOptions o;
+    o.run_id = "job";
+    o.id = l->id;
+    o.interval = kInterval;
+    o.max_attempt = kMaxAttempt;
+    o.store_name = "the rendezvous store at h:1";
+    o.open_store = [store, c = l->counts] {
+      if (c->fail) DDP_THROW(NetworkError, "connect to h:1: Connection refused");
+      return std::make_unique<CountingStore>(store, c);
+    };
+    o.on_loss = [p = l.get()] { ++p->losses; };
+    l->hb = std::make_unique<StoreHeartbeat>(std::move(o));
+    out.push_back(std::move(l));
+  }
+  return out;
 }
 
-bool eventually(const std::function<bool()>& cond) {
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
+std::string name_of(int rank) { return "node " + std::to_string(rank) + " (h" + std::to_string(rank) + ")"; }
+
+// Round `round` of these launchers, node ranks in this order; "" ids are nodes without liveness.
+LivenessRound round_of(int round, const std::vector<std::string>& ids, int node_rank) {
+  LivenessRound r{round, node_rank, {}};
+  for (size_t i = 0; i < ids.size(); ++i) r.nodes.push_back({ids[i], name_of(static_cast<int>(i))});
+  return r;
+}
+
+void watch_all(std::vector<std::unique_ptr<Launcher>>& ls, int round, const std::vector<int>& members) {
+  std::vector<std::string> ids;
+  for (int m : members) ids.push_back(ls[m]->id);
+  for (size_t rank = 0; rank < members.size(); ++rank)
+    ls[members[rank]]->hb->watch(round_of(round, ids, static_cast<int>(rank)));
+}
+
+bool eventually(const std::function<bool()>& cond, Millis within = kBound + kInterval + kMargin) {
+  const auto deadline = Clock::now() + within;
   while (Clock::now() < deadline) {
     if (cond()) return true;
     std::this_thread::sleep_for(Millis(5));
@@ -35,64 +113,138 @@ bool eventually(const std::function<bool()>& cond) {
   return cond();
 }
 
+int64_t beats(rdzv::Store& store, const Launcher& l) { return store.add(heartbeat_key("job", l.id), 0); }
+
+// Kills members[victim] and checks that every other member names it, each within the bound (plus
+// one interval, plus the margin).
+void check_found_by_all(std::vector<std::unique_ptr<Launcher>>& ls, const std::vector<int>& members,
+                        int victim) {
+  const std::string name = name_of(victim);
+  ls[members[victim]]->hb.reset();  // its launcher is gone
+  const auto killed = Clock::now();
+  for (size_t rank = 0; rank < members.size(); ++rank) {
+    if (static_cast<int>(rank) == victim) continue;
+    auto& l = *ls[members[rank]];
+    CAPTURE(rank);
+    REQUIRE(eventually([&] { return !l.hb->lost().empty(); }));
+    CHECK(Clock::now() - killed <= kBound + kInterval + kMargin);
+    REQUIRE(l.hb->lost().size() == 1);
+    CHECK(l.hb->lost()[0].name == name);
+    CHECK(l.losses.load() >= 1);
+    CHECK_FALSE(l.hb->store_lost().has_value());
+  }
+}
+
 }  // namespace
 
-TEST_CASE("a peer that stops beating is lost and named; a live one is not") {
+TEST_CASE(
+    "live launchers are never lost; a non-checker that stops is named by every other within the bound") {
   auto store = std::make_shared<rdzv::HashStore>();
-  Heartbeat a(opts(store, "a"));
-  auto b = std::make_unique<Heartbeat>(opts(store, "b"));
-  auto c = std::make_unique<Heartbeat>(opts(store, "c"));
-  a.watch({{"b", "node 1 (hb)"}, {"c", "node 2 (hc)"}, {"a", "node 0 (self, never watched)"}});
-  CHECK(a.bound() == Millis(60));
-  // Both beat: a's counters of them keep moving (several bounds pass with nothing lost).
-  rdzv::PrefixStore view("", store);  // the keys as the heartbeats see them
-  REQUIRE(eventually([&] { return view.add(heartbeat_key("job", "b"), 0) > 10; }));
-  CHECK(a.lost().empty());
-  c.reset();  // node 2's launcher is gone
-  REQUIRE(eventually([&] { return !a.lost().empty(); }));
-  REQUIRE(a.lost().size() == 1);
-  CHECK(a.lost()[0].name == "node 2 (hc)");
-  CHECK_FALSE(a.store_lost().has_value());
-  CHECK_FALSE(a.all_beat_since(Clock::now()));  // not before a beat was seen after it
-  a.watch({{"b", "node 0 (hb)"}});              // a new round: earlier losses are forgotten
-  CHECK(a.lost().empty());
+  auto ls = start(store, 4);
+  watch_all(ls, 0, {0, 1, 2, 3});
+  CHECK(ls[0]->hb->bound() == kBound);
+  // Several bounds with every launcher beating: nothing lost anywhere.
+  REQUIRE(eventually([&] { return beats(*store, *ls[3]) > 3 * 2 * kMaxAttempt; }));
+  for (auto& l : ls) CHECK(l->hb->lost().empty());
+  check_found_by_all(ls, {0, 1, 2, 3}, 2);
+  CHECK(ls[1]->losses.load() == 1);  // each loss is told once
+}
+
+TEST_CASE("a lost checker (the round's node 0) is named by every other launcher") {
+  auto store = std::make_shared<rdzv::HashStore>();
+  auto ls = start(store, 4);
+  watch_all(ls, 0, {0, 1, 2, 3});
+  REQUIRE(eventually([&] { return beats(*store, *ls[1]) > 2 * kMaxAttempt; }));
+  check_found_by_all(ls, {0, 1, 2, 3}, 0);
+}
+
+TEST_CASE("a new round: another checker, earlier losses forgotten, every node seen beating after a time") {
+  auto store = std::make_shared<rdzv::HashStore>();
+  auto ls = start(store, 3);
+  ls[0]->hb->watch(round_of(0, {"id0", "id1", "ghost"}, 0));  // the checker
+  ls[1]->hb->watch(round_of(0, {"id0", "id1", "ghost"}, 1));
+  REQUIRE(eventually([&] { return !ls[0]->hb->lost().empty() && !ls[1]->hb->lost().empty(); }));
+  CHECK(ls[1]->hb->lost()[0].name == "node 2 (h2)");     // never beat at all, found through the report
+  CHECK_FALSE(ls[1]->hb->all_beat_since(Clock::now()));  // not before a beat was seen after it
+  // Round 1: launcher 2 joins as node 0 (the checker), then 1, then 0.
+  watch_all(ls, 1, {2, 1, 0});
+  for (auto& l : ls) CHECK(l->hb->lost().empty());
   const auto since = Clock::now();
-  CHECK(eventually([&] { return a.all_beat_since(since); }));  // b beats on
+  for (auto& l : ls) CHECK(eventually([&] { return l->hb->all_beat_since(since); }));
+  for (auto& l : ls) CHECK(l->hb->lost().empty());
 }
 
-TEST_CASE("on_loss is called on the heartbeat's thread when a peer, or the store, is found lost") {
+TEST_CASE("nodes without liveness (no id) are never watched; a round of one watches no one") {
   auto store = std::make_shared<rdzv::HashStore>();
-  std::atomic<int> calls{0};
-  auto o = opts(store, "a");
-  o.on_loss = [&] { ++calls; };
-  Heartbeat a(o);
-  a.watch({{"ghost", "node 3 (gone)"}});
-  REQUIRE(eventually([&] { return calls.load() == 1; }));
-  CHECK(a.lost().size() == 1);
-  auto gone = opts(store, "b");
-  gone.open_store = []() -> std::unique_ptr<rdzv::Store> { DDP_THROW(NetworkError, "store at h:1 is gone"); };
-  std::atomic<int> store_calls{0};
-  gone.on_loss = [&] { ++store_calls; };
-  Heartbeat b(gone);
-  REQUIRE(eventually([&] { return store_calls.load() == 1; }));
-  CHECK(b.store_lost().has_value());
-  std::this_thread::sleep_for(Millis(100));  // several more bounds: each loss is told once
-  CHECK(calls.load() == 1);
-  CHECK(store_calls.load() == 1);
+  auto ls = start(store, 2);
+  ls[0]->hb->watch(round_of(0, {"", "id0", "id1"}, 1));  // node 1 is the first with an id
+  ls[1]->hb->watch(round_of(0, {"", "id0", "id1"}, 2));
+  const auto since = Clock::now();
+  for (auto& l : ls) CHECK(eventually([&] { return l->hb->all_beat_since(since); }));
+  auto alone = start(std::make_shared<rdzv::HashStore>(), 1);
+  alone[0]->hb->watch(round_of(0, {"id0"}, 0));
+  CHECK(alone[0]->hb->all_beat_since(Clock::now()));
+  for (auto& l : ls) CHECK(l->hb->lost().empty());
 }
 
-TEST_CASE("a peer that never beat at all is lost too") {
-  auto store = std::make_shared<rdzv::HashStore>();
-  Heartbeat a(opts(store, "a"));
-  a.watch({{"ghost", "node 3 (gone)"}});
-  REQUIRE(eventually([&] { return !a.lost().empty(); }));
-  CHECK(a.lost()[0].name == "node 3 (gone)");
+TEST_CASE("O(N): a constant number of requests per beat at each launcher but the checker, O(N) at it") {
+  for (int n : {4, 16}) {
+    CAPTURE(n);
+    auto store = std::make_shared<rdzv::HashStore>();
+    auto ls = start(store, n);
+    std::vector<int> members;
+    for (int i = 0; i < n; ++i) members.push_back(i);
+    watch_all(ls, 0, members);
+    REQUIRE(eventually([&] { return beats(*store, *ls[n - 1]) > 4; }));
+    std::vector<int64_t> r0, b0;
+    for (auto& l : ls) r0.push_back(l->counts->requests), b0.push_back(beats(*store, *l));
+    REQUIRE(eventually([&] { return beats(*store, *ls[n - 1]) > b0[n - 1] + 20; }));
+    for (int i = 0; i < n; ++i) {
+      CAPTURE(i);
+      const int64_t requests = ls[i]->counts->requests - r0[i];
+      const int64_t ticks = beats(*store, *ls[i]) - b0[i] + 1;  // + a tick under way at either end
+      // Per tick: a beat, then the checker reads n - 1 counters and writes the report; any
+      // other launcher reads the report only.
+      const int64_t per_tick = i == 0 ? n + 1 : 2;
+      CHECK(requests <= per_tick * ticks);
+      CHECK(requests >= per_tick * (ticks - 2));
+    }
+    for (auto& l : ls) CHECK(l->hb->lost().empty());
+  }
 }
 
-TEST_CASE("a store that cannot be reached for the whole bound is reported with the error") {
-  auto o = opts(std::make_shared<rdzv::HashStore>(), "a");
-  o.open_store = []() -> std::unique_ptr<rdzv::Store> { DDP_THROW(NetworkError, "store at h:1 is gone"); };
-  Heartbeat a(o);
-  REQUIRE(eventually([&] { return a.store_lost().has_value(); }));
-  CHECK(a.store_lost()->find("store at h:1 is gone") != std::string::npos);
+TEST_CASE("a store that cannot be reached for the whole bound is reported: what was tried, with whom") {
+  SUBCASE("never reached") {
+    StoreHeartbeatOptions o;
+    o.run_id = "job";
+    o.id = "a";
+    o.interval = Millis(20);
+    o.max_attempt = 3;
+    o.store_name = "the rendezvous store at 10.0.0.1:29400";
+    o.open_store = []() -> std::unique_ptr<rdzv::Store> {
+      DDP_THROW(NetworkError, "connect to 10.0.0.1:29400: Connection refused");
+    };
+    std::atomic<int> calls{0};
+    o.on_loss = [&] { ++calls; };
+    StoreHeartbeat a(o);
+    REQUIRE(eventually([&] { return a.store_lost().has_value(); }));
+    const std::string why = *a.store_lost();
+    CHECK(why.find("heartbeat to the rendezvous store at 10.0.0.1:29400") != std::string::npos);
+    CHECK(why.find("could not connect: connect to 10.0.0.1:29400: Connection refused") != std::string::npos);
+    CHECK(why.find("not connected yet") == std::string::npos);
+    std::this_thread::sleep_for(Millis(100));  // several more bounds: told once
+    CHECK(calls.load() == 1);
+  }
+  SUBCASE("reached, then silent") {
+    auto store = std::make_shared<rdzv::HashStore>();
+    auto ls = start(store, 2);
+    watch_all(ls, 0, {0, 1});
+    REQUIRE(eventually([&] { return beats(*store, *ls[1]) > 2; }));
+    ls[1]->counts->fail = true;
+    REQUIRE(eventually([&] { return ls[1]->hb->store_lost().has_value(); }));
+    const std::string why = *ls[1]->hb->store_lost();
+    CHECK(why.find("heartbeat to the rendezvous store at h:1") != std::string::npos);
+    CHECK(why.find("could not connect: connect to h:1: Connection refused") != std::string::npos);
+    CHECK(ls[1]->losses.load() == 1);
+  }
 }
