@@ -9,7 +9,7 @@ CMAKE_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= config_file error_file init_method hostlist store_protocol wire_header multicast_datagram mesh_handshake
+FUZZ_TARGETS ?= config_file error_file init_method hostlist store_protocol wire_header multicast_datagram mesh_handshake etcd_response
 
 .PHONY: all deps configure build test cluster-test demo bench benchmarks clean fuzz soak tsan-test format format-check lint
 

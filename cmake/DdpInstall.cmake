@@ -17,7 +17,7 @@ endforeach()
 # the backends in through ddp_init.
 find_library(DDP_LIBRT_SHARED rt)
 target_include_directories(ddp PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(ddp PRIVATE spdlog::spdlog nlohmann_json::nlohmann_json OpenSSL::Crypto Threads::Threads
+target_link_libraries(ddp PRIVATE spdlog::spdlog nlohmann_json::nlohmann_json OpenSSL::Crypto CURL::libcurl Threads::Threads
   ${CMAKE_DL_LIBS} $<$<BOOL:${DDP_LIBRT_SHARED}>:${DDP_LIBRT_SHARED}>)
 target_link_libraries(ddp INTERFACE Threads::Threads)
 target_include_directories(ddp INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)

@@ -32,6 +32,8 @@ constexpr std::array kAll = {
     &kF16c,
     &kSocketIfname,
     &kTorchBackend,
+    &kEtcdUser,
+    &kEtcdPassword,
     &kTcpTransport,
     &kTcpFingerprint,
     &kTcpSpinUs,

@@ -136,6 +136,15 @@ inline constexpr Setting kTorchBackend{
     .choices = "tcp, gloo, mpi or nccl",
     .meaning = "The libddp backend under the torch.distributed plugin's groups, unless set_backend() chose."};
 
+inline constexpr Setting kEtcdUser{
+    .name = "DDP_ETCD_USER",
+    .choices = "user name",
+    .meaning = "The user an etcd client (EtcdStore, the etcd rendezvous) authenticates as; unset: none."};
+inline constexpr Setting kEtcdPassword{.name = "DDP_ETCD_PASSWORD",
+                                       .choices = "text",
+                                       .meaning = "The password of DDP_ETCD_USER (never on a command line).",
+                                       .secret = true};
+
 // ---- the tcp backend ------------------------------------------------------------------------
 inline constexpr Setting kTcpTransport{
     .name = "DDP_TCP_TRANSPORT",

@@ -1,7 +1,7 @@
 #pragma once
 // Store: bytes under string keys, the meeting point of every rendezvous.
 //
-// Contract (every implementation: HashStore, FileStore, TCPStore, PrefixStore):
+// Contract (every implementation: HashStore, FileStore, TCPStore, PrefixStore, EtcdStore):
 // - set(key, value) overwrites; get(key) blocks until the key exists or the timeout passes.
 // - add(key, delta) is an atomic int64 counter stored as its decimal text; a missing key is 0.
 //   add on a key whose value is not an integer, or whose result would overflow int64, is an

@@ -10,6 +10,7 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin
   iproute2 procps python3
   help2man  # ddp-launch.1, generated from --help
+  etcd-server etcd-client libcurl4-openssl-dev  # EtcdStore (libcurl: etcd's v3 JSON gateway) and its tests
   # A real Slurm cluster and munge on emulated hosts for tests/cluster (about 13 MiB).
   slurm-wlm munge
   # LibTorch and PyTorch for ddp/torch and its comparisons; the demo's data set.

@@ -1,8 +1,10 @@
 #pragma once
-// Store fixtures for the conformance suite (store_conformance_test.cc): each makes a fresh
-// store and further clients of the same data (another FileStore object on the same file,
-// another TCPStore connection), so one suite runs against every implementation, plain and
-// under PrefixStore.
+// Store fixtures for the conformance suite (store_test.cc): each makes a fresh store and
+// further clients of the same data (another FileStore object on the same file, another
+// TCPStore connection, another etcd client), so one suite runs against every implementation,
+// plain and under PrefixStore. The etcd fixtures share one real etcd per test binary (1 member,
+// and a 3-member cluster whose client knows all three), each fixture under a key prefix of its
+// own.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -12,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "etcd_cluster.h"
+#include "rendezvous/etcd_store.h"
 #include "rendezvous/file_store.h"
 #include "rendezvous/hash_store.h"
 #include "rendezvous/prefix_store.h"
@@ -82,6 +86,24 @@ struct TcpFixture {
     return std::make_shared<TCPStore>(o);
   }
 };
+
+template <int kMembers>
+struct EtcdFixtureOf {
+  static constexpr const char* kName = kMembers == 1 ? "EtcdStore" : "EtcdStore (3 members)";
+  std::string prefix = unique_prefix("conformance");
+  std::shared_ptr<Store> first = client();
+  std::shared_ptr<Store> main() { return first; }
+  std::shared_ptr<Store> client() {
+    EtcdStoreOptions o;
+    o.client = shared_etcd(kMembers).client_options();
+    o.prefix = prefix;
+    o.timeout = Millis(30'000);
+    return std::make_shared<EtcdStore>(o);
+  }
+  std::optional<size_t> parked() const { return std::nullopt; }
+};
+using EtcdFixture = EtcdFixtureOf<1>;
+using Etcd3Fixture = EtcdFixtureOf<3>;
 
 template <typename Base>
 struct Prefixed {

@@ -1,5 +1,7 @@
 // The Store conformance suite (rendezvous/store.h), written once and run against every store:
-// HashStore, FileStore and TCPStore, plain and under PrefixStore.
+// HashStore, FileStore, TCPStore and EtcdStore (a real etcd: 1 member, and 3), plain and under
+// PrefixStore. The etcd cases are named "<case> (etcd)" and have their own ctest
+// (rendezvous_store_test_etcd), Skipped where /usr/bin/etcd is missing.
 #include "rendezvous/store.h"
 
 #include <doctest/doctest.h>
@@ -31,8 +33,19 @@ bool contains(const std::string& haystack, const std::string& needle) {
 
 #define STORE_FIXTURES \
   HashFixture, FileFixture, TcpFixture, Prefixed<HashFixture>, Prefixed<FileFixture>, Prefixed<TcpFixture>
+#define ETCD_FIXTURES EtcdFixture, Etcd3Fixture, Prefixed<EtcdFixture>, Prefixed<Etcd3Fixture>
 
-TEST_CASE_TEMPLATE("set overwrites and get returns bytes exactly", F, STORE_FIXTURES) {
+// One conformance case for every store: its body, a function template over the fixture F, runs
+// under STORE_FIXTURES as `name` and under ETCD_FIXTURES as `name (etcd)`.
+#define STORE_CASE(name, body)                                                                      \
+  template <typename F>                                                                             \
+  static void body();                                                                               \
+  TEST_CASE_TEMPLATE(name, F, STORE_FIXTURES) { body<F>(); }                                        \
+  TEST_CASE_TEMPLATE(name " (etcd)" * doctest::skip(!have_etcd()), F, ETCD_FIXTURES) { body<F>(); } \
+  template <typename F>                                                                             \
+  static void body()
+
+STORE_CASE("set overwrites and get returns bytes exactly", set_and_get) {
   F f;
   auto s = f.main();
   s->set("k", "v1");
@@ -50,7 +63,7 @@ TEST_CASE_TEMPLATE("set overwrites and get returns bytes exactly", F, STORE_FIXT
   CHECK(f.client()->get("big", kLong) == big);
 }
 
-TEST_CASE_TEMPLATE("get of a missing key times out naming the key", F, STORE_FIXTURES) {
+STORE_CASE("get of a missing key times out naming the key", get_times_out) {
   F f;
   auto s = f.main();
   try {
@@ -70,7 +83,7 @@ TEST_CASE_TEMPLATE("get of a missing key times out naming the key", F, STORE_FIX
   CHECK(s->get_string("after", kLong) == "ok");
 }
 
-TEST_CASE_TEMPLATE("get blocks until another client sets the key", F, STORE_FIXTURES) {
+STORE_CASE("get blocks until another client sets the key", get_blocks) {
   F f;
   auto s = f.main();
   auto other = f.client();
@@ -89,7 +102,7 @@ TEST_CASE_TEMPLATE("get blocks until another client sets the key", F, STORE_FIXT
   CHECK(got);
 }
 
-TEST_CASE_TEMPLATE("add counts from zero and rejects non-integers", F, STORE_FIXTURES) {
+STORE_CASE("add counts from zero and rejects non-integers", add_counts) {
   F f;
   auto s = f.main();
   CHECK(s->add("n", 5) == 5);
@@ -105,8 +118,7 @@ TEST_CASE_TEMPLATE("add counts from zero and rejects non-integers", F, STORE_FIX
   CHECK(s->add("big", int64_t{1} << 40) == int64_t{1} << 40);
 }
 
-TEST_CASE_TEMPLATE("add that would overflow int64 is refused and the store keeps serving", F,
-                   STORE_FIXTURES) {
+STORE_CASE("add that would overflow int64 is refused and the store keeps serving", add_overflow) {
   F f;
   auto s = f.main();
   const int64_t max = std::numeric_limits<int64_t>::max();
@@ -126,7 +138,7 @@ TEST_CASE_TEMPLATE("add that would overflow int64 is refused and the store keeps
   CHECK(f.client()->add("d", 1) == min + 1);
 }
 
-TEST_CASE_TEMPLATE("compare_set semantics", F, STORE_FIXTURES) {
+STORE_CASE("compare_set semantics", compare_set_semantics) {
   F f;
   auto s = f.main();
   auto b = Store::to_bytes;
@@ -144,7 +156,7 @@ TEST_CASE_TEMPLATE("compare_set semantics", F, STORE_FIXTURES) {
   CHECK(f.client()->get_string("c", kLong) == "second");
 }
 
-TEST_CASE_TEMPLATE("check and wait on several keys", F, STORE_FIXTURES) {
+STORE_CASE("check and wait on several keys", check_and_wait) {
   F f;
   auto s = f.main();
   auto other = f.client();
@@ -170,7 +182,7 @@ TEST_CASE_TEMPLATE("check and wait on several keys", F, STORE_FIXTURES) {
   s->wait({}, kShort);  // nothing to wait for
 }
 
-TEST_CASE_TEMPLATE("delete_key and num_keys", F, STORE_FIXTURES) {
+STORE_CASE("delete_key and num_keys", delete_key_and_num_keys) {
   F f;
   auto s = f.main();
   int64_t before = s->num_keys();
@@ -189,7 +201,7 @@ TEST_CASE_TEMPLATE("delete_key and num_keys", F, STORE_FIXTURES) {
   CHECK(s->get_string("d1", kLong) == "again");
 }
 
-TEST_CASE_TEMPLATE("keys and values beyond the limits are refused", F, STORE_FIXTURES) {
+STORE_CASE("keys and values beyond the limits are refused", limits) {
   F f;
   auto s = f.main();
   CHECK_THROWS_AS(s->set("", "x"), InvalidArgument);
@@ -203,7 +215,7 @@ TEST_CASE_TEMPLATE("keys and values beyond the limits are refused", F, STORE_FIX
   CHECK(f.client()->get_string("still", kLong) == "works");
 }
 
-TEST_CASE_TEMPLATE("threaded add: N threads x M adds is exactly N*M", F, STORE_FIXTURES) {
+STORE_CASE("threaded add: N threads x M adds is exactly N*M", threaded_add) {
   F f;
   constexpr int kThreads = 8;
   constexpr int kAdds = 200;
@@ -219,7 +231,7 @@ TEST_CASE_TEMPLATE("threaded add: N threads x M adds is exactly N*M", F, STORE_F
   CHECK(f.main()->add("counter", 0) == kThreads * kAdds);
 }
 
-TEST_CASE_TEMPLATE("many waiters on one key are all woken", F, STORE_FIXTURES) {
+STORE_CASE("many waiters on one key are all woken", many_waiters) {
   F f;
   constexpr int kWaiters = 6;
   std::atomic<int> woken{0};

@@ -1,0 +1,190 @@
+// EtcdStore beyond the conformance suite (store_test.cc runs that on etcd): a 3-member cluster
+// losing one member mid-use (calls and blocked waits go on through fail-over) and then a
+// second (calls fail within their deadline naming the members, never hang); leases and
+// prefix watches for liveness (a lease that is not kept alive deletes its key, and a watcher
+// sees the DELETE); interrupt(); etcd's own limits. Each test starts the etcd it needs.
+#include "rendezvous/etcd_store.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "common/error.h"
+#include "etcd_cluster.h"
+#include "rendezvous/prefix_store.h"
+
+using namespace ddp;
+using namespace ddp::rdzv;
+using namespace ddp::rdzv::testing;
+
+namespace {
+
+constexpr Millis kLong{30'000};
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::shared_ptr<EtcdStore> store_on(const EtcdCluster& etcd, const std::string& prefix,
+                                    Millis request_timeout) {
+  EtcdStoreOptions o;
+  o.client = etcd.client_options();
+  o.client.request_timeout = request_timeout;
+  o.prefix = prefix;
+  o.timeout = kLong;
+  return std::make_shared<EtcdStore>(o);
+}
+
+}  // namespace
+
+TEST_CASE("3 members: one SIGKILLed mid-use, then a second; fail-over, then errors within the deadline" *
+          doctest::skip(!have_etcd())) {
+  EtcdClusterOptions co;
+  co.members = 3;
+  EtcdCluster etcd(co);
+  auto s = store_on(etcd, "/ddp/failover/", Millis(15'000));
+  auto other = store_on(etcd, "/ddp/failover/", Millis(15'000));
+  s->set("before", "1");
+  CHECK(s->add("n", 5) == 5);
+
+  // A get blocked on a watch served by the member about to die: it must see the key anyway.
+  const size_t victim = s->client().current_member();
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    CHECK(s->get_string("late", kLong) == "here");
+    got = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the watch is open by now
+  etcd.kill(static_cast<int>(victim));
+  CHECK(other->add("n", 1) == 6);
+  other->set("late", "here");
+  waiter.join();
+  CHECK(got);
+
+  // Everything works on the two members left, from both clients, whichever member they used.
+  for (int i = 0; i < 20; ++i) CHECK(s->add("n", 1) == 7 + i);
+  CHECK(s->compare_set("cs", {}, Store::to_bytes("x")) == Store::to_bytes("x"));
+  CHECK(other->get_string("before", kLong) == "1");
+  s->wait({"before", "late", "cs"}, kLong);
+  CHECK(s->delete_key("before"));
+  CHECK(other->num_keys() == 3);  // n, late, cs
+
+  // Quorum lost: every call fails within its deadline, naming each member; nothing hangs. A
+  // get blocked on a watch when it goes learns it too (the member cancels a watch without a
+  // leader), rather than timing out as if the key were merely missing.
+  auto lonely = store_on(etcd, "/ddp/failover/", Millis(2'000));
+  std::string blocked_error;
+  std::thread blocked([&] {
+    try {
+      lonely->get("never", Millis(8'000));  // the member notices in 1-3 election timeouts
+    } catch (const Error& e) {
+      blocked_error =
+          std::string(dynamic_cast<const NetworkError*>(&e) ? "NetworkError: " : "other: ") + e.message();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int second = (static_cast<int>(victim) + 1) % 3;
+  etcd.kill(second);
+  blocked.join();
+  MESSAGE(blocked_error);  // shown with -s: what a user would read
+  CHECK(blocked_error.starts_with("NetworkError: "));
+  CHECK(contains(blocked_error, "no leader"));
+  for (auto call : std::vector<std::function<void()>>{
+           [&] { lonely->set("k", "v"); }, [&] { lonely->get("n", Millis(2'000)); },
+           [&] { lonely->add("n", 1); }, [&] { lonely->wait({"never"}, Millis(2'000)); }}) {
+    const Deadline d(Millis(8'000));
+    try {
+      call();
+      FAIL("no error without quorum");
+    } catch (const NetworkError& e) {
+      MESSAGE(e.message());
+      CHECK(!d.expired());
+      for (const auto& endpoint : etcd.endpoints()) CHECK(contains(e.message(), endpoint));
+    }
+  }
+}
+
+TEST_CASE(
+    "liveness: a key under a lease goes when the lease is not kept alive, and a prefix watch sees it go" *
+    doctest::skip(!have_etcd())) {
+  EtcdCluster& etcd = shared_etcd(1);
+  auto s = store_on(etcd, unique_prefix("liveness"), Millis(10'000));
+  const auto lease = s->client().grant_lease(1);
+  s->set_with_lease("members/a", Store::to_bytes("host-a"), lease.id);
+  s->set("members/b", "host-b");  // no lease: stays
+  const EtcdSnapshot snap = s->read_prefix("members/");
+  REQUIRE(snap.entries.size() == 2);
+  CHECK(snap.entries[0].first == "members/a");
+  CHECK(Store::to_string(snap.entries[0].second) == "host-a");
+  auto watch = s->watch_prefix("members/", snap.revision + 1);
+
+  // Kept alive past its TTL: still there.
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    CHECK(s->client().keep_alive(lease.id) > 0);
+  }
+  CHECK(s->check({"members/a"}));
+  s->set("members/c", "host-c");
+
+  // Left alone: etcd deletes the key within the TTL (plus its own check interval).
+  std::vector<etcd::Event> seen;
+  const Deadline d(Millis(10'000));
+  while (seen.size() < 2 && !d.expired()) {
+    for (auto& e : watch->next(d).events) seen.push_back(e);
+  }
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].type == etcd::Event::Type::kPut);
+  CHECK(seen[0].kv.key == "members/c");
+  CHECK(seen[1].type == etcd::Event::Type::kDelete);
+  CHECK(seen[1].kv.key == "members/a");
+  CHECK_FALSE(s->check({"members/a"}));
+  CHECK(s->check({"members/b", "members/c"}));
+  CHECK(s->client().keep_alive(lease.id) == 0);
+}
+
+TEST_CASE("interrupt ends a blocked get at once, and later ones; other calls go on" *
+          doctest::skip(!have_etcd())) {
+  auto s = store_on(shared_etcd(1), unique_prefix("interrupt"), Millis(10'000));
+  std::thread interrupter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    s->interrupt();
+  });
+  const Deadline d(kLong);
+  CHECK_THROWS_AS(s->get("never", kLong), NetworkError);
+  interrupter.join();
+  CHECK(d.elapsed() < Millis(10'000));
+  CHECK_THROWS_AS(s->wait({"never"}, kLong), NetworkError);
+  s->set("k", "v");
+  CHECK(s->get_string("k") == "v");  // present: no wait, no error
+}
+
+TEST_CASE("stores under different prefixes share a cluster without seeing each other" *
+          doctest::skip(!have_etcd())) {
+  EtcdCluster& etcd = shared_etcd(1);
+  auto a = store_on(etcd, unique_prefix("a"), Millis(10'000));
+  EtcdStore b(a->shared_client(), unique_prefix("b"));  // one connection, another run
+  a->set("k", "from a");
+  b.set("k", "from b");
+  CHECK(a->get_string("k") == "from a");
+  CHECK(b.get_string("k") == "from b");
+  CHECK(a->num_keys() == 1);
+  PrefixStore round(std::string("round/1"), a);
+  round.set("x", "y");
+  CHECK(a->get_string("round/1/x") == "y");
+  CHECK_THROWS_AS(EtcdStore(a->shared_client(), ""), InvalidArgument);
+}
+
+TEST_CASE("a value beyond etcd's request limit is a StoreError with etcd's message" *
+          doctest::skip(!have_etcd())) {
+  auto s = store_on(shared_etcd(1), unique_prefix("limit"), Millis(10'000));
+  try {
+    s->set("big", Bytes(1800 << 10, 7));  // over etcd's 1.5 MiB, under its gRPC limit of 2 MiB
+    FAIL("1.8 MiB accepted");
+  } catch (const StoreError& e) {
+    INFO(e.message());
+    CHECK(contains(e.message(), "refused it: etcdserver: request is too large"));
+  }
+  s->set("small", "fits");
+  CHECK(s->get_string("small") == "fits");
+}
