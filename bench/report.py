@@ -11,6 +11,7 @@ Inputs, one folder per run (bench/results/<run>/):
   torch.jsonl       the two rows of `ddp-bench torch` (ours, pytorch)
   floors.jsonl      the rows of `ddp-bench floors` (optional)
   elastic.jsonl     the rows of bench/elastic.sh (OUT=...): recovery times of elastic jobs
+  scale.jsonl       the rows of bench/scale.sh (OUT=...): N launchers' formation, CPU, detection
 and bench/results/history.md, carried into the page verbatim. The newest run (by date, then
 name) gives the README's headline table and plot.
 
@@ -174,6 +175,19 @@ class Run:
             out.setdefault(r["launcher"], {})[r["scenario"]] = r
         return {k: out[k] for k in ELASTIC_PATHS if k in out}
 
+    def scale(self):
+        """bench/scale.sh's rows (every scale*.jsonl, in run.json's order), by node count within a file."""
+        out = []
+        for name, rows in self.rows.items():
+            if not name.startswith("scale"):
+                continue
+            for r in rows:
+                for key in ("launcher", "backend", "nnodes", "trials"):
+                    if key not in r:
+                        raise ResultError(f"{self.name}/{name}: a row without \"{key}\"")
+            out += sorted(rows, key=lambda r: (r["backend"], r["nnodes"]))
+        return out or None
+
 
 def load_runs():
     runs = [Run(d) for d in sorted(RESULTS.iterdir()) if d.is_dir()]
@@ -254,6 +268,39 @@ def elastic_table(by_launcher):
     return lines
 
 
+def scale_table(rows):
+    def cell(r, key, fmt):
+        return fmt.format(r[key]) if r.get(key) is not None else "–"
+
+    lines = ["| launcher | backend | nodes | every worker started | steady CPU, every launcher "
+             "| the store host's launcher | a SIGKILLed launcher: first survivor out | last survivor out "
+             "| lost unprovoked | trials (load average) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        who = r["launcher"] + (f" `{r['args']}`" if r.get("args") else "")
+        who += f" `--rdzv-conf {r['conf']}`" if r.get("conf") else ""
+        trials = f"{r['trials']} ({r['load_avg']})" + (f": {r['note']}" if r.get("note") else "")
+        lines.append(f"| {who} | {r['backend']} | {r['nnodes']} | {cell(r, 'formed_s', '{:.2f} s')} | "
+                     f"{cell(r, 'steady_cores', '{:.3f} cores')} | {cell(r, 'store_host_cores', '{:.3f} cores')} | "
+                     f"{cell(r, 'noticed_s', '{:.1f} s')} | {cell(r, 'ended_s', '{:.1f} s')} | "
+                     f"{r.get('lost_in_window', 0)} | {trials} |")
+    return lines
+
+
+def scale_lines(rows):
+    r0 = rows[0]
+    lines = ["### Launchers at scale", "",
+             "`bench/scale.sh`: N launchers on this machine, one trivial worker each (a shell that notes its "
+             "start, then sleeps), a static job (`--nnodes N --nproc-per-node 1`), default options unless the "
+             "row names some. Seconds from the first launcher's start (it hosts the store) to the last "
+             "worker's start; the CPU of every launcher together (all threads, from /proc) over "
+             f"{r0['window_s']:.0f} s beginning {r0['settle_s']:.0f} s after the job formed, and of the store "
+             "host's launcher alone; seconds from one launcher's SIGKILL (with its worker) to the first "
+             "survivor's exit and the last's (exit 122, naming the lost node); launchers that exited with "
+             "nothing killed. Medians of the trials; the load average when the row was written.", ""]
+    return lines + scale_table(rows) + [""]
+
+
 def floors_lines(rows):
     out = []
     for r in rows:
@@ -314,6 +361,9 @@ def run_section(run):
                   "the data set and its checkpoint.", ""]
         lines += elastic_table(elastic)
         lines.append("")
+    scale = run.scale()
+    if scale:
+        lines += scale_lines(scale)
     return lines
 
 

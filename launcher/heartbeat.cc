@@ -101,6 +101,7 @@ struct StoreHeartbeat::Impl {
   void run() noexcept {
     std::unique_ptr<rdzv::Store> store;
     auto next = Clock::now();
+    Clock::time_point beaten{};  // the last beat that reached the store
     std::unique_lock lock(mu);
     while (!stop) {
       next += tick();
@@ -109,7 +110,8 @@ struct StoreHeartbeat::Impl {
       bool found = false;
       try {
         if (!store) store = open();
-        beat(*store);
+        // Every other tick (every interval, with half a tick of slack for a late tick).
+        if (Clock::now() - beaten >= o.interval - tick() / 2) beaten = beat(*store);
         if (plan.watching) found = plan.checker ? check(*store, plan) : follow(*store, plan);
       } catch (const std::exception& e) {
         last_error = e.what();
@@ -133,10 +135,11 @@ struct StoreHeartbeat::Impl {
     }
   }
 
-  void beat(rdzv::Store& store) {
+  Clock::time_point beat(rdzv::Store& store) {
     try {
       store.add(heartbeat_key(o.run_id, o.id), 1);
       reached = Clock::now();
+      return reached;
     } catch (const std::exception& e) {
       DDP_THROW(NetworkError, "beating (adding to ", heartbeat_key(o.run_id, o.id), "): ", e.what());
     }

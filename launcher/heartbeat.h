@@ -2,19 +2,19 @@
 // StoreHeartbeat: Liveness (launcher/liveness.h) through the job's rdzv::Store, any backend.
 //
 // Protocol. Keys:
-//   <run_id>/heartbeat/<id>        a counter: launcher <id> adds 1 every tick, in every round
+//   <run_id>/heartbeat/<id>        a counter: launcher <id> adds 1 every interval, in every round
 //   <run_id>/round/<n>/liveness    round n's report, "<pass> <all_beat_pass>[ <lost id>...]":
 //                                  written (set) after each pass by round n's checker only, so
 //                                  no writer can clobber another's report
-// In each round one launcher is the checker: the round's first node with an id (node 0). A tick
-// is half the interval. Every tick each launcher adds 1 to its own counter, then
+// In each round one launcher is the checker: the round's first node with an id (node 0). Every
+// launcher adds 1 to its own counter every interval; every tick (half the interval)
 //   - the checker reads every other node's counter (one pass) and writes the report: the pass
 //     number, the latest pass by which every node not lost was seen changing, and the ids of the
 //     nodes whose counter stood still for the bound (in the order found);
 //   - every other launcher reads the report only: a node it lists is lost; the checker itself
 //     is lost when the report's pass stands still for the bound (found by each one directly,
 //     so a dead checker is never a blind spot).
-// Requests per interval: 2(N-1)+4 at the checker, 4 at every other launcher: about 6N in total
+// Requests per interval: 2N + 1 at the checker, 3 at every other launcher: about 5N in total
 // (was N^2). Detection: a node whose last beat was at b is lost, everywhere, by b + bound + about
 // one interval (half an interval for the checker's pass, half for the report's readers).
 // Durations are timed on the reader's own clock; no clocks are compared across hosts.

@@ -143,8 +143,8 @@ TEST_CASE(
   auto ls = start(store, 4);
   watch_all(ls, 0, {0, 1, 2, 3});
   CHECK(ls[0]->hb->bound() == kBound);
-  // Several bounds with every launcher beating: nothing lost anywhere.
-  REQUIRE(eventually([&] { return beats(*store, *ls[3]) > 3 * 2 * kMaxAttempt; }));
+  // Two bounds with every launcher beating: nothing lost anywhere.
+  REQUIRE(eventually([&] { return beats(*store, *ls[3]) > 2 * kMaxAttempt; }));
   for (auto& l : ls) CHECK(l->hb->lost().empty());
   check_found_by_all(ls, {0, 1, 2, 3}, 2);
   CHECK(ls[1]->losses.load() == 1);  // each loss is told once
@@ -195,19 +195,20 @@ TEST_CASE("O(N): a constant number of requests per beat at each launcher but the
     std::vector<int> members;
     for (int i = 0; i < n; ++i) members.push_back(i);
     watch_all(ls, 0, members);
-    REQUIRE(eventually([&] { return beats(*store, *ls[n - 1]) > 4; }));
+    REQUIRE(eventually([&] { return beats(*store, *ls[n - 1]) > 2; }));
     std::vector<int64_t> r0, b0;
     for (auto& l : ls) r0.push_back(l->counts->requests), b0.push_back(beats(*store, *l));
-    REQUIRE(eventually([&] { return beats(*store, *ls[n - 1]) > b0[n - 1] + 20; }));
+    REQUIRE(eventually([&] { return beats(*store, *ls[n - 1]) > b0[n - 1] + 10; }));
     for (int i = 0; i < n; ++i) {
       CAPTURE(i);
       const int64_t requests = ls[i]->counts->requests - r0[i];
-      const int64_t ticks = beats(*store, *ls[i]) - b0[i] + 1;  // + a tick under way at either end
-      // Per tick: a beat, then the checker reads n - 1 counters and writes the report; any
-      // other launcher reads the report only.
-      const int64_t per_tick = i == 0 ? n + 1 : 2;
-      CHECK(requests <= per_tick * ticks);
-      CHECK(requests >= per_tick * (ticks - 2));
+      const int64_t periods = beats(*store, *ls[i]) - b0[i] + 1;  // + one under way at either end
+      // A beat per interval, two ticks per interval: at each tick the checker reads the n - 1
+      // other counters and writes the report, any other launcher reads the report only. A late
+      // tick (a loaded host) can put three ticks between two beats: twice as many allowed.
+      const int64_t per_beat = i == 0 ? 1 + 2 * n : 3;
+      CHECK(requests <= 2 * per_beat * periods);
+      if (i == 0) CHECK(requests >= (n - 1) * (periods - 2));  // O(N) at the checker
     }
     for (auto& l : ls) CHECK(l->hb->lost().empty());
   }

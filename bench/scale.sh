@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# How ddp-launch scales with the node count: N launchers on this machine, one trivial worker each
+# (a shell that notes its start, then sleeps), a static job (--nnodes N --nproc-per-node 1), for
+# each N of NS. Per N, TRIALS trials, medians of:
+#   formed     seconds from the first launcher's start (it hosts the c10d store) to the last
+#              worker's start (Python starting N launchers one after the other is part of it)
+#   steady     the CPU of every launcher together (utime + stime from /proc/<pid>/stat, all their
+#              threads; workers excluded), in cores, over WINDOW seconds that begin SETTLE
+#              seconds after the job formed; and of the store host's launcher alone
+#   noticed    seconds from one launcher's SIGKILL (with its worker; the last started, so not the
+#              store host) to the first survivor's exit, and to the last's (a static job that lost
+#              a node ends: every survivor exits 122 naming it)
+# A launcher that exits during the window is a node lost with nothing killed: counted in the row.
+#
+# Usage: bench/scale.sh [path/to/ddp-launch]   (default: $DDP_BIN_DIR or build/bin)
+# Env: NS ("8 32 128 256 512"), TRIALS (3), WINDOW (30), SETTLE (5), TIMEOUT (s to form, 180),
+#      BACKEND (--rdzv-backend, c10d), ENDPOINT (--rdzv-endpoint; default 127.0.0.1:<a free
+#      port>, hosted by the first launcher; a backend served elsewhere, such as etcd, names its
+#      own and has no store host among the launchers), CONF (--rdzv-conf, default none),
+#      LABEL (names this launcher in the rows, e.g. "ddp-launch at 08480b7"; default ddp-launch),
+#      ARGS (more ddp-launch options, e.g. "--monitor-interval 1"; default none),
+#      OUT (a file for the rows, one JSON object per line, as bench/report.py reads scale.jsonl).
+# Needs about 2N file descriptors at the store host: raises its soft limit to the hard one.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+launcher=${1:-${DDP_BIN_DIR:-$here/build/bin}/ddp-launch}
+[ -x "$launcher" ] || { echo "scale.sh: no ddp-launch at $launcher (build it first)" >&2; exit 2; }
+ulimit -n "$(ulimit -Hn)"
+
+exec /usr/bin/python3 - "$launcher" <<'PY'
+import json, os, re, resource, signal, socket, statistics, subprocess, sys, tempfile, time
+
+ddp_launch = sys.argv[1]
+ns = [int(n) for n in os.environ.get("NS", "8 32 128 256 512").split()]
+trials = int(os.environ.get("TRIALS", "3"))
+window = float(os.environ.get("WINDOW", "30"))
+settle = float(os.environ.get("SETTLE", "5"))
+timeout = float(os.environ.get("TIMEOUT", "180"))
+backend = os.environ.get("BACKEND", "c10d")
+endpoint_env = os.environ.get("ENDPOINT", "")
+conf = os.environ.get("CONF", "")
+extra = os.environ.get("ARGS", "").split()
+label = os.environ.get("LABEL", "ddp-launch")
+tick = os.sysconf("SC_CLK_TCK")
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if max(ns) * 2 + 64 > hard:
+    sys.exit(f"scale.sh: N = {max(ns)} needs about {max(ns) * 2 + 64} file descriptors; the limit is {hard}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def cpu_ticks(pid):
+    """utime + stime of every thread of pid, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        m = re.search(r"model name\s*:\s*(.*)", f.read())
+    return m[1].strip() if m else "unknown"
+
+
+def version():
+    p = subprocess.run([ddp_launch, "--version"], capture_output=True, text=True)
+    return (p.stdout.strip() or "ddp-launch").splitlines()[0]
+
+
+class Job:
+    """N launchers, each in its own session (so a SIGKILL can take its worker too)."""
+
+    def __init__(self, n, tmp, k):
+        self.n, self.dir = n, os.path.join(tmp, f"n{n}-t{k}")
+        os.makedirs(self.dir)
+        self.started = os.path.join(self.dir, "started")
+        open(self.started, "w").close()
+        port = None if endpoint_env else free_port()
+        self.endpoint = endpoint_env or f"127.0.0.1:{port}"
+        worker = ["/bin/sh", "-c", f"echo x >> {self.started}; exec sleep 100000"]
+        cmd = [ddp_launch, "--nnodes", str(n), "--nproc-per-node", "1", "--rdzv-backend", backend,
+               "--rdzv-endpoint", self.endpoint, "--rdzv-id", f"scale-{n}-{k}-{os.getpid()}"]
+        cmd += (["--rdzv-conf", conf] if conf else []) + extra
+        self.procs = []
+        self.t0 = time.monotonic()
+        for i in range(n):
+            with open(os.path.join(self.dir, f"{i}.log"), "wb") as log:
+                self.procs.append(subprocess.Popen(cmd + worker, stdout=log, stderr=subprocess.STDOUT,
+                                                   stdin=subprocess.DEVNULL, start_new_session=True))
+            if i == 0 and port is not None:  # the first one hosts the store: the others connect to it
+                deadline = time.monotonic() + timeout
+                while not listening(port):
+                    if self.procs[0].poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError("the first launcher did not serve the store:\n" + self.log(0)[-2000:])
+                    time.sleep(0.01)
+        self.host = self.procs[0] if port is not None else None
+
+    def log(self, i):
+        with open(os.path.join(self.dir, f"{i}.log"), errors="replace") as f:
+            return f.read()
+
+    def workers_started(self):
+        return os.path.getsize(self.started) // 2  # "x\n" per worker
+
+    def wait_formed(self):
+        deadline = self.t0 + timeout
+        while self.workers_started() < self.n:
+            exited = [i for i, p in enumerate(self.procs) if p.poll() is not None]
+            if exited:
+                raise RuntimeError(f"{len(exited)} launcher(s) exited before the job formed; launcher "
+                                   f"{exited[0]}:\n" + self.log(exited[0])[-2000:])
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.workers_started()} of {self.n} workers started within {timeout:.0f} s")
+            time.sleep(0.02)
+        return time.monotonic() - self.t0
+
+    def steady(self):
+        """(cores of every launcher, cores of the store host, launchers that exited) over the window."""
+        time.sleep(settle)
+        before = [cpu_ticks(p.pid) for p in self.procs]
+        t = time.monotonic()
+        time.sleep(window)
+        after = [cpu_ticks(p.pid) for p in self.procs]
+        span = time.monotonic() - t
+        alive = [(b, a) for b, a in zip(before, after) if b is not None and a is not None]
+        lost = sum(1 for p in self.procs if p.poll() is not None)
+        total = sum(a - b for b, a in alive) / tick / span
+        host = None
+        if self.host is not None and before[0] is not None and after[0] is not None:
+            host = (after[0] - before[0]) / tick / span
+        return total, host, lost
+
+    def kill_one(self):
+        """Seconds from a SIGKILL of the last launcher (and its worker) to the first survivor's exit
+        and the last's; the lost node as the first survivor named it."""
+        victim = self.procs[-1]
+        os.killpg(victim.pid, signal.SIGKILL)
+        t = time.monotonic()
+        victim.wait()
+        survivors = self.procs[:-1]
+        first = None
+        deadline = t + timeout
+        while any(p.poll() is None for p in survivors):
+            if first is None and any(p.poll() is not None for p in survivors):
+                first = time.monotonic() - t
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"survivors still running {timeout:.0f} s after a launcher's SIGKILL")
+            time.sleep(0.02)
+        last = time.monotonic() - t
+        first = last if first is None else first
+        named = re.search(r"(node \d+ \([^)]*\)) lost", self.log(0))
+        codes = sorted({p.returncode for p in survivors})
+        return first, last, named[1] if named else None, codes
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for p in self.procs:
+            p.wait()
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return round(statistics.median(xs), 3) if xs else None
+
+
+def trial(n, tmp, k):
+    job = Job(n, tmp, k)
+    try:
+        formed = job.wait_formed()
+        cores, host, lost = job.steady()
+        first, last, named, codes = job.kill_one() if lost == 0 else (None, None, None, [])
+        return {"formed_s": formed, "cores": cores, "host_cores": host, "lost": lost,
+                "noticed_s": first, "ended_s": last, "named": named, "exit_codes": codes}
+    finally:
+        job.close()
+
+
+rows = []
+with tempfile.TemporaryDirectory(prefix="ddp-scale-bench-") as tmp:
+    for n in ns:
+        results, errors = [], []
+        for k in range(trials):
+            try:
+                r = trial(n, tmp, k)
+            except RuntimeError as e:
+                errors.append(str(e).splitlines()[0])
+                print(f"N={n:>4} trial {k}: FAILED: {e}", flush=True)
+                continue
+            results.append(r)
+            print(f"N={n:>4} trial {k}: formed {r['formed_s']:6.2f} s  steady {r['cores']:.3f} cores "
+                  f"(store host {r['host_cores'] if r['host_cores'] is None else round(r['host_cores'], 3)})  "
+                  f"lost in window {r['lost']}  noticed {r['noticed_s']} s, all ended {r['ended_s']} s "
+                  f"({r['named']}, exit {r['exit_codes']})", flush=True)
+        row = {"bench": "scale", "launcher": label, "version": version(), "backend": backend, "nnodes": n,
+               "trials": len(results), "formed_s": median([r["formed_s"] for r in results]),
+               "formed_trials": [round(r["formed_s"], 3) for r in results],
+               "steady_cores": median([r["cores"] for r in results]),
+               "store_host_cores": median([r["host_cores"] for r in results]),
+               "lost_in_window": sum(r["lost"] for r in results),
+               "noticed_s": median([r["noticed_s"] for r in results]),
+               "ended_s": median([r["ended_s"] for r in results]),
+               "noticed_trials": [None if r["noticed_s"] is None else round(r["noticed_s"], 3) for r in results],
+               "named": sorted({r["named"] for r in results if r["named"]}),
+               "exit_codes": sorted({c for r in results for c in r["exit_codes"]}),
+               "window_s": window, "settle_s": settle, "conf": conf, "args": " ".join(extra),
+               "machine": {"cpu": cpu_model(), "online_cpus": os.cpu_count()},
+               "load_avg": round(os.getloadavg()[0], 1), "date": time.strftime("%Y-%m-%d", time.gmtime())}
+        if errors:
+            row["note"] = f"{len(errors)} of {trials} trials failed: {errors[0]}"
+        rows.append(row)
+
+print(f"\n{'N':>5}  {'formed s':>9}  {'cores':>6}  {'host':>6}  {'noticed s':>9}  {'ended s':>8}  trials")
+for r in rows:
+    print(f"{r['nnodes']:>5}  {r['formed_s'] if r['formed_s'] is not None else '-':>9}  "
+          f"{r['steady_cores'] if r['steady_cores'] is not None else '-':>6}  "
+          f"{r['store_host_cores'] if r['store_host_cores'] is not None else '-':>6}  "
+          f"{r['noticed_s'] if r['noticed_s'] is not None else '-':>9}  "
+          f"{r['ended_s'] if r['ended_s'] is not None else '-':>8}  {r['trials']} {r.get('note', '')}")
+print(f"CPU: {cpu_model()}, {os.cpu_count()} online; backend {backend}")
+out = os.environ.get("OUT")
+if out:
+    with open(out, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    print(f"rows written to {out}")
+PY
