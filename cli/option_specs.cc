@@ -23,12 +23,12 @@ std::vector<OptionSpec> build() {
        "gpu (one per GPU), cpu (one per usable CPU)",
        "1", "", true, true},
       {"nnodes", K::kIntOrString, kLayout,
-       "Number of nodes: N, or MIN:MAX (elastic, rdzv_backend tcp or file: rounds of MIN to MAX "
+       "Number of nodes: N, or MIN:MAX (elastic, rdzv_backend tcp, file or etcd: rounds of MIN to MAX "
        "nodes; nodes may join and leave)",
        "1", "", true, true},
       {"node_rank", K::kInt, kLayout,
        "This node's rank (static rendezvous); unset: from SLURM_NODEID / OMPI_COMM_WORLD_RANK, or "
-       "assigned by the tcp/file rendezvous",
+       "assigned by the tcp/file/etcd rendezvous",
        "", "", true, true},
       {"master_addr", K::kString, kLayout,
        "Address of node 0 (MASTER_ADDR for the workers); static multi-node needs it", "127.0.0.1", "", true,
@@ -41,13 +41,16 @@ std::vector<OptionSpec> build() {
        "Single node, nothing else needed: a private store on 127.0.0.1 and a free MASTER_PORT "
        "(--rdzv-backend, --rdzv-endpoint and --node-rank are ignored, with a warning)",
        "", "", true, true},
-      {"rdzv_backend", K::kString, kRdzv, "static | tcp (alias c10d) | file | multicast", "static", "", true,
-       true},
+      {"rdzv_backend", K::kString, kRdzv,
+       "static | tcp (alias c10d) | file | multicast | etcd (aliases etcd-v2, etcd-v3: we speak etcd's "
+       "v3 API; torchrun's etcd backends speak v2, off by default since etcd 3.4 and gone in 3.6). "
+       "etcd: no node is special, any node's loss is survived",
+       "static", "", true, true},
       {"rdzv_endpoint", K::kString, kRdzv,
        "tcp: HOST[:PORT] of the store (default port 29400), hosted by the launcher on that host "
        "or the first to bind it; static: overrides MASTER_ADDR:MASTER_PORT+1; file: a shared "
        "directory; multicast: GROUP:PORT (239.x.y.z:PORT or [ff15::...]:PORT) where the launchers "
-       "find each other",
+       "find each other; etcd: the members, HOST[:PORT],... (default port 2379)",
        "", "", true, true},
       {"rdzv_id", K::kString, kRdzv,
        "Job id shared by every node (e.g. $SLURM_JOB_ID): names the rendezvous and, without "
@@ -57,7 +60,9 @@ std::vector<OptionSpec> build() {
        "KEY=VALUE,... (torchrun's keys, seconds): join_timeout (or timeout, default 900), "
        "last_call_timeout (30), close_timeout (30), read_timeout (60), keep_alive_interval (1), "
        "keep_alive_max_attempt (5), is_host=true|false, store_type=tcp; multicast: ttl=N (1), "
-       "interface=NAME|IPV4",
+       "interface=NAME|IPV4; etcd: protocol=http|https, cacert=, cert=, key= (PEM files), "
+       "etcd_prefix (/ddp; torchrun's is /torchelastic/p2p); user and password from DDP_ETCD_USER "
+       "and DDP_ETCD_PASSWORD",
        "", "", true, true},
       {"local_addr", K::kString, kRdzv,
        "The address other nodes reach this node at; unset: the source address of the route to the "

@@ -49,9 +49,11 @@ launcher::RdzvBackend parse_backend(const Settings& s) {
   if (b == "tcp" || b == "c10d") return B::kTcp;
   if (b == "file") return B::kFile;
   if (b == "multicast") return B::kMulticast;
+  // torchrun's etcd backends speak etcd's v2 API; ours speaks v3 under either name.
+  if (b == "etcd" || b == "etcd-v2" || b == "etcd-v3") return B::kEtcd;
   DDP_THROW(InvalidArgument, s.what("rdzv_backend"), ": unknown rendezvous backend '", b,
-            "' (static, tcp, c10d, file, multicast)",
-            did_you_mean(b, {"static", "tcp", "c10d", "file", "multicast"}));
+            "' (static, tcp, c10d, file, multicast, etcd)",
+            did_you_mean(b, {"static", "tcp", "c10d", "file", "multicast", "etcd"}));
 }
 
 // Slurm (srun, one task per node) and Open MPI (mpirun, one process per node) fill in the node
@@ -120,14 +122,14 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
   const auto& l = o.launch;
   if (l.elastic()) {
     using B = launcher::RdzvBackend;
-    if (l.rdzv_backend != B::kTcp && l.rdzv_backend != B::kFile) {
-      DDP_THROW(
-          InvalidArgument,
-          s.show("nnodes", std::to_string(l.nnodes_min) + ":" + std::to_string(l.nnodes_max)),
-          ": elastic node counts (MIN < MAX) need rdzv_backend tcp (c10d) or file, which form rounds as "
-          "nodes come and go; rdzv_backend is ",
-          launcher::to_string(l.rdzv_backend),
-          s.has("rdzv_backend") ? " (from " + s.what("rdzv_backend") + ")" : "");
+    if (l.rdzv_backend != B::kTcp && l.rdzv_backend != B::kFile && l.rdzv_backend != B::kEtcd) {
+      DDP_THROW(InvalidArgument,
+                s.show("nnodes", std::to_string(l.nnodes_min) + ":" + std::to_string(l.nnodes_max)),
+                ": elastic node counts (MIN < MAX) need rdzv_backend tcp (c10d), file or etcd, which form "
+                "rounds as "
+                "nodes come and go; rdzv_backend is ",
+                launcher::to_string(l.rdzv_backend),
+                s.has("rdzv_backend") ? " (from " + s.what("rdzv_backend") + ")" : "");
     }
     if (l.node_rank >= 0) {
       DDP_THROW(InvalidArgument, "node_rank (from ", s.what("node_rank"),
@@ -157,6 +159,11 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
     DDP_THROW(InvalidArgument, "rdzv_endpoint ", l.rdzv_endpoint, " (from ", s.what("rdzv_endpoint"),
               "): port 0 (any free port) works for one node only; ", l.nnodes_max,
               " nodes must meet on a port they all know");
+  }
+  if (l.rdzv_backend == launcher::RdzvBackend::kEtcd && l.rdzv_endpoint.empty()) {
+    DDP_THROW(InvalidArgument, "rdzv_backend etcd (from ", s.what("rdzv_backend"),
+              ") needs rdzv_endpoint: the etcd members, HOST[:PORT][,HOST[:PORT]...] (port ",
+              launcher::kDefaultEtcdPort, " when not given)");
   }
   if (l.rdzv_backend == launcher::RdzvBackend::kMulticast) {
     const std::string why =
@@ -347,6 +354,24 @@ struct Reader {
   bool flag(const char* name) const { return s.has(name) && parse_bool(s.text(name), s.what(name)); }
 };
 
+// --rdzv-conf's etcd keys: for rdzv_backend etcd only; a client certificate needs its key.
+void read_etcd_conf(const Settings& s, const RdzvConf& conf, launcher::LaunchOptions& l) {
+  if (!conf.has_etcd_keys()) return;
+  if (l.rdzv_backend != launcher::RdzvBackend::kEtcd) {
+    DDP_THROW(InvalidArgument, s.what("rdzv_conf"),
+              ": protocol=, cacert=, cert=, key= and etcd_prefix= apply to rdzv_backend etcd only");
+  }
+  auto& e = l.etcd;
+  if (conf.protocol) e.protocol = *conf.protocol;
+  if (conf.cacert) e.cacert = *conf.cacert;
+  if (conf.cert) e.cert = *conf.cert;
+  if (conf.key) e.key = *conf.key;
+  if (conf.etcd_prefix) e.prefix = *conf.etcd_prefix;
+  if (e.cert.empty() != e.key.empty())
+    DDP_THROW(InvalidArgument, s.what("rdzv_conf"),
+              ": cert= and key= go together (a client certificate and its key)");
+}
+
 // Layout and rendezvous: nproc, nodes, ranks, master, backend, endpoint, id, --rdzv-conf.
 void read_layout(const Reader& r, const EnvLookup& env, AgentOptions& o) {
   const Settings& s = r.s;
@@ -377,7 +402,11 @@ void read_layout(const Reader& r, const EnvLookup& env, AgentOptions& o) {
     o.rdzv_is_host = conf.is_host;
     if (conf.ttl) o.multicast_ttl = *conf.ttl;
     if (conf.interface) o.multicast_interface = *conf.interface;
+    read_etcd_conf(s, conf, l);
   }
+  if (l.rdzv_backend == launcher::RdzvBackend::kEtcd && !l.rdzv_endpoint.empty())
+    l.etcd.endpoints =
+        parse_etcd_endpoints(l.rdzv_endpoint, "rdzv_endpoint (from " + s.what("rdzv_endpoint") + ")");
   r.str("local_addr", o.local_addr);
 }
 

@@ -9,11 +9,14 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <map>
 
 #include "cli/device_count.h"
 #include "cli/suggest.h"
 #include "common/error.h"
 #include "common/settings.h"
+#include "common/socket.h"
 
 namespace ddp::cli {
 namespace {
@@ -218,6 +221,42 @@ int conf_int(const std::string& key, const std::string& value, const std::string
   return v;
 }
 
+// A TLS file named in --rdzv-conf: it must exist now (a typo found at start, not at the first
+// request to etcd).
+std::string conf_file(const std::string& key, const std::string& value, const std::string& what) {
+  if (value.empty()) DDP_THROW(InvalidArgument, what, " ", key, ": needs a file (PEM)");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(value, ec))
+    DDP_THROW(InvalidArgument, what, " ", key, ": '", value, "' is not a file");
+  return std::filesystem::absolute(value, ec).string();  // the workers may run elsewhere
+}
+
+std::string conf_prefix(const std::string& value, const std::string& what) {
+  if (value.size() < 2 || value.front() != '/' || value.find_first_of(" \t\n") != std::string::npos) {
+    DDP_THROW(InvalidArgument, what, " etcd_prefix: '", value,
+              "' is not a key prefix: it must start with '/' and name something (/ddp)");
+  }
+  return value.back() == '/' ? value : value + "/";
+}
+
+void apply_etcd_key(RdzvConf& conf, const std::string& key, const std::string& value,
+                    const std::string& what) {
+  if (key == "protocol") {
+    const std::string p = lower(value);
+    if (p != "http" && p != "https")
+      DDP_THROW(InvalidArgument, what, " protocol: '", value, "' is not http or https");
+    conf.protocol = p;
+  } else if (key == "cacert" || key == "ca_cert") {
+    conf.cacert = conf_file(key, value, what);
+  } else if (key == "cert" || key == "ssl_cert") {
+    conf.cert = conf_file(key, value, what);
+  } else if (key == "key" || key == "ssl_cert_key") {
+    conf.key = conf_file(key, value, what);
+  } else if (key == "etcd_prefix") {
+    conf.etcd_prefix = conf_prefix(value, what);
+  }
+}
+
 void apply_conf_key(RdzvConf& conf, const std::string& key, const std::string& value,
                     const std::string& what) {
   if (key == "timeout" || key == "join_timeout") {
@@ -238,7 +277,7 @@ void apply_conf_key(RdzvConf& conf, const std::string& key, const std::string& v
     if (lower(value) != "tcp") {
       DDP_THROW(InvalidArgument, what, " store_type: '", value,
                 "' is not supported: the launchers' store is a TCPStore (store_type=tcp); for a "
-                "shared-directory store use --rdzv-backend file");
+                "shared-directory store use --rdzv-backend file, for etcd --rdzv-backend etcd");
     }
   } else if (key == "ttl") {
     conf.ttl = conf_int(key, value, what, 1, 255);
@@ -246,6 +285,8 @@ void apply_conf_key(RdzvConf& conf, const std::string& key, const std::string& v
     if (value.empty())
       DDP_THROW(InvalidArgument, what, ": interface= needs a name (eth0) or an IPv4 address");
     conf.interface = value;
+  } else {
+    apply_etcd_key(conf, key, value, what);
   }  // use_agent_store: accepted, ignored
 }
 
@@ -263,7 +304,15 @@ RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what) {
                                                   "store_type",
                                                   "ttl",
                                                   "interface",
-                                                  "use_agent_store"};
+                                                  "use_agent_store",
+                                                  "protocol",
+                                                  "cacert",
+                                                  "cert",
+                                                  "key",
+                                                  "etcd_prefix",
+                                                  "ca_cert",
+                                                  "ssl_cert",
+                                                  "ssl_cert_key"};
   RdzvConf conf;
   if (trim(text).empty()) return conf;
   std::set<std::string> seen;
@@ -273,12 +322,42 @@ RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what) {
     std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end())
       DDP_THROW(InvalidArgument, what, ": unknown key '", key, "'", did_you_mean(key, kKnown));
-    // timeout and join_timeout are one setting: giving both is giving it twice.
-    const std::string canonical = key == "join_timeout" ? "timeout" : key;
+    // timeout and join_timeout are one setting (and so are the etcd backends' TLS spellings):
+    // giving both is giving it twice.
+    static const std::map<std::string, std::string> kSame = {
+        {"join_timeout", "timeout"}, {"ca_cert", "cacert"}, {"ssl_cert", "cert"}, {"ssl_cert_key", "key"}};
+    const auto same = kSame.find(key);
+    const std::string canonical = same == kSame.end() ? key : same->second;
     if (!seen.insert(canonical).second) DDP_THROW(InvalidArgument, what, ": key '", key, "' given twice");
     apply_conf_key(conf, key, value, what);
   }
   return conf;
+}
+
+std::vector<std::string> parse_etcd_endpoints(const std::string& text, const std::string& what) {
+  std::vector<std::string> out;
+  for (const auto& raw : split(text, ',')) {
+    const std::string item = trim(raw);
+    std::string scheme, rest = item;
+    if (const auto colon = item.find("://"); colon != std::string::npos) {
+      scheme = lower(item.substr(0, colon));
+      rest = item.substr(colon + 3);
+      if (!rest.empty() && rest.back() == '/') rest.pop_back();
+      if (scheme != "http" && scheme != "https")
+        DDP_THROW(InvalidArgument, what, ": etcd member '", item, "': the scheme must be http or https");
+    }
+    if (rest.empty()) DDP_THROW(InvalidArgument, what, ": an empty etcd member in '", text, "'");
+    net::Endpoint ep;
+    try {
+      ep = net::parse_endpoint(rest, launcher::kDefaultEtcdPort);
+    } catch (const InvalidArgument& e) {
+      DDP_THROW(InvalidArgument, what, ": etcd member '", item, "': ", e.message());
+    }
+    if (ep.port == 0) DDP_THROW(InvalidArgument, what, ": etcd member '", item, "': port 0");
+    out.push_back(scheme.empty() ? ep.str() : scheme + "://" + ep.str());
+  }
+  if (out.empty()) DDP_THROW(InvalidArgument, what, ": no etcd member given");
+  return out;
 }
 
 namespace {

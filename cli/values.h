@@ -49,11 +49,26 @@ struct RdzvConf {
   std::optional<bool> is_host;                // is_host=
   std::optional<int> ttl;                     // ttl= (multicast: IPv4 TTL / IPv6 hop limit, 1..255)
   std::optional<std::string> interface;       // interface= (multicast: interface name or IPv4 address)
+  // etcd (torchrun's etcd backends' names; the etcd-v2 backend's ca_cert, ssl_cert and
+  // ssl_cert_key are accepted for cacert, cert and key):
+  std::optional<std::string> protocol;     // protocol=http|https
+  std::optional<std::string> cacert;       // cacert=FILE (PEM, must exist)
+  std::optional<std::string> cert;         // cert=FILE
+  std::optional<std::string> key;          // key=FILE
+  std::optional<std::string> etcd_prefix;  // etcd_prefix=/path (normalized to end with '/')
+  // Whether any etcd key was given (they apply to rdzv_backend etcd only).
+  bool has_etcd_keys() const { return protocol || cacert || cert || key || etcd_prefix; }
 };
 // torchrun's --rdzv-conf "k1=v1,k2=v2". An unknown key (with a "did you mean"), a key given
-// twice, a value out of range or not a number, and store_type other than tcp are errors naming
-// the key. use_agent_store is accepted and ignored (the workers always get DDP_STORE).
+// twice, a value out of range or not a number, a TLS file that does not exist, and store_type
+// other than tcp are errors naming the key. use_agent_store is accepted and ignored (the workers
+// always get DDP_STORE).
 RdzvConf parse_rdzv_conf(const std::string& text, const std::string& what);
+
+// --rdzv-backend etcd's --rdzv-endpoint: "host1:2379,host2,https://host3:2379" -> one entry per
+// member ("host:port", the port kDefaultEtcdPort when not given; URLs kept). Empty entries, bad
+// ports and schemes other than http(s) are errors naming the entry.
+std::vector<std::string> parse_etcd_endpoints(const std::string& text, const std::string& what);
 
 // Slurm host lists: "node[01-03],gpu7" -> node01 node02 node03 gpu7; several bracket groups in a
 // name expand left to right, as Slurm does ("r[1-2]n[1-2]" -> r1n1 r1n2 r2n1 r2n2). A list that expands to

@@ -62,10 +62,10 @@ inline constexpr Setting kLogLevel{
 inline constexpr Setting kStore{
     .name = "DDP_STORE",
     .section = Section::kWorker,
-    .choices = "host:port",
+    .choices = "host:port | etcd://host:port,.../prefix/ | etcd+https://...",
     .meaning =
-        "The store the launcher hosts; env:// init meets there (else rank 0 hosts one on "
-        "MASTER_ADDR:MASTER_PORT)."};
+        "The job's store (a launcher hosts it; with --rdzv-backend etcd, etcd itself); env:// init "
+        "meets there (else rank 0 hosts one on MASTER_ADDR:MASTER_PORT)."};
 inline constexpr Setting kJobToken{
     .name = "DDP_JOB_TOKEN",
     .section = Section::kWorker,
@@ -144,6 +144,21 @@ inline constexpr Setting kEtcdPassword{.name = "DDP_ETCD_PASSWORD",
                                        .choices = "text",
                                        .meaning = "The password of DDP_ETCD_USER (never on a command line).",
                                        .secret = true};
+inline constexpr Setting kEtcdCacert{
+    .name = "DDP_ETCD_CACERT",
+    .section = Section::kWorker,
+    .choices = "file",
+    .meaning =
+        "PEM: the CA of the etcd members of an etcd+https:// DDP_STORE (ddp-launch sets it from cacert=)."};
+inline constexpr Setting kEtcdCert{
+    .name = "DDP_ETCD_CERT",
+    .section = Section::kWorker,
+    .choices = "file",
+    .meaning = "PEM: the client certificate for an etcd+https:// DDP_STORE (ddp-launch sets it from cert=)."};
+inline constexpr Setting kEtcdKey{.name = "DDP_ETCD_KEY",
+                                  .section = Section::kWorker,
+                                  .choices = "file",
+                                  .meaning = "PEM: the key of DDP_ETCD_CERT (ddp-launch sets it from key=)."};
 
 // ---- the tcp backend ------------------------------------------------------------------------
 inline constexpr Setting kTcpTransport{

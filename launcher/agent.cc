@@ -9,6 +9,7 @@
 #include "common/settings.h"
 #include "common/socket.h"
 #include "launcher/agent_loop.h"
+#include "launcher/etcd_job.h"
 #include "launcher/heartbeat.h"
 #include "launcher/node_round.h"
 #include "launcher/stderr_sink.h"
@@ -106,7 +107,7 @@ struct Agent::Impl {
       token = *t;
     else if (!multi())
       token = random_hex(16);
-    else if (l().rdzv_backend != RdzvBackend::kFile) {
+    else if (l().rdzv_backend != RdzvBackend::kFile && l().rdzv_backend != RdzvBackend::kEtcd) {
       token = derive_job_token(l().run_id);
       log->warn(
           "{0} is not set: the job token is derived from --rdzv-id '{1}', which anyone who can "
@@ -177,9 +178,23 @@ struct Agent::Impl {
     }
   }
 
+  // etcd: the job's store for launchers and workers alike; the token shared through it.
+  void open_etcd() {
+    auto s = open_etcd_store(l(), [this] { check_interrupt(); });
+    rendezvous_endpoint = s->client().describe();
+    store_endpoint = etcd_worker_store(l());
+    if (token.empty()) {
+      auto v = s->compare_set(l().run_id + "/job_token", {}, rdzv::Store::to_bytes(random_hex(16)));
+      token = rdzv::Store::to_string(v);
+    }
+    log->info("the job's store is {} under {}", rendezvous_endpoint, l().etcd.prefix);
+    store = std::move(s);
+  }
+
   void open_store() {
     const StorePlan plan = plan_store(o);
     using K = StorePlan::Kind;
+    if (plan.kind == K::kEtcd) return open_etcd();
     if (plan.kind == K::kMulticast) return open_multicast_store(plan);
     if (plan.kind == K::kFile) {
       std::error_code ec;
@@ -262,6 +277,11 @@ struct Agent::Impl {
     } else if (l().rdzv_backend == RdzvBackend::kTcp || l().rdzv_backend == RdzvBackend::kMulticast) {
       // multicast: the source address of the route to the group first (the interface it uses).
       self.addresses = local_addresses(net::parse_endpoint(l().rdzv_endpoint, kDefaultTcpRdzvPort).host);
+    } else if (l().rdzv_backend == RdzvBackend::kEtcd && !l().etcd.endpoints.empty()) {
+      std::string first = l().etcd.endpoints.front();  // the route to an etcd member's host
+      if (const auto scheme = first.find("://"); scheme != std::string::npos)
+        first = first.substr(scheme + 3);
+      self.addresses = local_addresses(net::parse_endpoint(first, kDefaultEtcdPort).host);
     } else {
       self.addresses = local_addresses("");
     }
@@ -393,10 +413,13 @@ struct Agent::Impl {
     return std::make_unique<rdzv::TCPStore>(t);
   }
 
-  // Liveness through the job's store (launcher/heartbeat.h); an etcd backend would start its
-  // lease-based Liveness here instead.
+  // Liveness through the job's store (launcher/heartbeat.h), or on etcd leases.
   void start_liveness() {
     if (!multi()) return;
+    if (l().rdzv_backend == RdzvBackend::kEtcd) {
+      liveness = start_lease_liveness(l(), self.id, [this] { supervisor.wake_monitor(); });
+      return;
+    }
     if (l().rdzv_backend != RdzvBackend::kFile) rendezvous_endpoint = store_endpoint;
     StoreHeartbeatOptions h;
     h.run_id = l().run_id;
@@ -419,6 +442,10 @@ struct Agent::Impl {
     c.liveness = liveness.get();
     c.self = &self;
     c.store_name = l().rdzv_backend == RdzvBackend::kFile ? plan_store(o).file_path : rendezvous_endpoint;
+    if (l().rdzv_backend == RdzvBackend::kEtcd) {
+      c.store_lost_hint = "etcd lost its quorum (too few members alive) or is unreachable from this host";
+      c.transient_store_errors = true;
+    }
     c.hosting = hosting;
     c.join = [this](int round) {
       auto a = rendezvous(round);

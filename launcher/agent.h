@@ -21,12 +21,16 @@
 // group (rendezvous/multicast_discovery.h); the launchers agree on node ranks there, node 0 keeps
 // its store and the others connect to the first of node 0's addresses that answers. From then on
 // the job runs exactly as with tcp (the discovery keeps announcing until round 0 is complete).
+// etcd: no launcher hosts anything: the launchers and the workers all use etcd itself
+// (launcher/etcd_job.h), and liveness is on etcd leases (launcher/lease_liveness.h), so the job
+// survives any node's loss, node 0's included.
 //
 // The job token (DDP_JOB_TOKEN, checked by the TCPStore handshake): DDP_JOB_TOKEN from the
 // launcher's environment when set; else single node: fresh random 128 bits; file: the first
 // launcher's random token, shared through the FileStore; static/tcp multi-node: derived from
 // --rdzv-id (only as secret as the id, and the launcher warns so: set DDP_JOB_TOKEN on every
-// node for a real secret). Multicast announcements are authenticated with the same token.
+// node for a real secret); etcd: the first launcher's random token, shared through etcd. Multicast
+// announcements are authenticated with the same token.
 //
 // Errors: rendezvous and store failures propagate as TimeoutError/NetworkError/StoreError;
 // inconsistent nodes (duplicate node rank, different --nnodes) as InvalidArgument.
@@ -69,7 +73,7 @@ struct AgentOutcome {
 
 // Where the store lives and how this launcher reaches it. Pure: decided from the options.
 struct StorePlan {
-  enum class Kind { kHost, kConnect, kHostOrConnect, kFile, kMulticast };
+  enum class Kind { kHost, kConnect, kHostOrConnect, kFile, kMulticast, kEtcd };
   Kind kind = Kind::kHost;
   std::string bind_host;     // kHost/kHostOrConnect: interface to bind ("" all)
   std::string connect_host;  // where clients (other nodes, workers) reach the store

@@ -116,8 +116,9 @@ bool RoundLoop::monitor(NodeRound& round, const rdzv::NodeAssignment& a) {
       round.announce(*o);
       return true;
     }
-  } catch (const std::exception&) {
-    return true;  // the store is gone: the round cannot go on
+  } catch (const std::exception& e) {
+    if (!c_.transient_store_errors) return true;  // the store is gone: the round cannot go on
+    logger("agent")->debug("round {}: looking at the round: {}; again at the next check", a.round, e.what());
   }
   return false;
 }
@@ -229,8 +230,8 @@ void RoundLoop::begin_round(const rdzv::NodeAssignment& a) {
 }
 
 std::string RoundLoop::store_lost_detail(const std::string& why) const {
-  return "lost the job's rendezvous store at " + c_.store_name + " (" + why +
-         "): the launcher that hosts it died or its host is unreachable; the job cannot go on without it";
+  return "lost the job's rendezvous store at " + c_.store_name + " (" + why + "): " + c_.store_lost_hint +
+         "; the job cannot go on without it";
 }
 
 bool RoundLoop::decide(const RoundOutcome& outcome, const AttemptResult& r, AgentOutcome& out) {

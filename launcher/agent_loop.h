@@ -43,7 +43,12 @@ struct RoundLoopContext {
   Liveness* liveness = nullptr;    // null: one node
   rdzv::NodeInfo* self = nullptr;  // its restarts are updated before each join
   std::string store_name;          // names the store in errors: "127.0.0.1:29400"
-  bool hosting = false;            // this launcher serves the store
+  // Why a store is lost, in errors: "the launcher that hosts it died or its host is unreachable".
+  std::string store_lost_hint = "the launcher that hosts it died or its host is unreachable";
+  // etcd: a request that failed may have met a leader election: the round goes on until the
+  // liveness finds the store lost for the whole bound. Otherwise a failed request ends it.
+  bool transient_store_errors = false;
+  bool hosting = false;  // this launcher serves the store
   // Joins round `round` or a later one; nullopt: the job ended before this node could join.
   std::function<std::optional<rdzv::NodeAssignment>(int round)> join;
   std::function<void()> check_interrupt;  // throws to end a wait (a handled signal)

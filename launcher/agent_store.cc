@@ -45,6 +45,10 @@ StorePlan plan_store(const AgentOptions& o) {
     p.file_path = l.rdzv_endpoint + "/" + l.run_id + ".store";
     return p;
   }
+  if (l.rdzv_backend == RdzvBackend::kEtcd) {  // etcd is the store: nothing to host or find
+    p.kind = StorePlan::Kind::kEtcd;
+    return p;
+  }
   if (l.rdzv_backend == RdzvBackend::kMulticast) {
     net::Endpoint ep = net::parse_endpoint(l.rdzv_endpoint);
     p.kind = StorePlan::Kind::kMulticast;

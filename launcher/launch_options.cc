@@ -8,6 +8,7 @@ const char* to_string(RdzvBackend backend) {
     case RdzvBackend::kTcp: return "tcp";
     case RdzvBackend::kFile: return "file";
     case RdzvBackend::kMulticast: return "multicast";
+    case RdzvBackend::kEtcd: return "etcd";
   }
   return "?";
 }

@@ -15,12 +15,26 @@ namespace ddp::launcher {
 
 enum class CpuBind { kNone, kCores, kNuma };
 
-// How the nodes meet (--rdzv-backend; cli/ parses the text once, "c10d" is kTcp).
-enum class RdzvBackend { kStatic, kTcp, kFile, kMulticast };
-const char* to_string(RdzvBackend backend);  // "static", "tcp", "file", "multicast"
+// How the nodes meet (--rdzv-backend; cli/ parses the text once, "c10d" is kTcp, "etcd-v2" and
+// "etcd-v3" are kEtcd).
+enum class RdzvBackend { kStatic, kTcp, kFile, kMulticast, kEtcd };
+const char* to_string(RdzvBackend backend);  // "static", "tcp", "file", "multicast", "etcd"
 
 // torchrun's default TCP rendezvous port (--rdzv-endpoint HOST without a port).
 inline constexpr uint16_t kDefaultTcpRdzvPort = 29400;
+// etcd's client port (an etcd member given as HOST without a port).
+inline constexpr uint16_t kDefaultEtcdPort = 2379;
+
+// --rdzv-backend etcd: the members (--rdzv-endpoint) and how to reach them (--rdzv-conf, with
+// torchrun's key names). User and password come from DDP_ETCD_USER / DDP_ETCD_PASSWORD only.
+struct EtcdRendezvousOptions {
+  std::vector<std::string> endpoints;  // "host:port" or "http(s)://host:port", one per member
+  std::string protocol = "http";       // for endpoints without a scheme
+  std::string cacert;                  // PEM files for https
+  std::string cert;
+  std::string key;
+  std::string prefix = "/ddp/";  // etcd_prefix: every key of the job is prefix + "<run_id>/..."
+};
 
 // torchrun's --redirects/--tee value: 0 none, 1 stdout, 2 stderr, 3 both; per local rank.
 struct StreamSelection {
@@ -55,7 +69,8 @@ struct LaunchOptions {
   int master_port = 29500;
   bool pick_master_port = false;  // MASTER_PORT: a free port on this host (standalone always)
   RdzvBackend rdzv_backend = RdzvBackend::kStatic;
-  std::string rdzv_endpoint;  // host:port (tcp), directory (file), group:port (multicast)
+  std::string rdzv_endpoint;   // host:port (tcp), directory (file), group:port (multicast), members (etcd)
+  EtcdRendezvousOptions etcd;  // rdzv_backend kEtcd: rdzv_endpoint and --rdzv-conf, parsed
   std::string rdzv_id = "none";
   Millis rdzv_timeout = kDefaultRendezvousTimeout;  // join_timeout (torchrun's timeout too)
   // Rounds and heartbeats (--rdzv-conf, torchrun's names; see common/timeouts.h).

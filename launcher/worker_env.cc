@@ -83,6 +83,11 @@ EnvList worker_env(const LaunchOptions& options, const rdzv::NodeAssignment& a, 
   if (!options.timeline.empty()) env.emplace_back(settings::kTimeline.name, options.timeline);
   if (!a.store_endpoint.empty()) env.emplace_back(settings::kStore.name, a.store_endpoint);
   if (!a.job_token.empty()) env.emplace_back(settings::kJobToken.name, a.job_token);
+  if (options.rdzv_backend == RdzvBackend::kEtcd) {  // the TLS files of an etcd+https:// DDP_STORE
+    if (!options.etcd.cacert.empty()) env.emplace_back(settings::kEtcdCacert.name, options.etcd.cacert);
+    if (!options.etcd.cert.empty()) env.emplace_back(settings::kEtcdCert.name, options.etcd.cert);
+    if (!options.etcd.key.empty()) env.emplace_back(settings::kEtcdKey.name, options.etcd.key);
+  }
   env.emplace_back(settings::kRunId.name, run_id);
   env.emplace_back(settings::kNodeRank.name, s(a.node_rank));
   env.emplace_back(settings::kElasticRound.name, s(a.round));

@@ -265,6 +265,14 @@ int64_t EtcdClient::keep_alive(int64_t lease, Millis timeout) {
   return std::max<int64_t>(0, etcd::parse_lease_keepalive(r.body, what + " at " + r.endpoint).ttl);
 }
 
+etcd::LeaseTimeToLiveResponse EtcdClient::time_to_live(int64_t lease, Millis timeout) {
+  const std::string what = "etcd time-to-live of lease " + std::to_string(lease);
+  const Json body{{"ID", std::to_string(lease)}};
+  const EtcdReply r = call("/v3/lease/timetolive", body.dump(), timeout, Idempotence::kRetry, what);
+  check(r, what);
+  return etcd::parse_lease_time_to_live(r.body, what + " at " + r.endpoint);
+}
+
 bool EtcdClient::revoke(int64_t lease, Millis timeout) {
   const std::string what = "etcd revoke of lease " + std::to_string(lease);
   const Json body{{"ID", std::to_string(lease)}};

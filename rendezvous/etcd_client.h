@@ -109,6 +109,8 @@ class EtcdClient {
   etcd::LeaseGrantResponse grant_lease(int64_t ttl_seconds, Millis timeout = kUseDefault);
   // Renews the lease; returns its TTL in seconds, 0 when it is gone (expired or revoked).
   int64_t keep_alive(int64_t lease, Millis timeout = kUseDefault);
+  // The lease's time left (-1 when it is gone) and granted TTL, as etcd's leader knows them.
+  etcd::LeaseTimeToLiveResponse time_to_live(int64_t lease, Millis timeout = kUseDefault);
   // Revokes the lease, deleting its keys; false when it was gone already.
   bool revoke(int64_t lease, Millis timeout = kUseDefault);
 
@@ -122,6 +124,7 @@ class EtcdClient {
   // "etcd at 127.0.0.1:2379, 127.0.0.1:2479", for messages.
   std::string describe() const;
   Millis request_timeout() const { return options_.request_timeout; }
+  const EtcdClientOptions& options() const { return options_; }
 
  private:
   // POSTs `body` with the token (renewed once when etcd calls it invalid) and returns the

@@ -319,6 +319,15 @@ LeaseKeepAliveResponse parse_lease_keepalive(std::string_view body, const std::s
       .header = header_of(r, source), .id = int_at(r, "ID", source), .ttl = int_at(r, "TTL", source)};
 }
 
+LeaseTimeToLiveResponse parse_lease_time_to_live(std::string_view body, const std::string& source) {
+  const Json doc = parse_json(body, source);
+  if (std::string e = string_at(doc, "error", source); !e.empty()) DDP_THROW(StoreError, source, ": ", e);
+  return LeaseTimeToLiveResponse{.header = header_of(doc, source),
+                                 .id = int_at(doc, "ID", source),
+                                 .ttl = int_at(doc, "TTL", source),
+                                 .granted_ttl = int_at(doc, "grantedTTL", source)};
+}
+
 Header parse_header_only(std::string_view body, const std::string& source) {
   const Json doc = parse_json(body, source);
   return header_of(doc, source);

@@ -92,6 +92,15 @@ struct LeaseKeepAliveResponse {
   int64_t ttl = 0;
 };
 
+// A lease's time left, in whole seconds rounded down (etcd truncates); -1: the lease is gone
+// (expired, revoked, or never granted).
+struct LeaseTimeToLiveResponse {
+  Header header;
+  int64_t id = 0;
+  int64_t ttl = -1;
+  int64_t granted_ttl = 0;  // the TTL it was granted (and is renewed to) in seconds
+};
+
 struct AuthenticateResponse {
   Header header;
   std::string token;
@@ -130,6 +139,7 @@ TxnResponse parse_txn(std::string_view body, const std::string& source);
 LeaseGrantResponse parse_lease_grant(std::string_view body, const std::string& source);
 // The keepalive answer is one {"result": {...}} chunk of a stream.
 LeaseKeepAliveResponse parse_lease_keepalive(std::string_view body, const std::string& source);
+LeaseTimeToLiveResponse parse_lease_time_to_live(std::string_view body, const std::string& source);
 // Any answer that carries nothing but a header (lease revoke).
 Header parse_header_only(std::string_view body, const std::string& source);
 AuthenticateResponse parse_authenticate(std::string_view body, const std::string& source);

@@ -27,7 +27,7 @@ _ddp_launch() {
     esac
   done
   case $prev in
-    --rdzv-backend|--rdzv_backend) COMPREPLY=($(compgen -W "static tcp c10d file multicast" -- "$cur")); return ;;
+    --rdzv-backend|--rdzv_backend) COMPREPLY=($(compgen -W "static tcp c10d file multicast etcd etcd-v2 etcd-v3" -- "$cur")); return ;;
     --nproc-per-node|--nproc_per_node) COMPREPLY=($(compgen -W "auto gpu cpu 1 2 4 8" -- "$cur")); return ;;
     --cpu-bind|--cpu_bind) COMPREPLY=($(compgen -W "none cores numa" -- "$cur")); return ;;
     -r|--redirects|-t|--tee) COMPREPLY=($(compgen -W "0 1 2 3" -- "$cur")); return ;;

@@ -319,7 +319,7 @@ TEST_CASE("elastic node counts: tcp or file; rdzv-conf sets the round and heartb
   CHECK(d.launch.heartbeat_bound() == Millis(5000));  // 1 s x 5: a lost node in seconds
   CHECK(
       error_of({"--nnodes", "1:2", "--rdzv-backend", "multicast", "--rdzv-endpoint", "239.1.2.3:5000", "./p"})
-          .find("need rdzv_backend tcp (c10d) or file") != std::string::npos);
+          .find("need rdzv_backend tcp (c10d), file or etcd") != std::string::npos);
   CHECK(error_of(
             {"--nnodes", "1:2", "--rdzv-backend", "tcp", "--rdzv-endpoint", "h:1", "--node-rank", "0", "./p"})
             .find("ranks the nodes of every round by arrival") != std::string::npos);
@@ -423,4 +423,40 @@ TEST_CASE("multicast: a group and port, ttl and interface from --rdzv-conf") {
   CHECK(error_of(
             {"--rdzv-backend", "multicast", "--rdzv-endpoint", "239.1.2.3:1", "--rdzv-conf", "ttl=0", "./p"})
             .find("not in 1..255") != std::string::npos);
+}
+
+TEST_CASE(
+    "etcd: etcd-v2 and etcd-v3 are etcd; members, TLS and prefix from --rdzv-endpoint and --rdzv-conf") {
+  for (const char* name : {"etcd", "etcd-v2", "ETCD-V3"}) {
+    CAPTURE(name);
+    auto o = resolve({"--nnodes", "2:4", "--rdzv-backend", name, "--rdzv-endpoint", "e1,e2:2380,e3", "./p"});
+    CHECK(o.launch.rdzv_backend == launcher::RdzvBackend::kEtcd);
+    CHECK(o.launch.etcd.endpoints == std::vector<std::string>{"e1:2379", "e2:2380", "e3:2379"});
+    CHECK(o.launch.etcd.prefix == "/ddp/");
+    CHECK(o.launch.etcd.protocol == "http");
+  }
+  auto t =
+      resolve({"--nnodes", "3", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e1", "--rdzv-conf",
+               "protocol=https,cacert=/etc/hostname,cert=/etc/hostname,key=/etc/hostname,etcd_prefix=/team,"
+               "keep_alive_interval=2,keep_alive_max_attempt=3,last_call_timeout=4,join_timeout=60",
+               "./p"});
+  CHECK(t.launch.etcd.protocol == "https");
+  CHECK(t.launch.etcd.cacert == "/etc/hostname");
+  CHECK(t.launch.etcd.key == "/etc/hostname");
+  CHECK(t.launch.etcd.prefix == "/team/");
+  CHECK(t.launch.heartbeat_bound() == Millis(6000));
+  CHECK(t.launch.last_call_timeout == Millis(4000));
+  CHECK(t.launch.rdzv_timeout == Millis(60'000));
+  CHECK(error_of({"--nnodes", "2", "--rdzv-backend", "etcd", "./p"})
+            .find("needs rdzv_endpoint: the etcd members") != std::string::npos);
+  CHECK(error_of({"--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e1,,e2", "./p"})
+            .find("an empty etcd member") != std::string::npos);
+  CHECK(error_of({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--rdzv-conf",
+                  "etcd_prefix=/x", "./p"})
+            .find("apply to rdzv_backend etcd only") != std::string::npos);
+  CHECK(error_of({"--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e1", "--rdzv-conf",
+                  "cert=/etc/hostname", "./p"})
+            .find("cert= and key= go together") != std::string::npos);
+  CHECK(error_of({"--nnodes", "2", "--rdzv-backend", "etcd3", "--rdzv-endpoint", "e1", "./p"})
+            .find("did you mean 'etcd'") != std::string::npos);
 }

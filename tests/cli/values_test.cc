@@ -149,6 +149,46 @@ TEST_CASE("rdzv conf: torchrun's round and heartbeat keys, in seconds; hostile v
                        doctest::Contains("did you mean 'keep_alive_interval'"), InvalidArgument);
 }
 
+TEST_CASE("rdzv conf: the etcd backends' keys; TLS files must exist, and are made absolute") {
+  auto c = parse_rdzv_conf(
+      "protocol=HTTPS,cacert=/etc/hostname,cert=/etc/hostname,key=/etc/hostname,"
+      "etcd_prefix=/jobs/team-a",
+      "x");
+  CHECK(c.protocol == "https");
+  CHECK(c.cacert == "/etc/hostname");
+  CHECK(c.etcd_prefix == "/jobs/team-a/");
+  CHECK(c.has_etcd_keys());
+  CHECK_FALSE(parse_rdzv_conf("timeout=3", "x").has_etcd_keys());
+  // torchrun's etcd-v2 spellings
+  auto v2 = parse_rdzv_conf("ca_cert=/etc/hostname,ssl_cert=/etc/hostname,ssl_cert_key=/etc/hostname", "x");
+  CHECK(v2.cacert == "/etc/hostname");
+  CHECK(v2.key == "/etc/hostname");
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"protocol=grpc", "is not http or https"},
+      {"cacert=/nonexistent/ca.pem", "'/nonexistent/ca.pem' is not a file"},
+      {"cert=", "needs a file"},
+      {"etcd_prefix=ddp", "must start with '/'"},
+      {"etcd_prefix=/", "must start with '/'"},
+      {"cacert=/etc/hostname,ca_cert=/etc/hostname", "given twice"},
+  };
+  for (const auto& [text, what] : bad) {
+    CAPTURE(text);
+    CHECK_THROWS_WITH_AS(parse_rdzv_conf(text, "x"), doctest::Contains(what.c_str()), InvalidArgument);
+  }
+}
+
+TEST_CASE("etcd endpoints: members with the default port 2379, URLs kept") {
+  CHECK(parse_etcd_endpoints("h1:2379, h2,https://h3:2380/", "x") ==
+        std::vector<std::string>{"h1:2379", "h2:2379", "https://h3:2380"});
+  CHECK(parse_etcd_endpoints("[::1]", "x") == std::vector<std::string>{"[::1]:2379"});
+  CHECK_THROWS_WITH_AS(parse_etcd_endpoints("h1,,h2", "x"), doctest::Contains("an empty etcd member"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_etcd_endpoints("grpc://h1", "x"), doctest::Contains("http or https"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_etcd_endpoints("h1:99999", "x"), doctest::Contains("h1:99999"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_etcd_endpoints("h1:0", "x"), doctest::Contains("port 0"), InvalidArgument);
+}
+
 TEST_CASE("KEY=VALUE") {
   CHECK(parse_key_value("A=b=c", "x") == std::pair<std::string, std::string>{"A", "b=c"});
   CHECK(parse_key_value("EMPTY=", "x").second.empty());

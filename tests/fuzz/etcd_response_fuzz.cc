@@ -34,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expect_store_error_or_value([&] { etcd::parse_txn(text, source); });
   expect_store_error_or_value([&] { etcd::parse_lease_grant(text, source); });
   expect_store_error_or_value([&] { etcd::parse_lease_keepalive(text, source); });
+  expect_store_error_or_value([&] { etcd::parse_lease_time_to_live(text, source); });
   expect_store_error_or_value([&] { etcd::parse_header_only(text, source); });
   expect_store_error_or_value([&] { etcd::parse_authenticate(text, source); });
   expect_store_error_or_value([&] { etcd::parse_watch_chunk(text, source); });

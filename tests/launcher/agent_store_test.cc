@@ -88,6 +88,14 @@ TEST_CASE("multicast: the group and port, decided on the group who hosts") {
   CHECK(plan_store(o).kind == K::kHost);
 }
 
+TEST_CASE("etcd: nothing to host or find, whatever the node; one node keeps a private store") {
+  auto o = multi(RdzvBackend::kEtcd);
+  o.launch.rdzv_endpoint = "e1,e2,e3";
+  CHECK(plan_store(o).kind == K::kEtcd);
+  o.launch.nnodes_min = o.launch.nnodes_max = 1;
+  CHECK(plan_store(o).kind == K::kHost);
+}
+
 TEST_CASE("tokens: derived ones are stable per id; random ones are fresh") {
   CHECK(derive_job_token("a") == derive_job_token("a"));
   CHECK(derive_job_token("a") != derive_job_token("b"));

@@ -121,6 +121,14 @@ TEST_CASE("put, deleterange, leases, authenticate") {
         3);
   CHECK(parse_lease_keepalive(R"({"result":{"header":{"revision":"6"},"ID":"12"}})", kSource).ttl ==
         0);  // gone
+  const LeaseTimeToLiveResponse t = parse_lease_time_to_live(
+      R"({"header":{"revision":"1"},"ID":"7587899294531655175","TTL":"1","grantedTTL":"3"})", kSource);
+  CHECK(t.ttl == 1);
+  CHECK(t.granted_ttl == 3);
+  CHECK(parse_lease_time_to_live(R"({"header":{"revision":"1"},"ID":"12345","TTL":"-1"})", kSource).ttl ==
+        -1);
+  CHECK(
+      contains(store_error([] { parse_lease_time_to_live(R"({"header":{},"TTL":"x"})", kSource); }), "TTL"));
   CHECK(parse_authenticate(R"({"header":{"revision":"9"},"token":"zKsuqRrJ.31"})", kSource).token ==
         "zKsuqRrJ.31");
   CHECK(parse_header_only(R"({"header":{"revision":"6"}})", kSource).revision == 6);

@@ -1,0 +1,75 @@
+#include "launcher/etcd_job.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "launcher/lease_liveness.h"
+#include "rendezvous/store_url.h"
+
+namespace ddp::launcher {
+namespace {
+
+constexpr Millis kRetrySlice{500};  // between tries while etcd does not answer yet
+
+}  // namespace
+
+rdzv::EtcdClientOptions etcd_client_options(const LaunchOptions& l) {
+  rdzv::EtcdClientOptions o;
+  o.endpoints = l.etcd.endpoints;
+  o.protocol = l.etcd.protocol;
+  o.cacert = l.etcd.cacert;
+  o.cert = l.etcd.cert;
+  o.key = l.etcd.key;
+  o.request_timeout = std::clamp(l.heartbeat_bound(), Millis(2'000), std::max(Millis(2'000), l.read_timeout));
+  o.attempt_timeout = std::min(o.attempt_timeout, o.request_timeout);
+  return o;
+}
+
+std::unique_ptr<rdzv::EtcdStore> open_etcd_store(const LaunchOptions& l,
+                                                 const std::function<void()>& check_interrupt) {
+  auto store = std::make_unique<rdzv::EtcdStore>(rdzv::EtcdStoreOptions{
+      .client = etcd_client_options(l), .prefix = l.etcd.prefix, .timeout = l.read_timeout});
+  const Deadline deadline(l.rdzv_timeout);
+  const std::string left = l.run_id + "/left";
+  for (bool told = false;; told = true) {
+    if (check_interrupt) check_interrupt();
+    try {
+      if (store->check({left})) {
+        DDP_THROW(InvalidArgument, "--rdzv-id '", l.run_id, "' belongs to a finished job in ",
+                  store->client().describe(), " (its keys are under ", l.etcd.prefix, l.run_id,
+                  "/): use a new --rdzv-id per job (e.g. the "
+                  "scheduler's job id), or delete them: etcdctl del --prefix '",
+                  l.etcd.prefix, l.run_id, "/'");
+      }
+      return store;
+    } catch (const NetworkError& e) {
+      if (deadline.expired()) {
+        DDP_THROW(TimeoutError, store->client().describe(), " did not answer within ", l.rdzv_timeout.count(),
+                  " ms (join_timeout; are the members running?): ", e.message());
+      }
+      if (!told) logger("agent")->info("waiting for {}: {}", store->client().describe(), e.message());
+    }
+    std::this_thread::sleep_for(std::min(kRetrySlice, std::max(Millis(1), deadline.remaining())));
+  }
+}
+
+std::string etcd_worker_store(const LaunchOptions& l) {
+  return rdzv::etcd_store_url(l.etcd.endpoints, l.etcd.protocol, l.etcd.prefix);
+}
+
+std::unique_ptr<Liveness> start_lease_liveness(const LaunchOptions& l, const std::string& id,
+                                               std::function<void()> on_loss) {
+  LeaseLivenessOptions o;
+  o.client = etcd_client_options(l);
+  o.prefix = l.etcd.prefix;
+  o.run_id = l.run_id;
+  o.id = id;
+  o.interval = l.keep_alive_interval;
+  o.max_attempt = l.keep_alive_max_attempt;
+  o.on_loss = std::move(on_loss);
+  return std::make_unique<LeaseLiveness>(std::move(o));
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,359 @@
+#include "launcher/lease_liveness.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "rendezvous/etcd_store.h"
+
+namespace ddp::launcher {
+namespace {
+
+// How often the watcher looks at its stream, a new round and the time-to-live requests: a
+// stream read costs no request, so this only bounds how late a watch() is acted on.
+constexpr Millis kWatchTick{100};
+// The revoke at exit: best effort, never a long wait (etcd deletes the key at expiry anyway).
+constexpr Millis kRevokeTimeout{2'000};
+
+int64_t ttl_seconds(Millis bound) { return std::max<int64_t>(1, (bound.count() + 999) / 1000); }
+
+// The liveness's own connections give up within about the bound, trying every member.
+rdzv::EtcdClientOptions client_options(rdzv::EtcdClientOptions o, Millis interval, Millis bound) {
+  o.connect_timeout = std::clamp(interval, Millis(200), Millis(2'000));
+  o.attempt_timeout = std::clamp(bound / 2, Millis(500), Millis(5'000));
+  o.request_timeout = std::max(bound, Millis(1'000));
+  return o;
+}
+
+}  // namespace
+
+std::string alive_key(const std::string& run_id, const std::string& id) { return run_id + "/alive/" + id; }
+
+struct LeaseLiveness::Impl {
+  struct Watched {
+    LivenessPeer peer;
+    bool lost = false;
+    // The lease's last renewal is known to be after this (time-to-live answers); min: unknown.
+    Clock::time_point renewed_after = Clock::time_point::min();
+  };
+
+  LeaseLivenessOptions o;
+  std::string alive_prefix;  // "<run_id>/alive/"
+  rdzv::EtcdStore keeper_store;
+  rdzv::EtcdStore watcher_store;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  // Guarded by mu:
+  int64_t lease = 0;
+  int64_t granted_ttl = 0;
+  uint64_t generation = 0;  // watch() calls; the watcher reads the round anew when it changes
+  LivenessRound round;
+  std::vector<Watched> watched;
+  std::vector<LivenessPeer> lost;
+  std::map<std::string, int64_t> leases;  // id -> lease, from the alive keys' values
+  std::optional<std::string> etcd_gone;
+  mutable Clock::time_point probe_until{};  // all_beat_since asked: answer it until then
+  rdzv::EtcdWatch* stream = nullptr;        // the watcher's, for the destructor's cancel
+  // The keeper's thread only:
+  Clock::time_point reached = Clock::now();
+  std::string last_error;
+
+  std::thread keeper;
+  std::thread watcher;
+
+  explicit Impl(LeaseLivenessOptions options)
+      : o(std::move(options)),
+        alive_prefix(o.run_id + "/alive/"),
+        keeper_store(std::make_shared<rdzv::EtcdClient>(client_options(o.client, o.interval, configured())),
+                     o.prefix),
+        watcher_store(std::make_shared<rdzv::EtcdClient>(client_options(o.client, o.interval, configured())),
+                      o.prefix) {}
+
+  Millis configured() const { return o.interval * o.max_attempt; }
+  Millis bound_locked() const { return std::max(configured(), Millis(granted_ttl * 1000)); }
+
+  // Grants a lease and puts this launcher's key under it. Throws what etcd threw.
+  void register_self() {
+    const auto g = keeper_store.client().grant_lease(ttl_seconds(configured()));
+    keeper_store.set_with_lease(alive_key(o.run_id, o.id), rdzv::Store::to_bytes(std::to_string(g.id)), g.id);
+    std::lock_guard g2(mu);
+    lease = g.id;
+    granted_ttl = g.ttl;
+    reached = Clock::now();
+  }
+
+  // ---- the keeper -----------------------------------------------------------------------------
+
+  void run_keeper() noexcept {
+    std::unique_lock lock(mu);
+    auto next = Clock::now();
+    while (!stop) {
+      next += o.interval;
+      const int64_t held = lease;
+      lock.unlock();
+      renew(held);
+      lock.lock();
+      notice_etcd_lost(lock);
+      if (next < Clock::now()) next = Clock::now();  // late (a slow etcd): no burst to catch up
+      cv.wait_until(lock, next, [this] { return stop; });
+    }
+  }
+
+  void renew(int64_t held) {
+    try {
+      const Millis left = std::chrono::duration_cast<Millis>(reached + bound() - Clock::now());
+      if (held == 0) {
+        register_self();
+        return;
+      }
+      if (keeper_store.client().keep_alive(held, std::max(o.interval, left)) > 0) {
+        reached = Clock::now();
+        return;
+      }
+      logger("liveness")
+          ->warn(
+              "this launcher's etcd lease {} is gone (no keep-alive reached etcd for its TTL): the other "
+              "nodes may count this one lost; granting a new one",
+              held);
+      {
+        std::lock_guard g(mu);
+        lease = 0;
+      }
+      register_self();
+    } catch (const std::exception& e) {
+      last_error = e.what();
+    }
+  }
+
+  Millis bound() const {
+    std::lock_guard g(mu);
+    return bound_locked();
+  }
+
+  void notice_etcd_lost(std::unique_lock<std::mutex>& lock) {
+    if (etcd_gone || Clock::now() - reached < bound_locked()) return;
+    etcd_gone = detail::str("lease keep-alive to ", keeper_store.client().describe(), ": no answer for ",
+                            std::chrono::duration_cast<Millis>(Clock::now() - reached).count(),
+                            " ms (keep_alive_interval x keep_alive_max_attempt = ", bound_locked().count(),
+                            " ms): ", last_error.empty() ? "its requests did not complete" : last_error);
+    if (!o.on_loss) return;
+    lock.unlock();
+    o.on_loss();
+    lock.lock();
+  }
+
+  // ---- the watcher ----------------------------------------------------------------------------
+
+  void run_watcher() noexcept {
+    std::unique_ptr<rdzv::EtcdWatch> w;
+    uint64_t seen_generation = 0;
+    auto next_probe = Clock::now();
+    while (!stopping()) {
+      bool found = false;
+      try {
+        const uint64_t g = current_generation();
+        if (!w || g != seen_generation) {
+          w = resync(g, &found);
+          seen_generation = g;
+        }
+        const rdzv::EtcdWatchBatch batch = w->next(Deadline(kWatchTick));
+        if (batch.compacted) {
+          keep_stream(nullptr);
+          w.reset();  // read the keys again, and watch from there
+          continue;
+        }
+        found |= apply(batch.events, seen_generation);
+        if (Clock::now() >= next_probe && probing()) {
+          next_probe = Clock::now() + o.interval;
+          probe(seen_generation);
+        }
+      } catch (const std::exception& e) {
+        if (stopping()) break;
+        logger("liveness")->debug("watching {}: {}", alive_prefix, e.what());
+        keep_stream(nullptr);
+        w.reset();
+        std::unique_lock lock(mu);
+        cv.wait_for(lock, kWatchTick, [this] { return stop; });
+      }
+      if (found && o.on_loss) o.on_loss();
+    }
+    keep_stream(nullptr);
+  }
+
+  bool stopping() const {
+    std::lock_guard g(mu);
+    return stop;
+  }
+  uint64_t current_generation() const {
+    std::lock_guard g(mu);
+    return generation;
+  }
+  bool probing() const {
+    std::lock_guard g(mu);
+    return Clock::now() < probe_until;
+  }
+  void keep_stream(rdzv::EtcdWatch* w) {
+    std::lock_guard g(mu);
+    stream = w;
+  }
+
+  // Reads every alive key; a watched node without one is lost. Then watches from that read on.
+  std::unique_ptr<rdzv::EtcdWatch> resync(uint64_t g, bool* found) {
+    keep_stream(nullptr);
+    const rdzv::EtcdSnapshot snap = watcher_store.read_prefix(alive_prefix);
+    std::set<std::string> present;
+    {
+      std::lock_guard lock(mu);
+      for (const auto& [key, value] : snap.entries) {
+        const std::string id = key.substr(alive_prefix.size());
+        present.insert(id);
+        note_lease(id, value);
+      }
+      if (g == generation) {
+        for (auto& w : watched) {
+          if (!present.count(w.peer.id)) *found |= mark_lost(w);
+        }
+      }
+    }
+    auto w = watcher_store.watch_prefix(alive_prefix, snap.revision + 1);
+    keep_stream(w.get());
+    return w;
+  }
+
+  // Under mu.
+  void note_lease(const std::string& id, const rdzv::Bytes& value) {
+    try {
+      leases[id] = std::stoll(rdzv::Store::to_string(value));
+    } catch (const std::exception&) {
+      leases.erase(id);  // not ours to read: no time-to-live for it
+    }
+  }
+
+  bool apply(const std::vector<rdzv::etcd::Event>& events, uint64_t g) {
+    bool found = false;
+    std::lock_guard lock(mu);
+    for (const auto& e : events) {
+      if (!e.kv.key.starts_with(alive_prefix)) continue;
+      const std::string id = e.kv.key.substr(alive_prefix.size());
+      if (e.type == rdzv::etcd::Event::Type::kPut) {
+        note_lease(id, e.kv.value);
+        continue;
+      }
+      leases.erase(id);
+      if (g != generation) continue;  // the next resync reads the keys as they are
+      for (auto& w : watched) {
+        if (w.peer.id == id) found |= mark_lost(w);
+      }
+    }
+    return found;
+  }
+
+  // Under mu.
+  bool mark_lost(Watched& w) {
+    if (w.lost) return false;
+    w.lost = true;
+    lost.push_back(w.peer);
+    return true;
+  }
+
+  // Each watched lease's time left: a lease renewed to its full TTL at r has, when asked at
+  // t >= sent, at most TTL - (t - r) left, and etcd rounds down; so r > sent + left - TTL.
+  void probe(uint64_t g) {
+    std::vector<std::pair<std::string, int64_t>> ask;
+    {
+      std::lock_guard lock(mu);
+      for (const auto& w : watched) {
+        auto it = leases.find(w.peer.id);
+        if (!w.lost && it != leases.end()) ask.emplace_back(w.peer.id, it->second);
+      }
+    }
+    for (const auto& [id, l] : ask) {
+      const auto sent = Clock::now();
+      const auto t = watcher_store.client().time_to_live(l);
+      if (t.ttl < 0) continue;  // gone: its deletion is on the way
+      const auto after = sent + std::chrono::seconds(t.ttl) - std::chrono::seconds(t.granted_ttl);
+      std::lock_guard lock(mu);
+      if (g != generation) return;
+      for (auto& w : watched) {
+        if (w.peer.id == id) w.renewed_after = std::max(w.renewed_after, after);
+      }
+    }
+  }
+};
+
+LeaseLiveness::LeaseLiveness(LeaseLivenessOptions options) {
+  DDP_CHECK(options.interval.count() > 0 && options.max_attempt > 0, "liveness needs a positive bound");
+  DDP_CHECK(!options.id.empty(), "liveness needs this launcher's id");
+  impl_ = std::make_unique<Impl>(std::move(options));
+  impl_->register_self();
+  impl_->keeper = std::thread([this] { impl_->run_keeper(); });
+  impl_->watcher = std::thread([this] { impl_->run_watcher(); });
+}
+
+LeaseLiveness::~LeaseLiveness() {
+  auto& d = *impl_;
+  int64_t held = 0;
+  {
+    std::lock_guard g(d.mu);
+    d.stop = true;
+    if (d.stream != nullptr) d.stream->cancel();
+    if (!d.etcd_gone) held = d.lease;  // etcd unreachable: no revoke to wait for
+  }
+  d.cv.notify_all();
+  d.keeper.join();
+  d.watcher.join();
+  if (held == 0) return;
+  try {
+    d.keeper_store.client().revoke(held, std::min(kRevokeTimeout, d.bound()));
+  } catch (const std::exception& e) {
+    logger("liveness")->debug("revoking lease {}: {}", held, e.what());
+  }
+}
+
+void LeaseLiveness::watch(LivenessRound round) {
+  auto& d = *impl_;
+  std::lock_guard g(d.mu);
+  ++d.generation;
+  d.watched.clear();
+  d.lost.clear();
+  for (size_t rank = 0; rank < round.nodes.size(); ++rank) {
+    const auto& peer = round.nodes[rank];
+    if (peer.id.empty() || peer.id == d.o.id || static_cast<int>(rank) == round.node_rank) continue;
+    d.watched.push_back({peer, false, Clock::time_point::min()});
+  }
+  d.round = std::move(round);
+}
+
+std::vector<LivenessPeer> LeaseLiveness::lost() const {
+  std::lock_guard g(impl_->mu);
+  return impl_->lost;
+}
+
+bool LeaseLiveness::all_beat_since(Clock::time_point since) const {
+  const auto& d = *impl_;
+  std::lock_guard g(d.mu);
+  d.probe_until = Clock::now() + d.bound_locked();
+  return std::all_of(d.watched.begin(), d.watched.end(),
+                     [&](const Impl::Watched& w) { return w.lost || w.renewed_after > since; });
+}
+
+std::optional<std::string> LeaseLiveness::store_lost() const {
+  std::lock_guard g(impl_->mu);
+  return impl_->etcd_gone;
+}
+
+Millis LeaseLiveness::bound() const { return impl_->bound(); }
+
+int64_t LeaseLiveness::lease() const {
+  std::lock_guard g(impl_->mu);
+  return impl_->lease;
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,180 @@
+// The job on etcd (--rdzv-backend etcd), black-box: ddp-launch processes on loopback over a real
+// etcd (tests/rendezvous/etcd_cluster.h; Skipped where /usr/bin/etcd is missing), heartbeats
+// 0.5 s x 4.
+//   - --nnodes 2:3, three launchers: the one that is node 0 of round 0 is SIGKILLed (its worker
+//     dies with it); the other two go on at world 2 and finish: an unmodified PyTorch gloo
+//     script (tests/netns/gloo_steps.py; the case passes with a message where /usr/bin/python3
+//     has no torch), restarted in a new round;
+//   - etcd loses its quorum (2 of 3 members killed): every launcher exits 122 naming etcd and its
+//     members, no worker left;
+//   - a finished job's --rdzv-id is refused; etcd not answering within join_timeout is an error
+//     naming its members.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <csignal>
+#include <memory>
+#include <sstream>
+
+#include "cli/launch_test_util.h"
+#include "rendezvous/etcd_cluster.h"
+#include "test_env.h"
+
+using namespace ddp::test;
+using ddp::rdzv::testing::EtcdCluster;
+using ddp::rdzv::testing::have_etcd;
+
+namespace {
+
+constexpr const char* kConf = "keep_alive_interval=0.5,keep_alive_max_attempt=4,last_call_timeout=1";
+
+struct Node {
+  std::unique_ptr<Child> child;
+  std::string err_path;
+  std::string out_path;
+  std::string err() const { return slurp(err_path); }
+  std::string out() const { return slurp(out_path); }
+};
+
+Node start(const ScratchDir& d, const std::string& name, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {launcher_path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Node n;
+  n.err_path = d / (name + ".err");
+  n.out_path = d / (name + ".out");
+  n.child = std::make_unique<Child>(argv, std::map<std::string, std::string>{}, n.out_path, n.err_path);
+  return n;
+}
+
+std::string joined(const std::vector<std::string>& endpoints) {
+  std::string out;
+  for (const auto& e : endpoints) out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
+std::vector<std::string> etcd_flags(const EtcdCluster& etcd, const std::string& nnodes, const std::string& id,
+                                    const std::string& conf = kConf) {
+  return {
+      "--nnodes",           nnodes, "--rdzv-backend", "etcd", "--rdzv-endpoint",    joined(etcd.endpoints()),
+      "--rdzv-id",          id,     "--rdzv-conf",    conf,   "--shutdown-timeout", "2",
+      "--monitor-interval", "0.1"};
+}
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+bool have_torch() {
+  static const bool yes = std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") == 0;
+  return yes;
+}
+
+std::string gloo_script() {
+  return ddp::test_env::get_or("DDP_SOURCE_DIR", ".") + "/tests/netns/gloo_steps.py";
+}
+
+}  // namespace
+
+TEST_CASE("etcd, --nnodes 2:3: node 0 SIGKILLed, the two left go on at world 2 and finish (PyTorch gloo)" *
+          doctest::skip(!have_etcd())) {
+  if (!have_torch()) {
+    MESSAGE("no torch in /usr/bin/python3: nothing to run");
+    return;
+  }
+  EtcdCluster etcd;
+  ScratchDir d;
+  const std::string id = unique_id("etcd-kill0");
+  std::vector<Node> nodes;
+  for (int i = 0; i < 3; ++i) {
+    auto a = etcd_flags(etcd, "2:3", id);
+    a.insert(a.end(), {"/usr/bin/python3", gloo_script(), "400", "0.02"});
+    nodes.push_back(start(d, "node" + std::to_string(i), a));
+  }
+  auto all_out = [&] {
+    std::string s;
+    for (auto& n : nodes) s += n.out();
+    return s;
+  };
+  REQUIRE(eventually([&] { return count(all_out(), "first step pid=") == 3; }, std::chrono::seconds(90)));
+  int first = -1;
+  for (int i = 0; i < 3; ++i)
+    if (has(nodes[i].err(), "round 0: node 0/3")) first = i;
+  REQUIRE(first >= 0);
+  ::kill(nodes[first].child->pid(), SIGKILL);
+  for (int i = 0; i < 3; ++i) {
+    if (i == first) continue;
+    CAPTURE(i);
+    const int code = nodes[i].child->wait(std::chrono::seconds(120));
+    const std::string err = nodes[i].err();
+    CAPTURE(err);
+    CHECK(code == 0);
+    CHECK(has(err, "node 0 ("));
+    CHECK(has(err, "lost: no heartbeat"));
+    CHECK(has(nodes[i].out(), "world=2 steps=400"));
+    CHECK_FALSE(has(err, "restarting the workers"));  // a membership change, not a failure
+  }
+  CHECK(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).empty(); }, std::chrono::seconds(10)));
+}
+
+TEST_CASE("etcd loses its quorum: every launcher exits 122 naming etcd, no worker left" *
+          doctest::skip(!have_etcd())) {
+  ddp::rdzv::testing::EtcdClusterOptions eo;
+  eo.members = 3;
+  EtcdCluster etcd(eo);
+  ScratchDir d;
+  const std::string id = unique_id("etcd-quorum");
+  std::vector<Node> nodes;
+  for (int i = 0; i < 2; ++i) {
+    auto a = etcd_flags(etcd, "2", id);
+    a.insert(a.end(), {"sh", "-c", "echo started >> " + (d / "log") + "; exec sleep 600"});
+    nodes.push_back(start(d, "node" + std::to_string(i), a));
+  }
+  REQUIRE(eventually([&] { return count(slurp(d / "log"), "started") == 2; }, std::chrono::seconds(60)));
+  etcd.kill(1);
+  etcd.kill(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& n : nodes) {
+    const int code = n.child->wait(std::chrono::seconds(60));
+    const std::string err = n.err();
+    CAPTURE(err);
+    CHECK(code == 122);
+    CHECK(has(err, "etcd at " + etcd.endpoint(0)));
+    CHECK(has(err, "quorum"));
+  }
+  MESSAGE(
+      "launchers ended ",
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count(),
+      " ms after etcd lost its quorum (heartbeat bound 2000 ms)");
+  CHECK(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).empty(); }, std::chrono::seconds(10)));
+}
+
+TEST_CASE("a finished job's --rdzv-id is refused; etcd not answering is an error naming it" *
+          doctest::skip(!have_etcd())) {
+  EtcdCluster etcd;
+  ScratchDir d;
+  const std::string id = unique_id("etcd-reuse");
+  auto a = etcd_flags(etcd, "1:2", id, std::string(kConf) + ",join_timeout=3");
+  a.insert(a.end(), {"true"});
+  Result first = launch(d, a);
+  CAPTURE(first.err);
+  REQUIRE(first.code == 0);
+  Result again = launch(d, a);
+  CAPTURE(again.err);
+  CHECK(again.code != 0);
+  CHECK(has(again.err, "belongs to a finished job"));
+  CHECK(has(again.err, "etcdctl del --prefix '/ddp/" + id + "/'"));
+
+  const std::string nobody = "127.0.0.1:" + std::to_string(ddp::net::pick_free_port());
+  std::vector<std::string> b = {
+      "--nnodes", "1:2",       "--rdzv-backend",       "etcd",        "--rdzv-endpoint",
+      nobody,     "--rdzv-id", unique_id("etcd-none"), "--rdzv-conf", "join_timeout=2",
+      "true"};
+  Result none = launch(d, b);
+  CAPTURE(none.err);
+  CHECK(none.code != 0);
+  CHECK(has(none.err, "etcd at " + nobody + " did not answer within 2000 ms"));
+}

@@ -1,0 +1,198 @@
+// LeaseLiveness against a real etcd (tests/rendezvous/etcd_cluster.h; Skipped where /usr/bin/etcd
+// is missing): a launcher's key lives under its lease; a peer whose lease expires (it stopped
+// renewing: its process died) is lost for every watcher; a peer absent when a round is watched
+// is lost at once; live peers never are, and a failure's all_beat_since comes from their
+// leases' time-to-live; a lease that etcd dropped is granted again; etcd gone is store_lost()
+// naming its members; a clean exit revokes the lease (the key goes at once).
+#include "launcher/lease_liveness.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "common/error.h"
+#include "rendezvous/etcd_cluster.h"
+#include "rendezvous/etcd_store.h"
+
+using namespace ddp;
+using namespace ddp::launcher;
+using rdzv::testing::EtcdCluster;
+using rdzv::testing::have_etcd;
+using rdzv::testing::shared_etcd;
+using rdzv::testing::unique_prefix;
+
+namespace {
+
+constexpr Millis kInterval{200};
+constexpr int kMaxAttempt = 5;
+// A loaded 2-core machine can starve a thread for seconds: the margin keeps a detection bound
+// asserted, not its tightness.
+constexpr Millis kMargin{15'000};
+
+bool eventually(const std::function<bool()>& cond, Millis limit) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(Millis(20));
+  }
+  return cond();
+}
+
+struct Launcher {
+  std::atomic<int> wakes{0};
+  std::unique_ptr<LeaseLiveness> live;
+  std::string id;
+};
+
+LeaseLivenessOptions options(const EtcdCluster& etcd, const std::string& prefix, const std::string& id) {
+  LeaseLivenessOptions o;
+  o.client = etcd.client_options();
+  o.prefix = prefix;
+  o.run_id = "job";
+  o.id = id;
+  o.interval = kInterval;
+  o.max_attempt = kMaxAttempt;
+  return o;
+}
+
+std::unique_ptr<Launcher> start(const EtcdCluster& etcd, const std::string& prefix, const std::string& id) {
+  auto l = std::make_unique<Launcher>();
+  l->id = id;
+  auto o = options(etcd, prefix, id);
+  o.on_loss = [p = l.get()] { ++p->wakes; };
+  l->live = std::make_unique<LeaseLiveness>(std::move(o));
+  return l;
+}
+
+LivenessRound round_of(int round, int me, const std::vector<std::string>& ids) {
+  LivenessRound r;
+  r.round = round;
+  r.node_rank = me;
+  for (size_t i = 0; i < ids.size(); ++i) r.nodes.push_back({ids[i], "node " + std::to_string(i)});
+  return r;
+}
+
+// A peer that registered as a launcher does and then died: its lease is never renewed.
+int64_t dead_peer(rdzv::EtcdStore& store, const std::string& id, int64_t ttl) {
+  const auto g = store.client().grant_lease(ttl);
+  store.set_with_lease(alive_key("job", id), rdzv::Store::to_bytes(std::to_string(g.id)), g.id);
+  return g.id;
+}
+
+std::vector<std::string> ids_of(const std::vector<LivenessPeer>& peers) {
+  std::vector<std::string> out;
+  for (const auto& p : peers) out.push_back(p.id);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a peer whose lease expires is lost for every watcher; live ones never are" *
+          doctest::skip(!have_etcd())) {
+  auto& etcd = shared_etcd(1);
+  const std::string prefix = unique_prefix("lease");
+  rdzv::EtcdStore raw(rdzv::EtcdStoreOptions{.client = etcd.client_options(), .prefix = prefix});
+  auto a = start(etcd, prefix, "a");
+  auto b = start(etcd, prefix, "b");
+  dead_peer(raw, "c", 2);
+  const auto round = [&](int me) { return round_of(0, me, {"a", "b", "c"}); };
+  a->live->watch(round(0));
+  b->live->watch(round(1));
+  CHECK(a->live->bound() >= kInterval * kMaxAttempt);
+  REQUIRE(eventually([&] { return a->live->lost().size() == 1 && b->live->lost().size() == 1; },
+                     a->live->bound() + kMargin));
+  CHECK(ids_of(a->live->lost()) == std::vector<std::string>{"c"});
+  CHECK(ids_of(b->live->lost()) == std::vector<std::string>{"c"});
+  CHECK(a->wakes > 0);
+  // Several bounds later a and b still see each other alive.
+  std::this_thread::sleep_for(3 * a->live->bound());
+  CHECK(a->live->lost().size() == 1);
+  CHECK(b->live->lost().size() == 1);
+  CHECK_FALSE(a->live->store_lost());
+}
+
+TEST_CASE("a peer absent when the round is watched is lost at once; a new round forgets" *
+          doctest::skip(!have_etcd())) {
+  auto& etcd = shared_etcd(1);
+  const std::string prefix = unique_prefix("lease");
+  auto a = start(etcd, prefix, "a");
+  a->live->watch(round_of(0, 0, {"a", "ghost"}));
+  REQUIRE(eventually([&] { return a->live->lost().size() == 1; }, kMargin));
+  CHECK(a->live->lost()[0].name == "node 1");
+  auto b = start(etcd, prefix, "b");
+  a->live->watch(round_of(1, 0, {"a", "b"}));
+  CHECK(a->live->lost().empty());
+  std::this_thread::sleep_for(2 * a->live->bound());
+  CHECK(a->live->lost().empty());
+}
+
+TEST_CASE("all_beat_since: proven by the peers' leases renewed after it" * doctest::skip(!have_etcd())) {
+  auto& etcd = shared_etcd(1);
+  const std::string prefix = unique_prefix("lease");
+  rdzv::EtcdStore raw(rdzv::EtcdStoreOptions{.client = etcd.client_options(), .prefix = prefix});
+  auto a = start(etcd, prefix, "a");
+  auto b = start(etcd, prefix, "b");
+  a->live->watch(round_of(0, 0, {"a", "b"}));
+  const auto since = Clock::now();
+  CHECK_FALSE(a->live->all_beat_since(since));  // nothing known yet
+  CHECK(eventually([&] { return a->live->all_beat_since(since); }, a->live->bound() + kMargin));
+  // A peer that stopped renewing never proves it: it is lost instead.
+  dead_peer(raw, "d", 10);
+  a->live->watch(round_of(1, 0, {"a", "d"}));
+  const auto later = Clock::now();
+  std::this_thread::sleep_for(4 * kInterval);
+  CHECK_FALSE(a->live->all_beat_since(later));
+  // Alone in a round: nothing to prove.
+  a->live->watch(round_of(2, 0, {"a"}));
+  CHECK(a->live->all_beat_since(Clock::now()));
+}
+
+TEST_CASE("a lease etcd dropped is granted again; a clean exit revokes it" * doctest::skip(!have_etcd())) {
+  auto& etcd = shared_etcd(1);
+  const std::string prefix = unique_prefix("lease");
+  rdzv::EtcdStore raw(rdzv::EtcdStoreOptions{.client = etcd.client_options(), .prefix = prefix});
+  auto a = start(etcd, prefix, "a");
+  const int64_t first = a->live->lease();
+  REQUIRE(first != 0);
+  CHECK(raw.check({alive_key("job", "a")}));
+  REQUIRE(raw.client().revoke(first));  // as etcd does when no keep-alive came for the TTL
+  REQUIRE(eventually([&] { return a->live->lease() != first && a->live->lease() != 0; }, kMargin));
+  CHECK(eventually([&] { return raw.check({alive_key("job", "a")}); }, kMargin));
+  CHECK(raw.get_string(alive_key("job", "a")) == std::to_string(a->live->lease()));
+  const int64_t second = a->live->lease();
+  a.reset();
+  CHECK_FALSE(raw.check({alive_key("job", "a")}));
+  CHECK(raw.client().time_to_live(second).ttl == -1);
+}
+
+TEST_CASE("etcd gone: store_lost() within the bound, naming its members" * doctest::skip(!have_etcd())) {
+  EtcdCluster etcd;  // its own: killed here
+  const std::string prefix = unique_prefix("lease");
+  auto a = start(etcd, prefix, "a");
+  a->live->watch(round_of(0, 0, {"a", "b"}));
+  etcd.kill(0);
+  REQUIRE(eventually([&] { return a->live->store_lost().has_value(); }, a->live->bound() + kMargin));
+  const std::string why = *a->live->store_lost();
+  CAPTURE(why);
+  CHECK(why.find("etcd at " + etcd.endpoint(0)) != std::string::npos);
+  CHECK(why.find("keep_alive_interval x keep_alive_max_attempt") != std::string::npos);
+  CHECK(a->wakes > 0);
+  a.reset();  // the revoke gives up within its bound
+}
+
+TEST_CASE("etcd unreachable at start: the constructor throws naming it" * doctest::skip(!have_etcd())) {
+  rdzv::EtcdClientOptions c;
+  c.endpoints = {"127.0.0.1:" + std::to_string(net::pick_free_port())};
+  LeaseLivenessOptions o;
+  o.client = c;
+  o.id = "a";
+  o.interval = kInterval;
+  o.max_attempt = kMaxAttempt;
+  try {
+    LeaseLiveness l(std::move(o));
+    FAIL("constructed without etcd");
+  } catch (const NetworkError& e) {
+    CHECK(std::string(e.what()).find(c.endpoints[0]) != std::string::npos);
+  }
+}
