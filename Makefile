@@ -11,7 +11,8 @@ MAKEFLAGS += --no-print-directory
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= config_file error_file init_method hostlist store_protocol wire_header multicast_datagram mesh_handshake etcd_response
 
-.PHONY: all deps configure build test cluster-test demo bench benchmarks clean fuzz soak tsan-test format format-check lint
+.PHONY: all deps configure build test cluster-test demo bench benchmarks clean fuzz fuzz-build soak tsan-build tsan-test \
+  format format-check lint
 
 all: build
 
@@ -45,14 +46,15 @@ cluster-test: build
 # core at a time (FUZZ_JOBS); clang, in
 # build-fuzz (only the fuzz targets and the libraries they need are built; -O1 with line tables
 # only and asserts on: quick to build, stack traces still name lines).
-fuzz:
+fuzz: fuzz-build
+	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+fuzz-build:
 	@DDP_FUZZ_DEPS=1 bash scripts/install-deps.sh
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_FUZZ=ON \
 	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
 	  -DDDP_BUILD_TESTS=OFF -DDDP_WITH_GLOO=OFF -DDDP_WITH_MPI=OFF -DDDP_WITH_NCCL=OFF $(FUZZ_CMAKE_FLAGS) \
 	  > build-fuzz.configure.log 2>&1 || (cat build-fuzz.configure.log; exit 1)
 	@cmake --build build-fuzz -j $(JOBS) --target ddp_fuzz_targets
-	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # Not in CI: SOAK_SECONDS of checked all_reduces and DDP steps by 4 workers (RSS and descriptors printed at
 # start and end), then SOAK_ITERATIONS jobs each with a random fault (seed: SOAK_SEED), each
@@ -84,9 +86,10 @@ TSAN_TESTS ?= $(TSAN_TARGETS) comm_tcp_process_group_test_every_op comm_mpi_proc
   comm_mpi_runtime_caller_test_funneled
 empty :=
 space := $(empty) $(empty)
-tsan-test: deps
+tsan-build: deps
 	@cmake --preset tsan $(CMAKE_FLAGS) > build-tsan.configure.log 2>&1 || (cat build-tsan.configure.log; exit 1)
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)
+tsan-test: tsan-build
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  ctest --output-on-failure -j $(JOBS) -R '^($(subst $(space),|,$(strip $(TSAN_TESTS))))$$'
 
