@@ -9,7 +9,8 @@
 //
 // Init methods (one per process; ranks and sizes resolved in this order: the options, the URL's
 // ?rank=&world_size=, RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/NTASKS):
-// - env://   DDP_STORE=host:port (the launcher's store) when set; else rank 0 hosts a TCPStore on
+// - env://   DDP_STORE when set: host:port (the launcher's store), or etcd://members/prefix/ (etcd
+//            itself, --rdzv-backend etcd: rendezvous/store_url.h); else rank 0 hosts a TCPStore on
 //            MASTER_ADDR:MASTER_PORT and the others connect; a world of one needs no store, and
 //            the mpi backend runs without one (MPI_COMM_WORLD is the rendezvous).
 // - tcp://host:port?rank=R&world_size=N   rank 0 hosts the store at host:port.

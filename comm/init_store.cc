@@ -5,11 +5,12 @@
 #include "common/error.h"
 #include "common/settings.h"
 #include "common/socket.h"
-#include "rendezvous/hash_store.h"
-
+#include "rendezvous/etcd_store.h"
 #include "rendezvous/file_store.h"
+#include "rendezvous/hash_store.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/multicast_rendezvous.h"
+#include "rendezvous/store_url.h"
 #include "rendezvous/tcp_store.h"
 
 namespace ddp::comm {
@@ -57,13 +58,23 @@ std::shared_ptr<rdzv::Store> tcp_store(const net::Endpoint& at, bool host, const
   return std::make_shared<rdzv::TCPStore>(o);
 }
 
+// DDP_STORE: the launcher's TCPStore, or etcd itself (--rdzv-backend etcd: no node serves the
+// store; the job token plays no part there, etcd's own authentication does).
+std::shared_ptr<rdzv::Store> store_at(const rdzv::StoreUrl& url, const StoreRequest& req) {
+  if (url.kind == rdzv::StoreUrl::Kind::kTcp) return tcp_store(url.tcp, false, req);
+  rdzv::EtcdStoreOptions o;
+  o.client = rdzv::etcd_client_options(url);
+  o.prefix = url.prefix;
+  return std::make_shared<rdzv::EtcdStore>(std::move(o));
+}
+
 StoreHandle open_env(const StoreRequest& req) {
   StoreHandle h;
   h.rank = req.rank;
   h.world_size = req.world_size;
   fill_ranks_from_env(h);
   if (auto ep = settings::get(settings::kStore)) {
-    h.store = tcp_store(net::parse_endpoint(*ep), false, req);
+    h.store = store_at(rdzv::parse_store_url(*ep), req);
     h.description = std::string(settings::kStore.name) + "=" + *ep;
     return h;
   }

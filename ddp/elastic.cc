@@ -69,7 +69,6 @@ void Session::watch() {
   RoundWatcher::Options wo;
   wo.store = store_;
   wo.key = rdzv::outcome_key(o_.run_id, round_);
-  wo.job_token = settings::get_or(settings::kJobToken, "");
   wo.on_change = [group = factory_->world(), round = round_](const std::string& text) {
     const std::string reason = detail::str("round ", round, " ended: ", text);
     logger("elastic")->warn("{}; aborting the group's pending collectives", reason);

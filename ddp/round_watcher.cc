@@ -3,7 +3,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "rendezvous/in_place.h"
-#include "rendezvous/tcp_store.h"
 
 namespace ddp::elastic {
 namespace {
@@ -18,7 +17,7 @@ RoundWatcher::RoundWatcher(Options options) : o_(std::move(options)) {
 }
 
 RoundWatcher::~RoundWatcher() {
-  std::shared_ptr<rdzv::TCPStore> own;
+  std::shared_ptr<rdzv::Store> own;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -48,14 +47,8 @@ void RoundWatcher::run() noexcept {
 }
 
 std::shared_ptr<rdzv::Store> RoundWatcher::open() {
-  auto* shared = dynamic_cast<rdzv::TCPStore*>(o_.store.get());
-  if (shared == nullptr) return o_.store;
-  rdzv::TCPStoreOptions so;
-  so.host = shared->endpoint().host;
-  so.port = shared->endpoint().port;
-  so.timeout = kOwnWait;
-  so.job_token = o_.job_token;
-  auto own = std::make_shared<rdzv::TCPStore>(so);
+  std::shared_ptr<rdzv::Store> own = o_.store->clone();
+  if (!own) return o_.store;
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_) return nullptr;
   own_ = own;

@@ -4,10 +4,11 @@
 // on_change(text) once, on its own thread (ddp::elastic::Session aborts its group there, so that
 // a collective already waiting fails at once instead of at the lost peer's link timeout). Any
 // other outcome ends the watch without a call: the launcher stops the worker then.
-// - A TCPStore is watched over a connection of the watcher's own, opened on its thread (a wait
-//   on the shared one would hold every other request of the process behind it); stopping
-//   interrupts that wait at once (TCPStore::interrupt). Any other store (HashStore: tests,
-//   embedders) is waited on in slices of kSlice, so stopping takes at most one slice.
+// - The store is watched through a handle of the watcher's own (Store::clone: a connection of
+//   its own for TCPStore and EtcdStore), opened on its thread (a wait on the shared one would
+//   hold every other request of the process behind it); stopping interrupts that wait at once
+//   (Store::interrupt). A store that cannot be cloned (an adapter of another library's) is
+//   waited on in slices of kSlice, so stopping takes at most one slice.
 // - The destructor stops and joins the thread; on_change has returned by then if it ran.
 // - Errors never leave the thread: a lost store or a refused connection ends the watch, logged.
 #include <functional>
@@ -19,10 +20,6 @@
 #include "common/timeouts.h"
 #include "rendezvous/store.h"
 
-namespace ddp::rdzv {
-class TCPStore;
-}
-
 namespace ddp::elastic {
 
 class RoundWatcher {
@@ -31,7 +28,6 @@ class RoundWatcher {
   struct Options {
     std::shared_ptr<rdzv::Store> store;  // the launchers' store
     std::string key;                     // the round's outcome key (rdzv::outcome_key)
-    std::string job_token;               // for the watcher's own TCPStore connection
     std::function<void(const std::string& outcome)> on_change;
   };
   explicit RoundWatcher(Options options);
@@ -45,8 +41,8 @@ class RoundWatcher {
  private:
   void run() noexcept;
   void watch();
-  // The store this thread waits on: its own connection for a TCPStore, else the given one.
-  // Null when stopped meanwhile.
+  // The store this thread waits on: its own handle (a clone), else the given one. Null when
+  // stopped meanwhile.
   std::shared_ptr<rdzv::Store> open();
   bool stopping() const;
 
@@ -54,7 +50,7 @@ class RoundWatcher {
   mutable std::mutex mu_;
   bool stop_ = false;
   bool fired_ = false;
-  std::shared_ptr<rdzv::TCPStore> own_;  // the watcher's own connection, once open
+  std::shared_ptr<rdzv::Store> own_;  // the watcher's own handle, once open
   std::thread thread_;
 };
 

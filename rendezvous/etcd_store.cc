@@ -100,6 +100,10 @@ EtcdStore::EtcdStore(std::shared_ptr<EtcdClient> client, std::string prefix, Mil
 
 EtcdStore::~EtcdStore() = default;
 
+std::unique_ptr<Store> EtcdStore::clone() {
+  return std::make_unique<EtcdStore>(std::make_shared<EtcdClient>(client_->options()), prefix_, timeout());
+}
+
 void EtcdStore::interrupt() noexcept {
   interrupted_ = true;
   std::lock_guard<std::mutex> lock(watches_mu_);

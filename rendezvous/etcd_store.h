@@ -64,7 +64,9 @@ class EtcdStore final : public Store {
   EtcdSnapshot read_prefix(const std::string& key_prefix);
   // The changes to keys starting with `key_prefix` from `start_revision` (0: from now).
   std::unique_ptr<EtcdWatch> watch_prefix(const std::string& key_prefix, int64_t start_revision = 0);
-  void interrupt() noexcept;
+  void interrupt() noexcept override;
+  // A new client (its own connections) of the same members, under the same prefix.
+  std::unique_ptr<Store> clone() override;
 
  protected:
   void do_set(const std::string& key, const Bytes& value) override;

@@ -261,6 +261,8 @@ int64_t FileStore::do_num_keys() {
   return static_cast<int64_t>(data_.size());
 }
 
+std::unique_ptr<Store> FileStore::clone() { return std::make_unique<FileStore>(path_, timeout()); }
+
 Bytes FileStore::do_get(const std::string& key, Millis timeout) { return wait_for("get", {key}, timeout); }
 
 void FileStore::do_wait(const std::vector<std::string>& keys, Millis timeout) {
@@ -289,6 +291,8 @@ Bytes FileStore::wait_for(const char* op, const std::vector<std::string>& keys, 
       if (missing.empty()) return data_.at(keys.front());
     }
     if (deadline.expired()) throw_wait_timeout(op, missing, timeout);
+    if (interrupted_)
+      DDP_THROW(NetworkError, "store ", op, " on ", path_, " interrupted (the store handle was closed)");
     if (!watch_tried) {
       // inotify wakes us promptly for writers on this host; the backoff covers network file
       // systems. Set up only when we must wait, then re-check: a write may have come between.

@@ -16,7 +16,9 @@
 // overwritten. The log is never compacted: stores hold rendezvous data, which is small.
 // The file is not deleted by the store, except one it could not even write the header to. A full
 // disk is an error naming the path (a SystemError with the errno's text), the file cut back to
-// its last whole record. Thread-safe; not shareable across fork() (open a new one).
+// its last whole record. clone() opens the file again; interrupt() ends a get/wait within one
+// backoff step. Thread-safe; not shareable across fork() (open a new one).
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -30,6 +32,8 @@ class FileStore final : public Store {
  public:
   explicit FileStore(std::string path, Millis timeout = kDefaultStoreTimeout);
   const std::string& path() const { return path_; }
+  std::unique_ptr<Store> clone() override;
+  void interrupt() noexcept override { interrupted_ = true; }
 
  protected:
   void do_set(const std::string& key, const Bytes& value) override;
@@ -54,6 +58,7 @@ class FileStore final : public Store {
   std::vector<std::string> missing_locked(const std::vector<std::string>& keys) const;
 
   std::string path_;
+  std::atomic<bool> interrupted_{false};
   std::mutex mu_;
   Fd fd_;
   uint64_t offset_ = 0;  // end of the last complete record applied

@@ -1,9 +1,12 @@
 #pragma once
 // HashStore: an in-process Store (threads-as-ranks tests, single-process jobs).
 // The keys and their rules are a KeyTable; a waiting thread parks its ticket there and sleeps
-// on a condition variable until a write completes its wait (or its deadline passes).
+// on a condition variable until a write completes its wait (or its deadline passes). clone()
+// is another handle on the same table (its interrupt() ends only its own waits).
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_set>
 
@@ -14,7 +17,10 @@ namespace ddp::rdzv {
 
 class HashStore final : public Store {
  public:
-  explicit HashStore(Millis timeout = kDefaultStoreTimeout) : Store(timeout) {}
+  explicit HashStore(Millis timeout = kDefaultStoreTimeout);
+
+  std::unique_ptr<Store> clone() override;
+  void interrupt() noexcept override;
 
  protected:
   void do_set(const std::string& key, const Bytes& value) override;
@@ -27,15 +33,22 @@ class HashStore final : public Store {
   int64_t do_num_keys() override;
 
  private:
+  // What every handle of one store shares.
+  struct Table {
+    std::mutex mu;
+    std::condition_variable cv;
+    KeyTable keys;
+    std::unordered_set<KeyTable::WaiterId> ready;  // tickets whose wait a write completed
+    KeyTable::WaiterId next_ticket = 1;
+  };
+  HashStore(std::shared_ptr<Table> table, Millis timeout);
+
   void wait_locked(std::unique_lock<std::mutex>& lock, const std::string& op,
                    const std::vector<std::string>& keys, Millis timeout);
-  void wake(const KeyTable::Woken& woken);  // under mu_; notifies after
+  void wake(const KeyTable::Woken& woken);  // under mu; notifies after
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  KeyTable table_;
-  std::unordered_set<KeyTable::WaiterId> ready_;  // tickets whose wait a write completed
-  KeyTable::WaiterId next_ticket_ = 1;
+  std::shared_ptr<Table> t_;
+  std::atomic<bool> interrupted_{false};
 };
 
 }  // namespace ddp::rdzv

@@ -4,6 +4,14 @@
 
 namespace ddp::rdzv {
 
+std::unique_ptr<Store> PrefixStore::clone() {
+  std::unique_ptr<Store> base = base_->clone();
+  if (!base) return nullptr;
+  auto out = std::make_unique<PrefixStore>(prefix_, std::shared_ptr<Store>(std::move(base)));
+  out->set_timeout(timeout());
+  return out;
+}
+
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
     : Store(base ? base->timeout() : kDefaultStoreTimeout),
       prefix_(std::move(prefix)),

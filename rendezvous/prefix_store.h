@@ -1,6 +1,7 @@
 #pragma once
 // PrefixStore: a view of another Store with every key under "<prefix>/". Namespaces process
-// groups and restart rounds. Shares ownership of the underlying store.
+// groups and restart rounds. Shares ownership of the underlying store; its clone() is a view
+// of the base's clone (nullptr when the base has none), its interrupt() the base's.
 #include <memory>
 
 #include "rendezvous/store.h"
@@ -12,6 +13,8 @@ class PrefixStore final : public Store {
   PrefixStore(std::string prefix, std::shared_ptr<Store> base);
   const std::string& prefix() const { return prefix_; }
   const std::shared_ptr<Store>& base() const { return base_; }
+  std::unique_ptr<Store> clone() override;
+  void interrupt() noexcept override { base_->interrupt(); }
 
  protected:
   void do_set(const std::string& key, const Bytes& value) override;

@@ -5,6 +5,11 @@
 #include "common/error.h"
 
 namespace ddp::rdzv {
+
+std::unique_ptr<Store> Store::clone() { return nullptr; }
+
+void Store::interrupt() noexcept {}
+
 namespace {
 
 void check_key(const std::string& key) {

@@ -14,8 +14,12 @@
 // - Every blocking call has a deadline: kUseDefault means the store's timeout(). Expiry is a
 //   TimeoutError naming the keys still missing and the time waited.
 // - Keys are at most kMaxKeySize bytes, values at most kMaxValueSize (InvalidArgument).
+// - clone() opens a second handle on the same data, for a thread that blocks in get/wait
+//   without holding up this handle's requests (ddp::elastic's round watcher): nothing outside
+//   the stores needs to know which store it holds. interrupt() ends that thread's wait.
 // Thread-safe: one Store object may be used from many threads.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,6 +51,17 @@ class Store {
   // String conveniences.
   void set(const std::string& key, const std::string& value) { set(key, to_bytes(value)); }
   std::string get_string(const std::string& key, Millis timeout = kUseDefault);
+
+  // A new handle on the same data, with the same timeout: a connection of its own (TCPStore,
+  // EtcdStore), the same file (FileStore), the same table (HashStore), the same prefix over a
+  // clone of the base (PrefixStore). nullptr where a store cannot open one (an adapter of another
+  // library's store): share this one then. Errors: those of connecting.
+  virtual std::unique_ptr<Store> clone();
+  // Any thread: the get/wait blocked on this handle now, and every later one, ends with a
+  // NetworkError saying so; other calls still work (a PrefixStore: its base's). Meant for a
+  // clone that one thread waits on. A store whose clone() is nullptr may ignore it (its waits
+  // then end at their deadline).
+  virtual void interrupt() noexcept;
 
   Millis timeout() const { return timeout_; }
   void set_timeout(Millis timeout) { timeout_ = timeout; }

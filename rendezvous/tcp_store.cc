@@ -58,6 +58,16 @@ TCPStore::TCPStore(TCPStoreOptions options) : Store(options.timeout), options_(s
 
 TCPStore::~TCPStore() = default;
 
+std::unique_ptr<Store> TCPStore::clone() {
+  TCPStoreOptions o = options_;
+  o.host = endpoint_.host;
+  o.port = endpoint_.port;
+  o.is_server = false;
+  o.wait_workers = 0;
+  o.timeout = timeout();
+  return std::make_unique<TCPStore>(o);
+}
+
 void TCPStore::interrupt() noexcept {
   const uint64_t one = 1;
   [[maybe_unused]] const ssize_t n = ::write(wake_.get(), &one, sizeof(one));

@@ -57,7 +57,9 @@ class TCPStore : public Store {
   // The hosted server, or nullptr for a plain client.
   TCPStoreServer* server() const { return server_.get(); }
   // See the header comment. Thread-safe, idempotent, noexcept.
-  void interrupt() noexcept;
+  void interrupt() noexcept override;
+  // A client connection to the same server, with the same token (a server's clone is a client).
+  std::unique_ptr<Store> clone() override;
 
  protected:
   void do_set(const std::string& key, const Bytes& value) override;

@@ -25,6 +25,8 @@
 #include "common/fd.h"
 #include "common/free_port.h"
 #include "common/socket.h"
+#include "rendezvous/etcd_cluster.h"
+#include "rendezvous/etcd_store.h"
 #include "rendezvous/hash_store.h"
 
 using namespace ddp;
@@ -217,6 +219,28 @@ TEST_CASE("tcp:// and file:// init methods give a store, rank and size") {
 
   req.init_method = "tcp://127.0.0.1:1?rank=5&world_size=2";
   CHECK_THROWS_WITH_AS(open_init_store(req), doctest::Contains("world_size"), InvalidArgument);
+}
+
+TEST_CASE("a malformed DDP_STORE is an error naming it") {
+  ScopedEnv env(with({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"DDP_STORE", "etcd://h1:2379"}}));
+  CHECK_THROWS_WITH_AS(open_init_store({}), doctest::Contains("DDP_STORE="), InvalidArgument);
+}
+
+TEST_CASE("DDP_STORE=etcd://...: the job's store is etcd itself" *
+          doctest::skip(!rdzv::testing::have_etcd())) {
+  auto& etcd = rdzv::testing::shared_etcd(1);
+  const std::string prefix = rdzv::testing::unique_prefix("init");
+  ScopedEnv env(
+      with({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"DDP_STORE", "etcd://" + etcd.endpoint(0) + prefix}}));
+  auto h = open_init_store({});
+  CHECK_FALSE(h.hosts_server);
+  CHECK(h.rank == 1);
+  auto* e = dynamic_cast<rdzv::EtcdStore*>(h.store.get());
+  REQUIRE(e != nullptr);
+  CHECK(e->prefix() == prefix);
+  h.store->set("k", "v");
+  rdzv::EtcdStore direct(rdzv::EtcdStoreOptions{.client = etcd.client_options(), .prefix = prefix});
+  CHECK(direct.get_string("k") == "v");
 }
 
 TEST_CASE("the registry names what was built") {

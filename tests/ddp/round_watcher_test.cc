@@ -1,6 +1,7 @@
-// RoundWatcher over both kinds of store: the in-process one (waited on in slices) and a TCPStore
-// (a connection of its own, interrupted to stop). A watcher that never stopped would hang the
-// destructor: that shows as the ctest's TIMEOUT, not as a failed check.
+// RoundWatcher over the in-process store, a TCPStore and an EtcdStore (a real etcd, Skipped where
+// /usr/bin/etcd is missing): each watched through a clone of its own, interrupted to stop. A
+// watcher that never stopped would hang the destructor: that shows as the ctest's TIMEOUT, not
+// as a failed check.
 #include "ddp/round_watcher.h"
 
 #include <doctest/doctest.h>
@@ -9,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "rendezvous/etcd_cluster.h"
+#include "rendezvous/etcd_store.h"
 #include "rendezvous/hash_store.h"
 #include "rendezvous/tcp_store.h"
 
@@ -33,7 +36,7 @@ TEST_CASE("a membership change is passed on once, with the outcome's text") {
     std::promise<std::string> seen;
     int calls = 0;
     {
-      elastic::RoundWatcher w({store, "run/round/3/outcome", "", [&](const std::string& text) {
+      elastic::RoundWatcher w({store, "run/round/3/outcome", [&](const std::string& text) {
                                  ++calls;
                                  seen.set_value(text);
                                }});
@@ -51,12 +54,36 @@ TEST_CASE("another outcome, or none before the watcher stops, is not passed on")
     auto store = make_store(tcp);
     int calls = 0;
     {
-      elastic::RoundWatcher w({store, "run/round/0/outcome", "", [&](const std::string&) { ++calls; }});
+      elastic::RoundWatcher w({store, "run/round/0/outcome", [&](const std::string&) { ++calls; }});
     }  // stopped while waiting (or before it began)
     {
       store->set("run/round/1/outcome", "failed: node 0: rank 1 exited with code 1");
-      elastic::RoundWatcher w({store, "run/round/1/outcome", "", [&](const std::string&) { ++calls; }});
+      elastic::RoundWatcher w({store, "run/round/1/outcome", [&](const std::string&) { ++calls; }});
     }
     CHECK(calls == 0);
   }
+}
+
+TEST_CASE("over etcd: a membership change is passed on; stopping ends the watch" *
+          doctest::skip(!rdzv::testing::have_etcd())) {
+  auto& etcd = rdzv::testing::shared_etcd(1);
+  auto store = std::make_shared<rdzv::EtcdStore>(
+      rdzv::EtcdStoreOptions{.client = etcd.client_options(),
+                             .prefix = rdzv::testing::unique_prefix("watcher"),
+                             .timeout = Millis(30'000)});
+  int calls = 0;
+  {
+    elastic::RoundWatcher w({store, "run/round/0/outcome", [&](const std::string&) { ++calls; }});
+  }  // stopped while waiting
+  CHECK(calls == 0);
+  std::promise<std::string> seen;
+  {
+    elastic::RoundWatcher w({store, "run/round/1/outcome", [&](const std::string& text) {
+                               ++calls;
+                               seen.set_value(text);
+                             }});
+    store->set("run/round/1/outcome", "changed: node 0 (h1) lost");
+    CHECK(seen.get_future().get() == "changed: node 0 (h1) lost");
+  }
+  CHECK(calls == 1);
 }

@@ -3,8 +3,9 @@
 // 0.5 s x 4.
 //   - --nnodes 2:3, three launchers: the one that is node 0 of round 0 is SIGKILLed (its worker
 //     dies with it); the other two go on at world 2 and finish: an unmodified PyTorch gloo
-//     script (tests/netns/gloo_steps.py; the case passes with a message where /usr/bin/python3
-//     has no torch), restarted in a new round;
+//     script (tests/netns/gloo_steps.py; Skipped where /usr/bin/python3 has no torch),
+//     restarted in a new round; and in place: ddp_elastic_probe (ddp::elastic,
+//     its store etcd itself through DDP_STORE=etcd://...) keeps its PID and finishes;
 //   - etcd loses its quorum (2 of 3 members killed): every launcher exits 122 naming etcd and its
 //     members, no worker left;
 //   - a finished job's --rdzv-id is refused; etcd not answering within join_timeout is an error
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <csignal>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "cli/launch_test_util.h"
@@ -68,9 +70,11 @@ int count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// Whether /usr/bin/python3 finds torch (without importing it: seconds).
 bool have_torch() {
-  static const bool yes = std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") == 0;
-  return yes;
+  return std::system(
+             "/usr/bin/python3 -c \"import importlib.util as u, sys; "
+             "sys.exit(u.find_spec('torch') is None)\" >/dev/null 2>&1") == 0;
 }
 
 std::string gloo_script() {
@@ -80,11 +84,7 @@ std::string gloo_script() {
 }  // namespace
 
 TEST_CASE("etcd, --nnodes 2:3: node 0 SIGKILLed, the two left go on at world 2 and finish (PyTorch gloo)" *
-          doctest::skip(!have_etcd())) {
-  if (!have_torch()) {
-    MESSAGE("no torch in /usr/bin/python3: nothing to run");
-    return;
-  }
+          doctest::skip(!have_etcd() || !have_torch())) {
   EtcdCluster etcd;
   ScratchDir d;
   const std::string id = unique_id("etcd-kill0");
@@ -116,6 +116,47 @@ TEST_CASE("etcd, --nnodes 2:3: node 0 SIGKILLed, the two left go on at world 2 a
     CHECK(has(err, "lost: no heartbeat"));
     CHECK(has(nodes[i].out(), "world=2 steps=400"));
     CHECK_FALSE(has(err, "restarting the workers"));  // a membership change, not a failure
+  }
+  CHECK(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).empty(); }, std::chrono::seconds(10)));
+}
+
+TEST_CASE("etcd, --nnodes 2:3, in place: node 0 SIGKILLed, the two left keep their workers and finish" *
+          doctest::skip(!have_etcd())) {
+  EtcdCluster etcd;
+  ScratchDir d;
+  const std::string id = unique_id("etcd-inplace");
+  const std::string probe = bin_dir() + "/../tests/ddp_elastic_probe";
+  std::vector<Node> nodes;
+  for (int i = 0; i < 3; ++i) {
+    auto a = etcd_flags(etcd, "2:3", id);
+    a.insert(a.end(), {probe, "300", "20"});
+    nodes.push_back(start(d, "node" + std::to_string(i), a));
+  }
+  auto group_of_3 = [&](int i) { return has(nodes[i].err() + nodes[i].out(), "world=3"); };
+  REQUIRE(
+      eventually([&] { return group_of_3(0) && group_of_3(1) && group_of_3(2); }, std::chrono::seconds(60)));
+  int first = -1;
+  for (int i = 0; i < 3; ++i)
+    if (has(nodes[i].err(), "round 0: node 0/3")) first = i;
+  REQUIRE(first >= 0);
+  ::kill(nodes[first].child->pid(), SIGKILL);
+  for (int i = 0; i < 3; ++i) {
+    if (i == first) continue;
+    CAPTURE(i);
+    const int code = nodes[i].child->wait(std::chrono::seconds(120));
+    const std::string log = nodes[i].err() + nodes[i].out();
+    CAPTURE(log);
+    CHECK(code == 0);
+    CHECK(has(log, "with the workers in place"));
+    CHECK(has(log, "world=2"));
+    CHECK(has(log, "steps=300"));
+    CHECK_FALSE(has(log, "restarting the workers"));
+    // The same worker before and after: one "group pid=P" line per group it formed, all one P.
+    std::istringstream in(log);
+    std::set<std::string> pids;
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("group pid=", 0) == 0) pids.insert(line.substr(10, line.find(' ', 10) - 10));
+    CHECK(pids.size() == 1);
   }
   CHECK(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).empty(); }, std::chrono::seconds(10)));
 }

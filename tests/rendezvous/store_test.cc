@@ -249,3 +249,36 @@ STORE_CASE("many waiters on one key are all woken", many_waiters) {
   CHECK(all_parked);
   CHECK(woken == kWaiters);
 }
+
+STORE_CASE("clone: the same data through a handle of its own, whose waits interrupt() ends", clone) {
+  F f;
+  auto s = f.main();
+  std::unique_ptr<Store> c = s->clone();
+  REQUIRE(c != nullptr);
+  CHECK(c->timeout() == s->timeout());
+  s->set("before", "1");
+  CHECK(c->get_string("before", kLong) == "1");
+  c->set("from-clone", "2");
+  CHECK(s->get_string("from-clone", kLong) == "2");
+  // A wait on the clone ends at interrupt(), with a NetworkError; the original still works.
+  std::atomic<bool> ended{false};
+  std::string why;
+  std::thread waiter([&] {
+    try {
+      c->wait({"never"}, kLong);
+    } catch (const NetworkError& e) {
+      why = e.message();
+    } catch (const std::exception& e) {
+      why = std::string("not a NetworkError: ") + e.what();
+    }
+    ended = true;
+  });
+  CHECK(until_parked(f, 1));
+  c->interrupt();
+  waiter.join();
+  CHECK(ended);
+  CHECK(contains(why, "interrupt"));
+  CHECK_THROWS_AS(c->get("never", kLong), NetworkError);  // and every later one
+  s->set("after", "3");
+  CHECK(s->get_string("after", kLong) == "3");
+}
