@@ -5,6 +5,8 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/socket.h"
+#include "launcher/agent.h"
 #include "launcher/lease_liveness.h"
 #include "rendezvous/store_url.h"
 
@@ -13,11 +15,32 @@ namespace {
 
 constexpr Millis kRetrySlice{500};  // between tries while etcd does not answer yet
 
+std::string host_of(const std::string& endpoint) {
+  std::string e = endpoint;
+  if (const auto scheme = e.find("://"); scheme != std::string::npos) e = e.substr(scheme + 3);
+  try {
+    return net::parse_endpoint(e, kDefaultEtcdPort).host;
+  } catch (const InvalidArgument&) {
+    return e;
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> members_near_first(const std::vector<std::string>& endpoints) {
+  std::vector<std::string> near, far;
+  for (const auto& e : endpoints) (is_local_host(host_of(e)) ? near : far).push_back(e);
+  if (!far.empty()) {
+    const size_t start = std::hash<std::string>{}(net::hostname()) % far.size();
+    std::rotate(far.begin(), far.begin() + static_cast<std::ptrdiff_t>(start), far.end());
+  }
+  near.insert(near.end(), far.begin(), far.end());
+  return near;
+}
 
 rdzv::EtcdClientOptions etcd_client_options(const LaunchOptions& l) {
   rdzv::EtcdClientOptions o;
-  o.endpoints = l.etcd.endpoints;
+  o.endpoints = members_near_first(l.etcd.endpoints);
   o.protocol = l.etcd.protocol;
   o.cacert = l.etcd.cacert;
   o.cert = l.etcd.cert;
@@ -56,7 +79,7 @@ std::unique_ptr<rdzv::EtcdStore> open_etcd_store(const LaunchOptions& l,
 }
 
 std::string etcd_worker_store(const LaunchOptions& l) {
-  return rdzv::etcd_store_url(l.etcd.endpoints, l.etcd.protocol, l.etcd.prefix);
+  return rdzv::etcd_store_url(members_near_first(l.etcd.endpoints), l.etcd.protocol, l.etcd.prefix);
 }
 
 std::unique_ptr<Liveness> start_lease_liveness(const LaunchOptions& l, const std::string& id,

@@ -14,12 +14,20 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "launcher/launch_options.h"
 #include "launcher/liveness.h"
 #include "rendezvous/etcd_store.h"
 
 namespace ddp::launcher {
+
+// l.etcd's members as this host uses them: those on this host first, then the others from a place
+// that depends on this host's name. Every client (the launcher's, its liveness's, its workers'
+// through DDP_STORE) starts with the first: its watches, which see a member's loss only at the
+// link-loss bound when that member's host vanishes, are then on a member that dies with this
+// host, and the load of many hosts is spread over the members.
+std::vector<std::string> members_near_first(const std::vector<std::string>& endpoints);
 
 // The members and TLS of l.etcd; each call gives up within the heartbeat bound (at least 2 s,
 // which outlasts an etcd leader election; at most read_timeout), so a launcher whose etcd lost
@@ -30,7 +38,8 @@ rdzv::EtcdClientOptions etcd_client_options(const LaunchOptions& l);
 std::unique_ptr<rdzv::EtcdStore> open_etcd_store(const LaunchOptions& l,
                                                  const std::function<void()>& check_interrupt);
 
-// The workers' DDP_STORE: "etcd://host:port,.../<etcd_prefix>" (etcd+https:// with TLS).
+// The workers' DDP_STORE: "etcd://host:port,.../<etcd_prefix>" (etcd+https:// with TLS), the
+// members near first.
 std::string etcd_worker_store(const LaunchOptions& l);
 
 // This launcher's lease and its watch on the others' (launcher/lease_liveness.h).

@@ -1,4 +1,5 @@
-// The job on etcd (--rdzv-backend etcd), black-box: ddp-launch processes on loopback over a real
+// The job on etcd (--rdzv-backend etcd): the members' order (near first), then black-box:
+// ddp-launch processes on loopback over a real
 // etcd (tests/rendezvous/etcd_cluster.h; Skipped where /usr/bin/etcd is missing), heartbeats
 // 0.5 s x 4.
 //   - --nnodes 2:3, three launchers: the one that is node 0 of round 0 is SIGKILLed (its worker
@@ -12,6 +13,7 @@
 //     naming its members.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <memory>
@@ -19,6 +21,7 @@
 #include <sstream>
 
 #include "cli/launch_test_util.h"
+#include "launcher/etcd_job.h"
 #include "rendezvous/etcd_cluster.h"
 #include "test_env.h"
 
@@ -82,6 +85,16 @@ std::string gloo_script() {
 }
 
 }  // namespace
+
+TEST_CASE("members on this host come first, the others all follow") {
+  const std::vector<std::string> given = {"192.0.2.1:2379", "http://127.0.0.1:2379", "192.0.2.2:2379",
+                                          "192.0.2.3:2379"};
+  const auto m = ddp::launcher::members_near_first(given);
+  REQUIRE(m.size() == given.size());
+  CHECK(m[0] == "http://127.0.0.1:2379");
+  CHECK(std::is_permutation(m.begin(), m.end(), given.begin()));
+  CHECK(ddp::launcher::members_near_first(given) == m);  // the same on every call
+}
 
 TEST_CASE("etcd, --nnodes 2:3: node 0 SIGKILLed, the two left go on at world 2 and finish (PyTorch gloo)" *
           doctest::skip(!have_etcd() || !have_torch())) {

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# --rdzv-backend etcd across 3 emulated hosts (tests/netns/hosts.sh, elastic_harness.sh): each host
+# runs a member of one 3-member etcd cluster (its data in the host's own /dev/shm; elections
+# sped up: heartbeat 50 ms, election 500 ms) and a launcher, --nnodes 2:3 with all three members
+# as --rdzv-endpoint, heartbeats 0.5 s x 4. Host 1 starts first, so it is node 0 of round 0.
+#   restart   host 1 "powered off" mid-job (its launcher, worker and etcd member SIGKILLed, its
+#             link down): hosts 2 and 3 go on at world 2 with new workers of an unmodified
+#             PyTorch gloo script (tests/netns/gloo_steps.py, which checks every all_reduce) and
+#             finish; no restart counted. Skipped (77) where /usr/bin/python3 has no torch.
+#   in-place  the same with ddp_elastic_probe (ddp::elastic, its store etcd itself through
+#             DDP_STORE=etcd://...): hosts 2 and 3 keep their workers (same PIDs) in a group of 2
+#             and finish, each with the committed value its steps imply (3 per step at world 3,
+#             2 per step at world 2, from the step it resumed at).
+#   quorum    two etcd members lost (hosts 2 and 3's): every launcher exits 122 naming etcd's
+#             members, within the bound plus the shutdown grace (asserted loosely: 30 s).
+# Each: no process of the job and nothing in /dev/shm left on the hosts that live. Prints the
+# time from the power-off to the survivors' first step at world 2. Exit 77 (Skipped) when not
+# root, a tool is missing, or /usr/bin/etcd is.
+# usage: hosts_etcd_test.sh <bin dir> <tests bin dir> <source dir> restart|in-place|quorum
+set -uo pipefail
+bin=$1 tbin=$2 src=$3 mode=$4
+. "$src/tests/netns/elastic_harness.sh"
+[ -x /usr/bin/etcd ] || { echo "no /usr/bin/etcd: skipped"; exit 77; }
+if [ "$mode" = restart ] && ! /usr/bin/python3 -c 'import torch.distributed' 2> /dev/null; then
+  echo "no torch in /usr/bin/python3: skipped"
+  exit 77
+fi
+harness_up "etcd-$mode" 3
+conf=keep_alive_interval=0.5,keep_alive_max_attempt=4,last_call_timeout=1
+members=10.78.0.1:2379,10.78.0.2:2379,10.78.0.3:2379
+cluster=h1=http://10.78.0.1:2380,h2=http://10.78.0.2:2380,h3=http://10.78.0.3:2380
+data=/dev/shm/etcd-$run_id
+declare -A member launcher
+
+start_member() {
+  local h=$1 ip=10.78.0.$1
+  $hosts run "$p" "$h" /usr/bin/etcd --name "h$h" --data-dir "$data" --listen-client-urls "http://$ip:2379" \
+    --advertise-client-urls "http://$ip:2379" --listen-peer-urls "http://$ip:2380" \
+    --initial-advertise-peer-urls "http://$ip:2380" --initial-cluster "$cluster" --initial-cluster-state new \
+    --initial-cluster-token "$run_id" --heartbeat-interval 50 --election-timeout 500 > "$out/etcd$h.log" 2>&1 &
+  member[$h]=$!
+  pids+=($!)
+}
+
+etcd_healthy() {
+  $hosts run "$p" 2 env ETCDCTL_API=3 etcdctl --endpoints "$members" --command-timeout 1s endpoint health \
+    > /dev/null 2>&1
+}
+
+launch_etcd() {
+  local h=$1
+  shift
+  $hosts run "$p" "$h" env GLOO_SOCKET_IFNAME=veth0 "$bin/ddp-launch" --nnodes 2:3 --rdzv-backend etcd \
+    --rdzv-endpoint "$members" --rdzv-id "$run_id" --local-addr "10.78.0.$h" --monitor-interval 0.1 \
+    --shutdown-timeout 2 --rdzv-conf "$conf" "$@" >> "$out/host$h.log" 2>&1 &
+  launcher[$h]=$!
+  pids+=($!)
+}
+
+# Every process in host H's namespaces SIGKILLed but the holder, then its link down: a power-off.
+power_off() {
+  local h=$1 holder pid
+  holder=$(cat "/run/ddp-hosts/$p/h$h.pid")
+  for pid in $(ip netns pids "${p}n$h"); do
+    [ "$pid" = "$holder" ] || kill -KILL "$pid" 2> /dev/null
+  done
+  $hosts link "$p" "$h" down
+}
+
+# The etcd members left stopped and their data removed, so /dev/shm is clean.
+stop_members() {
+  local h
+  for h in "$@"; do
+    kill -KILL "${member[$h]}" 2> /dev/null
+    wait "${member[$h]}" 2> /dev/null
+    $hosts run "$p" "$h" rm -rf "$data"
+  done
+}
+
+for h in 1 2 3; do start_member "$h"; done
+wait_until 30 "the etcd cluster healthy" etcd_healthy
+
+case $mode in
+  restart) job=(/usr/bin/python3 "$src/tests/netns/gloo_steps.py" 600 0.02) ;;
+  in-place) job=("$tbin/ddp_elastic_probe" 400 20 --print-steps) ;;
+  quorum) job=("$tbin/ddp_elastic_probe" 0 20) ;;
+  *) echo "unknown mode $mode"; exit 2 ;;
+esac
+launch_etcd 1 "${job[@]}"
+wait_until 20 "host 1 joining round 0" 'grep -q "joining round 0" "$out/host1.log"'
+launch_etcd 2 "${job[@]}"
+launch_etcd 3 "${job[@]}"
+groups_of() { cat "$out"/host*.log 2> /dev/null | grep -c "^group pid=.* world=$1"; }
+wait_until 60 "a group of 3" '[ "$(groups_of 3)" = 3 ]'
+grep -q "round 0: node 0/3" "$out/host1.log" || fail "host 1 is not node 0 of round 0"
+
+if [ "$mode" = quorum ]; then
+  stop_members 2 3
+  start=$SECONDS
+  for h in 1 2 3; do
+    wait "${launcher[$h]}"
+    rc=$?
+    [ $rc = 122 ] || fail "host $h's launcher exited $rc, not 122"
+    grep -q "lost the job's rendezvous store at etcd at .*10.78.0.1:2379" "$out/host$h.log" ||
+      fail "host $h did not name etcd's members"
+    grep -q "etcd lost its quorum" "$out/host$h.log" || fail "host $h did not say etcd lost its quorum"
+  done
+  took=$((SECONDS - start))
+  [ $took -le 30 ] || fail "the launchers took $took s to end"
+  stop_members 1
+  assert_clean 1 2 3
+  echo "etcd lost 2 of its 3 members: every launcher exited 122 naming etcd, within ${took} s: ok"
+  exit 0
+fi
+
+before2=$(grep -o "^group pid=[0-9]*" "$out/host2.log" | head -1 | cut -d= -f2)
+before3=$(grep -o "^group pid=[0-9]*" "$out/host3.log" | head -1 | cut -d= -f2)
+off=$(date +%s.%N)
+power_off 1
+for h in 2 3; do
+  wait "${launcher[$h]}"
+  rc=$?
+  [ $rc = 0 ] || fail "host $h's launcher exited $rc"
+  grep -q "node 0 (${p}h1) lost: no heartbeat" "$out/host$h.log" || fail "host $h did not name host 1 (node 0) lost"
+  ! grep -q "restarting the workers" "$out/host$h.log" || fail "host $h counted the loss as a restart"
+done
+if [ "$mode" = restart ]; then
+  done_lines=$(cat "$out/host2.log" "$out/host3.log" | grep -c "^done pid=[0-9]* rank=[01] world=2 steps=600")
+  [ "$done_lines" = 2 ] || fail "$done_lines of 2 workers finished at world 2"
+  first=$(cat "$out/host2.log" "$out/host3.log" | grep "^first step .* world=2 " | sed 's/.* t=//' | sort -n | head -1)
+else
+  for h in 2 3; do
+    log=$out/host$h.log
+    before=$([ $h = 2 ] && echo "$before2" || echo "$before3")
+    grep -q "with the workers in place" "$log" || fail "host $h did not keep its worker"
+    grep -q "^group pid=$before round=[1-9][0-9]* rank=[01] world=2" "$log" ||
+      fail "host $h's worker $before formed no group of 2 in a later round"
+    resumed=$(grep "^elastic_job step .* world 2 " "$log" | head -1 | awk '{print $3}')
+    [ -n "$resumed" ] || fail "host $h's worker took no step at world 2"
+    want=$((3 * (resumed - 1) + 2 * (400 - resumed + 1)))
+    grep -q "^done pid=$before value=$want steps=400" "$log" ||
+      fail "host $h's worker did not finish with value $want (resumed at step $resumed): $(grep '^done' "$log")"
+  done
+  first=$(cat "$out/host2.log" "$out/host3.log" | grep "^elastic_job step .* world 2 " | awk '{print $NF}' | sort -n | head -1)
+fi
+ms=$(awk -v a="$off" -v b="$first" 'BEGIN { printf "%d", (b - a) * 1000 }')
+stop_members 2 3
+assert_clean 2 3
+echo "host 1 (node 0, with an etcd member) powered off: hosts 2 and 3 went on at world 2 ($mode) and finished;" \
+  "${ms} ms from the power-off to their first step at world 2: ok"
