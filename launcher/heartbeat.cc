@@ -52,6 +52,8 @@ std::string liveness_key(const std::string& run_id, int round) {
   return round_key(run_id, round, "liveness");
 }
 
+std::vector<std::string> lost_in_report(const std::string& report) { return decode(report).lost; }
+
 struct StoreHeartbeat::Impl {
   // Another node of the round. The checker follows every one's counter; the others follow the
   // checker's report pass (in its entry) and learn the rest from the report.
