@@ -5,6 +5,7 @@
 
 #include "common/deadline.h"
 #include "common/error.h"
+#include "common/safe_json.h"
 #include "rendezvous/node_registration.h"
 
 namespace ddp::rdzv {
@@ -94,17 +95,42 @@ int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOpti
   return rank;
 }
 
-// Waits for every node's registration, in slices when the caller wants to check for interrupts.
-void wait_all(Store& store, const std::vector<std::string>& keys, const Deadline& deadline,
-              const NodeRendezvousOptions& o) {
+// The round's shape, "<nnodes> <static|dynamic> <host>": the first node to register sets it, every
+// other compares its own, so a disagreement is found by the node that brings it, in one request.
+void check_shape(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
+                 const NodeInfo& self) {
+  const bool dynamic = self.requested_rank < 0;
+  const std::string mine = detail::str(o.nnodes, " ", dynamic ? "dynamic" : "static", " ", self.host);
+  const std::string first = Store::to_string(store.compare_set(prefix + "shape", {}, Store::to_bytes(mine)));
+  if (first == mine) return;
+  std::istringstream in(first);
+  int nnodes = 0;
+  std::string mode, host;
+  in >> nnodes >> mode >> host;
+  const std::string head = detail::str("node rendezvous (run '", o.run_id, "', round ", o.round, "): ");
+  if (nnodes != o.nnodes) {
+    fail_round(store, prefix,
+               detail::str(head, "host ", host, " was started with --nnodes ", nnodes, " but host ",
+                           self.host, " with --nnodes ", o.nnodes));
+  }
+  if ((mode == "dynamic") != dynamic) {
+    fail_round(store, prefix,
+               detail::str(head, "some nodes give --node-rank and others do not (host ", host, " and host ",
+                           self.host, "): give it on all nodes or on none"));
+  }
+}
+
+// Waits for `key`, in slices: between them, a round another node found broken (failed_key) ends
+// the wait, and progress is reported.
+void wait_round_key(Store& store, const std::string& key, const Deadline& deadline,
+                    const NodeRendezvousOptions& o) {
   const std::string prefix = round_prefix(o);
   Millis next_report = o.progress_interval;
   while (true) {
     if (o.check_interrupt) o.check_interrupt();
-    // Slices: between them, a round another node found broken (failed_key) ends the wait.
     Millis slice = std::min(kNodeRendezvousSlice, deadline.remaining());
     try {
-      store.wait(keys, std::max(Millis(1), slice));
+      store.wait({key}, std::max(Millis(1), slice));
       return;
     } catch (const TimeoutError&) {
       if (store.check({failed_key(prefix)})) {
@@ -119,34 +145,57 @@ void wait_all(Store& store, const std::vector<std::string>& keys, const Deadline
   }
 }
 
-}  // namespace
+// What every node needs of the others, "layout": {"master_addr", "restarts", "nodes": [[host, id,
+// nproc], ...] by node rank}. Read from another launcher: typed and bounded, a StoreError when malformed.
+struct Layout {
+  std::string master_addr;
+  int restarts = -1;
+  std::vector<NodeInfo> nodes;  // host, id and nproc only
+};
 
-NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRendezvousOptions& options) {
-  const auto& o = options;
-  if (o.nnodes < 1) DDP_THROW(InvalidArgument, "node rendezvous: nnodes must be >= 1, got ", o.nnodes);
-  if (self.nproc < 1) DDP_THROW(InvalidArgument, "node rendezvous: nproc must be >= 1, got ", self.nproc);
-  if (self.requested_rank >= o.nnodes) {
-    DDP_THROW(InvalidArgument, "node rendezvous: node rank ", self.requested_rank, " is not below nnodes ",
-              o.nnodes);
+std::string encode_layout(const Layout& l) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : l.nodes) nodes.push_back({n.host, n.id, n.nproc});
+  return nlohmann::json{{"master_addr", l.master_addr}, {"restarts", l.restarts}, {"nodes", nodes}}.dump();
+}
+
+Layout decode_layout(const std::string& key, const Bytes& bytes, int nnodes) {
+  const std::string source = "node rendezvous: layout under '" + key + "'";
+  try {
+    const auto j =
+        safe_json::parse(Store::to_string(bytes), source, {.max_bytes = kMaxValueSize, .max_depth = 4});
+    constexpr int64_t kMax = 1 << 20;
+    Layout l;
+    l.master_addr = safe_json::get_string(j, "master_addr", source);
+    l.restarts = static_cast<int>(safe_json::get_int(j, "restarts", source, -1, kMax));
+    const auto& nodes = safe_json::member(j, "nodes", source);
+    if (!nodes.is_array() || nodes.size() != static_cast<size_t>(nnodes))
+      DDP_THROW(InvalidArgument, source, ": 'nodes' is not an array of ", nnodes, " nodes");
+    for (const auto& n : nodes) {
+      if (!n.is_array() || n.size() != 3 || !n[0].is_string() || !n[1].is_string() ||
+          !n[2].is_number_integer() || n[2].get<int64_t>() < 1 || n[2].get<int64_t>() > kMax)
+        DDP_THROW(InvalidArgument, source, ": a node is not [host, id, nproc]");
+      l.nodes.push_back(NodeInfo{n[0].get<std::string>(),
+                                 {},
+                                 static_cast<int>(n[2].get<int64_t>()),
+                                 -1,
+                                 n[1].get<std::string>(),
+                                 -1});
+    }
+    return l;
+  } catch (const InvalidArgument& e) {
+    DDP_THROW(StoreError, e.message());
   }
-  const Deadline deadline(o.timeout);
-  const std::string prefix = round_prefix(o);
-  Registration mine{self, o.nnodes, nonce()};
-  const int rank = claim_rank(store, prefix, o, mine);
+}
 
-  std::vector<std::string> keys;
-  keys.reserve(o.nnodes);
-  for (int r = 0; r < o.nnodes; ++r) keys.push_back(node_key(prefix, r));
-  wait_all(store, keys, deadline, o);
-
-  NodeAssignment a;
-  a.node_rank = rank;
-  a.nnodes = o.nnodes;
-  a.run_id = o.run_id;
-  a.round = o.round;
-  a.world_size = 0;
+// The last node to register reads every registration (they all exist then), checks them and
+// writes the layout: N requests at one node instead of N at each.
+void publish_layout(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
+                    const NodeInfo& self, const Deadline& deadline) {
+  Layout l;
   for (int r = 0; r < o.nnodes; ++r) {
-    Registration reg = decode(keys[r], store.get(keys[r]));
+    const std::string key = node_key(prefix, r);
+    Registration reg = decode(key, store.get(key, std::max(Millis(1), deadline.remaining())));
     if (reg.nnodes != o.nnodes) {
       fail_round(store, prefix,
                  detail::str("node rendezvous (run '", o.run_id, "'): host ", reg.info.host, " (node ", r,
@@ -159,13 +208,47 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
                              "'): some nodes give --node-rank and others do not (host ", reg.info.host,
                              " and host ", self.host, "): give it on all nodes or on none"));
     }
-    a.host_by_node.push_back(reg.info.host);
-    a.id_by_node.push_back(reg.info.id);
-    a.restart_count = std::max(a.restart_count, reg.info.restarts);
+    l.restarts = std::max(l.restarts, reg.info.restarts);
+    if (r == 0) l.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();
+    l.nodes.push_back(std::move(reg.info));
+  }
+  store.set(prefix + "layout", encode_layout(l));
+}
+
+}  // namespace
+
+NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRendezvousOptions& options) {
+  const auto& o = options;
+  if (o.nnodes < 1) DDP_THROW(InvalidArgument, "node rendezvous: nnodes must be >= 1, got ", o.nnodes);
+  if (self.nproc < 1) DDP_THROW(InvalidArgument, "node rendezvous: nproc must be >= 1, got ", self.nproc);
+  if (self.requested_rank >= o.nnodes) {
+    DDP_THROW(InvalidArgument, "node rendezvous: node rank ", self.requested_rank, " is not below nnodes ",
+              o.nnodes);
+  }
+  const Deadline deadline(o.timeout);
+  const std::string prefix = round_prefix(o);
+  check_shape(store, prefix, o, self);
+  Registration mine{self, o.nnodes, nonce()};
+  const int rank = claim_rank(store, prefix, o, mine);
+  if (store.add(prefix + "registered", 1) == o.nnodes) publish_layout(store, prefix, o, self, deadline);
+  wait_round_key(store, prefix + "layout", deadline, o);
+  const Layout l = decode_layout(prefix + "layout", store.get(prefix + "layout"), o.nnodes);
+
+  NodeAssignment a;
+  a.node_rank = rank;
+  a.nnodes = o.nnodes;
+  a.run_id = o.run_id;
+  a.round = o.round;
+  a.world_size = 0;
+  a.master_addr = l.master_addr;
+  a.restart_count = std::max(0, l.restarts);
+  for (int r = 0; r < o.nnodes; ++r) {
+    const NodeInfo& n = l.nodes[static_cast<size_t>(r)];
+    a.host_by_node.push_back(n.host);
+    a.id_by_node.push_back(n.id);
     if (r == rank) a.rank_offset = a.world_size;
-    if (r == 0) a.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();
-    a.nproc_by_node.push_back(reg.info.nproc);
-    a.world_size += reg.info.nproc;
+    a.nproc_by_node.push_back(n.nproc);
+    a.world_size += n.nproc;
   }
   a.local_world_size = self.nproc;
   return a;

@@ -41,7 +41,74 @@ std::vector<NodeAssignment> meet(Store& store, const std::vector<NodeInfo>& node
   return out;
 }
 
+// Counts one node's requests to a shared store by kind: registrations read, and the rest.
+class CountingStore final : public Store {
+ public:
+  explicit CountingStore(Store& base) : base_(base) {}
+  std::atomic<int> node_gets{0};  // gets of a registration ("<round>/node/<rank>")
+  std::atomic<int> others{0};     // every other request but wait and check (their slices vary)
+
+ protected:
+  void do_set(const std::string& k, const Bytes& v) override { ++others, base_.set(k, v); }
+  Bytes do_get(const std::string& k, Millis t) override {
+    ++(k.find("/node/") != std::string::npos ? node_gets : others);
+    return base_.get(k, t);
+  }
+  int64_t do_add(const std::string& k, int64_t d) override { return ++others, base_.add(k, d); }
+  Bytes do_compare_set(const std::string& k, const Bytes& e, const Bytes& d) override {
+    return ++others, base_.compare_set(k, e, d);
+  }
+  bool do_check(const std::vector<std::string>& k) override { return base_.check(k); }
+  void do_wait(const std::vector<std::string>& k, Millis t) override { base_.wait(k, t); }
+  bool do_delete_key(const std::string& k) override { return ++others, base_.delete_key(k); }
+  int64_t do_num_keys() override { return ++others, base_.num_keys(); }
+
+ private:
+  Store& base_;
+};
+
 }  // namespace
+
+TEST_CASE("a round costs O(1) requests per node: only the last to register reads the registrations") {
+  constexpr int kNodes = 64;
+  HashStore store;
+  std::vector<std::unique_ptr<CountingStore>> views;
+  for (int i = 0; i < kNodes; ++i) views.push_back(std::make_unique<CountingStore>(store));
+  std::vector<std::future<NodeAssignment>> f;
+  for (int i = 0; i < kNodes; ++i) {
+    f.push_back(std::async(std::launch::async, [&, i] {
+      return node_rendezvous(*views[i], node("h" + std::to_string(i), 1 + i % 3), opts(kNodes));
+    }));
+  }
+  std::set<int> ranks;
+  for (auto& x : f) {
+    const NodeAssignment a = x.get();
+    ranks.insert(a.node_rank);
+    REQUIRE(a.host_by_node.size() == static_cast<size_t>(kNodes));
+    CHECK(a.world_size == 22 * 1 + 21 * 2 + 21 * 3);  // nproc 1 + i % 3 for i < 64
+  }
+  CHECK(ranks.size() == static_cast<size_t>(kNodes));
+  int node_gets = 0, readers = 0;
+  for (const auto& v : views) {
+    node_gets += v->node_gets;
+    readers += v->node_gets > 0 ? 1 : 0;
+    CHECK(v->others <= 6);  // shape, arrived, node/<rank>, registered, layout (get) and its set
+  }
+  CHECK(node_gets == kNodes);
+  CHECK(readers == 1);
+}
+
+TEST_CASE("a malformed layout is a StoreError naming its key") {
+  for (const char* layout : {"[]", R"({"master_addr":"a","restarts":0,"nodes":[["h0","",1]]})",
+                             R"({"master_addr":"a","restarts":0,"nodes":[["h0","",0],["h1","",1]]})"}) {
+    CAPTURE(layout);
+    HashStore s;
+    s.add("job/round/0/registered", 5);  // this node does not complete the count: it reads the layout
+    s.set("job/round/0/layout", layout);
+    CHECK_THROWS_WITH_AS(node_rendezvous(s, node("h0", 1), opts(2)), doctest::Contains("job/round/0/layout"),
+                         StoreError);
+  }
+}
 
 TEST_CASE("static ranks: layout with different nproc per node, contiguous global ranks") {
   HashStore store;
@@ -269,6 +336,7 @@ TEST_CASE("a malformed registration in the store is a StoreError naming its key,
             std::string(
                 R"({"host":"h1","addresses":["10.0.0.1"],"requested_rank":1,"nnodes":2,"nonce":"n","nproc":)") +
             nproc + "}"));
+    s.add("job/round/0/registered", 1);  // node 1 registered: h0 completes the count, reads both
     CHECK_THROWS_WITH_AS(node_rendezvous(s, node("h0", 1, 0), opts(2)),
                          doctest::Contains("registration under 'job/round/0/node/1'"), StoreError);
   }
