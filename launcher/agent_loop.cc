@@ -61,6 +61,7 @@ NodeRound RoundLoop::round_of(const rdzv::NodeAssignment& a) {
     if (c_.check_interrupt) c_.check_interrupt();
     if (current_ != nullptr) monitor(*current_, a);
   };
+  ro.watch = outcome_watch_.get();
   return NodeRound(*c_.store, std::move(ro));
 }
 
@@ -226,6 +227,7 @@ void RoundLoop::begin_round(const rdzv::NodeAssignment& a) {
   restarts_ = a.restart_count;
   who_ = rdzv::describe_node(a.node_rank, c_.self ? c_.self->host : "this host");
   watch_peers(a);
+  if (outcome_watch_) outcome_watch_->watch(a.round);
   emit_round_start(a);
 }
 
@@ -273,8 +275,18 @@ bool RoundLoop::decide(const RoundOutcome& outcome, const AttemptResult& r, Agen
   return false;
 }
 
+void RoundLoop::start_outcome_watch() {
+  if (!multi() || !c_.open_watch_store) return;
+  OutcomeWatchOptions w;
+  w.run_id = l().run_id;
+  w.open_store = c_.open_watch_store;
+  w.on_decided = [s = c_.supervisor] { s->wake_monitor(); };  // the tick then reads the flag
+  outcome_watch_ = std::make_unique<OutcomeWatch>(std::move(w));
+}
+
 AgentOutcome RoundLoop::run() {
   AgentOutcome out;
+  start_outcome_watch();
   int known_restarts = -1;  // a new launcher learns the job's count from the round it joins
   for (int next = 0;;) {
     state_ = RoundState::kJoining;
@@ -297,6 +309,10 @@ AgentOutcome RoundLoop::run() {
     if (multi()) {
       shared.emplace(round_of(a));
       current_ = &*shared;
+      // A static round's monitor is woken by the outcome watch and the liveness: its tick is a
+      // safety net. An elastic one polls the store for nodes waiting to join.
+      if (outcome_watch_ && !l().elastic())
+        ao.monitor_interval = std::max(l().monitor_interval, l().keep_alive_interval);
       ao.external_stop = [this, &shared, &a] {
         if (rejoin_deadline_ && rejoin_overdue(*shared, a)) return true;
         return monitor(*shared, a) && !move_in_place(shared, a);

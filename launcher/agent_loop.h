@@ -4,7 +4,11 @@
 //   kJoining      join the next round (node_rendezvous, or elastic_rendezvous for MIN:MAX)
 //   kRunning      the workers run; every monitor_interval the loop looks at the round
 //                 (monitor): another node's outcome, a peer lost (no heartbeat), a node
-//                 waiting to join (elastic, while the round has fewer than MAX nodes)
+//                 waiting to join (elastic, while the round has fewer than MAX nodes). The
+//                 first two are local reads: a thread waits on the outcome key (OutcomeWatch)
+//                 and the liveness has its own; both wake the supervisor when they find one, so
+//                 a static job's tick sends no request (at 512 nodes, 10 a second each was
+//                 most of the launchers' CPU)
 //   kExitBarrier  this node's workers succeeded: wait for every node's, or for an outcome
 //   kDeciding     act on the round's outcome (launcher/node_round.h):
 //                   done            -> the job succeeded
@@ -27,6 +31,7 @@
 // nodes (counting those waiting), ends the job: outcome lost, exit 122. A store this launcher can no longer
 // reach (with tcp: the store host's launcher died) ends it too.
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -52,6 +57,9 @@ struct RoundLoopContext {
   // Joins round `round` or a later one; nullopt: the job ended before this node could join.
   std::function<std::optional<rdzv::NodeAssignment>(int round)> join;
   std::function<void()> check_interrupt;  // throws to end a wait (a handled signal)
+  // A store handle of the outcome watch's own (launcher/node_round.h: a thread blocks on the
+  // round's outcome and wakes the supervisor); null: the monitor asks the store every tick.
+  std::function<std::unique_ptr<rdzv::Store>()> open_watch_store;
 };
 
 enum class RoundState { kJoining, kRunning, kExitBarrier, kDeciding, kFinished };
@@ -85,8 +93,10 @@ class RoundLoop {
   // While moved workers re-join: true (after announcing `failed`) once the deadline passed.
   bool rejoin_overdue(NodeRound& round, const rdzv::NodeAssignment& a);
   void begin_round(const rdzv::NodeAssignment& a);
+  void start_outcome_watch();
 
   RoundLoopContext c_;
+  std::unique_ptr<OutcomeWatch> outcome_watch_;  // null: one node, or no open_watch_store
   RoundState state_ = RoundState::kJoining;
   int round_ = 0;
   int nodes_ = 0;

@@ -59,9 +59,8 @@ Attempt::~Attempt() {
 void Attempt::start() {
   workers_.reserve(static_cast<size_t>(assignment_.local_world_size));
   for (int lr = 0; lr < assignment_.local_world_size; ++lr) spawn_worker(lr);
-  if (attempt_.external_stop && state_.options.monitor_interval.count() > 0) {
-    set_timer(state_.monitor_timer.get(), state_.options.monitor_interval, state_.options.monitor_interval);
-  }
+  const Millis tick = attempt_.monitor_interval.value_or(state_.options.monitor_interval);
+  if (attempt_.external_stop && tick.count() > 0) set_timer(state_.monitor_timer.get(), tick, tick);
 }
 
 std::string Attempt::prefix_for(const Worker& worker, int console_fd) const {

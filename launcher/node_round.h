@@ -13,9 +13,11 @@
 // The outcome is stored as text ("done", "failed: <who>: <why>", "interrupted: <who> got SIGINT",
 // "lost: <why>", "changed: <why>"), read back only by RoundOutcome::decode: launchers of earlier versions
 // read and write the same keys. Store errors propagate (StoreError, NetworkError, TimeoutError), except in
-// decided(), which reads a lost store as "decided" (the job cannot go on without it).
+// decided(), which reads a lost store (or a watch that lost it) as "decided" (the job cannot go on
+// without it).
 // Not thread-safe; one NodeRound per round and launcher.
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -60,6 +62,37 @@ std::string round_key(const std::string& run_id, int round, const std::string& n
 std::string wait_key(rdzv::Store& store, const std::string& key, std::optional<Millis> timeout,
                      const std::function<void()>& check_interrupt);
 
+// OutcomeWatch: tells the monitor that a round has an outcome without a request per tick. One
+// thread, on a store handle of its own (open_store), blocks in wait() on "<round>/outcome" and
+// calls on_decided when it appears: with a TCPStore the server answers when the key is written;
+// with etcd it is a watch; a FileStore's wait wakes on every write to the file (inotify, or a
+// 100 ms poll on network file systems). A wait lasts at most `slice`, then the thread looks for a
+// new round or a stop: the destructor waits for that when no outcome ended the wait (rounds end
+// with one; a store gone silent is the exception). A failed request is error() until the thread
+// reconnects (backing off up to a second). Thread-safe.
+struct OutcomeWatchOptions {
+  std::string run_id = "none";
+  std::function<std::unique_ptr<rdzv::Store>()> open_store;  // called on the watch's thread
+  std::function<void()> on_decided;                          // on the watch's thread; also on an error
+  Millis slice{2000};
+};
+
+class OutcomeWatch {
+ public:
+  explicit OutcomeWatch(OutcomeWatchOptions options);  // watches nothing until watch()
+  ~OutcomeWatch();
+  OutcomeWatch(const OutcomeWatch&) = delete;
+  OutcomeWatch& operator=(const OutcomeWatch&) = delete;
+
+  void watch(int round);          // round `round` from now on
+  bool decided(int round) const;  // its outcome was seen
+  std::optional<std::string> error() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 struct NodeRoundOptions {
   std::string run_id = "none";
   int round = 0;
@@ -67,6 +100,8 @@ struct NodeRoundOptions {
   // The exit barrier's bound; nullopt: none (heartbeats end the wait when a node is lost).
   std::optional<Millis> timeout = kDefaultRendezvousTimeout;
   std::function<void()> check_interrupt;  // may throw to end a wait
+  // decided() asks it instead of the store (no request); null: decided() asks the store.
+  const OutcomeWatch* watch = nullptr;
 };
 
 class NodeRound {

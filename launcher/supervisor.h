@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,10 @@ struct AttemptOptions {
   // Polled every monitor_interval; true stops the workers (another node failed, say).
   std::function<bool()> external_stop;  // may also move the workers to a later round in place
                                         // (the assignment given to run() then changes)
+  // How often external_stop is polled; unset: LaunchOptions::monitor_interval. A caller told of
+  // its events through wake_monitor() needs only a slow tick, as a safety net: each tick of
+  // hundreds of launchers on one host costs CPU.
+  std::optional<Millis> monitor_interval;
 };
 
 class Supervisor {

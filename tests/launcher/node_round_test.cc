@@ -4,7 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <future>
+#include <thread>
 
 #include "common/error.h"
 #include "rendezvous/hash_store.h"
@@ -93,4 +95,68 @@ TEST_CASE("waits end when check_interrupt throws; wait_key times out") {
   CHECK_THROWS_AS(wait_key(store, "never", Millis(50), nullptr), TimeoutError);
   store.set("there", "v");
   CHECK(wait_key(store, "there", std::nullopt, nullptr) == "v");
+}
+
+namespace {
+
+// A handle on a shared store whose waits fail while `lost` is set (a store host gone).
+class Handle final : public rdzv::Store {
+ public:
+  Handle(rdzv::Store& base, const std::atomic<bool>& lost) : base_(base), lost_(lost) {}
+
+ protected:
+  void do_set(const std::string& k, const rdzv::Bytes& v) override { base_.set(k, v); }
+  rdzv::Bytes do_get(const std::string& k, Millis t) override { return base_.get(k, t); }
+  int64_t do_add(const std::string& k, int64_t d) override { return base_.add(k, d); }
+  rdzv::Bytes do_compare_set(const std::string& k, const rdzv::Bytes& e, const rdzv::Bytes& d) override {
+    return base_.compare_set(k, e, d);
+  }
+  bool do_check(const std::vector<std::string>& k) override { return base_.check(k); }
+  void do_wait(const std::vector<std::string>& k, Millis t) override {
+    if (lost_) DDP_THROW(NetworkError, "store wait: the connection to h:1 was reset");
+    base_.wait(k, t);
+  }
+  bool do_delete_key(const std::string& k) override { return base_.delete_key(k); }
+  int64_t do_num_keys() override { return base_.num_keys(); }
+
+ private:
+  rdzv::Store& base_;
+  const std::atomic<bool>& lost_;
+};
+
+}  // namespace
+
+TEST_CASE("outcome watch: decided() with no request once some node announced, the monitor woken") {
+  rdzv::HashStore store;
+  std::atomic<bool> lost{false};
+  std::atomic<int> wakes{0};
+  OutcomeWatchOptions w;
+  w.run_id = "job";
+  w.open_store = [&] { return std::make_unique<Handle>(store, lost); };
+  w.on_decided = [&] { ++wakes; };
+  w.slice = Millis(50);  // slices end without an outcome too
+  OutcomeWatch watch(std::move(w));
+  watch.watch(2);
+  auto o = opts(2);
+  o.watch = &watch;
+  NodeRound round(store, o);
+  CHECK_FALSE(round.decided());
+  NodeRound(store, opts(2)).announce(RoundOutcome::failed("node 1 (h1): rank 3 exited with code 1"));
+  while (!round.decided()) std::this_thread::sleep_for(Millis(1));
+  CHECK(wakes >= 1);
+  CHECK_FALSE(watch.error());
+
+  // The next round: not decided; a lost connection is decided (as a check that throws), an error.
+  watch.watch(3);
+  auto o3 = o;
+  o3.round = 3;
+  NodeRound next(store, o3);
+  CHECK_FALSE(next.decided());
+  lost = true;
+  while (!watch.error()) std::this_thread::sleep_for(Millis(1));
+  CHECK(next.decided());
+  CHECK(watch.error()->find("reset") != std::string::npos);
+  lost = false;  // the store answers again: no longer an error
+  while (watch.error()) std::this_thread::sleep_for(Millis(1));
+  CHECK_FALSE(next.decided());
 }
