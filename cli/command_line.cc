@@ -93,6 +93,14 @@ std::unique_ptr<CLI::App> build_app(Bindings& b, CommandLine& out) {
       ->group("General");
   app->add_flag("--markdown", out.markdown, "With --print-settings: as docs/environment.md")
       ->group("General");
+  app->add_flag("--status", out.status,
+                "Is my job stuck? Print the job's current round, its nodes (hosts, ranks) and whether "
+                "each is alive, read from its rendezvous store (give the job's --nnodes, --rdzv-backend, "
+                "--rdzv-endpoint, --rdzv-id, --rdzv-conf; nothing is written, nothing joins), and exit")
+      ->group("General");
+  app->add_option("--format", out.format, "With --status: text (a table) or json (one object)")
+      ->type_name("text|json")
+      ->group("General");
   for (const auto& spec : option_specs()) {
     if (!spec.in_cli) continue;
     std::string name(spec.name);
@@ -117,7 +125,8 @@ std::unique_ptr<CLI::App> build_app(Bindings& b, CommandLine& out) {
 }
 
 std::vector<std::string> all_flag_names() {
-  std::vector<std::string> out = {"--help", "--version", "--print-settings", "--markdown"};
+  std::vector<std::string> out = {"--help",     "--version", "--print-settings",
+                                  "--markdown", "--status",  "--format"};
   for (const auto& spec : option_specs()) {
     if (spec.in_cli) out.push_back(flag_name(spec.name));
   }
@@ -125,11 +134,11 @@ std::vector<std::string> all_flag_names() {
 }
 
 std::vector<FlagSpelling> flag_spellings() {
-  std::vector<FlagSpelling> out = {{"--help", "help", false},
-                                   {"-h", "help", false},
-                                   {"--version", "version", false},
-                                   {"--print-settings", "print_settings", false},
-                                   {"--markdown", "markdown", false}};
+  std::vector<FlagSpelling> out = {
+      {"--help", "help", false},         {"-h", "help", false},
+      {"--version", "version", false},   {"--print-settings", "print_settings", false},
+      {"--markdown", "markdown", false}, {"--status", "status", false},
+      {"--format", "format", true}};
   for (const auto& spec : option_specs()) {
     if (!spec.in_cli) continue;
     const bool value = spec.kind != ValueKind::kBool;
@@ -166,6 +175,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
                            : hint);
   }
   out.command = std::move(rest);
+  if (out.format != "text" && out.format != "json")
+    DDP_THROW(InvalidArgument, "--format: '", out.format, "' is not text or json");
   for (const auto& spec : option_specs()) {
     if (!spec.in_cli) continue;
     std::string name(spec.name);

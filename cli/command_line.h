@@ -21,6 +21,10 @@ struct CommandLine {
   // with --markdown, as docs/environment.md.
   bool print_settings = false;
   bool markdown = false;
+  // --status: print the job's round, nodes and their liveness from its store (read-only) and
+  // exit; the rendezvous flags say which job; a PROGRAM, if given, is ignored.
+  bool status = false;
+  std::string format = "text";  // --format: text | json (--status)
 };
 
 // Throws InvalidArgument for an unknown option (with "did you mean"), a missing value, or a

@@ -12,12 +12,14 @@
 #include "cli/dry_run.h"
 #include "cli/exit_codes.h"
 #include "cli/resolve.h"
+#include "cli/status_format.h"
 #include "cli/text_wrap.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/settings.h"
 #include "launcher/agent.h"
 #include "launcher/event_log.h"
+#include "launcher/job_query.h"
 #include "launcher/stderr_sink.h"
 #include "launcher/timeline_merge.h"
 
@@ -99,6 +101,30 @@ int run_supervised(const launcher::AgentOptions& options) {
   }
 }
 
+// --status: the job as its store has it, printed; 0 when the job was read, kExitRendezvous when
+// its store cannot be reached or holds no such job (the message names the store).
+int print_status(const launcher::AgentOptions& options, const std::string& format) {
+  const auto& l = options.launch;
+  try {
+    const launcher::JobQuery q = launcher::query_job(options);
+    if (!q.status) {
+      say_error("no job with --rdzv-id " + l.run_id + " at " + q.where);
+      return cli::kExitRendezvous;
+    }
+    const cli::StatusSource src{launcher::to_string(l.rdzv_backend), q.where};
+    const std::string text =
+        format == "json" ? cli::format_status_json(*q.status, src) : cli::format_status_text(*q.status, src);
+    std::fputs(text.c_str(), stdout);
+    return cli::kExitOk;
+  } catch (const InvalidArgument& e) {
+    say_error(e.message());
+    return cli::kExitUsage;
+  } catch (const Error& e) {
+    say_error("cannot read job '" + l.run_id + "': " + e.message());
+    return cli::kExitRendezvous;
+  }
+}
+
 // --timeline: the ranks' files into one, whatever the job's outcome (a failed job's trace is
 // the one most worth reading).
 void merge_timeline(const std::string& path, std::filesystem::file_time_type since) {
@@ -140,8 +166,11 @@ int main(int argc, char** argv) {
     const cli::EnvLookup env = cli::process_env();
     cli::SettingLayer merged = cli::merge_settings(cl.flags, cli::env_layer(env, environment_names()));
     std::vector<std::string> warnings;
+    // --status starts nothing: a placeholder PROGRAM satisfies the resolver, which checks the flags.
+    if (cl.status && cl.command.empty()) cl.command = {"true"};
     options = cli::resolve_options(merged, cl.command, env, &warnings);
     for (const auto& w : warnings) say("warning: " + w);
+    if (cl.status) return print_status(options, cl.format);
     if (options.launch.dry_run) {
       std::fputs(cli::format_dry_run(options).c_str(), stdout);
       return cli::kExitOk;

@@ -25,6 +25,8 @@ inline constexpr const char* kExitCodeTable =
     "           or the nodes disagree (duplicate --node-rank, different --nnodes)\n"
     "  122      another node failed or was interrupted and no restart was left, or a node\n"
     "           was lost (no heartbeat; the store host's node) and the job cannot go on\n"
-    "  123      the launcher itself failed (a system call; see the message)\n";
+    "  123      the launcher itself failed (a system call; see the message)\n"
+    "With --status: 0 the job was read; 121 its store is unreachable or holds no job\n"
+    "with that --rdzv-id; 2 the flags name no store (a single node, multicast).\n";
 
 }  // namespace ddp::cli

@@ -129,8 +129,8 @@ TEST_CASE("every torchrun flag is accepted; ours beyond them are exactly the doc
     if (torchrun.count(f) == 0) extras.insert(f);
   }
   CHECK(extras == std::set<std::string>{"--config", "--cpu-bind", "--cpu_bind", "--dry-run", "--dry_run",
-                                        "--env", "--markdown", "--print-settings", "--timeline",
-                                        "--version"});
+                                        "--env", "--format", "--markdown", "--print-settings", "--status",
+                                        "--timeline", "--version"});
   // docs/launcher.md lists every flag (its kebab spelling) with what it does here.
   const std::string doc = read_file(source_dir() + "/docs/launcher.md");
   for (const auto& f : ours) {
