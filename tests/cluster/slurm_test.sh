@@ -15,8 +15,12 @@
 #              and none is left once Slurm sets host 2 DOWN (SlurmdTimeout 5 s): NODE_FAIL
 #   tasks      srun -n 2 on one node: ddp-launch refuses (exit 2) naming --ntasks-per-node=1; and
 #              ddp-launch in the batch script of -N2, outside srun: one node (nothing inferred)
+#   etcd       3 hosts, examples/slurm/etcd_job.sbatch: an etcd member per host, then the
+#              launchers (--rdzv-backend etcd, --nnodes 2:3); the 6 workers meet in etcd
+#              (DDP_STORE=etcd://...); COMPLETED, exit 0, no process left (the members stopped)
+#              and no member's data left in /tmp
 # Exit 77 (Skipped) when not root or Slurm/munge are not installed.
-# usage: slurm_test.sh <bin dir> <tests dir> <source dir> ok|fail|cancel|timelimit|nodekill|tasks
+# usage: slurm_test.sh <bin dir> <tests dir> <source dir> ok|fail|cancel|timelimit|nodekill|tasks|etcd
 set -uo pipefail
 bin=$1 tests=$2 src=$3 job=$4
 cluster="sh $src/tests/cluster/slurm_cluster.sh"
@@ -25,6 +29,8 @@ for t in slurmctld slurmd munged sbatch; do
   command -v $t > /dev/null || { echo "$t not installed (scripts/install-deps.sh)"; exit 77; }
 done
 n=2 p=ddpM$$x6
+[ "$job" = etcd ] && n=3
+if [ "$job" = etcd ] && ! command -v etcd > /dev/null; then echo "etcd not installed: skipped"; exit 77; fi
 # A lost node is set DOWN after SlurmdTimeout: short for the job that loses one.
 [ "$job" = nodekill ] && export SLURMD_TIMEOUT=5
 $cluster sweep
@@ -51,8 +57,10 @@ field() { on1 scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -
 # sbatch of the example script with the options in sbatch_opts and the worker's mode; the job id
 # in $id.
 sbatch_opts=()
+script=$src/examples/slurm/ddp.sbatch
+[ "$job" = etcd ] && script=$src/examples/slurm/etcd_job.sbatch
 submit() {
-  id=$(on1 sbatch --parsable -o "$out/job.out" "${sbatch_opts[@]}" "$src/examples/slurm/ddp.sbatch" \
+  id=$(on1 sbatch --parsable -o "$out/job.out" "${sbatch_opts[@]}" "$script" \
     bash "$src/tests/cluster/worker.sh" "$1" "$out" "$tests/ddp_store_probe") || fail "sbatch: $id"
 }
 # Waits until job ID has ended (a state other than pending, running or completing: Slurm has
@@ -174,7 +182,27 @@ case "$job" in
       grep -qF "$want" "$out/batch.out" || fail "in the batch script: no line '$want'"
     done
     ;;
-  *) echo "job: ok, fail, cancel, timelimit or tasks"; exit 2 ;;
+  etcd)
+    submit ok
+    wait_end "$id" 90
+    [ "$(field "$id" JobState)" = COMPLETED ] || fail "job $id ended $(field "$id" JobState)"
+    [ "$(field "$id" ExitCode)" = 0:0 ] || fail "job $id exit code $(field "$id" ExitCode)"
+    for r in 0 1 2 3 4 5; do
+      grep -qF "rank $r of 6: all 6 ranks met in the store at etcd://" "$out/job.out" ||
+        fail "rank $r did not meet the others in etcd"
+    done
+    grep -q "round 0: node 0/3" "$out/job.out" || fail "no round of 3 nodes"
+    left=""
+    for _ in $(seq 150); do
+      left=$($cluster procs "$p" "$n")
+      [ -z "$left" ] && break
+      sleep 0.1
+    done
+    [ -z "$left" ] || fail "processes left on the hosts: $left"
+    leftover=$(ls -d /tmp/etcd-"$id"-"$p"h* 2> /dev/null)
+    [ -z "$leftover" ] || fail "the etcd members' data was left: $leftover"
+    ;;
+  *) echo "job: ok, fail, cancel, timelimit, nodekill, tasks or etcd"; exit 2 ;;
 esac
 echo "== the job's output"
 cat "$out/job.out"
