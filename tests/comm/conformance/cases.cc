@@ -16,6 +16,7 @@ std::string check_all_reduce(ProcessGroup& pg, const Case& c) {
   Array a(c.dtype, c.count);
   fill_input(a, c.rop, pg.rank());
   pg.all_reduce(a.buffer(), {c.rop})->wait();
+  if (auto f = oracle_failure(c.dtype, c.rop, pg.size(), 0, c.count); !f.empty()) return c.name() + ": " + f;
   return compare(
       a, 0, c.count, [&](size_t i) { return reduced_value(c.dtype, c.rop, pg.size(), i); }, c.name());
 }
@@ -24,6 +25,7 @@ std::string check_reduce(ProcessGroup& pg, const Case& c) {
   Array a(c.dtype, c.count);
   fill_input(a, c.rop, pg.rank());
   pg.reduce(a.buffer(), {c.root, c.rop})->wait();
+  if (auto f = oracle_failure(c.dtype, c.rop, pg.size(), 0, c.count); !f.empty()) return c.name() + ": " + f;
   if (pg.rank() != c.root) return "";
   return compare(
       a, 0, c.count, [&](size_t i) { return reduced_value(c.dtype, c.rop, pg.size(), i); }, c.name());
@@ -84,6 +86,8 @@ std::string check_reduce_scatter(ProcessGroup& pg, const Case& c) {
   fill_constant(out, kSentinel);
   pg.reduce_scatter(in.buffer(), out.buffer(), {c.rop})->wait();
   const size_t first = static_cast<size_t>(pg.rank()) * c.count;
+  if (auto f = oracle_failure(c.dtype, c.rop, pg.size(), first, c.count); !f.empty())
+    return c.name() + ": " + f;
   return compare(
       out, 0, c.count, [&](size_t i) { return reduced_value(c.dtype, c.rop, pg.size(), first + i); },
       c.name());

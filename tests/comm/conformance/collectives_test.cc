@@ -41,24 +41,120 @@ void report(const std::vector<std::string>& failures) {
 
 }  // namespace
 
-// The oracle itself: for every reduce op and world size above 1 no single rank's input is the
-// reduced result, so a backend that returns one rank's buffer (the first, the last, its own)
-// cannot pass the matrix.
-TEST_CASE("conformance oracle: no rank's input is the reduction (worlds 2..8)" * doctest::skip(!runnable())) {
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
-    for (DType d : {DType::kFloat32, DType::kUInt8, DType::kInt8}) {
-      for (int n = 2; n <= 8; ++n) {
+// The oracle itself (tests/comm/reduction_inputs.h): at every world 2..8 and at the counts and
+// offsets the matrix runs (reduce_scatter's blocks start at rank x count), no rank's buffer is the
+// MIN or the MAX, SUM, PRODUCT and AVG are no rank's value at any element, and no op's result is
+// another's. (Every reduction case runs this check for its own world and count too.)
+TEST_CASE("conformance oracle: the reference passes its self-check at worlds 2..8 and the matrix's counts" *
+          doctest::skip(!runnable())) {
+  constexpr DType kAll[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                            DType::kInt8,    DType::kUInt8,   DType::kInt32,   DType::kInt64};
+  for (DType d : kAll) {
+    for (int n = 2; n <= 8; ++n) {
+      for (size_t count : {size_t{1}, size_t{7}, size_t{4096 + 3}, kMi + 5}) {
         for (int r = 0; r < n; ++r) {
-          bool differs = false;
-          for (size_t i = 0; i < 33 && !differs; ++i)
-            differs = reduced_value(d, op, n, i) != input_value(d, op, r, i);
-          CAPTURE(to_string(op));
-          CAPTURE(n);
-          CHECK_MESSAGE(differs, "rank ", r, "'s input equals the reduction");
+          for (ReduceOp op :
+               {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
+            const std::string f = oracle_failure(d, op, n, static_cast<size_t>(r) * count, count);
+            CHECK_MESSAGE(f.empty(), f);
+          }
         }
       }
     }
   }
+}
+
+namespace {
+
+// A backend whose all_reduce is wrong in one plausible way: every rank keeps its own buffer,
+// every rank gets rank `from`'s, or the ops are another reduce op. Everything else is `inner`'s.
+class WrongAllReduce final : public ProcessGroup {
+ public:
+  enum class Mode { kOwnBuffer, kOneRanksBuffer, kOtherOp };
+  WrongAllReduce(ProcessGroup& inner, Mode mode, int from = 0)
+      : ProcessGroup(inner.rank(), inner.size(), Options{inner.timeout()}),
+        inner_(inner),
+        mode_(mode),
+        from_(from) {}
+  std::string backend_name() const override { return inner_.backend_name(); }
+
+ protected:
+  WorkPtr do_all_reduce(Buffer buf, AllReduceOptions o) override {
+    if (mode_ == Mode::kOwnBuffer) return inner_.barrier();
+    if (mode_ == Mode::kOneRanksBuffer) return inner_.broadcast(buf, {from_});
+    // SUM done as AVG, PRODUCT as SUM, MIN as MAX, MAX as MIN, AVG as SUM.
+    constexpr ReduceOp kOther[] = {ReduceOp::kAvg, ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin,
+                                   ReduceOp::kSum};
+    o.op = kOther[static_cast<size_t>(o.op)];
+    return inner_.all_reduce(buf, o);
+  }
+  WorkPtr do_send(Buffer b, int dst, SendOptions o) override { return inner_.send(b, dst, o); }
+  WorkPtr do_recv(Buffer b, int src, RecvOptions o) override { return inner_.recv(b, src, o); }
+  WorkPtr do_broadcast(Buffer b, BroadcastOptions o) override { return inner_.broadcast(b, o); }
+  WorkPtr do_reduce(Buffer b, ReduceOptions o) override { return inner_.reduce(b, o); }
+  WorkPtr do_all_gather(Buffer in, Buffer out, AllGatherOptions o) override {
+    return inner_.all_gather(in, out, o);
+  }
+  WorkPtr do_gather(Buffer in, Buffer out, GatherOptions o) override { return inner_.gather(in, out, o); }
+  WorkPtr do_scatter(Buffer in, Buffer out, ScatterOptions o) override { return inner_.scatter(in, out, o); }
+  WorkPtr do_reduce_scatter(Buffer in, Buffer out, ReduceScatterOptions o) override {
+    return inner_.reduce_scatter(in, out, o);
+  }
+  WorkPtr do_all_to_all(Buffer in, Buffer out, AllToAllOptions o) override {
+    return inner_.all_to_all(in, out, o);
+  }
+  WorkPtr do_barrier(BarrierOptions o) override { return inner_.barrier(o); }
+  void do_abort(const std::string& reason) override { inner_.abort(reason); }
+
+ private:
+  ProcessGroup& inner_;
+  Mode mode_;
+  int from_;
+};
+
+// The arithmetic all_reduce cases at counts 2 and 7 that `wrong` passes on this rank (none may).
+std::vector<std::string> passing_cases(ProcessGroup& wrong) {
+  std::vector<std::string> passed;
+  for (DType d :
+       {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
+      for (size_t count : {size_t{2}, size_t{7}}) {
+        const Case c{Op::kAllReduce, d, op, count, 0};
+        Array a(d, count);  // check_all_reduce's steps, without the self-check: the comparison must catch it
+        fill_input(a, op, wrong.rank());
+        wrong.all_reduce(a.buffer(), {op})->wait();
+        auto want = [&](size_t i) { return reduced_value(d, op, wrong.size(), i); };
+        if (compare(a, 0, count, want, c.name()).empty())
+          passed.push_back("rank " + std::to_string(wrong.rank()) + ": " + c.name());
+      }
+    }
+  }
+  return passed;
+}
+
+}  // namespace
+
+// The negative control: backends that return one rank's buffer (each its own, or one rank's to
+// all) or reduce with another op must fail every reduction case of the matrix's kind, at worlds
+// 2 and 3.
+TEST_CASE("conformance negative control: an all_reduce that returns one rank's buffer or another op fails" *
+          doctest::skip(!runnable())) {
+  INFO("backend ", backend_under_test());
+  report(conformance::run_worlds({2, 3}, [](ProcessGroup& g, int n) {
+    std::vector<std::string> passed;
+    auto add = [&](const std::string& how, std::vector<std::string> p) {
+      for (auto& s : p) passed.push_back(how + " passes " + s);
+    };
+    WrongAllReduce own(g, WrongAllReduce::Mode::kOwnBuffer);
+    add("each rank's own buffer", passing_cases(own));
+    for (int from = 0; from < n; ++from) {
+      WrongAllReduce one(g, WrongAllReduce::Mode::kOneRanksBuffer, from);
+      add("rank " + std::to_string(from) + "'s buffer", passing_cases(one));
+    }
+    WrongAllReduce other(g, WrongAllReduce::Mode::kOtherOp);
+    add("another op", passing_cases(other));
+    return passed;
+  }));
 }
 
 TEST_CASE("conformance: every op, dtype and reduce op at small counts, worlds 1..5" *

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "tests/comm/reduction_inputs.h"
 
 namespace ddp::comm::conformance {
 namespace {
@@ -20,8 +21,6 @@ template <typename T>
 void save(unsigned char* p, size_t i, T v) {
   std::memcpy(p + i * sizeof(T), &v, sizeof(T));
 }
-
-bool is_signed(DType d) { return d != DType::kUInt8; }
 
 }  // namespace
 
@@ -87,23 +86,10 @@ void Array::set(size_t i, double v) {
 }
 
 double input_value(DType dtype, ReduceOp op, int rank, size_t index) {
-  if (op == ReduceOp::kProduct) return (index + static_cast<size_t>(rank)) % 3 == 0 ? 2 : 1;
-  if (op == ReduceOp::kMin || op == ReduceOp::kMax) {
-    // 3r mod 11 differs for r < 11: at every index the ranks hold distinct values, and each
-    // rank holds the largest (10) at one index and the smallest (0) at another.
-    const double v = static_cast<double>((index + 3 * static_cast<size_t>(rank)) % 11);
-    return is_signed(dtype) ? v - 5 : v;
-  }
-  // Per-rank offsets, found by search: for every world n in 2..8 their sum over ranks 0..n-1 is
-  // a multiple of n (AVG stays exact) and their mean is no rank's offset (so no rank's input is
-  // the average; with 2r, the middle rank of an odd world held exactly the average).
-  constexpr int kOffsets[] = {0, 2, 10, 0, 8, 10, 12, 14};
-  const double base = static_cast<double>((index * 7 + 3) % 11) + kOffsets[static_cast<size_t>(rank) % 8];
-  return is_signed(dtype) ? base - 9 : base;
+  return test::reduction_input(dtype, op, rank, index);
 }
 
 void fill_input(Array& a, ReduceOp op, int rank, size_t first) {
-  // The pattern repeats every 33 elements (lcm of 11 and 3): compute a period, then copy.
   for (size_t i = 0; i < a.count(); ++i) a.set(i, input_value(a.dtype(), op, rank, first + i));
 }
 
@@ -112,23 +98,12 @@ void fill_constant(Array& a, double v) {
 }
 
 double reduced_value(DType dtype, ReduceOp op, int world, size_t index) {
-  double acc = input_value(dtype, op, 0, index);
-  auto bits = [](double v) { return static_cast<int64_t>(v); };
-  for (int r = 1; r < world; ++r) {
-    const double v = input_value(dtype, op, r, index);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProduct: acc *= v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-      case ReduceOp::kBand: acc = static_cast<double>(bits(acc) & bits(v)); break;
-      case ReduceOp::kBor: acc = static_cast<double>(bits(acc) | bits(v)); break;
-      case ReduceOp::kBxor: acc = static_cast<double>(bits(acc) ^ bits(v)); break;
-    }
-  }
-  if (op == ReduceOp::kAvg) acc /= world;
-  return acc;
+  return test::reduction_result(dtype, op, world, index);
+}
+
+std::string oracle_failure(DType dtype, ReduceOp op, int world, size_t first, size_t count) {
+  const std::string failure = test::reduction_oracle_failure(dtype, op, world, first, count);
+  return failure.empty() ? "" : "the reference itself: " + failure;
 }
 
 }  // namespace ddp::comm::conformance

@@ -1,17 +1,10 @@
 #pragma once
 // The conformance suite's ground truth: deterministic inputs and the results every backend must
-// produce, computed locally. Inputs are small integers chosen so that every result is exact in
-// every dtype (bfloat16 included) for world sizes up to 8:
-//   general(r, i) = ((7i + 3) mod 11) + c_r, minus 9 for signed types  -> |sum| < 128
-//                   with c = 0, 2, 10, 0, 8, 10, 12, 14 (rank 0..7)
-//   product(r, i) = 2 when (i + r) mod 3 == 0, else 1                  -> product <= 2^8 / 2
-//   minmax(r, i)  = (i + 3r) mod 11, minus 5 for signed types           (MIN and MAX)
-// AVG is exact because sum_{r<n} c_r is a multiple of n for every n in 1..8.
-// No rank's input is the answer for n >= 2 (collectives_test.cc checks this oracle): the mean
-// of the c_r is none of them, the product's 2s move with the rank, and for MIN and MAX every
-// rank wins at some index (distinct values per index for n <= 11; rank r holds the maximum
-// where i = 10 - 3r mod 11), so returning one rank's buffer (an end one, the middle one, its
-// own) fails.
+// produce, computed locally. The inputs are the reduction tests' shared ones
+// (tests/comm/reduction_inputs.h): small integers, exact in every dtype (bfloat16 included), with
+// an exact AVG, chosen so that at every world 2..8, count and offset no rank's buffer is the MIN
+// or the MAX (from 2 elements), SUM, PRODUCT and AVG are no rank's value at any element, and no
+// op's result is another op's. Every reduction case runs the self-check (oracle_failure) first.
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -62,6 +55,9 @@ void fill_input(Array& a, ReduceOp op, int rank, size_t first = 0);
 void fill_constant(Array& a, double v);
 // The reduction over ranks 0..world-1 of input_value(.., index).
 double reduced_value(DType dtype, ReduceOp op, int world, size_t index);
+// The self-check of op's inputs over elements [first, first + count) at `world`
+// (test::reduction_oracle_failure; worlds outside 2..8 and the bitwise ops: ""): "" or what fails.
+std::string oracle_failure(DType dtype, ReduceOp op, int world, size_t first, size_t count);
 
 // Compares a[i] with expected(i) for i in [0, count); returns "" or a message naming the
 // first few mismatching indices with both values.

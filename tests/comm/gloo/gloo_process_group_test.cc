@@ -9,52 +9,36 @@
 
 #include "comm/gloo/ranks.h"
 #include "common/error.h"
+#include "tests/comm/reduction_inputs.h"
 
 using namespace ddp;
 using namespace ddp::comm;
+using ddp::test::kArithmeticOps;
+using ddp::test::reduction_input;
+using ddp::test::reduction_oracle_failure;
+using ddp::test::reduction_result;
 using ddp::test::run_ranks;
 
 namespace {
 
-// Rank r's input at element i for `op`. No rank's input is the answer (docs/design.md, oracles
-// that can fail): for MIN/MAX the ranks hold distinct values at every i and each rank holds the
-// largest at one i and the smallest at another; the AVG offsets' mean is no rank's offset.
-int input(ReduceOp op, int rank, size_t i) {
-  if (op == ReduceOp::kMin || op == ReduceOp::kMax)
-    return static_cast<int>((i + 3 * static_cast<size_t>(rank)) % 11);
-  constexpr int kAvgOffsets[] = {0, 2, 10};  // worlds 2 and 3: means 1 and 4
-  if (op == ReduceOp::kAvg) return kAvgOffsets[rank] + static_cast<int>(i % 5);
-  return rank + 1 + static_cast<int>(i % 5);
-}
-
+// Rank r's inputs for `op` (tests/comm/reduction_inputs.h: no rank's buffer is the result, no
+// op's result another's; exact in every dtype).
 template <typename T>
 std::vector<T> filled(ReduceOp op, size_t n, int rank) {
   std::vector<T> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>(input(op, rank, i));
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>(reduction_input(dtype_of<T>(), op, rank, i));
   return v;
 }
 
-// Expected all_reduce result at i over n ranks, computed the slow way.
 template <typename T>
-T expect(ReduceOp op, size_t i, int n) {
-  T acc = static_cast<T>(input(op, 0, i));
-  for (int r = 1; r < n; ++r) {
-    T x = static_cast<T>(input(op, r, i));
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc = static_cast<T>(acc + x); break;
-      case ReduceOp::kProduct: acc = static_cast<T>(acc * x); break;
-      case ReduceOp::kMin: acc = std::min(acc, x); break;
-      case ReduceOp::kMax: acc = std::max(acc, x); break;
-      default: break;
-    }
-  }
-  if (op == ReduceOp::kAvg) acc = static_cast<T>(acc / static_cast<T>(n));
-  return acc;
+double expect(ReduceOp op, size_t i, int n) {
+  return reduction_result(dtype_of<T>(), op, n, i);
 }
 
 template <typename T>
 void check_all_reduce(int n, ReduceOp op, size_t count) {
+  const std::string oracle = reduction_oracle_failure(dtype_of<T>(), op, n, 0, count);
+  REQUIRE_MESSAGE(oracle.empty(), oracle);
   std::vector<std::vector<T>> out(n);
   run_ranks(make_gloo_group, n, [&](ProcessGroup& pg, int r) {
     out[r] = filled<T>(op, count, r);
@@ -63,7 +47,7 @@ void check_all_reduce(int n, ReduceOp op, size_t count) {
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < count; ++i) {
       INFO("rank ", r, " i ", i, " op ", to_string(op), " dtype ", to_string(dtype_of<T>()));
-      CHECK(static_cast<double>(out[r][i]) == static_cast<double>(expect<T>(op, i, n)));  // exact
+      CHECK(static_cast<double>(out[r][i]) == expect<T>(op, i, n));  // exact
     }
   }
 }
@@ -71,14 +55,14 @@ void check_all_reduce(int n, ReduceOp op, size_t count) {
 }  // namespace
 
 TEST_CASE("gloo all_reduce: every dtype and op, threads as ranks") {
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
+  for (ReduceOp op : kArithmeticOps) {
     check_all_reduce<float>(3, op, 1000);
     check_all_reduce<double>(2, op, 7);
     check_all_reduce<int32_t>(3, op, 333);
     check_all_reduce<int64_t>(2, op, 5);
+    check_all_reduce<int8_t>(3, op, 4);
+    check_all_reduce<uint8_t>(2, op, 3);
   }
-  check_all_reduce<int8_t>(3, ReduceOp::kSum, 17);
-  check_all_reduce<uint8_t>(2, ReduceOp::kMax, 17);
   // Large enough for Gloo to split into many segments.
   check_all_reduce<float>(2, ReduceOp::kSum, (1 << 20) + 3);
 }
@@ -106,7 +90,8 @@ TEST_CASE("gloo all_reduce: float16 and bfloat16 sum and avg") {
   std::vector<std::vector<uint16_t>> h(n), b(n);
   run_ranks(make_gloo_group, n, [&](ProcessGroup& pg, int r) {
     h[r].assign(9, float_to_half(1.5f * (r + 1)));
-    b[r].assign(9, float_to_bfloat16(2.0f + static_cast<float>(input(ReduceOp::kAvg, r, 0))));  // 2, 4, 12
+    constexpr float kB[] = {2, 4, 12};  // a mean (6) that is no rank's value
+    b[r].assign(9, float_to_bfloat16(kB[r]));
     pg.all_reduce(Buffer{h[r].data(), 9, DType::kFloat16, {}}, {ReduceOp::kSum})->wait();
     pg.all_reduce(Buffer{b[r].data(), 9, DType::kBFloat16, {}}, {ReduceOp::kAvg})->wait();
   });
@@ -138,7 +123,8 @@ TEST_CASE("gloo broadcast, reduce, gather, scatter from a non-zero root") {
     CHECK(bc[r] == filled<float>(ReduceOp::kSum, 10, 1));
     CHECK(sca[r] == std::vector<float>{100.0f + 2 * r, 101.0f + 2 * r});
   }
-  for (size_t i = 0; i < 10; ++i) CHECK(red[2][i] == expect<float>(ReduceOp::kAvg, i, n));
+  for (size_t i = 0; i < 10; ++i)
+    CHECK(static_cast<double>(red[2][i]) == expect<float>(ReduceOp::kAvg, i, n));
   CHECK(red[0] == filled<float>(ReduceOp::kAvg, 10, 0));  // non-root buffers are left alone
   CHECK(red[1] == filled<float>(ReduceOp::kAvg, 10, 1));
   CHECK(gat[1] == std::vector<float>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2});
@@ -157,8 +143,9 @@ TEST_CASE("gloo all_gather, reduce_scatter, all_to_all, barrier") {
     const std::vector<int64_t> in_copy = in;
     rs[r].assign(2, -1);
     pg.reduce_scatter(view(in.data(), 6), view(rs[r].data(), 2), {ReduceOp::kSum})->wait();
-    CHECK(in == in_copy);  // the input is not modified
-    std::vector<float> fin(3, 3.0f * static_cast<float>(input(ReduceOp::kAvg, r, 0)));  // 0, 6, 30
+    CHECK(in == in_copy);                // the input is not modified
+    constexpr float kIn[] = {0, 6, 30};  // a mean (12) that is no rank's value
+    std::vector<float> fin(3, kIn[r]);
     rs_avg[r].assign(1, 0);
     pg.reduce_scatter(view(fin.data(), 3), view(rs_avg[r].data(), 1), {ReduceOp::kAvg})->wait();
     std::vector<int64_t> send(6);

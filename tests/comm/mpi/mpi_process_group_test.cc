@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "test_env.h"
 #include "tests/comm/mpi/mpi_test_world.h"
+#include "tests/comm/reduction_inputs.h"
 
 using namespace ddp;
 using namespace ddp::comm;
@@ -24,6 +25,10 @@ using ddp::comm::mpi_backend::eager_piece_bytes;
 using ddp::comm::mpi_backend::mpi_eager_limit;
 using ddp::comm::mpi_backend::MpiRuntime;
 using namespace ddp::comm::mpi_test;
+using ddp::test::kArithmeticOps;
+using ddp::test::reduction_input;
+using ddp::test::reduction_oracle_failure;
+using ddp::test::reduction_result;
 
 TEST_CASE("mpi: the thread level is the one requested, and ops work at any level") {
   const std::string requested = test_env::get_or("DDP_MPI_THREAD_LEVEL", "multiple");
@@ -42,41 +47,26 @@ struct Counts {
   size_t f64, i64, i8, f16;
 };
 
-// Rank r's input at i, exact in every dtype here; no rank's input is the answer (docs/design.md):
-// for MIN/MAX the ranks hold distinct values at every i and each holds the extreme somewhere;
-// the AVG offsets' mean (worlds 2 and 3: 1 and 4) is no rank's offset.
-double input(ReduceOp op, int r, size_t i) {
-  if (op == ReduceOp::kMin || op == ReduceOp::kMax)
-    return static_cast<double>((i + 3 * static_cast<size_t>(r)) % 11) - 5;
-  constexpr int kAvgOffsets[] = {0, 2, 10, 0, 8, 10, 12, 14};  // every world up to 8: a mean no rank holds
-  if (op == ReduceOp::kAvg) return kAvgOffsets[r % 8] + static_cast<double>(i % 5);
-  return r + 1.0;
-}
-
-double reduced(ReduceOp op, int n, size_t i) {
-  double acc = input(op, 0, i);
-  for (int k = 1; k < n; ++k) {
-    const double x = input(op, k, i);
-    acc = op == ReduceOp::kProduct ? acc * x
-          : op == ReduceOp::kMin   ? std::min(acc, x)
-          : op == ReduceOp::kMax   ? std::max(acc, x)
-                                   : acc + x;
-  }
-  return op == ReduceOp::kAvg ? acc / n : acc;
-}
-
+// Rank r's inputs (tests/comm/reduction_inputs.h): exact in every dtype; no rank's buffer is the
+// result (MIN/MAX from 2 elements), no op's result another's.
 template <typename T>
 std::vector<T> inputs(ReduceOp op, int r, size_t count) {
   std::vector<T> v(count);
-  for (size_t i = 0; i < count; ++i) v[i] = static_cast<T>(input(op, r, i));
+  for (size_t i = 0; i < count; ++i) v[i] = static_cast<T>(reduction_input(dtype_of<T>(), op, r, i));
   return v;
 }
 
-// The first element of `v` that is not the reduction over n ranks, or v.size().
+// The first element of `v` that is not the reduction over n ranks, or v.size(); v.size() + 1
+// when the inputs themselves fail their self-check for this world and count.
 template <typename T>
 size_t first_wrong(const std::vector<T>& v, ReduceOp op, int n) {
+  const std::string oracle = reduction_oracle_failure(dtype_of<T>(), op, n, 0, v.size());
+  if (!oracle.empty()) {
+    MESSAGE("the reference itself: ", oracle);
+    return v.size() + 1;
+  }
   for (size_t i = 0; i < v.size(); ++i) {
-    if (static_cast<double>(v[i]) != reduced(op, n, i)) return i;
+    if (static_cast<double>(v[i]) != reduction_result(dtype_of<T>(), op, n, i)) return i;
   }
   return v.size();
 }
@@ -86,7 +76,7 @@ TEST_CASE("mpi all_reduce: every dtype and op, AVG, 16-bit floats; small (ours) 
   const int n = pg->size(), r = pg->rank();
   for (Counts c : {Counts{7, 5, 3, 4}, Counts{9000, 9000, 70000, 40000}}) {
     CAPTURE(c.i8);
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
+    for (ReduceOp op : kArithmeticOps) {
       auto d = inputs<double>(op, r, c.f64);
       auto l = inputs<int64_t>(op, r, c.i64);
       auto b = inputs<int8_t>(op, r, c.i8);
@@ -106,14 +96,16 @@ TEST_CASE("mpi all_reduce: every dtype and op, AVG, 16-bit floats; small (ours) 
     CHECK(bits.back() == 7);
     std::vector<uint16_t> h(c.f16, float_to_half(1.5f)), bf(c.f16);
     for (size_t i = 0; i < bf.size(); ++i)
-      bf[i] = float_to_bfloat16(static_cast<float>(input(ReduceOp::kMax, r, i)));
+      bf[i] = float_to_bfloat16(static_cast<float>(reduction_input(DType::kBFloat16, ReduceOp::kMax, r, i)));
     pg->all_reduce(Buffer{h.data(), h.size(), DType::kFloat16, {}}, {ReduceOp::kSum})->wait();
     pg->all_reduce(Buffer{bf.data(), bf.size(), DType::kBFloat16, {}}, {ReduceOp::kMax})->wait();
     CHECK(half_to_float(h.back()) == static_cast<float>(1.5 * n));
     size_t bf_wrong = 0;
     for (size_t i = 0; i < bf.size(); ++i)
-      bf_wrong += bfloat16_to_float(bf[i]) != reduced(ReduceOp::kMax, n, i);
+      bf_wrong += bfloat16_to_float(bf[i]) != reduction_result(DType::kBFloat16, ReduceOp::kMax, n, i);
     CHECK(bf_wrong == 0);
+    const std::string bf_oracle = reduction_oracle_failure(DType::kBFloat16, ReduceOp::kMax, n, 0, bf.size());
+    CHECK_MESSAGE(bf_oracle.empty(), bf_oracle);
   }
 }
 

@@ -84,9 +84,11 @@ TEST_CASE("cross-memory all_gather and reduce_scatter: every dtype, worlds 2 and
       for (ReduceOp op : {ReduceOp::kAvg, ReduceOp::kMax}) {
         const size_t n = 9001, total = n * static_cast<size_t>(w);
         auto in = filled(DType::kFloat32, total);
-        for (size_t k = 0; k < total; ++k) put(DType::kFloat32, in.bytes.data(), k, value(op, r, k));
+        for (size_t k = 0; k < total; ++k)
+          put(DType::kFloat32, in.bytes.data(), k, value(DType::kFloat32, op, r, k));
         auto out = filled(DType::kFloat32, n);
         pg.reduce_scatter(in.buffer(), out.buffer(), {op})->wait();
+        check_oracle(DType::kFloat32, op, w, static_cast<size_t>(r) * n, n);
         for (size_t i = 0; i < n; ++i) {
           expect_at("reduce_scatter", DType::kFloat32, out.bytes.data(), i,
                     reference(op, DType::kFloat32, w, static_cast<size_t>(r) * n + i));

@@ -23,8 +23,9 @@ namespace {
 void check_exchange(ProcessGroup& pg, int r, const Buffer& whole, const Buffer& block, ReduceOp op) {
   const size_t n = block.count, mine = static_cast<size_t>(r) * n;
   const DType t = whole.dtype;
-  for (size_t k = 0; k < whole.count; ++k) put(t, whole.data, k, value(op, r, k));
+  for (size_t k = 0; k < whole.count; ++k) put(t, whole.data, k, value(t, op, r, k));
   pg.reduce_scatter(whole, block, {op})->wait();
+  check_oracle(t, op, pg.size(), mine, n);
   const std::string what = std::string(" ") + to_string(op) + " " + to_string(t) + " n=" + std::to_string(n);
   for (size_t i = 0; i < n; ++i)
     expect_at("reduce_scatter" + what, t, block.data, i, reference(op, t, pg.size(), mine + i));
@@ -112,7 +113,7 @@ TEST_CASE(
       const Buffer whole = mem->view(2 * n, DType::kFloat32, static_cast<size_t>(round) * 64);
       check_exchange(pg, r, whole, whole.slice(static_cast<size_t>(r) * n, n), ReduceOp::kSum);
       for (size_t i = 0; i < whole.count; ++i)
-        put(DType::kFloat32, whole.data, i, value(ReduceOp::kSum, r, i));
+        put(DType::kFloat32, whole.data, i, value(DType::kFloat32, ReduceOp::kSum, r, i));
       pg.all_reduce(whole, {ReduceOp::kSum})->wait();
       for (size_t i = 0; i < whole.count; ++i)
         expect_at("all_reduce", DType::kFloat32, whole.data, i,

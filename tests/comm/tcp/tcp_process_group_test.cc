@@ -276,11 +276,11 @@ TEST_CASE(
       for (size_t n = 1; n * dtype_size(t) <= kWideBytes + 8; ++n) {
         for (int root = 0; root < pg.size(); ++root) {
           auto b = filled(t, n);
-          for (size_t i = 0; i < n; ++i) put(t, b.bytes.data(), i, value(ReduceOp::kSum, r, i));
+          for (size_t i = 0; i < n; ++i) put(t, b.bytes.data(), i, value(t, ReduceOp::kSum, r, i));
           pg.broadcast(b.buffer(), {root})->wait();
           for (size_t i = 0; i < n; ++i)
             expect_at("broadcast n=" + std::to_string(n), t, b.bytes.data(), i,
-                      value(ReduceOp::kSum, root, i));
+                      value(t, ReduceOp::kSum, root, i));
         }
       }
     }
@@ -528,9 +528,11 @@ TEST_CASE(
           for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
             const size_t total = n * static_cast<size_t>(w), mine = static_cast<size_t>(r) * n;
             auto buf = filled(DType::kFloat32, total);
-            for (size_t k = 0; k < total; ++k) put(DType::kFloat32, buf.bytes.data(), k, value(op, r, k));
+            for (size_t k = 0; k < total; ++k)
+              put(DType::kFloat32, buf.bytes.data(), k, value(DType::kFloat32, op, r, k));
             const Buffer whole = buf.buffer(), block = whole.slice(mine, n);
             pg.reduce_scatter(whole, block, {op})->wait();
+            check_oracle(DType::kFloat32, op, w, mine, n);
             for (size_t i = 0; i < n; ++i)
               expect_at("reduce_scatter in place", DType::kFloat32, block.data, i,
                         reference(op, DType::kFloat32, w, mine + i));

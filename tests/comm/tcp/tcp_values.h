@@ -1,7 +1,6 @@
 #pragma once
 // Typed values for the tcp backend's correctness tests: small integers that every dtype holds
-// exactly, a reference reduction in double, and a comparison that names what differs.
-#include <cmath>
+// exactly, a reference reduction in double, and an exact comparison that names what differs.
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "comm/types.h"
+#include "tests/comm/reduction_inputs.h"
 
 namespace ddp::comm::tcp::testing {
 
@@ -44,45 +44,28 @@ inline double get(DType t, const void* base, size_t i) {
   return 0;
 }
 
-// The value rank r contributes at index i for reduce op `op` (chosen so nothing overflows).
-inline double value(ReduceOp op, int r, size_t i) {
-  switch (op) {
-    case ReduceOp::kProduct: return static_cast<double>((static_cast<size_t>(r) + i) % 2 + 1);
-    case ReduceOp::kBand:
-    case ReduceOp::kBor:
-    case ReduceOp::kBxor: return static_cast<double>((static_cast<size_t>(r) * 3 + i) % 8);
-    default: return static_cast<double>((static_cast<size_t>(r) + i) % 5 + 1);
-  }
+// The value rank r contributes at index i for reduce op `op` in dtype `t`: the reduction tests'
+// shared inputs (tests/comm/reduction_inputs.h: no rank's buffer is the result, MIN/MAX from 2
+// elements; no op's result another's; exact in every dtype). The bitwise ops: small bit patterns.
+inline double value(DType t, ReduceOp op, int r, size_t i) {
+  if (is_bitwise(op)) return static_cast<double>((static_cast<size_t>(r) * 3 + i) % 8);
+  return ddp::test::reduction_input(t, op, r, i);
 }
 
 inline double reference(ReduceOp op, DType t, int world, size_t i) {
-  double acc = value(op, 0, i);
+  if (!is_bitwise(op)) return ddp::test::reduction_result(t, op, world, i);
+  auto acc = static_cast<int64_t>(value(t, op, 0, i));
   for (int r = 1; r < world; ++r) {
-    double v = value(op, r, i);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProduct: acc *= v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-      case ReduceOp::kBand:
-        acc = static_cast<double>(static_cast<int64_t>(acc) & static_cast<int64_t>(v));
-        break;
-      case ReduceOp::kBor:
-        acc = static_cast<double>(static_cast<int64_t>(acc) | static_cast<int64_t>(v));
-        break;
-      case ReduceOp::kBxor:
-        acc = static_cast<double>(static_cast<int64_t>(acc) ^ static_cast<int64_t>(v));
-        break;
-    }
+    const auto v = static_cast<int64_t>(value(t, op, r, i));
+    acc = op == ReduceOp::kBand ? (acc & v) : op == ReduceOp::kBor ? (acc | v) : (acc ^ v);
   }
-  if (op == ReduceOp::kAvg) acc = is_integer(t) ? std::trunc(acc / world) : acc / world;
-  return acc;
+  return static_cast<double>(acc);
 }
 
-inline bool close(DType t, double got, double want) {
-  const double tol = (t == DType::kFloat16 || t == DType::kBFloat16) ? 2e-2 : 1e-6;
-  return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
+// The inputs' self-check for this world and count (reduction_inputs.h); throws naming what fails.
+inline void check_oracle(DType t, ReduceOp op, int world, size_t first, size_t count) {
+  const std::string failure = ddp::test::reduction_oracle_failure(t, op, world, first, count);
+  if (!failure.empty()) throw std::runtime_error("the reference itself: " + failure);
 }
 
 struct Filled {
@@ -98,10 +81,11 @@ inline Filled filled(DType t, size_t n, double fill = 0) {
   return f;
 }
 
-// Throws std::runtime_error naming the first index that differs (usable from rank threads).
+// Throws std::runtime_error naming the first index that differs (usable from rank threads). Exact:
+// every value and result here is a small integer that each dtype holds.
 inline void expect_at(const std::string& what, DType t, const void* base, size_t i, double want) {
   const double got = get(t, base, i);
-  if (!close(t, got, want)) {
+  if (got != want) {
     throw std::runtime_error(what + " (" + to_string(t) + "): element " + std::to_string(i) + " is " +
                              std::to_string(got) + ", expected " + std::to_string(want));
   }
