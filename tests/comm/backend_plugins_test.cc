@@ -27,6 +27,10 @@ bool listed(const std::string& backend) {
   return std::find(all.begin(), all.end(), backend) != all.end();
 }
 
+bool gpu_present() {
+  return ::getenv("CUDA_VISIBLE_DEVICES") != nullptr || std::ifstream("/dev/nvidia0").good();
+}
+
 bool mapped(const std::string& lib) {
   std::ifstream maps("/proc/self/maps");
   for (std::string line; std::getline(maps, line);) {
@@ -50,9 +54,14 @@ TEST_CASE("tcp groups load CUDA only for a CUDA buffer: host buffers never load 
   g->all_reduce(view(x.data(), 1))->wait();
   CHECK(x[0] == 2.0f);
   CHECK_FALSE(mapped("libddp_backend_nccl"));
-  if (::getenv("CUDA_VISIBLE_DEVICES") != nullptr || std::ifstream("/dev/nvidia0"))
-    return;  // a GPU: gpu tests cover it
-  // No GPU here: a CUDA buffer is an error (from the staging, or its plugin missing), never a crash.
+}
+
+// Without a GPU a CUDA buffer is an error (from the staging, or its plugin missing), never a
+// crash. Its own ctest, Skipped where a GPU is visible (the gpu tests cover CUDA buffers there).
+TEST_CASE("tcp groups without a GPU: a CUDA buffer is an error, and the group goes on" *
+          doctest::skip(gpu_present())) {
+  auto g = create_group("tcp", world_of_one());
+  std::vector<float> x{2.0f};
   float fake = 0;
   Buffer on_gpu{&fake, 1, DType::kFloat32, Device{DeviceType::kCuda, 0}};
   CHECK_THROWS_AS(g->all_reduce(on_gpu)->wait(), ddp::Error);

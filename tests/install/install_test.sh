@@ -5,6 +5,12 @@
 # torch)) and trains a few steps on 2 ranks under the installed ddp-launch.
 # usage: install_test.sh <build dir> <source dir of this test> [compiler flags of the build]
 #        [compiler launcher of the build, its arguments separated by '|']
+# The optional parts, as CMake configured them (tests/install/CMakeLists.txt): DDP_INSTALL_MAN,
+# DDP_INSTALL_TORCH and DDP_INSTALL_PYTHON, each "built" (then it must be installed and work),
+# "off: <why>" (left out of this build on purpose: nothing to test) or "missing" (CMake found
+# no prerequisite). A missing part fails the test where the Debian packages that provide it
+# are installed (scripts/install-deps.sh installs them all: CMake should have found them);
+# elsewhere it is said loudly and the test, once everything else passed, exits 77 (Skipped).
 # The work folder is fixed, inside the build tree, so that the compiler launcher (ccache, whose
 # base folder is the source tree) finds the consumers' objects again on a later run.
 set -euo pipefail
@@ -18,6 +24,29 @@ rm -rf "$work"
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2> /dev/null | grep -q 'install ok installed'; }
+untested=()
+# part <name> <state> <packages...>: 0 when the part must be tested; otherwise says why not,
+# and fails when the part is missing although every package that provides it is installed.
+part() {
+  local name=$1 state=$2 absent=()
+  shift 2
+  case $state in
+    built) return 0 ;;
+    off:*) echo "== $name: not in this build (${state#off: })"; return 1 ;;
+    missing)
+      for p in "$@"; do installed "$p" || absent+=("$p"); done
+      if [ ${#absent[@]} -eq 0 ]; then
+        echo "FAIL: $name: $* installed, yet the build has no $name (re-run cmake and read its 'ddp' lines)"
+        exit 1
+      fi
+      echo "!! $name NOT TESTED: missing ${absent[*]} (scripts/install-deps.sh installs them)"
+      untested+=("$name")
+      return 1 ;;
+    *) echo "FAIL: $name: unknown state '$state' (tests/install/CMakeLists.txt passes built, off: <why> or missing)"; exit 1 ;;
+  esac
+}
 
 cmake --install "$build" --prefix "$prefix" > "$work/install.log" || { cat "$work/install.log"; exit 1; }
 # Checked before dirname: dirname "" is ".", so a check on the directory could never fail.
@@ -49,9 +78,10 @@ done
 if grep -rEn '#include "(common|rendezvous|comm)/' "$inc/ddp"; then echo "an installed header includes outside ddp/"; exit 1; fi
 [ -f "$prefix/share/ddp/ddp-launch.schema.json" ] || { echo "the config schema was not installed"; exit 1; }
 
-echo "== man page and bash completion"
+echo "== bash completion"
 [ -f "$prefix/share/bash-completion/completions/ddp-launch" ] || { echo "no bash completion installed"; exit 1; }
-if command -v help2man > /dev/null; then
+if part "man page" "${DDP_INSTALL_MAN:?}" help2man; then
+  echo "== man page"
   man=$prefix/share/man/man1/ddp-launch.1
   [ -f "$man" ] || { echo "no man page installed"; exit 1; }
   grep -q '^\.TH DDP-LAUNCH "1"' "$man" && grep -q 'nproc\\-per\\-node' "$man" || { echo "the man page is not ddp-launch --help"; head "$man"; exit 1; }
@@ -87,7 +117,7 @@ ${CXX:-c++} -std=c++20 $flags_of_build "$here/consumer/main.cc" -o "$work/pc-con
 "$work/pc-consumer"
 
 # ddp::torch, when this build has LibTorch: an outside LibTorch program trains on 2 ranks.
-if [ -f "$build/lib/libddp_torch.so" ]; then
+if part "LibTorch consumer" "${DDP_INSTALL_TORCH:?}" libtorch-dev; then
   echo "== find_package(ddp COMPONENTS torch)"
   [ -f "$inc/ddp/torch/distributed_data_parallel.h" ] || { echo "ddp/torch headers not installed"; exit 1; }
   if grep -rEn '#include "(common|rendezvous|comm)/' "$inc/ddp/torch"; then echo "a ddp/torch header includes outside ddp/"; exit 1; fi
@@ -103,10 +133,15 @@ if [ -f "$build/lib/libddp_torch.so" ]; then
 fi
 
 # The torch.distributed plugin, when this build has it: installed, and importable from there.
-if compgen -G "$build/python/ddp_torch*.so" > /dev/null; then
+if part "Python module" "${DDP_INSTALL_PYTHON:?}" libtorch-dev python3-torch pybind11-dev python3-dev; then
   echo "== python module ddp_torch"
   module=$(find "$prefix" -name 'ddp_torch*.so' -print -quit)
   [ -n "$module" ] || { echo "ddp_torch was not installed under $prefix"; exit 1; }
   (cd "$work" && PYTHONPATH=$(dirname "$module") /usr/bin/python3 -c \
     'import ddp_torch, torch.distributed as d; assert "DDP" in d.Backend._plugins; print("ddp_torch from", ddp_torch.__file__)')
+fi
+
+if [ ${#untested[@]} -gt 0 ]; then
+  echo "!! everything else passed; NOT TESTED: ${untested[*]} (exit 77: Skipped)"
+  exit 77
 fi

@@ -233,7 +233,8 @@ TEST_CASE("mpi rooted ops from a non-zero root, gathers, reduce_scatter, all_to_
   CHECK(pg->barrier()->wait());
 }
 
-TEST_CASE("mpi send/recv: both neighbours send first; negative library tags work" * doctest::skip(!multi())) {
+TEST_CASE("mpi send/recv: both neighbours send first; negative library tags work (3 ranks)" *
+          doctest::skip(!multi())) {
   auto pg = world();
   const int n = pg->size(), r = pg->rank();
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
@@ -245,8 +246,8 @@ TEST_CASE("mpi send/recv: both neighbours send first; negative library tags work
   pg->monitored_barrier(Millis(30'000));  // tag -1 on the wire
 }
 
-TEST_CASE("mpi subgroups: members in any order, two groups driven from two threads") {
-  if (!multi()) return;
+TEST_CASE("mpi subgroups: members in any order, two groups driven from two threads (3 ranks)" *
+          doctest::skip(!multi())) {
   // Group rank = position in the list, as in torch: world rank 2 is group rank 0.
   std::vector<int> members{2, 0};
   ProcessGroupPtr g = world_rank() == 1 ? nullptr : make_mpi_group(setup(members, "group/0"));
@@ -356,7 +357,7 @@ TEST_CASE("mpi: a group larger than the MPI world is a BackendError, not a hang"
   CHECK_THROWS_AS(make_mpi_group(s), BackendError);
 }
 
-TEST_CASE("mpi: an unmatched recv times out naming the op; the group stays broken" *
+TEST_CASE("mpi: an unmatched recv times out naming the op; the group stays broken (3 ranks)" *
           doctest::skip(!multi())) {
   auto pg = make_mpi_group(setup(all_ranks(), "group/timeout", Millis(60'000)));
   std::vector<int32_t> v(4, 7);
@@ -377,7 +378,7 @@ TEST_CASE("mpi: an unmatched recv times out naming the op; the group stays broke
 
 TEST_CASE(
     "mpi: a blocking world collective past its deadline is a TimeoutError, not a hang; the thread "
-    "is free again once the late rank arrives" *
+    "is free again once the late rank arrives (3 ranks)" *
     doctest::skip(!multi())) {
   // A second group named "world" runs its collectives blocking (the first world() is warm).
   world()->barrier()->wait();

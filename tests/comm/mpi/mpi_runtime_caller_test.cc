@@ -78,7 +78,7 @@ TEST_CASE("mpi: small collectives start on the caller's thread; mixed with large
   for (int i = 0; i < 16; ++i) CHECK(bufs[i].back() == static_cast<float>(i * pg->size()));
 }
 
-TEST_CASE("mpi: a small collective whose peer is late goes on on the MPI thread, and is right" *
+TEST_CASE("mpi: a small collective whose peer is late goes on on the MPI thread, and is right (3 ranks)" *
           doctest::skip(!multi())) {
   auto gate = make_mpi_group(setup(all_ranks(), "gate-late-peer"));
   auto pg = world();
@@ -94,8 +94,9 @@ TEST_CASE("mpi: a small collective whose peer is late goes on on the MPI thread,
   CHECK(v[1] == world_size() * (world_size() + 1) / 2.0);
 }
 
-TEST_CASE("mpi: a small collective past its deadline is a TimeoutError; the late rank completes it" *
-          doctest::skip(!multi())) {
+TEST_CASE(
+    "mpi: a small collective past its deadline is a TimeoutError; the late rank completes it (3 ranks)" *
+    doctest::skip(!multi())) {
   world()->barrier()->wait();
   auto gate = make_mpi_group(setup(all_ranks(), "gate-late-small"));
   auto pg = make_mpi_group(setup(all_ranks(), "late-small", Millis(300)));
@@ -118,7 +119,7 @@ TEST_CASE("mpi: a small collective past its deadline is a TimeoutError; the late
 // thread's poll first, so its op finds the thread idle (see above). Which of the two wins a
 // round is a race: rounds go on (the same number on every rank, agreed each round) until every
 // rank but rank 1 has driven one (200 at most), or 10 where only the MPI thread may call MPI.
-TEST_CASE("mpi: a caller's op not done within the poll is driven to the end by its waiter" *
+TEST_CASE("mpi: a caller's op not done within the poll is driven to the end by its waiter (2+ ranks)" *
           doctest::skip(world_size() < 2)) {
   auto pg = world();
   const uint64_t before = MpiRuntime::instance().driven_here();
@@ -144,7 +145,7 @@ TEST_CASE("mpi: a caller's op not done within the poll is driven to the end by i
   }
 }
 
-TEST_CASE("mpi: a parked op nobody waits for still moves: the MPI thread adopts it" *
+TEST_CASE("mpi: a parked op nobody waits for still moves: the MPI thread adopts it (2+ ranks)" *
           doctest::skip(world_size() < 2)) {
   auto pg = world();
   pg->barrier()->wait();
@@ -158,8 +159,9 @@ TEST_CASE("mpi: a parked op nobody waits for still moves: the MPI thread adopts 
   CHECK(v[0] == static_cast<float>(world_size()));
 }
 
-TEST_CASE("mpi: a wait shorter than the op it drives times out; the op goes on, a second wait has it" *
-          doctest::skip(world_size() < 2)) {
+TEST_CASE(
+    "mpi: a wait shorter than the op it drives times out; the op goes on, a second wait has it (2+ ranks)" *
+    doctest::skip(world_size() < 2)) {
   auto gate = make_mpi_group(setup(all_ranks(), "gate-short-wait"));
   auto pg = world();
   pg->barrier()->wait();
@@ -180,7 +182,7 @@ TEST_CASE("mpi: a wait shorter than the op it drives times out; the op goes on, 
 // Rank 1 comes to the world's all_reduce late and to another group's at once. Elsewhere the
 // world's op is driven by its waiter; the other group's, issued meanwhile from a second thread,
 // must not wait for it: the waiter hands its op to the MPI thread, which runs both.
-TEST_CASE("mpi: a waiter driving its op hands it over when another group's op comes" *
+TEST_CASE("mpi: a waiter driving its op hands it over when another group's op comes (2+ ranks)" *
           doctest::skip(world_size() < 2)) {
   auto other = make_mpi_group(setup(all_ranks(), "other"));
   auto gate = make_mpi_group(setup(all_ranks(), "gate-hand-over"));
