@@ -166,8 +166,12 @@ int main(int argc, char** argv) {
     const cli::EnvLookup env = cli::process_env();
     cli::SettingLayer merged = cli::merge_settings(cl.flags, cli::env_layer(env, environment_names()));
     std::vector<std::string> warnings;
-    // --status starts nothing: a placeholder PROGRAM satisfies the resolver, which checks the flags.
+    // --status starts nothing and is no node: a placeholder PROGRAM and node rank satisfy the
+    // resolver, which checks the flags (a static job's store is where node 0 hosts it, whoever asks).
     if (cl.status && cl.command.empty()) cl.command = {"true"};
+    const bool is_static =
+        !merged.contains("rdzv_backend") || merged.at("rdzv_backend").items.front() == "static";
+    if (cl.status && is_static && !merged.contains("node_rank")) merged["node_rank"] = {{"0"}, "--status"};
     options = cli::resolve_options(merged, cl.command, env, &warnings);
     for (const auto& w : warnings) say("warning: " + w);
     if (cl.status) return print_status(options, cl.format);

@@ -84,8 +84,9 @@ void probe_heartbeats(rdzv::Store& store, const LivenessProbeOptions& o, rdzv::J
     n->liveness_detail = "its heartbeat counter moved";
   }
   for (auto& [n, value] : first) {
-    n->liveness_detail = value ? "its heartbeat stood still for " + seconds_text(window) + " (not yet lost)"
-                               : "no heartbeat counter";
+    n->liveness_detail =
+        value ? "its heartbeat stood still for " + seconds_text(window) + ", not yet past the bound"
+              : "no heartbeat counter";
   }
 }
 

@@ -125,8 +125,9 @@ std::optional<JobStatus> read_job_status(Store& store, const JobStatusOptions& o
   if (newest > 0) {
     if (auto k = r.formed(newest - 1)) fill_round(r, j, newest - 1, *k);
   }
-  j.forming_round = newest;
   j.waiting = r.registered(newest, r.arrivals(newest));
+  // Launchers poll the next round's count (add 0), which creates it: no arrival, no round forming.
+  if (!j.waiting.empty() || j.round < 0) j.forming_round = newest;
   return j;
 }
 

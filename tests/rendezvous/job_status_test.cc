@@ -75,6 +75,9 @@ TEST_CASE("a round of three launchers: its nodes, hosts, ids and global ranks; n
   CHECK(j->forming_round == -1);
   CHECK(j->waiting.empty());
   CHECK_FALSE(j->ended.has_value());
+  // The launchers poll the next round's count (waiting_in_round), which creates it at 0.
+  CHECK(waiting_in_round(store, "job", 1) == 0);
+  CHECK(read(store)->forming_round == -1);
 }
 
 TEST_CASE("the round's outcome, and a node waiting in the next round while the round runs") {
