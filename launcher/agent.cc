@@ -454,7 +454,8 @@ struct Agent::Impl {
     };
     c.check_interrupt = [this] { check_interrupt(); };
     // The round's outcome on a connection of its own, as the heartbeat's (no request per tick).
-    if (l().rdzv_backend != RdzvBackend::kEtcd) c.open_watch_store = [this] { return open_heartbeat_store(); };
+    if (l().rdzv_backend != RdzvBackend::kEtcd)
+      c.open_watch_store = [this] { return open_heartbeat_store(); };
     loop = std::make_unique<RoundLoop>(std::move(c));
     AgentOutcome out = loop->run();
     if (store_gone()) return out;
