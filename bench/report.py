@@ -287,7 +287,7 @@ def scale_table(rows):
     return lines
 
 
-def scale_lines(rows):
+def scale_lines(rows, run=None):
     r0 = rows[0]
     lines = ["### Launchers at scale", "",
              "`bench/scale.sh`: N launchers on this machine, one trivial worker each (a shell that notes its "
@@ -298,7 +298,39 @@ def scale_lines(rows):
              "host's launcher alone; seconds from one launcher's SIGKILL (with its worker) to the first "
              "survivor's exit and the last's (exit 122, naming the lost node); launchers that exited with "
              "nothing killed. Medians of the trials; the load average when the row was written.", ""]
-    return lines + scale_table(rows) + [""]
+    lines += scale_table(rows) + [""]
+    if run is not None:
+        lines += [f"![formation, steady CPU and detection against the node count](img/{img_name(run, 'scale')})", ""]
+    return lines
+
+
+def scale_series(rows):
+    """{series label: rows by node count}: one line per launcher, options and backend."""
+    out = {}
+    for r in rows:
+        label = r["launcher"] + (f" {r['args']}" if r.get("args") else "") + (
+            f" ({r['backend']})" if r["backend"] != "c10d" else "")
+        out.setdefault(label, []).append(r)
+    return {k: sorted(v, key=lambda r: r["nnodes"]) for k, v in out.items()}
+
+
+def plot_scale(run, outdir, plt):
+    figures = (("formed_s", "every worker started (s)"), ("steady_cores", "steady CPU, every launcher (cores)"),
+               ("noticed_s", "SIGKILLed launcher: first survivor out (s)"))
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4))
+    for ax, (key, title) in zip(axes, figures):
+        for i, (label, rows) in enumerate(scale_series(run.scale()).items()):
+            pts = [(r["nnodes"], r[key]) for r in rows if r.get(key) is not None]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=label, color=f"C{i}")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("launchers (nodes)")
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, which="major", alpha=0.3)
+    axes[1].legend(fontsize=7)
+    fig.suptitle(f"bench/scale.sh: {run.machine['cpu']}, {run.date}", fontsize=9)
+    return save(fig, outdir / img_name(run, "scale"))
 
 
 def floors_lines(rows):
@@ -363,7 +395,7 @@ def run_section(run):
         lines.append("")
     scale = run.scale()
     if scale:
-        lines += scale_lines(scale)
+        lines += scale_lines(scale, run)
     return lines
 
 
@@ -488,6 +520,8 @@ def plot(runs, outdir):
                          fontsize=9)
             ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)
             written.append(save(fig, outdir / img_name(run, "ddp-step")))
+        if run.scale():
+            written.append(plot_scale(run, outdir, plt))
     return written
 
 
