@@ -10,7 +10,10 @@
 //   - etcd loses its quorum (2 of 3 members killed): every launcher exits 122 naming etcd and its
 //     members, no worker left;
 //   - a finished job's --rdzv-id is refused; etcd not answering within join_timeout is an error
-//     naming its members.
+//     naming its members;
+//   - TLS with client certificates made by the test: the launchers and their workers
+//     (ddp_store_probe through DDP_STORE=etcd+https://... and DDP_ETCD_CACERT/CERT/KEY) meet in
+//     etcd; a CA that did not sign the members' certificate is an error naming it.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -204,6 +207,54 @@ TEST_CASE("etcd loses its quorum: every launcher exits 122 naming etcd, no worke
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count(),
       " ms after etcd lost its quorum (heartbeat bound 2000 ms)");
   CHECK(eventually([&] { return processes_with_env("DDP_RUN_ID=" + id).empty(); }, std::chrono::seconds(10)));
+}
+
+TEST_CASE("TLS: launchers and workers meet over https with client certificates; a wrong CA is named" *
+          doctest::skip(!have_etcd() || ::access("/usr/bin/openssl", X_OK) != 0)) {
+  ScratchDir d;
+  const std::string at = "cd " + d.path() + " && ";
+  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ";
+  std::ofstream(d / "ext.cnf") << "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n";
+  for (const std::string& cmd :
+       {"openssl req -x509" + ec + "-keyout ca.key -out ca.pem -days 2 -subj /CN=ddp-test-ca",
+        "openssl req" + ec + "-keyout member.key -out member.csr -subj /CN=127.0.0.1",
+        std::string(
+            "openssl x509 -req -in member.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out member.pem ") +
+            "-days 2 -extfile ext.cnf",
+        "openssl req -x509" + ec + "-keyout other.key -out other.pem -days 2 -subj /CN=other-ca"}) {
+    REQUIRE(std::system((at + cmd + " >/dev/null 2>&1").c_str()) == 0);
+  }
+  ddp::rdzv::testing::EtcdClusterOptions eo;
+  eo.scheme = "https";
+  eo.cert = d / "member.pem";
+  eo.key = d / "member.key";
+  eo.trusted_ca = d / "ca.pem";
+  eo.client_cert_auth = true;
+  EtcdCluster etcd(eo);
+  const std::string tls = "protocol=https,cacert=" + (d / "ca.pem") + ",cert=" + (d / "member.pem") +
+                          ",key=" + (d / "member.key");
+  const std::string id = unique_id("etcd-tls");
+  std::vector<Node> nodes;
+  for (int i = 0; i < 2; ++i) {
+    auto a = etcd_flags(etcd, "2", id, std::string(kConf) + "," + tls);
+    a.push_back(bin_dir() + "/../tests/ddp_store_probe");
+    nodes.push_back(start(d, "node" + std::to_string(i), a));
+  }
+  for (auto& n : nodes) {
+    const int code = n.child->wait(std::chrono::seconds(60));
+    const std::string log = n.err() + n.out();
+    CAPTURE(log);
+    CHECK(code == 0);
+    CHECK(has(log, "all 2 ranks met in the store at etcd+https://"));
+  }
+  const std::string wrong = "protocol=https,cacert=" + (d / "other.pem") + ",cert=" + (d / "member.pem") +
+                            ",key=" + (d / "member.key") + ",join_timeout=3";
+  auto a = etcd_flags(etcd, "2", unique_id("etcd-tls-wrong"), std::string(kConf) + "," + wrong);
+  a.push_back("true");
+  Result r = launch(d, a);
+  CAPTURE(r.err);
+  CHECK(r.code != 0);
+  CHECK(has(r.err, d / "other.pem"));
 }
 
 TEST_CASE("a finished job's --rdzv-id is refused; etcd not answering is an error naming it" *
