@@ -2,14 +2,12 @@
 // copy_bytes: the byte copy of the host backends' hot paths (staging into and out of shared
 // memory). Same contract as memcpy (no overlap, any alignment), safe from any thread.
 //
-// Why not memcpy alone: glibc (2.36, Debian 12) copies 2 KiB .. L2-size with `rep movsb`, and
-// on AMD Zen 3/4 that instruction runs 20-70x slower when the destination lies 1..63 bytes
-// after the source modulo 4 KiB (glibc BZ 30994; measured on an EPYC Zen 3 VM: 128 KiB at
-// 1.3 GB/s instead of 35). A user buffer from malloc (16-byte aligned) copied out of a 64-byte
-// aligned slot is exactly that case. Those copies take a vector loop here, on a CPU where it is
-// faster: other CPUs (an EPYC Zen 4 with FSRM: memcpy 45 GB/s at that distance, the loop 29)
-// keep memcpy. Which one is measured once per process, on the first such copy (a few 64 KiB
-// copies each way, under 0.1 ms); DDP_COPY_KERNEL=memcpy|vector decides instead.
+// Why not memcpy alone: glibc copies mid-sized buffers with `rep movsb`, which some CPUs run many
+// times slower when the destination lies 1..63 bytes after the source modulo 4 KiB (glibc BZ
+// 30994); a user buffer from malloc copied out of a 64-byte aligned slot is exactly that case.
+// Such copies take a vector loop where this CPU runs it faster, memcpy elsewhere: timed once per
+// process, on the first such copy (a few 64 KiB copies each way); DDP_COPY_KERNEL=memcpy|vector
+// decides instead.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -36,9 +34,9 @@ ShortCopy calibrate_short_copy();
 ShortCopy short_copy();
 
 // Streaming (non-temporal) stores: the copy goes to memory, not into this core's cache, then
-// an sfence. A peer on a far core (another socket, or a VM's vCPU on another die) reads it from
-// memory instead of snooping this core's cache for every line, which there was 3-4x slower
-// (shm_store_choice.h decides when). Copies under 4 KiB are memcpy. Same contract as memcpy.
+// an sfence, so a peer on a far core (another socket, or a VM's vCPU on another die) reads it
+// from memory instead of snooping this core's cache line by line (shm_store_choice.h decides
+// when). Copies under 4 KiB are memcpy. Same contract as memcpy.
 void copy_bytes_streaming(void* dst, const void* src, size_t n);
 
 inline void copy_bytes(void* dst, const void* src, size_t n) {

@@ -1,7 +1,7 @@
 #pragma once
 // A small all_reduce as our own point-to-point rounds (MPI_Isend/MPI_Irecv tested with
 // MPI_Testall) instead of MPI_Iallreduce: Open MPI's nonblocking collectives (libnbc) cost
-// 2-4x its blocking MPI_Allreduce for a few bytes, a pair of point-to-point requests costs
+// several times its blocking MPI_Allreduce for a few bytes, a pair of point-to-point requests
 // about what the blocking call does, and unlike the blocking call they can be tested, so the
 // op keeps its deadline and may start on the caller's thread (MpiRuntime::run_here).
 //
@@ -100,16 +100,15 @@ struct P2pAllReduceSpec {
   size_t halving_bytes = SIZE_MAX;
 };
 
-// More pieces than this and one rendezvous costs less than their copies (Open MPI 4.1, shared
-// memory, 2 ranks: 12 KiB as 4 pieces 2.5 us, whole 3.4; 16 KiB as 5 pieces 3.4, whole 3.7;
-// 32 KiB as 9 pieces 9.2, whole 5.8).
+// More pieces than this and one rendezvous costs less than their copies (where the two crossed
+// with Open MPI on shared memory).
 inline constexpr size_t kP2pMaxPieces = 4;
 
 // A group's spare scratch buffers for its point-to-point all_reduces: an op takes one past
 // the inline scratch and gives it back when done with it, on whichever thread drops it, so a
-// large all_reduce after the first allocates (and faults in) nothing; an op the MPI thread
-// finished is never reused, and before this each such op of 4 MiB took 1.6 ms against MPI's
-// 1.0. Keeps the kSpares largest given back.
+// large all_reduce after the first allocates (and faults in) nothing (a fresh buffer each op
+// cost more than MPI's own all_reduce); an op the MPI thread finished is never reused. Keeps
+// the kSpares largest given back.
 class P2pScratchPool {
  public:
   static constexpr size_t kSpares = 2;

@@ -54,8 +54,8 @@ bool blocking_collectives(const GroupSetup& s) {
 }
 
 // The collectives small enough for MpiRuntime::run_here (settings::kMpiCallerBytes). Below Open
-// MPI's shared-memory eager limit (4 KiB) its nonblocking algorithms cost less than a thread
-// hand-off; past it the nonblocking call waits for a rendezvous: half the limit leaves room.
+// MPI's shared-memory eager limit its nonblocking algorithms cost less than a thread hand-off;
+// past it the nonblocking call waits for a rendezvous: half the limit leaves room.
 size_t caller_bytes() { return static_cast<size_t>(settings::int_value(settings::kMpiCallerBytes)); }
 
 // The all_reduces run as our own point-to-point rounds (mpi_p2p_allreduce.h) instead of MPI's

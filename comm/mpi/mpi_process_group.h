@@ -8,15 +8,16 @@
 //   launcher's MPI identity, so only one worker per launcher (RANK == OMPI_COMM_WORLD_RANK)
 //   is supported; anything else is a BackendError before MPI is touched.
 // - Ops are MPI calls run by the process's MPI thread (mpi_runtime.h), in issue order; Works
-//   complete in issue order. An all_reduce of at most DDP_MPI_P2P_BYTES (default 64 KiB; 0:
-//   none) is our own point-to-point recursive doubling (mpi_p2p_allreduce.h) instead of MPI's
-//   all_reduce; any other collective of at most DDP_MPI_CALLER_BYTES (default 2048; 0: none)
-//   is MPI's nonblocking call (both the same on every rank). Either starts on the caller's
-//   thread when the MPI thread is idle (MpiRuntime::run_here): a small op then costs no
-//   hand-off to that thread. The world group's other collectives are MPI's blocking calls (its
-//   tuned algorithms), other groups' and every send/recv are nonblocking calls completed by
-//   MPI_Test (DDP_MPI_COLLECTIVES=nonblocking makes the world's nonblocking too). AVG = SUM then
-//   divide; float16/bfloat16 reduce through user-defined MPI_Ops (ours: the shared kernels).
+//   complete in issue order. An all_reduce of at most DDP_MPI_P2P_BYTES (default: every size
+//   in a power-of-two group, 64 KiB in others; 0: none) is our own point-to-point rounds
+//   (mpi_p2p_allreduce.h) instead of MPI's all_reduce; any other collective of at most
+//   DDP_MPI_CALLER_BYTES (default 2048; 0: none) is MPI's nonblocking call (both the same on
+//   every rank). Either starts on the caller's thread when the MPI thread is idle
+//   (MpiRuntime::run_here): a small op then costs no hand-off to that thread. The world
+//   group's other collectives are MPI's blocking calls (its tuned algorithms), other groups'
+//   and every send/recv are nonblocking calls completed by MPI_Test
+//   (DDP_MPI_COLLECTIVES=nonblocking makes the world's nonblocking too). AVG = SUM then divide;
+//   float16/bfloat16 reduce through user-defined MPI_Ops (ours: the shared kernels).
 // - Errors: MPI error codes are BackendErrors naming the op and sequence number (the group's
 //   communicator returns errors instead of aborting); a deadline passing is a TimeoutError
 //   and breaks the group (a point-to-point all_reduce cancels its receives: a late peer may

@@ -27,15 +27,14 @@
 //   not done within the poll is parked: a thread that then waits for it (MpiWork::wait) goes
 //   on testing it itself (drive) until it is done, so a caller that waits at once pays no
 //   hand-off to this thread and no wake-up back (under mpirun's binding both threads share a
-//   core: a 4 MiB all_reduce handed over took 5-15% longer than one driven to the end). This
+//   core, where a handed-over op finishes later than one driven to the end). This
 //   thread adopts a parked op nobody waits for after another poll (an `async` caller's op
 //   still moves while it computes), and takes a driven one over as soon as anything else is
 //   queued (or at the waiter's own timeout).
 // - Hand-off: after its last op the MPI thread polls for the next one (yielding the core each
 //   pass) for poll_budget() before it sleeps, and a thread waiting on an op polls for as long
-//   before it sleeps (MpiWork): a small op then costs no futex wake-up either way (several
-//   microseconds each on a VM, ten times MPI's own latency). DDP_MPI_POLL_US overrides; 0
-//   sleeps at once.
+//   before it sleeps (MpiWork): a small op then costs no futex wake-up either way (on a VM
+//   one costs many times MPI's own latency). DDP_MPI_POLL_US overrides; 0 sleeps at once.
 // - Finalize: at exit (atexit), if this runtime initialized MPI and nothing is in flight.
 //   After that every use is a BackendError; MPI is never called after finalize.
 #include <mpi.h>
