@@ -1,19 +1,13 @@
-// The job on etcd (--rdzv-backend etcd): the members' order (near first), then black-box:
-// ddp-launch processes on loopback over a real
-// etcd (tests/rendezvous/etcd_cluster.h; Skipped where /usr/bin/etcd is missing), heartbeats
-// 0.5 s x 4.
-//   - --nnodes 2:3, three launchers: the one that is node 0 of round 0 is SIGKILLed (its worker
-//     dies with it); the other two go on at world 2 and finish: an unmodified PyTorch gloo
-//     script (tests/netns/gloo_steps.py; Skipped where /usr/bin/python3 has no torch),
-//     restarted in a new round; and in place: ddp_elastic_probe (ddp::elastic,
-//     its store etcd itself through DDP_STORE=etcd://...) keeps its PID and finishes;
-//   - etcd loses its quorum (2 of 3 members killed): every launcher exits 122 naming etcd and its
-//     members, no worker left;
-//   - a finished job's --rdzv-id is refused; etcd not answering within join_timeout is an error
-//     naming its members;
-//   - TLS with client certificates made by the test: the launchers and their workers
-//     (ddp_store_probe through DDP_STORE=etcd+https://... and DDP_ETCD_CACERT/CERT/KEY) meet in
-//     etcd; a CA that did not sign the members' certificate is an error naming it.
+// The job on etcd (--rdzv-backend etcd): the members' order (near first), then ddp-launch
+// black-box on loopback over a real etcd (tests/rendezvous/etcd_cluster.h; Skipped without
+// /usr/bin/etcd), heartbeats 0.5 s x 4:
+//   - --nnodes 2:3: node 0 of round 0 SIGKILLed (its worker with it), the other two go on at
+//     world 2 and finish: restarted (tests/netns/gloo_steps.py, PyTorch gloo; Skipped without
+//     torch), and in place (ddp_elastic_probe over DDP_STORE=etcd://..., same PIDs);
+//   - etcd's quorum lost (2 of 3 members): every launcher exits 122 naming etcd, no worker left;
+//   - a finished job's --rdzv-id is refused; etcd not answering within join_timeout is named;
+//   - TLS with client certificates made by the test: launchers and workers (ddp_store_probe over
+//     etcd+https:// and DDP_ETCD_CACERT/CERT/KEY) meet in etcd; a wrong CA is named.
 #include <doctest/doctest.h>
 
 #include <algorithm>
