@@ -12,6 +12,7 @@ Inputs, one folder per run (bench/results/<run>/):
   floors.jsonl      the rows of `ddp-bench floors` (optional)
   elastic.jsonl     the rows of bench/elastic.sh (OUT=...): recovery times of elastic jobs
   scale.jsonl       the rows of bench/scale.sh (OUT=...): N launchers' formation, CPU, detection
+  etcd_recovery*.jsonl bench/etcd_recovery.sh's rows: recovery from the first node's loss
 and bench/results/history.md, carried into the page verbatim. The newest run (by date, then
 name) gives the README's headline table and plot.
 
@@ -175,6 +176,10 @@ class Run:
             out.setdefault(r["launcher"], {})[r["scenario"]] = r
         return {k: out[k] for k in ELASTIC_PATHS if k in out}
 
+    def etcd_recovery(self):
+        """bench/etcd_recovery.sh's rows, every etcd_recovery*.jsonl (one per --rdzv-conf)."""
+        return [r for name, rows in self.rows.items() if name.startswith("etcd_recovery") for r in rows]
+
     def scale(self):
         """bench/scale.sh's rows (every scale*.jsonl, in run.json's order), by node count within a file."""
         out = []
@@ -266,6 +271,28 @@ def elastic_table(by_launcher):
             cells.append(cell)
         lines.append(f"| {ELASTIC_PATHS[launcher]} | " + " | ".join(cells) + " |")
     return lines
+
+
+# bench/etcd_recovery.sh's paths, in the table's order.
+ETCD_PATHS = {
+    "in-place": "ddp-launch, etcd (v3): C++ probe, in place",
+    "restart": "ddp-launch, etcd (v3): PyTorch job (gloo), restarted",
+    "torchrun-etcd-v2": "torchrun 1.13, etcd-v2: the same PyTorch job",
+    "torchrun-c10d": "torchrun 1.13, c10d (store on the first node): the same PyTorch job",
+}
+
+
+def etcd_recovery_lines(rows):
+    lines = ["### Recovery from the first node's loss, etcd", "",
+             "`bench/etcd_recovery.sh`: " + rows[0]["setup"] + f" ({rows[0]['etcd']}); the first launcher "
+             "and its worker SIGKILLed. Seconds to the survivors' first step at world 2, median (min–max).", "",
+             "| launcher, path | `--rdzv-conf` | first node lost | trials |", "|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (list(ETCD_PATHS).index(r["path"]), len(r["conf"]))):
+        cell = (f"{r['median_s']:.1f} s ({r['min_s']:.1f}–{r['max_s']:.1f})" if r["median_s"] is not None
+                else "no recovery: " + r["notes"][0])
+        ok = f"{len(r['trials'])} of " if r["median_s"] is not None and len(r["trials"]) < len(r["notes"]) else ""
+        lines.append(f"| {ETCD_PATHS[r['path']]} | `{r['conf']}` | {cell} | {ok}{len(r['notes'])} |")
+    return lines + [""]
 
 
 def scale_table(rows):
@@ -377,6 +404,8 @@ def run_section(run):
         lines += ["### The machine's floors", "", "`ddp-bench floors`, right after the runs above:", ""]
         lines += floors_lines(floors)
         lines.append("")
+    if run.etcd_recovery():
+        lines += etcd_recovery_lines(run.etcd_recovery())
     elastic = run.elastic()
     if elastic:
         ours = [r for k, sc in elastic.items() if k != "torchrun" for r in sc.values()]
