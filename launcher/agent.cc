@@ -453,8 +453,11 @@ struct Agent::Impl {
       return a;
     };
     c.check_interrupt = [this] { check_interrupt(); };
-    // The round's outcome on a connection of its own, as the heartbeat's (no request per tick).
-    if (l().rdzv_backend != RdzvBackend::kEtcd)
+    // The round's outcome on a handle of its own (no request per tick): the heartbeat's kind of
+    // connection, or on etcd a clone of the job's EtcdStore (its own HTTP connections and watch).
+    if (l().rdzv_backend == RdzvBackend::kEtcd)
+      c.open_watch_store = [this] { return store->clone(); };
+    else
       c.open_watch_store = [this] { return open_heartbeat_store(); };
     loop = std::make_unique<RoundLoop>(std::move(c));
     AgentOutcome out = loop->run();

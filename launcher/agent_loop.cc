@@ -281,6 +281,9 @@ void RoundLoop::start_outcome_watch() {
   w.run_id = l().run_id;
   w.open_store = c_.open_watch_store;
   w.on_decided = [s = c_.supervisor] { s->wake_monitor(); };  // the tick then reads the flag
+  // A round ends with an outcome, which ends the wait: the slice only bounds a wait on an etcd
+  // member that vanished without a word (the next wait goes to another), so elsewhere it is long.
+  w.slice = c_.transient_store_errors ? Millis(2'000) : Millis(30'000);
   outcome_watch_ = std::make_unique<OutcomeWatch>(std::move(w));
 }
 

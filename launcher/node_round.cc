@@ -67,11 +67,11 @@ RoundOutcome NodeRound::announce(const RoundOutcome& mine) {
 }
 
 bool NodeRound::decided() noexcept {
-  if (o_.watch != nullptr) return o_.watch->decided(o_.round) || o_.watch->error().has_value();
+  if (o_.watch != nullptr) return o_.watch->decided(o_.round);
   try {
     return store_.check({key("outcome")});
   } catch (const std::exception&) {
-    return true;  // the store is gone: the job cannot go on
+    return false;  // maybe a moment's trouble; a store gone for good is the liveness's store_lost()
   }
 }
 
@@ -93,19 +93,20 @@ RoundOutcome NodeRound::wait_outcome(int node_rank) {
 }
 
 struct OutcomeWatch::Impl {
+  enum class Waited { kSeen, kSlice, kFailed };
+
   OutcomeWatchOptions o;
   mutable std::mutex mu;
   std::condition_variable cv;
+  std::thread thread;
   // Guarded by mu:
   bool stop = false;
-  int round = -1;                    // the round watched; -1: none yet
-  int decided = -1;                  // the latest round whose outcome was seen
-  std::optional<std::string> error;  // the last wait's failure, until a wait succeeds
-  std::string last_error;
-  std::thread thread;
+  int round = -1;                      // the round watched; -1: none yet
+  int decided = -1;                    // the latest round whose outcome was seen
+  std::optional<std::string> error;    // the last request's failure, until a wait succeeds
+  std::unique_ptr<rdzv::Store> store;  // the thread's handle; the destructor interrupts it
 
   void run() noexcept {
-    std::unique_ptr<rdzv::Store> store;
     Millis backoff{100};
     std::unique_lock lock(mu);
     while (!stop) {
@@ -114,58 +115,65 @@ struct OutcomeWatch::Impl {
         continue;
       }
       const int r = round;
-      lock.unlock();
-      bool pause = false;
-      std::optional<Waited> waited;
-      if (!store) {
-        try {
-          store = o.open_store();
-        } catch (const std::exception&) {
-          pause = true;  // not an error(): a store never reached is the liveness's (store_lost)
-        }
-      }
-      if (store) {
-        waited = wait(*store, r);
-        if (*waited == Waited::kLost) {
-          store.reset();  // a lost connection is not re-used
-          pause = true;
-        }
-      }
-      lock.lock();
-      if (waited) record(lock, *waited, r);
-      if (!pause) {
+      const Waited w = wait_once(lock, r);
+      if (stop) break;
+      record(lock, w, r);
+      if (w != Waited::kFailed) {
         backoff = Millis(100);
         continue;
       }
+      // A failed request may be a moment's trouble (an etcd leader election): try again soon. A
+      // store that stays silent is the liveness's to report (store_lost), not the outcome's.
       cv.wait_for(lock, backoff, [this] { return stop; });
       backoff = std::min(backoff * 2, Millis(1000));
     }
+    store.reset();
   }
 
-  enum class Waited { kSeen, kSlice, kLost };
-
-  Waited wait(rdzv::Store& store, int r) {
-    try {
-      store.wait({round_key(o.run_id, r, "outcome")}, o.slice);
-      return Waited::kSeen;
-    } catch (const TimeoutError&) {
-      return Waited::kSlice;
-    } catch (const std::exception& e) {
-      std::lock_guard g(mu);
-      last_error = e.what();
-      return Waited::kLost;
+  // Under the lock (released while connecting and waiting): one wait on round r's outcome.
+  Waited wait_once(std::unique_lock<std::mutex>& lock, int r) {
+    std::string why;
+    if (!store) {
+      lock.unlock();
+      std::unique_ptr<rdzv::Store> opened;
+      try {
+        opened = o.open_store();
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      lock.lock();
+      store = std::move(opened);  // published: from now on the destructor interrupts it
+      if (!store || stop) return fail(why);
     }
+    rdzv::Store& s = *store;  // only this thread replaces it
+    lock.unlock();
+    Waited w = Waited::kSeen;
+    try {
+      s.wait({round_key(o.run_id, r, "outcome")}, o.slice);
+    } catch (const TimeoutError&) {
+      w = Waited::kSlice;
+    } catch (const std::exception& e) {
+      w = Waited::kFailed;
+      why = e.what();
+    }
+    lock.lock();
+    if (w != Waited::kFailed) return w;
+    store.reset();  // a failed handle is not re-used: the next wait opens another
+    return fail(why);
   }
 
-  // Under the lock: what one wait found; wakes the monitor when the answer to decided() changed.
+  Waited fail(const std::string& why) {
+    error = why;
+    return Waited::kFailed;
+  }
+
+  // Under the lock: what one wait found; wakes the monitor when the round's outcome appeared.
   void record(std::unique_lock<std::mutex>& lock, Waited w, int r) {
-    const bool was = decided >= round || error.has_value();
-    if (w == Waited::kSeen) decided = std::max(decided, r);
-    if (w == Waited::kLost)
-      error = last_error;
-    else
-      error.reset();
-    if ((decided >= round || error.has_value()) == was || !o.on_decided) return;
+    if (w != Waited::kFailed) error.reset();
+    if (w != Waited::kSeen) return;
+    const bool was = decided >= round;
+    decided = std::max(decided, r);
+    if (was || decided < round || !o.on_decided) return;
     lock.unlock();
     o.on_decided();
     lock.lock();
@@ -182,6 +190,7 @@ OutcomeWatch::~OutcomeWatch() {
   {
     std::lock_guard g(impl_->mu);
     impl_->stop = true;
+    if (impl_->store) impl_->store->interrupt();  // its wait ends now, not at the slice's end
   }
   impl_->cv.notify_all();
   impl_->thread.join();

@@ -13,8 +13,8 @@
 // The outcome is stored as text ("done", "failed: <who>: <why>", "interrupted: <who> got SIGINT",
 // "lost: <why>", "changed: <why>"), read back only by RoundOutcome::decode: launchers of earlier versions
 // read and write the same keys. Store errors propagate (StoreError, NetworkError, TimeoutError), except in
-// decided(), which reads a lost store (or a watch that lost it) as "decided" (the job cannot go on
-// without it).
+// decided(), which reads a failed request as "not decided": it may be a moment's trouble, and a
+// store lost for good is the liveness's store_lost() (launcher/liveness.h), which ends the round.
 // Not thread-safe; one NodeRound per round and launcher.
 #include <functional>
 #include <memory>
@@ -63,17 +63,17 @@ std::string wait_key(rdzv::Store& store, const std::string& key, std::optional<M
                      const std::function<void()>& check_interrupt);
 
 // OutcomeWatch: tells the monitor that a round has an outcome without a request per tick. One
-// thread, on a store handle of its own (open_store), blocks in wait() on "<round>/outcome" and
-// calls on_decided when it appears: with a TCPStore the server answers when the key is written;
-// with etcd it is a watch; a FileStore's wait wakes on every write to the file (inotify, or a
-// 100 ms poll on network file systems). A wait lasts at most `slice`, then the thread looks for a
-// new round or a stop: the destructor waits for that when no outcome ended the wait (rounds end
-// with one; a store gone silent is the exception). A failed request is error() until the thread
-// reconnects (backing off up to a second). Thread-safe.
+// thread, on a store handle of its own (open_store: a connection, or an EtcdStore's clone()),
+// blocks in wait() on "<round>/outcome" and calls on_decided when it appears (TCPStore: the server
+// answers when the key is written; etcd: a watch; FileStore: inotify or a 100 ms poll). A wait
+// lasts at most `slice`, then the thread looks for a new round; the destructor interrupt()s the
+// handle, so it returns at once. A failed request is never an outcome (an etcd leader election
+// fails requests for a moment): the thread opens another handle, backing off up to a second, and
+// error() says why meanwhile; a store lost for good is the liveness's to report. Thread-safe.
 struct OutcomeWatchOptions {
   std::string run_id = "none";
   std::function<std::unique_ptr<rdzv::Store>()> open_store;  // called on the watch's thread
-  std::function<void()> on_decided;                          // on the watch's thread; also on an error
+  std::function<void()> on_decided;                          // on the watch's thread
   Millis slice{2000};
 };
 
@@ -84,9 +84,9 @@ class OutcomeWatch {
   OutcomeWatch(const OutcomeWatch&) = delete;
   OutcomeWatch& operator=(const OutcomeWatch&) = delete;
 
-  void watch(int round);          // round `round` from now on
-  bool decided(int round) const;  // its outcome was seen
-  std::optional<std::string> error() const;
+  void watch(int round);                     // round `round` from now on
+  bool decided(int round) const;             // its outcome was seen
+  std::optional<std::string> error() const;  // the last request's failure, until a wait succeeds
 
  private:
   struct Impl;
@@ -110,7 +110,7 @@ class NodeRound {
 
   // First writer wins: returns the round's outcome as it stands after this call.
   RoundOutcome announce(const RoundOutcome& mine);
-  // Whether some node announced an outcome (true too when the store cannot be read).
+  // Whether some node announced an outcome (false when the store cannot be read: see above).
   bool decided() noexcept;
   // Exit barrier of node `node_rank`, whose workers succeeded (see above).
   RoundOutcome wait_outcome(int node_rank);

@@ -146,7 +146,8 @@ TEST_CASE("outcome watch: decided() with no request once some node announced, th
   CHECK(wakes >= 1);
   CHECK_FALSE(watch.error());
 
-  // The next round: not decided; a lost connection is decided (as a check that throws), an error.
+  // The next round: not decided; a failed wait (an etcd leader election, a connection reset) is
+  // not an outcome either: an error() until a wait succeeds again, then the outcome is seen.
   watch.watch(3);
   auto o3 = o;
   o3.round = 3;
@@ -154,9 +155,39 @@ TEST_CASE("outcome watch: decided() with no request once some node announced, th
   CHECK_FALSE(next.decided());
   lost = true;
   while (!watch.error()) std::this_thread::sleep_for(Millis(1));
-  CHECK(next.decided());
+  CHECK_FALSE(next.decided());
   CHECK(watch.error()->find("reset") != std::string::npos);
+  const int before = wakes;
   lost = false;  // the store answers again: no longer an error
   while (watch.error()) std::this_thread::sleep_for(Millis(1));
   CHECK_FALSE(next.decided());
+  CHECK(wakes == before);  // nothing to wake the monitor for
+  NodeRound(store, o3).announce(RoundOutcome::done());
+  while (!next.decided()) std::this_thread::sleep_for(Millis(1));
+}
+
+TEST_CASE("outcome watch: without a watch, a store that cannot be read is not decided") {
+  rdzv::HashStore base;
+  std::atomic<bool> lost{true};
+  Handle store(base, lost);
+  auto o = opts(2);
+  NodeRound round(store, o);
+  CHECK_FALSE(round.decided());  // check() answers: nothing announced
+}
+
+TEST_CASE("outcome watch: the destructor interrupts a wait at once, whatever the slice") {
+  rdzv::HashStore store;
+  std::atomic<bool> opened{false};
+  OutcomeWatchOptions w;
+  w.run_id = "job";
+  w.open_store = [&] {
+    opened = true;
+    return store.clone();  // a handle of its own on the same table, as an EtcdStore's clone
+  };
+  w.slice = Millis(3'600'000);  // an hour: only interrupt() can end the wait
+  auto watch = std::make_unique<OutcomeWatch>(std::move(w));
+  watch->watch(2);
+  while (!opened) std::this_thread::sleep_for(Millis(1));
+  watch.reset();  // returns (the test would hang for an hour otherwise)
+  CHECK_FALSE(store.check({"job/round/2/outcome"}));
 }
