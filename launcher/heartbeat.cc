@@ -90,6 +90,7 @@ struct StoreHeartbeat::Impl {
   std::vector<LivenessPeer> lost;
   std::optional<std::string> store_gone;
   int64_t pass = 0;                                        // checker: passes done this round
+  Clock::time_point previous_pass;                         // checker: when the last pass began
   Report report;                                           // not the checker: the latest read
   std::deque<std::pair<Clock::time_point, int64_t>> seen;  // not the checker: (read at, pass)
   // The heartbeat's thread only:
@@ -98,7 +99,9 @@ struct StoreHeartbeat::Impl {
   std::thread thread;
 
   Millis bound() const { return o.interval * o.max_attempt; }
-  Millis tick() const { return std::max(Millis(1), o.interval / 2); }
+  // The checker passes every half interval; any other launcher wakes once per interval, to beat
+  // and read the report (at 512 launchers, their wake-ups were most of the steady CPU).
+  Millis tick(bool checker) const { return checker ? std::max(Millis(1), o.interval / 2) : o.interval; }
 
   void run() noexcept {
     std::unique_ptr<rdzv::Store> store;
@@ -106,14 +109,15 @@ struct StoreHeartbeat::Impl {
     Clock::time_point beaten{};  // the last beat that reached the store
     std::unique_lock lock(mu);
     while (!stop) {
-      next += tick();
       const Plan plan = make_plan();
+      const Millis t = tick(plan.watching && plan.checker);
+      next += t;
       lock.unlock();
       bool found = false;
       try {
         if (!store) store = open();
-        // Every other tick (every interval, with half a tick of slack for a late tick).
-        if (Clock::now() - beaten >= o.interval - tick() / 2) beaten = beat(*store);
+        // Once per interval (every other tick of the checker's), with half a tick of slack.
+        if (Clock::now() - beaten >= o.interval - t / 2) beaten = beat(*store);
         if (plan.watching) found = plan.checker ? check(*store, plan) : follow(*store, plan);
       } catch (const std::exception& e) {
         last_error = e.what();
@@ -170,6 +174,7 @@ struct StoreHeartbeat::Impl {
   // The checker's pass: reads each watched counter (outside the lock: requests take time), then
   // records and writes the report. True when a node was found lost.
   bool check(rdzv::Store& store, const Plan& plan) {
+    const auto started = Clock::now();
     std::vector<int64_t> counts;
     counts.reserve(plan.ids.size());
     for (const auto& id : plan.ids) {
@@ -186,7 +191,7 @@ struct StoreHeartbeat::Impl {
     {
       std::lock_guard g(mu);
       if (plan.generation != generation) return false;
-      found = record_counts(counts, Clock::now());
+      found = record_counts(counts, started, Clock::now());
       r.pass = pass;
       r.all_beat_pass = pass;
       for (const auto& w : watched) {
@@ -205,8 +210,12 @@ struct StoreHeartbeat::Impl {
     return found;
   }
 
-  // Under the lock: one pass's counters, in `watched` order.
-  bool record_counts(const std::vector<int64_t>& counts, Clock::time_point now) {
+  // Under the lock: one pass's counters (read from `started` on), in `watched` order. A changed
+  // counter's beat came after the previous pass began: silence is timed from then (but from no
+  // more than a tick before it was seen: a starved checker must not find live nodes silent), so
+  // the checker names a node within the bound of its last beat, and the others, who read once per
+  // interval, within the bound plus one interval.
+  bool record_counts(const std::vector<int64_t>& counts, Clock::time_point started, Clock::time_point now) {
     ++pass;
     bool found = false;
     for (size_t i = 0; i < counts.size() && i < watched.size(); ++i) {
@@ -216,11 +225,12 @@ struct StoreHeartbeat::Impl {
         if (w.count >= 0) w.changed_pass = pass;  // the first read may show a beat from before
         w.count = counts[i];
         w.changed_before = w.changed;
-        w.changed = now;
+        w.changed = std::max(previous_pass, now - tick(true));
       } else if (now - w.changed >= bound()) {
         found |= mark_lost(w);
       }
     }
+    previous_pass = started;
     return found;
   }
 
@@ -300,6 +310,7 @@ void StoreHeartbeat::watch(LivenessRound round) {
   d.lost.clear();
   d.pass = 0;
   d.report = Report{};
+  d.previous_pass = Clock::now();
   d.seen.clear();
   // The checker: the round's first node with an id.
   size_t first = 0;

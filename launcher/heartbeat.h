@@ -6,18 +6,18 @@
 //   <run_id>/round/<n>/liveness    round n's report, "<pass> <all_beat_pass>[ <lost id>...]":
 //                                  written (set) after each pass by round n's checker only, so
 //                                  no writer can clobber another's report
-// In each round one launcher is the checker: the round's first node with an id (node 0). Every
-// launcher adds 1 to its own counter every interval; every tick (half the interval)
-//   - the checker reads every other node's counter (one pass) and writes the report: the pass
-//     number, the latest pass by which every node not lost was seen changing, and the ids of the
-//     nodes whose counter stood still for the bound (in the order found);
-//   - every other launcher reads the report only: a node it lists is lost; the checker itself
-//     is lost when the report's pass stands still for the bound (found by each one directly,
-//     so a dead checker is never a blind spot).
-// Requests per interval: 2N + 1 at the checker, 3 at every other launcher: about 5N in total
-// (was N^2). Detection: a node whose last beat was at b is lost, everywhere, by b + bound + about
-// one interval (half an interval for the checker's pass, half for the report's readers).
-// Durations are timed on the reader's own clock; no clocks are compared across hosts.
+// In each round one launcher, the round's first node with an id (node 0), is the checker. Every
+// launcher adds 1 to its own counter every interval;
+//   - the checker, every half interval, reads every other node's counter (one pass) and writes
+//     the report: the pass number, the latest pass by which every node not lost was seen
+//     changing, the ids of the nodes whose counter stood still for the bound (timed from the pass
+//     before its last change, at most half an interval before it was seen), in the order found;
+//   - every other launcher wakes once per interval, beats and reads the report: a node it lists
+//     is lost, and so is the checker when the report's pass stands still for the bound.
+// Requests per interval: 2N + 1 at the checker, 2 at every other launcher (was N^2). A node whose
+// last beat was at b is named by the checker by b + bound, by the others by b + bound + one
+// interval, after at least bound - interval/2 of silence. Durations are timed on the reader's
+// own clock; no clocks are compared across hosts.
 //
 // A store this launcher cannot reach for the whole bound (no request answered) is store_lost(),
 // with what the heartbeat was doing and with whom. One thread, with its own store connection
