@@ -6,7 +6,11 @@
 #              worker's start (Python starting N launchers one after the other is part of it)
 #   steady     the CPU of every launcher together (utime + stime from /proc/<pid>/stat, all their
 #              threads; workers excluded), in cores, over WINDOW seconds that begin SETTLE
-#              seconds after the job formed; and of the store host's launcher alone
+#              seconds after the job formed; and of the store host's launcher alone, or of
+#              etcd (ETCD_PID) when the job's store is etcd
+#   requests   requests per second at the store over the window: counted by our store server
+#              (the store host runs with DDP_LOG_LEVEL=debug and logs its count every 5 s), or
+#              etcd's gRPC messages received (ETCD_METRICS, its /metrics URL)
 #   noticed    seconds from one launcher's SIGKILL (with its worker; the last started, so not the
 #              store host) to the first survivor's exit, and to the last's (a static job that lost
 #              a node ends: every survivor exits 122 naming it)
@@ -19,7 +23,8 @@
 #      own and has no store host among the launchers), CONF (--rdzv-conf, default none),
 #      LABEL (names this launcher in the rows, e.g. "ddp-launch at 08480b7"; default ddp-launch),
 #      ARGS (more ddp-launch options, e.g. "--monitor-interval 1"; default none),
-#      OUT (a file for the rows, one JSON object per line, as bench/report.py reads scale.jsonl).
+#      OUT (a file for the rows, one JSON object per line, as bench/report.py reads scale.jsonl),
+#      ETCD_PID and ETCD_METRICS (a local etcd's pid and http://host:port/metrics, optional).
 # Needs about 2N file descriptors at the store host: raises its soft limit to the hard one.
 set -euo pipefail
 
@@ -42,6 +47,8 @@ endpoint_env = os.environ.get("ENDPOINT", "")
 conf = os.environ.get("CONF", "")
 extra = os.environ.get("ARGS", "").split()
 label = os.environ.get("LABEL", "ddp-launch")
+etcd_pid = int(os.environ["ETCD_PID"]) if os.environ.get("ETCD_PID") else None
+etcd_metrics = os.environ.get("ETCD_METRICS", "")
 tick = os.sysconf("SC_CLK_TCK")
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 if max(ns) * 2 + 64 > hard:
@@ -67,6 +74,31 @@ def cpu_ticks(pid):
         return int(fields[11]) + int(fields[12])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def etcd_messages():
+    """etcd's gRPC messages received so far (every request through its JSON gateway is one), or None."""
+    if not etcd_metrics:
+        return None
+    import urllib.request
+    try:
+        text = urllib.request.urlopen(etcd_metrics, timeout=5).read().decode()
+    except OSError:
+        return None
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("grpc_server_msg_received_total{"))
+
+
+STATS = re.compile(r"stats: uptime_s=([0-9.]+) requests=(\d+)")
+
+
+def store_rate(log, since, until):
+    """Requests per second at our store server between two of its uptimes, from its stats lines."""
+    points = [(float(m[1]), int(m[2])) for m in STATS.finditer(log)]
+    inside = [p for p in points if since <= p[0] <= until]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return None
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
 def cpu_model():
@@ -96,16 +128,20 @@ class Job:
         cmd += (["--rdzv-conf", conf] if conf else []) + extra
         self.procs = []
         self.t0 = time.monotonic()
+        self.listening = None  # when the store host's server began (its stats time from then)
         for i in range(n):
+            env = dict(os.environ, DDP_LOG_LEVEL="debug") if i == 0 and port is not None else None
             with open(os.path.join(self.dir, f"{i}.log"), "wb") as log:
                 self.procs.append(subprocess.Popen(cmd + worker, stdout=log, stderr=subprocess.STDOUT,
-                                                   stdin=subprocess.DEVNULL, start_new_session=True))
+                                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                                   env=env))
             if i == 0 and port is not None:  # the first one hosts the store: the others connect to it
                 deadline = time.monotonic() + timeout
                 while not listening(port):
                     if self.procs[0].poll() is not None or time.monotonic() > deadline:
                         raise RuntimeError("the first launcher did not serve the store:\n" + self.log(0)[-2000:])
                     time.sleep(0.01)
+                self.listening = time.monotonic()
         self.host = self.procs[0] if port is not None else None
 
     def log(self, i):
@@ -128,20 +164,30 @@ class Job:
         return time.monotonic() - self.t0
 
     def steady(self):
-        """(cores of every launcher, cores of the store host, launchers that exited) over the window."""
+        """(cores of every launcher, cores of the store host or etcd, launchers that exited, requests
+        per second at the store) over the window."""
         time.sleep(settle)
         before = [cpu_ticks(p.pid) for p in self.procs]
+        etcd_before, messages_before = (cpu_ticks(etcd_pid) if etcd_pid else None), etcd_messages()
         t = time.monotonic()
         time.sleep(window)
         after = [cpu_ticks(p.pid) for p in self.procs]
+        etcd_after, messages_after = (cpu_ticks(etcd_pid) if etcd_pid else None), etcd_messages()
         span = time.monotonic() - t
+        requests = None
+        if messages_before is not None and messages_after is not None:
+            requests = (messages_after - messages_before) / span
+        elif self.listening is not None:
+            requests = store_rate(self.log(0), t - self.listening, t + span - self.listening)
         alive = [(b, a) for b, a in zip(before, after) if b is not None and a is not None]
         lost = sum(1 for p in self.procs if p.poll() is not None)
         total = sum(a - b for b, a in alive) / tick / span
         host = None
         if self.host is not None and before[0] is not None and after[0] is not None:
             host = (after[0] - before[0]) / tick / span
-        return total, host, lost
+        if etcd_before is not None and etcd_after is not None:
+            host = (etcd_after - etcd_before) / tick / span
+        return total, host, lost, requests
 
     def kill_one(self):
         """Seconds from a SIGKILL of the last launcher (and its worker) to the first survivor's exit
@@ -185,9 +231,9 @@ def trial(n, tmp, k):
     job = Job(n, tmp, k)
     try:
         formed = job.wait_formed()
-        cores, host, lost = job.steady()
+        cores, host, lost, requests = job.steady()
         first, last, named, codes = job.kill_one() if lost == 0 else (None, None, None, [])
-        return {"formed_s": formed, "cores": cores, "host_cores": host, "lost": lost,
+        return {"formed_s": formed, "cores": cores, "host_cores": host, "lost": lost, "requests_per_s": requests,
                 "noticed_s": first, "ended_s": last, "named": named, "exit_codes": codes}
     finally:
         job.close()
@@ -206,7 +252,8 @@ with tempfile.TemporaryDirectory(prefix="ddp-scale-bench-") as tmp:
                 continue
             results.append(r)
             print(f"N={n:>4} trial {k}: formed {r['formed_s']:6.2f} s  steady {r['cores']:.3f} cores "
-                  f"(store host {r['host_cores'] if r['host_cores'] is None else round(r['host_cores'], 3)})  "
+                  f"(store host {r['host_cores'] if r['host_cores'] is None else round(r['host_cores'], 3)}, "
+                  f"{r['requests_per_s'] if r['requests_per_s'] is None else round(r['requests_per_s'])} req/s)  "
                   f"lost in window {r['lost']}  noticed {r['noticed_s']} s, all ended {r['ended_s']} s "
                   f"({r['named']}, exit {r['exit_codes']})", flush=True)
         row = {"bench": "scale", "launcher": label, "version": version(), "backend": backend, "nnodes": n,
@@ -214,6 +261,8 @@ with tempfile.TemporaryDirectory(prefix="ddp-scale-bench-") as tmp:
                "formed_trials": [round(r["formed_s"], 3) for r in results],
                "steady_cores": median([r["cores"] for r in results]),
                "store_host_cores": median([r["host_cores"] for r in results]),
+               "store_requests_per_s": median([r["requests_per_s"] for r in results]),
+               "store_host": "etcd" if etcd_pid else ("none" if endpoint_env else "launcher 0"),
                "lost_in_window": sum(r["lost"] for r in results),
                "noticed_s": median([r["noticed_s"] for r in results]),
                "ended_s": median([r["ended_s"] for r in results]),
@@ -227,11 +276,12 @@ with tempfile.TemporaryDirectory(prefix="ddp-scale-bench-") as tmp:
             row["note"] = f"{len(errors)} of {trials} trials failed: {errors[0]}"
         rows.append(row)
 
-print(f"\n{'N':>5}  {'formed s':>9}  {'cores':>6}  {'host':>6}  {'noticed s':>9}  {'ended s':>8}  trials")
+print(f"\n{'N':>5}  {'formed s':>9}  {'cores':>6}  {'host':>6}  {'req/s':>6}  {'noticed s':>9}  {'ended s':>8}  trials")
 for r in rows:
     print(f"{r['nnodes']:>5}  {r['formed_s'] if r['formed_s'] is not None else '-':>9}  "
           f"{r['steady_cores'] if r['steady_cores'] is not None else '-':>6}  "
           f"{r['store_host_cores'] if r['store_host_cores'] is not None else '-':>6}  "
+          f"{round(r['store_requests_per_s']) if r['store_requests_per_s'] is not None else '-':>6}  "
           f"{r['noticed_s'] if r['noticed_s'] is not None else '-':>9}  "
           f"{r['ended_s'] if r['ended_s'] is not None else '-':>8}  {r['trials']} {r.get('note', '')}")
 print(f"CPU: {cpu_model()}, {os.cpu_count()} online; backend {backend}")

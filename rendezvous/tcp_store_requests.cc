@@ -33,6 +33,7 @@ void TCPStoreServer::Loop::handle_frame(Conn& c, Reader& r) {
 }
 
 void TCPStoreServer::Loop::handle_request(Conn& c, MsgType type, Reader& r) {
+  owner_->requests_.fetch_add(1, std::memory_order_relaxed);
   switch (type) {
     case MsgType::kSet: {
       std::string key = r.key();

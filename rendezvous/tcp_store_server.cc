@@ -86,8 +86,20 @@ void TCPStoreServer::Loop::serve() {
     for (uint64_t id : to_close_) close_conn(id, "closed after its last reply", false);
     to_close_.clear();
     expire_handshakes();
+    if (log_stats_) log_stats();
   }
-  log_->debug("store server on port {}: stopped with {} connections", owner_->port_, conns_.size());
+  log_->debug("store server on port {}: stopped with {} connections after {} requests", owner_->port_,
+              conns_.size(), owner_->requests_.load());
+}
+
+// One line per kStatsLogInterval: the running count, so a reader takes the rate over any span.
+void TCPStoreServer::Loop::log_stats() {
+  const auto now = Clock::now();
+  if (now < next_stats_) return;
+  next_stats_ = now + kStatsLogInterval;
+  log_->debug("store server on port {}: stats: uptime_s={:.3f} requests={} connections={}", owner_->port_,
+              std::chrono::duration<double>(now - started_).count(), owner_->requests_.load(),
+              owner_->num_connections_.load());
 }
 
 void TCPStoreServer::Loop::accept_all() {
@@ -158,6 +170,10 @@ void TCPStoreServer::Loop::expire_handshakes() {
 int TCPStoreServer::Loop::next_timeout_ms() const {
   Millis wait{-1};
   if (listener_paused_) wait = kAcceptPause;
+  if (log_stats_) {
+    auto until = std::max(Millis(0), std::chrono::ceil<Millis>(next_stats_ - Clock::now()));
+    wait = wait.count() < 0 ? until : std::min(wait, until);
+  }
   if (!strangers_.empty()) {
     auto until = std::chrono::ceil<Millis>(strangers_.front().second - Clock::now());
     until = std::max(Millis(0), until);

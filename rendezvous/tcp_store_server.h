@@ -29,6 +29,8 @@
 
 namespace ddp::rdzv {
 
+inline constexpr Millis kStatsLogInterval{5'000};
+
 struct TCPStoreServerOptions {
   std::string host;   // interface to bind; empty: all interfaces
   uint16_t port = 0;  // 0: an ephemeral port, see TCPStoreServer::port()
@@ -44,6 +46,7 @@ struct TCPStoreServerStats {
   size_t connections = 0;
   size_t unauthenticated = 0;  // still in their handshake
   size_t buffered_bytes = 0;   // capacity of every connection's input and output buffers
+  uint64_t requests = 0;       // requests answered or parked since the start (handshakes, Cancel: no)
 };
 
 class TCPStoreServer {
@@ -54,11 +57,12 @@ class TCPStoreServer {
   TCPStoreServer& operator=(const TCPStoreServer&) = delete;
 
   uint16_t port() const { return port_; }
-  // Observability for tests and logs (updated by the loop thread).
+  // Observability for tests and logs (updated by the loop thread). With the "store" logger at
+  // debug, the loop also logs these every kStatsLogInterval (bench/scale.sh reads the rate).
   size_t num_connections() const { return num_connections_.load(); }
   size_t num_waiting() const { return num_waiting_.load(); }
   TCPStoreServerStats stats() const {
-    return {num_connections_.load(), num_unauthenticated_.load(), buffered_bytes_.load()};
+    return {num_connections_.load(), num_unauthenticated_.load(), buffered_bytes_.load(), requests_.load()};
   }
 
   class Loop;  // the event loop and its state (tcp_store_server.cc)
@@ -69,6 +73,7 @@ class TCPStoreServer {
   std::atomic<size_t> num_waiting_{0};
   std::atomic<size_t> num_unauthenticated_{0};
   std::atomic<size_t> buffered_bytes_{0};
+  std::atomic<uint64_t> requests_{0};
   Fd wake_;  // eventfd: written by the destructor to stop the loop
   std::unique_ptr<Loop> loop_;
   std::thread thread_;

@@ -83,7 +83,8 @@ class TCPStoreServer::Loop {
         token_(o.job_token),
         handshake_timeout_(o.handshake_timeout),
         max_unauthenticated_(std::max<size_t>(1, o.max_unauthenticated)),
-        log_(logger("store")) {
+        log_(logger("store")),
+        log_stats_(log_->should_log(spdlog::level::debug)) {
     epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     if (!epoll_) DDP_THROW_ERRNO("epoll_create1 (store server)");
     net::set_nonblocking(listener_.get());
@@ -107,6 +108,7 @@ class TCPStoreServer::Loop {
   bool evict_oldest_stranger(const char* why);
   void expire_handshakes();
   int next_timeout_ms() const;
+  void log_stats();
   void account(Conn& c);
   void on_event(Conn& c, uint32_t events);
   bool read_some(Conn& c);
@@ -136,6 +138,9 @@ class TCPStoreServer::Loop {
   bool listener_paused_ = false;
   Clock::time_point resume_accept_;
   bool stopping_ = false;
+  bool log_stats_ = false;  // the "store" logger was at debug at the start
+  Clock::time_point started_ = Clock::now();
+  Clock::time_point next_stats_ = started_ + kStatsLogInterval;
   uint64_t next_id_ = 2;
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
   KeyTable table_;  // the keys and the waits parked on them (by connection id)

@@ -376,3 +376,16 @@ TEST_CASE("out of descriptors because of strangers: the oldest stranger makes ro
   good->set("still", "serving");
   CHECK(good->get_string("still", kLong) == "serving");
 }
+
+TEST_CASE("the server counts the requests it answers: not handshakes, not a Cancel") {
+  TCPStoreServer server{TCPStoreServerOptions{"127.0.0.1", 0, "t0k3n"}};
+  auto c = client_of(server.port());
+  CHECK(server.stats().requests == 0);  // the handshake is not a request
+  c->set("k", "v");
+  CHECK(c->add("n", 1) == 1);
+  CHECK(c->check({"k"}));
+  CHECK_THROWS_AS(c->get("missing", Millis(50)), TimeoutError);  // the get, parked; its Cancel: no
+  CHECK(eventually([&] { return server.stats().requests == 4; }));
+  c->set("k", "w");
+  CHECK(eventually([&] { return server.stats().requests == 5; }));
+}
