@@ -122,7 +122,7 @@ def wait_for(what, cond, procs):
         if v:
             return v
         time.sleep(0.05)
-    raise TimeoutError(f"no {what} within {timeout:.0f} s:\n" + "\n".join(p.text()[-2500:] for p in procs))
+    raise TimeoutError(f"{what}: not within {timeout:.0f} s:\n" + "\n".join(p.text()[-2500:] for p in procs))
 
 
 def start_etcd(tmp, k):
