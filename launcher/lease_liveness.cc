@@ -38,9 +38,27 @@ struct LeaseLiveness::Impl {
   struct Watched {
     LivenessPeer peer;
     bool lost = false;
-    // The lease's last renewal is known to be after this (time-to-live answers); min: unknown.
-    Clock::time_point renewed_after = Clock::time_point::min();
+    // Lower bounds on the lease's renewals, one per time-to-live answer (the newest last, at
+    // most kRenewalsKept). One answer alone proves nothing: a new etcd leader refreshes every
+    // lease to its full TTL (the dead node's too), so a beat needs answers that advance.
+    std::vector<Clock::time_point> renewals;
   };
+  static constexpr size_t kRenewalsKept = 16;
+  // etcd's time-to-live is in whole seconds: answers more than this apart are two renewals.
+  static constexpr Millis kRenewalResolution{1000};
+
+  // Two renewals after `since`: a lower bound past it and a later one more than the TTL's
+  // resolution beyond (a leader's refresh of a dead node's lease gives one bound that stays).
+  static bool renewed_twice_since(const std::vector<Clock::time_point>& renewals, Clock::time_point since) {
+    auto first = Clock::time_point::max();
+    auto last = Clock::time_point::min();
+    for (const auto& r : renewals) {
+      if (r <= since) continue;
+      first = std::min(first, r);
+      last = std::max(last, r);
+    }
+    return first != Clock::time_point::max() && last - first > kRenewalResolution;
+  }
 
   LeaseLivenessOptions o;
   std::string alive_prefix;  // "<run_id>/alive/"
@@ -282,7 +300,9 @@ struct LeaseLiveness::Impl {
       std::lock_guard lock(mu);
       if (g != generation) return;
       for (auto& w : watched) {
-        if (w.peer.id == id) w.renewed_after = std::max(w.renewed_after, after);
+        if (w.peer.id != id) continue;
+        if (w.renewals.size() == kRenewalsKept) w.renewals.erase(w.renewals.begin());
+        w.renewals.push_back(after);
       }
     }
   }
@@ -326,7 +346,7 @@ void LeaseLiveness::watch(LivenessRound round) {
   for (size_t rank = 0; rank < round.nodes.size(); ++rank) {
     const auto& peer = round.nodes[rank];
     if (peer.id.empty() || peer.id == d.o.id || static_cast<int>(rank) == round.node_rank) continue;
-    d.watched.push_back({peer, false, Clock::time_point::min()});
+    d.watched.push_back({peer, false, {}});
   }
   d.round = std::move(round);
 }
@@ -340,8 +360,9 @@ bool LeaseLiveness::all_beat_since(Clock::time_point since) const {
   const auto& d = *impl_;
   std::lock_guard g(d.mu);
   d.probe_until = Clock::now() + d.bound_locked();
-  return std::all_of(d.watched.begin(), d.watched.end(),
-                     [&](const Impl::Watched& w) { return w.lost || w.renewed_after > since; });
+  return std::all_of(d.watched.begin(), d.watched.end(), [&](const Impl::Watched& w) {
+    return w.lost || Impl::renewed_twice_since(w.renewals, since);
+  });
 }
 
 std::optional<std::string> LeaseLiveness::store_lost() const {

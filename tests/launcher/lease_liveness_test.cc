@@ -8,7 +8,11 @@
 
 #include <doctest/doctest.h>
 
+#include <stdio.h>
+
 #include <atomic>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "common/error.h"
@@ -80,6 +84,43 @@ int64_t dead_peer(rdzv::EtcdStore& store, const std::string& id, int64_t ttl) {
   return g.id;
 }
 
+// What a command printed on stdout (empty when it failed to start).
+std::string output_of(const std::string& cmd) {
+  std::string out;
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[4096];
+  for (size_t n; (n = ::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+  ::pclose(f);
+  return out;
+}
+
+// Hands the cluster's leadership to another member (etcdctl move-leader): the new leader
+// refreshes every lease to its full TTL. False when etcdctl could not say who leads.
+bool move_leader(const rdzv::testing::EtcdCluster& etcd) {
+  std::string all;
+  for (const auto& e : etcd.endpoints()) all += (all.empty() ? "" : ",") + e;
+  const auto status = nlohmann::json::parse(
+      output_of("ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + all + " endpoint status -w json"), nullptr,
+      false);
+  if (!status.is_array() || status.empty()) return false;
+  const uint64_t leader = status[0]["Status"]["leader"].get<uint64_t>();
+  std::string leader_endpoint;
+  uint64_t other = 0;
+  for (const auto& m : status) {
+    const uint64_t id = m["Status"]["header"]["member_id"].get<uint64_t>();
+    if (id == leader)
+      leader_endpoint = m["Endpoint"].get<std::string>();
+    else
+      other = id;
+  }
+  if (leader_endpoint.empty() || other == 0) return false;
+  std::ostringstream cmd;
+  cmd << "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" << leader_endpoint << " move-leader " << std::hex
+      << other << " > /dev/null 2>&1";
+  return std::system(cmd.str().c_str()) == 0;
+}
+
 std::vector<std::string> ids_of(const std::vector<LivenessPeer>& peers) {
   std::vector<std::string> out;
   for (const auto& p : peers) out.push_back(p.id);
@@ -146,6 +187,31 @@ TEST_CASE("all_beat_since: proven by the peers' leases renewed after it" * docte
   // Alone in a round: nothing to prove.
   a->live->watch(round_of(2, 0, {"a"}));
   CHECK(a->live->all_beat_since(Clock::now()));
+}
+
+TEST_CASE("all_beat_since: a new leader's refresh of a dead peer's lease is no beat" *
+          doctest::skip(!have_etcd())) {
+  auto& etcd = shared_etcd(3);
+  const std::string prefix = unique_prefix("lease");
+  rdzv::EtcdStore raw(rdzv::EtcdStoreOptions{.client = etcd.client_options(), .prefix = prefix});
+  auto a = start(etcd, prefix, "a");
+  dead_peer(raw, "d", 6);
+  a->live->watch(round_of(0, 0, {"a", "d"}));
+  const auto later = Clock::now();
+  CHECK_FALSE(a->live->all_beat_since(later));  // starts the time-to-live answers
+  std::this_thread::sleep_for(2 * kInterval);
+  REQUIRE(move_leader(etcd));  // every lease refreshed to its full TTL: "d" seems renewed now
+  // For 3 s after the refresh, "d" is never taken for a live peer (one answer proves nothing).
+  const auto until = Clock::now() + std::chrono::seconds(3);
+  bool beat = false;
+  while (Clock::now() < until && !beat) {
+    beat = a->live->all_beat_since(later);
+    std::this_thread::sleep_for(kInterval / 2);
+  }
+  CHECK_FALSE(beat);
+  // And it is lost once its lease runs out.
+  CHECK(eventually([&] { return ids_of(a->live->lost()) == std::vector<std::string>{"d"}; },
+                   Millis(12'000) + kMargin));
 }
 
 TEST_CASE("a lease etcd dropped is granted again; a clean exit revokes it" * doctest::skip(!have_etcd())) {
