@@ -299,17 +299,22 @@ def scale_table(rows):
     def cell(r, key, fmt):
         return fmt.format(r[key]) if r.get(key) is not None else "–"
 
+    def host_cell(r):
+        c = cell(r, "store_host_cores", "{:.3f} cores")
+        return c + " (etcd)" if r.get("store_host") == "etcd" and c != "–" else c
+
     lines = ["| launcher | backend | nodes | every worker started | steady CPU, every launcher "
-             "| the store host's launcher | a SIGKILLed launcher: first survivor out | last survivor out "
+             "| the store host's launcher, or etcd | requests/s at the store "
+             "| a SIGKILLed launcher: first survivor out | last survivor out "
              "| lost unprovoked | trials (load average) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         who = r["launcher"] + (f" `{r['args']}`" if r.get("args") else "")
         who += f" `--rdzv-conf {r['conf']}`" if r.get("conf") else ""
         trials = f"{r['trials']} ({r['load_avg']})" + (f": {r['note']}" if r.get("note") else "")
         lines.append(f"| {who} | {r['backend']} | {r['nnodes']} | {cell(r, 'formed_s', '{:.2f} s')} | "
-                     f"{cell(r, 'steady_cores', '{:.3f} cores')} | {cell(r, 'store_host_cores', '{:.3f} cores')} | "
-                     f"{cell(r, 'noticed_s', '{:.1f} s')} | {cell(r, 'ended_s', '{:.1f} s')} | "
+                     f"{cell(r, 'steady_cores', '{:.3f} cores')} | {host_cell(r)} | "
+                     f"{cell(r, 'store_requests_per_s', '{:,.0f}')} | {cell(r, 'noticed_s', '{:.1f} s')} | {cell(r, 'ended_s', '{:.1f} s')} | "
                      f"{r.get('lost_in_window', 0)} | {trials} |")
     return lines
 
@@ -322,7 +327,9 @@ def scale_lines(rows, run=None):
              "row names some. Seconds from the first launcher's start (it hosts the store) to the last "
              "worker's start; the CPU of every launcher together (all threads, from /proc) over "
              f"{r0['window_s']:.0f} s beginning {r0['settle_s']:.0f} s after the job formed, and of the store "
-             "host's launcher alone; seconds from one launcher's SIGKILL (with its worker) to the first "
+             "host's launcher alone (or of etcd, one local member, where it is the store); requests per second "
+             "at the store over the same window (counted by our store server; etcd: its gRPC messages "
+             "received); seconds from one launcher's SIGKILL (with its worker) to the first "
              "survivor's exit and the last's (exit 122, naming the lost node); launchers that exited with "
              "nothing killed. Medians of the trials; the load average when the row was written.", ""]
     lines += scale_table(rows) + [""]

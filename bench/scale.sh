@@ -24,7 +24,9 @@
 #      LABEL (names this launcher in the rows, e.g. "ddp-launch at 08480b7"; default ddp-launch),
 #      ARGS (more ddp-launch options, e.g. "--monitor-interval 1"; default none),
 #      OUT (a file for the rows, one JSON object per line, as bench/report.py reads scale.jsonl),
-#      ETCD_PID and ETCD_METRICS (a local etcd's pid and http://host:port/metrics, optional).
+#      ETCD_PID and ETCD_METRICS (a local etcd's pid and http://host:port/metrics, optional),
+#      KILL (0: no SIGKILLed launcher, for a launcher whose static job waits for the lost node to
+#      come back instead of ending, as torchrun's; default 1).
 # Needs about 2N file descriptors at the store host: raises its soft limit to the hard one.
 set -euo pipefail
 
@@ -49,6 +51,7 @@ extra = os.environ.get("ARGS", "").split()
 label = os.environ.get("LABEL", "ddp-launch")
 etcd_pid = int(os.environ["ETCD_PID"]) if os.environ.get("ETCD_PID") else None
 etcd_metrics = os.environ.get("ETCD_METRICS", "")
+kill = os.environ.get("KILL", "1") != "0"
 tick = os.sysconf("SC_CLK_TCK")
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 if max(ns) * 2 + 64 > hard:
@@ -232,7 +235,7 @@ def trial(n, tmp, k):
     try:
         formed = job.wait_formed()
         cores, host, lost, requests = job.steady()
-        first, last, named, codes = job.kill_one() if lost == 0 else (None, None, None, [])
+        first, last, named, codes = job.kill_one() if lost == 0 and kill else (None, None, None, [])
         return {"formed_s": formed, "cores": cores, "host_cores": host, "lost": lost, "requests_per_s": requests,
                 "noticed_s": first, "ended_s": last, "named": named, "exit_codes": codes}
     finally:
