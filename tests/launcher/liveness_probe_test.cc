@@ -53,7 +53,7 @@ std::unique_ptr<StoreHeartbeat> beat(rdzv::Store& store, const std::string& id) 
 rdzv::NodeStatus node(int rank, const std::string& id) {
   rdzv::NodeStatus n;
   n.node_rank = rank;
-  n.host = "h" + std::to_string(rank);
+  n.host = std::string(1, 'h').append(std::to_string(rank));  // not "h" + (GCC 12 -Wrestrict)
   n.id = id;
   return n;
 }
