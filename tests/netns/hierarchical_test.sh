@@ -43,9 +43,9 @@ grep -h "test cases:" "$out"/node*.log | head -4
 k=0
 pids=()
 for ns in "$a" "$b"; do
-  ip netns exec "$ns" env DDP_TCP_HIERARCHY_SEGMENT_BYTES=-1 timeout 60 \
+  ip netns exec "$ns" env DDP_CONFORMANCE_BACKEND=tcp DDP_TCP_HIERARCHY_SEGMENT_BYTES=-1 timeout 60 \
     "$bin/ddp-launch" --nnodes 2 --nproc-per-node 2 --node-rank $k --master-addr 10.77.0.1 \
-      --local-addr 10.77.0.$((k + 1)) "$bin/ddp-bench" collective --sizes 4 --iters 1 --repeats 1 \
+      --local-addr 10.77.0.$((k + 1)) "$tests/comm_conformance" "--test-case=conformance: every op*" \
     > "$out/bad$k.log" 2>&1 &
   pids+=($!)
   k=$((k + 1))

@@ -18,8 +18,8 @@
 #             and 3 keep their workers, host 1's new one gets the state; every rank finishes with
 #             the value the steps imply (each step's world, the last time that step was printed).
 #   blip      etcd loses its quorum for less than the bound (hosts 2 and 3's members SIGSTOPped
-#             1 s, then SIGCONTinued; a read at host 1's member fails meanwhile): the job goes on
-#             and finishes, every launcher exits 0, the value the steps imply.
+#             1 s, then SIGCONTinued; a read at host 1's member fails meanwhile; heartbeats 1 s x 5
+#             here): the job goes on and finishes, every launcher exits 0, the value the steps imply.
 # Each: no process of the job and nothing in /dev/shm left on the hosts that live. Prints the
 # time from the power-off to the survivors' first step at world 2. Exit 77 (Skipped) when not
 # root, a tool is missing, or /usr/bin/etcd is.
@@ -34,6 +34,9 @@ if [ "$mode" = restart ] && ! /usr/bin/python3 -c 'import torch.distributed' 2> 
 fi
 harness_up "etcd-$mode" 3
 conf=keep_alive_interval=0.5,keep_alive_max_attempt=4,last_call_timeout=1
+# blip: a 5 s bound for a 1 s outage; etcd's election after it and a loaded machine (ASan, the
+# cluster tests and a build beside) take the rest, and 2 s left a launcher short of it.
+[ "$mode" = blip ] && conf=keep_alive_interval=1,keep_alive_max_attempt=5,last_call_timeout=1
 members=10.78.0.1:2379,10.78.0.2:2379,10.78.0.3:2379
 cluster=h1=http://10.78.0.1:2380,h2=http://10.78.0.2:2380,h3=http://10.78.0.3:2380
 data=/dev/shm/etcd-$run_id
@@ -139,7 +142,7 @@ if [ "$mode" = blip ]; then
   rounds=$(grep -c "joining round" "$out/host2.log")
   stop_members 1 2 3
   assert_clean 1 2 3
-  echo "etcd without quorum for 1 s (bound 2 s): every launcher exited 0, every worker finished with the" \
+  echo "etcd without quorum for 1 s (bound 5 s): every launcher exited 0, every worker finished with the" \
     "value its steps imply; host 2 joined $rounds round(s): ok"
   exit 0
 fi
