@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # --rdzv-backend etcd across 3 emulated hosts (tests/netns/hosts.sh, elastic_harness.sh): each host
-# runs a member of one 3-member etcd cluster (its data in the host's own /dev/shm; elections
-# sped up: heartbeat 50 ms, election 500 ms) and a launcher, --nnodes 2:3 with all three members
-# as --rdzv-endpoint, heartbeats 0.5 s x 4. Host 1 starts first, so it is node 0 of round 0.
+# runs a member of one 3-member etcd cluster (etcd_cluster.sh) and a launcher, --nnodes 2:3 with
+# all three members as --rdzv-endpoint, heartbeats 0.5 s x 4. Host 1 starts first, so it is node 0
+# of round 0.
 #   restart   host 1 "powered off" mid-job (its launcher, worker and etcd member SIGKILLed, its
 #             link down): hosts 2 and 3 go on at world 2 with new workers of an unmodified
 #             PyTorch gloo script (tests/netns/gloo_steps.py, which checks every all_reduce) and
@@ -37,58 +37,8 @@ conf=keep_alive_interval=0.5,keep_alive_max_attempt=4,last_call_timeout=1
 # blip: a 5 s bound for a 1 s outage; etcd's election after it and a loaded machine (ASan, the
 # cluster tests and a build beside) take the rest, and 2 s left a launcher short of it.
 [ "$mode" = blip ] && conf=keep_alive_interval=1,keep_alive_max_attempt=5,last_call_timeout=1
-members=10.78.0.1:2379,10.78.0.2:2379,10.78.0.3:2379
-cluster=h1=http://10.78.0.1:2380,h2=http://10.78.0.2:2380,h3=http://10.78.0.3:2380
-data=/dev/shm/etcd-$run_id
-declare -A member launcher
-
-start_member() {
-  local h=$1 ip=10.78.0.$1
-  $hosts run "$p" "$h" /usr/bin/etcd --name "h$h" --data-dir "$data" --listen-client-urls "http://$ip:2379" \
-    --advertise-client-urls "http://$ip:2379" --listen-peer-urls "http://$ip:2380" \
-    --initial-advertise-peer-urls "http://$ip:2380" --initial-cluster "$cluster" --initial-cluster-state new \
-    --initial-cluster-token "$run_id" --heartbeat-interval 50 --election-timeout 500 > "$out/etcd$h.log" 2>&1 &
-  member[$h]=$!
-  pids+=($!)
-}
-
-etcd_healthy() {
-  $hosts run "$p" 2 env ETCDCTL_API=3 etcdctl --endpoints "$members" --command-timeout 1s endpoint health \
-    > /dev/null 2>&1
-}
-
-launch_etcd() {
-  local h=$1
-  shift
-  $hosts run "$p" "$h" env GLOO_SOCKET_IFNAME=veth0 "$bin/ddp-launch" --nnodes 2:3 --rdzv-backend etcd \
-    --rdzv-endpoint "$members" --rdzv-id "$run_id" --local-addr "10.78.0.$h" --monitor-interval 0.1 \
-    --shutdown-timeout 2 --rdzv-conf "$conf" "$@" >> "$out/host$h.log" 2>&1 &
-  launcher[$h]=$!
-  pids+=($!)
-}
-
-# Every process in host H's namespaces SIGKILLed but the holder, then its link down: a power-off.
-power_off() {
-  local h=$1 holder pid
-  holder=$(cat "/run/ddp-hosts/$p/h$h.pid")
-  for pid in $(ip netns pids "${p}n$h"); do
-    [ "$pid" = "$holder" ] || kill -KILL "$pid" 2> /dev/null
-  done
-  $hosts link "$p" "$h" down
-}
-
-# The etcd members left stopped and their data removed, so /dev/shm is clean.
-stop_members() {
-  local h
-  for h in "$@"; do
-    kill -KILL "${member[$h]}" 2> /dev/null
-    wait "${member[$h]}" 2> /dev/null
-    $hosts run "$p" "$h" rm -rf "$data"
-  done
-}
-
-for h in 1 2 3; do start_member "$h"; done
-wait_until 30 "the etcd cluster healthy" etcd_healthy
+. "$src/tests/netns/etcd_cluster.sh"
+etcd_up
 
 case $mode in
   restart) job=(/usr/bin/python3 "$src/tests/netns/gloo_steps.py" 600 0.02) ;;
