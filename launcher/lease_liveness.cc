@@ -14,9 +14,10 @@
 namespace ddp::launcher {
 namespace {
 
-// How often the watcher looks at its stream, a new round and the time-to-live requests: a
-// stream read costs no request, so this only bounds how late a watch() is acted on.
-constexpr Millis kWatchTick{100};
+// The watcher blocks on its stream; watch(), all_beat_since() and the destructor wake it. This
+// bounds one read anyway, and is the pause after a failed one.
+constexpr Millis kWatchSlice{30'000};
+constexpr Millis kRetryPause{100};
 // The revoke at exit: best effort, never a long wait (etcd deletes the key at expiry anyway).
 constexpr Millis kRevokeTimeout{2'000};
 
@@ -181,7 +182,10 @@ struct LeaseLiveness::Impl {
           w = resync(g, &found);
           seen_generation = g;
         }
-        const rdzv::EtcdWatchBatch batch = w->next(Deadline(kWatchTick));
+        // A watch() during the resync found no stream to wake: read again at once.
+        const Millis slice = current_generation() != seen_generation ? Millis(0) : until_next(next_probe);
+        const rdzv::EtcdWatchBatch batch =
+            slice > Millis(0) ? w->next(Deadline(slice)) : rdzv::EtcdWatchBatch{};
         if (batch.compacted) {
           keep_stream(nullptr);
           w.reset();  // read the keys again, and watch from there
@@ -198,7 +202,7 @@ struct LeaseLiveness::Impl {
         keep_stream(nullptr);
         w.reset();
         std::unique_lock lock(mu);
-        cv.wait_for(lock, kWatchTick, [this] { return stop; });
+        cv.wait_for(lock, kRetryPause, [this] { return stop; });
       }
       if (found && o.on_loss) o.on_loss();
     }
@@ -216,6 +220,15 @@ struct LeaseLiveness::Impl {
   bool probing() const {
     std::lock_guard g(mu);
     return Clock::now() < probe_until;
+  }
+  // How long the stream may be read before the next probe is due (a slice when none is).
+  Millis until_next(Clock::time_point next_probe) const {
+    if (!probing()) return kWatchSlice;
+    return std::clamp(std::chrono::duration_cast<Millis>(next_probe - Clock::now()), Millis(1), kWatchSlice);
+  }
+  // Under mu: the watcher reads its stream no longer (a wake before its read ends that read).
+  void wake_watcher() const {
+    if (stream != nullptr) stream->wake();
   }
   void keep_stream(rdzv::EtcdWatch* w) {
     std::lock_guard g(mu);
@@ -349,6 +362,7 @@ void LeaseLiveness::watch(LivenessRound round) {
     d.watched.push_back({peer, false, {}});
   }
   d.round = std::move(round);
+  d.wake_watcher();
 }
 
 std::vector<LivenessPeer> LeaseLiveness::lost() const {
@@ -359,6 +373,7 @@ std::vector<LivenessPeer> LeaseLiveness::lost() const {
 bool LeaseLiveness::all_beat_since(Clock::time_point since) const {
   const auto& d = *impl_;
   std::lock_guard g(d.mu);
+  if (Clock::now() >= d.probe_until) d.wake_watcher();  // its next read waits for the probe
   d.probe_until = Clock::now() + d.bound_locked();
   return std::all_of(d.watched.begin(), d.watched.end(), [&](const Impl::Watched& w) {
     return w.lost || Impl::renewed_twice_since(w.renewals, since);

@@ -428,6 +428,11 @@ void EtcdStream::cancel() noexcept {
   transfer_->wake();
 }
 
+void EtcdStream::wake() noexcept {
+  woken_ = true;
+  transfer_->wake();
+}
+
 std::optional<std::string> EtcdStream::take_line() {
   std::string& data = transfer_->data();
   const size_t nl = data.find('\n');
@@ -449,7 +454,7 @@ void EtcdStream::ended() {
 
 std::optional<std::string> EtcdStream::next_line(const Deadline& deadline) {
   while (true) {
-    if (cancelled_) return std::nullopt;
+    if (cancelled_ || woken_.exchange(false)) return std::nullopt;
     if (auto line = take_line()) return line;
     if (transfer_->done()) ended();
     if (deadline.expired()) return std::nullopt;

@@ -89,6 +89,8 @@ class EtcdStream {
   std::optional<std::string> next_line(const Deadline& deadline);
   // Any thread: next_line() returns nullopt now and from now on. noexcept.
   void cancel() noexcept;
+  // Any thread: the next_line() blocked now (or the next one) returns nullopt once. noexcept.
+  void wake() noexcept;
   bool cancelled() const { return cancelled_.load(); }
   const std::string& url() const { return url_; }
 
@@ -100,6 +102,7 @@ class EtcdStream {
   std::string url_;
   std::unique_ptr<Transfer> transfer_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> woken_{false};
 };
 
 // "127.0.0.1:2379" -> "http://127.0.0.1:2379" (with `protocol`); a URL is kept as it is,

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <thread>
 
 #include "common/error.h"
+#include "rendezvous/node_registration.h"
 
 namespace ddp::rdzv {
 namespace {
@@ -13,6 +15,15 @@ namespace {
 constexpr Millis kMinRequest{1'000};
 // etcd's default --max-txn-ops is 128.
 constexpr size_t kKeysPerTxn = 64;
+// add()'s markers: "<prefix>\x01add/<nonce>", under a lease of twice this (seconds), granted
+// again once this old: a marker outlives the retries of its add, which last at most this.
+constexpr Millis kMarkerLife{30'000};
+constexpr const char* kMarkerInfix =
+    "\x01"
+    "add/";
+// Parked get/wait watches kept at most (one connection each): a caller waits on one key set at
+// a time per thread.
+constexpr size_t kMaxParked = 4;
 
 etcd::Compare unchanged(const std::string& key, bool exists, int64_t mod_revision) {
   etcd::Compare c;
@@ -108,6 +119,7 @@ void EtcdStore::interrupt() noexcept {
   interrupted_ = true;
   std::lock_guard<std::mutex> lock(watches_mu_);
   for (EtcdWatch* w : watches_) w->cancel();
+  parked_.clear();
 }
 
 EtcdStore::Current EtcdStore::read(const std::string& key) {
@@ -150,94 +162,182 @@ std::vector<std::string> EtcdStore::missing(const std::vector<std::string>& keys
   return out;
 }
 
-// One watch over the span of the keys from the revision they were read at: every change to
-// them comes in order, so the set of present keys is exact at each event.
+// A get/wait's state: its keys (as the caller gave them), which of them exist as of the last
+// event read (full key -> exists), a get's value, and the watch over their span from the
+// revision they were read at. Every change to them comes in order, so `present` stays exact.
+struct EtcdStore::Pending {
+  std::vector<std::string> keys;
+  bool get = false;
+  std::map<std::string, bool> present;
+  Bytes value;
+  std::unique_ptr<EtcdWatch> watch;
+  std::thread::id owner;  // parked for this thread's next get/wait only
+  bool complete() const {
+    return std::all_of(present.begin(), present.end(), [](const auto& p) { return p.second; });
+  }
+};
+
 void EtcdStore::wait_for(const char* op, const std::vector<std::string>& keys, Millis timeout, Bytes* value) {
   const Deadline deadline(timeout);
+  std::unique_ptr<Pending> p = unpark(keys, value != nullptr);
   while (true) {
-    const Millis request = std::min(client_->request_timeout(), std::max(deadline.remaining(), kMinRequest));
-    int64_t revision = 0;
-    std::map<std::string, bool> present;  // full key -> exists
-    if (value != nullptr) {
-      const etcd::RangeResponse r = client_->range(one_key(k(keys.front())), request);
-      if (!r.kvs.empty()) {
-        *value = r.kvs.front().value;
-        return;
-      }
-      revision = r.header.revision;
-      present[k(keys.front())] = false;
-    } else {
-      std::vector<std::string> absent = missing(keys, &revision);
-      if (absent.empty()) return;
-      for (const auto& key : keys) present[k(key)] = true;
-      for (const auto& key : absent) present[k(key)] = false;
+    if (!p) p = start_wait(keys, value, deadline);
+    if (!p) return;  // every key was there
+    Read r;
+    {
+      Registered registered(this, p->watch.get());
+      r = read_until(op, *p, deadline);
     }
-    const std::string lo = present.begin()->first;
-    const std::string hi = present.size() > 1 ? present.rbegin()->first + std::string(1, '\0') : "";
-    EtcdWatchRequest request_of_watch;
-    request_of_watch.key = lo;
-    request_of_watch.range_end = hi;
-    request_of_watch.start_revision = revision + 1;
-    EtcdWatch watch(client_, request_of_watch);
-    Registered registered(this, &watch);
-    while (true) {
-      EtcdWatchBatch batch;
-      try {
-        batch = watch.next(deadline);
-      } catch (const NetworkError& e) {
-        if (!interrupted_) throw;
-        DDP_THROW(NetworkError, "etcd store ", op, "('", keys.front(),
-                  "'): interrupted (EtcdStore::interrupt)");
-      }
-      if (batch.compacted) break;  // read again
-      for (const auto& e : batch.events) {
-        auto it = present.find(e.kv.key);
-        if (it == present.end()) continue;
-        it->second = e.type == etcd::Event::Type::kPut;
-        if (value != nullptr && it->second) *value = e.kv.value;
-      }
-      if (std::all_of(present.begin(), present.end(), [](const auto& p) { return p.second; })) return;
-      if (deadline.expired()) {
-        std::vector<std::string> still;
-        for (const auto& key : keys) {
-          if (!present[k(key)]) still.push_back(key);
-        }
-        throw_wait_timeout(op, still, deadline.elapsed());
-      }
+    if (r == Read::kAll) {
+      if (value != nullptr) *value = p->value;
+      return;
+    }
+    if (r == Read::kCompacted) {
+      p.reset();  // read the keys again, and watch from there
+      continue;
+    }
+    std::vector<std::string> still;
+    for (const auto& key : keys) {
+      if (!p->present[k(key)]) still.push_back(key);
+    }
+    park(std::move(p));
+    throw_wait_timeout(op, still, deadline.elapsed());
+  }
+}
+
+std::unique_ptr<EtcdStore::Pending> EtcdStore::start_wait(const std::vector<std::string>& keys, Bytes* value,
+                                                          const Deadline& deadline) {
+  const Millis request = std::min(client_->request_timeout(), std::max(deadline.remaining(), kMinRequest));
+  auto p = std::make_unique<Pending>();
+  p->keys = keys;
+  p->get = value != nullptr;
+  p->owner = std::this_thread::get_id();
+  int64_t revision = 0;
+  if (p->get) {
+    const etcd::RangeResponse r = client_->range(one_key(k(keys.front())), request);
+    if (!r.kvs.empty()) {
+      *value = r.kvs.front().value;
+      return nullptr;
+    }
+    revision = r.header.revision;
+    p->present[k(keys.front())] = false;
+  } else {
+    const std::vector<std::string> absent = missing(keys, &revision);
+    if (absent.empty()) return nullptr;
+    for (const auto& key : keys) p->present[k(key)] = true;
+    for (const auto& key : absent) p->present[k(key)] = false;
+  }
+  EtcdWatchRequest w;
+  w.key = p->present.begin()->first;
+  w.range_end = p->present.size() > 1 ? p->present.rbegin()->first + std::string(1, '\0') : "";
+  w.start_revision = revision + 1;
+  p->watch = std::make_unique<EtcdWatch>(client_, w);
+  return p;
+}
+
+EtcdStore::Read EtcdStore::read_until(const char* op, Pending& p, const Deadline& deadline) {
+  while (true) {
+    EtcdWatchBatch batch;
+    try {
+      batch = p.watch->next(deadline);
+    } catch (const NetworkError& e) {
+      if (!interrupted_) throw;
+      DDP_THROW(NetworkError, "etcd store ", op, "('", p.keys.front(),
+                "'): interrupted (EtcdStore::interrupt)");
+    }
+    if (batch.compacted) return Read::kCompacted;
+    for (const auto& e : batch.events) {
+      auto it = p.present.find(e.kv.key);
+      if (it == p.present.end()) continue;
+      it->second = e.type == etcd::Event::Type::kPut;
+      if (p.get && it->second) p.value = e.kv.value;
+    }
+    if (p.complete()) return Read::kAll;
+    if (deadline.expired()) return Read::kDeadline;
+  }
+}
+
+std::unique_ptr<EtcdStore::Pending> EtcdStore::unpark(const std::vector<std::string>& keys, bool get) {
+  std::lock_guard<std::mutex> lock(watches_mu_);
+  for (auto it = parked_.begin(); it != parked_.end(); ++it) {
+    if ((*it)->keys == keys && (*it)->get == get && (*it)->owner == std::this_thread::get_id()) {
+      std::unique_ptr<Pending> p = std::move(*it);
+      parked_.erase(it);
+      return p;
     }
   }
+  return nullptr;
+}
+
+void EtcdStore::park(std::unique_ptr<Pending> p) {
+  std::lock_guard<std::mutex> lock(watches_mu_);
+  if (interrupted_) return;  // its wait would end at once anyway
+  if (parked_.size() == kMaxParked) parked_.erase(parked_.begin());
+  parked_.push_back(std::move(p));
 }
 
 int64_t EtcdStore::do_add(const std::string& key, int64_t delta) {
   const std::string full = k(key);
   Current cur = read(key);
-  const Deadline retries(client_->request_timeout());
+  const std::string mark = marker_key();
+  const int64_t lease = marker_lease();
+  const Deadline retries(std::min(timeout(), kMarkerLife));
   while (true) {
     const int64_t now = cur.exists ? parse_counter(key, cur.value) : 0;
+    if (delta == 0 && cur.exists) return now;  // a read (polls of a count): no write, no event
     const int64_t next = checked_add(key, now, delta);
     const std::string text = std::to_string(next);
-    const etcd::TxnRequest t =
+    etcd::TxnRequest t =
         write_if_unchanged(full, cur.exists, cur.mod_revision, Bytes(text.begin(), text.end()));
+    t.success.emplace_back(put_of(mark, Bytes(text.begin(), text.end()), lease));
+    t.failure.emplace_back(one_key(mark));
     etcd::TxnResponse r;
     try {
       r = client_->txn(t);
     } catch (const NetworkError& e) {
-      // Lost in flight: unchanged means it was not applied; changed may be our own write.
-      const Current again = read(key);
-      if (again.same_as(cur)) {
-        if (retries.expired()) throw;
-        continue;
-      }
-      DDP_THROW(NetworkError, "etcd store add('", key, "', ", delta,
-                "): the transaction's outcome is unknown and the key has changed since, so the add was not "
-                "repeated (",
-                e.message(), ")");
+      // Lost in flight: the marker says whether it was applied; if not, it never will be once
+      // the key changes, since it holds only on the revision it read.
+      if (auto applied = settle_add(key, delta, mark, retries, e.message(), &cur)) return *applied;
+      continue;
     }
     if (r.succeeded) return next;
-    if (r.responses.empty())
-      DDP_THROW(StoreError, "etcd store add('", key, "'): a failed transaction without its read");
+    if (r.responses.size() != 2)
+      DDP_THROW(StoreError, "etcd store add('", key, "'): a failed transaction without its reads");
+    // An earlier try of this add that applied after all (it was late, not lost): its value.
+    if (const Current marked = Current::of(r.responses[1].range.kvs); marked.exists) {
+      return parse_counter(key, marked.value);
+    }
     cur = Current::of(r.responses.front().range.kvs);
   }
+}
+
+std::optional<int64_t> EtcdStore::settle_add(const std::string& key, int64_t delta, const std::string& mark,
+                                             const Deadline& retries, std::string why, Current* cur) {
+  while (true) {
+    if (retries.expired()) {
+      DDP_THROW(NetworkError, "etcd store add('", key, "', ", delta, "): not applied within ",
+                retries.elapsed().count(), " ms: ", why);
+    }
+    try {
+      const Current marked = Current::of(client_->range(one_key(mark)).kvs);
+      if (marked.exists) return parse_counter(key, marked.value);
+      *cur = read(key);
+      return std::nullopt;
+    } catch (const NetworkError& e) {
+      why = e.message();  // etcd still away: its calls wait for it, up to their own deadline
+    }
+  }
+}
+
+std::string EtcdStore::marker_key() const { return prefix_ + kMarkerInfix + registration_nonce(); }
+
+int64_t EtcdStore::marker_lease() {
+  std::lock_guard<std::mutex> lock(marker_mu_);
+  if (marker_lease_ == 0 || Clock::now() - marker_granted_ > kMarkerLife) {
+    marker_lease_ = client_->grant_lease(2 * kMarkerLife.count() / 1000).id;
+    marker_granted_ = Clock::now();
+  }
+  return marker_lease_;
 }
 
 Bytes EtcdStore::do_compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
@@ -273,7 +373,15 @@ bool EtcdStore::do_delete_key(const std::string& key) {
   return client_->delete_range(etcd::DeleteRangeRequest{k(key), "", false}).deleted > 0;
 }
 
-int64_t EtcdStore::do_num_keys() { return client_->range(all_under(prefix_, true)).count; }
+int64_t EtcdStore::do_num_keys() {
+  etcd::TxnRequest t;
+  t.success.emplace_back(all_under(prefix_, true));
+  t.success.emplace_back(all_under(prefix_ + kMarkerInfix, true));
+  const etcd::TxnResponse r = client_->txn(t);
+  if (r.responses.size() != 2)
+    DDP_THROW(StoreError, "etcd store num_keys: ", r.responses.size(), " answers of 2");
+  return r.responses[0].range.count - r.responses[1].range.count;  // add()'s markers are not keys
+}
 
 EtcdSnapshot EtcdStore::read_prefix(const std::string& key_prefix) {
   const std::string from = k(key_prefix);

@@ -1,29 +1,28 @@
 #pragma once
 // EtcdStore: the Store contract (store.h) over etcd's v3 API (EtcdClient), every key under one
-// prefix ("/ddp/<run_id>/"). The job's state lives in a Raft-replicated cluster, so it outlives
-// any node; several endpoints give fail-over between members.
+// prefix ("/ddp/<run_id>/"): the job's state outlives any node; several endpoints fail over.
 //
-// - set is a put; get a range, then, when the key is missing, a watch from the revision of that
-//   range until the key appears; wait likewise for several keys (one watch over their span).
-//   Neither polls.
+// - set is a put; get/wait a read, then, for keys missing, one watch over their span from the
+//   read's revision (no polling). A get/wait that ends at its deadline parks its watch for the
+//   next get/wait of the same keys: waiting in short slices costs one read and one watch.
 // - add and compare_set read the key, then write by a transaction that holds only if the key
-//   did not change since (its mod_revision, or create_revision 0 when missing), and loop.
-//   A transaction lost in flight (its member died after it went out) is read back: unchanged,
-//   it is tried again; changed, compare_set decides again on what it finds, and add, which
-//   cannot tell whether its own write is the change, throws NetworkError saying so.
-// - num_keys counts the keys under the prefix (a PrefixStore over it counts them all).
-// - Values are bounded by etcd's request limit (--max-request-bytes, 1.5 MiB by default):
-//   larger ones are a StoreError with etcd's message, not the Store's kMaxValueSize.
+//   did not change since (its mod_revision, or create_revision 0 when missing), and loop. One
+//   lost in flight (no answer in time) is decided again: compare_set on what it finds; add by
+//   its marker, a key the transaction writes beside the counter ("<prefix>\x01add/<nonce>",
+//   leased a minute), so an add applies exactly once however often sent (tried up to 30 s).
+// - num_keys counts the keys under the prefix (a PrefixStore over it counts them all), less
+//   add's markers. Values are bounded by etcd's request limit (1.5 MiB by default): larger
+//   ones are a StoreError with etcd's message.
 // - Errors: those of EtcdClient (etcd unreachable: NetworkError naming the members; not etcd,
 //   refused: StoreError); a get/wait past its deadline: TimeoutError naming the keys.
 // - For liveness: keys under a lease (set_with_lease; leases from client()), and watch_prefix,
 //   whose events (PUT, DELETE: a lease expired) name keys relative to the store's prefix.
 // - interrupt() (any thread): the get/wait blocked now, and every later one, ends with a
-//   NetworkError; other calls still work (as TCPStore::interrupt).
-// Thread-safe.
+//   NetworkError; other calls still work (as TCPStore::interrupt). Thread-safe.
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -80,6 +79,7 @@ class EtcdStore final : public Store {
 
  private:
   struct Current;  // a key's value and mod_revision as read (etcd_store.cc)
+  struct Pending;  // a get/wait's watch and what it has seen of its keys (etcd_store.cc)
   class Registered;
   std::string k(const std::string& key) const { return prefix_ + key; }
   Current read(const std::string& key);
@@ -87,12 +87,31 @@ class EtcdStore final : public Store {
   std::vector<std::string> missing(const std::vector<std::string>& keys, int64_t* revision);
   // Blocks until every key exists; returns the value of the last one seen appear.
   void wait_for(const char* op, const std::vector<std::string>& keys, Millis timeout, Bytes* value);
+  // A new Pending for `keys`: nullptr when they are all there already (*value set for a get).
+  std::unique_ptr<Pending> start_wait(const std::vector<std::string>& keys, Bytes* value,
+                                      const Deadline& deadline);
+  enum class Read { kAll, kCompacted, kDeadline };
+  // Reads `p`'s watch until every key is there, its revision was compacted, or the deadline.
+  Read read_until(const char* op, Pending& p, const Deadline& deadline);
+  // This thread's parked Pending for the same keys and kind of call, if any (taken out).
+  std::unique_ptr<Pending> unpark(const std::vector<std::string>& keys, bool get);
+  void park(std::unique_ptr<Pending> p);
+  // After add's transaction was lost: its value if its marker says it was applied, else
+  // nullopt with *cur read again; NetworkError once `retries` passed.
+  std::optional<int64_t> settle_add(const std::string& key, int64_t delta, const std::string& mark,
+                                    const Deadline& retries, std::string why, Current* cur);
+  std::string marker_key() const;  // a new one per add
+  int64_t marker_lease();          // the markers' lease, granted again as it ages
 
   std::shared_ptr<EtcdClient> client_;
   std::string prefix_;
   std::atomic<bool> interrupted_{false};
   std::mutex watches_mu_;
-  std::set<EtcdWatch*> watches_;  // the get/wait watches open now, for interrupt()
+  std::set<EtcdWatch*> watches_;                  // the get/wait watches open now, for interrupt()
+  std::vector<std::unique_ptr<Pending>> parked_;  // guarded by watches_mu_
+  std::mutex marker_mu_;
+  int64_t marker_lease_ = 0;  // guarded by marker_mu_
+  Clock::time_point marker_granted_{};
 };
 
 }  // namespace ddp::rdzv

@@ -35,6 +35,12 @@ void EtcdWatch::cancel() noexcept {
   if (stream_) stream_->cancel();
 }
 
+void EtcdWatch::wake() noexcept {
+  woken_ = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stream_) stream_->wake();
+}
+
 // Opens a stream on member_ unless one is open; backs off once every member failed in turn.
 // False when the deadline passed first.
 bool EtcdWatch::ensure_stream(const Deadline& deadline) {
@@ -131,6 +137,7 @@ EtcdWatchBatch EtcdWatch::next(const Deadline& deadline) {
   EtcdWatchBatch out;
   while (true) {
     if (cancelled_) DDP_THROW(NetworkError, "etcd watch of key '", request_.key, "': cancelled");
+    if (woken_.exchange(false)) return out;
     if (compacted_) {
       out.compacted = true;
       return out;
@@ -151,6 +158,8 @@ EtcdWatchBatch EtcdWatch::next(const Deadline& deadline) {
     }
     if (!line) {
       if (cancelled_) continue;
+      if (woken_.exchange(false)) return out;
+      if (!by.expired()) continue;  // the stream's leftover wake: read on
       if (!created_ && create_by_.expired() && !deadline.expired()) {
         lost("no answer within " + std::to_string(client_->http_options().attempt_timeout.count()) + " ms");
         continue;

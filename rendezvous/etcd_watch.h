@@ -1,18 +1,16 @@
 #pragma once
 // EtcdWatch: the changes to a key, or a range of keys, from a revision on, read from etcd's
 // streamed /v3/watch (one HTTP connection of its own per watch).
-//
 // - Events come in revision order, none missed and none twice: when the member it reads from
-//   is lost (killed, or cut off from its leader: the stream asks etcd to cancel it then), the
-//   watch opens again on another member from the revision after the last event it delivered.
-// - next(deadline) blocks until events come, and returns an empty batch when the deadline
-//   passes. Etcd unreachable on every member until the deadline is a NetworkError naming them;
-//   a watch etcd cancels for another reason (permission) is a StoreError with its reason.
-// - A start revision that etcd compacted away: a batch with `compacted` set, and nothing more
-//   (read the keys again and watch from the revision of that read).
-// - cancel() (any thread, noexcept): a next() blocked now, and every later one, throws a
-//   NetworkError saying the watch was cancelled.
-// The client must outlive nothing: the watch shares it. next() from one thread at a time.
+//   is lost (killed, or cut off from its leader), the watch opens again on another member from
+//   the revision after the last event it delivered.
+// - next(deadline) blocks until events come; an empty batch when the deadline passes. Etcd
+//   unreachable on every member until then: NetworkError naming them; a watch etcd cancels for
+//   another reason (permission): StoreError. A start revision etcd compacted away: a batch with
+//   `compacted` set, and nothing more (read the keys again, watch from that read's revision).
+// - Any thread, noexcept: cancel() makes the next() blocked now, and every later one, throw a
+//   NetworkError; wake() makes the next() blocked now (or the next one) return at once.
+// The watch shares the client. next() from one thread at a time.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -50,6 +48,7 @@ class EtcdWatch {
 
   EtcdWatchBatch next(const Deadline& deadline);
   void cancel() noexcept;
+  void wake() noexcept;
   // The revision the next event will have at least (0 before the stream started from "now").
   int64_t next_revision() const { return next_revision_; }
 
@@ -74,6 +73,7 @@ class EtcdWatch {
   std::mutex mu_;  // guards stream_ against cancel()
   std::unique_ptr<EtcdStream> stream_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> woken_{false};
 };
 
 }  // namespace ddp::rdzv

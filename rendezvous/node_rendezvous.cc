@@ -11,6 +11,8 @@
 namespace ddp::rdzv {
 namespace {
 
+constexpr Millis kFailedCheckInterval{1'000};  // how soon a waiting node sees a broken round
+
 std::string round_prefix(const NodeRendezvousOptions& o) {
   return o.run_id + "/round/" + std::to_string(o.round) + "/";
 }
@@ -120,12 +122,14 @@ void check_shape(Store& store, const std::string& prefix, const NodeRendezvousOp
   }
 }
 
-// Waits for `key`, in slices: between them, a round another node found broken (failed_key) ends
-// the wait, and progress is reported.
+// Waits for `key`, in slices: between them, a round another node found broken (failed_key, read
+// once a second: N waiting nodes make N requests a second of it) ends the wait, and progress is
+// reported.
 void wait_round_key(Store& store, const std::string& key, const Deadline& deadline,
                     const NodeRendezvousOptions& o) {
   const std::string prefix = round_prefix(o);
   Millis next_report = o.progress_interval;
+  Millis next_failed_check{0};
   while (true) {
     if (o.check_interrupt) o.check_interrupt();
     Millis slice = std::min(kNodeRendezvousSlice, deadline.remaining());
@@ -133,8 +137,10 @@ void wait_round_key(Store& store, const std::string& key, const Deadline& deadli
       store.wait({key}, std::max(Millis(1), slice));
       return;
     } catch (const TimeoutError&) {
-      if (store.check({failed_key(prefix)})) {
-        DDP_THROW(InvalidArgument, store.get_string(failed_key(prefix)));
+      if (deadline.elapsed() >= next_failed_check || deadline.expired()) {
+        next_failed_check = deadline.elapsed() + kFailedCheckInterval;
+        if (store.check({failed_key(prefix)}))
+          DDP_THROW(InvalidArgument, store.get_string(failed_key(prefix)));
       }
       if (deadline.expired()) throw_incomplete(store, prefix, o, deadline.elapsed());
       if (o.on_progress && deadline.elapsed() >= next_report) {

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,7 +28,9 @@
 
 #include "common/deadline.h"
 #include "common/error.h"
+#include "common/fd.h"
 #include "common/free_port.h"
+#include "common/socket.h"
 #include "rendezvous/etcd_client.h"
 
 namespace ddp::rdzv::testing {
@@ -105,6 +108,25 @@ class EtcdCluster {
     if (alive(i)) return;
     start(i);
     wait_member(i, Deadline(Millis(60'000)));
+  }
+
+  // The sum of member i's Prometheus samples whose line starts with `name` and contains
+  // `label` (e.g. "grpc_server_msg_received_total", "grpc_method=\"Watch\""), read from its
+  // /metrics over plain HTTP.
+  double metric(int i, const std::string& name, const std::string& label) const {
+    Fd fd = net::connect_tcp({"127.0.0.1", client_ports_.at(i)}, Deadline(Millis(5'000)));
+    const std::string ask = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    net::send_all(fd.get(), ask.data(), ask.size(), Deadline(Millis(5'000)), "etcd /metrics");
+    std::string all;
+    char buf[16 << 10];
+    for (ssize_t n; (n = ::recv(fd.get(), buf, sizeof buf, 0)) > 0;) all.append(buf, static_cast<size_t>(n));
+    double sum = 0;
+    std::istringstream lines(all);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.starts_with(name) || line.find(label) == std::string::npos) continue;
+      sum += std::stod(line.substr(line.rfind(' ') + 1));
+    }
+    return sum;
   }
 
   // The end of member i's log, for failure messages.

@@ -2,7 +2,9 @@
 // losing one member mid-use (calls and blocked waits go on through fail-over) and then a
 // second (calls fail within their deadline naming the members, never hang); leases and
 // prefix watches for liveness (a lease that is not kept alive deletes its key, and a watcher
-// sees the DELETE); interrupt(); etcd's own limits. Each test starts the etcd it needs.
+// sees the DELETE); interrupt(); etcd's own limits; an add whose transaction is lost in flight
+// (tests/rendezvous/etcd_fault_proxy.h) applied exactly once; a wait in slices costing one
+// watch. Each test starts the etcd it needs.
 #include "rendezvous/etcd_store.h"
 
 #include <doctest/doctest.h>
@@ -14,6 +16,7 @@
 
 #include "common/error.h"
 #include "etcd_cluster.h"
+#include "etcd_fault_proxy.h"
 #include "rendezvous/prefix_store.h"
 
 using namespace ddp;
@@ -187,4 +190,72 @@ TEST_CASE("a value beyond etcd's request limit is a StoreError with etcd's messa
   }
   s->set("small", "fits");
   CHECK(s->get_string("small") == "fits");
+}
+
+namespace {
+
+// A store reaching the shared member through `proxy` only; its adds lose their transaction there.
+std::shared_ptr<EtcdStore> store_via(const FaultProxy& proxy, const std::string& prefix) {
+  EtcdStoreOptions o;
+  o.client.endpoints = {proxy.endpoint()};
+  o.client.request_timeout = Millis(10'000);
+  o.prefix = prefix;
+  o.timeout = kLong;
+  return std::make_shared<EtcdStore>(o);
+}
+
+}  // namespace
+
+TEST_CASE("add whose transaction is lost in flight is applied exactly once" * doctest::skip(!have_etcd())) {
+  EtcdCluster& etcd = shared_etcd(1);
+  const net::Endpoint member = net::parse_endpoint(etcd.endpoint(0));
+  // Each loss on a fresh connection (an error the add must settle by its marker) and on a re-used
+  // one (libcurl sends the request again by itself: the add's transaction then fails on the
+  // revision its first send changed, and finds its marker).
+  for (const bool fresh : {true, false}) {
+    for (const auto fault : {FaultProxy::Fault::kDropAnswer, FaultProxy::Fault::kDropRequest}) {
+      const bool applied = fault == FaultProxy::Fault::kDropAnswer;
+      CAPTURE(applied);
+      CAPTURE(fresh);
+      const std::string prefix = unique_prefix(applied ? "lost-answer" : "lost-request");
+      auto direct = store_on(etcd, prefix, Millis(10'000));
+      CHECK(direct->add("n", 1) == 1);
+      FaultProxy proxy(member, "POST /v3/kv/txn", fault, fresh);
+      auto s = store_via(proxy, prefix);
+      CHECK(s->add("n", 1) == 2);  // the lost try counted once, or tried again once
+      CHECK(proxy.fired());
+      CHECK(direct->get_string("n") == "2");
+      CHECK(direct->add("n", 3) == 5);
+      CHECK(direct->num_keys() == 1);  // the add's marker is not a key of the store
+    }
+  }
+}
+
+TEST_CASE("a wait in short slices reads its keys once and keeps one watch" * doctest::skip(!have_etcd())) {
+  EtcdCluster& etcd = shared_etcd(1);
+  auto s = store_on(etcd, unique_prefix("slices"), Millis(10'000));
+  const std::string watches = "grpc_method=\"Watch\"";
+  const std::string txns = "grpc_method=\"Txn\"";
+  const double watch0 = etcd.metric(0, "grpc_server_msg_received_total", watches);
+  const double txn0 = etcd.metric(0, "grpc_server_msg_received_total", txns);
+  constexpr int kSlices = 20;
+  for (int i = 0; i < kSlices; ++i) CHECK_THROWS_AS(s->wait({"late", "later"}, Millis(20)), TimeoutError);
+  std::thread setter([&] {
+    auto other = store_on(etcd, s->prefix(), Millis(10'000));
+    other->set("late", "1");
+    other->set("later", "2");
+  });
+  for (bool done = false; !done;) {
+    try {
+      s->wait({"late", "later"}, Millis(20));
+      done = true;
+    } catch (const TimeoutError&) {
+    }
+  }
+  setter.join();
+  const double watch_calls = etcd.metric(0, "grpc_server_msg_received_total", watches) - watch0;
+  const double txn_calls = etcd.metric(0, "grpc_server_msg_received_total", txns) - txn0;
+  INFO("watch messages ", watch_calls, ", transactions ", txn_calls, " for ", kSlices, "+ slices");
+  CHECK(watch_calls <= 2);  // one create (a progress or cancel message at most beside)
+  CHECK(txn_calls <= 1);    // the first slice's read of which keys are there
 }
