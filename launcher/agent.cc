@@ -38,6 +38,8 @@ struct Agent::Impl {
   AgentOptions o;
   Supervisor supervisor;  // first: blocks the handled signals before any thread exists
   std::unique_ptr<rdzv::Store> store;
+  rdzv::EtcdStore* etcd_store = nullptr;                       // `store`, when it is etcd
+  bool joining = false;                                        // in a round's rendezvous
   std::unique_ptr<rdzv::TCPStore> worker_store;                // file backend: the TCPStore for the workers
   std::unique_ptr<rdzv::mcast::MulticastDiscovery> discovery;  // multicast: alive until round 0 is done
   int multicast_rank = -1;                                     // multicast: the node rank agreed on the group
@@ -56,6 +58,10 @@ struct Agent::Impl {
   bool multi() const { return !l().standalone && l().nnodes_max > 1; }
   void check_interrupt() {
     if (int sig = supervisor.poll_signal()) throw Interrupted{sig};
+    // A patient join (etcd) ends within the liveness's bound once its store is gone for good.
+    if (joining && liveness) {
+      if (auto why = liveness->store_lost()) DDP_THROW(NetworkError, *why);
+    }
   }
 
   rdzv::TCPStoreOptions tcp_options(const std::string& host, uint16_t port, bool server,
@@ -182,6 +188,7 @@ struct Agent::Impl {
   void open_etcd() {
     auto s = open_etcd_store(l(), [this] { check_interrupt(); });
     rendezvous_endpoint = s->client().describe();
+    etcd_store = s.get();
     store_endpoint = etcd_worker_store(l());
     if (token.empty()) {
       auto v = s->compare_set(l().run_id + "/job_token", {}, rdzv::Store::to_bytes(random_hex(16)));
@@ -433,6 +440,23 @@ struct Agent::Impl {
     liveness = std::make_unique<StoreHeartbeat>(std::move(h));
   }
 
+  // While a round's rendezvous runs: etcd's slow answers (a burst of joining launchers) are
+  // waited for up to the rendezvous timeout instead of ending the launcher; check_interrupt ends
+  // the join once the liveness finds etcd lost for good.
+  struct Joining {
+    explicit Joining(Impl* i) : impl(i) {
+      impl->joining = true;
+      if (impl->etcd_store) impl->etcd_store->set_patience(impl->l().rdzv_timeout);
+    }
+    ~Joining() {
+      impl->joining = false;
+      if (impl->etcd_store) impl->etcd_store->set_patience(Millis(0));
+    }
+    Joining(const Joining&) = delete;
+    Joining& operator=(const Joining&) = delete;
+    Impl* impl;
+  };
+
   AgentOutcome run_rounds() {
     start_liveness();
     RoundLoopContext c;
@@ -448,6 +472,7 @@ struct Agent::Impl {
     }
     c.hosting = hosting;
     c.join = [this](int round) {
+      Joining j(this);
       auto a = rendezvous(round);
       if (a) my_rank = a->node_rank;
       return a;

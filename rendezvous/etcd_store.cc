@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <thread>
+#include <utility>
 
 #include "common/error.h"
 #include "rendezvous/node_registration.h"
@@ -21,6 +22,8 @@ constexpr Millis kMarkerLife{30'000};
 constexpr const char* kMarkerInfix =
     "\x01"
     "add/";
+// Between tries of a call etcd did not answer, with patience (set_patience).
+constexpr Millis kPatientPause{200};
 // Parked get/wait watches kept at most (one connection each): a caller waits on one key set at
 // a time per thread.
 constexpr size_t kMaxParked = 4;
@@ -126,7 +129,9 @@ EtcdStore::Current EtcdStore::read(const std::string& key) {
   return Current::of(client_->range(one_key(k(key))).kvs);
 }
 
-void EtcdStore::do_set(const std::string& key, const Bytes& value) { client_->put(put_of(k(key), value)); }
+void EtcdStore::do_set(const std::string& key, const Bytes& value) {
+  patiently([&] { return client_->put(put_of(k(key), value)); });
+}
 
 void EtcdStore::set_with_lease(const std::string& key, const Bytes& value, int64_t lease) {
   if (key.empty()) DDP_THROW(InvalidArgument, "store key must not be empty");
@@ -181,12 +186,18 @@ void EtcdStore::wait_for(const char* op, const std::vector<std::string>& keys, M
   const Deadline deadline(timeout);
   std::unique_ptr<Pending> p = unpark(keys, value != nullptr);
   while (true) {
-    if (!p) p = start_wait(keys, value, deadline);
-    if (!p) return;  // every key was there
     Read r;
-    {
+    try {
+      if (!p) p = start_wait(keys, value, deadline);
+      if (!p) return;  // every key was there
       Registered registered(this, p->watch.get());
       r = read_until(op, *p, deadline);
+    } catch (const NetworkError&) {
+      if (interrupted_ || patience_ms_.load() == 0) throw;
+      p.reset();  // etcd did not answer: read the keys again, within the deadline
+      if (deadline.expired()) throw_wait_timeout(op, keys, deadline.elapsed());
+      std::this_thread::sleep_for(std::min(kPatientPause, deadline.remaining()));
+      continue;
     }
     if (r == Read::kAll) {
       if (value != nullptr) *value = p->value;
@@ -277,9 +288,20 @@ void EtcdStore::park(std::unique_ptr<Pending> p) {
 }
 
 int64_t EtcdStore::do_add(const std::string& key, int64_t delta) {
+  const std::string mark = marker_key();  // one per add, however often it is tried
+  bool again = false;
+  return patiently([&]() -> int64_t {
+    if (std::exchange(again, true)) {
+      const Current marked = Current::of(client_->range(one_key(mark)).kvs);
+      if (marked.exists) return parse_counter(key, marked.value);
+    }
+    return add_once(key, delta, mark);
+  });
+}
+
+int64_t EtcdStore::add_once(const std::string& key, int64_t delta, const std::string& mark) {
   const std::string full = k(key);
   Current cur = read(key);
-  const std::string mark = marker_key();
   const int64_t lease = marker_lease();
   const Deadline retries(std::min(timeout(), kMarkerLife));
   while (true) {
@@ -329,6 +351,19 @@ std::optional<int64_t> EtcdStore::settle_add(const std::string& key, int64_t del
   }
 }
 
+template <typename F>
+auto EtcdStore::patiently(F&& f) -> decltype(f()) {
+  const Deadline patience(Millis(patience_ms_.load()));
+  while (true) {
+    try {
+      return f();
+    } catch (const NetworkError&) {
+      if (interrupted_ || patience.expired()) throw;
+      std::this_thread::sleep_for(std::min(kPatientPause, patience.remaining()));
+    }
+  }
+}
+
 std::string EtcdStore::marker_key() const { return prefix_ + kMarkerInfix + registration_nonce(); }
 
 int64_t EtcdStore::marker_lease() {
@@ -341,6 +376,10 @@ int64_t EtcdStore::marker_lease() {
 }
 
 Bytes EtcdStore::do_compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
+  return patiently([&] { return compare_set_once(key, expected, desired); });
+}
+
+Bytes EtcdStore::compare_set_once(const std::string& key, const Bytes& expected, const Bytes& desired) {
   const std::string full = k(key);
   Current cur = read(key);
   const Deadline retries(client_->request_timeout());
@@ -366,14 +405,20 @@ Bytes EtcdStore::do_compare_set(const std::string& key, const Bytes& expected, c
 
 bool EtcdStore::do_check(const std::vector<std::string>& keys) {
   int64_t revision = 0;
-  return missing(keys, &revision).empty();
+  return patiently([&] { return missing(keys, &revision).empty(); });
 }
 
 bool EtcdStore::do_delete_key(const std::string& key) {
-  return client_->delete_range(etcd::DeleteRangeRequest{k(key), "", false}).deleted > 0;
+  return patiently([&] {
+    return client_->delete_range(etcd::DeleteRangeRequest{k(key), "", false}).deleted > 0;
+  });
 }
 
 int64_t EtcdStore::do_num_keys() {
+  return patiently([&] { return count_keys(); });
+}
+
+int64_t EtcdStore::count_keys() {
   etcd::TxnRequest t;
   t.success.emplace_back(all_under(prefix_, true));
   t.success.emplace_back(all_under(prefix_ + kMarkerInfix, true));

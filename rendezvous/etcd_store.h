@@ -64,6 +64,11 @@ class EtcdStore final : public Store {
   // The changes to keys starting with `key_prefix` from `start_revision` (0: from now).
   std::unique_ptr<EtcdWatch> watch_prefix(const std::string& key_prefix, int64_t start_revision = 0);
   void interrupt() noexcept override;
+  // From now on (any thread), a call etcd does not answer (a NetworkError, not interrupt()) is
+  // tried again until `patience` has passed (a get/wait: until its deadline, then a
+  // TimeoutError); 0 (the default): not at all. For a rendezvous, where a slow etcd (a burst of
+  // joins) should slow the join, not end it: every call here is safe to send again.
+  void set_patience(Millis patience) noexcept { patience_ms_ = patience.count(); }
   // A new client (its own connections) of the same members, under the same prefix.
   std::unique_ptr<Store> clone() override;
 
@@ -87,6 +92,9 @@ class EtcdStore final : public Store {
   std::vector<std::string> missing(const std::vector<std::string>& keys, int64_t* revision);
   // Blocks until every key exists; returns the value of the last one seen appear.
   void wait_for(const char* op, const std::vector<std::string>& keys, Millis timeout, Bytes* value);
+  int64_t add_once(const std::string& key, int64_t delta, const std::string& mark);
+  Bytes compare_set_once(const std::string& key, const Bytes& expected, const Bytes& desired);
+  int64_t count_keys();
   // A new Pending for `keys`: nullptr when they are all there already (*value set for a get).
   std::unique_ptr<Pending> start_wait(const std::vector<std::string>& keys, Bytes* value,
                                       const Deadline& deadline);
@@ -100,12 +108,16 @@ class EtcdStore final : public Store {
   // nullopt with *cur read again; NetworkError once `retries` passed.
   std::optional<int64_t> settle_add(const std::string& key, int64_t delta, const std::string& mark,
                                     const Deadline& retries, std::string why, Current* cur);
+  // f(), tried again while etcd does not answer, within the patience (set_patience).
+  template <typename F>
+  auto patiently(F&& f) -> decltype(f());
   std::string marker_key() const;  // a new one per add
   int64_t marker_lease();          // the markers' lease, granted again as it ages
 
   std::shared_ptr<EtcdClient> client_;
   std::string prefix_;
   std::atomic<bool> interrupted_{false};
+  std::atomic<int64_t> patience_ms_{0};
   std::mutex watches_mu_;
   std::set<EtcdWatch*> watches_;                  // the get/wait watches open now, for interrupt()
   std::vector<std::unique_ptr<Pending>> parked_;  // guarded by watches_mu_

@@ -2,7 +2,9 @@
 // FaultProxy: a TCP proxy in front of one etcd member, for the tests of requests lost in flight.
 // It relays every connection both ways, except the first request whose bytes contain `match`:
 //   kDropAnswer   relayed to etcd, etcd's answer read and thrown away, then the client's
-//                 connection closed: the request was applied and the client cannot know it
+//                 connection closed: the request was applied and the client cannot know. With
+//                 `hold`, every request for that long after it gets no answer either (an etcd
+//                 too slow to answer in time), and its connection is closed then. it
 //   kDropRequest  the client's connection closed without relaying it: never applied
 // Real sockets and a real etcd; only the one answer (or request) goes missing, as when a member
 // dies or a link breaks at that moment. libcurl sends a request again by itself when a connection
@@ -30,11 +32,13 @@ class FaultProxy {
  public:
   enum class Fault { kDropAnswer, kDropRequest };
 
-  FaultProxy(net::Endpoint target, std::string match, Fault fault, bool one_answer_per_connection = false)
+  FaultProxy(net::Endpoint target, std::string match, Fault fault, bool one_answer_per_connection = false,
+             Millis hold = Millis(0))
       : target_(std::move(target)),
         match_(std::move(match)),
         fault_(fault),
-        single_(one_answer_per_connection) {
+        single_(one_answer_per_connection),
+        hold_(hold) {
     listener_ = net::listen_tcp({.host = "127.0.0.1", .port = 0});
     port_ = net::local_port(listener_.get());
     acceptor_ = std::thread([this] { accept_loop(); });
@@ -84,6 +88,7 @@ class FaultProxy {
         const int to = i == 0 ? server.get() : client.get();
         const ssize_t n = ::recv(from, buf, sizeof buf, 0);
         if (n <= 0) return;
+        if (i == 0 && Clock::now() < silent_until_.load()) return stay_silent();
         if (i == 0 && !fired_ &&
             std::string_view(buf, static_cast<size_t>(n)).find(match_) != std::string::npos) {
           fired_ = true;
@@ -95,6 +100,11 @@ class FaultProxy {
         if (i == 1 && single_ && answer_complete(&answer, buf, static_cast<size_t>(n))) return;
       }
     }
+  }
+
+  // Until the hold is over (or stop_): no answer.
+  void stay_silent() const {
+    while (!stop_ && Clock::now() < silent_until_.load()) std::this_thread::sleep_for(Millis(kTickMs));
   }
 
   // Appends an answer's bytes; true once its head and Content-Length bytes of body are in.
@@ -115,7 +125,11 @@ class FaultProxy {
     while (!stop_ && !deadline.expired()) {
       pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
       if (::poll(p, 2, kTickMs) <= 0) continue;
-      if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) return;  // the answer: thrown away
+      if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {  // the answer: thrown away
+        silent_until_ = Clock::now() + hold_;
+        stay_silent();
+        return;
+      }
       if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
         const ssize_t n = ::recv(client, buf, sizeof buf, 0);
         if (n <= 0 || ::send(server, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) return;
@@ -127,10 +141,12 @@ class FaultProxy {
   std::string match_;
   Fault fault_;
   bool single_;
+  Millis hold_;
   Fd listener_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> fired_{false};
+  std::atomic<Clock::time_point> silent_until_{};
   std::mutex mu_;
   std::vector<std::thread> pumps_;
   std::thread acceptor_;

@@ -195,10 +195,11 @@ TEST_CASE("a value beyond etcd's request limit is a StoreError with etcd's messa
 namespace {
 
 // A store reaching the shared member through `proxy` only; its adds lose their transaction there.
-std::shared_ptr<EtcdStore> store_via(const FaultProxy& proxy, const std::string& prefix) {
+std::shared_ptr<EtcdStore> store_via(const FaultProxy& proxy, const std::string& prefix,
+                                     Millis request_timeout = Millis(10'000)) {
   EtcdStoreOptions o;
   o.client.endpoints = {proxy.endpoint()};
-  o.client.request_timeout = Millis(10'000);
+  o.client.request_timeout = request_timeout;
   o.prefix = prefix;
   o.timeout = kLong;
   return std::make_shared<EtcdStore>(o);
@@ -258,4 +259,25 @@ TEST_CASE("a wait in short slices reads its keys once and keeps one watch" * doc
   INFO("watch messages ", watch_calls, ", transactions ", txn_calls, " for ", kSlices, "+ slices");
   CHECK(watch_calls <= 2);  // one create (a progress or cancel message at most beside)
   CHECK(txn_calls <= 1);    // the first slice's read of which keys are there
+}
+
+TEST_CASE("with patience, a call etcd answers too late is sent again; without, it is a NetworkError" *
+          doctest::skip(!have_etcd())) {
+  EtcdCluster& etcd = shared_etcd(1);
+  const net::Endpoint member = net::parse_endpoint(etcd.endpoint(0));
+  const Millis request(1'000), held(3'000);  // the answer held past the request's timeout
+  for (const bool patient : {false, true}) {
+    CAPTURE(patient);
+    FaultProxy proxy(member, "POST /v3/kv/txn", FaultProxy::Fault::kDropAnswer, true, held);
+    auto s = store_via(proxy, unique_prefix(patient ? "patient" : "impatient"), request);
+    const Bytes v = Store::to_bytes("v");
+    if (patient) {
+      s->set_patience(Millis(20'000));
+      CHECK(s->compare_set("k", {}, v) == v);  // decided again on what it finds: its own write
+      CHECK(s->get_string("k") == "v");
+    } else {
+      CHECK_THROWS_AS(s->compare_set("k", {}, v), NetworkError);
+    }
+    CHECK(proxy.fired());
+  }
 }
