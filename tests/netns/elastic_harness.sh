@@ -1,7 +1,8 @@
 # elastic_harness.sh: what the elastic tests across emulated hosts share (hosts_elastic_test.sh,
-# hosts_in_place*_test.sh): ddp-launch on hosts of tests/netns/hosts.sh, over a tcp rendezvous
-# that host 1's launcher serves. Sourced by bash (after `set -uo pipefail`), with $bin (the
-# directory of ddp-launch) and $src (the source directory) set. Contract:
+# hosts_in_place*_test.sh, hosts_false_eviction_test.sh, hosts_etcd*_test.sh): ddp-launch on
+# hosts of tests/netns/hosts.sh, over a tcp rendezvous that host 1's launcher serves. Sourced by
+# bash (after `set -uo pipefail`), with $bin (the directory of ddp-launch) and $src (the source
+# directory) set. Contract:
 #
 #   harness_up NAME N   not root or a tool missing: exit 77 (ctest: Skipped). Else hosts 1..N in
 #                       set $p (stale sets of dead tests removed first), run id $run_id=NAME<pid>,
@@ -18,6 +19,15 @@
 #                       fail "WHAT within SECS s" if it does not.
 #   fail MSG            the tail of every host's log, "FAIL: MSG", exit 1.
 #   assert_clean H...   fail when /dev/shm of a host H holds anything or a process of $run_id lives.
+#   value_implied STEPS the committed value ddp_elastic_probe --print-steps must finish with: each
+#                       step's world summed over steps 1..STEPS, from every host's log (the last
+#                       print of a step by time wins: a rolled-back step is taken again, later;
+#                       a lost host's prints count, since a survivor may have synced its steps).
+#                       Empty when a step was never printed.
+#   assert_done_implied STEPS H...   every worker that finished on the hosts H ("done" lines; at
+#                       least one per host) took STEPS steps and holds value_implied STEPS: the
+#                       state is the same on every rank and what the steps imply. Sets $implied
+#                       to that value.
 hosts="sh $src/tests/netns/hosts.sh"
 
 harness_up() {
@@ -77,4 +87,23 @@ assert_clean() {
   done
   left=$(grep -lzx "DDP_RUN_ID=$run_id" /proc/[0-9]*/environ 2> /dev/null)
   [ -z "$left" ] || fail "processes of the job are left: $left"
+}
+
+value_implied() {
+  cat "$out"/host*.log | awk '/^elastic_job step / { print $NF, $3, $7 }' | sort -n |
+    awk -v n="$1" '{ w[$2] = $3 } END { for (s = 1; s <= n; s++) { if (!(s in w)) exit; v += w[s] } print v }'
+}
+
+assert_done_implied() {
+  local steps=$1 h line
+  shift
+  implied=$(value_implied "$steps")
+  [ -n "$implied" ] || fail "a step of 1..$steps was never printed"
+  for h in "$@"; do
+    grep -q "^done pid=" "$out/host$h.log" || fail "no worker finished on host $h"
+    while read -r line; do
+      [[ "$line" =~ ^done\ pid=[0-9]+\ value=$implied\ steps=$steps$ ]] ||
+        fail "host $h: '$line', not value=$implied (what the steps imply) steps=$steps"
+    done < <(grep "^done pid=" "$out/host$h.log")
+  done
 }

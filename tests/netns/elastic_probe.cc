@@ -1,22 +1,20 @@
-// ddp_elastic_probe: a worker for the in-place tests (hosts_in_place_test.sh). Trains a counter
+// ddp_elastic_probe: a worker for the in-place tests (tests/netns/hosts_*_test.sh). Trains a counter
 // through ddp::elastic::run: each step all_reduces ones over the group, adds the sum and commits.
 // Prints "group pid=<pid> round=<r> rank=<rank> world=<w>" for every group it forms, and at the
 // end "done pid=<pid> value=<v> steps=<n>". Steps are paced (STEP_MS) so a test can act mid-run.
-// With --print-steps, one line per step as bench/elastic_job.py prints them (bench/elastic.sh):
-// "elastic_job step <s> rank <r> world <w> restart <TORCHELASTIC_RESTART_COUNT> t <unix time, s>".
-// With --restart, the same steps printed so, by a plain worker that does not recover in place: its
-// group from the launcher's environment (ddp::init_process_group), no ddp::elastic; a failure exits
-// 1 and the launcher starts it again (bench/elastic.sh's "cpp-restart" path: the same program both
-// ways; hosts_restart_test.sh).
-// With --stall-on-change (hosts_in_place_test.sh MAX_RESTARTS), a worker of the job's first attempt
-// (TORCHELASTIC_RESTART_COUNT 0) whose step in a group of more than one fails with a
-// NetworkError (a lost peer, or the round's MembershipChanged) prints "stalled pid=<pid>: <why>"
-// and waits until it is stopped instead of re-joining: a worker stuck in its own code, which its
-// launcher must restart. (A group of one that grows re-joins as usual.)
-// With --exit-on-change, such a worker prints "exited pid=<pid>: <why>" and exits 3 instead: a
-// moved worker that dies, which its launcher must count as a failure and restart.
-// usage: ddp_elastic_probe STEPS STEP_MS [--print-steps | --restart | --stall-on-change |
-//        --exit-on-change]   (STEPS 0: until stopped)
+// --print-steps: a line per step, as bench/elastic_job.py prints them ("elastic_job step <s> rank
+// <r> world <w> restart <TORCHELASTIC_RESTART_COUNT> t <unix time, s>"): the value the steps imply
+// (elastic_harness.sh) is checked against "done". --restart: a plain worker (no ddp::elastic; its
+// group from the launcher's environment, a failure exits 1 for the launcher to restart it; steps
+// printed; bench/elastic.sh's "cpp-restart", hosts_restart_test.sh). --stall-on-change: in the
+// job's first attempt, a step in a group of more than one failing with a NetworkError (a lost
+// peer, MembershipChanged) prints "stalled pid=<pid>: <why>" and waits to be stopped: a worker
+// stuck in its own code, which its launcher must restart. --exit-on-change: prints "exited
+// pid=<pid>: <why>" and exits 3 instead: a moved worker that dies. --slow-on-group MS: each group
+// this process re-forms after a change waits MS in on_group, before its state sync (a slow
+// rebuild; the window in which hosts_in_place_second_loss_test.sh loses another node).
+// usage: ddp_elastic_probe STEPS STEP_MS [--print-steps] [--restart | --stall-on-change |
+//        --exit-on-change] [--slow-on-group MS]   (STEPS 0: until stopped)
 #include <unistd.h>
 
 #include <chrono>
@@ -76,25 +74,50 @@ void step(ddp::comm::ProcessGroup& g, Counter& state, bool print_steps) {
   while (true) ::pause();
 }
 
-enum class Mode { kInPlace, kPrintSteps, kRestart, kStall, kExit };
-
-std::optional<Mode> mode_of(int argc, char** argv) {
-  if (argc == 3) return Mode::kInPlace;
-  if (argc != 4) return std::nullopt;
-  const std::string_view flag = argv[3];
-  if (flag == "--print-steps") return Mode::kPrintSteps;
-  if (flag == "--restart") return Mode::kRestart;
-  if (flag == "--stall-on-change") return Mode::kStall;
-  if (flag == "--exit-on-change") return Mode::kExit;
-  return std::nullopt;
-}
+enum class Mode { kInPlace, kRestart, kStall, kExit };
 
 struct Run {
-  Mode mode;
-  int64_t steps;
-  std::chrono::milliseconds pace;
+  Mode mode = Mode::kInPlace;
+  bool print_steps = false;
+  std::chrono::milliseconds slow_on_group{0};
+  int64_t steps = 0;
+  std::chrono::milliseconds pace{0};
   bool more(const Counter& state) const { return steps == 0 || state.step < steps; }
 };
+
+// STEPS STEP_MS [flags]; nullopt on a usage error.
+std::optional<Run> parse(int argc, char** argv) {
+  if (argc < 3) return std::nullopt;
+  Run r;
+  r.steps = std::atoll(argv[1]);
+  r.pace = std::chrono::milliseconds(std::atoi(argv[2]));
+  bool moded = false;
+  auto set_mode = [&](Mode m) {
+    if (moded) return false;
+    moded = true;
+    r.mode = m;
+    return true;
+  };
+  for (int i = 3; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    bool ok = true;
+    if (flag == "--print-steps") {
+      r.print_steps = true;
+    } else if (flag == "--restart") {
+      ok = set_mode(Mode::kRestart);
+    } else if (flag == "--stall-on-change") {
+      ok = set_mode(Mode::kStall);
+    } else if (flag == "--exit-on-change") {
+      ok = set_mode(Mode::kExit);
+    } else if (flag == "--slow-on-group" && i + 1 < argc) {
+      r.slow_on_group = std::chrono::milliseconds(std::atoi(argv[++i]));
+    } else {
+      ok = false;
+    }
+    if (!ok) return std::nullopt;
+  }
+  return r;
+}
 
 void print_group(int round, const ddp::comm::ProcessGroup& g) {
   std::printf("group pid=%d round=%d rank=%d world=%d\n", static_cast<int>(::getpid()), round, g.rank(),
@@ -116,13 +139,16 @@ void run_in_place(const Run& r, Counter& state) {
                                  ddp::settings::int_value(ddp::settings::kTorchelasticRestartCount) == 0;
   ddp::elastic::Session session;
   ddp::elastic::RunOptions ro;
-  ro.on_group = [&](const ddp::comm::ProcessGroupPtr& g) { print_group(session.round(), *g); };
+  ro.on_group = [&](const ddp::comm::ProcessGroupPtr& g) {
+    print_group(session.round(), *g);
+    if (session.rounds() > 1) std::this_thread::sleep_for(r.slow_on_group);
+  };
   ddp::elastic::run(
       session, state,
       [&](const ddp::comm::ProcessGroupPtr& g) {
         for (; r.more(state); std::this_thread::sleep_for(r.pace)) {
           try {
-            step(*g, state, r.mode == Mode::kPrintSteps);
+            step(*g, state, r.print_steps);
           } catch (const ddp::NetworkError& e) {
             if (give_up_on_change && g->size() > 1) give_up(e, r.mode == Mode::kExit);
             throw;
@@ -135,20 +161,19 @@ void run_in_place(const Run& r, Counter& state) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::optional<Mode> mode = mode_of(argc, argv);
-  if (!mode) {
+  const std::optional<Run> run = parse(argc, argv);
+  if (!run) {
     std::fprintf(stderr,
-                 "usage: ddp_elastic_probe STEPS STEP_MS [--print-steps | --restart | --stall-on-change | "
-                 "--exit-on-change]\n");
+                 "usage: ddp_elastic_probe STEPS STEP_MS [--print-steps] [--restart | --stall-on-change | "
+                 "--exit-on-change] [--slow-on-group MS]\n");
     return 2;
   }
-  const Run run{*mode, std::atoll(argv[1]), std::chrono::milliseconds(std::atoi(argv[2]))};
   try {
     Counter state;
-    if (run.mode == Mode::kRestart) {
-      run_restart(run, state);
+    if (run->mode == Mode::kRestart) {
+      run_restart(*run, state);
     } else {
-      run_in_place(run, state);
+      run_in_place(*run, state);
     }
     std::printf("done pid=%d value=%lld steps=%lld\n", static_cast<int>(::getpid()),
                 static_cast<long long>(state.value), static_cast<long long>(state.step));
