@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -66,6 +67,24 @@ etcd::TxnRequest write_if_unchanged(const std::string& key, bool exists, int64_t
   t.failure.emplace_back(one_key(key));
   return t;
 }
+
+// A transaction that lost to another writer of its key waits a random while before it reads
+// again, up to twice as long each time (capped): N launchers adding to one counter at once are
+// spread out, instead of all trying again together (about N^2 / 2 transactions, most lost).
+class ConflictBackoff {
+ public:
+  void conflict() {
+    const int64_t cap = std::min(kMaxPause.count(), kFirstPause.count() << std::min(conflicts_++, 8));
+    std::uniform_int_distribution<int64_t> pause(0, cap);
+    std::this_thread::sleep_for(Millis(pause(rng_)));
+  }
+
+ private:
+  static constexpr Millis kFirstPause{5};
+  static constexpr Millis kMaxPause{500};
+  int conflicts_ = 0;
+  std::minstd_rand rng_{std::random_device{}()};
+};
 
 }  // namespace
 
@@ -302,8 +321,9 @@ int64_t EtcdStore::do_add(const std::string& key, int64_t delta) {
 int64_t EtcdStore::add_once(const std::string& key, int64_t delta, const std::string& mark) {
   const std::string full = k(key);
   Current cur = read(key);
-  const int64_t lease = marker_lease();
+  int64_t lease = marker_lease();
   const Deadline retries(std::min(timeout(), kMarkerLife));
+  ConflictBackoff backoff;
   while (true) {
     const int64_t now = cur.exists ? parse_counter(key, cur.value) : 0;
     if (delta == 0 && cur.exists) return now;  // a read (polls of a count): no write, no event
@@ -321,6 +341,12 @@ int64_t EtcdStore::add_once(const std::string& key, int64_t delta, const std::st
       // the key changes, since it holds only on the revision it read.
       if (auto applied = settle_add(key, delta, mark, retries, e.message(), &cur)) return *applied;
       continue;
+    } catch (const StoreError& e) {
+      // The markers' lease expired before a slow etcd applied this (it refused all of it): a
+      // new lease, and again.
+      if (e.message().find("requested lease not found") == std::string::npos) throw;
+      lease = marker_lease(lease);
+      continue;
     }
     if (r.succeeded) return next;
     if (r.responses.size() != 2)
@@ -330,6 +356,7 @@ int64_t EtcdStore::add_once(const std::string& key, int64_t delta, const std::st
       return parse_counter(key, marked.value);
     }
     cur = Current::of(r.responses.front().range.kvs);
+    backoff.conflict();
   }
 }
 
@@ -366,9 +393,9 @@ auto EtcdStore::patiently(F&& f) -> decltype(f()) {
 
 std::string EtcdStore::marker_key() const { return prefix_ + kMarkerInfix + registration_nonce(); }
 
-int64_t EtcdStore::marker_lease() {
+int64_t EtcdStore::marker_lease(int64_t gone) {
   std::lock_guard<std::mutex> lock(marker_mu_);
-  if (marker_lease_ == 0 || Clock::now() - marker_granted_ > kMarkerLife) {
+  if (marker_lease_ == 0 || marker_lease_ == gone || Clock::now() - marker_granted_ > kMarkerLife) {
     marker_lease_ = client_->grant_lease(2 * kMarkerLife.count() / 1000).id;
     marker_granted_ = Clock::now();
   }
@@ -383,6 +410,7 @@ Bytes EtcdStore::compare_set_once(const std::string& key, const Bytes& expected,
   const std::string full = k(key);
   Current cur = read(key);
   const Deadline retries(client_->request_timeout());
+  ConflictBackoff backoff;
   while (true) {
     const bool match = cur.exists ? cur.value == expected : expected.empty();
     if (!match) return cur.exists ? cur.value : expected;
@@ -400,6 +428,7 @@ Bytes EtcdStore::compare_set_once(const std::string& key, const Bytes& expected,
       DDP_THROW(StoreError, "etcd store compare_set('", key, "'): a failed transaction without its read");
     }
     cur = Current::of(r.responses.front().range.kvs);
+    backoff.conflict();
   }
 }
 

@@ -112,7 +112,8 @@ class EtcdStore final : public Store {
   template <typename F>
   auto patiently(F&& f) -> decltype(f());
   std::string marker_key() const;  // a new one per add
-  int64_t marker_lease();          // the markers' lease, granted again as it ages
+  // The markers' lease, granted again as it ages, or when it is `gone` (etcd found it expired).
+  int64_t marker_lease(int64_t gone = 0);
 
   std::shared_ptr<EtcdClient> client_;
   std::string prefix_;

@@ -67,10 +67,11 @@ std::string failed_key(const std::string& prefix) { return prefix + "failed"; }
   DDP_THROW(InvalidArgument, why);
 }
 
-// Claims a node rank: the requested one (static), else the arrival index.
+// Claims a node rank: the requested one (static), else the arrival index (set in *arrival).
 int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
-               const Registration& mine) {
+               const Registration& mine, int64_t* arrival_out) {
   const int64_t arrival = store.add(prefix + "arrived", 1) - 1;
+  *arrival_out = arrival;
   const std::string text = encode(mine);
   int rank = mine.info.requested_rank;
   if (rank < 0) {
@@ -122,11 +123,11 @@ void check_shape(Store& store, const std::string& prefix, const NodeRendezvousOp
   }
 }
 
-// Waits for `key`, in slices: between them, a round another node found broken (failed_key, read
+// Waits for `keys`, in slices: between them, a round another node found broken (failed_key, read
 // once a second: N waiting nodes make N requests a second of it) ends the wait, and progress is
 // reported.
-void wait_round_key(Store& store, const std::string& key, const Deadline& deadline,
-                    const NodeRendezvousOptions& o) {
+void wait_round_keys(Store& store, const std::vector<std::string>& keys, const Deadline& deadline,
+                     const NodeRendezvousOptions& o) {
   const std::string prefix = round_prefix(o);
   Millis next_report = o.progress_interval;
   Millis next_failed_check{0};
@@ -134,7 +135,7 @@ void wait_round_key(Store& store, const std::string& key, const Deadline& deadli
     if (o.check_interrupt) o.check_interrupt();
     Millis slice = std::min(kNodeRendezvousSlice, deadline.remaining());
     try {
-      store.wait({key}, std::max(Millis(1), slice));
+      store.wait(keys, std::max(Millis(1), slice));
       return;
     } catch (const TimeoutError&) {
       if (deadline.elapsed() >= next_failed_check || deadline.expired()) {
@@ -235,9 +236,15 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
   const std::string prefix = round_prefix(o);
   check_shape(store, prefix, o, self);
   Registration mine{self, o.nnodes, nonce()};
-  const int rank = claim_rank(store, prefix, o, mine);
-  if (store.add(prefix + "registered", 1) == o.nnodes) publish_layout(store, prefix, o, self, deadline);
-  wait_round_key(store, prefix + "layout", deadline, o);
+  int64_t arrival = 0;
+  const int rank = claim_rank(store, prefix, o, mine, &arrival);
+  if (arrival == o.nnodes - 1) {  // the last to arrive: once every node registered, the layout
+    std::vector<std::string> nodes;
+    for (int r = 0; r < o.nnodes; ++r) nodes.push_back(node_key(prefix, r));
+    wait_round_keys(store, nodes, deadline, o);
+    publish_layout(store, prefix, o, self, deadline);
+  }
+  wait_round_keys(store, {prefix + "layout"}, deadline, o);
   const Layout l = decode_layout(prefix + "layout", store.get(prefix + "layout"), o.nnodes);
 
   NodeAssignment a;

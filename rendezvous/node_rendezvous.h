@@ -7,10 +7,11 @@
 //
 // Keys under the round's prefix: "shape" (the first node's nnodes and rank mode: each node
 // compares its own), "arrived" (the arrival count), "node/<rank>" (each node's registration),
-// "registered" (a count), "layout" (every node's host, id and nproc, and MASTER_ADDR). The node
-// whose registration completes the count reads the N registrations and writes the layout; every
-// node waits for that one key. So a round costs O(1) requests per node and O(N) at the last
-// one: N nodes reading N registrations each (N^2 at one store) took 20 s at 512 nodes.
+// "layout" (every node's host, id and nproc, and MASTER_ADDR). The last node to arrive waits
+// for the N registrations, reads them and writes the layout; every node waits for that one key.
+// So a round costs O(1) requests per node and O(N) at the last one (N nodes reading N
+// registrations each, N^2 at one store, took 20 s at 512 nodes), and one counter, not two, that
+// every node writes at once (on etcd each write to it is a transaction that others can void).
 // A node that never arrives makes every caller fail with a TimeoutError within the timeout,
 // saying how many nodes arrived out of how many.
 #include <functional>

@@ -92,7 +92,7 @@ TEST_CASE("a round costs O(1) requests per node: only the last to register reads
   for (const auto& v : views) {
     node_gets += v->node_gets;
     readers += v->node_gets > 0 ? 1 : 0;
-    CHECK(v->others <= 6);  // shape, arrived, node/<rank>, registered, layout (get) and its set
+    CHECK(v->others <= 6);  // shape, arrived, node/<rank>, the layout (wait, get) and its set
   }
   CHECK(node_gets == kNodes);
   CHECK(readers == 1);
@@ -103,7 +103,7 @@ TEST_CASE("a malformed layout is a StoreError naming its key") {
                              R"({"master_addr":"a","restarts":0,"nodes":[["h0","",0],["h1","",1]]})"}) {
     CAPTURE(layout);
     HashStore s;
-    s.add("job/round/0/registered", 5);  // this node does not complete the count: it reads the layout
+    // h0 arrives first of 2: it does not write the layout, it reads it
     s.set("job/round/0/layout", layout);
     CHECK_THROWS_WITH_AS(node_rendezvous(s, node("h0", 1), opts(2)), doctest::Contains("job/round/0/layout"),
                          StoreError);
@@ -336,7 +336,7 @@ TEST_CASE("a malformed registration in the store is a StoreError naming its key,
             std::string(
                 R"({"host":"h1","addresses":["10.0.0.1"],"requested_rank":1,"nnodes":2,"nonce":"n","nproc":)") +
             nproc + "}"));
-    s.add("job/round/0/registered", 1);  // node 1 registered: h0 completes the count, reads both
+    s.add("job/round/0/arrived", 1);  // node 1 arrived and registered: h0, the last, reads both
     CHECK_THROWS_WITH_AS(node_rendezvous(s, node("h0", 1, 0), opts(2)),
                          doctest::Contains("registration under 'job/round/0/node/1'"), StoreError);
   }
