@@ -8,10 +8,8 @@
 // Keys under the round's prefix: "shape" (the first node's nnodes and rank mode: each node
 // compares its own), "arrived" (the arrival count), "node/<rank>" (each node's registration),
 // "layout" (every node's host, id and nproc, and MASTER_ADDR). The last node to arrive waits
-// for the N registrations, reads them and writes the layout; every node waits for that one key.
-// So a round costs O(1) requests per node and O(N) at the last one (N nodes reading N
-// registrations each, N^2 at one store, took 20 s at 512 nodes), and one counter, not two, that
-// every node writes at once (on etcd each write to it is a transaction that others can void).
+// for the N registrations, reads them and writes the layout; every node waits for that key: O(1)
+// requests per node, O(N) at the last (not N^2 at one store), one counter that all nodes write.
 // A node that never arrives makes every caller fail with a TimeoutError within the timeout,
 // saying how many nodes arrived out of how many.
 #include <functional>
