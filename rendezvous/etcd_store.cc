@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <random>
 #include <thread>
 #include <utility>
 
@@ -67,24 +66,6 @@ etcd::TxnRequest write_if_unchanged(const std::string& key, bool exists, int64_t
   t.failure.emplace_back(one_key(key));
   return t;
 }
-
-// A transaction that lost to another writer of its key waits a random while before it reads
-// again, up to twice as long each time (capped): N launchers adding to one counter at once are
-// spread out, instead of all trying again together (about N^2 / 2 transactions, most lost).
-class ConflictBackoff {
- public:
-  void conflict() {
-    const int64_t cap = std::min(kMaxPause.count(), kFirstPause.count() << std::min(conflicts_++, 8));
-    std::uniform_int_distribution<int64_t> pause(0, cap);
-    std::this_thread::sleep_for(Millis(pause(rng_)));
-  }
-
- private:
-  static constexpr Millis kFirstPause{5};
-  static constexpr Millis kMaxPause{500};
-  int conflicts_ = 0;
-  std::minstd_rand rng_{std::random_device{}()};
-};
 
 }  // namespace
 
@@ -323,7 +304,6 @@ int64_t EtcdStore::add_once(const std::string& key, int64_t delta, const std::st
   Current cur = read(key);
   int64_t lease = marker_lease();
   const Deadline retries(std::min(timeout(), kMarkerLife));
-  ConflictBackoff backoff;
   while (true) {
     const int64_t now = cur.exists ? parse_counter(key, cur.value) : 0;
     if (delta == 0 && cur.exists) return now;  // a read (polls of a count): no write, no event
@@ -356,7 +336,6 @@ int64_t EtcdStore::add_once(const std::string& key, int64_t delta, const std::st
       return parse_counter(key, marked.value);
     }
     cur = Current::of(r.responses.front().range.kvs);
-    backoff.conflict();
   }
 }
 
@@ -410,7 +389,6 @@ Bytes EtcdStore::compare_set_once(const std::string& key, const Bytes& expected,
   const std::string full = k(key);
   Current cur = read(key);
   const Deadline retries(client_->request_timeout());
-  ConflictBackoff backoff;
   while (true) {
     const bool match = cur.exists ? cur.value == expected : expected.empty();
     if (!match) return cur.exists ? cur.value : expected;
@@ -428,7 +406,6 @@ Bytes EtcdStore::compare_set_once(const std::string& key, const Bytes& expected,
       DDP_THROW(StoreError, "etcd store compare_set('", key, "'): a failed transaction without its read");
     }
     cur = Current::of(r.responses.front().range.kvs);
-    backoff.conflict();
   }
 }
 
