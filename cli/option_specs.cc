@@ -15,7 +15,8 @@ constexpr std::string_view kLogs = "Logs";
 constexpr std::string_view kWorkers = "Worker environment";
 constexpr std::string_view kProgram = "Program";
 
-std::vector<OptionSpec> build() {
+// Nodes, ranks and addresses.
+std::vector<OptionSpec> layout_options() {
   using K = ValueKind;
   return {
       {"nproc_per_node", K::kIntOrString, kLayout,
@@ -41,6 +42,13 @@ std::vector<OptionSpec> build() {
        "Single node, nothing else needed: a private store on 127.0.0.1 and a free MASTER_PORT "
        "(--rdzv-backend, --rdzv-endpoint and --node-rank are ignored, with a warning)",
        "", "", true, true},
+  };
+}
+
+// The rendezvous.
+std::vector<OptionSpec> rdzv_options() {
+  using K = ValueKind;
+  return {
       {"rdzv_backend", K::kString, kRdzv,
        "static | tcp (alias c10d) | file | multicast | etcd (aliases etcd-v2, etcd-v3: we speak etcd's "
        "v3 API; torchrun's etcd backends speak v2, off by default since etcd 3.4 and gone in 3.6). "
@@ -68,6 +76,13 @@ std::vector<OptionSpec> build() {
        "The address other nodes reach this node at; unset: the source address of the route to the "
        "store, else the first non-loopback interface address",
        "", "", true, true},
+  };
+}
+
+// Restarts, heartbeats and shutdown.
+std::vector<OptionSpec> supervision_options() {
+  using K = ValueKind;
+  return {
       {"max_restarts", K::kInt, kSupervision,
        "Restart every node's workers up to this many times after a failure", "0", "", true, true},
       {"monitor_interval", K::kSeconds, kSupervision, "Seconds between checks of other nodes' state", "0.1",
@@ -77,6 +92,13 @@ std::vector<OptionSpec> build() {
       {"signals_to_handle", K::kString, kSupervision,
        "Signals forwarded to the workers, e.g. SIGINT,SIGTERM or INT,TERM",
        "SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2", "", true, true},
+  };
+}
+
+// Logs.
+std::vector<OptionSpec> log_options() {
+  using K = ValueKind;
+  return {
       {"log_dir", K::kString, kLogs,
        "Write <log-dir>/<run-id>/attempt_<n>/<rank>/{stdout,stderr}.log (run id 'none': none_<random>, "
        "per node); another job's files are never opened",
@@ -108,6 +130,13 @@ std::vector<OptionSpec> build() {
        "", "", true, true},
       {"duplicate_stderr_filters", K::kString, kLogs, "As --duplicate-stdout-filters, for stderr", "", "",
        true, true},
+  };
+}
+
+// The workers' environment.
+std::vector<OptionSpec> worker_options() {
+  using K = ValueKind;
+  return {
       {"numa_binding", K::kString, kWorkers,
        "torchrun's --numa-binding: node or socket = --cpu-bind numa with memory preferred on the "
        "rank's NUMA node; exclusive or core-complex = --cpu-bind cores",
@@ -121,6 +150,13 @@ std::vector<OptionSpec> build() {
        "none", "", true, true},
       {"env", K::kKeyValues, kWorkers,
        "KEY=VALUE added to every worker's environment (repeatable; JSON: an object)", "", "", true, true},
+  };
+}
+
+// The program and the config.
+std::vector<OptionSpec> program_options() {
+  using K = ValueKind;
+  return {
       {"no_python", K::kBool, kProgram, "Run PROGRAM as given even when it ends in .py", "", "", true, true},
       {"run_path", K::kBool, kProgram,
        "Run PROGRAM with the Python interpreter whatever its name ends in (torchrun's --run-path)", "", "",
@@ -137,6 +173,15 @@ std::vector<OptionSpec> build() {
        "The program and its arguments (config only; the command line's PROGRAM wins)", "", "", true, false},
       {"config", K::kString, kProgram, "JSON job config (see configs/ and its schema)", "", "", false, true},
   };
+}
+
+std::vector<OptionSpec> build() {
+  std::vector<OptionSpec> all;
+  for (const auto& part : {layout_options(), rdzv_options(), supervision_options(), log_options(),
+                           worker_options(), program_options()}) {
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
 }
 
 }  // namespace

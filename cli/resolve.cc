@@ -118,8 +118,8 @@ void infer_from_scheduler(const Settings& s, const EnvLookup& env, AgentOptions&
   }
 }
 
-void check_combinations(const Settings& s, const AgentOptions& o) {
-  const auto& l = o.launch;
+// Node counts and ranks: elastic counts need a rendezvous that forms rounds; ranks below nnodes.
+void check_node_counts(const Settings& s, const launcher::LaunchOptions& l) {
   if (l.elastic()) {
     using B = launcher::RdzvBackend;
     if (l.rdzv_backend != B::kTcp && l.rdzv_backend != B::kFile && l.rdzv_backend != B::kEtcd) {
@@ -146,6 +146,10 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
     DDP_THROW(InvalidArgument, s.show("node_rank", std::to_string(l.node_rank)), " must be below ",
               s.show("nnodes", std::to_string(l.nnodes_max)));
   }
+}
+
+// What each rendezvous backend needs of rdzv_endpoint (tcp, file, etcd).
+void check_endpoint(const Settings& s, const launcher::LaunchOptions& l) {
   if (l.rdzv_backend == launcher::RdzvBackend::kFile && l.rdzv_endpoint.empty()) {
     DDP_THROW(InvalidArgument, "rdzv_backend file (from ", s.what("rdzv_backend"),
               ") needs rdzv_endpoint: a directory every node shares");
@@ -165,6 +169,11 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
               ") needs rdzv_endpoint: the etcd members, HOST[:PORT][,HOST[:PORT]...] (port ",
               launcher::kDefaultEtcdPort, " when not given)");
   }
+}
+
+// Multicast's group and its own rdzv_conf keys; a static rendezvous over several nodes.
+void check_multicast_and_static(const Settings& s, const AgentOptions& o) {
+  const auto& l = o.launch;
   if (l.rdzv_backend == launcher::RdzvBackend::kMulticast) {
     const std::string why =
         "rdzv_backend multicast (from " + s.what("rdzv_backend") +
@@ -195,6 +204,13 @@ void check_combinations(const Settings& s, const AgentOptions& o) {
                 "gives it; Open MPI exports none)");
     }
   }
+}
+
+void check_combinations(const Settings& s, const AgentOptions& o) {
+  const auto& l = o.launch;
+  check_node_counts(s, l);
+  check_endpoint(s, l);
+  check_multicast_and_static(s, o);
   for (const char* other : {"no_python", "run_path"}) {
     if (s.has("module") && s.has(other) && s.text("module") == "true" && s.text(other) == "true") {
       DDP_THROW(InvalidArgument, "module (from ", s.what("module"), ") and ", other, " (from ", s.what(other),

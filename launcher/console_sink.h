@@ -1,18 +1,13 @@
 #pragma once
 // ConsoleSink: the launcher's writer to its own stdout or stderr when it relays worker output.
-//
-// Promise: write() never blocks. A console that stops reading (`ddp-launch --tee 3 ... |
-// slow-reader`, a terminal paused with Ctrl-S) must not freeze the supervisor's event loop —
-// signals, reaping and the SIGKILL escalation go on. What the console does not take at once is
-// buffered (whole chunks of whole lines, in order, so lines never interleave mid-line) up to
-// max_buffer; past that, chunks are dropped and counted, and the count is said once at the end.
-//
-// How it stays non-blocking without touching the file description others share (the shell's
-// terminal, the rest of a pipeline): a pipe or a terminal is reopened through /proc/self/fd
-// with O_NONBLOCK (a new description, ours alone); a socket is written with MSG_DONTWAIT; a
-// regular file or /dev/null never blocks and is written as is. When a pipe cannot be reopened
-// (no /proc) the sink writes only when poll says there is room, a page at a time.
-//
+// Promise: write() never blocks. A console that stops reading (`--tee 3 ... | slow-reader`, a
+// terminal paused with Ctrl-S) must not freeze the supervisor's loop (signals, reaping, SIGKILL
+// escalation). What the console does not take at once is buffered (whole chunks of whole lines, in
+// order: lines never interleave) up to max_buffer; past that, chunks are dropped, counted, and
+// the count said once at the end. Non-blocking without touching the description others share: a
+// pipe or terminal is reopened through /proc/self/fd with O_NONBLOCK (a description of our own),
+// a socket written with MSG_DONTWAIT, a regular file or /dev/null as is; a pipe that cannot be
+// reopened (no /proc) is written only when poll says there is room, a page at a time.
 // Single-threaded: owned by the supervisor loop. A console that is gone (EPIPE) drops quietly.
 #include <cstddef>
 #include <cstdint>
