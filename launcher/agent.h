@@ -1,37 +1,11 @@
 #pragma once
-// Agent: the per-node loop of ddp-launch. One Agent per launcher process.
-//
-//   resolve the store (host it or connect to it) -> start the heartbeat -> rounds
-//   (launcher/agent_loop.h: join a round -> Supervisor::run with a monitor -> decide) -> outcome.
-//
-// Across nodes, rounds end together (launcher/node_round.h): each round has one outcome; the
-// first node whose workers fail, that is interrupted, or that finds a peer lost (heartbeats,
-// launcher/heartbeat.h) or a node waiting to join (elastic) announces it, and every other
-// node's Supervisor sees it through external_stop within monitor_interval and stops its
-// workers. A node whose workers all succeed waits at an exit barrier until every node is done
-// or the round has another outcome (the store host must outlive every client).
-// While it waits for the other nodes of a round it prints who arrived (launcher/wait_progress.h).
-//
-// Stores (see plan_store): standalone and single node host a TCPStore on 127.0.0.1 (ephemeral
-// port); static multi-node: node 0 hosts on master_port+1 (or the --rdzv-endpoint port), the
-// others connect to master_addr; tcp: the launcher that binds the endpoint port hosts, the
-// others connect; file: a FileStore "<dir>/<run_id>.store" for the rendezvous, and the first
-// launcher to claim it also hosts a TCPStore for the workers (DDP_STORE); multicast: every
-// launcher opens a TCPStore on an ephemeral port and announces it, with its addresses, on the
-// group (rendezvous/multicast_discovery.h); the launchers agree on node ranks there, node 0 keeps
-// its store and the others connect to the first of node 0's addresses that answers. From then on
-// the job runs exactly as with tcp (the discovery keeps announcing until round 0 is complete).
-// etcd: no launcher hosts anything: the launchers and the workers all use etcd itself
-// (launcher/etcd_job.h), and liveness is on etcd leases (launcher/lease_liveness.h), so the job
-// survives any node's loss, node 0's included.
-//
-// The job token (DDP_JOB_TOKEN, checked by the TCPStore handshake): DDP_JOB_TOKEN from the
-// launcher's environment when set; else single node: fresh random 128 bits; file: the first
-// launcher's random token, shared through the FileStore; static/tcp multi-node: derived from
-// --rdzv-id (only as secret as the id, and the launcher warns so: set DDP_JOB_TOKEN on every
-// node for a real secret); etcd: the first launcher's random token, shared through etcd. Multicast
-// announcements are authenticated with the same token.
-//
+// Agent: the per-node loop of ddp-launch, one per launcher process: resolve the job's store (host
+// it, connect to it, or etcd: plan_store) and its token -> start the liveness -> the rounds
+// (launcher/agent_loop.h) -> the outcome. Rounds end together on every node (launcher/node_round.h):
+// the first node whose workers fail, that is interrupted, or that finds a peer lost or waiting
+// announces the round's outcome; the others stop their workers within monitor_interval.
+// Where each backend keeps the store, and where the job token comes from: docs/launcher.md
+// ("Where the store lives", "etcd: no node is special", "The job token").
 // Errors: rendezvous and store failures propagate as TimeoutError/NetworkError/StoreError;
 // inconsistent nodes (duplicate node rank, different --nnodes) as InvalidArgument.
 #include <optional>

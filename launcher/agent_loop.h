@@ -1,35 +1,15 @@
 #pragma once
-// The agent's loop over rounds, one per launcher: a small state machine.
-//
-//   kJoining      join the next round (node_rendezvous, or elastic_rendezvous for MIN:MAX)
-//   kRunning      the workers run; every monitor_interval the loop looks at the round
-//                 (monitor): another node's outcome, a peer lost (no heartbeat), a node
-//                 waiting to join (elastic, while the round has fewer than MAX nodes). The
-//                 first two are local reads: a thread waits on the outcome key (OutcomeWatch)
-//                 and the liveness has its own; both wake the supervisor when they find one, so
-//                 a static job's tick sends no request (at 512 nodes, 10 a second each was
-//                 most of the launchers' CPU)
-//   kExitBarrier  this node's workers succeeded: wait for every node's, or for an outcome
-//   kDeciding     act on the round's outcome (launcher/node_round.h):
-//                   done            -> the job succeeded
-//                   failed          -> a new round while restarts are left (counts against
-//                                      --max-restarts, job-wide), else the job ends
-//                   changed         -> a new round with the nodes that are left and those that
-//                                      wait (elastic; never counts as a restart)
-// Recovery in place (rendezvous/in_place.h): when the outcome is `changed` and every local
-// worker opted in, the loop does not stop them: from the monitor it joins the next round, writes
-// each worker's place in it (assign/<rank>) and goes on running the same workers in the new
-// round; a worker that does not re-join within join_timeout makes the new round `failed`
-// (a restart, counted). The join blocks the supervisor's loop (output relay, reaping) meanwhile.
-//                   lost, interrupted -> the job ends
-//
-// Liveness (launcher/liveness.h: heartbeats through the store, launcher/heartbeat.h) names the
-// lost node within about keep_alive_interval x keep_alive_max_attempt plus one interval. A worker failure is
-// often a lost node's consequence (the survivors' collectives fail first): it is announced only once every
-// other node was seen beating after it (about 2 x keep_alive_interval), else the lost node is, so a lost node
-// never costs a restart. A node lost from a static job, or from an elastic one that keeps fewer than MIN
-// nodes (counting those waiting), ends the job: outcome lost, exit 122. A store this launcher can no longer
-// reach (with tcp: the store host's launcher died) ends it too.
+// The agent's loop over rounds, one per launcher: a small state machine (docs/launcher.md,
+// "Rounds, failures and restarts"). kJoining: join the next round (node or elastic rendezvous);
+// kRunning: the workers run, and every monitor_interval the loop looks for another node's outcome
+// (OutcomeWatch), a peer lost (the liveness) or a node waiting to join, all local reads;
+// kExitBarrier: this node's workers succeeded, wait for every node's or an outcome; kDeciding: act
+// on the outcome: done ends the job, failed starts a new round while restarts are left, changed a
+// new round with the nodes left and waiting (never a restart), lost and interrupted end the job.
+// Recovery in place (rendezvous/in_place.h): on `changed` with every local worker opted in, the
+// monitor joins the next round and keeps the same workers in it. A worker failure is announced
+// only once every other node beat after it, else the lost node is: a lost node never costs a
+// restart. Fewer than MIN nodes left, or the store unreachable: the job ends (exit 122).
 #include <functional>
 #include <memory>
 #include <optional>
