@@ -1,0 +1,207 @@
+#!/usr/bin/python3
+"""docs/benchmarks.md's section for one run: its tables, from its rows (bench/report.py)."""
+from report_runs import ELASTIC_PATHS, IMPLS, PEERS, img_name, ratio_label, size_label, time_label
+
+def columns(by_impl):
+    return [(impl, label) for impl, label in IMPLS if impl in by_impl]
+
+
+def collective_table(by_impl):
+    cols = columns(by_impl)
+    sizes = sorted({b for cells in by_impl.values() for b in cells})
+    ours = cols[0][0]
+    peers = [c for c in cols if c[0][0] in PEERS]
+    head = ["bytes"] + [label for _, label in cols] + [f"{label} / ours" for _, label in peers]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for b in sizes:
+        cells = [size_label(b)]
+        for impl, _ in cols:
+            row = by_impl[impl].get(b)
+            cells.append(time_label(row["median_us"]) if row else "–")
+        for impl, _ in peers:
+            mine, theirs = by_impl[ours].get(b), by_impl[impl].get(b)
+            cells.append(ratio_label(theirs["median_us"] / mine["median_us"]) if mine and theirs else "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def spread_note(by_impl):
+    """The widest min-max spread of the medians' loops, as a share of the median."""
+    worst = 0.0
+    for cells in by_impl.values():
+        for row in cells.values():
+            if row["median_us"] > 0:
+                worst = max(worst, (row["max_us"] - row["min_us"]) / row["median_us"])
+    return worst
+
+
+def torch_table(systems):
+    lines = ["| | step without communication | DDP step | DDP / local | rounds (DDP step, ms) |",
+             "|---|---|---|---|---|"]
+    for key, label in (("ours", "ours (LibTorch, tcp)"), ("pytorch", "PyTorch DDP (gloo)")):
+        r = systems[key]
+        per_round = ", ".join(f"{v:.0f}" for v in r["ddp_ms_per_round"])
+        lines.append(f"| {label} | {time_label(r['local_ms'] * 1e3)} | {time_label(r['ddp_ms'] * 1e3)} | "
+                     f"{r['overhead']:.3f} | {per_round} |")
+    return lines
+
+
+ELASTIC_SCENARIOS = ("node-lost", "node-joined", "worker-killed")
+
+
+def elastic_table(by_launcher):
+    lines = ["| program, path | node lost | node joined | worker killed (static) |", "|---|---|---|---|"]
+    for launcher, scenarios in by_launcher.items():
+        cells = []
+        for sc in ELASTIC_SCENARIOS:
+            r = scenarios.get(sc)
+            if r is None or r.get("median_s") is None:
+                cells.append("–" if r is None else "failed: " + r.get("note", "no trial"))
+                continue
+            cell = f"{r['median_s']:.1f} s ({r['min_s']:.1f}–{r['max_s']:.1f})"
+            if len(r["trials"]) < 5 or r.get("note"):
+                cell += f", {len(r['trials'])} trials" + (f": {r['note']}" if r.get("note") else "")
+            cells.append(cell)
+        lines.append(f"| {ELASTIC_PATHS[launcher]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+# bench/etcd_recovery.sh's paths, in the table's order.
+ETCD_PATHS = {
+    "in-place": "ddp-launch, etcd (v3): C++ probe, in place",
+    "restart": "ddp-launch, etcd (v3): PyTorch job (gloo), restarted",
+    "torchrun-etcd-v2": "torchrun 1.13, etcd-v2: the same PyTorch job",
+    "torchrun-c10d": "torchrun 1.13, c10d (store on the first node): the same PyTorch job",
+}
+
+
+def etcd_recovery_lines(rows):
+    lines = ["### Recovery from the first node's loss, etcd", "",
+             "`bench/etcd_recovery.sh`: " + rows[0]["setup"] + f" ({rows[0]['etcd']}); the first launcher "
+             "and its worker SIGKILLed. Seconds to the survivors' first step at world 2, median (min–max).", "",
+             "| launcher, path | `--rdzv-conf` | first node lost | trials |", "|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (list(ETCD_PATHS).index(r["path"]), len(r["conf"]))):
+        cell = (f"{r['median_s']:.1f} s ({r['min_s']:.1f}–{r['max_s']:.1f})" if r["median_s"] is not None
+                else "no recovery: " + r["notes"][0])
+        ok = f"{len(r['trials'])} of " if r["median_s"] is not None and len(r["trials"]) < len(r["notes"]) else ""
+        lines.append(f"| {ETCD_PATHS[r['path']]} | `{r['conf']}` | {cell} | {ok}{len(r['notes'])} |")
+    return lines + [""]
+
+
+def scale_table(rows):
+    def cell(r, key, fmt):
+        return fmt.format(r[key]) if r.get(key) is not None else "–"
+
+    def host_cell(r):
+        c = cell(r, "store_host_cores", "{:.3f} cores")
+        return c + " (etcd)" if r.get("store_host") == "etcd" and c != "–" else c
+
+    lines = ["| launcher | backend | nodes | every worker started | steady CPU, every launcher "
+             "| the store host's launcher, or etcd | requests/s at the store "
+             "| a SIGKILLed launcher: first survivor out | last survivor out "
+             "| lost unprovoked | trials (load average) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        who = r["launcher"] + (f" `{r['args']}`" if r.get("args") else "")
+        who += f" `--rdzv-conf {r['conf']}`" if r.get("conf") else ""
+        trials = f"{r['trials']} ({r['load_avg']})" + (f": {r['note']}" if r.get("note") else "")
+        lines.append(f"| {who} | {r['backend']} | {r['nnodes']} | {cell(r, 'formed_s', '{:.2f} s')} | "
+                     f"{cell(r, 'steady_cores', '{:.3f} cores')} | {host_cell(r)} | "
+                     f"{cell(r, 'store_requests_per_s', '{:,.0f}')} | {cell(r, 'noticed_s', '{:.1f} s')} | {cell(r, 'ended_s', '{:.1f} s')} | "
+                     f"{r.get('lost_in_window', 0)} | {trials} |")
+    return lines
+
+
+def scale_lines(rows, run=None):
+    r0 = rows[0]
+    lines = ["### Launchers at scale", "",
+             "`bench/scale.sh`: N launchers on this machine, one trivial worker each (a shell that notes its "
+             "start, then sleeps), a static job (`--nnodes N --nproc-per-node 1`), default options unless the "
+             "row names some. Seconds from the first launcher's start (it hosts the store) to the last "
+             "worker's start; the CPU of every launcher together (all threads, from /proc) over "
+             f"{r0['window_s']:.0f} s beginning {r0['settle_s']:.0f} s after the job formed, and of the store "
+             "host's launcher alone (or of etcd, one local member, where it is the store); requests per second "
+             "at the store over the same window (counted by our store server; etcd: its gRPC messages "
+             "received); seconds from one launcher's SIGKILL (with its worker) to the first "
+             "survivor's exit and the last's (exit 122, naming the lost node); launchers that exited with "
+             "nothing killed. Medians of the trials; the load average when the row was written.", ""]
+    lines += scale_table(rows) + [""]
+    if run is not None:
+        lines += [f"![formation, steady CPU and detection against the node count](img/{img_name(run, 'scale')})", ""]
+    return lines
+
+
+def scale_series(rows):
+    """{series label: rows by node count}: one line per launcher, options and backend."""
+    out = {}
+    for r in rows:
+        label = r["launcher"] + (f" {r['args']}" if r.get("args") else "") + (
+            f" ({r['backend']})" if r["backend"] != "c10d" else "")
+        out.setdefault(label, []).append(r)
+    return {k: sorted(v, key=lambda r: r["nnodes"]) for k, v in out.items()}
+
+
+def floors_lines(rows):
+    out = []
+    for r in rows:
+        bits = [f"{size_label(r['bytes'])}:"]
+        for key, label in (("copy_us", "a copy of what the other core wrote"),
+                           ("pass_us", "a 2-thread `a += b` pass"),
+                           ("cma_us", "the cross-process (CMA) floor")):
+            if r.get(key) is not None:
+                bits.append(f"{label} {time_label(r[key])};")
+        out.append("- " + " ".join(bits).rstrip(";"))
+    return out
+
+
+def run_section(run):
+    lines = [f"## {run.date}: {run.name}", "",
+             f"Machine: {run.machine_line()}. {run.note}", "", "Commands:", ""]
+    lines += [f"- `{name}`: `{cmd}`" for name, cmd in run.files.items()]
+    lines.append("")
+    for (op, world), by_impl in sorted(run.collective().items()):
+        lines += [f"### {op}, {world} ranks, float32", ""]
+        lines += collective_table(by_impl)
+        lines += ["", f"Medians of the loops; the widest spread between a size's fastest and slowest loop "
+                      f"is {spread_note(by_impl):.0%} of its median.", ""]
+        if op == "all_reduce":
+            lines += [f"![{op}, {world} ranks: bandwidth against size](img/{img_name(run, f'{op}-{world}')})", ""]
+    systems = run.torch()
+    if systems:
+        p = systems["ours"]["params"]
+        lines += ["### DDP step against PyTorch's", "",
+                  f"`ddp-bench torch`: 6 × (Linear(2048, 2048) + ReLU), {p:,} parameters, batch 32 per rank, "
+                  "2 ranks, one thread each; our LibTorch `DistributedDataParallel` and PyTorch's "
+                  "(`torch.nn.parallel.DistributedDataParallel` over gloo) in alternating rounds, medians over "
+                  "rounds of each round's median step (the slowest rank's).", ""]
+        lines += torch_table(systems)
+        lines += ["", f"![DDP step time, ours against PyTorch's](img/{img_name(run, 'ddp-step')})", ""]
+    floors = run.floors()
+    if floors:
+        lines += ["### The machine's floors", "", "`ddp-bench floors`, right after the runs above:", ""]
+        lines += floors_lines(floors)
+        lines.append("")
+    if run.etcd_recovery():
+        lines += etcd_recovery_lines(run.etcd_recovery())
+    elastic = run.elastic()
+    if elastic:
+        ours = [r for k, sc in elastic.items() if k != "torchrun" for r in sc.values()]
+        conf = ours[0]["setup"].rpartition("--rdzv-conf ")[2] if ours else "last_call_timeout=1"
+        lines += ["### Recovery of elastic jobs", "",
+                  "`bench/elastic.sh`: 2 launchers on localhost, one worker each, c10d rendezvous, "
+                  f"`--monitor-interval 1`, ddp-launch's `--rdzv-conf {conf}`"
+                  + (" (torchrun's `last_call_timeout=1`)" if "torchrun" in elastic else "") + ". Seconds from a node's SIGKILL to the first step of "
+                  "the smaller world (`--nnodes 1:2`), from a new node's start to the first step of the larger "
+                  "one, and from a worker's SIGKILL to the first step of the restarted round (`--nnodes 2`, "
+                  "`--max-restarts 1`); medians (min–max) of the trials. In place, no worker is restarted, so "
+                  "it has no worker-killed row. Compare paths of the same program: the PyTorch rows start "
+                  "Python and import torch, the C++ probe starts in milliseconds, and the demo loads LibTorch, "
+                  "the data set and its checkpoint.", ""]
+        lines += elastic_table(elastic)
+        lines.append("")
+    scale = run.scale()
+    if scale:
+        lines += scale_lines(scale, run)
+    return lines
+
+
