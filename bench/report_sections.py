@@ -156,9 +156,8 @@ def floors_lines(rows):
 
 def run_section(run):
     lines = [f"## {run.date}: {run.name}", "",
-             f"Machine: {run.machine_line()}. {run.note}", "", "Commands:", ""]
-    lines += [f"- `{name}`: `{cmd}`" for name, cmd in run.files.items()]
-    lines.append("")
+             f"Machine: {run.machine_line()}. {run.note}", "",
+             "Commands: " + "; ".join(f"`{name}`: `{cmd}`" for name, cmd in run.files.items()) + ".", ""]
     for (op, world), by_impl in sorted(run.collective().items()):
         lines += [f"### {op}, {world} ranks, float32", ""]
         lines += collective_table(by_impl)
