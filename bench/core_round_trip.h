@@ -1,9 +1,8 @@
 #pragma once
 // How far apart two CPUs are, as the time a cache line takes to go from one to the other and
 // back: two threads pinned to them hand a counter back and forth. On a VM the host may move the
-// vCPUs under a running job (the 2-vCPU EPYC VM of docs/benchmarks.md, "History":
-// 100-120 ns near, 440-480 ns far, switching every 10-60 s), and shared-memory figures follow
-// it, so ddp-bench collective prints it before and after a local run.
+// vCPUs under a running job (bench/results/history.md, "Near cores and far cores"), and
+// shared-memory figures follow it, so ddp-bench collective prints it before and after a local run.
 #include <optional>
 #include <utility>
 

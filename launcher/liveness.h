@@ -9,7 +9,7 @@
 // later (a lease per launcher with TTL = bound(), kept alive, and a watch on the round's
 // membership prefix: a loss is the deletion of a lease's key).
 //
-// Costs must grow as O(N) in the node count in total (docs/design.md, "Liveness"): no launcher
+// Costs must grow as O(N) in the node count in total (docs/launcher.md, "Heartbeats"): no launcher
 // polls every peer every interval.
 //
 // Threading: implementations work on a thread of their own (no request of the agent delays a
