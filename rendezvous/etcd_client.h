@@ -60,7 +60,8 @@ struct RangeRequest {
   bool count_only = false;
   bool keys_only = false;
   int64_t limit = 0;
-  int64_t revision = 0;  // 0: the newest
+  int64_t revision = 0;             // 0: the newest
+  int64_t max_create_revision = 0;  // > 0: only keys created by then (etcd's count ignores it)
 };
 
 struct PutRequest {

@@ -22,6 +22,12 @@ constexpr Millis kMarkerLife{30'000};
 constexpr const char* kMarkerInfix =
     "\x01"
     "add/";
+// ticket()'s keys: "<prefix>\x01ticket/<key's length>/<key>/<nonce>". Every key the store keeps
+// for itself starts "<prefix>\x01" (num_keys leaves them out).
+constexpr const char* kTicketInfix =
+    "\x01"
+    "ticket/";
+constexpr const char* kInternalInfix = "\x01";
 // Between tries of a call etcd did not answer, with patience (set_patience).
 constexpr Millis kPatientPause{200};
 // Parked get/wait watches kept at most (one connection each): a caller waits on one key set at
@@ -427,11 +433,47 @@ int64_t EtcdStore::do_num_keys() {
 int64_t EtcdStore::count_keys() {
   etcd::TxnRequest t;
   t.success.emplace_back(all_under(prefix_, true));
-  t.success.emplace_back(all_under(prefix_ + kMarkerInfix, true));
+  t.success.emplace_back(all_under(prefix_ + kInternalInfix, true));
   const etcd::TxnResponse r = client_->txn(t);
   if (r.responses.size() != 2)
     DDP_THROW(StoreError, "etcd store num_keys: ", r.responses.size(), " answers of 2");
-  return r.responses[0].range.count - r.responses[1].range.count;  // add()'s markers are not keys
+  return r.responses[0].range.count - r.responses[1].range.count;  // markers and tickets are not keys
+}
+
+int64_t EtcdStore::tickets_until(const std::string& dir, int64_t revision) {
+  etcd::RangeRequest then = all_under(dir, true);  // the count as of that revision: one number
+  then.revision = revision;
+  try {
+    return client_->range(then).count;
+  } catch (const StoreError& e) {
+    if (e.message().find("compacted") == std::string::npos) throw;
+  }
+  // History compacted: the keys created by then, listed (etcd's count ignores the filter).
+  etcd::RangeRequest created = all_under(dir);
+  created.keys_only = true;
+  created.max_create_revision = revision;
+  return static_cast<int64_t>(client_->range(created).kvs.size());
+}
+
+int64_t EtcdStore::do_ticket(const std::string& key) {
+  const std::string dir = prefix_ + kTicketInfix + std::to_string(key.size()) + "/" + key + "/";
+  const std::string mine = dir + registration_nonce();
+  // Safe to send again, so tried again while etcd does not answer, as long as add settles.
+  const Deadline retries(std::max(Millis(patience_ms_.load()), std::min(timeout(), kMarkerLife)));
+  while (true) {
+    try {
+      etcd::TxnRequest t;  // the put, and its creation revision (the first put's, if sent again)
+      t.success.emplace_back(put_of(mine, {}));
+      t.success.emplace_back(one_key(mine));
+      const etcd::TxnResponse r = client_->txn(t);
+      if (r.responses.size() != 2 || r.responses[1].range.kvs.empty())
+        DDP_THROW(StoreError, "etcd store ticket('", key, "'): a transaction without its key's read");
+      return tickets_until(dir, r.responses[1].range.kvs.front().create_revision) - 1;
+    } catch (const NetworkError&) {
+      if (interrupted_ || retries.expired()) throw;
+      std::this_thread::sleep_for(std::min(kPatientPause, retries.remaining()));
+    }
+  }
 }
 
 EtcdSnapshot EtcdStore::read_prefix(const std::string& key_prefix) {

@@ -11,7 +11,7 @@
 //   its marker, a key the transaction writes beside the counter ("<prefix>\x01add/<nonce>",
 //   leased a minute), so an add applies exactly once however often sent (tried up to 30 s).
 // - num_keys counts the keys under the prefix (a PrefixStore over it counts them all), less
-//   add's markers. Values are bounded by etcd's request limit (1.5 MiB by default): larger
+//   add's markers and ticket's keys. Values are bounded by etcd's request limit (1.5 MiB by default): larger
 //   ones are a StoreError with etcd's message.
 // - Errors: those of EtcdClient (etcd unreachable: NetworkError naming the members; not etcd,
 //   refused: StoreError); a get/wait past its deadline: TimeoutError naming the keys.
@@ -81,6 +81,10 @@ class EtcdStore final : public Store {
   void do_wait(const std::vector<std::string>& keys, Millis timeout) override;
   bool do_delete_key(const std::string& key) override;
   int64_t do_num_keys() override;
+  // A key of its own ("<prefix>\x01ticket/<key's length>/<key>/<nonce>"; a put sent again keeps
+  // its creation revision), ranked among those created before it: N callers cost N writes, where
+  // one counter costs N^2 retried transactions (a rendezvous of 512 nodes).
+  int64_t do_ticket(const std::string& key) override;
 
  private:
   struct Current;  // a key's value and mod_revision as read (etcd_store.cc)
@@ -95,6 +99,8 @@ class EtcdStore final : public Store {
   int64_t add_once(const std::string& key, int64_t delta, const std::string& mark);
   Bytes compare_set_once(const std::string& key, const Bytes& expected, const Bytes& desired);
   int64_t count_keys();
+  // The tickets under `dir` created at or before `revision`.
+  int64_t tickets_until(const std::string& dir, int64_t revision);
   // A new Pending for `keys`: nullptr when they are all there already (*value set for a get).
   std::unique_ptr<Pending> start_wait(const std::vector<std::string>& keys, Bytes* value,
                                       const Deadline& deadline);

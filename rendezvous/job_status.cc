@@ -21,7 +21,8 @@ class JobReader {
     if (!has(key)) return std::nullopt;
     return s_.get_string(key);
   }
-  bool round_exists(int round) { return has(key(round, "arrived")); }
+  // A static round's first node sets its shape; an elastic round counts arrivals.
+  bool round_exists(int round) { return has(key(round, o_.elastic ? "arrived" : "shape")); }
 
   // The newest round with an arrival (rounds have no gaps): doubling, then halving.
   int newest_round() {

@@ -70,7 +70,7 @@ std::string failed_key(const std::string& prefix) { return prefix + "failed"; }
 // Claims a node rank: the requested one (static), else the arrival index (set in *arrival).
 int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
                const Registration& mine, int64_t* arrival_out) {
-  const int64_t arrival = store.add(prefix + "arrived", 1) - 1;
+  const int64_t arrival = store.ticket(prefix + "arrived");
   *arrival_out = arrival;
   const std::string text = encode(mine);
   int rank = mine.info.requested_rank;

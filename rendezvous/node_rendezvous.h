@@ -6,10 +6,10 @@
 // Nodes may differ in nproc; global ranks are contiguous per node, in node-rank order.
 //
 // Keys under the round's prefix: "shape" (the first node's nnodes and rank mode: each node
-// compares its own), "arrived" (the arrival count), "node/<rank>" (each node's registration),
-// "layout" (every node's host, id and nproc, and MASTER_ADDR). The last node to arrive waits
+// compares its own), "arrived" (the arrival tickets, Store::ticket), "node/<rank>" (each node's
+// registration), "layout" (every node's host, id and nproc, and MASTER_ADDR). The last node to arrive waits
 // for the N registrations, reads them and writes the layout; every node waits for that key: O(1)
-// requests per node, O(N) at the last (not N^2 at one store), one counter that all nodes write.
+// requests per node, O(N) at the last (not N^2 at one store).
 // A node that never arrives makes every caller fail with a TimeoutError within the timeout,
 // saying how many nodes arrived out of how many.
 #include <functional>

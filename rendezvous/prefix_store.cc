@@ -29,6 +29,7 @@ std::vector<std::string> PrefixStore::ks(const std::vector<std::string>& keys) c
 void PrefixStore::do_set(const std::string& key, const Bytes& value) { base_->set(k(key), value); }
 Bytes PrefixStore::do_get(const std::string& key, Millis timeout) { return base_->get(k(key), timeout); }
 int64_t PrefixStore::do_add(const std::string& key, int64_t delta) { return base_->add(k(key), delta); }
+int64_t PrefixStore::do_ticket(const std::string& key) { return base_->ticket(k(key)); }
 Bytes PrefixStore::do_compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
   return base_->compare_set(k(key), expected, desired);
 }

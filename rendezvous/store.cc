@@ -45,6 +45,11 @@ int64_t Store::add(const std::string& key, int64_t delta) {
   return do_add(key, delta);
 }
 
+int64_t Store::ticket(const std::string& key) {
+  check_key(key);
+  return do_ticket(key);
+}
+
 Bytes Store::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
   check_key(key);
   check_value(key, desired);

@@ -43,6 +43,9 @@ class Store {
   Bytes get(const std::string& key, Millis timeout = kUseDefault);
   int64_t add(const std::string& key, int64_t delta);
   Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired);
+  // How many ticket(key) calls came before this one (0 for the first), each counted once. Read
+  // a key's tickets only so: a store keeps them as add(key, 1) does (the default) or as suits it.
+  int64_t ticket(const std::string& key);
   bool check(const std::vector<std::string>& keys);
   void wait(const std::vector<std::string>& keys, Millis timeout = kUseDefault);
   bool delete_key(const std::string& key);
@@ -79,6 +82,7 @@ class Store {
   virtual void do_wait(const std::vector<std::string>& keys, Millis timeout) = 0;
   virtual bool do_delete_key(const std::string& key) = 0;
   virtual int64_t do_num_keys() = 0;
+  virtual int64_t do_ticket(const std::string& key) { return do_add(key, 1) - 1; }
 
   Millis resolve(Millis timeout) const { return timeout == kUseDefault ? timeout_ : timeout; }
 

@@ -9,10 +9,13 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <numeric>
 #include <thread>
+#include <vector>
 
 #include "common/error.h"
 #include "etcd_cluster.h"
@@ -230,6 +233,53 @@ TEST_CASE("add whose transaction is lost in flight is applied exactly once" * do
       CHECK(direct->num_keys() == 1);  // the add's marker is not a key of the store
     }
   }
+}
+
+TEST_CASE("a ticket whose transaction is lost in flight counts once" * doctest::skip(!have_etcd())) {
+  EtcdCluster& etcd = shared_etcd(1);
+  const net::Endpoint member = net::parse_endpoint(etcd.endpoint(0));
+  for (const bool fresh : {true, false}) {
+    for (const auto fault : {FaultProxy::Fault::kDropAnswer, FaultProxy::Fault::kDropRequest}) {
+      CAPTURE(fault == FaultProxy::Fault::kDropAnswer);
+      CAPTURE(fresh);
+      const std::string prefix = unique_prefix("lost-ticket");
+      auto direct = store_on(etcd, prefix, Millis(10'000));
+      CHECK(direct->ticket("arrived") == 0);
+      FaultProxy proxy(member, "POST /v3/kv/txn", fault, fresh);
+      auto s = store_via(proxy, prefix, Millis(2'000));
+      CHECK(s->ticket("arrived") == 1);  // sent again: the same key, created once
+      CHECK(proxy.fired());
+      CHECK(direct->ticket("arrived") == 2);
+      CHECK(direct->num_keys() == 0);  // tickets are not keys of the store
+    }
+  }
+}
+
+TEST_CASE("a ticket counted after etcd compacted its revision is still exact (counted by listing)" *
+          doctest::skip(!have_etcd())) {
+  EtcdCluster& etcd = shared_etcd(1);
+  const std::string prefix = unique_prefix("compacted-ticket");
+  auto direct = store_on(etcd, prefix, Millis(10'000));
+  CHECK(direct->ticket("arrived") == 0);
+  // The ticket's count is lost; while it pauses before sending again, history is written past
+  // its revision and compacted, so the count as of its revision can no longer be read.
+  FaultProxy proxy(net::parse_endpoint(etcd.endpoint(0)), "POST /v3/kv/range", FaultProxy::Fault::kDropAnswer,
+                   true);
+  auto s = store_via(proxy, prefix, Millis(2'000));
+  std::atomic<bool> done{false};
+  std::thread compactor([&] {
+    while (!done) {
+      direct->set("tick", "x");
+      etcd.etcdctl("compaction " + std::to_string(direct->read_prefix("").revision));
+    }
+  });
+  int64_t mine = -1;
+  CHECK_NOTHROW(mine = s->ticket("arrived"));
+  done = true;
+  compactor.join();
+  CHECK(proxy.fired());
+  CHECK(mine == 1);
+  CHECK(direct->ticket("arrived") == 2);
 }
 
 TEST_CASE("a wait in short slices reads its keys once and keeps one watch" * doctest::skip(!have_etcd())) {

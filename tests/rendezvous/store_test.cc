@@ -6,8 +6,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -229,6 +231,35 @@ STORE_CASE("threaded add: N threads x M adds is exactly N*M", threaded_add) {
   }
   for (auto& t : threads) t.join();
   CHECK(f.main()->add("counter", 0) == kThreads * kAdds);
+}
+
+STORE_CASE("tickets: N threads x M tickets are 0..N*M-1, each once; a key's tickets are its own",
+           threaded_tickets) {
+  F f;
+  constexpr int kThreads = 8;
+  constexpr int kTickets = 25;
+  std::vector<std::shared_ptr<Store>> clients;
+  for (int t = 0; t < kThreads; ++t) clients.push_back(t % 2 ? f.client() : f.main());
+  std::vector<std::vector<int64_t>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kTickets; ++i) got[t].push_back(clients[t]->ticket("arrived"));
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<int64_t> all;
+  for (const auto& g : got) {
+    CHECK(std::is_sorted(g.begin(), g.end()));  // one caller's tickets come in its order
+    all.insert(all.end(), g.begin(), g.end());
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> expected(kThreads * kTickets);
+  std::iota(expected.begin(), expected.end(), 0);
+  CHECK(all == expected);
+  CHECK(f.main()->ticket("arrived") == kThreads * kTickets);
+  CHECK(f.client()->ticket("arrived/x") == 0);  // another key, even one under it
+  CHECK(f.client()->ticket("arrive") == 0);
 }
 
 STORE_CASE("many waiters on one key are all woken", many_waiters) {
