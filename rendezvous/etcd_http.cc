@@ -21,6 +21,8 @@ namespace {
 constexpr size_t kMaxAnswerBytes = size_t{1} << 30;
 constexpr Millis kFirstBackoff{50};
 constexpr Millis kMaxBackoff{1'000};
+// The longest one wait of a stream for its socket (curl_multi_poll takes an int of ms).
+constexpr Millis kLongestWait{3'600'000};
 constexpr Millis kMinAttempt{20};
 constexpr Millis kReservePerMember{200};
 
@@ -458,7 +460,9 @@ std::optional<std::string> EtcdStream::next_line(const Deadline& deadline) {
     if (auto line = take_line()) return line;
     if (transfer_->done()) ended();
     if (deadline.expired()) return std::nullopt;
-    transfer_->run(std::min(deadline.remaining(), Millis(1'000)));
+    // No shorter slice: curl's own timers (connecting, keep-alive probes) shorten the wait by
+    // themselves, and cancel() and wake() end it; an idle stream costs no wake-ups.
+    transfer_->run(std::min(deadline.remaining(), kLongestWait));
   }
 }
 
