@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <numbers>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -321,6 +322,134 @@ CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state) {
     s.maybe_increase_iter(bucket);
     return comm::Work::completed("powersgd bucket " + std::to_string(bucket.index));
   };
+}
+
+namespace {
+
+// The state's bytes: a versioned header, the options that must match, the counters, the seed
+// stream, then per bucket its P, Q and error feedback.
+
+constexpr char kMagic[8] = {'P', 'S', 'G', 'D', 'v', '1', 0, 0};
+
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  void put_bytes(const DeviceMemory& m) {
+    put(static_cast<uint64_t>(m.bytes()));
+    out_.append(static_cast<const char*>(m.data()), m.bytes());
+  }
+  void put_string(const std::string& s) {
+    put(static_cast<uint64_t>(s.size()));
+    out_ += s;
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& in) : in_(in) {}
+  template <typename T>
+  T get() {
+    T v{};
+    std::memcpy(&v, need(sizeof(T)), sizeof(T));
+    return v;
+  }
+  DeviceMemory get_bytes() {
+    const auto n = static_cast<size_t>(get<uint64_t>());
+    DeviceMemory m(n, comm::Device{});
+    if (n > 0) std::memcpy(m.data(), need(n), n);
+    return m;
+  }
+  std::string get_string() {
+    const auto n = static_cast<size_t>(get<uint64_t>());
+    return std::string(need(n), n);
+  }
+  bool done() const { return at_ == in_.size(); }
+
+ private:
+  const char* need(size_t n) {
+    if (n > in_.size() - at_) DDP_THROW(InvalidArgument, "PowerSGD state: the bytes end early (truncated?)");
+    const char* p = in_.data() + at_;
+    at_ += n;
+    return p;
+  }
+  const std::string& in_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+std::string PowerSGDState::save() const {
+  Writer w;
+  w.put(kMagic);
+  w.put(static_cast<int64_t>(options_.matrix_approximation_rank));
+  w.put(static_cast<uint8_t>(options_.use_error_feedback));
+  w.put(iter_);
+  w.put(numel_before_);
+  w.put(numel_after_);
+  std::ostringstream rng;
+  rng << rng_;
+  w.put_string(rng.str());
+  w.put(static_cast<uint64_t>(memory_.size()));
+  for (const auto& [index, m] : memory_) {
+    w.put(static_cast<uint64_t>(index));
+    w.put(static_cast<uint8_t>(m.low_rank));
+    w.put_bytes(m.p);
+    w.put_bytes(m.q);
+    w.put_bytes(m.error);
+  }
+  return w.take();
+}
+
+void PowerSGDState::load(const std::string& bytes) { load(bytes, true); }
+void PowerSGDState::load_shared(const std::string& bytes) { load(bytes, false); }
+
+void PowerSGDState::load(const std::string& bytes, bool with_error) {
+  Reader r(bytes);
+  char magic[sizeof(kMagic)];
+  for (char& c : magic) c = r.get<char>();
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0)
+    DDP_THROW(InvalidArgument, "PowerSGD state: not a PowerSGD state of this version");
+  const auto rank = r.get<int64_t>();
+  const bool feedback = r.get<uint8_t>() != 0;
+  if (rank != options_.matrix_approximation_rank || feedback != options_.use_error_feedback) {
+    DDP_THROW(InvalidArgument, "PowerSGD state: saved with rank ", rank, " and error feedback ",
+              feedback ? "on" : "off", "; this state has rank ", options_.matrix_approximation_rank,
+              " and error feedback ", options_.use_error_feedback ? "on" : "off");
+  }
+  const auto iter = r.get<int64_t>();
+  const auto before = r.get<int64_t>();
+  const auto after = r.get<int64_t>();
+  std::mt19937 rng;
+  std::istringstream rng_in(r.get_string());
+  rng_in >> rng;
+  if (!rng_in) DDP_THROW(InvalidArgument, "PowerSGD state: a malformed random stream");
+  std::map<size_t, Memory> memory;
+  const auto buckets = r.get<uint64_t>();
+  for (uint64_t b = 0; b < buckets; ++b) {
+    const auto index = static_cast<size_t>(r.get<uint64_t>());
+    Memory& m = memory[index];
+    m.low_rank = r.get<uint8_t>() != 0;
+    m.p = r.get_bytes();
+    m.q = r.get_bytes();
+    m.error = r.get_bytes();
+  }
+  if (!r.done()) DDP_THROW(InvalidArgument, "PowerSGD state: bytes left over after the state");
+  if (!with_error) {  // this rank's own error feedback replaces the saved one (none: none)
+    for (auto& [index, m] : memory) m.error = DeviceMemory();
+    for (auto& [index, mine] : memory_) memory[index].error = std::move(mine.error);
+  }
+  iter_ = iter;
+  numel_before_ = before;
+  numel_after_ = after;
+  rng_ = rng;
+  memory_ = std::move(memory);
 }
 
 }  // namespace ddp

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ddp/comm_hook.h"
@@ -59,6 +60,16 @@ class PowerSGDState {
   int64_t numel_before_compression() const { return numel_before_; }
   int64_t numel_after_compression() const { return numel_after_; }
 
+  // Checkpoints: save() is this rank's state as bytes (the iteration, the seed stream, the warm
+  // Ps and Qs, equal on every rank, and the error feedback, this rank's own); load() on a state
+  // of the same options resumes where the saving one was (a checkpoint per rank, as PyTorch
+  // pickles PowerSGDState). load_shared() takes all but the error feedback, which stays this
+  // rank's: for a rank taking another's state (recovery in place, ddp/torch/elastic_state.h).
+  // Malformed bytes, or another rank or feedback setting: InvalidArgument, the state unchanged.
+  std::string save() const;
+  void load(const std::string& bytes);
+  void load_shared(const std::string& bytes);
+
  private:
   friend class PowerSGDBucket;
   friend CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state);
@@ -70,6 +81,7 @@ class PowerSGDState {
     if (bucket.is_last) ++iter_;
   }
   uint32_t next_seed();  // numpy's RandomState.randint(1_000_000_000)
+  void load(const std::string& bytes, bool with_error);
 
   PowerSGDOptions options_;
   std::mt19937 rng_;                 // numpy's legacy MT19937, seeded alike

@@ -3,6 +3,7 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <random>
 #include <sstream>
 
 #include "common/error.h"
@@ -11,7 +12,10 @@ namespace ddp::torch {
 
 ElasticState::ElasticState(::torch::nn::Module& module, ::torch::optim::Optimizer& optimizer,
                            std::vector<int64_t*> counters)
-    : module_(module), optimizer_(optimizer), counters_(std::move(counters)) {}
+    : module_(module),
+      optimizer_(optimizer),
+      counters_(std::move(counters)),
+      owner_(static_cast<int64_t>(std::random_device{}() | (uint64_t{std::random_device{}()} << 32))) {}
 
 std::string ElasticState::save() {
   ::torch::NoGradGuard no_grad;
@@ -24,6 +28,11 @@ std::string ElasticState::save() {
   std::vector<int64_t> counters;
   for (const int64_t* c : counters_) counters.push_back(*c);
   archive.write("counters", at::tensor(counters, at::kLong));
+  if (powersgd_) {
+    const std::string bytes = powersgd_->save();
+    archive.write("powersgd", at::tensor(std::vector<uint8_t>(bytes.begin(), bytes.end()), at::kByte));
+    archive.write("owner", at::tensor(std::vector<int64_t>{owner_}, at::kLong));
+  }
   std::ostringstream out;
   archive.save_to(out);
   return out.str();
@@ -56,6 +65,16 @@ void ElasticState::load(const std::string& bytes) {
     DDP_THROW(InvalidArgument,
               "elastic state: the optimizer's state does not fit: ", e.what_without_backtrace());
   }
+  std::string powersgd;
+  bool own = false;
+  if (powersgd_) {
+    at::Tensor bytes, owner;
+    if (!archive.try_read("powersgd", bytes) || !archive.try_read("owner", owner)) {
+      DDP_THROW(InvalidArgument, "elastic state: no PowerSGD state in the bytes (the saving rank kept none)");
+    }
+    powersgd.assign(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
+    own = owner.item<int64_t>() == owner_;
+  }
   at::Tensor counters;
   archive.read("counters", counters);
   if (counters.numel() != static_cast<int64_t>(counters_.size())) {
@@ -64,6 +83,12 @@ void ElasticState::load(const std::string& bytes) {
   }
   for (size_t i = 0; i < counters_.size(); ++i)
     *counters_[i] = counters[static_cast<int64_t>(i)].item<int64_t>();
+  if (!powersgd_) return;
+  if (own) {
+    powersgd_->load(powersgd);
+  } else {
+    powersgd_->load_shared(powersgd);
+  }
 }
 
 }  // namespace ddp::torch

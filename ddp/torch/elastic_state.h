@@ -15,10 +15,12 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ddp/elastic.h"
+#include "ddp/powersgd.h"
 
 namespace ddp::torch {
 
@@ -26,6 +28,11 @@ class ElasticState : public elastic::State {
  public:
   ElasticState(::torch::nn::Module& module, ::torch::optim::Optimizer& optimizer,
                std::vector<int64_t*> counters = {});
+  // Adds the PowerSGD state of the wrapper's hook: restore() rolls it back to the commit; a sync
+  // gives every rank the root's iteration, seed stream and warm Ps and Qs (so the ranks'
+  // collectives pair up and their Qs agree) while the error feedback stays each rank's own (a
+  // survivor's as of its commit; a joining rank's none): it is a rank's own residual.
+  void keep(std::shared_ptr<PowerSGDState> powersgd) { powersgd_ = std::move(powersgd); }
 
  protected:
   std::string save() override;
@@ -35,6 +42,8 @@ class ElasticState : public elastic::State {
   ::torch::nn::Module& module_;
   ::torch::optim::Optimizer& optimizer_;
   std::vector<int64_t*> counters_;
+  std::shared_ptr<PowerSGDState> powersgd_;
+  int64_t owner_;  // this process's mark on what it saved: its own bytes carry its error feedback
 };
 
 }  // namespace ddp::torch

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -149,4 +150,83 @@ TEST_CASE("powersgd_hook: bad options and buckets are errors that say what is wr
     engine.finalize();
     CHECK_THROWS_WITH_AS(engine.finish_backward(), doctest::Contains("float32 or float64"), InvalidArgument);
   });
+}
+
+namespace {
+
+// One rank's engine over `state`: w and b as in reduce(), one finish_backward per step given.
+std::vector<std::vector<float>> steps_of(comm::ProcessGroupPtr g, int rank, PowerSGDState& state,
+                                         const std::vector<Step>& steps) {
+  std::vector<float> w(kRows * kCols), gw(kRows * kCols), b(kRows), gb(kRows);
+  Engine engine(g);
+  engine.register_param({"w",
+                         comm::view(w.data(), w.size()),
+                         comm::view(gw.data(), gw.size()),
+                         {int64_t(kRows), int64_t(kCols)}});
+  engine.register_param({"b", comm::view(b.data(), b.size()), comm::view(gb.data(), gb.size()), {}});
+  engine.register_comm_hook(powersgd_hook(std::shared_ptr<PowerSGDState>(&state, [](PowerSGDState*) {})));
+  engine.finalize();
+  std::vector<std::vector<float>> out;
+  for (const auto& s : steps) {
+    gw = s.w[rank];
+    gb = s.b[rank];
+    engine.finish_backward();
+    out.push_back(gw);
+  }
+  return out;
+}
+
+}  // namespace
+
+// A checkpoint per rank after a compressed step; the next step's gradients from a fresh state
+// that loaded it must be those of the state that went on. Cold Qs (warm_start off) draw a new
+// seed each step: the seed stream must resume too.
+TEST_CASE("powersgd_hook: a state saved and loaded per rank resumes the same steps") {
+  for (const bool warm : {true, false}) {
+    CAPTURE(warm);
+    PowerSGDOptions o;
+    o.start_powersgd_iter = 2;
+    o.warm_start = warm;
+    const Step g = gradients(1.0f);  // rank 2: rank 1 leaves an error to feed back
+    Step h = gradients(-0.5f);
+    std::vector<std::vector<float>> went_on(kWorld), resumed(kWorld), shared(kWorld), fresh(kWorld);
+    run_ranks(kWorld, [&](int rank, comm::ProcessGroupPtr group) {
+      PowerSGDState first(o);
+      steps_of(group, rank, first, {g, g, g});
+      const std::string saved = first.save();
+      went_on[rank] = steps_of(group, rank, first, {h}).at(0);
+      PowerSGDState again(o);
+      again.load(saved);
+      CHECK(again.iteration() == 3);
+      CHECK(again.save() == saved);
+      resumed[rank] = steps_of(group, rank, again, {h}).at(0);
+      PowerSGDState without_error(o);
+      without_error.load_shared(saved);
+      shared[rank] = steps_of(group, rank, without_error, {h}).at(0);
+      PowerSGDState none(o);
+      fresh[rank] = steps_of(group, rank, none, {h}).at(0);
+    });
+    for (int r = 0; r < kWorld; ++r) {
+      CAPTURE(r);
+      CHECK(resumed[r] == went_on[r]);
+      CHECK(max_abs_diff(shared[r], went_on[r]) > 1e-3);  // the error feedback mattered
+      CHECK(max_abs_diff(fresh[r], went_on[r]) > 1e-3);   // a fresh state averages plainly
+    }
+  }
+}
+
+TEST_CASE(
+    "PowerSGDState::load: another rank setting, truncated or foreign bytes are errors, the state kept") {
+  PowerSGDOptions o;
+  o.start_powersgd_iter = 2;
+  PowerSGDState one(o);
+  const std::string saved = one.save();
+  o.matrix_approximation_rank = 2;
+  PowerSGDState two(o);
+  CHECK_THROWS_WITH_AS(two.load(saved), doctest::Contains("rank 1"), InvalidArgument);
+  const std::string before = two.save();
+  CHECK_THROWS_AS(two.load(saved.substr(0, saved.size() - 1)), InvalidArgument);
+  CHECK_THROWS_AS(two.load("not a state"), InvalidArgument);
+  CHECK_THROWS_AS(two.load(before + "x"), InvalidArgument);
+  CHECK(two.save() == before);
 }

@@ -6,10 +6,19 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "common/error.h"
+#include "ddp/powersgd.h"
+#include "ddp/rank_threads.h"
+#include "ddp/torch/distributed_data_parallel.h"
 #include "rendezvous/hash_store.h"
+#include "torch_models.h"
 
 using namespace ddp;
+using ddp::testing::run_ranks;
 
 namespace {
 
@@ -94,4 +103,110 @@ TEST_CASE("sync() over a group of one keeps the state; a state of another model 
                     to.load(from.save());
                   }()),
                   InvalidArgument);
+}
+
+namespace {
+
+at::Tensor flat(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> parts;
+  for (const auto& p : params) parts.push_back(p.detach().reshape(-1));
+  return at::cat(parts);
+}
+
+// One worker process of a recovery in place: its model, optimizer, PowerSGD state and the
+// ElasticState over them, kept across its groups.
+struct Worker {
+  explicit Worker(uint64_t seed, const ddp::PowerSGDOptions& o)
+      : net(torch_test::seeded_net(seed)),
+        opt(net->parameters(), ::torch::optim::SGDOptions(0.1)),
+        powersgd(std::make_shared<ddp::PowerSGDState>(o)),
+        state(*net.ptr(), opt, {&step}) {
+    state.keep(powersgd);
+  }
+  torch_test::TinyNet net;
+  ::torch::optim::SGD opt;
+  std::shared_ptr<ddp::PowerSGDState> powersgd;
+  int64_t step = 0;
+  ddp::torch::ElasticState state;
+};
+
+// `steps` of the worker at `rank` of `group` from its step on, under a DDP wrapper built over
+// the group (as run()'s on_group does) with the PowerSGD hook.
+void train(Worker& w, int rank, const ddp::comm::ProcessGroupPtr& group, const torch_test::Batches& data,
+           int steps, int64_t per_rank) {
+  ddp::torch::DistributedDataParallel<torch_test::TinyNet> model(w.net, group);
+  model->register_comm_hook(ddp::powersgd_hook(w.powersgd));
+  for (int s = 0; s < steps; ++s, ++w.step) {
+    w.opt.zero_grad();
+    const auto x = torch_test::shard(data.x[static_cast<size_t>(w.step)], rank, per_rank);
+    const auto y = torch_test::shard(data.y[static_cast<size_t>(w.step)], rank, per_rank);
+    ::torch::nn::functional::cross_entropy(model(x), y).backward();
+    w.opt.step();
+  }
+}
+
+}  // namespace
+
+// Workers A, B, C commit after a compressed step, take one more, then C is lost and D joins: B
+// (the root), A and D form the next group, as ddp::elastic::run does (restore, the new group's
+// wrapper, sync from the root). PowerSGD must come back as committed on A and B, error feedback
+// included, and D must take the shared part (the iteration, seed stream and Qs) with no error;
+// the next steps must then be those of workers built from the commits directly.
+TEST_CASE("ElasticState with PowerSGD: rolled back, the shared part synced, each survivor's error its own") {
+  at::set_num_threads(1);
+  constexpr int kWorld = 3, kCommitted = 3, kAfter = 2;
+  constexpr int64_t kPerRank = 4;
+  ddp::PowerSGDOptions o;
+  o.start_powersgd_iter = 2;
+  const auto data = torch_test::make_batches(kCommitted + 1 + kAfter, kWorld * kPerRank);
+  std::vector<std::unique_ptr<Worker>> w;
+  for (uint64_t seed : {1, 1, 1, 9}) w.push_back(std::make_unique<Worker>(seed, o));
+  std::vector<std::string> committed(kWorld);
+  std::vector<at::Tensor> committed_params;
+  run_ranks(kWorld, [&](int rank, ddp::comm::ProcessGroupPtr group) {
+    Worker& me = *w[static_cast<size_t>(rank)];
+    train(me, rank, group, data, kCommitted, kPerRank);
+    me.state.commit();
+    committed[static_cast<size_t>(rank)] = me.powersgd->save();
+    if (rank == 0) committed_params = torch_test::snapshot(*me.net);
+    train(me, rank, group, data, 1, kPerRank);  // not committed
+  });
+  CHECK((committed[0] != committed[1]));  // each rank's own error feedback
+  w[3]->state.commit();                   // a joining worker's run() commits its fresh state first
+
+  const std::vector<size_t> next = {1, 0, 3};  // B, A, D as ranks 0, 1, 2 of the next group
+  std::vector<at::Tensor> recovered(kWorld);
+  run_ranks(kWorld, [&](int rank, ddp::comm::ProcessGroupPtr group) {
+    Worker& me = *w[next[static_cast<size_t>(rank)]];
+    me.state.restore();
+    { ddp::torch::DistributedDataParallel<torch_test::TinyNet> on_group(me.net, group); }
+    me.state.sync(*group, 0);
+    CHECK(me.step == kCommitted);
+    CHECK(me.powersgd->iteration() == kCommitted);
+    if (rank < 2) CHECK((me.powersgd->save() == committed[next[static_cast<size_t>(rank)]]));
+    train(me, rank, group, data, kAfter, kPerRank);
+    recovered[static_cast<size_t>(rank)] = flat(me.net->parameters());
+  });
+
+  std::vector<at::Tensor> direct(kWorld);
+  run_ranks(kWorld, [&](int rank, ddp::comm::ProcessGroupPtr group) {
+    Worker me(5, o);
+    {
+      ::torch::NoGradGuard no_grad;
+      auto params = me.net->parameters();
+      for (size_t i = 0; i < params.size(); ++i) params[i].copy_(committed_params[i]);
+    }
+    me.step = kCommitted;
+    if (rank < 2) {
+      me.powersgd->load(committed[next[static_cast<size_t>(rank)]]);
+    } else {
+      me.powersgd->load_shared(committed[1]);
+    }
+    train(me, rank, group, data, kAfter, kPerRank);
+    direct[static_cast<size_t>(rank)] = flat(me.net->parameters());
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    CAPTURE(r);
+    CHECK(recovered[static_cast<size_t>(r)].equal(direct[static_cast<size_t>(r)]));
+  }
 }

@@ -19,13 +19,15 @@ using torch_test::shard;
 
 namespace {
 
-constexpr int kWorld = 2;
+constexpr int kWorld = 3;
 constexpr int kSteps = 6;
 constexpr int64_t kPerRank = 8;
 constexpr double kLr = 0.1, kMomentum = 0.9;
-// Matrices 32x8, 8x32, 32x8, 4x32: equal shapes apart in memory (PyTorch's grouping by shape),
-// and at rank 2 a 2-D matrix too small to compress (4x32) besides the biases.
-const torch_test::Layers kLayers = {{torch_test::kIn, 32}, {32, 8}, {8, 32}, {32, torch_test::kClasses}};
+// Matrices 32x8, 64x32, 32x64, 8x32, 32x8, 4x32: equal shapes apart in memory (PyTorch's
+// grouping by shape); matrices too small to compress besides the biases (4x32 at rank 2; all but
+// the 64x32 and 32x64 at rank 4, which PyTorch orthogonalises by QR, not Gram-Schmidt).
+const torch_test::Layers kLayers = {{torch_test::kIn, 32},     {32, 64}, {64, 32}, {32, 8}, {8, 32},
+                                    {32, torch_test::kClasses}};
 
 struct Run {
   std::vector<at::Tensor> params;  // per rank, flat
@@ -83,7 +85,7 @@ nlohmann::json config(const ddp::PowerSGDOptions& o, const ddp::BucketAssignment
 // Bound: our matrix products accumulate in double, PyTorch's bmm in float, so the steps agree
 // to rounding, not bit for bit: 1e-6 on parameters of about 0.3 after 6 steps (4 compressed).
 // The same training with plain averaging must differ from PyTorch's by far more than that.
-TEST_CASE("PowerSGD takes PyTorch 1.13's powerSGD_hook's steps (rank 1 warm start, rank 2 cold)" *
+TEST_CASE("PowerSGD takes PyTorch 1.13's powerSGD_hook's steps at world 3 (rank 1 warm, 2 cold, 4 warm)" *
           doctest::skip(!torch_test::reference_available())) {
   constexpr double kBound = 1e-6;
   auto data = torch_test::make_batches(kSteps, kWorld * kPerRank);
@@ -92,16 +94,16 @@ TEST_CASE("PowerSGD takes PyTorch 1.13's powerSGD_hook's steps (rank 1 warm star
   const Run plain = train(plain_options, data);
   std::vector<Run> ours;
   std::vector<nlohmann::json> configs;
-  for (const bool warm : {true, false}) {
+  for (const int rank : {1, 2, 4}) {
     ddp::PowerSGDOptions o;
-    o.matrix_approximation_rank = warm ? 1 : 2;
+    o.matrix_approximation_rank = rank;
     o.start_powersgd_iter = 2;
-    o.warm_start = warm;
-    o.random_seed = warm ? 0 : 7;
+    o.warm_start = rank != 2;
+    o.random_seed = static_cast<uint32_t>(rank == 1 ? 0 : 3 + rank);
     o.random_normal = ddp::torch::torch_random_normal();
     ours.push_back(train(o, data));
     REQUIRE(ours.back().buckets.size() >= 2);
-    // Compressed: 4 matrices at rank 1 (3 at rank 2) of 4 steps are fewer elements than sent.
+    // Compressed: 6 matrices at rank 1, 5 at rank 2, 2 at rank 4 send fewer than half the elements.
     CHECK(ours.back().numel_after < ours.back().numel_before / 2);
     configs.push_back(config(o, ours.back().buckets));
   }
@@ -118,6 +120,7 @@ TEST_CASE("PowerSGD takes PyTorch 1.13's powerSGD_hook's steps (rank 1 warm star
       CHECK(diff <= kBound);
       CHECK(plain_diff > 100 * kBound);
     }
-    CHECK(torch_test::max_abs_diff(ours[i].params[0], ours[i].params[1]) == 0.0);
+    for (int r = 1; r < kWorld; ++r)
+      CHECK(torch_test::max_abs_diff(ours[i].params[0], ours[i].params[r]) == 0.0);
   }
 }

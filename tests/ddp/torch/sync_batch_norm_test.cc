@@ -22,19 +22,31 @@ namespace {
 constexpr double kTol = 1e-5;
 constexpr int64_t kPerRank = 4;
 constexpr int64_t kChannels = 3;
-constexpr int kWorld = 2;
+constexpr int kWorld = 3;
 constexpr int kSteps = 2;
+// Uneven batches: each rank's rows of the global batch (a rank of one row: its own variance
+// is zero; only the global count makes the statistics right).
+const std::vector<int64_t> kRows = {2, 5, 1};
 
 double diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
-// A global batch (kWorld * kPerRank rows) whose halves have different statistics, so that
+int64_t first_row(int rank) {
+  int64_t first = 0;
+  for (int r = 0; r < rank; ++r) first += kRows[static_cast<size_t>(r)];
+  return first;
+}
+at::Tensor rows_of(const at::Tensor& t, int rank) {
+  return t.narrow(0, first_row(rank), kRows[static_cast<size_t>(rank)]);
+}
+
+// A global batch (every rank's rows) whose ranks' parts have different statistics, so that
 // per-rank statistics cannot pass for the global ones.
 at::Tensor global_batch(std::vector<int64_t> tail, uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  std::vector<int64_t> shape{kWorld * kPerRank, kChannels};
+  std::vector<int64_t> shape{first_row(kWorld), kChannels};
   shape.insert(shape.end(), tail.begin(), tail.end());
   at::Tensor x = at::randn(shape, gen);
-  x.narrow(0, kPerRank, kPerRank).mul_(3).add_(2);
+  for (int r = 1; r < kWorld; ++r) rows_of(x, r).mul_(1 + 2 * r).add_(1.5 * r);
   return x;
 }
 
@@ -99,7 +111,7 @@ void check_against_one_process(std::vector<int64_t> tail,
     using Impl = ddp::torch::SyncBatchNormImpl<D>;
     nn::ModuleHolder<Impl> norm(std::make_shared<Impl>(options, group));
     set_affine(norm);
-    got[rank] = run(norm, steps, [rank](const at::Tensor& t) { return shard(t, rank, kPerRank); });
+    got[rank] = run(norm, steps, [rank](const at::Tensor& t) { return rows_of(t, rank); });
   });
 
   for (int s = 0; s < kSteps; ++s) {
@@ -107,8 +119,8 @@ void check_against_one_process(std::vector<int64_t> tail,
     at::Tensor dweight = at::zeros({kChannels}), dbias = at::zeros({kChannels});
     for (int r = 0; r < kWorld; ++r) {
       CAPTURE(r);
-      CHECK(diff(got[r].y[s], shard(want.y[s], r, kPerRank)) < kTol);
-      CHECK(diff(got[r].dx[s], shard(want.dx[s], r, kPerRank)) < kTol);
+      CHECK(diff(got[r].y[s], rows_of(want.y[s], r)) < kTol);
+      CHECK(diff(got[r].dx[s], rows_of(want.dx[s], r)) < kTol);
       dweight += got[r].dweight[s];  // each rank's own share: DDP sums (averages) them
       dbias += got[r].dbias[s];
     }
@@ -120,21 +132,21 @@ void check_against_one_process(std::vector<int64_t> tail,
     CHECK(diff(got[r].running_mean, want.running_mean) < kTol);
     CHECK(diff(got[r].running_var, want.running_var) < kTol);
     CHECK(got[r].batches.template item<int64_t>() == kSteps);
-    CHECK(diff(got[r].eval_y, shard(want.eval_y, r, kPerRank)) < kTol);
+    CHECK(diff(got[r].eval_y, rows_of(want.eval_y, r)) < kTol);
   }
 
   // Negative control: per-rank BatchNorm on the same shards is far from the reference.
   BatchNorm local(options);
   set_affine(local);
-  const Result alone = run(local, steps, [](const at::Tensor& t) { return shard(t, 1, kPerRank); });
-  CHECK(diff(alone.y[0], shard(want.y[0], 1, kPerRank)) > 100 * kTol);
-  CHECK(diff(alone.dx[0], shard(want.dx[0], 1, kPerRank)) > 100 * kTol);
+  const Result alone = run(local, steps, [](const at::Tensor& t) { return rows_of(t, 1); });
+  CHECK(diff(alone.y[0], rows_of(want.y[0], 1)) > 100 * kTol);
+  CHECK(diff(alone.dx[0], rows_of(want.dx[0], 1)) > 100 * kTol);
   CHECK(diff(alone.running_mean, want.running_mean) > 100 * kTol);
 }
 
 }  // namespace
 
-TEST_CASE("2 ranks x batch B match LibTorch's BatchNorm on one process x batch 2B") {
+TEST_CASE("3 ranks with batches of 2, 5 and 1 rows match LibTorch's BatchNorm on one process x 8 rows") {
   SUBCASE("1d, (N, C)") { check_against_one_process<nn::BatchNorm1d, 1>({}); }
   SUBCASE("1d, (N, C, L)") { check_against_one_process<nn::BatchNorm1d, 1>({5}); }
   SUBCASE("2d") { check_against_one_process<nn::BatchNorm2d, 2>({3, 4}); }
@@ -171,7 +183,7 @@ Net seeded(uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("convert_sync_batchnorm + DDP over 2 ranks trains as one process on the whole batch") {
+TEST_CASE("convert_sync_batchnorm + DDP over 3 ranks trains as one process on the whole batch") {
   at::set_num_threads(1);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
   std::vector<at::Tensor> xs, ys;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -166,27 +167,116 @@ TEST_CASE("ZeRO partitions greedily by size, largest first, as PyTorch's") {
   });
 }
 
-TEST_CASE("ZeRO: a consolidated state loads back into every rank's shard") {
+namespace {
+
+// Phase 1 at world 2 (2 steps), a checkpoint (the model, and the optimizer's state saved from
+// rank 0: ZeRO's consolidated, or the unsharded one), phase 2 at world 3 (2 steps) from it.
+struct Checkpoint {
+  std::vector<at::Tensor> params;
+  std::string optimizer;
+};
+
+void steps(nn::Sequential& net, ddp::torch::DistributedDataParallel<nn::Sequential>& model,
+           const std::function<void()>& step, const torch_test::Batches& data, int rank) {
+  for (size_t s = 0; s < data.x.size(); ++s) {
+    for (auto& p : net->parameters()) p.mutable_grad() = at::Tensor();
+    nn::functional::cross_entropy(model(shard(data.x[s], rank, kPerRank)), shard(data.y[s], rank, kPerRank))
+        .backward();
+    step();
+  }
+}
+
+void load_params(nn::Sequential& net, const std::vector<at::Tensor>& params) {
+  ::torch::NoGradGuard no_grad;
+  auto mine = net->parameters();
+  for (size_t i = 0; i < mine.size(); ++i) mine[i].copy_(params[i]);
+}
+
+bool equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].equal(b[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO: the consolidated state is every shard's by value, and resumes at another world size") {
   at::set_num_threads(1);
-  run_ranks(kWorld, [](int rank, ddp::comm::ProcessGroupPtr group) {
+  constexpr int kResumeWorld = 3;
+  const auto first = torch_test::make_batches(2, kWorld * kPerRank, 21);
+  const auto second = torch_test::make_batches(2, kResumeWorld * kPerRank, 22);
+  Checkpoint zero_ckpt, plain_ckpt;
+  std::vector<std::vector<at::Tensor>> shards(kWorld);
+  run_ranks(kWorld, [&](int rank, ddp::comm::ProcessGroupPtr group) {
     auto net = seeded_mlp(2);
+    ddp::torch::DistributedDataParallel model(net, group);
     ddp::torch::ZeroRedundancyOptimizer zero(net->parameters(), group, adam());
-    for (auto& p : net->parameters()) p.mutable_grad() = at::ones_like(p);
-    zero.step();
-    const size_t bytes = ddp::torch::optimizer_state_bytes(zero.local_optimizer());
-    // Rank 0 saves the full state as a checkpoint, loads it into an unsharded Adam, and takes
-    // its own shard back from it.
+    steps(
+        net, model, [&] { zero.step(); }, first, rank);
     zero.consolidate_state_dict(0);
+    // Each rank's shard, by value, against rank 0's consolidated state: after the gather, so
+    // no rank steps again before rank 0 reads it.
+    shards[static_cast<size_t>(rank)] = state_tensors(zero.local_optimizer(), zero.shard());
+    group->barrier()->wait();
     if (rank == 0) {
+      const auto all = net->parameters();
+      for (int r = 0; r < kWorld; ++r) {
+        CAPTURE(r);
+        std::vector<at::Tensor> owned;
+        for (size_t i = 0; i < all.size(); ++i)
+          if (zero.owner(i) == r) owned.push_back(all[i]);
+        CHECK(!shards[static_cast<size_t>(r)].empty());
+        CHECK(equal(state_tensors(*zero.consolidated(), owned), shards[static_cast<size_t>(r)]));
+      }
       std::ostringstream out;
       ::torch::save(*zero.consolidated(), out);
-      auto full = adam()(net->parameters());
-      std::istringstream in(out.str());
-      ::torch::load(*full, in);
-      zero.local_optimizer().state().clear();
-      zero.load_consolidated(*full);
-      CHECK(ddp::torch::optimizer_state_bytes(zero.local_optimizer()) == bytes);
-      CHECK(ddp::torch::optimizer_state_bytes(*full) > bytes);
+      zero_ckpt = {torch_test::snapshot(*net), out.str()};
+    }
+    group->barrier()->wait();
+    auto plain_net = seeded_mlp(2);
+    ddp::torch::DistributedDataParallel plain_model(plain_net, group);
+    auto plain = adam()(plain_net->parameters());
+    steps(
+        plain_net, plain_model, [&] { plain->step(); }, first, rank);
+    if (rank == 0) {
+      std::ostringstream out;
+      ::torch::save(*plain, out);
+      plain_ckpt = {torch_test::snapshot(*plain_net), out.str()};
     }
   });
+  CHECK(max_diff(zero_ckpt.params, plain_ckpt.params) < 1e-6);
+
+  std::vector<std::vector<at::Tensor>> resumed(kResumeWorld), unsharded(kResumeWorld), forgot(kResumeWorld);
+  run_ranks(kResumeWorld, [&](int rank, ddp::comm::ProcessGroupPtr group) {
+    auto resume = [&](const Checkpoint& ckpt, bool sharded, bool load_state) {
+      auto net = seeded_mlp(3);
+      load_params(net, ckpt.params);
+      ddp::torch::DistributedDataParallel model(net, group);
+      auto full = adam()(net->parameters());
+      std::istringstream in(ckpt.optimizer);
+      ::torch::load(*full, in);
+      if (!sharded) {
+        steps(
+            net, model, [&] { full->step(); }, second, rank);
+        return torch_test::snapshot(*net);
+      }
+      ddp::torch::ZeroRedundancyOptimizer zero(net->parameters(), group, adam());
+      if (load_state) {
+        zero.load_consolidated(*full);
+        CHECK(equal(state_tensors(zero.local_optimizer(), zero.shard()), state_tensors(*full, zero.shard())));
+      }
+      steps(
+          net, model, [&] { zero.step(); }, second, rank);
+      return torch_test::snapshot(*net);
+    };
+    resumed[rank] = resume(zero_ckpt, true, true);
+    unsharded[rank] = resume(plain_ckpt, false, true);
+    forgot[rank] = resume(zero_ckpt, true, false);
+  });
+  for (int r = 0; r < kResumeWorld; ++r) {
+    CAPTURE(r);
+    CHECK(max_diff(resumed[r], unsharded[r]) < 1e-6);
+    CHECK(max_diff(forgot[r], unsharded[r]) > 1e-4);  // Adam's moments and step count mattered
+  }
 }
