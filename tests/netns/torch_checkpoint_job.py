@@ -18,14 +18,15 @@ Lines printed (each flushed):
     reference loss=L norm=X                   with --reference (the world of the last step)
 
 --hold STEP FILE (repeatable) is the test's pacing, not the training's: before taking step STEP
-every rank waits until FILE exists, so the test kills or adds a node at a known step. The numbers
-do not depend on it.
+every rank waits until FILE exists ("{host}" in FILE: this host's name, so a test can hold one
+host only), so the test kills or adds a node at a known step. The numbers do not depend on it.
 usage: torch_checkpoint_job.py STEPS CKPT_DIR CKPT_EVERY [--hold STEP FILE]...
        torch_checkpoint_job.py --reference SCHEDULE
 """
 import argparse
 import hashlib
 import os
+import socket
 import sys
 import time
 
@@ -99,7 +100,7 @@ def train(args):
     if ckpt:
         opt.load_state_dict(ckpt["optimizer"])
     print(f"start pid={pid} rank={rank} world={world} from={step}", flush=True)
-    holds = {int(s): f for s, f in args.hold}
+    holds = {int(s): f.replace("{host}", socket.gethostname()) for s, f in args.hold}
     while step < args.steps:
         while step + 1 in holds and not os.path.exists(holds[step + 1]):
             time.sleep(0.05)
