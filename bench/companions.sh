@@ -2,12 +2,14 @@
 # DDP's companions across 2 emulated hosts (tests/netns/hosts.sh), one rank on each, every host's
 # link shaped to RATE (default 1gbit), each host on CPUs of its own (half of those this script may
 # use; all of them when fewer than 2). One run measures:
-#   - ddp-bench hooks: the 6 x Linear(2048) MLP's step time and bytes per step with plain, fp16
-#     and PowerSGD rank 1, 2 and 4 gradients, and ZeRO's optimizer state per rank (hooks.jsonl);
+#   - ddp-bench hooks: the 6 x Linear(2048) MLP's step time and bytes per step with no collective
+#     (compute only), plain, fp16 and PowerSGD rank 1, 2 and 4 gradients, and ZeRO's optimizer
+#     state per rank (hooks.jsonl), the load average before and after (load.txt);
 #   - the demo (ddp-train-fashion-mnist, 1 epoch on a slice: 6,400 training images) with the same
 #     hooks (PowerSGD from step 20): its epoch line, samples/s over both ranks (demo.txt).
 #
-#   sudo bench/companions.sh OUT_DIR      (BIN: default build/bin; RATE: e.g. 1gbit, 10gbit)
+#   sudo bench/companions.sh OUT_DIR      (BIN: default build/bin; RATE: e.g. 1gbit, 10gbit;
+#                                          DEMO=0: the hooks only; HOOKS, STEPS: ddp-bench hooks' --hooks, --steps)
 # Exit: 0; 77 not root; else the failed run's status, with its stderr.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,9 +51,12 @@ launch() {
   sed 's/^\[[a-z]*0\]://; s/^\[0\]://' "$tmp/$name.1.out" > "$tmp/$name"
 }
 
-launch hooks "$bin/ddp-bench" hooks
+uptime > "$out/load.txt" # others' work on the machine: compare the hooks within one run
+launch hooks "$bin/ddp-bench" hooks ${HOOKS:+--hooks "$HOOKS"} ${STEPS:+--steps "$STEPS"}
+uptime >> "$out/load.txt"
 grep '^{' "$tmp/hooks" > "$out/hooks.jsonl"
-cat "$out/hooks.jsonl"
+cat "$out/hooks.jsonl" "$out/load.txt"
+[ "${DEMO:-1}" = 0 ] && exit 0
 : > "$out/demo.txt"
 slice=(--train-limit 6400 --test-limit 2000 --epochs 1 --threads 1)
 for flags in "" "--fp16" "--powersgd 1 --powersgd-start 20" "--powersgd 2 --powersgd-start 20" \

@@ -1,7 +1,7 @@
 // ddp-bench hooks: LibTorch DDP's step time and bytes per step with each gradient comm hook
-// (plain all_reduce, fp16_compress_hook, powersgd_hook at ranks 1, 2 and 4), and ZeRO's
-// optimizer state per rank beside the unsharded optimizer's. A rank program: run it under
-// ddp-launch (across emulated hosts with shaped links: bench/companions.sh).
+// (plain all_reduce, fp16_compress_hook, powersgd_hook at ranks 1, 2 and 4; "compute": none,
+// the step's compute alone), and ZeRO's optimizer state per rank beside the unsharded one's.
+// A rank program: run it under ddp-launch (across emulated hosts: bench/companions.sh).
 //
 // Model: --layers x (Linear(hidden, hidden) + ReLU), MSE loss, SGD with momentum, batch --batch
 // per rank, 1 thread per rank. Per hook: a fresh model and DDP wrapper, --warmup untimed steps
@@ -9,10 +9,10 @@
 // step's time is the slowest rank's). Bytes per step: what one rank hands to its all_reduces
 // per step (the payload: buckets' bytes, half of them in float16, PowerSGD's elements after
 // compression; a ring all_reduce sends about 2 (W-1)/W of the payload over each link).
-// Output on rank 0, one JSON row per hook:
+// Output on rank 0, one JSON row per hook (a hook listed twice is measured twice):
 //   {"hook", "params", "world", "step_ms", "step_ms_per_step", "bytes_per_step", "machine"}
-// then {"optimizer": "sgd-momentum", "state_bytes_plain", "state_bytes_zero_max", "world"}:
-// the optimizer state one rank keeps unsharded, and the most any rank keeps under ZeRO.
+// then {"optimizer": "sgd-momentum", "state_bytes_plain", "state_bytes_zero_max", "world",
+// "machine"}: the optimizer state one rank keeps unsharded, and the most any rank keeps (ZeRO).
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -46,7 +46,7 @@ struct Config {
   int batch = 32;
   int steps = 5;
   int warmup = 3;
-  std::string hooks = "plain,fp16,powersgd1,powersgd2,powersgd4";
+  std::string hooks = "compute,plain,fp16,powersgd1,powersgd2,powersgd4";
   std::string backend = "tcp";
 };
 
@@ -71,13 +71,19 @@ ddp::CommHook make_hook(const std::string& name, std::shared_ptr<std::atomic<dou
     state = std::make_shared<ddp::PowerSGDState>(o);
     return ddp::powersgd_hook(state);
   }
+  if (name == "compute") {  // the gradients stay local: nothing is sent
+    return [](ddp::comm::ProcessGroup&, ddp::GradBucket& b) {
+      return ddp::comm::Work::completed("compute bucket " + std::to_string(b.index));
+    };
+  }
   double factor = 1.0;
   ddp::CommHook inner = ddp::allreduce_hook();
   if (name == "fp16") {
     factor = 0.5;
     inner = ddp::fp16_compress_hook();
   } else if (name != "plain") {
-    throw std::invalid_argument("ddp-bench hooks: unknown hook '" + name + "' (plain, fp16, powersgd<rank>)");
+    throw std::invalid_argument("ddp-bench hooks: unknown hook '" + name +
+                                "' (compute, plain, fp16, powersgd<rank>)");
   }
   return [inner, bytes, factor](ddp::comm::ProcessGroup& g, ddp::GradBucket& b) {
     *bytes = *bytes + static_cast<double>(b.buffer.bytes()) * factor;
@@ -152,7 +158,8 @@ int hooks_main(int argc, char** argv) {
   app.add_option("--steps", c.steps, "timed steps per hook")->capture_default_str();
   app.add_option("--warmup", c.warmup, "untimed steps first (at least 3: PowerSGD compresses from step 2)")
       ->capture_default_str();
-  app.add_option("--hooks", c.hooks, "comma-separated: plain, fp16, powersgd<rank>")->capture_default_str();
+  app.add_option("--hooks", c.hooks, "comma-separated: compute, plain, fp16, powersgd<rank>")
+      ->capture_default_str();
   app.add_option("--backend", c.backend, "our backend")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -176,6 +183,7 @@ int hooks_main(int argc, char** argv) {
       std::fflush(stdout);
     }
     auto row = zero_memory(c, group);
+    row["machine"] = ddp::bench::machine_json();
     if (group->rank() == 0) std::printf("%s\n", row.dump().c_str());
     ddp::destroy_process_group();
   } catch (const std::exception& e) {

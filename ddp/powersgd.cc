@@ -91,45 +91,77 @@ void orthogonalize(T* a, size_t rows, size_t r, double epsilon) {
   }
 }
 
-// p = m q (m: rows x cols; q: cols x r; p: rows x r), accumulated in double.
+// The products below take one pass over the gradient matrix each, row by row, in double,
+// with loops the compiler vectorises (independent sums, unit strides). qt: Q transposed
+// (r x cols), so that each of its columns is a contiguous row.
+
+// sum of a[j] * b[j], in four independent sums (the order is ours: PyTorch's is its own).
 template <typename T>
-void multiply(const T* m, const T* q, T* p, size_t rows, size_t cols, size_t r) {
-  std::vector<double> acc(r);
+double dot(const T* a, const T* b, size_t n) {
+  double s[4] = {0, 0, 0, 0};
+  size_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    for (size_t u = 0; u < 4; ++u) s[u] += static_cast<double>(a[j + u]) * b[j + u];
+  }
+  for (; j < n; ++j) s[0] += static_cast<double>(a[j]) * b[j];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+template <typename T>
+void transpose(const T* q, T* qt, size_t cols, size_t r) {
+  for (size_t j = 0; j < cols; ++j)
+    for (size_t k = 0; k < r; ++k) qt[k * cols + j] = q[j * r + k];
+}
+
+// m += e (when e is given), then p = m q (m: rows x cols; p: rows x r).
+template <typename T>
+void add_and_multiply(T* m, const T* e, const T* qt, T* p, size_t rows, size_t cols, size_t r) {
   for (size_t i = 0; i < rows; ++i) {
-    std::fill(acc.begin(), acc.end(), 0.0);
-    const T* row = m + i * cols;
-    for (size_t j = 0; j < cols; ++j) {
-      const double v = row[j];
-      for (size_t k = 0; k < r; ++k) acc[k] += v * q[j * r + k];
+    T* row = m + i * cols;
+    if (e != nullptr) {
+      const T* er = e + i * cols;
+      for (size_t j = 0; j < cols; ++j) row[j] += er[j];
     }
-    for (size_t k = 0; k < r; ++k) p[i * r + k] = static_cast<T>(acc[k]);
+    for (size_t k = 0; k < r; ++k) p[i * r + k] = static_cast<T>(dot(row, qt + k * cols, cols));
   }
 }
 
-// q = m^T p.
+// q = m^T p (q: cols x r), through acc (r x cols doubles).
 template <typename T>
-void multiply_transposed(const T* m, const T* p, T* q, size_t rows, size_t cols, size_t r) {
-  std::vector<double> acc(cols * r, 0.0);
+void multiply_transposed(const T* m, const T* p, T* q, size_t rows, size_t cols, size_t r,
+                         std::vector<double>& acc) {
+  acc.assign(cols * r, 0.0);
   for (size_t i = 0; i < rows; ++i) {
     const T* row = m + i * cols;
-    const T* pi = p + i * r;
-    for (size_t j = 0; j < cols; ++j) {
-      const double v = row[j];
-      for (size_t k = 0; k < r; ++k) acc[j * r + k] += v * pi[k];
+    for (size_t k = 0; k < r; ++k) {
+      const double pk = p[i * r + k];
+      double* a = acc.data() + k * cols;
+      for (size_t j = 0; j < cols; ++j) a[j] += static_cast<double>(row[j]) * pk;
     }
   }
-  for (size_t i = 0; i < cols * r; ++i) q[i] = static_cast<T>(acc[i]);
+  for (size_t j = 0; j < cols; ++j)
+    for (size_t k = 0; k < r; ++k) q[j * r + k] = static_cast<T>(acc[k * cols + j]);
 }
 
-// m = p q^T.
+// m = p q^T, and e = m - p q^T before it (when e is given): the error the step leaves.
 template <typename T>
-void reconstruct(const T* p, const T* q, T* m, size_t rows, size_t cols, size_t r) {
+void reconstruct(const T* p, const T* qt, T* m, T* e, size_t rows, size_t cols, size_t r,
+                 std::vector<double>& acc) {
+  acc.resize(cols);
   for (size_t i = 0; i < rows; ++i) {
-    for (size_t j = 0; j < cols; ++j) {
-      double v = 0;
-      for (size_t k = 0; k < r; ++k) v += static_cast<double>(p[i * r + k]) * q[j * r + k];
-      m[i * cols + j] = static_cast<T>(v);
+    const double p0 = p[i * r];
+    for (size_t j = 0; j < cols; ++j) acc[j] = p0 * qt[j];
+    for (size_t k = 1; k < r; ++k) {
+      const double pk = p[i * r + k];
+      const T* qk = qt + k * cols;
+      for (size_t j = 0; j < cols; ++j) acc[j] += pk * qk[j];
     }
+    T* row = m + i * cols;
+    if (e != nullptr) {
+      T* er = e + i * cols;
+      for (size_t j = 0; j < cols; ++j) er[j] = row[j] - static_cast<T>(acc[j]);
+    }
+    for (size_t j = 0; j < cols; ++j) row[j] = static_cast<T>(acc[j]);
   }
 }
 
@@ -220,24 +252,26 @@ void PowerSGDBucket::run() {
   s_.numel_before_ += layout_.numel_before;
   s_.numel_after_ += layout_.numel_after;
   PowerSGDState::Memory& mem = s_.memory_[bucket_.index];
-  DeviceMemory input;  // the gradient plus the previous error, to compute this step's error
+  // Error feedback: added to the gradient in the first pass over it, and the new error
+  // (the gradient plus the old error, less what the step returns) written in the last.
+  T* error = nullptr;
   if (o_.use_error_feedback) {
-    if (mem.error.bytes() == buf.bytes()) {
-      const T* e = static_cast<const T*>(mem.error.data());
-      for (size_t i = 0; i < buf.count; ++i) grad[i] += e[i];
-    } else {
-      mem.error = DeviceMemory(buf.bytes(), comm::Device{});
-    }
-    input = DeviceMemory(buf.bytes(), comm::Device{});
-    std::memcpy(input.data(), grad, buf.bytes());
+    if (mem.error.bytes() != buf.bytes()) mem.error = DeviceMemory(buf.bytes(), comm::Device{});
+    error = static_cast<T*>(mem.error.data());
+    for (const auto& [offset, count] : layout_.uncompressed)
+      for (size_t i = offset; i < offset + count; ++i) grad[i] += error[i];
   }
   init_low_rank<T>(mem);
   DeviceMemory flat;
   comm::WorkPtr uncompressed = start_uncompressed<T>(flat);
   T* p = static_cast<T*>(mem.p.data());
   T* q = static_cast<T*>(mem.q.data());
-  for (const auto& m : layout_.compressed)
-    multiply(grad + m.offset, q + m.q_offset, p + m.p_offset, m.rows, m.cols, m.rank);
+  std::vector<T> qt(layout_.q_size);  // each matrix's Q transposed, at its q_offset
+  for (const auto& m : layout_.compressed) {
+    transpose(q + m.q_offset, qt.data() + m.q_offset, m.cols, m.rank);
+    add_and_multiply(grad + m.offset, error ? error + m.offset : nullptr, qt.data() + m.q_offset,
+                     p + m.p_offset, m.rows, m.cols, m.rank);
+  }
   comm::WorkPtr ps;
   if (layout_.p_size > 0)
     ps = group_.all_reduce(mem.p.view(layout_.p_size, buf.dtype), {comm::ReduceOp::kSum});
@@ -248,26 +282,28 @@ void PowerSGDBucket::run() {
     scale_buffer(reduced, 1.0 / divisor);
     const T* src = static_cast<const T*>(flat.data());
     for (const auto& [offset, count] : layout_.uncompressed) {
+      if (error) {
+        for (size_t i = 0; i < count; ++i) error[offset + i] = grad[offset + i] - src[i];
+      }
       std::memcpy(grad + offset, src, count * sizeof(T));
       src += count;
     }
   }
   if (ps) {
     ps->wait();
+    std::vector<double> acc;
     for (const auto& m : layout_.compressed) {
       orthogonalize(p + m.p_offset, m.rows, m.rank, o_.orthogonalization_epsilon);
-      multiply_transposed(grad + m.offset, p + m.p_offset, q + m.q_offset, m.rows, m.cols, m.rank);
+      multiply_transposed(grad + m.offset, p + m.p_offset, q + m.q_offset, m.rows, m.cols, m.rank, acc);
     }
     comm::Buffer qs = mem.q.view(layout_.q_size, buf.dtype);
     group_.all_reduce(qs, {comm::ReduceOp::kSum})->wait();
     scale_buffer(qs, 1.0 / divisor);
-    for (const auto& m : layout_.compressed)
-      reconstruct(p + m.p_offset, q + m.q_offset, grad + m.offset, m.rows, m.cols, m.rank);
-  }
-  if (o_.use_error_feedback) {
-    T* e = static_cast<T*>(mem.error.data());
-    const T* in = static_cast<const T*>(input.data());
-    for (size_t i = 0; i < buf.count; ++i) e[i] = in[i] - grad[i];
+    for (const auto& m : layout_.compressed) {
+      transpose(q + m.q_offset, qt.data() + m.q_offset, m.cols, m.rank);
+      reconstruct(p + m.p_offset, qt.data() + m.q_offset, grad + m.offset, error ? error + m.offset : nullptr,
+                  m.rows, m.cols, m.rank, acc);
+    }
   }
   if (!o_.warm_start) mem.low_rank = false;
 }
