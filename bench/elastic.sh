@@ -9,7 +9,7 @@
 #   worker-killed  --nnodes 2 (static), --max-restarts 1: SIGKILL one worker -> the first
 #                completed step of the restarted round (the restart path of a static job)
 # A launcher that refuses --nnodes 1:2 gets only worker-killed (said so in its row).
-# "in-place" is ddp-launch running the C++ probe tests/netns/elastic_probe.cc (ddp/elastic.h: a
+# "in-place" is ddp-launch running the C++ probe tests/netns/elastic_probe.cc (ddp/elastic/elastic.h: a
 # counter all_reduced and committed every step, 50 ms apart) that recovers in place: node-lost and
 # node-joined only (path "in-place"; its workers are not restarted, so no Python import is timed).
 # "cpp-restart" is ddp-launch running the same probe with --restart (a plain worker: no recovery in

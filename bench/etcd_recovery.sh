@@ -7,7 +7,7 @@
 # 1 is started first (node 0 of our round; c10d's store host), the others once it is in; when all
 # three workers have stepped at world 3 and 1-2 s more (drawn, seeded), launcher 1 and its worker
 # are SIGKILLed at once; the time to the survivors' first completed step at world 2.
-#   in-place          ddp-launch running tests/netns/elastic_probe.cc (ddp/elastic.h, in place)
+#   in-place          ddp-launch running tests/netns/elastic_probe.cc (ddp/elastic/elastic.h, in place)
 #   restart           ddp-launch running bench/elastic_job.py (PyTorch DDP over gloo), restarted
 #   torchrun-etcd-v2  torchrun (bench/torchrun_shim.py) --rdzv_backend etcd-v2, the same script
 #   torchrun-c10d     torchrun --rdzv_backend c10d, the same script: the survivors' exit (their

@@ -5,7 +5,7 @@
 //   Error
 //   ├── TimeoutError     a deadline passed; the message names the operation, what was missing
 //   ├── NetworkError     a peer or connection was lost: the group/connection must be rebuilt
-//   │   ├── MembershipChanged  the launcher announced a new round (ddp/elastic.h): re-form in place
+//   │   ├── MembershipChanged  the launcher announced a new round (ddp/elastic/elastic.h): re-form in place
 //   │   └── Aborted            ProcessGroup::abort(reason) failed the op: the group must be rebuilt
 //   ├── StoreError       the store refused or could not serve a request
 //   ├── InvalidArgument  bad input from a caller, a flag, a file, a frame or a datagram
@@ -44,7 +44,7 @@ DDP_DECLARE_ERROR(InvalidArgument);
 DDP_DECLARE_ERROR(BackendError);
 
 // A NetworkError of its own type: the group's membership changes (a node was lost or is joining) and
-// the launcher moves this worker to a new round in place (ddp/elastic.h).
+// the launcher moves this worker to a new round in place (ddp/elastic/elastic.h).
 class MembershipChanged : public NetworkError {
  public:
   MembershipChanged(const std::string& what, const char* file, int line) : NetworkError(what, file, line) {}

@@ -12,7 +12,7 @@
 // a job restarted by ddp-launch (--max-restarts, or a new elastic round) continues from the
 // saved step, mid-epoch, with the same data order (the batches already trained are skipped).
 // --elastic-in-place (under --nnodes MIN:MAX): a lost or joining node restarts no worker; the
-// state is committed every step and re-formed in place (ddp/elastic.h, train_in_place below).
+// state is committed every step and re-formed in place (ddp/elastic/elastic.h, train_in_place below).
 #include <torch/data.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
@@ -32,7 +32,7 @@
 #include "comm/init.h"
 #include "common/error.h"
 #include "common/settings.h"
-#include "ddp/elastic.h"
+#include "ddp/elastic/elastic.h"
 #include "ddp/post_local_sgd_hook.h"
 #include "ddp/powersgd.h"
 #include "ddp/torch/distributed_data_parallel.h"
@@ -456,8 +456,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--local-sgd-warmup", c.local_sgd_warmup, "steps of ordinary DDP before local SGD")
       ->capture_default_str();
-  app.add_flag("--elastic-in-place", c.in_place,
-               "recover in place when a node is lost or joins (ddp-launch --nnodes MIN:MAX; ddp/elastic.h)");
+  app.add_flag(
+      "--elastic-in-place", c.in_place,
+      "recover in place when a node is lost or joins (ddp-launch --nnodes MIN:MAX; ddp/elastic/elastic.h)");
   app.add_option("--fail-at-step", c.fail_at_step,
                  "testing: the last rank exits after this global step in attempt 0");
   app.add_flag("--print-steps", c.print_steps,

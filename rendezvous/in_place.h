@@ -2,7 +2,7 @@
 // Recovery in place (docs/launcher.md): the keys through which a launcher moves its libddp
 // workers from one round to the next without restarting them, under "<run_id>/round/<n>/":
 //   in_place/<rank>  set by worker <rank> of round n once it can re-form its group in place
-//                    (ddp/elastic.h); the launcher keeps a node's workers only when all of its
+//                    (ddp/elastic/elastic.h); the launcher keeps a node's workers only when all of its
 //                    workers did
 //   outcome          the round's outcome (launcher/node_round.h): the workers watch it; only
 //                    "changed: ..." (a membership change) moves them in place

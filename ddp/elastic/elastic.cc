@@ -1,4 +1,4 @@
-#include "ddp/elastic.h"
+#include "ddp/elastic/elastic.h"
 
 #include <algorithm>
 #include <vector>

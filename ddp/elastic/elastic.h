@@ -31,7 +31,7 @@
 #include "comm/group_factory.h"
 #include "comm/process_group.h"
 #include "common/timeouts.h"
-#include "ddp/round_watcher.h"
+#include "ddp/elastic/round_watcher.h"
 #include "rendezvous/store.h"
 
 namespace ddp::elastic {

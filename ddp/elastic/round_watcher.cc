@@ -1,4 +1,4 @@
-#include "ddp/round_watcher.h"
+#include "ddp/elastic/round_watcher.h"
 
 #include "common/error.h"
 #include "common/log.h"

@@ -1,5 +1,5 @@
 #pragma once
-// The state of a LibTorch training for recovery in place (ddp/elastic.h): a module's parameters
+// The state of a LibTorch training for recovery in place (ddp/elastic/elastic.h): a module's parameters
 // and buffers, an optimizer's state, and a few counters of the caller's (epoch, step).
 //
 //   ddp::torch::ElasticState state(*model, optimizer, {&progress.epoch, &progress.step});
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "ddp/elastic.h"
+#include "ddp/elastic/elastic.h"
 #include "ddp/powersgd.h"
 
 namespace ddp::torch {

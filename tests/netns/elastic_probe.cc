@@ -29,7 +29,7 @@
 #include "comm/init.h"
 #include "common/error.h"
 #include "common/settings.h"
-#include "ddp/elastic.h"
+#include "ddp/elastic/elastic.h"
 
 namespace {
 

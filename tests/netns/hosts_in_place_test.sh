@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Recovery in place across emulated hosts (tests/netns/hosts.sh, elastic_harness.sh). 2 hosts run
 # ddp-launch --nnodes 1:2 over a tcp rendezvous hosted on host 1 (heartbeats 0.2 s x 5), each one
-# worker, ddp_elastic_probe --print-steps (ddp/elastic.h: a counter all_reduced every step,
+# worker, ddp_elastic_probe --print-steps (ddp/elastic/elastic.h: a counter all_reduced every step,
 # committed). Once both workers took a step in a group of 2 (past the group's state sync, so the
 # loss lands in a step), host 2's launcher is SIGKILLed (its worker dies with it), and host 1's
 # log must name host 2 as lost. Then, without MAX_RESTARTS: host 1's worker must go on in place,

@@ -1,7 +1,7 @@
-// Recovery in place (ddp/elastic.h), threads as processes over the tcp backend (or the test's
+// Recovery in place (ddp/elastic/elastic.h), threads as processes over the tcp backend (or the test's
 // backend) and one HashStore standing for the launchers' store; the test plays the launchers:
 // it announces a membership change and writes each survivor's place in the next round.
-#include "ddp/elastic.h"
+#include "ddp/elastic/elastic.h"
 
 #include <doctest/doctest.h>
 

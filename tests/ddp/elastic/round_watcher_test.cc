@@ -2,7 +2,7 @@
 // /usr/bin/etcd is missing): each watched through a clone of its own, interrupted to stop. A
 // watcher that never stopped would hang the destructor: that shows as the ctest's TIMEOUT, not
 // as a failed check.
-#include "ddp/round_watcher.h"
+#include "ddp/elastic/round_watcher.h"
 
 #include <doctest/doctest.h>
 
