@@ -1,6 +1,5 @@
 #include "rendezvous/etcd_http.h"
 
-#include <curl/curl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -11,6 +10,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "rendezvous/curl_library.h"
 #include "rendezvous/etcd_response.h"
 
 namespace ddp::rdzv {
@@ -25,11 +25,6 @@ constexpr Millis kMaxBackoff{1'000};
 constexpr Millis kLongestWait{3'600'000};
 constexpr Millis kMinAttempt{20};
 constexpr Millis kReservePerMember{200};
-
-void global_init() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 // A member whose host died stops answering without a reset: keepalive probes each second and
 // TCP_USER_TIMEOUT end such a connection within kLinkLossDetection, as the project's own.
@@ -62,14 +57,14 @@ class HeaderList {
     // A watch on a member that lost its leader is cancelled (etcd's WithRequireLeader).
     if (stream) add("Grpc-Metadata-hasleader: true");
   }
-  ~HeaderList() { curl_slist_free_all(list_); }
+  ~HeaderList() { curl().slist_free_all(list_); }
   HeaderList(const HeaderList&) = delete;
   HeaderList& operator=(const HeaderList&) = delete;
   curl_slist* get() const { return list_; }
 
  private:
   void add(const std::string& h) {
-    curl_slist* next = curl_slist_append(list_, h.c_str());
+    curl_slist* next = curl().slist_append(list_, h.c_str());
     if (next == nullptr) throw std::bad_alloc();
     list_ = next;
   }
@@ -79,26 +74,26 @@ class HeaderList {
 // The options every request and stream share.
 void setup(CURL* c, const EtcdHttpOptions& o, const std::string& url, const std::string& body,
            const HeaderList& headers, char* errors, std::string* answer) {
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_POST, 1L);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");  // members are reached directly, whatever http_proxy says
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 1L);
-  curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 1L);
-  curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, on_socket);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errors);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, answer);
-  if (!o.cacert.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, o.cacert.c_str());
-  if (!o.cert.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, o.cert.c_str());
-  if (!o.key.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, o.key.c_str());
+  curl().easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl().easy_setopt(c, CURLOPT_POST, 1L);
+  curl().easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+  curl().easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  curl().easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  curl().easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl().easy_setopt(c, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+  curl().easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl().easy_setopt(c, CURLOPT_NOPROXY, "*");  // members are reached directly, whatever http_proxy says
+  curl().easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl().easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl().easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 1L);
+  curl().easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 1L);
+  curl().easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, on_socket);
+  curl().easy_setopt(c, CURLOPT_ERRORBUFFER, errors);
+  curl().easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+  curl().easy_setopt(c, CURLOPT_WRITEDATA, answer);
+  if (!o.cacert.empty()) curl().easy_setopt(c, CURLOPT_CAINFO, o.cacert.c_str());
+  if (!o.cert.empty()) curl().easy_setopt(c, CURLOPT_SSLCERT, o.cert.c_str());
+  if (!o.key.empty()) curl().easy_setopt(c, CURLOPT_SSLKEY, o.key.c_str());
   errors[0] = '\0';
 }
 
@@ -106,9 +101,9 @@ void setup(CURL* c, const EtcdHttpOptions& o, const std::string& url, const std:
 // caller names already). The errno curl keeps is that of the last connect, so only then is it
 // this failure's.
 std::string curl_message(CURL* c, CURLcode rc, const char* errors) {
-  std::string msg = errors[0] ? errors : curl_easy_strerror(rc);
+  std::string msg = errors[0] ? errors : curl().easy_strerror(rc);
   long os_errno = 0;
-  curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
+  curl().easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
   if (rc == CURLE_COULDNT_CONNECT && os_errno != 0) return std::strerror(static_cast<int>(os_errno));
   if (rc == CURLE_GOT_NOTHING) return "it closed the connection without an answer (" + msg + ")";
   return msg;
@@ -116,7 +111,7 @@ std::string curl_message(CURL* c, CURLcode rc, const char* errors) {
 
 std::string content_type(CURL* c) {
   char* type = nullptr;
-  curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type);
+  curl().easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type);
   return type ? type : "";
 }
 
@@ -187,10 +182,10 @@ std::string etcd_endpoint_url(const std::string& endpoint, const std::string& pr
 
 class EtcdHttp::Handle {
  public:
-  Handle() : curl_(curl_easy_init()) {
+  Handle() : curl_(curl().easy_init()) {
     if (curl_ == nullptr) DDP_THROW(StoreError, "etcd: curl_easy_init failed");
   }
-  ~Handle() { curl_easy_cleanup(curl_); }
+  ~Handle() { curl().easy_cleanup(curl_); }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   CURL* get() const { return curl_; }
@@ -211,7 +206,6 @@ struct EtcdHttp::Attempt {
 
 EtcdHttp::EtcdHttp(EtcdHttpOptions options) : options_(std::move(options)) {
   if (options_.urls.empty()) DDP_THROW(InvalidArgument, "etcd: no endpoints");
-  global_init();
   handle_ = std::make_unique<Handle>();
 }
 
@@ -220,20 +214,20 @@ EtcdHttp::~EtcdHttp() = default;
 EtcdHttp::Attempt EtcdHttp::attempt(size_t index, const std::string& path, const std::string& body,
                                     const std::string& token, const Deadline& deadline, Millis reserve) {
   CURL* c = handle_->get();
-  curl_easy_reset(c);  // keeps the connections: a member answers on the one it answered before
+  curl().easy_reset(c);  // keeps the connections: a member answers on the one it answered before
   Attempt a;
   a.reply.endpoint = options_.urls[index];
   HeaderList headers(token, false);
   setup(c, options_, options_.urls[index] + path, body, headers, handle_->errors(), &a.reply.body);
   const Millis limit =
       std::max(Millis(1), std::min(deadline.remaining() - reserve, options_.attempt_timeout));
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(limit.count()));
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(std::min(limit, options_.connect_timeout).count()));
-  const CURLcode rc = curl_easy_perform(c);
+  curl().easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(limit.count()));
+  curl().easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(std::min(limit, options_.connect_timeout).count()));
+  const CURLcode rc = curl().easy_perform(c);
   using O = Attempt::Outcome;
   if (rc == CURLE_OK) {
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.reply.status);
+    curl().easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.reply.status);
     const std::string type = content_type(c);
     if (a.reply.status >= 500) {
       a.outcome = O::kLost;
@@ -249,7 +243,7 @@ EtcdHttp::Attempt EtcdHttp::attempt(size_t index, const std::string& path, const
   }
   const std::string msg = curl_message(c, rc, handle_->errors());
   long sent = 0;
-  curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &sent);
+  curl().easy_getinfo(c, CURLINFO_REQUEST_SIZE, &sent);
   if (is_tls_failure(rc)) {
     a.outcome = O::kNotEtcd;
     a.error = tls_message(rc, options_, msg);
@@ -354,16 +348,15 @@ class EtcdStream::Transfer {
  public:
   Transfer(const EtcdHttpOptions& o, const std::string& url, std::string body, const std::string& token)
       : body_(std::move(body)), headers_(token, true) {
-    global_init();
-    easy_ = curl_easy_init();
-    multi_ = curl_multi_init();
+    easy_ = curl().easy_init();
+    multi_ = curl().multi_init();
     if (easy_ == nullptr || multi_ == nullptr) {
       cleanup();
       DDP_THROW(StoreError, "etcd watch at ", display(url), ": curl initialization failed");
     }
     setup(easy_, o, url, body_, headers_, errors_, &data_);
-    curl_easy_setopt(easy_, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout.count()));
-    curl_multi_add_handle(multi_, easy_);
+    curl().easy_setopt(easy_, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout.count()));
+    curl().multi_add_handle(multi_, easy_);
   }
   ~Transfer() { cleanup(); }
   Transfer(const Transfer&) = delete;
@@ -372,20 +365,20 @@ class EtcdStream::Transfer {
   // Moves the transfer on, waiting for the socket at most `wait` when nothing is there yet.
   void run(Millis wait) {
     int running = 0;
-    curl_multi_perform(multi_, &running);
+    curl().multi_perform(multi_, &running);
     collect();
     if (done_ || data_.find('\n') != std::string::npos) return;
-    curl_multi_poll(multi_, nullptr, 0, static_cast<int>(wait.count()), nullptr);
-    curl_multi_perform(multi_, &running);
+    curl().multi_poll(multi_, nullptr, 0, static_cast<int>(wait.count()), nullptr);
+    curl().multi_perform(multi_, &running);
     collect();
   }
-  void wake() noexcept { curl_multi_wakeup(multi_); }
+  void wake() noexcept { curl().multi_wakeup(multi_); }
   std::string& data() { return data_; }
   bool done() const { return done_; }
   CURLcode result() const { return result_; }
   long status() const {
     long s = 0;
-    curl_easy_getinfo(easy_, CURLINFO_RESPONSE_CODE, &s);
+    curl().easy_getinfo(easy_, CURLINFO_RESPONSE_CODE, &s);
     return s;
   }
   bool json() const { return is_json(content_type(easy_)); }
@@ -394,7 +387,7 @@ class EtcdStream::Transfer {
  private:
   void collect() {
     int queued = 0;
-    while (CURLMsg* m = curl_multi_info_read(multi_, &queued)) {
+    while (CURLMsg* m = curl().multi_info_read(multi_, &queued)) {
       if (m->msg == CURLMSG_DONE) {
         done_ = true;
         result_ = m->data.result;
@@ -402,9 +395,9 @@ class EtcdStream::Transfer {
     }
   }
   void cleanup() noexcept {
-    if (multi_ && easy_) curl_multi_remove_handle(multi_, easy_);
-    if (easy_) curl_easy_cleanup(easy_);
-    if (multi_) curl_multi_cleanup(multi_);
+    if (multi_ && easy_) curl().multi_remove_handle(multi_, easy_);
+    if (easy_) curl().easy_cleanup(easy_);
+    if (multi_) curl().multi_cleanup(multi_);
     easy_ = nullptr;
     multi_ = nullptr;
   }
