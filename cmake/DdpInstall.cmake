@@ -22,7 +22,7 @@ target_link_libraries(ddp PRIVATE spdlog::spdlog nlohmann_json::nlohmann_json Op
 target_link_libraries(ddp INTERFACE Threads::Threads)
 target_include_directories(ddp INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 set_target_properties(ddp PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0 OUTPUT_NAME ddp)
-# Only the API is exported (cmake/libddp.map): no std::/fmt/spdlog/nlohmann instantiations.
+# Only the API is exported (cmake/libddp.map: what the installed headers below declare).
 target_link_options(ddp PRIVATE "LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/libddp.map")
 set_property(TARGET ddp APPEND PROPERTY LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/libddp.map)
 
@@ -40,7 +40,9 @@ foreach(_b gloo mpi nccl)
   if(TARGET ddp_comm_${_b})
     add_library(ddp_backend_${_b} MODULE comm/${_b}/plugin.cc $<TARGET_OBJECTS:ddp_comm_${_b}>)
     target_include_directories(ddp_backend_${_b} PRIVATE ${PROJECT_SOURCE_DIR})
-    target_link_libraries(ddp_backend_${_b} PRIVATE ddp ${_plugin_deps_${_b}})
+    # The internals a backend shares with libddp (logging, settings, TaskThread, the reduce
+    # kernels) are not exported: each plugin takes its own copy from the static modules.
+    target_link_libraries(ddp_backend_${_b} PRIVATE ddp ddp_comm ${_plugin_deps_${_b}})
     set_target_properties(ddp_backend_${_b} PROPERTIES PREFIX "lib" OUTPUT_NAME ddp_backend_${_b})
     target_link_options(ddp_backend_${_b} PRIVATE "LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/backend_plugin.map")
     install(TARGETS ddp_backend_${_b} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
@@ -59,31 +61,48 @@ endif()
 # ddp::torch, the package's torch component (find_package(ddp COMPONENTS torch)):
 # DistributedDataParallel for LibTorch programs as libddp_torch.so over libddp.so and LibTorch
 # (the build tree's ddp_torch objects, linked again), its headers as <ddp/torch/x.h>. Its own
-# export set, which the package config loads only where LibTorch is found. Before the headers'
-# include rewrite below, which must see these too.
+# export set, which the package config loads only where LibTorch is found.
 if(TARGET ddp_torch)
   add_library(ddp_torch_shared SHARED $<TARGET_OBJECTS:ddp_torch> $<TARGET_OBJECTS:ddp_torch_tensor>)
   target_link_libraries(ddp_torch_shared PUBLIC ddp ${TORCH_LIBRARIES})
+  # The engine's internals it calls (broadcast_coalesced, verify_same_across_ranks) are not
+  # exported: from the static module, the archive alone (its targets would bring the backends).
+  target_link_libraries(ddp_torch_shared PRIVATE $<TARGET_FILE:ddp_ddp> ddp_comm)
+  add_dependencies(ddp_torch_shared ddp_ddp)
   set_target_properties(ddp_torch_shared PROPERTIES OUTPUT_NAME ddp_torch EXPORT_NAME torch
     VERSION ${PROJECT_VERSION} SOVERSION 0)
   install(TARGETS ddp_torch_shared EXPORT ddpTorchTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(EXPORT ddpTorchTargets NAMESPACE ddp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
-  install(FILES ${PROJECT_SOURCE_DIR}/ddp/torch/distributed_data_parallel.h
-    ${PROJECT_SOURCE_DIR}/ddp/torch/module_engine.h ${PROJECT_SOURCE_DIR}/ddp/torch/grad_hooks.h
-    ${PROJECT_SOURCE_DIR}/ddp/torch/tensor_buffer.h ${PROJECT_SOURCE_DIR}/ddp/torch/sync_batch_norm.h
-    ${PROJECT_SOURCE_DIR}/ddp/torch/zero_optimizer.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddp/torch)
 endif()
-# Public headers only: each module's top folder (backends' folders are private), less the few
-# that expose an internal dependency or a private seam. Installed as <ddp/module/x.h> (the
-# engine's as <ddp/x.h>), their includes rewritten to match (cmake/DdpRewriteIncludes.cmake).
-foreach(_dir common rendezvous comm ddp)
-  set(_dest ${CMAKE_INSTALL_INCLUDEDIR}/ddp/${_dir})
-  if(_dir STREQUAL "ddp")
-    set(_dest ${CMAKE_INSTALL_INCLUDEDIR}/ddp)
-  endif()
-  file(GLOB _headers ${PROJECT_SOURCE_DIR}/${_dir}/*.h)
-  list(FILTER _headers EXCLUDE REGEX "/(log|safe_json|tcp_store_server_loop|ddp_c_internal)\\.h$")
-  install(FILES ${_headers} DESTINATION ${_dest})
+# The public API: the headers a program includes and those they include, nothing found by a
+# glob (docs/design.md, "The installed API", lists the same set; install_test checks the
+# installed tree against that list and compiles each header alone). Installed as
+# <ddp/module/x.h>, the engine's as <ddp/x.h>, their includes rewritten to match
+# (cmake/DdpRewriteIncludes.cmake). cmake/libddp.map exports what they declare.
+set(DDP_PUBLIC_HEADERS
+  common/error.h common/timeouts.h
+  common/deadline.h common/fd.h common/socket.h  # for TCPStore's header: Endpoint, Fd, Deadline
+  rendezvous/store.h rendezvous/prefix_store.h rendezvous/hash_store.h rendezvous/file_store.h
+  rendezvous/tcp_store.h
+  rendezvous/key_table.h  # for HashStore's header
+  comm/init.h comm/init_store.h comm/group_factory.h comm/backend.h comm/process_group.h
+  comm/group_memory.h comm/types.h comm/work.h
+  ddp/engine.h ddp/options.h ddp/param.h ddp/bucket_assignment.h ddp/timeline.h ddp/comm_hook.h
+  ddp/join.h ddp/post_local_sgd_hook.h ddp/powersgd.h ddp/device_ops.h ddp/ddp_c.h
+  ddp/elastic/elastic.h ddp/elastic/round_watcher.h)
+# With LibTorch: ddp::torch's headers, <ddp/torch/x.h>.
+set(DDP_PUBLIC_TORCH_HEADERS
+  ddp/torch/distributed_data_parallel.h ddp/torch/module_engine.h ddp/torch/grad_hooks.h
+  ddp/torch/tensor_buffer.h ddp/torch/sync_batch_norm.h ddp/torch/zero_optimizer.h
+  ddp/torch/model_averaging.h ddp/torch/elastic_state.h ddp/torch/powersgd_random.h)
+set(_installed_headers ${DDP_PUBLIC_HEADERS})
+if(TARGET ddp_torch)
+  list(APPEND _installed_headers ${DDP_PUBLIC_TORCH_HEADERS})
+endif()
+foreach(_h ${_installed_headers})
+  get_filename_component(_dir ${_h} DIRECTORY)
+  string(REGEX REPLACE "^ddp/?" "" _dir "${_dir}")  # ddp/x.h -> <ddp/x.h>, comm/x.h -> <ddp/comm/x.h>
+  install(FILES ${PROJECT_SOURCE_DIR}/${_h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddp/${_dir})
 endforeach()
 install(CODE "include(\"${PROJECT_SOURCE_DIR}/cmake/DdpRewriteIncludes.cmake\")
 ddp_rewrite_includes(\"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}/ddp\")")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the build tree into a temporary prefix, then builds and runs a tiny outside program
-# against it twice: with CMake (find_package(ddp) -> ddp::ddp) and with pkg-config.
+# Installs the build tree into a temporary prefix and checks that it is the API: exactly the
+# headers docs/design.md lists ("## The installed API"), each compiling alone from the prefix,
+# and a libddp.so exporting only names those headers declare. Then builds and runs a tiny
+# outside program against it twice: with CMake (find_package(ddp) -> ddp::ddp) and pkg-config.
 # Where the build has LibTorch, a second program links ddp::torch (find_package(ddp COMPONENTS
 # torch)) and trains a few steps on 2 ranks under the installed ddp-launch.
 # usage: install_test.sh <build dir> <source dir of this test> [compiler flags of the build]
@@ -48,6 +50,29 @@ part() {
   esac
 }
 
+# alone <consumer build> <header...>: each header compiles alone, with the consumer's own compile
+# command (its compiler and flags: the installed include dir and, for ddp/torch, LibTorch's;
+# nothing of the source tree), two at a time.
+alone() {
+  local build=$1
+  shift
+  local cmd
+  cmd=$(/usr/bin/python3 -c '
+import json, shlex, sys
+c = json.load(open(sys.argv[1]))[0]
+a = c.get("arguments") or shlex.split(c["command"])
+a = a[next(i for i, x in enumerate(a) if not x.endswith(("ccache", "cmake", "-E", "env")) and "=" not in x):]
+out, skip = [], False
+for x in a:
+    if skip: skip = False; continue
+    if x in ("-o", "-c"): skip = x == "-o"; continue
+    if x == c["file"] or x.endswith(".cc"): continue
+    out.append(x)
+print(shlex.join(out))' "$build/compile_commands.json")
+  printf '%s\n' "$@" | xargs -P 2 -I{} bash -c \
+    "echo '#include <{}>' | $cmd -fsyntax-only -x c++ - || { echo '{} does not compile alone'; exit 255; }"
+}
+
 cmake --install "$build" --prefix "$prefix" > "$work/install.log" || { cat "$work/install.log"; exit 1; }
 # Checked before dirname: dirname "" is ".", so a check on the directory could never fail.
 lib=$(find "$prefix" -name 'libddp.so' -print -quit)
@@ -69,13 +94,30 @@ echo "exports: $(wc -l <<< "$exports") symbols, none of std/fmt/spdlog/nlohmann"
 echo "== libddp.so needs no backend's dependency"
 if ldd "$lib" | grep -E 'libmpi|libgloo|libnccl|libcudart'; then echo "libddp.so links a backend's dependency"; exit 1; fi
 
-echo "== headers as <ddp/...>"
+echo "== headers: exactly docs/design.md's list, as <ddp/...>"
 inc=$prefix/include
-[ -f "$inc/ddp/comm/init.h" ] && [ -f "$inc/ddp/engine.h" ] || { echo "headers not under include/ddp"; exit 1; }
-for private in ddp/comm/tcp ddp/comm/gloo ddp/comm/mpi ddp/comm/nccl ddp/common/log.h ddp/common/safe_json.h; do
-  [ ! -e "$inc/$private" ] || { echo "a private header was installed: $private"; exit 1; }
-done
+# The list: every ddp/....h in the code block under "## The installed API"; ddp/torch/ only
+# where this build has LibTorch.
+listed=$(awk '/^## The installed API/ {on = 1} on && /^```/ {n++; next} on && n == 1' "$here/../../docs/design.md" \
+  | grep -oE 'ddp/[a-z_/]+\.h' | sort -u)
+[ -n "$listed" ] || { echo "no header list under '## The installed API' in docs/design.md"; exit 1; }
+[ "${DDP_INSTALL_TORCH:?}" = built ] || listed=$(grep -v '^ddp/torch/' <<< "$listed")
+actual=$(cd "$inc" && find . -type f | sed 's|^\./||' | sort)
+if [ "$listed" != "$actual" ]; then
+  echo "the installed headers are not docs/design.md's list (< listed, > installed):"
+  diff <(echo "$listed") <(echo "$actual") || true
+  exit 1
+fi
+echo "installed: $(wc -l <<< "$actual") headers, the list"
 if grep -rEn '#include "(common|rendezvous|comm)/' "$inc/ddp"; then echo "an installed header includes outside ddp/"; exit 1; fi
+# Every export is declared by an installed header: the first name in it that is not a
+# namespace (lower case, before ::) is a class or function one of them declares.
+declared=$(cat $(find "$inc" -name '*.h') | sed 's|//.*||' \
+  | grep -oE '(class|struct) +[A-Za-z_][A-Za-z0-9_]*|DDP_DECLARE_ERROR\([A-Za-z]+|[A-Za-z_][A-Za-z0-9_]* *\(' | grep -oE '[A-Za-z_][A-Za-z0-9_]*' | sort -u)
+undeclared=$(nm -DC --defined-only "$lib" | awk '{$1=""; $2=""; sub(/^ +/, ""); print}' \
+  | sed -E 's/^(typeinfo name for |typeinfo for |vtable for )//; s/[(<\[].*//; s/^([a-z_]+::)*//; s/::.*//' \
+  | sort -u | comm -23 - <(echo "$declared"))
+if [ -n "$undeclared" ]; then echo "libddp.so exports names no installed header declares:"; echo "$undeclared" | head -20; exit 1; fi
 [ -f "$prefix/share/ddp/ddp-launch.schema.json" ] || { echo "the config schema was not installed"; exit 1; }
 
 echo "== bash completion"
@@ -89,8 +131,10 @@ fi
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 echo "== find_package(ddp)"
-cmake -S "$here/consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
+cmake -S "$here/consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$flags_of_build" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
+echo "-- each header alone"
+alone "$work/cmake-build" $(grep -v '^ddp/torch/' <<< "$actual")
 cmake --build "$work/cmake-build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 "$work/cmake-build/consumer"
 
@@ -119,11 +163,11 @@ ${CXX:-c++} -std=c++20 $flags_of_build "$here/consumer/main.cc" -o "$work/pc-con
 # ddp::torch, when this build has LibTorch: an outside LibTorch program trains on 2 ranks.
 if part "LibTorch consumer" "${DDP_INSTALL_TORCH:?}" libtorch-dev; then
   echo "== find_package(ddp COMPONENTS torch)"
-  [ -f "$inc/ddp/torch/distributed_data_parallel.h" ] || { echo "ddp/torch headers not installed"; exit 1; }
-  if grep -rEn '#include "(common|rendezvous|comm)/' "$inc/ddp/torch"; then echo "a ddp/torch header includes outside ddp/"; exit 1; fi
-  cmake -S "$here/torch_consumer" -B "$work/torch-build" -DCMAKE_PREFIX_PATH="$prefix" \
+  cmake -S "$here/torch_consumer" -B "$work/torch-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$flags_of_build" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" \
     > "$work/torch-configure.log" 2>&1 || { cat "$work/torch-configure.log"; exit 1; }
+  echo "-- each ddp/torch header alone"
+  alone "$work/torch-build" $(grep '^ddp/torch/' <<< "$actual")
   cmake --build "$work/torch-build" > "$work/torch-build.log" 2>&1 || { cat "$work/torch-build.log"; exit 1; }
   OMP_NUM_THREADS=1 "$prefix/bin/ddp-launch" --standalone --nproc-per-node 2 "$work/torch-build/torch_consumer"
   # Without LibTorch the component is not found, and a project that requires it is told why.
