@@ -136,6 +136,12 @@ void random_bytes(uint8_t* out, size_t size) {
   }
 }
 
+uint64_t random_u64() {
+  uint64_t v = 0;
+  random_bytes(reinterpret_cast<uint8_t*>(&v), sizeof v);
+  return v;
+}
+
 Nonce random_nonce() {
   Nonce n{};
   random_bytes(n.data(), n.size());

@@ -29,6 +29,8 @@ Digest hmac_sha256(std::string_view key, std::string_view data);
 // Random bytes from the kernel's CSPRNG (getrandom(2), blocking until it is seeded).
 Nonce random_nonce();
 void random_bytes(uint8_t* out, size_t size);
+// A seed or an identifier: std::random_device's first use asks the CPU (cpuid), a VM exit each.
+uint64_t random_u64();
 
 // HMAC-SHA256(token, label | 0x00 | client_nonce | server_nonce).
 Digest prove(std::string_view token, std::string_view label, const Nonce& client_nonce,

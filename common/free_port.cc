@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/auth.h"
 #include "common/error.h"
 #include "common/socket.h"
 
@@ -56,7 +57,7 @@ uint16_t pick_free_port(int count) {
   const int first = below >= above ? kLowest : hi + 1;
   const int span = std::max(below, above);
   if (span >= kMinGap) {
-    std::mt19937 gen(std::random_device{}());
+    std::mt19937 gen(static_cast<uint32_t>(auth::random_u64()));
     std::uniform_int_distribution<int> pick(first, first + span - 1);
     for (int tries = 0; tries < 200; ++tries) {
       const int p = pick(gen);

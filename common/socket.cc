@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "common/auth.h"
 #include "common/error.h"
 #include "common/timeouts.h"
 
@@ -98,13 +99,50 @@ Endpoint parse_endpoint(const std::string& text, uint16_t default_port) {
   return ep;
 }
 
+namespace {
+
+// getaddrinfo(NULL, port, AI_PASSIVE)'s two answers, [::] then 0.0.0.0, without its cost: it
+// sorts them (RFC 6724) by asking the kernel for every address and probing routes.
+void wildcard(uint16_t port, sockaddr_in6* v6, sockaddr_in* v4, addrinfo out[2]) {
+  *v6 = sockaddr_in6{};
+  v6->sin6_family = AF_INET6;
+  v6->sin6_port = htons(port);
+  v6->sin6_addr = in6addr_any;
+  *v4 = sockaddr_in{};
+  v4->sin_family = AF_INET;
+  v4->sin_port = htons(port);
+  v4->sin_addr.s_addr = htonl(INADDR_ANY);
+  out[0] = addrinfo{};
+  out[0].ai_family = AF_INET6;
+  out[0].ai_socktype = SOCK_STREAM;
+  out[0].ai_protocol = IPPROTO_TCP;
+  out[0].ai_addr = reinterpret_cast<sockaddr*>(v6);
+  out[0].ai_addrlen = sizeof *v6;
+  out[0].ai_next = &out[1];
+  out[1] = out[0];
+  out[1].ai_family = AF_INET;
+  out[1].ai_addr = reinterpret_cast<sockaddr*>(v4);
+  out[1].ai_addrlen = sizeof *v4;
+  out[1].ai_next = nullptr;
+}
+
+}  // namespace
+
 Fd listen_tcp(const ListenOptions& options) {
   AddrInfo ai;
-  resolve(options.host, options.port, true, &ai);
+  sockaddr_in6 any6;
+  sockaddr_in any4;
+  addrinfo any[2];
+  if (options.host.empty()) {
+    wildcard(options.port, &any6, &any4, any);
+  } else {
+    resolve(options.host, options.port, true, &ai);
+  }
+  addrinfo* const head = options.host.empty() ? &any[0] : ai.head;
   // Prefer IPv6 (dual-stack) for the wildcard address so v4 and v6 clients both reach us.
   std::string last_error = "no address";
   for (int pass = 0; pass < 2; ++pass) {
-    for (addrinfo* a = ai.head; a; a = a->ai_next) {
+    for (addrinfo* a = head; a; a = a->ai_next) {
       if (options.host.empty() && (pass == 0) != (a->ai_family == AF_INET6)) continue;
       if (!options.host.empty() && pass == 1) continue;
       Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
@@ -141,7 +179,7 @@ std::atomic<uint64_t> g_failed_connects{0};
 uint64_t failed_connect_attempts() { return g_failed_connects.load(); }
 
 Fd connect_tcp(const Endpoint& peer, const Deadline& deadline) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(static_cast<uint32_t>(auth::random_u64()));
   Millis backoff(10);
   std::string last_error;
   while (true) {

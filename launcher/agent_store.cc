@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <random>
 
 #include "common/auth.h"
 #include "common/error.h"
@@ -80,18 +79,19 @@ StorePlan plan_store(const AgentOptions& o) {
   return p;
 }
 
-// SHA-256 from libcrypto: the same digest whatever library versions a launcher was built with
+// SHA-256 (common/auth): the same digest whatever library versions a launcher was built with
 // (Boost's detail SHA-1 changed its digest type in 1.86, and launchers silently disagreed).
 std::string derive_job_token(const std::string& rdzv_id) {
   return auth::hex(auth::sha256("ddp-launch job token v2:" + rdzv_id), 16);
 }
 
 std::string random_hex(size_t bytes) {
-  std::random_device rd;  // getrandom(2)
+  std::string raw(bytes, '\0');
+  auth::random_bytes(reinterpret_cast<uint8_t*>(raw.data()), raw.size());
   std::string out;
   static const char* kHex = "0123456789abcdef";
   for (size_t i = 0; i < bytes; ++i) {
-    unsigned v = rd() & 0xff;
+    unsigned v = static_cast<unsigned char>(raw[i]);
     out += kHex[v >> 4];
     out += kHex[v & 15];
   }

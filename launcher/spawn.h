@@ -1,5 +1,5 @@
 #pragma once
-// Starting one worker process: fork + execve with everything a supervised worker needs set up
+// Starting one worker process: clone (vfork-like) + execve with everything a supervised worker needs set up
 // in the child between the two (own session and process group, PR_SET_PDEATHSIG(SIGKILL), signal mask and
 // dispositions restored, CPU affinity, preferred NUMA memory, stdout/stderr redirected). Only
 // async-signal-safe calls run in the child, so spawning is safe from a multi-threaded launcher.
@@ -45,12 +45,12 @@ struct Spawned {
 // when none matches (execve then fails with ENOENT and the worker reports it).
 std::string resolve_executable(const std::string& name);
 
-// Forks and execs. Throws SystemError when the fork or a pipe cannot be made; failures inside
+// Clones and execs. Throws SystemError when the child or a pipe cannot be made; failures inside
 // the child arrive as the child's exit status plus exec_status.
 Spawned spawn_process(const SpawnOptions& options);
 
 // Sends sig to the worker's process group (pgid == pid), or to the worker alone while its
-// group does not exist yet (signalled between fork and the child's setsid) or any more.
+// group does not exist yet (signalled between the clone and the child's setsid) or any more.
 // The caller guarantees pid is its unreaped child or a group leader id it started.
 void signal_worker(pid_t pid, int sig);
 

@@ -15,7 +15,8 @@ constexpr const char* kSoname = "libcurl.so.4";
 template <typename F>
 void bind(void* lib, F& slot, const char* name) {
   void* sym = ::dlsym(lib, name);
-  if (sym == nullptr) DDP_THROW(StoreError, "etcd: ", kSoname, " has no ", name, " (libcurl older than 7.68?)");
+  if (sym == nullptr)
+    DDP_THROW(StoreError, "etcd: ", kSoname, " has no ", name, " (libcurl older than 7.68?)");
   slot = reinterpret_cast<F>(sym);
 }
 

@@ -1,8 +1,8 @@
 #include "rendezvous/node_registration.h"
 
-#include <random>
 #include <sstream>
 
+#include "common/auth.h"
 #include "common/error.h"
 #include "common/safe_json.h"
 
@@ -40,9 +40,8 @@ Registration decode_registration(const std::string& key, const Bytes& bytes) {
 }
 
 std::string registration_nonce() {
-  std::random_device rd;
   std::ostringstream os;
-  os << std::hex << rd() << rd();
+  os << std::hex << auth::random_u64();
   return os.str();
 }
 
