@@ -21,12 +21,18 @@
 
 #include "ddp/elastic/elastic.h"
 #include "ddp/powersgd.h"
+#include "ddp/torch/zero_optimizer.h"
 
 namespace ddp::torch {
 
 class ElasticState : public elastic::State {
  public:
   ElasticState(::torch::nn::Module& module, ::torch::optim::Optimizer& optimizer,
+               std::vector<int64_t*> counters = {});
+  // With ZeRO: each rank commits its own shard of the optimizer's state; restore() rolls it
+  // back; a sync leaves it alone, since on_group's zero.regroup(group) (before the sync) gave
+  // each rank its new shard's state. The optimizer must outlive the state.
+  ElasticState(::torch::nn::Module& module, ZeroRedundancyOptimizer& zero,
                std::vector<int64_t*> counters = {});
   // Adds the PowerSGD state of the wrapper's hook: restore() rolls it back to the commit; a sync
   // gives every rank the root's iteration, seed stream and warm Ps and Qs (so the ranks'
@@ -40,7 +46,8 @@ class ElasticState : public elastic::State {
 
  private:
   ::torch::nn::Module& module_;
-  ::torch::optim::Optimizer& optimizer_;
+  ::torch::optim::Optimizer* optimizer_ = nullptr;  // one of the two
+  ZeroRedundancyOptimizer* zero_ = nullptr;
   std::vector<int64_t*> counters_;
   std::shared_ptr<PowerSGDState> powersgd_;
   int64_t owner_;  // this process's mark on what it saved: its own bytes carry its error feedback

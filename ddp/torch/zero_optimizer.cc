@@ -6,6 +6,7 @@
 #include <torch/serialize.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -157,6 +158,75 @@ void ZeroRedundancyOptimizer::load_consolidated(const ::torch::optim::Optimizer&
     } else {
       mine[key] = it->second->clone();
     }
+  }
+}
+
+// [int64 n][n int64 parameter indices][the shard's optimizer, torch::save'd].
+std::string ZeroRedundancyOptimizer::save_shard() const {
+  std::vector<int64_t> indices;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (owner_[i] == rank_) indices.push_back(static_cast<int64_t>(i));
+  std::ostringstream out;
+  const auto n = static_cast<int64_t>(indices.size());
+  out.write(reinterpret_cast<const char*>(&n), sizeof(n));
+  out.write(reinterpret_cast<const char*>(indices.data()), static_cast<std::streamsize>(n * sizeof(int64_t)));
+  ::torch::save(*local_, out);
+  return out.str();
+}
+
+void ZeroRedundancyOptimizer::load_shard(const std::string& bytes) { take(bytes, true); }
+
+void ZeroRedundancyOptimizer::take(const std::string& bytes, bool erase_missing) {
+  int64_t n = 0;
+  if (bytes.size() < sizeof(n)) DDP_THROW(InvalidArgument, "ZeroRedundancyOptimizer: a shard of no bytes");
+  std::memcpy(&n, bytes.data(), sizeof(n));
+  if (n < 0 || bytes.size() < sizeof(n) * static_cast<size_t>(1 + n))
+    DDP_THROW(InvalidArgument, "ZeroRedundancyOptimizer: a truncated shard");
+  std::vector<int64_t> indices(static_cast<size_t>(n));
+  std::memcpy(indices.data(), bytes.data() + sizeof(n), indices.size() * sizeof(int64_t));
+  std::vector<at::Tensor> saved;
+  for (int64_t i : indices) {
+    if (i < 0 || static_cast<size_t>(i) >= params_.size())
+      DDP_THROW(InvalidArgument, "ZeroRedundancyOptimizer: a shard names parameter ", i, " of ",
+                params_.size());
+    saved.push_back(params_[static_cast<size_t>(i)]);
+  }
+  auto theirs = factory_(saved);
+  std::istringstream in(bytes.substr(sizeof(n) * static_cast<size_t>(1 + n)));
+  ::torch::load(*theirs, in);
+  auto& mine = local_->state();
+  for (int64_t i : indices) {
+    const at::Tensor& p = params_[static_cast<size_t>(i)];
+    if (owner_[static_cast<size_t>(i)] != rank_) continue;
+    auto it = theirs->state().find(state_key(p));
+    if (it != theirs->state().end()) {
+      mine[state_key(p)] = it->second->clone();
+    } else if (erase_missing) {
+      mine.erase(state_key(p));
+    }
+  }
+}
+
+void ZeroRedundancyOptimizer::regroup(comm::ProcessGroupPtr group) {
+  if (!group) DDP_THROW(InvalidArgument, "ZeroRedundancyOptimizer::regroup: no process group");
+  const std::string mine = save_shard();
+  const int world = group->size();
+  at::Tensor sizes = at::empty({world}, at::kLong);
+  at::Tensor my_size = at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
+  group->all_gather(buffer_of(my_size, "shard size"), buffer_of(sizes, "shard sizes"))->wait();
+  const int64_t most = sizes.max().item<int64_t>();
+  at::Tensor padded = at::zeros({most}, at::kByte);
+  std::copy(mine.begin(), mine.end(), static_cast<char*>(padded.data_ptr()));
+  at::Tensor all = at::empty({world * most}, at::kByte);
+  group->all_gather(buffer_of(padded, "optimizer shard"), buffer_of(all, "optimizer shards"))->wait();
+  group_ = std::move(group);
+  rank_ = group_->rank();
+  partition();
+  local_ = factory_(shard());
+  for (int r = 0; r < world; ++r) {
+    take(std::string(static_cast<const char*>(all.data_ptr()) + r * most,
+                     static_cast<size_t>(sizes[r].item<int64_t>())),
+         false);
   }
 }
 

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/process_group.h"
@@ -68,8 +69,19 @@ class ZeroRedundancyOptimizer {
   // same parameter tensors (e.g. the factory's over all parameters, loaded with torch::load).
   void load_consolidated(const ::torch::optim::Optimizer& full);
 
+  // This rank's shard of the state as bytes keyed by parameter index, and back (local): load_shard
+  // sets the state of the parameters of this rank's current shard that the bytes name.
+  std::string save_shard() const;
+  void load_shard(const std::string& bytes);
+  // Recovery in place (ddp/torch/elastic_state.h): collective over every rank of the new `group`,
+  // joining ones included. Partitions the parameters over it and gives each rank's new shard the
+  // state that any rank of the group held for it; a shard whose rank is gone starts afresh (its
+  // state was on that rank only). Call it in on_group, after the state's restore().
+  void regroup(comm::ProcessGroupPtr group);
+
  private:
   void partition();
+  void take(const std::string& bytes, bool erase_missing);
 
   std::vector<at::Tensor> params_;
   comm::ProcessGroupPtr group_;

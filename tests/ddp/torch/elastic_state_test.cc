@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -209,4 +210,99 @@ TEST_CASE("ElasticState with PowerSGD: rolled back, the shared part synced, each
     CAPTURE(r);
     CHECK(recovered[static_cast<size_t>(r)].equal(direct[static_cast<size_t>(r)]));
   }
+}
+
+namespace {
+
+// A worker with ZeRO (Adam) instead of PowerSGD.
+struct ZeroWorker {
+  explicit ZeroWorker(uint64_t seed, const ddp::comm::ProcessGroupPtr& group)
+      : net(torch_test::seeded_net(seed)),
+        zero(net->parameters(), group,
+             [](std::vector<at::Tensor> p) {
+               return std::make_unique<::torch::optim::Adam>(std::move(p), ::torch::optim::AdamOptions(0.01));
+             }),
+        state(*net.ptr(), zero, {&step}) {}
+  torch_test::TinyNet net;
+  ddp::torch::ZeroRedundancyOptimizer zero;
+  int64_t step = 0;
+  ddp::torch::ElasticState state;
+};
+
+void train(ZeroWorker& w, int rank, const ddp::comm::ProcessGroupPtr& group, const torch_test::Batches& data,
+           int steps, int64_t per_rank) {
+  ddp::torch::DistributedDataParallel<torch_test::TinyNet> model(w.net, group);
+  for (int s = 0; s < steps; ++s, ++w.step) {
+    w.zero.zero_grad();
+    const auto x = torch_test::shard(data.x[static_cast<size_t>(w.step)], rank, per_rank);
+    const auto y = torch_test::shard(data.y[static_cast<size_t>(w.step)], rank, per_rank);
+    ::torch::nn::functional::cross_entropy(model(x), y).backward();
+    w.zero.step();
+  }
+}
+
+// Adam's state of parameter `p` in `opt` (exp_avg, exp_avg_sq, step), empty when none.
+std::vector<at::Tensor> adam_state(const ::torch::optim::Optimizer& opt, const at::Tensor& p) {
+  auto it = opt.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+  if (it == opt.state().end()) return {};
+  const auto& s = dynamic_cast<const ::torch::optim::AdamParamState&>(*it->second);
+  return {s.exp_avg().clone(), s.exp_avg_sq().clone(), at::tensor(s.step())};
+}
+
+}  // namespace
+
+// Workers A, B, C with ZeRO commit, take one more step, then C is lost and D joins: B, A and D
+// regroup (on_group) between the restore and the sync. Each new shard must hold the committed
+// state its old owner kept when that owner survived (by value), and none when it was C.
+TEST_CASE("ElasticState with ZeRO: survivors' shards come back as committed, regrouped over the new group") {
+  at::set_num_threads(1);
+  constexpr int kWorld = 3, kCommitted = 2;
+  constexpr int64_t kPerRank = 4;
+  const auto data = torch_test::make_batches(kCommitted + 3, kWorld * kPerRank);
+  std::vector<std::unique_ptr<ZeroWorker>> w(4);
+  std::vector<std::vector<at::Tensor>> committed;  // per parameter index, from the consolidation
+  std::vector<at::Tensor> committed_params;
+  std::vector<int> old_owner;
+  run_ranks(kWorld, [&](int rank, ddp::comm::ProcessGroupPtr group) {
+    w[static_cast<size_t>(rank)] = std::make_unique<ZeroWorker>(1, group);
+    ZeroWorker& me = *w[static_cast<size_t>(rank)];
+    train(me, rank, group, data, kCommitted, kPerRank);
+    me.state.commit();
+    me.zero.consolidate_state_dict(0);
+    if (rank == 0) {
+      committed_params = torch_test::snapshot(*me.net);
+      for (const auto& p : me.net->parameters()) committed.push_back(adam_state(*me.zero.consolidated(), p));
+      for (size_t i = 0; i < committed_params.size(); ++i) old_owner.push_back(me.zero.owner(i));
+    }
+    train(me, rank, group, data, 1, kPerRank);  // not committed
+  });
+  REQUIRE(std::count(old_owner.begin(), old_owner.end(), 2) > 0);  // C held some of the state
+
+  const std::vector<size_t> next = {1, 0, 3};  // B, A, D
+  run_ranks(kWorld, [&](int rank, ddp::comm::ProcessGroupPtr group) {
+    if (rank == 2) {
+      w[3] = std::make_unique<ZeroWorker>(9, group);
+      w[3]->state.commit();  // a joining worker's run() commits its fresh state first
+    }
+    ZeroWorker& me = *w[next[static_cast<size_t>(rank)]];
+    me.state.restore();
+    me.zero.regroup(group);  // on_group
+    me.state.sync(*group, 0);
+    CHECK(me.step == kCommitted);
+    const auto params = me.net->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      CAPTURE(i);
+      CHECK(params[i].equal(committed_params[i]));
+      if (me.zero.owner(i) != rank) continue;
+      const auto got = adam_state(me.zero.local_optimizer(), params[i]);
+      if (old_owner[i] == 2) {
+        CHECK(got.empty());  // C's shard went with C
+        continue;
+      }
+      REQUIRE(got.size() == 3);
+      REQUIRE(committed[i].size() == 3);
+      for (size_t k = 0; k < 3; ++k) CHECK(got[k].equal(committed[i][k]));
+    }
+    train(me, rank, group, data, 1, kPerRank);  // the regrouped ZeRO steps on
+  });
 }
