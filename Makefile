@@ -11,7 +11,7 @@ MAKEFLAGS += --no-print-directory
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= config_file error_file init_method hostlist store_protocol wire_header multicast_datagram mesh_handshake etcd_response
 
-.PHONY: all deps configure build test cluster-test demo bench benchmarks clean fuzz fuzz-build soak tsan-build tsan-test \
+.PHONY: all deps configure build test cluster-test torch-suite-test torch-suite-control demo bench benchmarks clean fuzz fuzz-build soak tsan-build tsan-test \
   format format-check lint
 
 all: build
@@ -34,13 +34,23 @@ build: configure
 ASAN_EXCLUDE ?= conformance_gloo conformance_mpi netns_hosts_conformance_2x2_gloo netns_bench_hosts_test \
   install_test bench_report_test comm_mpi_process_group_test_funneled comm_mpi_runtime_caller_test_funneled
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE '^cluster$$' \
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE '^(cluster|torch_suite)$$' \
 	  $(if $(filter asan,$(PRESET)),-E '^($(subst $(space),|,$(strip $(ASAN_EXCLUDE))))$$') $(CTEST_FLAGS)
 
 # The cluster tests too slow for `make test` (ctest label "cluster": a Slurm job reaching its time
 # limit, Slurm's least being a minute; tests/cluster/). Root only; Skipped otherwise.
 cluster-test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -L '^cluster$$' $(CTEST_FLAGS)
+
+# PyTorch's own distributed suite on backend "ddp" at worlds 2 and 3 (ctest label "torch_suite"; not
+# in `make test`): every test that passes on gloo here must pass (tests/ddp/torch/python/
+# distributed_suite.py). torch-suite-control runs gloo itself against the checked-in list of what it
+# passes (distributed_suite_gloo.txt); after a python3-torch upgrade, record it again with --record.
+torch-suite-test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -L '^torch_suite$$' $(CTEST_FLAGS)
+torch-suite-control: build
+	@for w in 2 3; do PYTHONPATH=$(BUILD_DIR)/python /usr/bin/python3 tests/ddp/torch/python/distributed_suite.py \
+	  --backend gloo --world $$w --expect tests/ddp/torch/python/distributed_suite_gloo.txt || exit 1; done
 
 # libFuzzer, each target FUZZ_SECONDS over its seeds in tests/fuzz/corpus/<target>/, one target per
 # core at a time (FUZZ_JOBS); clang, in

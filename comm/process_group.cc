@@ -36,6 +36,18 @@ WorkPtr ProcessGroup::recv(Buffer buf, int src, RecvOptions opts) {
   return do_recv(buf, src, opts);
 }
 
+WorkPtr ProcessGroup::recv_any(Buffer buf, std::shared_ptr<int> source, RecvOptions opts) {
+  if (size_ < 2) DDP_THROW(InvalidArgument, "recv_any: no other rank in a group of ", size_);
+  if (!source) DDP_THROW(InvalidArgument, "recv_any: no place for the source rank");
+  check_buffer("recv_any", buf);
+  opts.timeout = resolve(opts.timeout);
+  return do_recv_any(buf, std::move(source), opts);
+}
+
+WorkPtr ProcessGroup::do_recv_any(Buffer, std::shared_ptr<int>, RecvOptions) {
+  DDP_THROW(InvalidArgument, "recv_any: the ", backend_name(), " backend has no receive from any source");
+}
+
 WorkPtr ProcessGroup::broadcast(Buffer buf, BroadcastOptions opts) {
   check_peer("broadcast", opts.root);
   check_buffer("broadcast", buf);

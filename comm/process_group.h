@@ -128,6 +128,11 @@ class ProcessGroup {
   // backend's do_… method. Not virtual: every backend follows the same rules.
   WorkPtr send(Buffer buf, int dst, SendOptions opts = {});
   WorkPtr recv(Buffer buf, int src, RecvOptions opts = {});
+  // A recv from whichever rank's message with this tag comes first (MPI_ANY_SOURCE); *source is
+  // that rank once the Work completed. tcp and gloo; other backends refuse it (InvalidArgument).
+  // On tcp a recv posted for one rank alone takes that rank's messages before it; gloo keeps
+  // its own order.
+  WorkPtr recv_any(Buffer buf, std::shared_ptr<int> source, RecvOptions opts = {});
   WorkPtr broadcast(Buffer buf, BroadcastOptions opts = {});
   WorkPtr all_reduce(Buffer buf, AllReduceOptions opts = {});
   WorkPtr reduce(Buffer buf, ReduceOptions opts = {});
@@ -183,6 +188,8 @@ class ProcessGroup {
   // timeout is never kUseDefault here).
   virtual WorkPtr do_send(Buffer buf, int dst, SendOptions opts) = 0;
   virtual WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) = 0;
+  // Default: InvalidArgument naming the backend (tcp and gloo override it).
+  virtual WorkPtr do_recv_any(Buffer buf, std::shared_ptr<int> source, RecvOptions opts);
   virtual WorkPtr do_broadcast(Buffer buf, BroadcastOptions opts) = 0;
   virtual WorkPtr do_all_reduce(Buffer buf, AllReduceOptions opts) = 0;
   virtual WorkPtr do_reduce(Buffer buf, ReduceOptions opts) = 0;

@@ -23,6 +23,9 @@ class StagingOnDemand final : public ProcessGroup {
 
   WorkPtr do_send(Buffer b, int dst, SendOptions o) override { return to(b)->send(b, dst, o); }
   WorkPtr do_recv(Buffer b, int src, RecvOptions o) override { return to(b)->recv(b, src, o); }
+  WorkPtr do_recv_any(Buffer b, std::shared_ptr<int> s, RecvOptions o) override {
+    return to(b)->recv_any(b, std::move(s), o);
+  }
   WorkPtr do_broadcast(Buffer b, BroadcastOptions o) override { return to(b)->broadcast(b, o); }
   WorkPtr do_all_reduce(Buffer b, AllReduceOptions o) override { return to(b)->all_reduce(b, o); }
   WorkPtr do_reduce(Buffer b, ReduceOptions o) override { return to(b)->reduce(b, o); }

@@ -242,12 +242,16 @@ WorkPtr GlooProcessGroup::submit(const char* name, Millis timeout, bool local, u
   return work;
 }
 
-WorkPtr GlooProcessGroup::submit_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout) {
+WorkPtr GlooProcessGroup::submit_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout,
+                                     std::shared_ptr<int> source) {
   const char* name = is_send ? "send" : "recv";
   std::lock_guard<std::mutex> lock(issue_mu_);
-  Op op = next_op(name, timeout, peer);
-  op.what +=
-      detail::str(is_send ? " to rank " : " from rank ", peer, " (tag ", tag, ", ", buf.bytes(), " bytes)");
+  Op op{detail::str("gloo ", name, " #", next_p2p_++, " (point-to-point) in group '", setup_.name, "' (rank ",
+                    rank(), "/", size(), ")"),
+        0, timeout, peer};
+  op.what += peer < 0 ? detail::str(" from any rank (tag ", tag, ", ", buf.bytes(), " bytes)")
+                      : detail::str(is_send ? " to rank " : " from rank ", peer, " (tag ", tag, ", ",
+                                    buf.bytes(), " bytes)");
   auto work = std::make_shared<Work>(op.what);
   if (buf.count == 0) {
     run(op, work, [](const OpArgs&) {});
@@ -261,6 +265,12 @@ WorkPtr GlooProcessGroup::submit_p2p(bool is_send, Buffer buf, int peer, int tag
       ubuf = context_->get()->createUnboundBuffer(buf.data, buf.bytes());
       if (is_send) {
         ubuf->send(peer, p2p_slot(tag, buf.bytes()));
+      } else if (peer < 0) {
+        std::vector<int> others;
+        for (int r = 0; r < size(); ++r) {
+          if (r != rank()) others.push_back(r);
+        }
+        ubuf->recv(others, p2p_slot(tag, buf.bytes()));
       } else {
         ubuf->recv(peer, p2p_slot(tag, buf.bytes()));
       }
@@ -268,13 +278,13 @@ WorkPtr GlooProcessGroup::submit_p2p(bool is_send, Buffer buf, int peer, int tag
       post_error = translate(op);
     }
   }
-  worker_->post([this, op, work, ubuf, post_error, is_send] {
+  worker_->post([this, op, work, ubuf, post_error, is_send, source] {
     run(op, work, [&](const OpArgs& a) {
       if (post_error) std::rethrow_exception(post_error);
       if (is_send) {
         ubuf->waitSend(a.timeout);
       } else {
-        ubuf->waitRecv(a.timeout);
+        ubuf->waitRecv(source.get(), a.timeout);
       }
     });
   });
@@ -287,6 +297,10 @@ WorkPtr GlooProcessGroup::do_send(Buffer buf, int dst, SendOptions opts) {
 
 WorkPtr GlooProcessGroup::do_recv(Buffer buf, int src, RecvOptions opts) {
   return submit_p2p(false, buf, src, opts.tag, opts.timeout);
+}
+
+WorkPtr GlooProcessGroup::do_recv_any(Buffer buf, std::shared_ptr<int> source, RecvOptions opts) {
+  return submit_p2p(false, buf, -1, opts.tag, opts.timeout, std::move(source));
 }
 
 WorkPtr GlooProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {

@@ -42,6 +42,7 @@ class GlooProcessGroup final : public ProcessGroup {
  protected:
   WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
   WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) override;
+  WorkPtr do_recv_any(Buffer buf, std::shared_ptr<int> source, RecvOptions opts) override;
   WorkPtr do_broadcast(Buffer buf, BroadcastOptions opts) override;
   WorkPtr do_all_reduce(Buffer buf, AllReduceOptions opts) override;
   WorkPtr do_reduce(Buffer buf, ReduceOptions opts) override;
@@ -66,7 +67,9 @@ class GlooProcessGroup final : public ProcessGroup {
   Op next_op(const char* name, Millis timeout, int peer = -1);
   // Queues body to run on the worker; `local` ops (no communication needed) finish at once.
   WorkPtr submit(const char* name, Millis timeout, bool local, uint16_t signature, Body body);
-  WorkPtr submit_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout);
+  // peer -1 with `source`: a recv from any other rank (Gloo's recv from a list of ranks).
+  WorkPtr submit_p2p(bool is_send, Buffer buf, int peer, int tag, Millis timeout,
+                     std::shared_ptr<int> source = nullptr);
   void run(const Op& op, const WorkPtr& work, const Body& body) noexcept;
   // Every rank whose collective fails says so in the store (report_failure); after a timeout in
   // which gloo did not say which peer, the ranks that did not report the same failure within a
@@ -86,6 +89,9 @@ class GlooProcessGroup final : public ProcessGroup {
   std::unique_ptr<GlooContext> context_;  // null when the world size is 1
   std::mutex issue_mu_;                   // issue order == sequence order == queue order
   uint64_t next_seq_ = 1;
+  // Sends and recvs are numbered apart (in their descriptions only; Gloo matches them by slot):
+  // ranks issue different numbers of them, and the collectives' numbers must still agree.
+  uint64_t next_p2p_ = 1;
   std::mutex broken_mu_;
   std::exception_ptr broken_;
   std::optional<std::string> aborted_;  // abort()'s reason, when it came first

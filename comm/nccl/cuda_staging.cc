@@ -74,6 +74,10 @@ class CudaStagingGroup final : public ProcessGroup {
     auto out = stage(buf, false);
     return after(inner_->recv(out.host, src, opts), {out}, {});
   }
+  WorkPtr do_recv_any(Buffer buf, std::shared_ptr<int> source, RecvOptions opts) override {
+    auto out = stage(buf, false);
+    return after(inner_->recv_any(out.host, std::move(source), opts), {out}, {});
+  }
   WorkPtr do_broadcast(Buffer buf, BroadcastOptions opts) override {
     auto io = stage(buf, true);
     return after(inner_->broadcast(io.host, opts), {io}, {});

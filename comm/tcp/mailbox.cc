@@ -17,6 +17,11 @@ bool Mailbox::has_unexpected(const MailKey& key) const {
   return it != unexpected_.end() && !it->second.empty();
 }
 
+bool Mailbox::has_posted(const MailKey& key) const {
+  auto it = posted_.find(key);
+  return it != posted_.end() && !it->second.empty();
+}
+
 Mailbox::Posted Mailbox::post(const MailKey& key, RecvOp op, Completions& done) {
   if (!has_unexpected(key)) {
     posted_[key].push_back(std::move(op));

@@ -51,6 +51,8 @@ class Mailbox {
 
   // A message for `key` arrived (or is arriving) before any recv took it.
   bool has_unexpected(const MailKey& key) const;
+  // A recv posted for `key` waits for a message still to arrive.
+  bool has_posted(const MailKey& key) const;
   // kFinished: it took a buffered message (done holds it); kWaiting: it waits on the message
   // now arriving; kQueued: it waits for a message to arrive.
   Posted post(const MailKey& key, RecvOp op, Completions& done);

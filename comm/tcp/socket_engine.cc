@@ -110,6 +110,7 @@ void SocketEngine::wake_unless_driven() {
 
 bool SocketEngine::in_flight() const {
   const auto never = Clock::time_point::max();
+  if (!any_.empty()) return true;
   for (const auto& peer : peers_) {
     if (!peer->sendq.empty() || peer->mailbox.next_deadline(never) != never) return true;
   }
@@ -257,8 +258,45 @@ void SocketEngine::recv(int p, Channel ch, int64_t tag, void* data, size_t bytes
   if (queued) wake_unless_driven();
 }
 
+void SocketEngine::recv_any(Channel ch, int64_t tag, void* data, size_t bytes, const Deadline& deadline,
+                            const WorkPtr& work, std::string label, std::shared_ptr<int> source) {
+  Done done;
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const MailKey key{static_cast<uint8_t>(ch), tag};
+    RecvOp op{static_cast<char*>(data), bytes, deadline.end(), work, std::move(label)};
+    int from = -1;  // the lowest peer holding a message for the key that no recv of its own takes
+    bool anyone = false;
+    for (size_t r = 0; r < peers_.size() && from < 0; ++r) {
+      const Peer& peer = *peers_[r];
+      if (peer.mailbox.has_unexpected(key) && !peer.mailbox.has_posted(key)) from = static_cast<int>(r);
+      anyone = anyone || (peer.alive && !peer.said_bye);
+    }
+    if (from >= 0) {
+      *source = from;
+      peers_[static_cast<size_t>(from)]->mailbox.post(key, std::move(op), done);
+    } else if (health_->broken()) {
+      try {
+        health_->rethrow(op.label);
+      } catch (...) {
+        done.emplace_back(work, std::current_exception());
+      }
+    } else if (!anyone || stop_) {
+      done.emplace_back(work,
+                        engine_error<NetworkError>(detail::str(op.label, ": no peer left to receive from")));
+    } else {
+      any_.push_back(AnyRecv{key, std::move(op), std::move(source)});
+      queued = true;
+    }
+  }
+  finish_all(done);
+  if (queued) wake_unless_driven();
+}
+
 int SocketEngine::next_timeout_ms() {
   auto next = Clock::now() + Millis(1000);
+  for (const auto& a : any_) next = std::min(next, a.op.deadline);
   for (auto& peer : peers_) {
     for (auto& op : peer->sendq) {
       if (op.work) next = std::min(next, op.deadline);
@@ -409,6 +447,7 @@ bool SocketEngine::read_header(int p, Done& done) {
     return true;
   }
   const MailKey key{peer.hdr.channel, peer.hdr.tag};
+  if (!any_.empty()) claim_for_any(p, key);
   if (std::string why = peer.mailbox.arrive(key, peer.hdr.bytes, done); !why.empty()) {
     lose_peer(p, why, done);
     return false;

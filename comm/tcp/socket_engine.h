@@ -71,6 +71,11 @@ class SocketEngine {
             const WorkPtr& work, std::string label);
   void recv(int peer, Channel ch, int64_t tag, void* data, size_t bytes, const Deadline& deadline,
             const WorkPtr& work, std::string label);
+  // A recv from whichever peer's message for (ch, tag) comes first; *source names that peer
+  // before the Work finishes. A peer's own recvs for the key take its messages before it; of
+  // messages already buffered, the lowest peer's is taken. Fails when no peer is left.
+  void recv_any(Channel ch, int64_t tag, void* data, size_t bytes, const Deadline& deadline,
+                const WorkPtr& work, std::string label, std::shared_ptr<int> source);
   // While a Hold lives the progress thread writes nothing: messages posted under it leave
   // together, in as few sendmsg calls (and small ones in as few TCP segments) as fit. For a few
   // posts in a row, never across a wait.
@@ -108,6 +113,7 @@ class SocketEngine {
  private:
   struct SendOp;
   struct Peer;
+  struct AnyRecv;
   using Done = std::vector<std::pair<WorkPtr, std::exception_ptr>>;  // = Completions (mailbox.h)
   using ErrorFor = std::function<std::exception_ptr(const std::string& label)>;
 
@@ -138,6 +144,10 @@ class SocketEngine {
   static bool more_to_read(const Peer& peer, bool drained);
   void on_writable(int p, Done& done);
   void expire(Done& done);
+  // Under mu_: a header for `key` arrived from p with no recv of p's own for it: the first
+  // recv_any waiting for the key, if any, becomes p's.
+  void claim_for_any(int p, const std::pair<uint8_t, int64_t>& key);
+  void fail_any(const ErrorFor& err, Done& done);  // under mu_: every waiting recv_any
   void lose_peer(int p, const std::string& why, Done& done);
   void close_peer(int p, Done& done);  // EOF after goodbye
   void fail_ops(Peer& peer, const ErrorFor& err, Done& done);
@@ -153,6 +163,7 @@ class SocketEngine {
   Options options_;
   GroupHealth* health_;
   std::vector<std::unique_ptr<Peer>> peers_;  // one per connection
+  std::deque<AnyRecv> any_;                   // recv_any ops no message has come for yet
   Fd wake_fd_;
   std::mutex mu_;
   bool stop_ = false;

@@ -30,6 +30,35 @@ void SocketEngine::expire(Done& done) {
     }
     peer.mailbox.expire(now, done);
   }
+  for (auto it = any_.begin(); it != any_.end();) {
+    if (it->op.deadline > now) {
+      ++it;
+      continue;
+    }
+    done.emplace_back(it->op.work, engine_error<TimeoutError>(detail::str(
+                                       it->op.label, ": timed out waiting for a message from any peer")));
+    it = any_.erase(it);
+  }
+}
+
+// Under mu_.
+void SocketEngine::claim_for_any(int p, const MailKey& key) {
+  Peer& peer = *peers_[p];
+  if (peer.mailbox.has_posted(key) || peer.mailbox.has_unexpected(key)) return;  // p's own recvs first
+  for (auto it = any_.begin(); it != any_.end(); ++it) {
+    if (it->key != key) continue;
+    *it->source = p;
+    Done none;  // nothing is buffered for the key: the op is queued, nothing completes here
+    peer.mailbox.post(key, std::move(it->op), none);
+    any_.erase(it);
+    return;
+  }
+}
+
+// Under mu_.
+void SocketEngine::fail_any(const ErrorFor& err, Done& done) {
+  for (auto& a : any_) done.emplace_back(a.op.work, err(a.op.label));
+  any_.clear();
 }
 
 // Under mu_: the peer destroyed its group; only what still needs it fails.
@@ -39,10 +68,13 @@ void SocketEngine::close_peer(int p, Done& done) {
   peer.alive = false;
   const std::string reason =
       detail::str(name_of(p), " left the group (destroyed it) before this op completed");
-  fail_ops(
-      peer,
-      [&](const std::string& label) { return engine_error<NetworkError>(detail::str(label, ": ", reason)); },
-      done);
+  auto err = [&](const std::string& label) {
+    return engine_error<NetworkError>(detail::str(label, ": ", reason));
+  };
+  fail_ops(peer, err, done);
+  bool anyone = false;
+  for (const auto& other : peers_) anyone = anyone || (other->alive && !other->said_bye);
+  if (!anyone) fail_any(err, done);  // a recv_any has no one left to hear from
 }
 
 // Under mu_: fails every operation that involves the peer, each with err(its label).
@@ -104,6 +136,7 @@ void SocketEngine::abort_all(Done& done) {
     }
     peer->mailbox.fail(err, done);
   }
+  fail_any(err, done);
 }
 
 // Under mu_: every pending operation fails with the group's failure, seen from its label.
@@ -119,6 +152,7 @@ void SocketEngine::fail_all(Done& done, const std::string& reason) {
     return engine_error<NetworkError>(detail::str(label, ": ", reason));
   };
   for (auto& peer : peers_) fail_ops(*peer, err, done);
+  fail_any(err, done);
 }
 
 // Not under mu_: the progress thread caught an exception; the group fails and every pending

@@ -29,6 +29,12 @@ struct SocketEngine::SendOp {
   std::vector<char> owned;
 };
 
+struct SocketEngine::AnyRecv {
+  MailKey key;
+  RecvOp op;
+  std::shared_ptr<int> source;
+};
+
 struct SocketEngine::Peer {
   Peer(std::string name, uint64_t max_unexpected_bytes) : mailbox(std::move(name), max_unexpected_bytes) {}
   Fd fd;

@@ -203,6 +203,21 @@ WorkPtr TcpProcessGroup::do_recv(Buffer buf, int src, RecvOptions opts) {
   return post_p2p(false, buf, src, opts.tag, opts.timeout);
 }
 
+WorkPtr TcpProcessGroup::do_recv_any(Buffer buf, std::shared_ptr<int> source, RecvOptions opts) {
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = next_p2p_++;
+  }
+  std::string label =
+      detail::str("recv from any rank (tag ", opts.tag, ", p2p #", n, ") on group '", group_, "'");
+  if (buf.bytes() == 0) return Work::completed(label);  // no message is sent for zero bytes
+  auto work = std::make_shared<Work>(label);
+  engines_[0]->recv_any(Channel::kUser, opts.tag, buf.data, buf.bytes(), Deadline(opts.timeout), work,
+                        std::move(label), std::move(source));
+  return work;
+}
+
 WorkPtr TcpProcessGroup::do_broadcast(Buffer buf, BroadcastOptions opts) {
   if (buf.count == 0) return Work::completed("broadcast (empty)");
   return submit({OpKind::kBroadcast, buf.dtype, ReduceOp::kSum, opts.root, buf.count, 0}, buf, {},

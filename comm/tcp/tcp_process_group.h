@@ -96,6 +96,7 @@ class TcpProcessGroup final : public ProcessGroup {
  protected:
   WorkPtr do_send(Buffer buf, int dst, SendOptions opts) override;
   WorkPtr do_recv(Buffer buf, int src, RecvOptions opts) override;
+  WorkPtr do_recv_any(Buffer buf, std::shared_ptr<int> source, RecvOptions opts) override;
   WorkPtr do_broadcast(Buffer buf, BroadcastOptions opts) override;
   WorkPtr do_all_reduce(Buffer buf, AllReduceOptions opts) override;
   WorkPtr do_reduce(Buffer buf, ReduceOptions opts) override;

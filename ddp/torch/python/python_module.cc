@@ -7,7 +7,9 @@
 // Underneath: tcp, unless ddp_torch.set_backend("gloo"|"mpi") or DDP_TORCH_BACKEND says
 // otherwise (read when each group is created). Errors reach Python as RuntimeError with our
 // message (the op, its sequence number, the peer or missing ranks, the timeout).
+// dist.monitored_barrier works on ddp groups too (PyTorch's own refuses all but gloo).
 #include <pybind11/chrono.h>
+#include <pybind11/eval.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -88,4 +90,21 @@ PYBIND11_MODULE(ddp_torch, m) {
   });
   dist.attr("Backend").attr("register_backend")("ddp", m.attr("_create_process_group"),
                                                 py::arg("extended_api") = true);
+  // PyTorch 1.13's dist.monitored_barrier refuses every backend but gloo in Python, before the
+  // group's own monitoredBarrier (ours: Gloo's algorithm and messages) is reached: let ddp groups
+  // through, the rest to PyTorch's function as before.
+  py::exec(R"(
+import torch.distributed as _dist
+import torch.distributed.distributed_c10d as _c10d
+_torch_monitored_barrier = _c10d.monitored_barrier
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    if _c10d._rank_not_in_group(group) or _c10d.get_backend(group) != "ddp":
+        return _torch_monitored_barrier(group, timeout, wait_all_ranks)
+    group_to_use = _c10d._get_default_group() if group is None else group
+    timeout = _c10d.default_pg_timeout if timeout is None else timeout
+    return group_to_use.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+monitored_barrier.__doc__ = _torch_monitored_barrier.__doc__
+_c10d.monitored_barrier = _dist.monitored_barrier = monitored_barrier
+)",
+           m.attr("__dict__"));
 }

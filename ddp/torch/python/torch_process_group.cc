@@ -99,6 +99,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::broadcast(std::vector<at::Tens
 
 c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors.front().is_sparse()) return allreduce_sparse(tensors.front(), opts);
   const at::Tensor& t = only_tensor(tensors, "allreduce");
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, "allreduce");
   auto work = make_work(getRank(), c10d::OpType::ALLREDUCE, {t});

@@ -15,10 +15,9 @@
 //   completes. Errors (ours, with op, sequence number and peer) surface from wait() and the
 //   future; argument errors are thrown by the call itself, as InvalidArgument.
 // - Not supported (a clear error, never a silent wrong result): several tensors per call,
-//   PREMUL_SUM, recvAnysource, allgather_coalesced.
-// - alltoall_base with unequal splits first agrees on every rank's splits (a small blocking
-//   all_gather: splits that do not pair up are an InvalidArgument on every rank), then moves
-//   blocks padded to the largest split.
+//   PREMUL_SUM, sparse tensors but in allreduce SUM, recvAnysource on mpi underneath.
+// - Ops beyond one collective of ours (list ops, uneven alltoall, sparse, monitoredBarrier) say
+//   how they map where they are declared below; docs/backends.md says it for users.
 // Thread-safety: as c10d's, calls issued from one thread at a time per group.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -69,10 +68,21 @@ class TorchProcessGroup final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
 
+  // torch_process_group_p2p.cc. recvAnysource: the first message with the tag from any rank
+  // (our recv_any); the Work's sourceRank() names the sender. monitoredBarrier: c10d's Gloo one,
+  // messages included (rank 0 names the first late rank, or every one with wait_all_ranks); the
+  // others fail when rank 0 does not answer within twice the timeout.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+
   // torch_process_group_gather.cc
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override;
+  // Every rank passes inputs of the same shapes and dtype: one flat all_gather.
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -94,11 +104,17 @@ class TorchProcessGroup final : public c10d::ProcessGroup {
                                           const c10d::AllToAllOptions& opts) override;
 
  private:
-  // alltoall_base with unequal splits (torch_process_group_alltoall.cc).
+  // alltoall_base with unequal splits (torch_process_group_alltoall.cc): agrees on every rank's
+  // splits first (a small blocking all_gather: splits that do not pair up are an
+  // InvalidArgument on every rank), then moves blocks padded to the largest split.
   c10::intrusive_ptr<c10d::Work> alltoall_uneven(at::Tensor& output, at::Tensor& input,
                                                  const std::vector<int64_t>& output_splits,
                                                  const std::vector<int64_t>& input_splits,
                                                  const c10d::AllToAllOptions& opts);
+
+  // Sparse COO allreduce, SUM (torch_process_group_sparse.cc): every rank's indices and values
+  // all-gathered and summed, blocking in the call (the counts must be agreed first).
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(at::Tensor& tensor, const c10d::AllreduceOptions& opts);
 
   comm::ProcessGroupPtr group_;
 };

@@ -1,5 +1,7 @@
 // The ops whose c10d form takes lists of world_size tensors (and their flat "_base" forms):
 // the lists are checked, laid out flat for our group, and copied back once the op is done.
+#include <ATen/Functions.h>
+
 #include <algorithm>
 
 #include "common/error.h"
@@ -17,6 +19,22 @@ const std::vector<at::Tensor>& only_list(const std::vector<std::vector<at::Tenso
               ": expects one tensor list per call (one device per process), got ", lists.size());
   }
   return lists.front();
+}
+
+// One rank's output list of allgather_coalesced: a tensor like each input, in order.
+void check_coalesced_list(const std::vector<at::Tensor>& list, const std::vector<at::Tensor>& inputs,
+                          const char* op) {
+  if (list.size() != inputs.size()) {
+    DDP_THROW(InvalidArgument, "ddp backend ", op, ": an output list holds ", list.size(), " tensors for ",
+              inputs.size(), " inputs");
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].numel() != inputs[i].numel() || list[i].scalar_type() != inputs[i].scalar_type() ||
+        list[i].device() != inputs[i].device()) {
+      DDP_THROW(InvalidArgument, "ddp backend ", op, ": output ", i, " does not match input ", i,
+                " in size, dtype or device");
+    }
+  }
 }
 
 bool equal_splits(const std::vector<int64_t>& splits, int64_t numel, int size) {
@@ -37,6 +55,38 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allgather(std::vector<std::vec
                                              std::vector<at::Tensor>{in, flat});
   auto ours =
       group_->all_gather(view_of(in, "allgather"), view_of(flat, "allgather"), {timeout_of(opts.timeout)});
+  TorchWork::track(work, {ours}, [flat, out] { unflatten_into(flat, out); });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  constexpr const char* kOp = "allgather_coalesced";
+  if (inputs.empty()) DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": the input list is empty");
+  if (static_cast<int>(outputs.size()) != getSize()) {
+    DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": ", outputs.size(), " output lists for ", getSize(),
+              " ranks");
+  }
+  int64_t total = 0;
+  for (const auto& t : inputs) {
+    view_of(t, kOp);  // a dtype and device we take, contiguous
+    if (t.scalar_type() != inputs.front().scalar_type()) {
+      DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": inputs differ in dtype (",
+                inputs.front().scalar_type(), " and ", t.scalar_type(), ")");
+    }
+    total += t.numel();
+  }
+  for (const auto& list : outputs) check_coalesced_list(list, inputs, kOp);
+  std::vector<at::Tensor> flat_inputs;
+  for (const auto& t : inputs) flat_inputs.push_back(t.reshape({-1}));
+  at::Tensor in = at::cat(flat_inputs);
+  at::Tensor flat = at::empty({getSize() * total}, in.options());
+  std::vector<at::Tensor> out;
+  for (const auto& list : outputs) out.insert(out.end(), list.begin(), list.end());
+  auto work = c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::ALLGATHER_COALESCED, out,
+                                             std::vector<at::Tensor>{in, flat});
+  auto ours = group_->all_gather(view_of(in, kOp), view_of(flat, kOp), {timeout_of(opts.timeout)});
   TorchWork::track(work, {ours}, [flat, out] { unflatten_into(flat, out); });
   return work;
 }

@@ -2,6 +2,8 @@
 
 #include <ATen/core/jit_type.h>
 
+#include "common/error.h"
+
 namespace ddp::torch {
 
 TorchWork::TorchWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
@@ -41,7 +43,28 @@ void TorchWork::track(const c10::intrusive_ptr<TorchWork>& self, std::vector<com
   }
 }
 
+namespace {
+// Our TimeoutError, worded as c10d words a timeout ("Timed out ..."), still a TimeoutError.
+std::exception_ptr as_c10d_timeout(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const TimeoutError& e) {
+    return std::make_exception_ptr(
+        TimeoutError("ddp backend: Timed out in " + e.message(), __FILE__, __LINE__));
+  } catch (...) {
+    return error;
+  }
+}
+}  // namespace
+
+int TorchWork::sourceRank() const {
+  if (!source_) return c10d::Work::sourceRank();  // c10d's error: not a recv from any source
+  TORCH_CHECK(*source_ >= 0, "ddp backend: sourceRank() of a recv from any source that did not complete");
+  return *source_;
+}
+
 void TorchWork::complete(std::exception_ptr error) {
+  if (error) error = as_c10d_timeout(error);
   if (!error && on_success_) {
     try {
       on_success_();

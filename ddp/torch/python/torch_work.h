@@ -8,15 +8,16 @@
 //   (ours: TimeoutError, NetworkError naming the peer, ...) and the future completes with
 //   result() or that error, the future first (once wait() returns, the future is complete).
 //   Both happen on the thread that finished the last Work; so do the future's callbacks.
-// - The tensors passed in (inputs, outputs, staging copies) stay alive until completion even
-//   when Python drops the Work: the callbacks hold the TorchWork.
+// - The tensors passed in stay alive until completion (the callbacks hold the TorchWork).
 // - wait()/isCompleted()/exception() are c10d's; getFuture() gives an ivalue::Future of the
-//   output tensors, as DDP comm hooks expect.
+//   output tensors, as DDP comm hooks expect. A TimeoutError stays one, worded "... Timed out
+//   in ..." as c10d words timeouts (its callers and tests look for that).
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "comm/work.h"
@@ -33,6 +34,10 @@ class TorchWork final : public c10d::Work {
   static void track(const c10::intrusive_ptr<TorchWork>& self, std::vector<comm::WorkPtr> works,
                     std::function<void()> on_success = {});
 
+  // The recv from any source this Work follows writes the sender's rank here.
+  void with_source(std::shared_ptr<int> source) { source_ = std::move(source); }
+  int sourceRank() const override;
+
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
@@ -46,6 +51,7 @@ class TorchWork final : public c10d::Work {
   std::atomic<size_t> pending_{0};
   std::mutex error_mu_;
   std::exception_ptr first_error_;
+  std::shared_ptr<int> source_;
 };
 
 }  // namespace ddp::torch

@@ -9,6 +9,7 @@ Not Skipped when PyTorch or ddp_torch fails to import: this test exists only whe
 was built, so a module that does not load is a failure.
 Env: DDP_TORCH_TEST_BACKEND picks ours underneath (tcp default, gloo, mpi).
 """
+import datetime
 import faulthandler
 import os
 import sys
@@ -175,6 +176,36 @@ def check_async_and_futures(rank, world):
     dist.barrier()
 
 
+def check_coalesced_any_source_sparse(rank, world):
+    ins = [base(rank, torch.float32, (2, 3)), base(10 * rank, torch.float32, (4,))]
+    outs = [[torch.zeros(2, 3), torch.zeros(4)] for _ in range(world)]
+    dist.all_gather_coalesced(outs, ins)
+    for r in range(world):
+        expect(f"all_gather_coalesced [{r}][0]", outs[r][0], base(r, torch.float32, (2, 3)))
+        expect(f"all_gather_coalesced [{r}][1]", outs[r][1], base(10 * r, torch.float32, (4,)))
+    # Rank 0 receives from any source once per other rank; each message names its sender.
+    if rank == 0:
+        senders = []
+        for i in range(world - 1):
+            t = torch.zeros(N)
+            if i % 2 == 0:
+                src = dist.recv(t)
+            else:
+                work = dist.irecv(t)
+                work.wait()
+                src = work._source_rank()
+            expect(f"recv from any source (rank {src})", t, base(100 + src, torch.float32))
+            senders.append(src)
+        assert sorted(senders) == list(range(1, world)), senders
+    else:
+        dist.send(base(100 + rank, torch.float32), 0)
+    # Sparse SUM: rank r holds 1 at index r and r + 1 at index world.
+    sparse = torch.sparse_coo_tensor(torch.tensor([[rank, world]]), torch.tensor([1.0, rank + 1.0]), (world + 1,))
+    dist.all_reduce(sparse)
+    expect("sparse all_reduce", sparse.to_dense(), torch.tensor([1.0] * world + [world * (world + 1) / 2]))
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=60), wait_all_ranks=True)
+
+
 def check_subgroup(rank, world):
     if world < 3:
         return
@@ -205,6 +236,7 @@ def worker(rank, world, init_method):
         check_all_to_all(rank, world, dtype)
         check_point_to_point(rank, world, dtype)
     check_async_and_futures(rank, world)
+    check_coalesced_any_source_sparse(rank, world)
     check_subgroup(rank, world)
     dist.destroy_process_group()
     print(f"rank {rank}/{world}: every op matched on {ddp_torch.backend()} ({init_method})", flush=True)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The "ddp" backend's error cases, two processes over tcp://: bad input is a clear Python
 error at the call (never a crash or a silent wrong result), a collective that a peer never
-joins times out naming the op, a group destroyed with an op in flight returns, and a killed
-peer is named within seconds instead of a hang.
+joins times out naming the op, a monitored barrier names the rank that did not come, a group
+destroyed with an op in flight returns, and a killed peer is named within seconds instead of a
+hang.
 
 Exit 0 ok, 1 a case failed (named); an import that fails is a failure (the module was built).
 """
@@ -64,6 +65,17 @@ def timeout(rank):
     dist.barrier()
 
 
+def monitored_barrier_names_the_late_rank(rank):
+    # dist.monitored_barrier on a ddp group (PyTorch's own refuses all but gloo): rank 1 does not
+    # come, and rank 0 names it, in Gloo's words. A group of its own: the late rank's recv stays
+    # behind in it.
+    g = dist.new_group([0, 1], backend="ddp")
+    if rank == 0:
+        raises("monitored_barrier", lambda: dist.monitored_barrier(g, datetime.timedelta(seconds=1)),
+               "Rank 1 failed to pass monitoredBarrier")
+    dist.barrier()
+
+
 def pending_at_destroy(rank):
     # Destroying a group with an op still in flight whose tensor Python no longer holds: the
     # group's threads fail the op and drop that tensor, which takes the GIL, while
@@ -102,6 +114,7 @@ def worker(rank, port):
                                 timeout=datetime.timedelta(seconds=60))
         bad_input(rank)
         timeout(rank)
+        monitored_barrier_names_the_late_rank(rank)
         pending_at_destroy(rank)
         dead_peer(rank)
     except Exception as e:
