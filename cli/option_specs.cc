@@ -146,8 +146,10 @@ std::vector<OptionSpec> worker_options() {
        "rank> of the launcher's CUDA_VISIBLE_DEVICES, else the index), as torchrun",
        "", "", true, true},
       {"role", K::kString, kWorkers, "ROLE_NAME of the workers", "default", "", true, true},
-      {"cpu_bind", K::kString, kWorkers, "none | cores | numa: split this node's cores among the local ranks",
-       "none", "", true, true},
+      {"cpu_bind", K::kString, kWorkers,
+       "auto | none | cores | numa: split this node's cores among the local ranks; auto = cores for 2 or "
+       "more ranks with a CPU each, else none (torchrun binds nothing: none)",
+       "auto", "", true, true},
       {"env", K::kKeyValues, kWorkers,
        "KEY=VALUE added to every worker's environment (repeatable; JSON: an object)", "", "", true, true},
   };

@@ -196,8 +196,9 @@ launcher::CpuBind parse_cpu_bind(const std::string& text, const std::string& wha
   if (t == "none") return launcher::CpuBind::kNone;
   if (t == "cores") return launcher::CpuBind::kCores;
   if (t == "numa") return launcher::CpuBind::kNuma;
-  DDP_THROW(InvalidArgument, what, ": '", text, "' is not none, cores or numa",
-            did_you_mean(t, {"none", "cores", "numa"}));
+  if (t == "auto") return launcher::CpuBind::kAuto;
+  DDP_THROW(InvalidArgument, what, ": '", text, "' is not auto, none, cores or numa",
+            did_you_mean(t, {"auto", "none", "cores", "numa"}));
 }
 
 namespace {

@@ -114,6 +114,8 @@ cpu_set_t to_cpu_set(const std::vector<int>& cpus) {
 std::vector<std::vector<int>> split_cpus(CpuBind mode, int n, const std::vector<int>& cpus,
                                          const std::vector<long>& core_of, const std::vector<int>& node_of) {
   DDP_CHECK(n >= 1, "cpu binding needs at least one local rank");
+  if (mode == CpuBind::kAuto)
+    mode = n >= 2 && static_cast<size_t>(n) <= cpus.size() ? CpuBind::kCores : CpuBind::kNone;
   if (mode == CpuBind::kNone) return {};
   DDP_CHECK(!cpus.empty(), "no CPU to bind to");
   // Group CPUs into units (physical cores or NUMA nodes), in ascending order of first CPU.
@@ -157,7 +159,7 @@ std::vector<std::vector<int>> cpu_assignment(CpuBind mode, int local_world_size)
   std::vector<int> node_of;
   std::map<int, int> numa = mode == CpuBind::kNuma ? numa_node_of_cpus() : std::map<int, int>{};
   for (int c : cpus) {
-    core_of.push_back(mode == CpuBind::kCores ? core_key(c) : 0);
+    core_of.push_back(mode == CpuBind::kCores || mode == CpuBind::kAuto ? core_key(c) : 0);
     auto it = numa.find(c);
     node_of.push_back(it == numa.end() ? 0 : it->second);
   }
@@ -175,7 +177,8 @@ CpuBind parse_cpu_bind(const std::string& name) {
   if (name == "none") return CpuBind::kNone;
   if (name == "cores") return CpuBind::kCores;
   if (name == "numa") return CpuBind::kNuma;
-  DDP_THROW(InvalidArgument, "--cpu-bind: unknown mode '", name, "' (expected none, cores or numa)");
+  if (name == "auto") return CpuBind::kAuto;
+  DDP_THROW(InvalidArgument, "--cpu-bind: unknown mode '", name, "' (expected none, cores, numa or auto)");
 }
 
 const char* to_string(CpuBind mode) {
@@ -183,6 +186,7 @@ const char* to_string(CpuBind mode) {
     case CpuBind::kNone: return "none";
     case CpuBind::kCores: return "cores";
     case CpuBind::kNuma: return "numa";
+    case CpuBind::kAuto: return "auto";
   }
   return "none";
 }

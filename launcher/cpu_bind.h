@@ -7,6 +7,9 @@
 //          split instead, and with fewer CPUs than ranks they are shared round-robin.
 //   numa   ranks are spread over the NUMA nodes (/sys/devices/system/node) in contiguous
 //          blocks; a rank gets every allowed CPU of its node. No NUMA info: one node.
+//   auto   (the default) cores when there are 2 or more local ranks and a CPU for each, else none:
+//          as mpirun binds a few ranks and leaves an oversubscribed node to the kernel. A split,
+//          not a pin, so jobs sharing the node still use all of it (docs/launcher.md: figures).
 #include <sched.h>
 
 #include <string>
@@ -34,7 +37,7 @@ cpu_set_t to_cpu_set(const std::vector<int>& cpus);
 // The NUMA node of the first of `cpus` (/sys/devices/system/node); -1 when unknown or empty.
 int numa_node_of(const std::vector<int>& cpus);
 
-CpuBind parse_cpu_bind(const std::string& name);  // none|cores|numa, else InvalidArgument
+CpuBind parse_cpu_bind(const std::string& name);  // none|cores|numa|auto, else InvalidArgument
 const char* to_string(CpuBind mode);
 
 }  // namespace ddp::launcher

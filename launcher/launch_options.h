@@ -13,7 +13,7 @@
 
 namespace ddp::launcher {
 
-enum class CpuBind { kNone, kCores, kNuma };
+enum class CpuBind { kNone, kCores, kNuma, kAuto };
 
 // How the nodes meet (--rdzv-backend; cli/ parses the text once, "c10d" is kTcp, "etcd-v2" and
 // "etcd-v3" are kEtcd).
@@ -101,8 +101,8 @@ struct LaunchOptions {
 
   // Worker environment.
   std::string role = "default";
-  CpuBind cpu_bind = CpuBind::kNone;
-  bool numa_memory = false;  // --numa-binding node: memory preferred on the rank's node
+  CpuBind cpu_bind = CpuBind::kAuto;  // --cpu-bind (launcher/cpu_bind.h)
+  bool numa_memory = false;           // --numa-binding node: memory preferred on the rank's node
   // torchrun's --virtual-local-rank: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES one GPU per worker.
   bool virtual_local_rank = false;
   std::vector<std::pair<std::string, std::string>> env;  // --env KEY=VALUE, in order

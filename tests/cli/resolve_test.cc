@@ -153,6 +153,9 @@ TEST_CASE("--numa-binding maps onto --cpu-bind, with memory preferred on the nod
     CHECK_FALSE(c.numa_memory);
   }
   CHECK_FALSE(resolve({"--cpu-bind", "numa", "./p"}).launch.numa_memory);
+  // Unset: auto (cores for 2 or more ranks with a CPU each); none is torchrun's placement.
+  CHECK(resolve({"./p"}).launch.cpu_bind == launcher::CpuBind::kAuto);
+  CHECK(resolve({"--cpu-bind", "none", "./p"}).launch.cpu_bind == launcher::CpuBind::kNone);
   CHECK(error_of({"--numa-binding", "nod", "./p"}).find("did you mean 'node'") != std::string::npos);
   CHECK(error_of({"--numa-binding", "node", "--cpu-bind", "cores", "./p"}).find("give one") !=
         std::string::npos);

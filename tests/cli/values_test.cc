@@ -88,6 +88,7 @@ TEST_CASE("local ranks, cpu bind, rdzv conf, KEY=VALUE") {
   CHECK(parse_rank_list("0,2", "x") == std::set<int>{0, 2});
   CHECK_THROWS_AS(parse_rank_list("0,-1", "x"), InvalidArgument);
   CHECK(parse_cpu_bind("cores", "x") == launcher::CpuBind::kCores);
+  CHECK(parse_cpu_bind("auto", "x") == launcher::CpuBind::kAuto);
   CHECK_THROWS_WITH_AS(parse_cpu_bind("core", "x"), doctest::Contains("did you mean 'cores'"),
                        InvalidArgument);
   auto conf = parse_rdzv_conf("timeout=30, is_host=true,last_call_timeout=5", "x");

@@ -37,6 +37,19 @@ TEST_CASE("cores: hyperthread siblings stay together, blocks are disjoint and ev
   CHECK(many[9] == std::vector<int>{cpus[9 % 8]});
 }
 
+TEST_CASE("auto: cores for 2 or more ranks with a CPU each, else none (the default)") {
+  std::vector<int> cpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  std::vector<long> core = {0, 1, 2, 3, 0, 1, 2, 3};
+  std::vector<int> node(8, 0);
+  CHECK(split_cpus(CpuBind::kAuto, 2, cpus, core, node) == split_cpus(CpuBind::kCores, 2, cpus, core, node));
+  CHECK(split_cpus(CpuBind::kAuto, 8, cpus, core, node) == split_cpus(CpuBind::kCores, 8, cpus, core, node));
+  CHECK(split_cpus(CpuBind::kAuto, 1, cpus, core, node).empty());  // one rank: nothing to split
+  CHECK(split_cpus(CpuBind::kAuto, 9, cpus, core, node).empty());  // more ranks than CPUs: the kernel's
+  CHECK(LaunchOptions{}.cpu_bind == CpuBind::kAuto);
+  CHECK(parse_cpu_bind("auto") == CpuBind::kAuto);
+  CHECK(std::string(to_string(CpuBind::kAuto)) == "auto");
+}
+
 TEST_CASE("numa: ranks spread over nodes in contiguous blocks") {
   std::vector<int> cpus = {0, 1, 2, 3};
   std::vector<long> core = {0, 1, 2, 3};
