@@ -13,6 +13,8 @@ Inputs, one folder per run (bench/results/<run>/):
   elastic.jsonl     the rows of bench/elastic.sh (OUT=...): recovery times of elastic jobs
   scale.jsonl       the rows of bench/scale.sh (OUT=...): N launchers' formation, CPU, detection
   etcd_recovery*.jsonl bench/etcd_recovery.sh's rows: recovery from the first node's loss
+  launch*.jsonl     bench/launch.sh's rows (OUT=...): wall time of N trivial workers per launcher
+  placement*.jsonl  bench/placement.sh's rows (OUT=...): an all_reduce per worker placement
 Runs are listed newest first, so a section's first heading (`#launchers-at-scale`) is the newest
 run's: other pages link there. The newest run with collective rows (by date, then name) gives the
 README's headline table and plot. bench/results/history.md (figures typed before this page

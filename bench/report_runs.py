@@ -165,6 +165,15 @@ class Run:
         return out or None
 
 
+    def launch(self):
+        """bench/launch.sh's rows (launch*.jsonl): wall time of N trivial workers, per launcher."""
+        rows = [dict(r, file=name) for name, rows in self.rows.items() if name.startswith("launch") for r in rows]
+        return sorted(rows, key=lambda r: (r["file"], r["nproc"], r["launcher"])) or None
+
+    def placement(self):
+        """bench/placement.sh's rows (placement*.jsonl): one all_reduce size per placement."""
+        return [r for name, rows in self.rows.items() if name.startswith("placement") for r in rows] or None
+
 
 # bench/elastic.sh's launchers (paths), in the table's order, with what each runs.
 ELASTIC_PATHS = {

@@ -141,6 +141,36 @@ def scale_series(rows):
     return {k: sorted(v, key=lambda r: r["nnodes"]) for k, v in out.items()}
 
 
+def launch_lines(rows):
+    lines = ["### Launch time", "",
+             "`bench/launch.sh`: wall time from start to exit of `ddp-launch --standalone --nproc-per-node N "
+             "/bin/true` beside `mpirun -np N /bin/true` (and, where a row says so, ddp-launch built from an older "
+             "commit), the commands alternated run by run; median (min–max) of the runs, the load average while "
+             "they ran.", "",
+             "| file | N | launcher | median | min–max | runs (load average) |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        spread = f"{r['min_ms']:.1f}–{r['max_ms']:.1f} ms" if r.get("min_ms") is not None else "–"
+        hung = f", {r['hung']} hung" if r.get("hung") else ""
+        lines.append(f"| `{r['file']}` | {r['nproc']} | {r['launcher']} | {r['median_ms']:.1f} ms | {spread} | "
+                     f"{r['runs']}{hung} ({r['load_avg']}) |")
+    return lines + [""]
+
+
+def placement_lines(rows):
+    r0 = rows[0]
+    lines = ["### Where the workers run", "",
+             f"`bench/placement.sh`: a {size_label(r0['bytes'])} all_reduce between {r0['world_size']} ranks "
+             f"(`ddp-bench collective`, {r0['iters']} ops per loop, median of {r0['repeats']} loops) under each "
+             "placement, the placements in turn round by round; with two jobs at once, the slower job's figure. "
+             "Median (min–max) over the rounds, the load average before and after.", "",
+             "| placement | jobs at once | median | min–max | rounds (load average) |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['placement']} | {r['jobs']} | {time_label(r['median_us'])} | "
+                     f"{time_label(r['min_us'])}–{time_label(r['max_us'])} | {r['rounds']} "
+                     f"({r['load_avg'][0]}–{r['load_avg'][1]}) |")
+    return lines + [""]
+
+
 def floors_lines(rows):
     out = []
     for r in rows:
@@ -198,6 +228,10 @@ def run_section(run):
                   "the data set and its checkpoint.", ""]
         lines += elastic_table(elastic)
         lines.append("")
+    if run.launch():
+        lines += launch_lines(run.launch())
+    if run.placement():
+        lines += placement_lines(run.placement())
     scale = run.scale()
     if scale:
         lines += scale_lines(scale, run)
