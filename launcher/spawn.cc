@@ -86,14 +86,20 @@ void reset_signal_dispositions() {
   child_fail(p.status_fd, errno);
 }
 
-int child_entry(void* plan) { child_main(*static_cast<const ChildPlan*>(plan)); }
-
 // The child shares the launcher's memory and the launcher's thread waits until it has exec'd or
 // exited (CLONE_VM | CLONE_VFORK, as posix_spawn): no page tables copied, no copy-on-write faults
 // afterwards, the child runs at once. It runs on a stack of its own with every signal blocked, so
 // no handler of the launcher's runs in it; it resets dispositions and sets its mask before exec.
 pid_t start_child(const ChildPlan& plan) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Under ASan and TSan, fork: their per-stack shadow state does not survive a child that runs
+  // in the launcher's memory on a stack of its own (ASan reports stack-use-after-scope there).
+  const pid_t pid = ::fork();
+  if (pid == 0) child_main(plan);
+  return pid;
+#else
   constexpr size_t kStack = size_t{64} << 10;
+  auto entry = [](void* p) -> int { child_main(*static_cast<const ChildPlan*>(p)); };
   void* stack =
       ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return -1;
@@ -101,13 +107,14 @@ pid_t start_child(const ChildPlan& plan) {
   ::sigfillset(&all);
   // The raw call: glibc's sigprocmask leaves its two internal signals unblocked.
   ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &saved, _NSIG / 8);
-  const pid_t pid = ::clone(child_entry, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD,
+  const pid_t pid = ::clone(entry, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD,
                             const_cast<ChildPlan*>(&plan));
   const int err = errno;
   ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved, nullptr, _NSIG / 8);
   ::munmap(stack, kStack);
   errno = err;
   return pid;
+#endif
 }
 
 bool is_executable_file(const std::string& path) {
