@@ -10,8 +10,7 @@
 // appending (several launchers may share it: each line is one write(2) with O_APPEND).
 //
 // One process-wide log: cli/ installs it once; any module emits. Thread-safe. Emitting never
-// throws: a failed write is counted and the count said once at exit, since a full disk must not
-// stop supervision.
+// throws (a full disk must not stop supervision): failed writes are counted, said once at exit.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
