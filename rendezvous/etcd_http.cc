@@ -19,8 +19,6 @@ namespace {
 // The bound on one answer: etcd's own limits are far below (1.5 MiB per request by default);
 // this only keeps a stranger from filling memory.
 constexpr size_t kMaxAnswerBytes = size_t{1} << 30;
-constexpr Millis kFirstBackoff{50};
-constexpr Millis kMaxBackoff{1'000};
 // The longest one wait of a stream for its socket (curl_multi_poll takes an int of ms).
 constexpr Millis kLongestWait{3'600'000};
 constexpr Millis kMinAttempt{20};
@@ -310,7 +308,7 @@ EtcdReply EtcdHttp::post(const std::string& path, const std::string& body, const
   std::lock_guard<std::mutex> lock(mu_);
   const size_t n = options_.urls.size();
   Tally tally(options_.urls);
-  Millis backoff = kFirstBackoff;
+  Millis backoff = kEtcdFirstBackoff;
   bool first = true;
   while (true) {
     const size_t start = current_.load();
@@ -338,7 +336,7 @@ EtcdReply EtcdHttp::post(const std::string& path, const std::string& body, const
     }
     if (left == 0 || deadline.remaining() < kMinAttempt) tally.fail(what, deadline);
     std::this_thread::sleep_for(std::min(backoff, deadline.remaining()));
-    backoff = std::min(backoff * 2, kMaxBackoff);
+    backoff = std::min(backoff * 2, kEtcdMaxBackoff);
   }
 }
 

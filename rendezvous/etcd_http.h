@@ -28,6 +28,10 @@
 
 namespace ddp::rdzv {
 
+// The pause between rounds of failed attempts at the members: doubling from the first, to the most.
+inline constexpr Millis kEtcdFirstBackoff{50};
+inline constexpr Millis kEtcdMaxBackoff{1'000};
+
 struct EtcdHttpOptions {
   std::vector<std::string> urls;  // "http://127.0.0.1:2379", one per member
   std::string cacert;             // PEM files for https (curl's CAINFO, SSLCERT, SSLKEY); empty: none

@@ -11,7 +11,7 @@ namespace ddp::comm::tcp {
 namespace {
 
 // Reduces this rank's share from every rank's buffer and writes it into all of them.
-void reduce_share(const ShmChannel& ch, const ShmStep& s) {
+void reduce_share_cross(const ShmChannel& ch, const ShmStep& s) {
   const Buffer& buf = s.in;
   const size_t es = dtype_size(buf.dtype);
   const ReduceOp rop = s.ctx.desc.rop;
@@ -38,7 +38,7 @@ bool allreduce_cross_step(ShmChannel& ch, ShmStep& s) {
   ShmProgress& st = s.at;
   if (st.cross == Decided::kNotYet && !decide_cross(ch, s)) return false;
   if (st.cross == Decided::kDeclined) return allreduce_chunked_step(ch, s);
-  return in_place_pass(ch, s, [&] { timed(st, [&] { reduce_share(ch, s); }); });
+  return in_place_pass(ch, s, [&] { timed(st, [&] { reduce_share_cross(ch, s); }); });
 }
 
 }  // namespace ddp::comm::tcp

@@ -12,7 +12,7 @@ namespace {
 
 // Reduces this rank's share from every rank's buffer and writes it into all of them. A chunk
 // is a slot's size (the machine's L2 / 4: shm_segment.h), so it is still cached when copied.
-void reduce_share(const ShmChannel& ch, const ShmStep& s) {
+void reduce_share_direct(const ShmChannel& ch, const ShmStep& s) {
   const Buffer& buf = s.in;
   const size_t es = dtype_size(buf.dtype);
   const ReduceOp rop = s.ctx.desc.rop;
@@ -37,7 +37,7 @@ void reduce_share(const ShmChannel& ch, const ShmStep& s) {
 bool allreduce_direct_step(ShmChannel& ch, ShmStep& s) {
   if (s.at.direct == Decided::kNotYet && !decide_direct(ch, s)) return false;
   if (s.at.direct == Decided::kDeclined) return allreduce_cross_step(ch, s);
-  return in_place_pass(ch, s, [&] { reduce_share(ch, s); });
+  return in_place_pass(ch, s, [&] { reduce_share_direct(ch, s); });
 }
 
 bool decide_direct(ShmChannel& ch, ShmStep& s) {
@@ -54,11 +54,11 @@ bool decide_direct(ShmChannel& ch, ShmStep& s) {
   return true;
 }
 
-bool in_place_pass(ShmChannel& ch, ShmStep& s, const std::function<void()>& reduce_share) {
+bool in_place_pass(ShmChannel& ch, ShmStep& s, const std::function<void()>& reduce_share_direct) {
   ShmProgress& st = s.at;
   if (st.phase == 0) {
     st.ticket = ch.next_ticket();
-    reduce_share();
+    reduce_share_direct();
     // The ticket's slots were never used: staged and done keep the counters in step for the
     // ops after this one; reduced (published last: it wakes) says this rank's share is written.
     ch.segment().counter(ch.rank(), Counter::kStaged).store(st.ticket + 1, std::memory_order_relaxed);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/tcp/op.h"
+#include "comm/tcp/share.h"
 #include "comm/tcp/shm_fingerprint.h"
 #include "comm/tcp/shm_segment.h"
 #include "comm/tcp/shm_store_choice.h"
@@ -70,21 +71,6 @@ struct ShmEntry {
   StoreMode stores = StoreMode::kCached;  // rank 0: the mode every rank uses (shm_store_choice.h)
   const Buffer* small = nullptr;          // a small op (oneshot_small): its value (a broadcast's root's)
 };
-
-// Rank p's share of n elements split w ways (the first n % w shares get one more).
-struct Part {
-  size_t off, len;
-};
-inline Part part(size_t n, int w, int p) {
-  const size_t base = n / static_cast<size_t>(w), rem = n % static_cast<size_t>(w),
-               up = static_cast<size_t>(p);
-  return {up * base + std::min(up, rem), base + (up < rem ? 1 : 0)};
-}
-
-// The address of element `elems` of b.
-inline char* at(const Buffer& b, size_t elems) {
-  return static_cast<char*>(b.data) + elems * dtype_size(b.dtype);
-}
 
 // A copy into this rank's slot, which peers read next: cached or streamed (shm_store_choice.h).
 void publish_copy(StoreMode mode, char* slot, const void* from, size_t bytes);

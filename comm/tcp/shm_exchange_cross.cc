@@ -28,7 +28,7 @@ void gather_all(const ShmChannel& ch, const ShmStep& s) {
 }
 
 // This rank's block of every rank's input, reduced into its output a chunk at a time.
-void reduce_block(const ShmChannel& ch, const ShmStep& s) {
+void reduce_block_cross(const ShmChannel& ch, const ShmStep& s) {
   const Buffer &in = s.in, &out = s.out;
   const size_t es = dtype_size(out.dtype), n = out.count;
   const size_t first = static_cast<size_t>(ch.rank()) * n;  // this rank's block, in elements
@@ -68,7 +68,7 @@ bool reduce_scatter_cross_step(ShmChannel& ch, ShmStep& s) {
   ShmProgress& st = s.at;
   if (st.cross == Decided::kNotYet && !decide_cross(ch, s)) return false;
   if (st.cross == Decided::kDeclined) return reduce_scatter_step(ch, s);
-  return in_place_pass(ch, s, [&] { timed(st, [&] { reduce_block(ch, s); }); });
+  return in_place_pass(ch, s, [&] { timed(st, [&] { reduce_block_cross(ch, s); }); });
 }
 
 }  // namespace ddp::comm::tcp

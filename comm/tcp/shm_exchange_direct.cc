@@ -24,7 +24,7 @@ size_t chunk_of(const ShmChannel& ch, DType t) {
 }
 
 // This rank's block of every rank's input (the view), reduced into its output.
-void reduce_block(const ShmChannel& ch, const ShmStep& s) {
+void reduce_block_direct(const ShmChannel& ch, const ShmStep& s) {
   const Buffer& out = s.out;
   const size_t es = dtype_size(out.dtype), n = out.count;
   const size_t first = static_cast<size_t>(ch.rank()) * n * es;  // this rank's block, in bytes
@@ -67,7 +67,7 @@ void scatter_input(const ShmChannel& ch, const ShmStep& s) {
 bool reduce_scatter_direct_step(ShmChannel& ch, ShmStep& s) {
   if (s.at.direct == Decided::kNotYet && !decide_direct(ch, s)) return false;
   if (s.at.direct == Decided::kDeclined) return reduce_scatter_cross_step(ch, s);
-  return in_place_pass(ch, s, [&] { reduce_block(ch, s); });
+  return in_place_pass(ch, s, [&] { reduce_block_direct(ch, s); });
 }
 
 bool all_gather_direct_step(ShmChannel& ch, ShmStep& s) {

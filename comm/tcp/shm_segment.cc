@@ -10,7 +10,7 @@
 
 namespace ddp::comm::tcp {
 namespace {
-constexpr uint64_t kMagic = 0x314d485350444444ull;  // "DDDPSHM1"
+constexpr uint64_t kSegmentMagic = 0x314d485350444444ull;  // "DDDPSHM1"
 constexpr size_t kHeaderBytes = 4096;
 
 size_t control_bytes(int world) {
@@ -42,7 +42,7 @@ ShmSegment ShmSegment::create(const ShmGeometry& g) {
   h->slot_bytes = g.slot_bytes;
   h->oneshot_bytes = g.oneshot_bytes;
   for (int r = 0; r < g.world; ++r) new (&s.control(r)) RankControl();
-  h->magic.store(kMagic, std::memory_order_release);  // (a fence and a plain store raced, to TSan)
+  h->magic.store(kSegmentMagic, std::memory_order_release);  // (a fence and a plain store raced, to TSan)
   return s;
 }
 
@@ -57,7 +57,7 @@ ShmSegment ShmSegment::open(const std::string& name, int world) {
   s.geometry_.depth = static_cast<int>(h.depth);
   s.geometry_.slot_bytes = h.slot_bytes;
   s.geometry_.oneshot_bytes = h.oneshot_bytes;
-  if (magic != kMagic || s.geometry_.world != world || s.geometry_.total_bytes() != s.file_.bytes()) {
+  if (magic != kSegmentMagic || s.geometry_.world != world || s.geometry_.total_bytes() != s.file_.bytes()) {
     DDP_THROW(InvalidArgument, "shared memory ", name, " does not hold a tcp-backend segment for ", world,
               " ranks");
   }

@@ -4,23 +4,13 @@
 #include <cstring>
 
 #include "comm/reduce_kernels.h"
+#include "comm/tcp/share.h"
 #include "comm/tcp/socket_collectives.h"
 #include "common/error.h"
 #include "common/settings.h"
 
 namespace ddp::comm::tcp {
 namespace {
-
-struct Part {
-  size_t off, len;
-};
-Part part(size_t n, int w, int p) {
-  const size_t base = n / static_cast<size_t>(w), rem = n % static_cast<size_t>(w),
-               up = static_cast<size_t>(p);
-  return {up * base + std::min(up, rem), base + (up < rem ? 1 : 0)};
-}
-
-char* at(const Buffer& b, size_t elems) { return static_cast<char*>(b.data) + elems * dtype_size(b.dtype); }
 
 int mod(int a, int w) { return ((a % w) + w) % w; }
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "comm/reduce_kernels.h"
+#include "comm/tcp/share.h"
 #include "common/error.h"
 #include "common/settings.h"
 
@@ -15,8 +16,6 @@ namespace ddp::comm::tcp {
 namespace {
 
 constexpr int64_t kStepsPerOp = 16;
-
-char* at(const Buffer& b, size_t elems) { return static_cast<char*>(b.data) + elems * dtype_size(b.dtype); }
 
 // Finishes `whole` once every part has finished, with the first part's error if any. The
 // parts' buffers are the whole's, so it never finishes while the engine may still touch one.

@@ -15,7 +15,7 @@
 namespace ddp::torch {
 namespace {
 
-constexpr const char* kOp = "alltoall_base";
+constexpr const char* kAlltoallOp = "alltoall_base";
 
 // Elements per row of dimension 0.
 int64_t row_elements(const at::Tensor& t) {
@@ -30,19 +30,19 @@ std::vector<int64_t> splits_of(const std::vector<int64_t>& given, const at::Tens
   const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
   if (given.empty()) {
     if (rows % size != 0) {
-      DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": ", which, " has ", rows, " rows, not divisible by ",
-                size, " ranks (pass split sizes)");
+      DDP_THROW(InvalidArgument, "ddp backend ", kAlltoallOp, ": ", which, " has ", rows,
+                " rows, not divisible by ", size, " ranks (pass split sizes)");
     }
     return std::vector<int64_t>(size, rows / size);
   }
   if (static_cast<int>(given.size()) != size) {
-    DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": ", which, " splits list ", given.size(), " sizes for ",
-              size, " ranks");
+    DDP_THROW(InvalidArgument, "ddp backend ", kAlltoallOp, ": ", which, " splits list ", given.size(),
+              " sizes for ", size, " ranks");
   }
   if (std::any_of(given.begin(), given.end(), [](int64_t s) { return s < 0; }) ||
       std::accumulate(given.begin(), given.end(), int64_t{0}) != rows) {
-    DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": ", which, " splits do not add up to its ", rows,
-              " rows");
+    DDP_THROW(InvalidArgument, "ddp backend ", kAlltoallOp, ": ", which, " splits do not add up to its ",
+              rows, " rows");
   }
   return given;
 }
@@ -55,7 +55,7 @@ at::Tensor all_splits(comm::ProcessGroup& group, const std::vector<int64_t>& in,
   std::copy(in.begin(), in.end(), mine.data_ptr<int64_t>());
   std::copy(out.begin(), out.end(), mine.data_ptr<int64_t>() + size);
   at::Tensor every = at::empty({size, 2 * size}, at::kLong);
-  group.all_gather(view_of(mine, kOp), view_of(every, kOp), {timeout})->wait();
+  group.all_gather(view_of(mine, kAlltoallOp), view_of(every, kAlltoallOp), {timeout})->wait();
   return every;
 }
 
@@ -64,8 +64,8 @@ void check_pairs(const at::Tensor& every, int size) {
   for (int i = 0; i < size; ++i) {
     for (int j = 0; j < size; ++j) {
       if (m[i][j] != m[j][size + i]) {
-        DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": rank ", i, " sends ", m[i][j], " rows to rank ", j,
-                  ", which expects ", m[j][size + i]);
+        DDP_THROW(InvalidArgument, "ddp backend ", kAlltoallOp, ": rank ", i, " sends ", m[i][j],
+                  " rows to rank ", j, ", which expects ", m[j][size + i]);
       }
     }
   }
@@ -78,10 +78,10 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall_uneven(at::Tensor& ou
                                                                   const std::vector<int64_t>& input_splits,
                                                                   const c10d::AllToAllOptions& opts) {
   const int size = getSize();
-  view_of(input, kOp);  // contiguous, supported dtype and device, or an error now
-  view_of(output, kOp);
+  view_of(input, kAlltoallOp);  // contiguous, supported dtype and device, or an error now
+  view_of(output, kAlltoallOp);
   if (input.scalar_type() != output.scalar_type() || row_elements(input) != row_elements(output)) {
-    DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": input and output differ in dtype or row size");
+    DDP_THROW(InvalidArgument, "ddp backend ", kAlltoallOp, ": input and output differ in dtype or row size");
   }
   const auto in = splits_of(input_splits, input, size, "input");
   const auto out = splits_of(output_splits, output, size, "output");
@@ -99,8 +99,8 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall_uneven(at::Tensor& ou
   auto work =
       c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::ALLTOALL_BASE, std::vector<at::Tensor>{output},
                                      std::vector<at::Tensor>{input, padded_in, padded_out});
-  auto ours =
-      group_->all_to_all(view_of(padded_in, kOp), view_of(padded_out, kOp), {timeout_of(opts.timeout)});
+  auto ours = group_->all_to_all(view_of(padded_in, kAlltoallOp), view_of(padded_out, kAlltoallOp),
+                                 {timeout_of(opts.timeout)});
   TorchWork::track(work, {ours}, [=] {
     for (int64_t i = 0, offset = 0; i < size; offset += out[i] * row, ++i) {
       out_flat.narrow(0, offset, out[i] * row).copy_(padded_out.narrow(0, i * block, out[i] * row));

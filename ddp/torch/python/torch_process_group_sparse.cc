@@ -11,14 +11,14 @@
 namespace ddp::torch {
 namespace {
 
-constexpr const char* kOp = "allreduce (sparse)";
+constexpr const char* kSparseOp = "allreduce (sparse)";
 
 // Every rank's `mine` (same shape on every rank), stacked along a new dimension 0.
 at::Tensor gather_all(comm::ProcessGroup& group, const at::Tensor& mine, Millis timeout) {
   std::vector<int64_t> shape{group.size()};
   shape.insert(shape.end(), mine.sizes().begin(), mine.sizes().end());
   at::Tensor all = at::empty(shape, mine.options());
-  group.all_gather(view_of(mine, kOp), view_of(all, kOp), {timeout})->wait();
+  group.all_gather(view_of(mine, kSparseOp), view_of(all, kSparseOp), {timeout})->wait();
   return all;
 }
 
@@ -27,9 +27,9 @@ at::Tensor gather_all(comm::ProcessGroup& group, const at::Tensor& mine, Millis 
 c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allreduce_sparse(at::Tensor& tensor,
                                                                    const c10d::AllreduceOptions& opts) {
   if (opts.reduceOp != c10d::ReduceOp::SUM) {
-    DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": only SUM reduces sparse tensors");
+    DDP_THROW(InvalidArgument, "ddp backend ", kSparseOp, ": only SUM reduces sparse tensors");
   }
-  if (!tensor.device().is_cpu()) DDP_THROW(InvalidArgument, "ddp backend ", kOp, ": CPU tensors only");
+  if (!tensor.device().is_cpu()) DDP_THROW(InvalidArgument, "ddp backend ", kSparseOp, ": CPU tensors only");
   const Millis timeout = timeout_of(opts.timeout);
   at::Tensor in = tensor.coalesce();
   const at::Tensor indices = in._indices().contiguous();  // sparse_dim x nnz
