@@ -17,6 +17,7 @@
 #include "launcher/worker_env.h"
 #include "rendezvous/elastic_rendezvous.h"
 #include "rendezvous/file_store.h"
+#include "rendezvous/job_keys.h"
 #include "rendezvous/multicast_discovery.h"
 #include "rendezvous/tcp_store.h"
 
@@ -55,6 +56,7 @@ struct Agent::Impl {
   std::shared_ptr<spdlog::logger> log = logger("agent");
 
   const LaunchOptions& l() const { return o.launch; }
+  rdzv::JobKeys keys() const { return rdzv::JobKeys(l().run_id); }
   bool multi() const { return !l().standalone && l().nnodes_max > 1; }
   void check_interrupt() {
     if (int sig = supervisor.poll_signal()) throw Interrupted{sig};
@@ -191,7 +193,7 @@ struct Agent::Impl {
     etcd_store = s.get();
     store_endpoint = etcd_worker_store(l());
     if (token.empty()) {
-      auto v = s->compare_set(l().run_id + "/job_token", {}, rdzv::Store::to_bytes(random_hex(16)));
+      auto v = s->compare_set(keys().job_token(), {}, rdzv::Store::to_bytes(random_hex(16)));
       token = rdzv::Store::to_string(v);
     }
     log->info("the job's store is {} under {}", rendezvous_endpoint, l().etcd.prefix);
@@ -208,14 +210,14 @@ struct Agent::Impl {
       std::filesystem::create_directories(std::filesystem::path(plan.file_path).parent_path(), ec);
       store = std::make_unique<rdzv::FileStore>(plan.file_path);
       // A file left by a finished job with the same id would replay its rounds: refuse it.
-      const std::string left = l().run_id + "/left";
+      const std::string left = keys().left();
       if (store->check({left})) {
         DDP_THROW(InvalidArgument, "rendezvous file ", plan.file_path,
                   " belongs to a finished job with the same --rdzv-id '", l().run_id,
                   "': use a new --rdzv-id per job (e.g. the scheduler's job id) or delete the file");
       }
       if (token.empty()) {
-        auto v = store->compare_set(l().run_id + "/job_token", {}, rdzv::Store::to_bytes(random_hex(16)));
+        auto v = store->compare_set(keys().job_token(), {}, rdzv::Store::to_bytes(random_hex(16)));
         token = rdzv::Store::to_string(v);
       }
       return;
@@ -301,11 +303,11 @@ struct Agent::Impl {
   // Values node 0 decides for a multi-node tcp/file round: MASTER_PORT (a free port on node 0)
   // and, once per job, the workers' TCPStore for the file backend.
   void shared_values(rdzv::NodeAssignment& a, int round) {
-    const std::string port_key = round_key(l().run_id, round, "master_port");
+    const std::string port_key = keys().round(round).master_port();
     if (a.node_rank == 0) store->set(port_key, std::to_string(free_port()));
     a.master_port = std::stoi(wait_for(port_key, l().rdzv_timeout));
     if (l().rdzv_backend != RdzvBackend::kFile) return;
-    const std::string ws_key = l().run_id + "/worker_store";
+    const std::string ws_key = keys().worker_store();
     if (round == 0 && a.node_rank == 0) {
       worker_store = std::make_unique<rdzv::TCPStore>(tcp_options("", 0, true, kDefaultConnectTimeout));
       store->set(ws_key, net::Endpoint{a.master_addr, worker_store->port()}.str());
@@ -375,19 +377,19 @@ struct Agent::Impl {
   void leave() noexcept {
     if (!multi() || !store || store_gone()) return;
     try {
-      store->add(l().run_id + "/left", 1);
+      store->add(keys().left(), 1);
       if (!loop || loop->nodes() == 0) return;
       const int round = loop->round();
-      store->set(round_key(l().run_id, round, "left/" + std::to_string(my_rank)), "1");
+      store->set(keys().round(round).left(my_rank), "1");
       if (!hosting || loop->lost_nodes()) return;  // lost nodes will not say goodbye
-      std::vector<std::string> keys;
+      std::vector<std::string> awaited;
       for (int r = 0; r < loop->nodes(); ++r) {
-        if (r != my_rank) keys.push_back(round_key(l().run_id, round, "left/" + std::to_string(r)));
+        if (r != my_rank) awaited.push_back(keys().round(round).left(r));
       }
       const Deadline deadline(l().close_timeout);
-      while (!keys.empty() && !deadline.expired() && supervisor.poll_signal() == 0) {
+      while (!awaited.empty() && !deadline.expired() && supervisor.poll_signal() == 0) {
         try {
-          store->wait(keys, std::max(Millis(1), std::min(kSlice, deadline.remaining())));
+          store->wait(awaited, std::max(Millis(1), std::min(kSlice, deadline.remaining())));
           return;
         } catch (const TimeoutError&) {
         }
@@ -404,7 +406,7 @@ struct Agent::Impl {
   void close_job(const std::string& why) noexcept {
     if (!multi() || !store) return;
     try {
-      store->compare_set(rdzv::job_closed_key(l().run_id), {}, rdzv::Store::to_bytes(why));
+      store->compare_set(keys().closed(), {}, rdzv::Store::to_bytes(why));
     } catch (const std::exception& e) {
       log->debug("closing the job: {}", e.what());
     }

@@ -44,7 +44,7 @@ std::vector<std::string> in_place_keys(const std::string& run_id, const rdzv::No
   std::vector<std::string> keys;
   keys.reserve(static_cast<size_t>(a.local_world_size));
   for (int lr = 0; lr < a.local_world_size; ++lr)
-    keys.push_back(rdzv::in_place_key(run_id, a.round, a.rank_offset + lr));
+    keys.push_back(rdzv::RoundKeys(run_id, a.round).in_place(a.rank_offset + lr));
   return keys;
 }
 
@@ -102,7 +102,7 @@ std::optional<RoundOutcome> RoundLoop::membership_outcome(const rdzv::NodeAssign
     return RoundOutcome::lost(what + "; a job of a fixed node count cannot go on without it");
   }
   if (elastic && waiting > 0 && a.nnodes < l().nnodes_max &&
-      c_.store->add(round_key(l().run_id, a.round, "done"), 0) == 0) {
+      c_.store->add(rdzv::RoundKeys(l().run_id, a.round).done(), 0) == 0) {
     return RoundOutcome::changed(detail::str(waiting, " node(s) waiting to join; a new round with them"));
   }
   return std::nullopt;
@@ -168,8 +168,9 @@ bool RoundLoop::move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssign
   RoundOutcome outcome;
   try {
     if (!c_.store->check(in_place_keys(l().run_id, a))) return false;
-    outcome =
-        RoundOutcome::decode(c_.store->get_string(rdzv::outcome_key(l().run_id, a.round), Millis(1000)));
+    const std::string text =
+        c_.store->get_string(rdzv::RoundKeys(l().run_id, a.round).outcome(), Millis(1000));
+    outcome = RoundOutcome::decode(text);
   } catch (const std::exception&) {
     return false;  // the store is gone or says nothing: stop the workers as without recovery in place
   }
@@ -191,7 +192,7 @@ bool RoundLoop::move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssign
     ip.nnodes = next->nnodes;
     ip.master_addr = next->master_addr;
     ip.master_port = next->master_port;
-    c_.store->set(rdzv::assign_key(l().run_id, a.round, a.rank_offset + lr), rdzv::encode_in_place(ip));
+    c_.store->set(rdzv::RoundKeys(l().run_id, a.round).assign(a.rank_offset + lr), rdzv::encode_in_place(ip));
   }
   const int from = a.round;
   a = std::move(*next);

@@ -8,6 +8,7 @@
 #include "common/socket.h"
 #include "launcher/agent.h"
 #include "launcher/lease_liveness.h"
+#include "rendezvous/job_keys.h"
 #include "rendezvous/store_url.h"
 
 namespace ddp::launcher {
@@ -55,7 +56,7 @@ std::unique_ptr<rdzv::EtcdStore> open_etcd_store(const LaunchOptions& l,
   auto store = std::make_unique<rdzv::EtcdStore>(rdzv::EtcdStoreOptions{
       .client = etcd_client_options(l), .prefix = l.etcd.prefix, .timeout = l.read_timeout});
   const Deadline deadline(l.rdzv_timeout);
-  const std::string left = l.run_id + "/left";
+  const std::string left = rdzv::JobKeys(l.run_id).left();
   for (bool told = false;; told = true) {
     if (check_interrupt) check_interrupt();
     try {

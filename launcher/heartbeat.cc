@@ -9,7 +9,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "launcher/node_round.h"
+#include "rendezvous/job_keys.h"
 
 namespace ddp::launcher {
 namespace {
@@ -43,14 +43,6 @@ std::string read_if_set(rdzv::Store& store, const std::string& key) {
 }
 
 }  // namespace
-
-std::string heartbeat_key(const std::string& run_id, const std::string& id) {
-  return run_id + "/heartbeat/" + id;
-}
-
-std::string liveness_key(const std::string& run_id, int round) {
-  return round_key(run_id, round, "liveness");
-}
 
 std::vector<std::string> lost_in_report(const std::string& report) { return decode(report).lost; }
 
@@ -143,11 +135,12 @@ struct StoreHeartbeat::Impl {
 
   Clock::time_point beat(rdzv::Store& store) {
     try {
-      store.add(heartbeat_key(o.run_id, o.id), 1);
+      store.add(rdzv::JobKeys(o.run_id).heartbeat(o.id), 1);
       reached = Clock::now();
       return reached;
     } catch (const std::exception& e) {
-      DDP_THROW(NetworkError, "beating (adding to ", heartbeat_key(o.run_id, o.id), "): ", e.what());
+      DDP_THROW(NetworkError, "beating (adding to ", rdzv::JobKeys(o.run_id).heartbeat(o.id),
+                "): ", e.what());
     }
   }
 
@@ -179,10 +172,10 @@ struct StoreHeartbeat::Impl {
     counts.reserve(plan.ids.size());
     for (const auto& id : plan.ids) {
       try {
-        counts.push_back(store.add(heartbeat_key(o.run_id, id), 0));
+        counts.push_back(store.add(rdzv::JobKeys(o.run_id).heartbeat(id), 0));
       } catch (const std::exception& e) {
         DDP_THROW(NetworkError, "checking round ", plan.round, "'s nodes (reading ",
-                  heartbeat_key(o.run_id, id), "): ", e.what());
+                  rdzv::JobKeys(o.run_id).heartbeat(id), "): ", e.what());
       }
       reached = Clock::now();
     }
@@ -201,10 +194,10 @@ struct StoreHeartbeat::Impl {
       for (const auto& p : lost) r.lost.push_back(p.id);
     }
     try {
-      store.set(liveness_key(o.run_id, plan.round), encode(r));
+      store.set(rdzv::RoundKeys(o.run_id, plan.round).liveness(), encode(r));
     } catch (const std::exception& e) {
       DDP_THROW(NetworkError, "reporting round ", plan.round, "'s liveness (setting ",
-                liveness_key(o.run_id, plan.round), "): ", e.what());
+                rdzv::RoundKeys(o.run_id, plan.round).liveness(), "): ", e.what());
     }
     reached = Clock::now();
     return found;
@@ -245,10 +238,10 @@ struct StoreHeartbeat::Impl {
   bool follow(rdzv::Store& store, const Plan& plan) {
     std::string text;
     try {
-      text = read_if_set(store, liveness_key(o.run_id, plan.round));
+      text = read_if_set(store, rdzv::RoundKeys(o.run_id, plan.round).liveness());
     } catch (const std::exception& e) {
       DDP_THROW(NetworkError, "reading round ", plan.round, "'s liveness report (",
-                liveness_key(o.run_id, plan.round), "): ", e.what());
+                rdzv::RoundKeys(o.run_id, plan.round).liveness(), "): ", e.what());
     }
     reached = Clock::now();
     const Report r = decode(text);

@@ -47,11 +47,7 @@ struct StoreHeartbeatOptions {
   std::function<void()> on_loss;
 };
 
-// "<run_id>/heartbeat/<id>": a launcher's counter.
-std::string heartbeat_key(const std::string& run_id, const std::string& id);
-// "<run_id>/round/<n>/liveness": round n's report, written by its checker.
-std::string liveness_key(const std::string& run_id, int round);
-// The ids a round's report (liveness_key's value) lists as lost; none for a malformed one.
+// The ids a round's report (RoundKeys::liveness()'s value) lists as lost; none for a malformed one.
 std::vector<std::string> lost_in_report(const std::string& report);
 
 class StoreHeartbeat final : public Liveness {

@@ -15,8 +15,8 @@ JobQuery query_job(const AgentOptions& options, const JobQueryOptions& query) {
   if (!out.status || out.status->ended || out.status->left) return out;
   const LivenessProbeOptions p{
       .run_id = l.run_id, .interval = l.keep_alive_interval, .window = query.liveness_window};
-  if (l.rdzv_backend == RdzvBackend::kEtcd)
-    probe_leases(*s.store, p, *out.status);
+  if (s.etcd != nullptr)
+    probe_leases(*s.etcd, p, *out.status);
   else
     probe_heartbeats(*s.store, p, *out.status);
   return out;

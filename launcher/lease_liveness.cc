@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "rendezvous/etcd_store.h"
+#include "rendezvous/job_keys.h"
 
 namespace ddp::launcher {
 namespace {
@@ -32,8 +33,6 @@ rdzv::EtcdClientOptions client_options(rdzv::EtcdClientOptions o, Millis interva
 }
 
 }  // namespace
-
-std::string alive_key(const std::string& run_id, const std::string& id) { return run_id + "/alive/" + id; }
 
 struct LeaseLiveness::Impl {
   struct Watched {
@@ -89,19 +88,23 @@ struct LeaseLiveness::Impl {
 
   explicit Impl(LeaseLivenessOptions options)
       : o(std::move(options)),
-        alive_prefix(o.run_id + "/alive/"),
+        alive_prefix(rdzv::JobKeys(o.run_id).alive_prefix()),
         keeper_store(std::make_shared<rdzv::EtcdClient>(client_options(o.client, o.interval, configured())),
                      o.prefix),
         watcher_store(std::make_shared<rdzv::EtcdClient>(client_options(o.client, o.interval, configured())),
                       o.prefix) {}
 
   Millis configured() const { return o.interval * o.max_attempt; }
+  // A third of the lease's TTL, as etcd's own clients renew, but not more often than the interval:
+  // two renewals may fail before the lease lapses.
+  Millis renew_every_locked() const { return std::max(o.interval, Millis(granted_ttl * 1000 / 3)); }
   Millis bound_locked() const { return std::max(configured(), Millis(granted_ttl * 1000)); }
 
   // Grants a lease and puts this launcher's key under it. Throws what etcd threw.
   void register_self() {
     const auto g = keeper_store.client().grant_lease(ttl_seconds(configured()));
-    keeper_store.set_with_lease(alive_key(o.run_id, o.id), rdzv::Store::to_bytes(std::to_string(g.id)), g.id);
+    keeper_store.set_with_lease(rdzv::JobKeys(o.run_id).alive(o.id),
+                                rdzv::Store::to_bytes(std::to_string(g.id)), g.id);
     std::lock_guard g2(mu);
     lease = g.id;
     granted_ttl = g.ttl;
@@ -110,18 +113,22 @@ struct LeaseLiveness::Impl {
 
   // ---- the keeper -----------------------------------------------------------------------------
 
+  // Renews every renew_every_locked(); wakes in between when etcd would count as lost by then.
   void run_keeper() noexcept {
     std::unique_lock lock(mu);
     auto next = Clock::now();
     while (!stop) {
-      next += o.interval;
-      const int64_t held = lease;
-      lock.unlock();
-      renew(held);
-      lock.lock();
+      if (Clock::now() >= next) {
+        next = Clock::now() + renew_every_locked();  // late (a slow etcd): no burst to catch up
+        const int64_t held = lease;
+        lock.unlock();
+        renew(held);
+        lock.lock();
+      }
       notice_etcd_lost(lock);
-      if (next < Clock::now()) next = Clock::now();  // late (a slow etcd): no burst to catch up
-      cv.wait_until(lock, next, [this] { return stop; });
+      const auto lost_at = reached + bound_locked();
+      const bool watch_loss = !etcd_gone && lost_at > Clock::now();
+      cv.wait_until(lock, watch_loss ? std::min(next, lost_at) : next, [this] { return stop; });
     }
   }
 
@@ -178,6 +185,11 @@ struct LeaseLiveness::Impl {
       bool found = false;
       try {
         const uint64_t g = current_generation();
+        if (g == 0) {  // no round yet: nobody to watch (a stream now would carry every arrival)
+          std::unique_lock lock(mu);
+          cv.wait_for(lock, kWatchSlice, [this] { return stop || generation != 0; });
+          continue;
+        }
         if (!w || g != seen_generation) {
           w = resync(g, &found);
           seen_generation = g;
@@ -253,7 +265,7 @@ struct LeaseLiveness::Impl {
         }
       }
     }
-    auto w = watcher_store.watch_prefix(alive_prefix, snap.revision + 1);
+    auto w = watcher_store.watch_prefix(alive_prefix, snap.revision + 1, /*deletions_only=*/true);
     keep_stream(w.get());
     return w;
   }
@@ -363,6 +375,7 @@ void LeaseLiveness::watch(LivenessRound round) {
   }
   d.round = std::move(round);
   d.wake_watcher();
+  d.cv.notify_all();  // a watcher waiting for its first round
 }
 
 std::vector<LivenessPeer> LeaseLiveness::lost() const {

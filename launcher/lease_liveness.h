@@ -4,11 +4,12 @@
 // Protocol. Each launcher grants a lease whose TTL is the bound (interval x max_attempt, in whole
 // seconds, at least 1; etcd may raise it to its own minimum, and bound() then says so), puts
 //   <run_id>/alive/<id>   value: the lease's id in decimal
-// under it, and renews it every interval. A launcher that dies stops renewing: etcd deletes its
-// key when the lease expires. Every launcher watches the prefix <run_id>/alive/ (one stream):
-// a node of the watched round whose key is deleted, or absent from the read that each watch()
-// starts with, is lost. Nothing polls per peer: the steady cost is one keep-alive per launcher
-// per interval, and N deletion events per lost node.
+// under it, and renews it every third of its TTL (as etcd's clients do), at most once an
+// interval. A launcher that dies stops renewing: etcd deletes its key when the lease expires.
+// From its first round on, every launcher watches the prefix <run_id>/alive/ for deletions (one
+// stream, etcd's NOPUT filter): a node of the watched round whose key is deleted, or absent from
+// the read that each watch() starts with, is lost. Nothing polls per peer: the steady cost is one
+// keep-alive per launcher per third of the TTL, and N deletion events per lost node.
 // all_beat_since asks etcd for each peer's lease time-to-live, once per interval while someone
 // asks (after a worker failure): a lease renewed after `since` proves its holder alive then.
 // A lease found gone while its holder still runs (etcd unreachable from it for the TTL) is
@@ -20,8 +21,7 @@
 // a round), and throws what etcd threw when it cannot; then two threads, each with its own
 // connection: the keeper (keep-alives) and the watcher (the stream, rounds, time-to-live). The
 // destructor stops both and revokes the lease (best effort, bounded; not once etcd was found
-// lost), so a clean exit deletes
-// the key at once.
+// lost), so a clean exit deletes the key at once.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -43,9 +43,6 @@ struct LeaseLivenessOptions {
   // Called on a thread of the liveness when it finds a node, or etcd, lost (wakes the agent).
   std::function<void()> on_loss;
 };
-
-// "<run_id>/alive/<id>": a launcher's membership key, under its lease.
-std::string alive_key(const std::string& run_id, const std::string& id);
 
 class LeaseLiveness final : public Liveness {
  public:

@@ -10,6 +10,7 @@
 #include "launcher/heartbeat.h"
 #include "launcher/lease_liveness.h"
 #include "rendezvous/etcd_store.h"
+#include "rendezvous/job_keys.h"
 
 namespace ddp::launcher {
 namespace {
@@ -41,7 +42,7 @@ void probe_heartbeats(rdzv::Store& store, const LivenessProbeOptions& o, rdzv::J
   std::vector<NodeStatus*> nodes = every_node(job);
   std::set<std::string> lost;
   if (job.round >= 0) {
-    const std::string report = liveness_key(o.run_id, job.round);
+    const std::string report = rdzv::RoundKeys(o.run_id, job.round).liveness();
     if (store.check({report})) {
       for (auto& id : lost_in_report(store.get_string(report))) lost.insert(std::move(id));
     }
@@ -55,7 +56,7 @@ void probe_heartbeats(rdzv::Store& store, const LivenessProbeOptions& o, rdzv::J
       n->liveness = NodeLiveness::kLost;
       n->liveness_detail = "silent for the heartbeat bound (the round's liveness report lists it)";
     } else {
-      first[n] = counter(store, heartbeat_key(o.run_id, n->id));
+      first[n] = counter(store, rdzv::JobKeys(o.run_id).heartbeat(n->id));
     }
   }
   const Millis window = o.window.count() > 0 ? o.window : o.interval * 3 / 2;
@@ -67,7 +68,7 @@ void probe_heartbeats(rdzv::Store& store, const LivenessProbeOptions& o, rdzv::J
     std::this_thread::sleep_for(std::min(step, std::max(Millis(1), deadline.remaining())));
     const auto now = Clock::now();
     for (auto it = first.begin(); it != first.end();) {
-      if (counter(store, heartbeat_key(o.run_id, it->first->id)) == it->second) {
+      if (counter(store, rdzv::JobKeys(o.run_id).heartbeat(it->first->id)) == it->second) {
         ++it;
         continue;
       }
@@ -90,12 +91,10 @@ void probe_heartbeats(rdzv::Store& store, const LivenessProbeOptions& o, rdzv::J
   }
 }
 
-void probe_leases(rdzv::Store& store, const LivenessProbeOptions& o, rdzv::JobStatus& job) {
-  auto* etcd = dynamic_cast<rdzv::EtcdStore*>(&store);
-  if (etcd == nullptr) DDP_THROW(InvalidArgument, "probe_leases: not an EtcdStore");
-  const std::string prefix = alive_key(o.run_id, "");
+void probe_leases(rdzv::EtcdStore& etcd, const LivenessProbeOptions& o, rdzv::JobStatus& job) {
+  const std::string prefix = rdzv::JobKeys(o.run_id).alive_prefix();
   std::map<std::string, int64_t> leases;  // id -> lease
-  for (const auto& [key, value] : etcd->read_prefix(prefix).entries) {
+  for (const auto& [key, value] : etcd.read_prefix(prefix).entries) {
     try {
       leases[key.substr(prefix.size())] = std::stoll(rdzv::Store::to_string(value));
     } catch (const std::exception&) {
@@ -116,7 +115,7 @@ void probe_leases(rdzv::Store& store, const LivenessProbeOptions& o, rdzv::JobSt
     n->liveness = NodeLiveness::kAlive;
     n->liveness_detail = "holds lease " + std::to_string(it->second);
     if (it->second == 0) continue;
-    const auto t = etcd->client().time_to_live(it->second);
+    const auto t = etcd.client().time_to_live(it->second);
     if (t.ttl < 0) {
       n->liveness = NodeLiveness::kLost;
       n->liveness_detail = "its lease expired";

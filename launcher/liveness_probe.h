@@ -12,6 +12,7 @@
 // Nodes without an id stay unknown. Errors: those of the store (the status read just succeeded,
 // so rare).
 #include "launcher/launch_options.h"
+#include "rendezvous/etcd_store.h"
 #include "rendezvous/job_status.h"
 #include "rendezvous/store.h"
 
@@ -26,7 +27,7 @@ struct LivenessProbeOptions {
 // Fills liveness, last_seen and liveness_detail of the round's and the waiting nodes.
 void probe_heartbeats(rdzv::Store& store, const LivenessProbeOptions& options, rdzv::JobStatus& job);
 
-// etcd: `store` must be the job's EtcdStore.
-void probe_leases(rdzv::Store& store, const LivenessProbeOptions& options, rdzv::JobStatus& job);
+// etcd: the job's leases (its launchers' keys under JobKeys::alive_prefix()).
+void probe_leases(rdzv::EtcdStore& store, const LivenessProbeOptions& options, rdzv::JobStatus& job);
 
 }  // namespace ddp::launcher

@@ -11,48 +11,16 @@
 namespace ddp::launcher {
 namespace {
 
-constexpr Millis kSlice{200};  // how often waits look for a signal
-
-struct Form {
-  RoundOutcomeKind kind;
-  const char* prefix;  // stored text: prefix + detail
-};
-constexpr Form kForms[] = {
-    {RoundOutcomeKind::kFailed, "failed: "},
-    {RoundOutcomeKind::kInterrupted, "interrupted: "},
-    {RoundOutcomeKind::kLost, "lost: "},
-    {RoundOutcomeKind::kChanged, "changed: "},
-};
-constexpr const char* kDoneText = "done";
+constexpr Millis kWaitSlice{200};  // how often waits look for a signal
 
 }  // namespace
-
-std::string RoundOutcome::text() const {
-  if (kind == RoundOutcomeKind::kDone) return kDoneText;
-  for (const auto& f : kForms) {
-    if (f.kind == kind) return f.prefix + detail;
-  }
-  return detail;
-}
-
-RoundOutcome RoundOutcome::decode(const std::string& text) {
-  if (text == kDoneText) return done();
-  for (const auto& f : kForms) {
-    if (text.starts_with(f.prefix)) return {f.kind, text.substr(std::string(f.prefix).size())};
-  }
-  return failed(text);
-}
-
-std::string round_key(const std::string& run_id, int round, const std::string& name) {
-  return run_id + "/round/" + std::to_string(round) + "/" + name;
-}
 
 std::string wait_key(rdzv::Store& store, const std::string& key, std::optional<Millis> timeout,
                      const std::function<void()>& check_interrupt) {
   const Deadline deadline(timeout.value_or(Millis(0)));
   while (true) {
     if (check_interrupt) check_interrupt();
-    Millis slice = timeout ? std::max(Millis(1), std::min(kSlice, deadline.remaining())) : kSlice;
+    Millis slice = timeout ? std::max(Millis(1), std::min(kWaitSlice, deadline.remaining())) : kWaitSlice;
     try {
       return store.get_string(key, slice);
     } catch (const TimeoutError&) {
@@ -62,28 +30,28 @@ std::string wait_key(rdzv::Store& store, const std::string& key, std::optional<M
 }
 
 RoundOutcome NodeRound::announce(const RoundOutcome& mine) {
-  auto v = store_.compare_set(key("outcome"), {}, rdzv::Store::to_bytes(mine.text()));
+  auto v = store_.compare_set(keys_.outcome(), {}, rdzv::Store::to_bytes(mine.text()));
   return RoundOutcome::decode(rdzv::Store::to_string(v));
 }
 
 bool NodeRound::decided() noexcept {
   if (o_.watch != nullptr) return o_.watch->decided(o_.round);
   try {
-    return store_.check({key("outcome")});
+    return store_.check({keys_.outcome()});
   } catch (const std::exception&) {
     return false;  // maybe a moment's trouble; a store gone for good is the liveness's store_lost()
   }
 }
 
 RoundOutcome NodeRound::wait_outcome(int node_rank) {
-  store_.set(key("done/" + std::to_string(node_rank)), "1");
-  if (store_.add(key("done"), 1) == o_.nnodes) announce(RoundOutcome::done());
+  store_.set(keys_.done(node_rank), "1");
+  if (store_.add(keys_.done(), 1) == o_.nnodes) announce(RoundOutcome::done());
   try {
-    return RoundOutcome::decode(wait_key(store_, key("outcome"), o_.timeout, o_.check_interrupt));
+    return RoundOutcome::decode(wait_key(store_, keys_.outcome(), o_.timeout, o_.check_interrupt));
   } catch (const TimeoutError&) {
     std::string missing;
     for (int k = 0; k < o_.nnodes; ++k) {
-      if (store_.check({key("done/" + std::to_string(k))})) continue;
+      if (store_.check({keys_.done(k)})) continue;
       missing += (missing.empty() ? "" : ", ") + std::to_string(k);
     }
     return announce(RoundOutcome::lost(
@@ -93,7 +61,7 @@ RoundOutcome NodeRound::wait_outcome(int node_rank) {
 }
 
 struct OutcomeWatch::Impl {
-  enum class Waited { kSeen, kSlice, kFailed };
+  enum class Waited { kSeen, kWaitSlice, kFailed };
 
   OutcomeWatchOptions o;
   mutable std::mutex mu;
@@ -149,9 +117,9 @@ struct OutcomeWatch::Impl {
     lock.unlock();
     Waited w = Waited::kSeen;
     try {
-      s.wait({round_key(o.run_id, r, "outcome")}, o.slice);
+      s.wait({rdzv::RoundKeys(o.run_id, r).outcome()}, o.slice);
     } catch (const TimeoutError&) {
-      w = Waited::kSlice;
+      w = Waited::kWaitSlice;
     } catch (const std::exception& e) {
       w = Waited::kFailed;
       why = e.what();

@@ -1,61 +1,27 @@
 #pragma once
-// The cross-node protocol of one round (one attempt of every node's workers), spoken through the
-// job's store under "<run_id>/round/<n>/":
-//   outcome      the round's RoundOutcome; the first node to announce one wins (compare_set),
-//                every other node reads it (Supervisor external_stop polls decided())
-//   done/<rank>  node <rank>'s workers all succeeded; "done" counts them, and the node that
-//                makes the count reach nnodes announces kDone
-//   arrived      (node rendezvous) how many nodes joined the round
-// A node whose workers succeeded waits at the exit barrier (wait_outcome) for kDone or some
-// node's failure, bounded by the rendezvous timeout: the first node to give up announces kLost
-// naming the nodes that never reached it (their launcher died), and every node stops with that.
-//
-// The outcome is stored as text ("done", "failed: <who>: <why>", "interrupted: <who> got SIGINT",
-// "lost: <why>", "changed: <why>"), read back only by RoundOutcome::decode: launchers of earlier versions
-// read and write the same keys. Store errors propagate (StoreError, NetworkError, TimeoutError), except in
-// decided(), which reads a failed request as "not decided": it may be a moment's trouble, and a
-// store lost for good is the liveness's store_lost() (launcher/liveness.h), which ends the round.
-// Not thread-safe; one NodeRound per round and launcher.
+// The cross-node protocol of one round (one attempt of every node's workers), over the round's
+// keys (rendezvous/job_keys.h): the first node to announce an outcome (rendezvous/round_outcome.h)
+// wins (compare_set) and every other reads it (decided()); a node whose workers all succeeded
+// sets done/<rank>, counts itself in "done", and the node that makes the count nnodes announces
+// kDone. Such a node waits at the exit barrier (wait_outcome) for kDone or some node's failure,
+// bounded by the rendezvous timeout: the first to give up announces kLost naming the nodes that
+// never reached it (their launcher died). Store errors propagate, except in decided(), which
+// reads a failed request as "not decided": a store lost for good is the liveness's store_lost()
+// (launcher/liveness.h). Not thread-safe; one NodeRound per round and launcher.
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "common/timeouts.h"
+#include "rendezvous/job_keys.h"
+#include "rendezvous/round_outcome.h"
 #include "rendezvous/store.h"
 
 namespace ddp::launcher {
 
-enum class RoundOutcomeKind {
-  kDone,         // every node's workers succeeded
-  kFailed,       // a node's workers failed (a restart may follow)
-  kInterrupted,  // a node was stopped by a signal: no restart
-  kLost,         // nodes were lost (no heartbeat, or never at the exit barrier): no new round
-  kChanged,      // elastic: nodes were lost or are waiting to join: a new round, not a restart
-};
-
-struct RoundOutcome {
-  RoundOutcomeKind kind = RoundOutcomeKind::kDone;
-  std::string detail;  // who and why; empty for kDone
-
-  static RoundOutcome done() { return {RoundOutcomeKind::kDone, ""}; }
-  static RoundOutcome failed(std::string detail) { return {RoundOutcomeKind::kFailed, std::move(detail)}; }
-  static RoundOutcome interrupted(std::string detail) {
-    return {RoundOutcomeKind::kInterrupted, std::move(detail)};
-  }
-  static RoundOutcome lost(std::string detail) { return {RoundOutcomeKind::kLost, std::move(detail)}; }
-  static RoundOutcome changed(std::string detail) { return {RoundOutcomeKind::kChanged, std::move(detail)}; }
-
-  // A restart cannot help: the job stops on every node.
-  bool final() const { return kind == RoundOutcomeKind::kInterrupted || kind == RoundOutcomeKind::kLost; }
-  std::string text() const;  // the stored form, also what messages show
-  // Text written by any launcher; an unknown form is a kFailed whose detail is the text.
-  static RoundOutcome decode(const std::string& text);
-  bool operator==(const RoundOutcome&) const = default;
-};
-
-// "<run_id>/round/<n>/<name>"
-std::string round_key(const std::string& run_id, int round, const std::string& name);
+using rdzv::RoundOutcome;
+using rdzv::RoundOutcomeKind;
 
 // Blocks until `key` exists and returns its value; without a timeout it waits for ever. Calls
 // check_interrupt (which may throw) every slice; TimeoutError when the timeout passes.
@@ -106,7 +72,8 @@ struct NodeRoundOptions {
 
 class NodeRound {
  public:
-  NodeRound(rdzv::Store& store, NodeRoundOptions options) : store_(store), o_(std::move(options)) {}
+  NodeRound(rdzv::Store& store, NodeRoundOptions options)
+      : store_(store), o_(std::move(options)), keys_(o_.run_id, o_.round) {}
 
   // First writer wins: returns the round's outcome as it stands after this call.
   RoundOutcome announce(const RoundOutcome& mine);
@@ -116,10 +83,9 @@ class NodeRound {
   RoundOutcome wait_outcome(int node_rank);
 
  private:
-  std::string key(const std::string& name) const { return round_key(o_.run_id, o_.round, name); }
-
   rdzv::Store& store_;
   NodeRoundOptions o_;
+  rdzv::RoundKeys keys_;
 };
 
 }  // namespace ddp::launcher

@@ -51,7 +51,8 @@ StatusStore open_etcd(const AgentOptions& o) {
                                                                     .prefix = o.launch.etcd.prefix,
                                                                     .timeout = o.launch.read_timeout});
   std::string where = s->client().describe() + " under " + o.launch.etcd.prefix;
-  return {std::move(s), std::move(where)};
+  rdzv::EtcdStore* etcd = s.get();
+  return {std::move(s), std::move(where), etcd};
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "launcher/agent.h"
+#include "rendezvous/etcd_store.h"
 #include "rendezvous/store.h"
 
 namespace ddp::launcher {
@@ -24,6 +25,7 @@ namespace ddp::launcher {
 struct StatusStore {
   std::unique_ptr<rdzv::Store> store;
   std::string where;  // "the rendezvous store at 10.0.0.1:29400", "etcd at ...", "the file store ..."
+  rdzv::EtcdStore* etcd = nullptr;  // `store` itself when it is etcd (its leases tell liveness)
 };
 
 StatusStore open_rendezvous_store_readonly(const AgentOptions& options, Millis connect_timeout);

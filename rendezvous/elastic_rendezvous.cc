@@ -4,14 +4,11 @@
 
 #include "common/deadline.h"
 #include "common/error.h"
+#include "rendezvous/job_keys.h"
 #include "rendezvous/node_registration.h"
 
 namespace ddp::rdzv {
 namespace {
-
-std::string key_of(const std::string& run_id, int round, const std::string& name) {
-  return run_id + "/round/" + std::to_string(round) + "/" + name;
-}
 
 int64_t closed_count(const std::string& text) {
   try {
@@ -24,15 +21,16 @@ int64_t closed_count(const std::string& text) {
 // One round as this launcher waits in it.
 class RoundWait {
  public:
-  RoundWait(Store& store, const ElasticRendezvousOptions& o, int round) : s_(store), o_(o), round_(round) {}
+  RoundWait(Store& store, const ElasticRendezvousOptions& o, int round)
+      : keys(o.run_id, round), s_(store), o_(o), round_(round) {}
 
-  std::string key(const std::string& name) const { return key_of(o_.run_id, round_, name); }
+  const RoundKeys keys;
 
   // The round's node count once it closed, else nullopt (after deciding whether to close it).
   std::optional<int64_t> poll() {
     if (auto k = closed()) return k;
-    const bool previous_over = round_ == 0 || s_.check({key_of(o_.run_id, round_ - 1, "outcome")});
-    const int64_t count = s_.add(key("arrived"), 0);
+    const bool previous_over = round_ == 0 || s_.check({RoundKeys(o_.run_id, round_ - 1).outcome()});
+    const int64_t count = s_.tickets(keys.arrived());
     const auto now = Clock::now();
     if (count != last_count_ || previous_over != previous_over_) last_change_ = now;
     last_count_ = count;
@@ -40,17 +38,17 @@ class RoundWait {
     if (!previous_over || count < o_.min_nodes) return std::nullopt;
     if (count >= o_.max_nodes || now - last_change_ >= o_.last_call_timeout) {
       const std::string k = std::to_string(std::min<int64_t>(count, o_.max_nodes));
-      return closed_count(Store::to_string(s_.compare_set(key("closed"), {}, Store::to_bytes(k))));
+      return closed_count(Store::to_string(s_.compare_set(keys.closed(), {}, Store::to_bytes(k))));
     }
     return std::nullopt;
   }
 
   std::optional<int64_t> closed() {
-    if (!s_.check({key("closed")})) return std::nullopt;
-    return closed_count(s_.get_string(key("closed")));
+    if (!s_.check({keys.closed()})) return std::nullopt;
+    return closed_count(s_.get_string(keys.closed()));
   }
 
-  int64_t arrived() { return s_.add(key("arrived"), 0); }
+  int64_t arrived() { return s_.tickets(keys.arrived()); }
 
  private:
   Store& s_;
@@ -64,7 +62,7 @@ class RoundWait {
 NodeAssignment assignment_of(Store& store, const RoundWait& w, const NodeInfo& self, int rank, int64_t nodes,
                              const ElasticRendezvousOptions& o, const Deadline& deadline) {
   std::vector<std::string> keys;
-  for (int64_t i = 0; i < nodes; ++i) keys.push_back(w.key("node/" + std::to_string(i)));
+  for (int64_t i = 0; i < nodes; ++i) keys.push_back(w.keys.node(i));
   // Each node registers right after it counts itself in: only a launcher killed in between
   // leaves a hole, and then the round cannot start (join_timeout).
   store.wait(keys, std::max(Millis(1), deadline.remaining()));
@@ -89,10 +87,8 @@ NodeAssignment assignment_of(Store& store, const RoundWait& w, const NodeInfo& s
 
 }  // namespace
 
-std::string job_closed_key(const std::string& run_id) { return run_id + "/closed"; }
-
 int64_t waiting_in_round(Store& store, const std::string& run_id, int round) {
-  return store.add(key_of(run_id, round, "arrived"), 0);
+  return store.tickets(RoundKeys(run_id, round).arrived());
 }
 
 std::optional<NodeAssignment> elastic_rendezvous(Store& store, const NodeInfo& self,
@@ -106,13 +102,13 @@ std::optional<NodeAssignment> elastic_rendezvous(Store& store, const NodeInfo& s
   const std::string text = encode_registration(mine);
   for (int round = o.round;; ++round) {
     RoundWait w(store, o, round);
-    const int64_t arrival = store.add(w.key("arrived"), 1) - 1;
+    const int64_t arrival = store.ticket(w.keys.arrived());
     if (auto k = w.closed(); k && arrival >= *k) continue;  // closed before we came: the next one
-    store.set(w.key("node/" + std::to_string(arrival)), text);
+    store.set(w.keys.node(arrival), text);
     std::optional<int64_t> nodes;
     while (!(nodes = w.poll())) {
       if (o.check_interrupt) o.check_interrupt();
-      if (store.check({job_closed_key(o.run_id)})) return std::nullopt;
+      if (store.check({JobKeys(o.run_id).closed()})) return std::nullopt;
       if (deadline.expired()) {
         DDP_THROW(TimeoutError, "elastic rendezvous (run '", o.run_id, "', round ", round, "): ", w.arrived(),
                   " node(s) arrived within ", o.join_timeout.count(),
@@ -120,7 +116,7 @@ std::optional<NodeAssignment> elastic_rendezvous(Store& store, const NodeInfo& s
                   round > 0 ? ", and the nodes of the round before must have stopped" : "");
       }
       try {
-        store.wait({w.key("closed")},
+        store.wait({w.keys.closed()},
                    std::max(Millis(1), std::min(kNodeRendezvousSlice, deadline.remaining())));
       } catch (const TimeoutError&) {
       }

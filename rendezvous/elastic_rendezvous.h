@@ -1,7 +1,7 @@
 #pragma once
-// Elastic node rendezvous (--nnodes MIN:MAX), torchrun's semantics over any Store with add and
-// compare_set. The launchers of a job meet in numbered rounds, "<run_id>/round/<n>/":
-//   arrived    a counter: each launcher's arrival index in the round
+// Elastic node rendezvous (--nnodes MIN:MAX), torchrun's semantics over any Store with ticket
+// and compare_set. The launchers of a job meet in numbered rounds (their keys: job_keys.h):
+//   arrived    arrival tickets (Store::ticket): each launcher's arrival index in the round
 //   node/<i>   the registration of arrival i (rendezvous/node_registration.h)
 //   closed     K, the round's node count, set once (compare_set) by whoever first sees the
 //              round complete: MAX nodes in, or at least MIN in and no arrival for
@@ -35,11 +35,8 @@ struct ElasticRendezvousOptions {
   std::function<void()> check_interrupt;  // called every slice; may throw to end the wait
 };
 
-// "<run_id>/closed": its value says why the job ended.
-std::string job_closed_key(const std::string& run_id);
-
 // Joins the first round that takes this node. The assignment's round is the round joined and
-// its restart_count the most any of its nodes knew. nullopt: the job ended (job_closed_key) first.
+// its restart_count the most any of its nodes knew. nullopt: the job ended (JobKeys::closed) first.
 std::optional<NodeAssignment> elastic_rendezvous(Store& store, const NodeInfo& self,
                                                  const ElasticRendezvousOptions& options);
 

@@ -455,8 +455,16 @@ int64_t EtcdStore::tickets_until(const std::string& dir, int64_t revision) {
   return static_cast<int64_t>(client_->range(created).kvs.size());
 }
 
+std::string EtcdStore::ticket_dir(const std::string& key) const {
+  return prefix_ + kTicketInfix + std::to_string(key.size()) + "/" + key + "/";
+}
+
+int64_t EtcdStore::do_tickets(const std::string& key) {
+  return client_->range(all_under(ticket_dir(key), true)).count;
+}
+
 int64_t EtcdStore::do_ticket(const std::string& key) {
-  const std::string dir = prefix_ + kTicketInfix + std::to_string(key.size()) + "/" + key + "/";
+  const std::string dir = ticket_dir(key);
   const std::string mine = dir + registration_nonce();
   // Safe to send again, so tried again while etcd does not answer, as long as add settles.
   const Deadline retries(std::max(Millis(patience_ms_.load()), std::min(timeout(), kMarkerLife)));
@@ -484,10 +492,11 @@ EtcdSnapshot EtcdStore::read_prefix(const std::string& key_prefix) {
   return out;
 }
 
-std::unique_ptr<EtcdWatch> EtcdStore::watch_prefix(const std::string& key_prefix, int64_t start_revision) {
+std::unique_ptr<EtcdWatch> EtcdStore::watch_prefix(const std::string& key_prefix, int64_t start_revision,
+                                                   bool deletions_only) {
   const std::string from = k(key_prefix);
-  return std::make_unique<EtcdWatch>(client_,
-                                     EtcdWatchRequest{from, etcd::prefix_end(from), start_revision, prefix_});
+  return std::make_unique<EtcdWatch>(
+      client_, EtcdWatchRequest{from, etcd::prefix_end(from), start_revision, prefix_, deletions_only});
 }
 
 }  // namespace ddp::rdzv

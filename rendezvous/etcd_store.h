@@ -61,8 +61,10 @@ class EtcdStore final : public Store {
   void set_with_lease(const std::string& key, const Bytes& value, int64_t lease);
   // Every key starting with `key_prefix` (relative to the store's prefix; "" for all).
   EtcdSnapshot read_prefix(const std::string& key_prefix);
-  // The changes to keys starting with `key_prefix` from `start_revision` (0: from now).
-  std::unique_ptr<EtcdWatch> watch_prefix(const std::string& key_prefix, int64_t start_revision = 0);
+  // The changes to keys starting with `key_prefix` from `start_revision` (0: from now); only
+  // their deletions with `deletions_only` (N watchers of N keys put: no N^2 events).
+  std::unique_ptr<EtcdWatch> watch_prefix(const std::string& key_prefix, int64_t start_revision = 0,
+                                          bool deletions_only = false);
   void interrupt() noexcept override;
   // From now on (any thread), a call etcd does not answer (a NetworkError, not interrupt()) is
   // tried again until `patience` has passed (a get/wait: until its deadline, then a
@@ -85,6 +87,7 @@ class EtcdStore final : public Store {
   // its creation revision), ranked among those created before it: N callers cost N writes, where
   // one counter costs N^2 retried transactions (a rendezvous of 512 nodes).
   int64_t do_ticket(const std::string& key) override;
+  int64_t do_tickets(const std::string& key) override;  // the ticket keys' count, one range
 
  private:
   struct Current;  // a key's value and mod_revision as read (etcd_store.cc)
@@ -99,6 +102,7 @@ class EtcdStore final : public Store {
   int64_t add_once(const std::string& key, int64_t delta, const std::string& mark);
   Bytes compare_set_once(const std::string& key, const Bytes& expected, const Bytes& desired);
   int64_t count_keys();
+  std::string ticket_dir(const std::string& key) const;  // where key's tickets are
   // The tickets under `dir` created at or before `revision`.
   int64_t tickets_until(const std::string& dir, int64_t revision);
   // A new Pending for `keys`: nullptr when they are all there already (*value set for a get).

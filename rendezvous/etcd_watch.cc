@@ -10,13 +10,11 @@
 namespace ddp::rdzv {
 namespace {
 
-constexpr Millis kFirstBackoff{50};
-constexpr Millis kMaxBackoff{1'000};
 constexpr Millis kSleepStep{20};  // how soon a backing-off watch sees cancel()
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
-std::string shown(const std::string& url) { return url.starts_with("http://") ? url.substr(7) : url; }
+std::string shown_url(const std::string& url) { return url.starts_with("http://") ? url.substr(7) : url; }
 
 }  // namespace
 
@@ -48,7 +46,7 @@ bool EtcdWatch::ensure_stream(const Deadline& deadline) {
   const size_t n = errors_.size();
   if (failures_in_a_row_ > 0 && failures_in_a_row_ % n == 0) {
     const size_t rounds = std::min<size_t>(failures_in_a_row_ / n, 5);
-    const Deadline pause(std::min(kFirstBackoff * (1 << (rounds - 1)), kMaxBackoff));
+    const Deadline pause(std::min(kEtcdFirstBackoff * (1 << (rounds - 1)), kEtcdMaxBackoff));
     while (!pause.expired() && !deadline.expired() && !cancelled_) {
       std::this_thread::sleep_for(std::min({kSleepStep, pause.remaining(), deadline.remaining()}));
     }
@@ -58,6 +56,7 @@ bool EtcdWatch::ensure_stream(const Deadline& deadline) {
   if (!request_.range_end.empty())
     create["range_end"] = etcd::base64_encode(std::string_view(request_.range_end));
   if (next_revision_ > 0) create["start_revision"] = std::to_string(next_revision_);
+  if (request_.deletions_only) create["filters"] = nlohmann::json::array({"NOPUT"});
   token_ = client_->token(deadline.remaining());
   const EtcdHttpOptions& o = client_->http_options();
   auto stream = std::make_unique<EtcdStream>(o, o.urls[member_], "/v3/watch",
@@ -85,7 +84,7 @@ void EtcdWatch::unreachable() const {
   std::string detail;
   const auto& urls = client_->http_options().urls;
   for (size_t i = 0; i < errors_.size(); ++i) {
-    if (!errors_[i].empty()) detail += (detail.empty() ? "" : "; ") + shown(urls[i]) + ": " + errors_[i];
+    if (!errors_[i].empty()) detail += (detail.empty() ? "" : "; ") + shown_url(urls[i]) + ": " + errors_[i];
   }
   DDP_THROW(NetworkError, "etcd watch of key '", request_.key, "': could not reach etcd: ", detail);
 }
@@ -109,7 +108,7 @@ bool EtcdWatch::on_chunk(const etcd::WatchResponse& r, EtcdWatchBatch* out) {
     }
     if (contains(why, "permission denied") || contains(why, "user name is empty") ||
         contains(why, "invalid auth token") || contains(why, "authentication")) {
-      DDP_THROW(StoreError, "etcd watch of key '", request_.key, "': etcd at ", shown(stream_->url()),
+      DDP_THROW(StoreError, "etcd watch of key '", request_.key, "': etcd at ", shown_url(stream_->url()),
                 " refused it: ", why);
     }
     lost(why.empty() ? "etcd cancelled the watch" : why);  // no leader, or the member going away
@@ -167,7 +166,7 @@ EtcdWatchBatch EtcdWatch::next(const Deadline& deadline) {
       if (!created_ && failures_in_a_row_ > 0) unreachable();
       return out;
     }
-    const std::string source = "etcd watch of key '" + request_.key + "' at " + shown(stream_->url());
+    const std::string source = "etcd watch of key '" + request_.key + "' at " + shown_url(stream_->url());
     etcd::WatchResponse chunk;
     try {
       chunk = etcd::parse_watch_chunk(*line, source);

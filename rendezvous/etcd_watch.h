@@ -28,9 +28,10 @@ class EtcdStream;
 
 struct EtcdWatchRequest {
   std::string key;
-  std::string range_end;       // empty: the key alone; etcd::prefix_end(key): every key under it
-  int64_t start_revision = 0;  // 0: changes from now on
-  std::string strip_prefix;    // taken off the events' keys (a store's prefix)
+  std::string range_end;        // empty: the key alone; etcd::prefix_end(key): every key under it
+  int64_t start_revision = 0;   // 0: changes from now on
+  std::string strip_prefix;     // taken off the events' keys (a store's prefix)
+  bool deletions_only = false;  // etcd's NOPUT filter: a put sends no event
 };
 
 struct EtcdWatchBatch {

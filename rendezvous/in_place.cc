@@ -4,25 +4,6 @@
 #include "common/safe_json.h"
 
 namespace ddp::rdzv {
-namespace {
-
-std::string key_of(const std::string& run_id, int round, const std::string& name) {
-  return run_id + "/round/" + std::to_string(round) + "/" + name;
-}
-
-}  // namespace
-
-std::string in_place_key(const std::string& run_id, int round, int rank) {
-  return key_of(run_id, round, "in_place/" + std::to_string(rank));
-}
-
-std::string assign_key(const std::string& run_id, int round, int rank) {
-  return key_of(run_id, round, "assign/" + std::to_string(rank));
-}
-
-std::string outcome_key(const std::string& run_id, int round) { return key_of(run_id, round, "outcome"); }
-
-bool is_membership_change(const std::string& outcome_text) { return outcome_text.starts_with("changed: "); }
 
 std::string encode_in_place(const InPlaceAssignment& a) {
   const safe_json::Json j = {{"round", a.round},

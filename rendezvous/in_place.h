@@ -1,11 +1,11 @@
 #pragma once
-// Recovery in place (docs/launcher.md): the keys through which a launcher moves its libddp
-// workers from one round to the next without restarting them, under "<run_id>/round/<n>/":
+// Recovery in place (docs/launcher.md): the round's keys (job_keys.h) through which a launcher
+// moves its libddp workers from one round to the next without restarting them:
 //   in_place/<rank>  set by worker <rank> of round n once it can re-form its group in place
 //                    (ddp/elastic/elastic.h); the launcher keeps a node's workers only when all of its
 //                    workers did
-//   outcome          the round's outcome (launcher/node_round.h): the workers watch it; only
-//                    "changed: ..." (a membership change) moves them in place
+//   outcome          the round's outcome (round_outcome.h): the workers watch it; only
+//                    kChanged (a membership change) moves them in place
 //   assign/<rank>    written by worker <rank>'s launcher once it joined a later round in place:
 //                    the worker's place there (InPlaceAssignment, JSON)
 // A worker moved in place sets in_place/<new rank> in its new round, which is how its launcher
@@ -27,12 +27,6 @@ struct InPlaceAssignment {
   int master_port = 0;
   bool operator==(const InPlaceAssignment&) const = default;
 };
-
-std::string in_place_key(const std::string& run_id, int round, int rank);
-std::string assign_key(const std::string& run_id, int round, int rank);
-std::string outcome_key(const std::string& run_id, int round);
-// Whether an outcome's stored text is a membership change ("changed: ...").
-bool is_membership_change(const std::string& outcome_text);
 
 std::string encode_in_place(const InPlaceAssignment& a);
 InPlaceAssignment decode_in_place(const std::string& key, const std::string& text);

@@ -2,7 +2,7 @@
 
 #include "common/error.h"
 #include "rendezvous/elastic_rendezvous.h"
-#include "rendezvous/in_place.h"
+#include "rendezvous/job_keys.h"
 #include "rendezvous/node_registration.h"
 
 namespace ddp::rdzv {
@@ -11,18 +11,18 @@ namespace {
 // Reads one job's keys; check and get only.
 class JobReader {
  public:
-  JobReader(Store& store, const JobStatusOptions& o) : s_(store), o_(o) {}
+  JobReader(Store& store, const JobStatusOptions& o) : s_(store), o_(o), job_(o.run_id) {}
 
-  std::string key(int round, const std::string& name) const {
-    return o_.run_id + "/round/" + std::to_string(round) + "/" + name;
-  }
+  RoundKeys keys(int round) const { return job_.round(round); }
   bool has(const std::string& key) { return s_.check({key}); }
   std::optional<std::string> text(const std::string& key) {
     if (!has(key)) return std::nullopt;
     return s_.get_string(key);
   }
   // A static round's first node sets its shape; an elastic round counts arrivals.
-  bool round_exists(int round) { return has(key(round, o_.elastic ? "arrived" : "shape")); }
+  bool round_exists(int round) {
+    return o_.elastic ? s_.tickets(keys(round).arrived()) > 0 : has(keys(round).shape());
+  }
 
   // The newest round with an arrival (rounds have no gaps): doubling, then halving.
   int newest_round() {
@@ -52,7 +52,7 @@ class JobReader {
   std::vector<NodeStatus> registered(int round, int64_t count) {
     std::vector<NodeStatus> out;
     for (int64_t i = 0; i < count; ++i) {
-      const std::string k = key(round, "node/" + std::to_string(i));
+      const std::string k = keys(round).node(i);
       const auto t = text(k);
       if (!t) continue;
       const Registration r = decode_registration(k, Store::to_bytes(*t));
@@ -69,21 +69,22 @@ class JobReader {
   // The round's node count once it formed, else nullopt.
   std::optional<int64_t> formed(int round) {
     if (o_.elastic) {
-      if (!has(key(round, "closed"))) return std::nullopt;
-      return counter(key(round, "closed"));
+      if (!has(keys(round).closed())) return std::nullopt;
+      return counter(keys(round).closed());
     }
     for (int i = 0; i < o_.nnodes; ++i) {
-      if (!has(key(round, "node/" + std::to_string(i)))) return std::nullopt;
+      if (!has(keys(round).node(i))) return std::nullopt;
     }
     return o_.nnodes;
   }
 
   // Arrivals of a round still forming: elastic counts them; static nodes register by rank.
-  int64_t arrivals(int round) { return o_.elastic ? counter(key(round, "arrived")) : o_.nnodes; }
+  int64_t arrivals(int round) { return o_.elastic ? s_.tickets(keys(round).arrived()) : o_.nnodes; }
 
  private:
   Store& s_;
   const JobStatusOptions& o_;
+  JobKeys job_;
 };
 
 void fill_round(JobReader& r, JobStatus& j, int round, int64_t nodes) {
@@ -94,7 +95,7 @@ void fill_round(JobReader& r, JobStatus& j, int round, int64_t nodes) {
     n.rank_offset = j.world_size;
     j.world_size += n.nproc;
   }
-  j.outcome = r.text(outcome_key(j.run_id, round));
+  j.outcome = r.text(RoundKeys(j.run_id, round).outcome());
 }
 
 }  // namespace
@@ -112,10 +113,10 @@ std::optional<JobStatus> read_job_status(Store& store, const JobStatusOptions& o
   JobReader r(store, options);
   JobStatus j;
   j.run_id = options.run_id;
-  j.ended = r.text(job_closed_key(options.run_id));
-  j.left = r.has(options.run_id + "/left");
+  j.ended = r.text(JobKeys(options.run_id).closed());
+  j.left = r.has(JobKeys(options.run_id).left());
   if (!r.round_exists(0)) {
-    if (!j.ended && !j.left && !r.has(options.run_id + "/job_token")) return std::nullopt;
+    if (!j.ended && !j.left && !r.has(JobKeys(options.run_id).job_token())) return std::nullopt;
     return j;  // launchers met the store, none joined a round yet
   }
   const int newest = r.newest_round();
@@ -127,7 +128,6 @@ std::optional<JobStatus> read_job_status(Store& store, const JobStatusOptions& o
     if (auto k = r.formed(newest - 1)) fill_round(r, j, newest - 1, *k);
   }
   j.waiting = r.registered(newest, r.arrivals(newest));
-  // Launchers poll the next round's count (add 0), which creates it: no arrival, no round forming.
   if (!j.waiting.empty() || j.round < 0) j.forming_round = newest;
   return j;
 }

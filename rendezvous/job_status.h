@@ -3,8 +3,7 @@
 // --status). Read-only: only check and get, never a write (add(key, 0) would create a missing
 // counter, and on etcd it is a transaction), so looking at a job can never change it.
 //
-// What is read, under "<run_id>/" (the keys of elastic_rendezvous.h, node_rendezvous.h,
-// node_registration.h and launcher/node_round.h):
+// What is read (the keys of job_keys.h, as elastic_rendezvous.h and node_rendezvous.h use them):
 //   round/<n>/arrived    the rounds: numbered from 0 with no gap; the newest that formed is
 //                        the job's current round, a newer one still forming holds the nodes
 //                        waiting to join

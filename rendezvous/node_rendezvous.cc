@@ -6,6 +6,7 @@
 #include "common/deadline.h"
 #include "common/error.h"
 #include "common/safe_json.h"
+#include "rendezvous/job_keys.h"
 #include "rendezvous/node_registration.h"
 
 namespace ddp::rdzv {
@@ -13,18 +14,12 @@ namespace {
 
 constexpr Millis kFailedCheckInterval{1'000};  // how soon a waiting node sees a broken round
 
-std::string round_prefix(const NodeRendezvousOptions& o) {
-  return o.run_id + "/round/" + std::to_string(o.round) + "/";
-}
-
-std::string node_key(const std::string& prefix, int rank) { return prefix + "node/" + std::to_string(rank); }
-
 Registration decode(const std::string& key, const Bytes& bytes) { return decode_registration(key, bytes); }
 std::string encode(const Registration& r) { return encode_registration(r); }
 std::string nonce() { return registration_nonce(); }
 
 // The round as it stands: registered nodes (rank, host) and missing ranks.
-NodeRendezvousProgress progress_of(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
+NodeRendezvousProgress progress_of(Store& store, const RoundKeys& keys, const NodeRendezvousOptions& o,
                                    Millis waited) {
   NodeRendezvousProgress p;
   p.run_id = o.run_id;
@@ -33,19 +28,19 @@ NodeRendezvousProgress progress_of(Store& store, const std::string& prefix, cons
   p.waited = waited;
   p.timeout = o.timeout;
   for (int r = 0; r < o.nnodes; ++r) {
-    if (!store.check({node_key(prefix, r)})) {
+    if (!store.check({keys.node(r)})) {
       p.missing.push_back(r);
       continue;
     }
-    p.arrived.emplace_back(r, decode(node_key(prefix, r), store.get(node_key(prefix, r))).info.host);
+    p.arrived.emplace_back(r, decode(keys.node(r), store.get(keys.node(r))).info.host);
   }
   return p;
 }
 
 // The TimeoutError every waiting node reports: how many arrived, which ranks are missing.
-[[noreturn]] void throw_incomplete(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
+[[noreturn]] void throw_incomplete(Store& store, const RoundKeys& keys, const NodeRendezvousOptions& o,
                                    Millis waited) {
-  const NodeRendezvousProgress p = progress_of(store, prefix, o, waited);
+  const NodeRendezvousProgress p = progress_of(store, keys, o, waited);
   std::string arrived;
   for (const auto& [r, host] : p.arrived)
     arrived += (arrived.empty() ? "" : ", ") + host + " (node " + std::to_string(r) + ")";
@@ -57,20 +52,17 @@ NodeRendezvousProgress progress_of(Store& store, const std::string& prefix, cons
             "; arrived: ", arrived.empty() ? "none" : arrived);
 }
 
-// Set by a node that found the round unusable (a rank claimed twice): the reason, for the others.
-std::string failed_key(const std::string& prefix) { return prefix + "failed"; }
-
 // Marks the round unusable and throws `why`: the nodes already waiting in this round would
 // otherwise wait out their timeout.
-[[noreturn]] void fail_round(Store& store, const std::string& prefix, const std::string& why) {
-  store.set(failed_key(prefix), why);
+[[noreturn]] void fail_round(Store& store, const RoundKeys& keys, const std::string& why) {
+  store.set(keys.failed(), why);
   DDP_THROW(InvalidArgument, why);
 }
 
 // Claims a node rank: the requested one (static), else the arrival index (set in *arrival).
-int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
-               const Registration& mine, int64_t* arrival_out) {
-  const int64_t arrival = store.ticket(prefix + "arrived");
+int claim_rank(Store& store, const RoundKeys& keys, const NodeRendezvousOptions& o, const Registration& mine,
+               int64_t* arrival_out) {
+  const int64_t arrival = store.ticket(keys.arrived());
   *arrival_out = arrival;
   const std::string text = encode(mine);
   int rank = mine.info.requested_rank;
@@ -82,9 +74,9 @@ int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOpti
     }
     rank = static_cast<int>(arrival);
   }
-  Bytes now = store.compare_set(node_key(prefix, rank), {}, Store::to_bytes(text));
+  Bytes now = store.compare_set(keys.node(rank), {}, Store::to_bytes(text));
   if (Store::to_string(now) != text) {
-    auto other = decode(node_key(prefix, rank), now);
+    auto other = decode(keys.node(rank), now);
     const std::string head = detail::str("node rendezvous (run '", o.run_id, "', round ", o.round, "): ");
     const std::string why =
         (other.info.requested_rank < 0) != (mine.info.requested_rank < 0)
@@ -93,18 +85,17 @@ int claim_rank(Store& store, const std::string& prefix, const NodeRendezvousOpti
             : detail::str(head, "node rank ", rank, " claimed twice, by host ", other.info.host,
                           " and by host ", mine.info.host,
                           " (each node needs its own --node-rank, or none for ranks by arrival)");
-    fail_round(store, prefix, why);
+    fail_round(store, keys, why);
   }
   return rank;
 }
 
 // The round's shape, "<nnodes> <static|dynamic> <host>": the first node to register sets it, every
 // other compares its own, so a disagreement is found by the node that brings it, in one request.
-void check_shape(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
-                 const NodeInfo& self) {
+void check_shape(Store& store, const RoundKeys& keys, const NodeRendezvousOptions& o, const NodeInfo& self) {
   const bool dynamic = self.requested_rank < 0;
   const std::string mine = detail::str(o.nnodes, " ", dynamic ? "dynamic" : "static", " ", self.host);
-  const std::string first = Store::to_string(store.compare_set(prefix + "shape", {}, Store::to_bytes(mine)));
+  const std::string first = Store::to_string(store.compare_set(keys.shape(), {}, Store::to_bytes(mine)));
   if (first == mine) return;
   std::istringstream in(first);
   int nnodes = 0;
@@ -112,40 +103,39 @@ void check_shape(Store& store, const std::string& prefix, const NodeRendezvousOp
   in >> nnodes >> mode >> host;
   const std::string head = detail::str("node rendezvous (run '", o.run_id, "', round ", o.round, "): ");
   if (nnodes != o.nnodes) {
-    fail_round(store, prefix,
+    fail_round(store, keys,
                detail::str(head, "host ", host, " was started with --nnodes ", nnodes, " but host ",
                            self.host, " with --nnodes ", o.nnodes));
   }
   if ((mode == "dynamic") != dynamic) {
-    fail_round(store, prefix,
+    fail_round(store, keys,
                detail::str(head, "some nodes give --node-rank and others do not (host ", host, " and host ",
                            self.host, "): give it on all nodes or on none"));
   }
 }
 
-// Waits for `keys`, in slices: between them, a round another node found broken (failed_key, read
+// Waits for `awaited`, in slices: between them, a round another node found broken (failed(), read
 // once a second: N waiting nodes make N requests a second of it) ends the wait, and progress is
 // reported.
-void wait_round_keys(Store& store, const std::vector<std::string>& keys, const Deadline& deadline,
+void wait_round_keys(Store& store, const std::vector<std::string>& awaited, const Deadline& deadline,
                      const NodeRendezvousOptions& o) {
-  const std::string prefix = round_prefix(o);
+  const RoundKeys keys(o.run_id, o.round);
   Millis next_report = o.progress_interval;
   Millis next_failed_check{0};
   while (true) {
     if (o.check_interrupt) o.check_interrupt();
     Millis slice = std::min(kNodeRendezvousSlice, deadline.remaining());
     try {
-      store.wait(keys, std::max(Millis(1), slice));
+      store.wait(awaited, std::max(Millis(1), slice));
       return;
     } catch (const TimeoutError&) {
       if (deadline.elapsed() >= next_failed_check || deadline.expired()) {
         next_failed_check = deadline.elapsed() + kFailedCheckInterval;
-        if (store.check({failed_key(prefix)}))
-          DDP_THROW(InvalidArgument, store.get_string(failed_key(prefix)));
+        if (store.check({keys.failed()})) DDP_THROW(InvalidArgument, store.get_string(keys.failed()));
       }
-      if (deadline.expired()) throw_incomplete(store, prefix, o, deadline.elapsed());
+      if (deadline.expired()) throw_incomplete(store, keys, o, deadline.elapsed());
       if (o.on_progress && deadline.elapsed() >= next_report) {
-        o.on_progress(progress_of(store, prefix, o, deadline.elapsed()));
+        o.on_progress(progress_of(store, keys, o, deadline.elapsed()));
         next_report = deadline.elapsed() + std::max(o.progress_interval, kNodeRendezvousSlice);
       }
     }
@@ -197,20 +187,20 @@ Layout decode_layout(const std::string& key, const Bytes& bytes, int nnodes) {
 
 // The last node to register reads every registration (they all exist then), checks them and
 // writes the layout: N requests at one node instead of N at each.
-void publish_layout(Store& store, const std::string& prefix, const NodeRendezvousOptions& o,
-                    const NodeInfo& self, const Deadline& deadline) {
+void publish_layout(Store& store, const RoundKeys& keys, const NodeRendezvousOptions& o, const NodeInfo& self,
+                    const Deadline& deadline) {
   Layout l;
   for (int r = 0; r < o.nnodes; ++r) {
-    const std::string key = node_key(prefix, r);
+    const std::string key = keys.node(r);
     Registration reg = decode(key, store.get(key, std::max(Millis(1), deadline.remaining())));
     if (reg.nnodes != o.nnodes) {
-      fail_round(store, prefix,
+      fail_round(store, keys,
                  detail::str("node rendezvous (run '", o.run_id, "'): host ", reg.info.host, " (node ", r,
                              ") was started with --nnodes ", reg.nnodes, " but host ", self.host,
                              " with --nnodes ", o.nnodes));
     }
     if ((reg.info.requested_rank < 0) != (self.requested_rank < 0)) {
-      fail_round(store, prefix,
+      fail_round(store, keys,
                  detail::str("node rendezvous (run '", o.run_id,
                              "'): some nodes give --node-rank and others do not (host ", reg.info.host,
                              " and host ", self.host, "): give it on all nodes or on none"));
@@ -219,7 +209,7 @@ void publish_layout(Store& store, const std::string& prefix, const NodeRendezvou
     if (r == 0) l.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();
     l.nodes.push_back(std::move(reg.info));
   }
-  store.set(prefix + "layout", encode_layout(l));
+  store.set(keys.layout(), encode_layout(l));
 }
 
 }  // namespace
@@ -233,19 +223,19 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
               o.nnodes);
   }
   const Deadline deadline(o.timeout);
-  const std::string prefix = round_prefix(o);
-  check_shape(store, prefix, o, self);
+  const RoundKeys keys(o.run_id, o.round);
+  check_shape(store, keys, o, self);
   Registration mine{self, o.nnodes, nonce()};
   int64_t arrival = 0;
-  const int rank = claim_rank(store, prefix, o, mine, &arrival);
+  const int rank = claim_rank(store, keys, o, mine, &arrival);
   if (arrival == o.nnodes - 1) {  // the last to arrive: once every node registered, the layout
     std::vector<std::string> nodes;
-    for (int r = 0; r < o.nnodes; ++r) nodes.push_back(node_key(prefix, r));
+    for (int r = 0; r < o.nnodes; ++r) nodes.push_back(keys.node(r));
     wait_round_keys(store, nodes, deadline, o);
-    publish_layout(store, prefix, o, self, deadline);
+    publish_layout(store, keys, o, self, deadline);
   }
-  wait_round_keys(store, {prefix + "layout"}, deadline, o);
-  const Layout l = decode_layout(prefix + "layout", store.get(prefix + "layout"), o.nnodes);
+  wait_round_keys(store, {keys.layout()}, deadline, o);
+  const Layout l = decode_layout(keys.layout(), store.get(keys.layout()), o.nnodes);
 
   NodeAssignment a;
   a.node_rank = rank;

@@ -30,6 +30,7 @@ void PrefixStore::do_set(const std::string& key, const Bytes& value) { base_->se
 Bytes PrefixStore::do_get(const std::string& key, Millis timeout) { return base_->get(k(key), timeout); }
 int64_t PrefixStore::do_add(const std::string& key, int64_t delta) { return base_->add(k(key), delta); }
 int64_t PrefixStore::do_ticket(const std::string& key) { return base_->ticket(k(key)); }
+int64_t PrefixStore::do_tickets(const std::string& key) { return base_->tickets(k(key)); }
 Bytes PrefixStore::do_compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
   return base_->compare_set(k(key), expected, desired);
 }

@@ -26,6 +26,7 @@ class PrefixStore final : public Store {
   bool do_delete_key(const std::string& key) override;
   int64_t do_num_keys() override;
   int64_t do_ticket(const std::string& key) override;
+  int64_t do_tickets(const std::string& key) override;
 
  private:
   std::string k(const std::string& key) const { return prefix_ + "/" + key; }

@@ -50,6 +50,16 @@ int64_t Store::ticket(const std::string& key) {
   return do_ticket(key);
 }
 
+int64_t Store::tickets(const std::string& key) {
+  check_key(key);
+  return do_tickets(key);
+}
+
+int64_t Store::do_tickets(const std::string& key) {
+  if (!do_check({key})) return 0;
+  return parse_counter(key, do_get(key, timeout_));
+}
+
 Bytes Store::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
   check_key(key);
   check_value(key, desired);

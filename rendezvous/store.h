@@ -46,6 +46,8 @@ class Store {
   // How many ticket(key) calls came before this one (0 for the first), each counted once. Read
   // a key's tickets only so: a store keeps them as add(key, 1) does (the default) or as suits it.
   int64_t ticket(const std::string& key);
+  // How many ticket(key) calls were made so far (0 for none). Read-only: it never creates a key.
+  int64_t tickets(const std::string& key);
   bool check(const std::vector<std::string>& keys);
   void wait(const std::vector<std::string>& keys, Millis timeout = kUseDefault);
   bool delete_key(const std::string& key);
@@ -83,6 +85,7 @@ class Store {
   virtual bool do_delete_key(const std::string& key) = 0;
   virtual int64_t do_num_keys() = 0;
   virtual int64_t do_ticket(const std::string& key) { return do_add(key, 1) - 1; }
+  virtual int64_t do_tickets(const std::string& key);  // default: the counter's value, if any
 
   Millis resolve(Millis timeout) const { return timeout == kUseDefault ? timeout_ : timeout; }
 

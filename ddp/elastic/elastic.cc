@@ -8,7 +8,9 @@
 #include "common/log.h"
 #include "common/settings.h"
 #include "rendezvous/in_place.h"
+#include "rendezvous/job_keys.h"
 #include "rendezvous/prefix_store.h"
+#include "rendezvous/round_outcome.h"
 
 namespace ddp::elastic {
 namespace {
@@ -54,21 +56,20 @@ const comm::ProcessGroupPtr& Session::group() const { return factory_->world(); 
 void Session::form() {
   comm::GroupFactoryOptions fo;
   fo.backend = o_.backend;
-  fo.store =
-      std::make_shared<rdzv::PrefixStore>(o_.run_id + "/round/" + std::to_string(round_) + "/group", store_);
+  fo.store = std::make_shared<rdzv::PrefixStore>(rdzv::RoundKeys(o_.run_id, round_).group(), store_);
   fo.rank = rank_;
   fo.world_size = world_size_;
   fo.timeout = o_.timeout;
   fo.job_token = settings::get_or(settings::kJobToken, "");
   factory_ = std::make_unique<comm::GroupFactory>(fo);
-  store_->set(rdzv::in_place_key(o_.run_id, round_, rank_), "1");
+  store_->set(rdzv::RoundKeys(o_.run_id, round_).in_place(rank_), "1");
   watch();
 }
 
 void Session::watch() {
   RoundWatcher::Options wo;
   wo.store = store_;
-  wo.key = rdzv::outcome_key(o_.run_id, round_);
+  wo.key = rdzv::RoundKeys(o_.run_id, round_).outcome();
   wo.on_change = [group = factory_->world(), round = round_](const std::string& text) {
     const std::string reason = detail::str("round ", round, " ended: ", text);
     logger("elastic")->warn("{}; aborting the group's pending collectives", reason);
@@ -78,7 +79,7 @@ void Session::watch() {
 }
 
 void Session::check() {
-  const std::string key = rdzv::outcome_key(o_.run_id, round_);
+  const std::string key = rdzv::RoundKeys(o_.run_id, round_).outcome();
   if (!store_->check({key})) return;
   const std::string text = store_->get_string(key);
   if (rdzv::is_membership_change(text)) DDP_THROW(MembershipChanged, "round ", round_, " ended: ", text);
@@ -87,7 +88,7 @@ void Session::check() {
 bool Session::await_change() {
   try {
     return rdzv::is_membership_change(
-        store_->get_string(rdzv::outcome_key(o_.run_id, round_), o_.outcome_timeout));
+        store_->get_string(rdzv::RoundKeys(o_.run_id, round_).outcome(), o_.outcome_timeout));
   } catch (const TimeoutError&) {
     return false;
   }
@@ -96,7 +97,7 @@ bool Session::await_change() {
 void Session::rejoin() {
   watcher_.reset();  // stopped first: it aborts the old group, never the next one
   factory_.reset();  // the old group's peers are gone or moving on
-  const std::string key = rdzv::assign_key(o_.run_id, round_, rank_);
+  const std::string key = rdzv::RoundKeys(o_.run_id, round_).assign(rank_);
   const rdzv::InPlaceAssignment a = rdzv::decode_in_place(key, store_->get_string(key, o_.rejoin_timeout));
   logger("elastic")->info("round {} -> {}: rank {} of {} -> rank {} of {}", round_, a.round, rank_,
                           world_size_, a.rank, a.world_size);

@@ -2,7 +2,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "rendezvous/in_place.h"
+#include "rendezvous/round_outcome.h"
 
 namespace ddp::elastic {
 namespace {

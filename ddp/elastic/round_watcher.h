@@ -27,7 +27,7 @@ class RoundWatcher {
   static constexpr Millis kSlice{50};
   struct Options {
     std::shared_ptr<rdzv::Store> store;  // the launchers' store
-    std::string key;                     // the round's outcome key (rdzv::outcome_key)
+    std::string key;                     // the round's outcome key (rdzv::RoundKeys::outcome)
     std::function<void(const std::string& outcome)> on_change;
   };
   explicit RoundWatcher(Options options);

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "rendezvous/hash_store.h"
+#include "rendezvous/job_keys.h"
 
 using namespace ddp;
 using namespace ddp::launcher;
@@ -121,7 +122,9 @@ bool eventually(const std::function<bool()>& cond, Millis within = kPatience) {
   return cond();
 }
 
-int64_t beats(rdzv::Store& store, const Launcher& l) { return store.add(heartbeat_key("job", l.id), 0); }
+int64_t beats(rdzv::Store& store, const Launcher& l) {
+  return store.add(rdzv::JobKeys("job").heartbeat(l.id), 0);
+}
 
 // Kills members[victim] and checks that every other member names it, each within kDetected.
 void check_found_by_all(std::vector<std::unique_ptr<Launcher>>& ls, const std::vector<int>& members,

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "rendezvous/etcd_cluster.h"
 #include "rendezvous/etcd_store.h"
+#include "rendezvous/job_keys.h"
 
 using namespace ddp;
 using namespace ddp::launcher;
@@ -80,7 +81,7 @@ LivenessRound round_of(int round, int me, const std::vector<std::string>& ids) {
 // A peer that registered as a launcher does and then died: its lease is never renewed.
 int64_t dead_peer(rdzv::EtcdStore& store, const std::string& id, int64_t ttl) {
   const auto g = store.client().grant_lease(ttl);
-  store.set_with_lease(alive_key("job", id), rdzv::Store::to_bytes(std::to_string(g.id)), g.id);
+  store.set_with_lease(rdzv::JobKeys("job").alive(id), rdzv::Store::to_bytes(std::to_string(g.id)), g.id);
   return g.id;
 }
 
@@ -221,14 +222,14 @@ TEST_CASE("a lease etcd dropped is granted again; a clean exit revokes it" * doc
   auto a = start(etcd, prefix, "a");
   const int64_t first = a->live->lease();
   REQUIRE(first != 0);
-  CHECK(raw.check({alive_key("job", "a")}));
+  CHECK(raw.check({rdzv::JobKeys("job").alive("a")}));
   REQUIRE(raw.client().revoke(first));  // as etcd does when no keep-alive came for the TTL
   REQUIRE(eventually([&] { return a->live->lease() != first && a->live->lease() != 0; }, kMargin));
-  CHECK(eventually([&] { return raw.check({alive_key("job", "a")}); }, kMargin));
-  CHECK(raw.get_string(alive_key("job", "a")) == std::to_string(a->live->lease()));
+  CHECK(eventually([&] { return raw.check({rdzv::JobKeys("job").alive("a")}); }, kMargin));
+  CHECK(raw.get_string(rdzv::JobKeys("job").alive("a")) == std::to_string(a->live->lease()));
   const int64_t second = a->live->lease();
   a.reset();
-  CHECK_FALSE(raw.check({alive_key("job", "a")}));
+  CHECK_FALSE(raw.check({rdzv::JobKeys("job").alive("a")}));
   CHECK(raw.client().time_to_live(second).ttl == -1);
 }
 

@@ -1,5 +1,5 @@
-// The cross-node round protocol over an in-memory store: typed outcomes, first writer wins, the
-// exit barrier, and the stored text launchers of other versions read.
+// The cross-node round protocol over an in-memory store: first writer wins, the exit barrier,
+// and the keys launchers of other versions read.
 #include "launcher/node_round.h"
 
 #include <doctest/doctest.h>
@@ -27,27 +27,6 @@ NodeRoundOptions opts(int nnodes, Millis timeout = Millis(20'000)) {
 }
 
 }  // namespace
-
-TEST_CASE("outcomes keep their stored text, and decode back to the same kind") {
-  CHECK(RoundOutcome::done().text() == "done");
-  CHECK(RoundOutcome::failed("node 1 (h1): rank 3 exited with code 1").text() ==
-        "failed: node 1 (h1): rank 3 exited with code 1");
-  CHECK(RoundOutcome::interrupted("h0 got SIGINT").text() == "interrupted: h0 got SIGINT");
-  CHECK(RoundOutcome::lost("node(s) 1 did not reach").text() == "lost: node(s) 1 did not reach");
-  for (const auto& o : {RoundOutcome::done(), RoundOutcome::failed("x: y"), RoundOutcome::interrupted("z"),
-                        RoundOutcome::lost("w")}) {
-    CHECK(RoundOutcome::decode(o.text()) == o);
-  }
-  CHECK(RoundOutcome::decode("something else") == RoundOutcome::failed("something else"));
-  CHECK(RoundOutcome::interrupted("a").final());
-  CHECK(RoundOutcome::lost("a").final());
-  CHECK_FALSE(RoundOutcome::failed("a").final());
-  CHECK_FALSE(RoundOutcome::done().final());
-}
-
-TEST_CASE("keys live under <run_id>/round/<n>/") {
-  CHECK(round_key("job", 3, "outcome") == "job/round/3/outcome");
-}
 
 TEST_CASE("the first announcement wins; every node reads it; decided() sees it") {
   rdzv::HashStore store;

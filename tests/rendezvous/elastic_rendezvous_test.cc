@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "rendezvous/hash_store.h"
+#include "rendezvous/job_keys.h"
 
 using namespace ddp;
 using namespace ddp::rdzv;
@@ -88,7 +89,7 @@ TEST_CASE("a closed job ends the wait; no round closing in time is a TimeoutErro
   HashStore store;
   auto o = opts(2, 2);
   auto f = join(store, node("h1", 1), o);
-  store.set(job_closed_key("job"), "done");
+  store.set(JobKeys("job").closed(), "done");
   CHECK_FALSE(f.get().has_value());
 
   HashStore other;

@@ -149,6 +149,24 @@ TEST_CASE(
   CHECK(s->client().keep_alive(lease.id) == 0);
 }
 
+TEST_CASE("a prefix watch of deletions only: puts send nothing, a deletion arrives" *
+          doctest::skip(!have_etcd())) {
+  auto s = store_on(shared_etcd(1), unique_prefix("noput"), Millis(10'000));
+  s->set("members/a", "host-a");
+  const int64_t from = s->read_prefix("members/").revision + 1;  // every change after the first put
+  for (int i = 0; i < 5; ++i) s->set("members/p" + std::to_string(i), "x");
+  CHECK(s->delete_key("members/a"));
+  auto watch = s->watch_prefix("members/", from, /*deletions_only=*/true);
+  std::vector<etcd::Event> seen;
+  const Deadline d(Millis(10'000));
+  while (seen.empty() && !d.expired()) {
+    for (auto& e : watch->next(d).events) seen.push_back(e);
+  }
+  REQUIRE(seen.size() == 1);  // the five puts came first: with them, the deletion would be sixth
+  CHECK(seen[0].type == etcd::Event::Type::kDelete);
+  CHECK(seen[0].kv.key == "members/a");
+}
+
 TEST_CASE("interrupt ends a blocked get at once, and later ones; other calls go on" *
           doctest::skip(!have_etcd())) {
   auto s = store_on(shared_etcd(1), unique_prefix("interrupt"), Millis(10'000));

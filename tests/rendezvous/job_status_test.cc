@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "rendezvous/elastic_rendezvous.h"
 #include "rendezvous/hash_store.h"
-#include "rendezvous/in_place.h"
+#include "rendezvous/job_keys.h"
 #include "rendezvous/read_only_store.h"
 
 using namespace ddp;
@@ -117,7 +117,7 @@ TEST_CASE("the round's outcome, and a node waiting in the next round while the r
   stop = true;
   late.get();
 
-  store.set(outcome_key("job", 0), "changed: host late is waiting to join");
+  store.set(RoundKeys("job", 0).outcome(), "changed: host late is waiting to join");
   j = read(store);
   REQUIRE(j->outcome.has_value());
   CHECK(*j->outcome == "changed: host late is waiting to join");
@@ -156,8 +156,8 @@ TEST_CASE("a job that does not exist reads as none; another job's keys are not i
 TEST_CASE("an ended job says why") {
   HashStore store;
   three_in_round_zero(store);
-  store.set(outcome_key("job", 0), "done");
-  store.set(job_closed_key("job"), "every node's workers succeeded");
+  store.set(RoundKeys("job", 0).outcome(), "done");
+  store.set(JobKeys("job").closed(), "every node's workers succeeded");
   const auto j = read(store);
   REQUIRE(j.has_value());
   CHECK(j->ended == std::optional<std::string>("every node's workers succeeded"));

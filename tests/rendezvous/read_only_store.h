@@ -26,6 +26,8 @@ class ReadOnlyStore final : public Store {
   void do_wait(const std::vector<std::string>& keys, Millis timeout) override { base_.wait(keys, timeout); }
   bool do_delete_key(const std::string& key) override { refuse("delete_key", key); }
   int64_t do_num_keys() override { return base_.num_keys(); }
+  int64_t do_ticket(const std::string& key) override { refuse("ticket", key); }
+  int64_t do_tickets(const std::string& key) override { return base_.tickets(key); }
 
  private:
   [[noreturn]] void refuse(const char* op, const std::string& key) {

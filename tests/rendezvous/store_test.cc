@@ -262,6 +262,22 @@ STORE_CASE("tickets: N threads x M tickets are 0..N*M-1, each once; a key's tick
   CHECK(f.client()->ticket("arrive") == 0);
 }
 
+STORE_CASE("tickets(key) counts the tickets taken so far and writes nothing", ticket_count) {
+  F f;
+  const int64_t keys_before = f.main()->num_keys();
+  CHECK(f.client()->tickets("arrived") == 0);
+  CHECK_FALSE(f.main()->check({"arrived"}));
+  CHECK(f.main()->num_keys() == keys_before);  // counting created nothing
+  for (int i = 0; i < 5; ++i) CHECK(f.client()->ticket("arrived") == i);
+  CHECK(f.main()->tickets("arrived") == 5);
+  CHECK(f.client()->tickets("arrived") == 5);
+  CHECK(f.main()->ticket("arrived") == 5);
+  CHECK(f.client()->tickets("arrived") == 6);
+  CHECK(f.client()->tickets("arrive") == 0);  // another key's tickets are not these
+  CHECK(f.client()->ticket("arrived/x") == 0);
+  CHECK(f.client()->tickets("arrived") == 6);
+}
+
 STORE_CASE("many waiters on one key are all woken", many_waiters) {
   F f;
   constexpr int kWaiters = 6;

@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "rendezvous/hash_store.h"
 #include "rendezvous/in_place.h"
+#include "rendezvous/job_keys.h"
 #include "rendezvous/tcp_store.h"
 #include "tests/ddp/rank_threads.h"
 
@@ -148,10 +149,10 @@ TEST_CASE("survivors move to a larger round in place: rolled back to the commit,
   at_change.wait_count(2);
   // The launchers: round 0 changed (a node joins); old rank 0 becomes 1, old rank 1 becomes 0,
   // and the joining node's fresh worker is rank 2 of round 1.
-  store->set(rdzv::outcome_key(run, 0), "changed: 1 node(s) waiting to join; a new round with them");
+  store->set(rdzv::RoundKeys(run, 0).outcome(), "changed: 1 node(s) waiting to join; a new round with them");
   for (int old_rank : {0, 1}) {
     rdzv::InPlaceAssignment a{1, 1 - old_rank, 3, old_rank, 2, 0, 2, "127.0.0.1", 0};
-    store->set(rdzv::assign_key(run, 0, old_rank), rdzv::encode_in_place(a));
+    store->set(rdzv::RoundKeys(run, 0).assign(old_rank), rdzv::encode_in_place(a));
   }
   at_change.release();
   threads.emplace_back(worker, 2, 1, 2, 3);
@@ -174,7 +175,7 @@ TEST_CASE("survivors move to a larger round in place: rolled back to the commit,
   CHECK(results[2].groups == 1);
   CHECK(results[0].rolled_back);
   CHECK(results[1].rolled_back);
-  for (int rank = 0; rank < 3; ++rank) CHECK(store->check({rdzv::in_place_key(run, 1, rank)}));
+  for (int rank = 0; rank < 3; ++rank) CHECK(store->check({rdzv::RoundKeys(run, 1).in_place(rank)}));
 }
 
 TEST_CASE("check() throws only for a membership change, and a failed round's error propagates") {
@@ -182,22 +183,22 @@ TEST_CASE("check() throws only for a membership change, and a failed round's err
   elastic::SessionOptions so = alone(store, "check_test", 4);
   so.outcome_timeout = Millis(2'000);
   elastic::Session session(so);
-  CHECK(store->check({rdzv::in_place_key("check_test", 4, 0)}));
+  CHECK(store->check({rdzv::RoundKeys("check_test", 4).in_place(0)}));
   CHECK_NOTHROW(session.check());
-  store->set(rdzv::outcome_key("check_test", 4), "failed: node 1: rank 3 exited with code 1");
+  store->set(rdzv::RoundKeys("check_test", 4).outcome(), "failed: node 1: rank 3 exited with code 1");
   CHECK_NOTHROW(session.check());
   CHECK_FALSE(session.await_change());
   Counter state;
   auto fail = [](const comm::ProcessGroupPtr&) { DDP_THROW(NetworkError, "peer 1 lost"); };
   CHECK_THROWS_WITH_AS(elastic::run(session, state, fail), doctest::Contains("peer 1 lost"), NetworkError);
-  store->set(rdzv::outcome_key("check_test", 4), "changed: node 1 (h) lost");
+  store->set(rdzv::RoundKeys("check_test", 4).outcome(), "changed: node 1 (h) lost");
 }
 
 TEST_CASE("check() throws MembershipChanged once the round changed") {
   auto store = std::make_shared<rdzv::HashStore>(Millis(60'000));
   elastic::SessionOptions so = alone(store, "changed_test", 0);
   elastic::Session session(so);
-  store->set(rdzv::outcome_key("changed_test", 0), "changed: node 1 (h) lost");
+  store->set(rdzv::RoundKeys("changed_test", 0).outcome(), "changed: node 1 (h) lost");
   CHECK_THROWS_WITH_AS(session.check(), doctest::Contains("node 1 (h) lost"), MembershipChanged);
   CHECK(session.await_change());
 }
@@ -300,8 +301,8 @@ TEST_CASE("a collective waiting on a silent peer is aborted by the announcement,
   // Rank 0 waits (or is about to) in step kChangeAt's all_reduce. The launchers: node 1 was lost;
   // rank 0 is rank 0 of round 1, alone.
   rdzv::InPlaceAssignment a{1, 0, 1, 0, 1, 0, 1, "127.0.0.1", 0};
-  store->set(rdzv::assign_key(run, 0, 0), rdzv::encode_in_place(a));
-  store->set(rdzv::outcome_key(run, 0), "changed: node 1 (h2) lost");
+  store->set(rdzv::RoundKeys(run, 0).assign(0), rdzv::encode_in_place(a));
+  store->set(rdzv::RoundKeys(run, 0).outcome(), "changed: node 1 (h2) lost");
   r0.join();
   r1.join();
   for (auto& e : errors) {
