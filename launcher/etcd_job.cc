@@ -55,6 +55,9 @@ std::unique_ptr<rdzv::EtcdStore> open_etcd_store(const LaunchOptions& l,
                                                  const std::function<void()>& check_interrupt) {
   auto store = std::make_unique<rdzv::EtcdStore>(rdzv::EtcdStoreOptions{
       .client = etcd_client_options(l), .prefix = l.etcd.prefix, .timeout = l.read_timeout});
+  // Until its first join: etcd's slow answers (every launcher of a large job starting at once)
+  // are waited for up to the rendezvous timeout, as while joining (agent.cc, Joining).
+  store->set_patience(l.rdzv_timeout);
   const Deadline deadline(l.rdzv_timeout);
   const std::string left = rdzv::JobKeys(l.run_id).left();
   for (bool told = false;; told = true) {
@@ -92,6 +95,7 @@ std::unique_ptr<Liveness> start_lease_liveness(const LaunchOptions& l, const std
   o.id = id;
   o.interval = l.keep_alive_interval;
   o.max_attempt = l.keep_alive_max_attempt;
+  o.join_patience = l.rdzv_timeout;
   o.on_loss = std::move(on_loss);
   return std::make_unique<LeaseLiveness>(std::move(o));
 }

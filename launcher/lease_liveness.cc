@@ -99,6 +99,10 @@ struct LeaseLiveness::Impl {
   // two renewals may fail before the lease lapses.
   Millis renew_every_locked() const { return std::max(o.interval, Millis(granted_ttl * 1000 / 3)); }
   Millis bound_locked() const { return std::max(configured(), Millis(granted_ttl * 1000)); }
+  // How long unanswered keep-alives mean etcd is lost: the bound once a round is watched.
+  Millis lost_after_locked() const {
+    return generation == 0 ? std::max(bound_locked(), o.join_patience) : bound_locked();
+  }
 
   // Grants a lease and puts this launcher's key under it. Throws what etcd threw.
   void register_self() {
@@ -126,7 +130,7 @@ struct LeaseLiveness::Impl {
         lock.lock();
       }
       notice_etcd_lost(lock);
-      const auto lost_at = reached + bound_locked();
+      const auto lost_at = reached + lost_after_locked();
       const bool watch_loss = !etcd_gone && lost_at > Clock::now();
       cv.wait_until(lock, watch_loss ? std::min(next, lost_at) : next, [this] { return stop; });
     }
@@ -164,10 +168,12 @@ struct LeaseLiveness::Impl {
   }
 
   void notice_etcd_lost(std::unique_lock<std::mutex>& lock) {
-    if (etcd_gone || Clock::now() - reached < bound_locked()) return;
+    if (etcd_gone || Clock::now() - reached < lost_after_locked()) return;
+    const bool joining = generation == 0;
     etcd_gone = detail::str("lease keep-alive to ", keeper_store.client().describe(), ": no answer for ",
-                            std::chrono::duration_cast<Millis>(Clock::now() - reached).count(),
-                            " ms (keep_alive_interval x keep_alive_max_attempt = ", bound_locked().count(),
+                            std::chrono::duration_cast<Millis>(Clock::now() - reached).count(), " ms (",
+                            joining ? "the join timeout" : "keep_alive_interval x keep_alive_max_attempt",
+                            " = ", lost_after_locked().count(),
                             " ms): ", last_error.empty() ? "its requests did not complete" : last_error);
     if (!o.on_loss) return;
     lock.unlock();
@@ -337,7 +343,11 @@ LeaseLiveness::LeaseLiveness(LeaseLivenessOptions options) {
   DDP_CHECK(options.interval.count() > 0 && options.max_attempt > 0, "liveness needs a positive bound");
   DDP_CHECK(!options.id.empty(), "liveness needs this launcher's id");
   impl_ = std::make_unique<Impl>(std::move(options));
-  impl_->register_self();
+  try {
+    impl_->register_self();
+  } catch (const NetworkError& e) {  // a slow etcd (a burst of starting launchers): the keeper tries again
+    logger("liveness")->info("etcd did not grant this launcher's lease yet ({}); trying again", e.what());
+  }
   impl_->keeper = std::thread([this] { impl_->run_keeper(); });
   impl_->watcher = std::thread([this] { impl_->run_watcher(); });
 }

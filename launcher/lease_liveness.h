@@ -17,11 +17,11 @@
 // store_lost(): no keep-alive answered for the whole bound (etcd lost its quorum, or is cut
 // off from this host), naming the members and the last error.
 //
-// The constructor grants the lease and puts the key (so a launcher is visible before it joins
-// a round), and throws what etcd threw when it cannot; then two threads, each with its own
-// connection: the keeper (keep-alives) and the watcher (the stream, rounds, time-to-live). The
-// destructor stops both and revokes the lease (best effort, bounded; not once etcd was found
-// lost), so a clean exit deletes the key at once.
+// The constructor grants the lease and puts the key (visible before it joins a round); etcd's
+// refusal throws, no answer leaves it to the keeper (lost after the bound); then two threads, each with its
+// own connection: the keeper (keep-alives) and the watcher (the stream, rounds, time-to-live). The destructor
+// stops both and revokes the lease (best effort, bounded; not once etcd was found lost), so a clean exit
+// deletes the key at once.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -40,6 +40,10 @@ struct LeaseLivenessOptions {
   std::string id;  // this launcher's key: unique per launcher process
   Millis interval = kDefaultKeepAliveInterval;
   int max_attempt = kDefaultKeepAliveMaxAttempt;
+  // Before the first watch() (no round yet, nobody watching this lease): how long etcd may leave
+  // the keep-alives unanswered before it counts as lost, at least the bound. A large job's
+  // launchers all starting at once keep etcd busy for longer than the bound.
+  Millis join_patience{0};
   // Called on a thread of the liveness when it finds a node, or etcd, lost (wakes the agent).
   std::function<void()> on_loss;
 };

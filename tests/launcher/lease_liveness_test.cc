@@ -248,7 +248,8 @@ TEST_CASE("etcd gone: store_lost() within the bound, naming its members" * docte
   a.reset();  // the revoke gives up within its bound
 }
 
-TEST_CASE("etcd unreachable at start: the constructor throws naming it" * doctest::skip(!have_etcd())) {
+TEST_CASE("before its first round a launcher waits out join_patience for etcd; once watching, the bound" *
+          doctest::skip(!have_etcd())) {
   rdzv::EtcdClientOptions c;
   c.endpoints = {"127.0.0.1:" + std::to_string(net::pick_free_port())};
   LeaseLivenessOptions o;
@@ -256,10 +257,29 @@ TEST_CASE("etcd unreachable at start: the constructor throws naming it" * doctes
   o.id = "a";
   o.interval = kInterval;
   o.max_attempt = kMaxAttempt;
-  try {
-    LeaseLiveness l(std::move(o));
-    FAIL("constructed without etcd");
-  } catch (const NetworkError& e) {
-    CHECK(std::string(e.what()).find(c.endpoints[0]) != std::string::npos);
-  }
+  o.join_patience = Millis(600'000);  // far past this test
+  LeaseLiveness l(std::move(o));
+  std::this_thread::sleep_for(kInterval * kMaxAttempt * 3);  // three bounds without an answer
+  CHECK_FALSE(l.store_lost());
+  l.watch(LivenessRound{});  // a round: the bound counts from the last answer, long past
+  CHECK(eventually([&] { return l.store_lost().has_value(); }, kMargin));
+  CHECK(l.store_lost()->find("keep_alive_interval x keep_alive_max_attempt") != std::string::npos);
+}
+
+TEST_CASE("etcd unreachable at start: the keeper tries again; after the bound etcd is lost, named" *
+          doctest::skip(!have_etcd())) {
+  rdzv::EtcdClientOptions c;
+  c.endpoints = {"127.0.0.1:" + std::to_string(net::pick_free_port())};
+  LeaseLivenessOptions o;
+  o.client = c;
+  o.id = "a";
+  o.interval = kInterval;
+  o.max_attempt = kMaxAttempt;
+  std::atomic<int> wakes{0};
+  o.on_loss = [&] { ++wakes; };
+  LeaseLiveness l(std::move(o));  // no answer is not a refusal: no throw
+  CHECK_FALSE(l.store_lost());
+  CHECK(eventually([&] { return l.store_lost().has_value(); }, kInterval * kMaxAttempt + kMargin));
+  CHECK(l.store_lost()->find(c.endpoints[0]) != std::string::npos);
+  CHECK(wakes > 0);
 }
