@@ -71,7 +71,8 @@ struct LeaseLiveness::Impl {
   // Guarded by mu:
   int64_t lease = 0;
   int64_t granted_ttl = 0;
-  uint64_t generation = 0;  // watch() calls; the watcher reads the round anew when it changes
+  uint64_t generation = 0;            // watch() calls; the watcher reads the round anew when it changes
+  uint64_t compacted_generation = 0;  // the round's history was compacted: read its keys instead
   LivenessRound round;
   std::vector<Watched> watched;
   std::vector<LivenessPeer> lost;
@@ -207,6 +208,8 @@ struct LeaseLiveness::Impl {
         if (batch.compacted) {
           keep_stream(nullptr);
           w.reset();  // read the keys again, and watch from there
+          std::lock_guard lock(mu);
+          compacted_generation = seen_generation;
           continue;
         }
         found |= apply(batch.events, seen_generation);
@@ -253,9 +256,28 @@ struct LeaseLiveness::Impl {
     stream = w;
   }
 
-  // Reads every alive key; a watched node without one is lost. Then watches from that read on.
+  // Watches the deletions of alive keys since the round's first arrival (every node of the round
+  // put its key before it arrived): O(1) requests, where reading every key would be N at each of
+  // N launchers. Where that history is gone (compacted) or unknown: reads every alive key (a
+  // watched node without one is lost), then watches from that read on.
   std::unique_ptr<rdzv::EtcdWatch> resync(uint64_t g, bool* found) {
     keep_stream(nullptr);
+    int round_number = 0;
+    bool replay = false;
+    {
+      std::lock_guard lock(mu);
+      round_number = round.round;
+      replay = g != compacted_generation;
+    }
+    if (replay) {
+      const int64_t from =
+          watcher_store.first_ticket_revision(rdzv::RoundKeys(o.run_id, round_number).arrived());
+      if (from > 0) {
+        auto w = watcher_store.watch_prefix(alive_prefix, from, /*deletions_only=*/true);
+        keep_stream(w.get());
+        return w;
+      }
+    }
     const rdzv::EtcdSnapshot snap = watcher_store.read_prefix(alive_prefix);
     std::set<std::string> present;
     {
@@ -285,18 +307,31 @@ struct LeaseLiveness::Impl {
     }
   }
 
+  // A watched node whose key was deleted is lost unless its key is back (a lease granted again;
+  // a replayed history holds deletions from before that): one read per deletion, which is rare.
   bool apply(const std::vector<rdzv::etcd::Event>& events, uint64_t g) {
-    bool found = false;
-    std::lock_guard lock(mu);
-    for (const auto& e : events) {
-      if (!e.kv.key.starts_with(alive_prefix)) continue;
-      const std::string id = e.kv.key.substr(alive_prefix.size());
-      if (e.type == rdzv::etcd::Event::Type::kPut) {
-        note_lease(id, e.kv.value);
-        continue;
+    std::vector<std::string> deleted;
+    {
+      std::lock_guard lock(mu);
+      for (const auto& e : events) {
+        if (!e.kv.key.starts_with(alive_prefix)) continue;
+        const std::string id = e.kv.key.substr(alive_prefix.size());
+        if (e.type == rdzv::etcd::Event::Type::kPut) {
+          note_lease(id, e.kv.value);
+          continue;
+        }
+        leases.erase(id);
+        if (g != generation) continue;  // the next resync reads the keys as they are
+        for (const auto& w : watched) {
+          if (w.peer.id == id && !w.lost) deleted.push_back(id);
+        }
       }
-      leases.erase(id);
-      if (g != generation) continue;  // the next resync reads the keys as they are
+    }
+    bool found = false;
+    for (const auto& id : deleted) {
+      if (watcher_store.check({rdzv::JobKeys(o.run_id).alive(id)})) continue;
+      std::lock_guard lock(mu);
+      if (g != generation) break;
       for (auto& w : watched) {
         if (w.peer.id == id) found |= mark_lost(w);
       }
@@ -312,9 +347,24 @@ struct LeaseLiveness::Impl {
     return true;
   }
 
+  // The lease ids of the watched nodes not known yet (a round watched by its history): one read of
+  // every alive key, only while someone asks all_beat_since.
+  void read_missing_leases() {
+    {
+      std::lock_guard lock(mu);
+      if (std::all_of(watched.begin(), watched.end(),
+                      [&](const Watched& w) { return w.lost || leases.count(w.peer.id); }))
+        return;
+    }
+    const rdzv::EtcdSnapshot snap = watcher_store.read_prefix(alive_prefix);
+    std::lock_guard lock(mu);
+    for (const auto& [key, value] : snap.entries) note_lease(key.substr(alive_prefix.size()), value);
+  }
+
   // Each watched lease's time left: a lease renewed to its full TTL at r has, when asked at
   // t >= sent, at most TTL - (t - r) left, and etcd rounds down; so r > sent + left - TTL.
   void probe(uint64_t g) {
+    read_missing_leases();
     std::vector<std::pair<std::string, int64_t>> ask;
     {
       std::lock_guard lock(mu);

@@ -7,9 +7,9 @@
 // under it, and renews it every third of its TTL (as etcd's clients do), at most once an
 // interval. A launcher that dies stops renewing: etcd deletes its key when the lease expires.
 // From its first round on, every launcher watches the prefix <run_id>/alive/ for deletions (one
-// stream, etcd's NOPUT filter): a node of the watched round whose key is deleted, or absent from
-// the read that each watch() starts with, is lost. Nothing polls per peer: the steady cost is one
-// keep-alive per launcher per third of the TTL, and N deletion events per lost node.
+// stream, etcd's NOPUT filter), each round from its first arrival's revision (the round's nodes
+// put their keys before): a watched node whose key is deleted and not back is lost. No read of
+// N keys at N launchers; the steady cost is a keep-alive per launcher per third of the TTL.
 // all_beat_since asks etcd for each peer's lease time-to-live, once per interval while someone
 // asks (after a worker failure): a lease renewed after `since` proves its holder alive then.
 // A lease found gone while its holder still runs (etcd unreachable from it for the TTL) is

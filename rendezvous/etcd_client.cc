@@ -69,6 +69,10 @@ Json range_json(const etcd::RangeRequest& r) {
   if (r.limit > 0) j["limit"] = std::to_string(r.limit);
   if (r.revision > 0) j["revision"] = std::to_string(r.revision);
   if (r.max_create_revision > 0) j["max_create_revision"] = std::to_string(r.max_create_revision);
+  if (r.oldest_first) {
+    j["sort_order"] = "ASCEND";
+    j["sort_target"] = "CREATE";
+  }
   return j;
 }
 

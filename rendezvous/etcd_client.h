@@ -62,6 +62,7 @@ struct RangeRequest {
   int64_t limit = 0;
   int64_t revision = 0;             // 0: the newest
   int64_t max_create_revision = 0;  // > 0: only keys created by then (etcd's count ignores it)
+  bool oldest_first = false;        // sorted by creation, oldest first (with limit 1: the oldest)
 };
 
 struct PutRequest {

@@ -463,6 +463,15 @@ int64_t EtcdStore::do_tickets(const std::string& key) {
   return client_->range(all_under(ticket_dir(key), true)).count;
 }
 
+int64_t EtcdStore::first_ticket_revision(const std::string& key) {
+  etcd::RangeRequest oldest = all_under(ticket_dir(key));
+  oldest.keys_only = true;
+  oldest.oldest_first = true;
+  oldest.limit = 1;
+  const etcd::RangeResponse r = client_->range(oldest);
+  return r.kvs.empty() ? 0 : r.kvs.front().create_revision;
+}
+
 int64_t EtcdStore::do_ticket(const std::string& key) {
   const std::string dir = ticket_dir(key);
   const std::string mine = dir + registration_nonce();

@@ -169,6 +169,34 @@ TEST_CASE("a peer absent when the round is watched is lost at once; a new round 
   CHECK(a->live->lost().empty());
 }
 
+TEST_CASE("a round with arrivals is watched from its first: a peer dead since is lost, one put back is not" *
+          doctest::skip(!have_etcd())) {
+  auto& etcd = shared_etcd(1);
+  const std::string prefix = unique_prefix("lease");
+  rdzv::EtcdStore raw(rdzv::EtcdStoreOptions{.client = etcd.client_options(), .prefix = prefix});
+  auto a = start(etcd, prefix, "a");
+  dead_peer(raw, "c", 1);
+  dead_peer(raw, "d", 1);
+  const std::string arrived = rdzv::RoundKeys("job", 0).arrived();
+  CHECK(raw.first_ticket_revision(arrived) == 0);
+  for (int i = 0; i < 3; ++i) raw.ticket(arrived);  // the round's arrivals: c and d were alive then
+  REQUIRE(raw.first_ticket_revision(arrived) > 0);
+  // Both leases lapse before a watches the round; d's launcher comes back with a new one.
+  REQUIRE(eventually(
+      [&] {
+        return !raw.check({rdzv::JobKeys("job").alive("c")}) && !raw.check({rdzv::JobKeys("job").alive("d")});
+      },
+      kMargin));
+  auto d = start(etcd, prefix, "d");
+  a->live->watch(round_of(0, 0, {"a", "c", "d"}));
+  REQUIRE(eventually([&] { return a->live->lost().size() == 1; }, kMargin));  // from the history alone
+  CHECK(ids_of(a->live->lost()) == std::vector<std::string>{"c"});
+  // d's lease, unknown to a history of deletions, is read when someone asks for beats.
+  const auto since = Clock::now();
+  CHECK(eventually([&] { return a->live->all_beat_since(since); }, kMargin));
+  CHECK(ids_of(a->live->lost()) == std::vector<std::string>{"c"});
+}
+
 TEST_CASE("all_beat_since: proven by the peers' leases renewed after it" * doctest::skip(!have_etcd())) {
   auto& etcd = shared_etcd(1);
   const std::string prefix = unique_prefix("lease");

@@ -149,6 +149,21 @@ TEST_CASE(
   CHECK(s->client().keep_alive(lease.id) == 0);
 }
 
+TEST_CASE("first_ticket_revision: 0 before any ticket, then the first ticket's, whatever follows" *
+          doctest::skip(!have_etcd())) {
+  auto s = store_on(shared_etcd(1), unique_prefix("first_ticket"), Millis(10'000));
+  CHECK(s->first_ticket_revision("arrived") == 0);
+  s->set("before", "x");
+  const int64_t before = s->read_prefix("before").revision;
+  s->ticket("arrived");
+  const int64_t first = s->first_ticket_revision("arrived");
+  CHECK(first > before);
+  for (int i = 0; i < 3; ++i) s->ticket("arrived");
+  s->ticket("arrived/x");  // another key's tickets are not these
+  CHECK(s->first_ticket_revision("arrived") == first);
+  CHECK(s->first_ticket_revision("arrived/x") > first);
+}
+
 TEST_CASE("a prefix watch of deletions only: puts send nothing, a deletion arrives" *
           doctest::skip(!have_etcd())) {
   auto s = store_on(shared_etcd(1), unique_prefix("noput"), Millis(10'000));
