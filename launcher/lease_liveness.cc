@@ -73,6 +73,7 @@ struct LeaseLiveness::Impl {
   int64_t granted_ttl = 0;
   uint64_t generation = 0;            // watch() calls; the watcher reads the round anew when it changes
   uint64_t compacted_generation = 0;  // the round's history was compacted: read its keys instead
+  int64_t replayed_until = 0;         // deletions up to this revision are history: confirmed by a read
   LivenessRound round;
   std::vector<Watched> watched;
   std::vector<LivenessPeer> lost;
@@ -270,9 +271,14 @@ struct LeaseLiveness::Impl {
       replay = g != compacted_generation;
     }
     if (replay) {
+      int64_t now = 0;
       const int64_t from =
-          watcher_store.first_ticket_revision(rdzv::RoundKeys(o.run_id, round_number).arrived());
+          watcher_store.first_ticket_revision(rdzv::RoundKeys(o.run_id, round_number).arrived(), &now);
       if (from > 0) {
+        {
+          std::lock_guard lock(mu);
+          replayed_until = now;
+        }
         auto w = watcher_store.watch_prefix(alive_prefix, from, /*deletions_only=*/true);
         keep_stream(w.get());
         return w;
@@ -307,10 +313,11 @@ struct LeaseLiveness::Impl {
     }
   }
 
-  // A watched node whose key was deleted is lost unless its key is back (a lease granted again;
-  // a replayed history holds deletions from before that): one read per deletion, which is rare.
+  // A watched node whose key is deleted is lost. A deletion replayed from the round's history
+  // (up to replayed_until) counts only if the key is not back (a lease granted again): one read.
   bool apply(const std::vector<rdzv::etcd::Event>& events, uint64_t g) {
     std::vector<std::string> deleted;
+    bool found = false;
     {
       std::lock_guard lock(mu);
       for (const auto& e : events) {
@@ -322,12 +329,15 @@ struct LeaseLiveness::Impl {
         }
         leases.erase(id);
         if (g != generation) continue;  // the next resync reads the keys as they are
-        for (const auto& w : watched) {
-          if (w.peer.id == id && !w.lost) deleted.push_back(id);
+        for (auto& w : watched) {
+          if (w.peer.id != id || w.lost) continue;
+          if (e.kv.mod_revision > replayed_until)
+            found |= mark_lost(w);  // a deletion now: lost, as it always was
+          else
+            deleted.push_back(id);  // from the history: maybe granted again since
         }
       }
     }
-    bool found = false;
     for (const auto& id : deleted) {
       if (watcher_store.check({rdzv::JobKeys(o.run_id).alive(id)})) continue;
       std::lock_guard lock(mu);

@@ -463,12 +463,13 @@ int64_t EtcdStore::do_tickets(const std::string& key) {
   return client_->range(all_under(ticket_dir(key), true)).count;
 }
 
-int64_t EtcdStore::first_ticket_revision(const std::string& key) {
+int64_t EtcdStore::first_ticket_revision(const std::string& key, int64_t* now) {
   etcd::RangeRequest oldest = all_under(ticket_dir(key));
   oldest.keys_only = true;
   oldest.oldest_first = true;
   oldest.limit = 1;
   const etcd::RangeResponse r = client_->range(oldest);
+  if (now != nullptr) *now = r.header.revision;
   return r.kvs.empty() ? 0 : r.kvs.front().create_revision;
 }
 

@@ -71,8 +71,9 @@ class EtcdStore final : public Store {
   // TimeoutError); 0 (the default): not at all. For a rendezvous, where a slow etcd (a burst of
   // joins) should slow the join, not end it: every call here is safe to send again.
   void set_patience(Millis patience) noexcept { patience_ms_ = patience.count(); }
-  // The revision at which the first ticket(key) was taken; 0 when none was. One range request.
-  int64_t first_ticket_revision(const std::string& key);
+  // The revision at which the first ticket(key) was taken; 0 when none was. One range request;
+  // `now`, when given, receives the store's revision as of that read.
+  int64_t first_ticket_revision(const std::string& key, int64_t* now = nullptr);
   // A new client (its own connections) of the same members, under the same prefix.
   std::unique_ptr<Store> clone() override;
 
