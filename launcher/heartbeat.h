@@ -1,27 +1,14 @@
 #pragma once
-// StoreHeartbeat: Liveness (launcher/liveness.h) through the job's rdzv::Store, any backend.
-//
-// Protocol. Keys:
-//   <run_id>/heartbeat/<id>        a counter: launcher <id> adds 1 every interval, in every round
-//   <run_id>/round/<n>/liveness    round n's report, "<pass> <all_beat_pass>[ <lost id>...]":
-//                                  written (set) after each pass by round n's checker only, so
-//                                  no writer can clobber another's report
-// In each round one launcher, the round's first node with an id (node 0), is the checker. Every
-// launcher adds 1 to its own counter every interval;
-//   - the checker, every half interval, reads every other node's counter (one pass) and writes
-//     the report: the pass number, the latest pass by which every node not lost was seen
-//     changing, the ids of the nodes whose counter stood still for the bound (timed from the pass
-//     before its last change, at most half an interval before it was seen), in the order found;
-//   - every other launcher wakes once per interval, beats and reads the report: a node it lists
-//     is lost, and so is the checker when the report's pass stands still for the bound.
-// Requests per interval: 2N + 1 at the checker, 2 at every other launcher (was N^2). A node whose
-// last beat was at b is named by the checker by b + bound, by the others by b + bound + one
-// interval, after at least bound - interval/2 of silence. Durations are timed on the reader's
-// own clock; no clocks are compared across hosts.
-//
-// A store this launcher cannot reach for the whole bound (no request answered) is store_lost(),
-// with what the heartbeat was doing and with whom. One thread, with its own store connection
-// (open_store), so a slow request of the agent never delays a beat.
+// StoreHeartbeat: Liveness (launcher/liveness.h) through the job's rdzv::Store, any backend
+// (protocol: docs/launcher.md, "Heartbeats"). Each launcher adds 1 to <run_id>/heartbeat/<id>
+// every interval. One launcher per round (its first node with an id) is the checker: every half
+// interval it reads the other counters and sets <run_id>/round/<n>/liveness, "<pass>
+// <all_beat_pass>[ <lost id>...]", naming the nodes whose counter stood still for the bound; the
+// others read that report once an interval, and count the checker lost when its pass stands still
+// for the bound. Requests per interval: 2N + 1 at the checker, 2 elsewhere. A node silent since b
+// is named by b + bound (checker) or b + bound + one interval (others), each on its own clock.
+// A store not answering for the whole bound is store_lost(), naming what and whom. One thread
+// with its own connection (open_store): a slow request of the agent never delays a beat.
 #include <functional>
 #include <memory>
 #include <optional>

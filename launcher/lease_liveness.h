@@ -1,27 +1,15 @@
 #pragma once
-// LeaseLiveness: Liveness (launcher/liveness.h) on etcd leases, for --rdzv-backend etcd.
-//
-// Protocol. Each launcher grants a lease whose TTL is the bound (interval x max_attempt, in whole
-// seconds, at least 1; etcd may raise it to its own minimum, and bound() then says so), puts
-//   <run_id>/alive/<id>   value: the lease's id in decimal
-// under it, and renews it every third of its TTL (as etcd's clients do), at most once an
-// interval. A launcher that dies stops renewing: etcd deletes its key when the lease expires.
-// From its first round on, every launcher watches the prefix <run_id>/alive/ for deletions (one
-// stream, etcd's NOPUT filter), each round from its first arrival's revision (the round's nodes
-// put their keys before): a watched node whose key is deleted and not back is lost. No read of
-// N keys at N launchers; the steady cost is a keep-alive per launcher per third of the TTL.
-// all_beat_since asks etcd for each peer's lease time-to-live, once per interval while someone
-// asks (after a worker failure): a lease renewed after `since` proves its holder alive then.
-// A lease found gone while its holder still runs (etcd unreachable from it for the TTL) is
-// granted again and the key put again; the others may have counted it lost meanwhile.
-// store_lost(): no keep-alive answered for the whole bound (etcd lost its quorum, or is cut
-// off from this host), naming the members and the last error.
-//
-// The constructor grants the lease and puts the key (visible before it joins a round); etcd's
-// refusal throws, no answer leaves it to the keeper (lost after the bound); then two threads, each with its
-// own connection: the keeper (keep-alives) and the watcher (the stream, rounds, time-to-live). The destructor
-// stops both and revokes the lease (best effort, bounded; not once etcd was found lost), so a clean exit
-// deletes the key at once.
+// LeaseLiveness: Liveness (launcher/liveness.h) on etcd leases, for --rdzv-backend etcd
+// (docs/launcher.md, "Liveness on leases"). Each launcher puts <run_id>/alive/<id> (value: its
+// lease id) under a lease whose TTL is the bound, renewed every third of the TTL, at most once
+// an interval; etcd deletes the key when its holder stops renewing. From its first round on, each
+// launcher watches that prefix for deletions (NOPUT), from the round's first arrival's revision:
+// a watched node whose key is deleted (a replayed deletion: and not back) is lost; no launcher
+// reads every key. all_beat_since asks the peers' leases' time-to-live once an interval while
+// asked. store_lost(): no keep-alive answered for the bound (join_patience before the first
+// round), naming the members. The constructor grants the lease (a refusal throws; no answer is
+// left to the keeper); a keeper and a watcher thread, each with its own connection; the
+// destructor revokes the lease (best effort, bounded), so a clean exit deletes the key at once.
 #include <functional>
 #include <memory>
 #include <optional>

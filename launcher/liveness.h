@@ -1,17 +1,11 @@
 #pragma once
 // Liveness: which launchers of the current round are alive, as this launcher sees it.
-//
-// Contract (every implementation): each launcher proves it is alive every keep_alive_interval;
-// a node of the round silent for bound() (interval x max_attempt) is lost, and every other node
-// of the round learns it within about bound() plus one interval. What the agent's round loop
-// (launcher/agent_loop.h) needs, and all it may use, so an implementation can be swapped without
-// touching the loop: StoreHeartbeat (launcher/heartbeat.h) over any rdzv::Store; an etcd one
-// later (a lease per launcher with TTL = bound(), kept alive, and a watch on the round's
-// membership prefix: a loss is the deletion of a lease's key).
-//
-// Costs must grow as O(N) in the node count in total (docs/launcher.md, "Heartbeats"): no launcher
-// polls every peer every interval.
-//
+// Contract (every implementation): each launcher proves it is alive every keep_alive_interval; a
+// node of the round silent for bound() (interval x max_attempt) is lost, and every other node
+// learns it within about bound() plus one interval. All the round loop (launcher/agent_loop.h)
+// may use, so implementations swap freely: StoreHeartbeat (heartbeat.h, any rdzv::Store) and
+// LeaseLiveness (lease_liveness.h, etcd leases). Costs grow as O(N) in the node count in total:
+// no launcher polls every peer every interval (docs/launcher.md, "Heartbeats").
 // Threading: implementations work on a thread of their own (no request of the agent delays a
 // beat); every method is thread-safe. They never throw after construction: a service they cannot
 // reach is store_lost().

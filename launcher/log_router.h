@@ -1,24 +1,14 @@
 #pragma once
 // Where each worker's stdout and stderr go, and the relay that carries them when the launcher
-// has to be in the middle.
-//
-// Routing (torchrun's --redirects/--tee semantics, per local rank and stream):
-//   - redirected: to <worker log dir>/{stdout,stderr}.log only (the worker writes the file
-//     directly: no relay);
-//   - tee'd: to the file and to the console;
-//   - otherwise: to the console.
-//   --log-dir with neither --redirects nor --tee tees everything (files + console), so giving a
-//   log dir never hides output. --local-ranks-filter drops the other ranks from the console.
-// Console lines carry torchrun's "[<role><local rank>]:" prefix (launcher/line_prefix.h)
-// whenever the launcher relays the console
-// (any of --log-dir, --redirects, --tee, --local-ranks-filter). With none of them, workers
-// inherit the launcher's stdout/stderr directly, like torchrun: no pipes, no copies, a tty
-// stays a tty (colours, progress bars, pdb), and start-up stays at fork/exec cost.
-//
-// The relay writes whole lines only, each read's complete lines in one chunk to the console's
-// ConsoleSink (never blocking: see launcher/console_sink.h), so lines of different ranks never
-// interleave mid-line; a partial line is held until its newline (or kMaxLine bytes, or the
-// stream's end, when it is flushed with a newline added). Files get the raw bytes.
+// has to be in the middle. Routing is torchrun's --redirects/--tee, per local rank and stream:
+// redirected to <worker log dir>/{stdout,stderr}.log only (the worker writes it: no relay), tee'd
+// to the file and the console, else the console; --log-dir alone tees everything, and
+// --local-ranks-filter drops the other ranks from the console. When the launcher relays the
+// console (any of those flags), lines carry torchrun's "[<role><local rank>]:" prefix
+// (line_prefix.h); with none, workers inherit its stdout/stderr: no pipes, a tty stays a tty.
+// The relay writes whole lines only, each read's complete lines in one chunk to the ConsoleSink
+// (never blocking: console_sink.h), so ranks never interleave mid-line; a partial line waits for
+// its newline (or kMaxLine bytes, or the stream's end: flushed with a newline). Files get raw bytes.
 #include <string>
 
 #include "common/fd.h"

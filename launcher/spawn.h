@@ -1,17 +1,12 @@
 #pragma once
-// Starting one worker process: clone (vfork-like) + execve with everything a supervised worker needs set up
-// in the child between the two (own session and process group, PR_SET_PDEATHSIG(SIGKILL), signal mask and
-// dispositions restored, CPU affinity, preferred NUMA memory, stdout/stderr redirected). Only
-// async-signal-safe calls run in the child, so spawning is safe from a multi-threaded launcher.
-//
-// Why not Boost.Process or posix_spawn: Boost.Process installs its own SIGCHLD handling and
-// waits per child, which collides with the supervisor's single reaper (waitpid(-1) driven by
-// signalfd, needed anyway to reap orphaned grandchildren as a child subreaper). posix_spawn has
-// no PR_SET_PDEATHSIG and no CPU affinity.
-//
-// Exec failures: the child reports errno through a CLOEXEC pipe, then _exit(127) when the
-// program was not found and _exit(126) otherwise (shell convention). The pipe is not read at
-// spawn time, so N workers start without N round trips; read_exec_error() after reaping.
+// Starting one worker process: clone (vfork-like) + execve, with everything a supervised worker
+// needs set up in the child between the two (own session and process group, PR_SET_PDEATHSIG,
+// signal mask and dispositions restored, CPU affinity, preferred NUMA memory, stdout/stderr).
+// Only async-signal-safe calls run in the child: safe from a multi-threaded launcher. Not
+// Boost.Process (its own SIGCHLD handling collides with the supervisor's single reaper) nor
+// posix_spawn (no PDEATHSIG, no affinity). Exec failures: the child reports errno through a
+// CLOEXEC pipe, then _exit(127) when the program was not found, else 126 (shell convention); the
+// pipe is read after reaping (read_exec_error), so N workers start without N round trips.
 #include <sched.h>
 #include <signal.h>
 #include <sys/types.h>

@@ -61,6 +61,16 @@ LeaseLivenessOptions options(const EtcdCluster& etcd, const std::string& prefix,
   return o;
 }
 
+// Launcher "a"'s options with etcd at a port where nothing listens.
+LeaseLivenessOptions unreachable_options() {
+  LeaseLivenessOptions o;
+  o.client.endpoints = {"127.0.0.1:" + std::to_string(net::pick_free_port())};
+  o.id = "a";
+  o.interval = kInterval;
+  o.max_attempt = kMaxAttempt;
+  return o;
+}
+
 std::unique_ptr<Launcher> start(const EtcdCluster& etcd, const std::string& prefix, const std::string& id) {
   auto l = std::make_unique<Launcher>();
   l->id = id;
@@ -278,13 +288,7 @@ TEST_CASE("etcd gone: store_lost() within the bound, naming its members" * docte
 
 TEST_CASE("before its first round a launcher waits out join_patience for etcd; once watching, the bound" *
           doctest::skip(!have_etcd())) {
-  rdzv::EtcdClientOptions c;
-  c.endpoints = {"127.0.0.1:" + std::to_string(net::pick_free_port())};
-  LeaseLivenessOptions o;
-  o.client = c;
-  o.id = "a";
-  o.interval = kInterval;
-  o.max_attempt = kMaxAttempt;
+  LeaseLivenessOptions o = unreachable_options();
   o.join_patience = Millis(600'000);  // far past this test
   LeaseLiveness l(std::move(o));
   std::this_thread::sleep_for(kInterval * kMaxAttempt * 3);  // three bounds without an answer
@@ -296,18 +300,13 @@ TEST_CASE("before its first round a launcher waits out join_patience for etcd; o
 
 TEST_CASE("etcd unreachable at start: the keeper tries again; after the bound etcd is lost, named" *
           doctest::skip(!have_etcd())) {
-  rdzv::EtcdClientOptions c;
-  c.endpoints = {"127.0.0.1:" + std::to_string(net::pick_free_port())};
-  LeaseLivenessOptions o;
-  o.client = c;
-  o.id = "a";
-  o.interval = kInterval;
-  o.max_attempt = kMaxAttempt;
+  LeaseLivenessOptions o = unreachable_options();
+  const std::string endpoint = o.client.endpoints[0];
   std::atomic<int> wakes{0};
   o.on_loss = [&] { ++wakes; };
   LeaseLiveness l(std::move(o));  // no answer is not a refusal: no throw
   CHECK_FALSE(l.store_lost());
   CHECK(eventually([&] { return l.store_lost().has_value(); }, kInterval * kMaxAttempt + kMargin));
-  CHECK(l.store_lost()->find(c.endpoints[0]) != std::string::npos);
+  CHECK(l.store_lost()->find(endpoint) != std::string::npos);
   CHECK(wakes > 0);
 }
