@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # The demo CNN recovering in place across emulated hosts (tests/netns/hosts.sh,
 # elastic_harness.sh): 3 hosts run ddp-launch --nnodes 2:3 (tcp rendezvous on host 1, heartbeats
-# 0.2 s x 5), one worker each, ddp-train-fashion-mnist --elastic-in-place for 2 epochs on the
-# whole data set. Once rank 0 wrote its step-50 checkpoint (mid epoch 1), host 3's launcher is
-# SIGKILLed: hosts 1 and 2 must go on in place, the same worker PIDs in a group of 2, naming host
-# 3 as lost. Once they wrote the step-100 checkpoint, host 3's launcher starts again and joins:
-# hosts 1 and 2 move in place once more, to a group of 3 with host 3's fresh worker, which takes
-# their state by broadcast (every rank of that round starts from the same step, past 100, and
-# the same parameter sum). All three finish (exit 0) on 3 ranks with a test accuracy >= 85%, no
-# worker restarted, no worker or /dev/shm entry left. Minutes: label "cluster". Exit 77
-# (Skipped) when not root, a tool or the data set is missing.
+# 0.5 s x 10: CI runs it beside the asan suite), one worker each, ddp-train-fashion-mnist
+# --elastic-in-place for 2 epochs on the whole data set. Once rank 0 wrote its step-50 checkpoint
+# (mid epoch 1), host 3's launcher is SIGKILLed: hosts 1 and 2 must go on in place, the same
+# worker PIDs in a group of 2, naming host 3 as lost. Once they wrote the step-100 checkpoint,
+# host 3's launcher starts again and joins: hosts 1 and 2 move in place once more, to a group of
+# 3 with host 3's fresh worker, which takes their state by broadcast (every rank of that round
+# starts from the same step, past 100, and the same parameter sum). All three finish (exit 0) on
+# 3 ranks with a test accuracy >= 85%, no worker restarted, no worker or /dev/shm entry left.
+# Minutes: label "cluster". Exit 77 (Skipped) when not root, a tool or the data set is missing.
 # usage: hosts_in_place_cnn_test.sh <bin dir> <source dir>
 set -uo pipefail
 bin=$1 src=$2
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "no Fashion-MNIST data set"; exit 77; }
 . "$src/tests/netns/elastic_harness.sh"
 harness_up inplacecnn 3
-conf=keep_alive_interval=0.2,keep_alive_max_attempt=5,last_call_timeout=1
+conf=keep_alive_interval=0.5,keep_alive_max_attempt=10,last_call_timeout=1
 
 demo() {
   launch "$1" --nnodes 2:3 "$bin/ddp-train-fashion-mnist" --elastic-in-place --threads 1 --epochs 2 \
