@@ -65,14 +65,14 @@ NodeAssignment assignment_of(Store& store, const RoundWait& w, const NodeInfo& s
   for (int64_t i = 0; i < nodes; ++i) keys.push_back(w.keys.node(i));
   // Each node registers right after it counts itself in: only a launcher killed in between
   // leaves a hole, and then the round cannot start (join_timeout).
-  store.wait(keys, std::max(Millis(1), deadline.remaining()));
+  const std::vector<Bytes> registrations = store.multi_get(keys, std::max(Millis(1), deadline.remaining()));
   NodeAssignment a;
   a.node_rank = rank;
   a.nnodes = static_cast<int>(nodes);
   a.run_id = o.run_id;
   a.world_size = 0;
   for (int64_t i = 0; i < nodes; ++i) {
-    Registration reg = decode_registration(keys[i], store.get(keys[i]));
+    Registration reg = decode_registration(keys[i], registrations[static_cast<size_t>(i)]);
     if (i == rank) a.rank_offset = a.world_size;
     if (i == 0) a.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();
     a.nproc_by_node.push_back(reg.info.nproc);

@@ -173,6 +173,28 @@ std::vector<std::string> EtcdStore::missing(const std::vector<std::string>& keys
   return out;
 }
 
+std::vector<std::optional<Bytes>> EtcdStore::do_get_present(const std::vector<std::string>& keys) {
+  std::vector<std::optional<Bytes>> out;
+  out.reserve(keys.size());
+  for (size_t first = 0; first < keys.size(); first += kKeysPerTxn) {
+    const size_t last = std::min(keys.size(), first + kKeysPerTxn);
+    etcd::TxnRequest t;
+    for (size_t i = first; i < last; ++i) t.success.emplace_back(one_key(k(keys[i])));
+    const etcd::TxnResponse r = patiently([&] { return client_->txn(t); });
+    if (r.responses.size() != last - first) {
+      DDP_THROW(StoreError, "etcd read of ", last - first, " keys: ", r.responses.size(), " answers");
+    }
+    for (const auto& answer : r.responses) {
+      if (answer.range.kvs.empty()) {
+        out.emplace_back(std::nullopt);
+      } else {
+        out.emplace_back(answer.range.kvs.front().value);
+      }
+    }
+  }
+  return out;
+}
+
 // A get/wait's state: its keys (as the caller gave them), which of them exist as of the last
 // event read (full key -> exists), a get's value, and the watch over their span from the
 // revision they were read at. Every change to them comes in order, so `present` stays exact.

@@ -91,6 +91,7 @@ class EtcdStore final : public Store {
   // one counter costs N^2 retried transactions (a rendezvous of 512 nodes).
   int64_t do_ticket(const std::string& key) override;
   int64_t do_tickets(const std::string& key) override;  // the ticket keys' count, one range
+  std::vector<std::optional<Bytes>> do_get_present(const std::vector<std::string>& keys) override;
 
  private:
   struct Current;  // a key's value and mod_revision as read (etcd_store.cc)

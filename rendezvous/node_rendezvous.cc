@@ -27,12 +27,16 @@ NodeRendezvousProgress progress_of(Store& store, const RoundKeys& keys, const No
   p.nnodes = o.nnodes;
   p.waited = waited;
   p.timeout = o.timeout;
+  std::vector<std::string> nodes;
+  for (int r = 0; r < o.nnodes; ++r) nodes.push_back(keys.node(r));
+  const std::vector<std::optional<Bytes>> registrations = store.get_present(nodes);
   for (int r = 0; r < o.nnodes; ++r) {
-    if (!store.check({keys.node(r)})) {
+    const auto& reg = registrations[static_cast<size_t>(r)];
+    if (!reg) {
       p.missing.push_back(r);
       continue;
     }
-    p.arrived.emplace_back(r, decode(keys.node(r), store.get(keys.node(r))).info.host);
+    p.arrived.emplace_back(r, decode(nodes[static_cast<size_t>(r)], *reg).info.host);
   }
   return p;
 }
@@ -189,10 +193,12 @@ Layout decode_layout(const std::string& key, const Bytes& bytes, int nnodes) {
 // writes the layout: N requests at one node instead of N at each.
 void publish_layout(Store& store, const RoundKeys& keys, const NodeRendezvousOptions& o, const NodeInfo& self,
                     const Deadline& deadline) {
+  std::vector<std::string> nodes;
+  for (int r = 0; r < o.nnodes; ++r) nodes.push_back(keys.node(r));
+  const std::vector<Bytes> registrations = store.multi_get(nodes, std::max(Millis(1), deadline.remaining()));
   Layout l;
   for (int r = 0; r < o.nnodes; ++r) {
-    const std::string key = keys.node(r);
-    Registration reg = decode(key, store.get(key, std::max(Millis(1), deadline.remaining())));
+    Registration reg = decode(nodes[static_cast<size_t>(r)], registrations[static_cast<size_t>(r)]);
     if (reg.nnodes != o.nnodes) {
       fail_round(store, keys,
                  detail::str("node rendezvous (run '", o.run_id, "'): host ", reg.info.host, " (node ", r,

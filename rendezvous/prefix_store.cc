@@ -34,6 +34,9 @@ int64_t PrefixStore::do_tickets(const std::string& key) { return base_->tickets(
 Bytes PrefixStore::do_compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
   return base_->compare_set(k(key), expected, desired);
 }
+std::vector<std::optional<Bytes>> PrefixStore::do_get_present(const std::vector<std::string>& keys) {
+  return base_->get_present(ks(keys));
+}
 bool PrefixStore::do_check(const std::vector<std::string>& keys) { return base_->check(ks(keys)); }
 void PrefixStore::do_wait(const std::vector<std::string>& keys, Millis timeout) {
   base_->wait(ks(keys), timeout);

@@ -27,6 +27,7 @@ class PrefixStore final : public Store {
   int64_t do_num_keys() override;
   int64_t do_ticket(const std::string& key) override;
   int64_t do_tickets(const std::string& key) override;
+  std::vector<std::optional<Bytes>> do_get_present(const std::vector<std::string>& keys) override;
 
  private:
   std::string k(const std::string& key) const { return prefix_ + "/" + key; }

@@ -1,7 +1,9 @@
 #include "rendezvous/store.h"
 
+#include <algorithm>
 #include <charconv>
 
+#include "common/deadline.h"
 #include "common/error.h"
 
 namespace ddp::rdzv {
@@ -75,6 +77,38 @@ void Store::wait(const std::vector<std::string>& keys, Millis timeout) {
   for (const auto& k : keys) check_key(k);
   if (keys.empty()) return;
   do_wait(keys, resolve(timeout));
+}
+
+std::vector<std::optional<Bytes>> Store::get_present(const std::vector<std::string>& keys) {
+  for (const auto& k : keys) check_key(k);
+  return do_get_present(keys);
+}
+
+std::vector<std::optional<Bytes>> Store::do_get_present(const std::vector<std::string>& keys) {
+  std::vector<std::optional<Bytes>> out;
+  out.reserve(keys.size());
+  for (const auto& key : keys) {
+    if (do_check({key})) {
+      out.emplace_back(do_get(key, timeout_));
+    } else {
+      out.emplace_back(std::nullopt);
+    }
+  }
+  return out;
+}
+
+std::vector<Bytes> Store::multi_get(const std::vector<std::string>& keys, Millis timeout) {
+  const Deadline deadline(resolve(timeout));
+  wait(keys, timeout);
+  std::vector<std::optional<Bytes>> present = get_present(keys);
+  std::vector<Bytes> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    // A key deleted since the wait: wait for it again, within the same deadline.
+    out.push_back(present[i] ? std::move(*present[i])
+                             : get(keys[i], std::max(Millis(1), deadline.remaining())));
+  }
+  return out;
 }
 
 bool Store::delete_key(const std::string& key) {

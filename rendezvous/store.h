@@ -9,6 +9,10 @@
 // - compare_set(key, expected, desired): if the current value equals `expected` (or the key is
 //   missing and `expected` is empty), store `desired`. Returns the value after the call.
 // - check(keys) is true when all exist; wait(keys) blocks until all exist.
+// - get_present(keys) reads, without waiting, the values of those that exist; multi_get(keys)
+//   waits for all, then reads them (c10d's multi_get). A store that can read many keys in one
+//   request does (etcd: one transaction per 64 keys): N nodes reading N registrations are N
+//   requests, not N^2.
 // - delete_key returns whether the key existed; num_keys counts keys (a PrefixStore counts
 //   the whole underlying store, as c10d does).
 // - Every blocking call has a deadline: kUseDefault means the store's timeout(). Expiry is a
@@ -20,6 +24,7 @@
 // Thread-safe: one Store object may be used from many threads.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +55,8 @@ class Store {
   int64_t tickets(const std::string& key);
   bool check(const std::vector<std::string>& keys);
   void wait(const std::vector<std::string>& keys, Millis timeout = kUseDefault);
+  std::vector<std::optional<Bytes>> get_present(const std::vector<std::string>& keys);
+  std::vector<Bytes> multi_get(const std::vector<std::string>& keys, Millis timeout = kUseDefault);
   bool delete_key(const std::string& key);
   int64_t num_keys();
 
@@ -86,6 +93,8 @@ class Store {
   virtual int64_t do_num_keys() = 0;
   virtual int64_t do_ticket(const std::string& key) { return do_add(key, 1) - 1; }
   virtual int64_t do_tickets(const std::string& key);  // default: the counter's value, if any
+  // Default: check, then get, key by key.
+  virtual std::vector<std::optional<Bytes>> do_get_present(const std::vector<std::string>& keys);
 
   Millis resolve(Millis timeout) const { return timeout == kUseDefault ? timeout_ : timeout; }
 

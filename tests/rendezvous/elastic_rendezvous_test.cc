@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "rendezvous/counting_store.h"
 #include "rendezvous/hash_store.h"
 #include "rendezvous/job_keys.h"
 
@@ -60,6 +61,21 @@ TEST_CASE("MAX nodes close the round at once; ranks by arrival, contiguous globa
     }());
   }
   CHECK(ranks == std::set<int>{0, 1, 2});
+}
+
+TEST_CASE("each node reads the round's registrations in one batch, never one at a time") {
+  constexpr int kNodes = 24;
+  HashStore store;
+  std::vector<std::unique_ptr<testing::CountingStore>> views;
+  for (int i = 0; i < kNodes; ++i) views.push_back(std::make_unique<testing::CountingStore>(store));
+  std::vector<std::future<std::optional<NodeAssignment>>> f;
+  for (int i = 0; i < kNodes; ++i)
+    f.push_back(join(*views[i], node("h" + std::to_string(i), 1), opts(1, kNodes, Millis(600'000))));
+  for (auto& x : f) CHECK(x.get()->nnodes == kNodes);
+  for (const auto& v : views) {
+    CHECK(v->node_gets == 0);
+    CHECK(v->node_reads == 1);
+  }
 }
 
 TEST_CASE("MIN nodes close the round after the last call; a late node waits in the next round") {

@@ -28,6 +28,9 @@ class ReadOnlyStore final : public Store {
   int64_t do_num_keys() override { return base_.num_keys(); }
   int64_t do_ticket(const std::string& key) override { refuse("ticket", key); }
   int64_t do_tickets(const std::string& key) override { return base_.tickets(key); }
+  std::vector<std::optional<Bytes>> do_get_present(const std::vector<std::string>& keys) override {
+    return base_.get_present(keys);
+  }
 
  private:
   [[noreturn]] void refuse(const char* op, const std::string& key) {

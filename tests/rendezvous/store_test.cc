@@ -278,6 +278,30 @@ STORE_CASE("tickets(key) counts the tickets taken so far and writes nothing", ti
   CHECK(f.client()->tickets("arrived") == 6);
 }
 
+STORE_CASE("get_present reads what exists without waiting; multi_get waits for the rest", multi_get) {
+  F f;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 150; ++i) keys.push_back("reg/" + std::to_string(i));  // over etcd's txn batch
+  for (int i = 0; i < 150; i += 2) f.main()->set(keys[i], "v" + std::to_string(i));
+  const auto present = f.client()->get_present(keys);
+  REQUIRE(present.size() == keys.size());
+  for (int i = 0; i < 150; ++i) {
+    CAPTURE(i);
+    CHECK(present[i].has_value() == (i % 2 == 0));
+    if (present[i]) CHECK(Store::to_string(*present[i]) == "v" + std::to_string(i));
+  }
+  CHECK(f.client()->get_present({}).empty());
+  CHECK_THROWS_AS(f.client()->multi_get(keys, Millis(50)), TimeoutError);
+  std::thread writer([&] {
+    auto c = f.client();
+    for (int i = 1; i < 150; i += 2) c->set(keys[i], "v" + std::to_string(i));
+  });
+  const auto all = f.client()->multi_get(keys, kLong);
+  writer.join();
+  REQUIRE(all.size() == keys.size());
+  for (int i = 0; i < 150; ++i) CHECK(Store::to_string(all[i]) == "v" + std::to_string(i));
+}
+
 STORE_CASE("many waiters on one key are all woken", many_waiters) {
   F f;
   constexpr int kWaiters = 6;
