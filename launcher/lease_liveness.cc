@@ -81,7 +81,10 @@ struct LeaseLiveness::Impl {
   std::optional<std::string> etcd_gone;
   mutable Clock::time_point probe_until{};  // all_beat_since asked: answer it until then
   rdzv::EtcdWatch* stream = nullptr;        // the watcher's, for the destructor's cancel
-  // The keeper's thread only:
+  // The first watch(): from then on the bound applies, counted from then at the earliest (a
+  // slow answer pending from the join is waited for a bound, not what is left of one).
+  Clock::time_point first_watched{};
+  // The keeper's thread only (read under mu):
   Clock::time_point reached = Clock::now();
   std::string last_error;
 
@@ -105,6 +108,8 @@ struct LeaseLiveness::Impl {
   Millis lost_after_locked() const {
     return generation == 0 ? std::max(bound_locked(), o.join_patience) : bound_locked();
   }
+  // When etcd counts as lost if no keep-alive is answered before.
+  Clock::time_point lost_at_locked() const { return std::max(reached, first_watched) + lost_after_locked(); }
 
   // Grants a lease and puts this launcher's key under it. Throws what etcd threw.
   void register_self() {
@@ -127,25 +132,27 @@ struct LeaseLiveness::Impl {
       if (Clock::now() >= next) {
         next = Clock::now() + renew_every_locked();  // late (a slow etcd): no burst to catch up
         const int64_t held = lease;
+        const Millis left = std::chrono::duration_cast<Millis>(lost_at_locked() - Clock::now());
         lock.unlock();
-        renew(held);
+        renew(held, left);
         lock.lock();
       }
       notice_etcd_lost(lock);
-      const auto lost_at = reached + lost_after_locked();
+      const auto lost_at = lost_at_locked();
       const bool watch_loss = !etcd_gone && lost_at > Clock::now();
       cv.wait_until(lock, watch_loss ? std::min(next, lost_at) : next, [this] { return stop; });
     }
   }
 
-  void renew(int64_t held) {
+  // `left`: until etcd counts as lost; a keep-alive waits that long for its answer, at least an interval.
+  void renew(int64_t held, Millis left) {
     try {
-      const Millis left = std::chrono::duration_cast<Millis>(reached + bound() - Clock::now());
       if (held == 0) {
         register_self();
         return;
       }
       if (keeper_store.client().keep_alive(held, std::max(o.interval, left)) > 0) {
+        std::lock_guard g(mu);
         reached = Clock::now();
         return;
       }
@@ -170,7 +177,7 @@ struct LeaseLiveness::Impl {
   }
 
   void notice_etcd_lost(std::unique_lock<std::mutex>& lock) {
-    if (etcd_gone || Clock::now() - reached < lost_after_locked()) return;
+    if (etcd_gone || Clock::now() < lost_at_locked()) return;
     const bool joining = generation == 0;
     etcd_gone = detail::str("lease keep-alive to ", keeper_store.client().describe(), ": no answer for ",
                             std::chrono::duration_cast<Millis>(Clock::now() - reached).count(), " ms (",
@@ -435,7 +442,7 @@ LeaseLiveness::~LeaseLiveness() {
 void LeaseLiveness::watch(LivenessRound round) {
   auto& d = *impl_;
   std::lock_guard g(d.mu);
-  ++d.generation;
+  if (d.generation++ == 0) d.first_watched = Clock::now();
   d.watched.clear();
   d.lost.clear();
   for (size_t rank = 0; rank < round.nodes.size(); ++rank) {

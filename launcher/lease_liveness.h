@@ -7,9 +7,10 @@
 // a watched node whose key is deleted (a replayed deletion: and not back) is lost; no launcher
 // reads every key. all_beat_since asks the peers' leases' time-to-live once an interval while
 // asked. store_lost(): no keep-alive answered for the bound (join_patience before the first
-// round), naming the members. The constructor grants the lease (a refusal throws; no answer is
-// left to the keeper); a keeper and a watcher thread, each with its own connection; the
-// destructor revokes the lease (best effort, bounded), so a clean exit deletes the key at once.
+// round; from the first round, a bound counted from its start at the earliest), naming the members. The
+// constructor grants the lease (a refusal throws; no answer is left to the keeper); a keeper and a watcher
+// thread, each with its own connection; the destructor revokes the lease (best effort, bounded), so a clean
+// exit deletes the key at once.
 #include <functional>
 #include <memory>
 #include <optional>

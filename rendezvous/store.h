@@ -8,11 +8,7 @@
 //   InvalidArgument and leaves the value as it was.
 // - compare_set(key, expected, desired): if the current value equals `expected` (or the key is
 //   missing and `expected` is empty), store `desired`. Returns the value after the call.
-// - check(keys) is true when all exist; wait(keys) blocks until all exist.
-// - get_present(keys) reads, without waiting, the values of those that exist; multi_get(keys)
-//   waits for all, then reads them (c10d's multi_get). A store that can read many keys in one
-//   request does (etcd: one transaction per 64 keys): N nodes reading N registrations are N
-//   requests, not N^2.
+// - check(keys) is true when all exist; wait(keys) blocks until all exist (get_present below).
 // - delete_key returns whether the key existed; num_keys counts keys (a PrefixStore counts
 //   the whole underlying store, as c10d does).
 // - Every blocking call has a deadline: kUseDefault means the store's timeout(). Expiry is a
@@ -55,6 +51,9 @@ class Store {
   int64_t tickets(const std::string& key);
   bool check(const std::vector<std::string>& keys);
   void wait(const std::vector<std::string>& keys, Millis timeout = kUseDefault);
+  // Many keys in few requests where the store can (etcd: a transaction per 64 keys), so N nodes
+  // reading N registrations cost N requests, not N^2. get_present does not wait (nullopt for a
+  // key missing now); multi_get waits for every key, then reads them (c10d's multi_get).
   std::vector<std::optional<Bytes>> get_present(const std::vector<std::string>& keys);
   std::vector<Bytes> multi_get(const std::vector<std::string>& keys, Millis timeout = kUseDefault);
   bool delete_key(const std::string& key);

@@ -286,15 +286,24 @@ TEST_CASE("etcd gone: store_lost() within the bound, naming its members" * docte
   a.reset();  // the revoke gives up within its bound
 }
 
-TEST_CASE("before its first round a launcher waits out join_patience for etcd; once watching, the bound" *
-          doctest::skip(!have_etcd())) {
+TEST_CASE(
+    "before its first round a launcher waits out join_patience for etcd; once watching, a bound from then" *
+    doctest::skip(!have_etcd())) {
   LeaseLivenessOptions o = unreachable_options();
   o.join_patience = Millis(600'000);  // far past this test
   LeaseLiveness l(std::move(o));
   std::this_thread::sleep_for(kInterval * kMaxAttempt * 3);  // three bounds without an answer
   CHECK_FALSE(l.store_lost());
-  l.watch(LivenessRound{});  // a round: the bound counts from the last answer, long past
-  CHECK(eventually([&] { return l.store_lost().has_value(); }, kMargin));
+  const auto watched = Clock::now();
+  l.watch(LivenessRound{});  // a round: the bound now applies, counted from this first watch
+  Clock::time_point seen{};
+  CHECK(eventually(
+      [&] {
+        seen = Clock::now();
+        return l.store_lost().has_value();
+      },
+      l.bound() + kMargin));
+  CHECK(seen - watched >= l.bound());  // not at once, though the last answer is long past
   CHECK(l.store_lost()->find("keep_alive_interval x keep_alive_max_attempt") != std::string::npos);
 }
 
