@@ -282,9 +282,9 @@ void RoundLoop::start_outcome_watch() {
   w.run_id = l().run_id;
   w.open_store = c_.open_watch_store;
   w.on_decided = [s = c_.supervisor] { s->wake_monitor(); };  // the tick then reads the flag
-  // A round ends with an outcome, which ends the wait: the slice only bounds a wait on an etcd
-  // member that vanished without a word (the next wait goes to another), so elsewhere it is long.
-  w.slice = c_.transient_store_errors ? Millis(2'000) : Millis(30'000);
+  // A round ends with an outcome, which ends the wait, and a lost connection ends it as an
+  // error (a dead member's host: TCP keep-alive probes): the slice is only a safety net.
+  w.slice = Millis(30'000);
   outcome_watch_ = std::make_unique<OutcomeWatch>(std::move(w));
 }
 
@@ -314,9 +314,12 @@ AgentOutcome RoundLoop::run() {
       shared.emplace(round_of(a));
       current_ = &*shared;
       // A static round's monitor is woken by the outcome watch and the liveness: its tick is a
-      // safety net. An elastic one polls the store for nodes waiting to join.
-      if (outcome_watch_ && !l().elastic())
-        ao.monitor_interval = std::max(l().monitor_interval, l().keep_alive_interval);
+      // safety net, once a bound (each wake-up of an idle launcher costs CPU: 512 of them on a
+      // host). An elastic one polls the store for nodes waiting to join.
+      if (outcome_watch_ && !l().elastic()) {
+        const Millis bound = c_.liveness ? c_.liveness->bound() : l().keep_alive_interval;
+        ao.monitor_interval = std::max(l().monitor_interval, bound);
+      }
       ao.external_stop = [this, &shared, &a] {
         if (rejoin_deadline_ && rejoin_overdue(*shared, a)) return true;
         return monitor(*shared, a) && !move_in_place(shared, a);
