@@ -1,8 +1,9 @@
 #pragma once
 // The agent's loop over rounds, one per launcher: a small state machine (docs/launcher.md,
 // "Rounds, failures and restarts"). kJoining: join the next round (node or elastic rendezvous);
-// kRunning: the workers run, and every monitor_interval the loop looks for another node's outcome
-// (OutcomeWatch), a peer lost (the liveness) or a node waiting to join, all local reads;
+// kRunning: the workers run; woken by the OutcomeWatch or the liveness, and every monitor_interval
+// (a static round: once a liveness bound), the loop looks for another node's outcome, a peer
+// lost or a node waiting to join, all local reads;
 // kExitBarrier: this node's workers succeeded, wait for every node's or an outcome; kDeciding: act
 // on the outcome: done ends the job, failed starts a new round while restarts are left, changed a
 // new round with the nodes left and waiting (never a restart), lost and interrupted end the job.
