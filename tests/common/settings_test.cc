@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "common/error.h"
@@ -117,4 +118,10 @@ TEST_CASE("the printed table shows the values in effect and hides the job token"
   ::unsetenv("DDP_JOB_TOKEN");
   const std::string md = format_markdown();
   for (const Setting* s : all()) CHECK(md.find("| `" + std::string(s->name) + "` |") != std::string::npos);
+  // Each section once: the table lists a section's settings together.
+  std::set<std::string> headings;
+  std::istringstream lines(md);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("## ")) CHECK_MESSAGE(headings.insert(line).second, "twice: " << line);
+  }
 }
