@@ -26,7 +26,9 @@
 #      OUT (a file for the rows, one JSON object per line, as bench/report.py reads scale.jsonl),
 #      ETCD_PID and ETCD_METRICS (a local etcd's pid and http://host:port/metrics, optional),
 #      KILL (0: no SIGKILLed launcher, for a launcher whose static job waits for the lost node to
-#      come back instead of ending, as torchrun's; default 1).
+#      come back instead of ending, as torchrun's; default 1), QUIET (a load average: each trial
+#      starts once the 1-minute load is at most this, the last trial's teardown included, waiting
+#      up to 10 minutes; default: no wait).
 # Needs about 2N file descriptors at the store host: raises its soft limit to the hard one.
 set -euo pipefail
 
@@ -52,6 +54,7 @@ label = os.environ.get("LABEL", "ddp-launch")
 etcd_pid = int(os.environ["ETCD_PID"]) if os.environ.get("ETCD_PID") else None
 etcd_metrics = os.environ.get("ETCD_METRICS", "")
 kill = os.environ.get("KILL", "1") != "0"
+quiet = float(os.environ["QUIET"]) if os.environ.get("QUIET") else None
 tick = os.sysconf("SC_CLK_TCK")
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 if max(ns) * 2 + 64 > hard:
@@ -230,7 +233,14 @@ def median(xs):
     return round(statistics.median(xs), 3) if xs else None
 
 
+def wait_quiet():
+    end = time.time() + 600
+    while quiet is not None and os.getloadavg()[0] > quiet and time.time() < end:
+        time.sleep(5)
+
+
 def trial(n, tmp, k):
+    wait_quiet()
     job = Job(n, tmp, k)
     try:
         formed = job.wait_formed()
