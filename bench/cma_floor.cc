@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench.h"
 #include "comm/reduce_kernels.h"
 #include "comm/tcp/cross_memory.h"
 #include "comm/types.h"
@@ -29,8 +30,6 @@
 
 namespace ddp::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: one clock for every process
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();

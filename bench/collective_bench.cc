@@ -42,7 +42,7 @@ namespace {
 // Untimed ops before each repeat of a size after its first (see the rep loop in run_op).
 constexpr int kRewarmOps = 2;
 
-struct Flags {
+struct CollectiveFlags {
   std::string op = "all_reduce";
   std::string backend = "tcp";
   std::string sizes = "4,1K,64K,1M,16M,64M,256M";
@@ -61,7 +61,7 @@ struct Flags {
 
 // The implementations one run measures: --backend first, then each --compare peer (Open MPI's
 // and Gloo's own algorithms, called directly).
-std::vector<std::string> implementations(const Flags& f) {
+std::vector<std::string> implementations(const CollectiveFlags& f) {
   std::vector<std::string> out = {f.backend};
   size_t start = 0;
   while (start < f.compare.size()) {
@@ -114,7 +114,7 @@ void settle(CollectiveRunner& runner) {
   }
 }
 
-BufferOptions memory_of(const Flags& f) {
+BufferOptions memory_of(const CollectiveFlags& f) {
   BufferOptions m;
   if (f.memory == "group") {
     if (f.device != "cpu")
@@ -132,7 +132,7 @@ BufferOptions memory_of(const Flags& f) {
   return m;
 }
 
-void print_header(const Flags& f) {
+void print_header(const CollectiveFlags& f) {
   if (f.format != "table") return;
   std::printf("# machine: %s\n", machine_profile().summary().c_str());
   std::printf("%-14s %-12s %-4s %5s %12s %11s %11s %11s %11s %11s %9s\n", "op", "impl", "dev", "world",
@@ -141,7 +141,7 @@ void print_header(const Flags& f) {
 
 // One implementation's figures for one size; `first` is the run's first implementation (the
 // one the others are compared with), empty on its own row.
-struct Row {
+struct CollectiveRow {
   std::string impl;
   CollOp op = CollOp::kAllReduce;
   int world = 0;
@@ -153,11 +153,11 @@ struct Row {
 
 // The memory a row's implementation ran on: group memory is ours alone (Gloo's and Open MPI's
 // own calls take plain host memory from it: make_runner).
-bool in_group_memory(const Flags& f, const Row& row) {
+bool in_group_memory(const CollectiveFlags& f, const CollectiveRow& row) {
   return f.memory == "group" && row.impl != "gloo-direct" && row.impl != "mpi-direct";
 }
 
-void print_row(const Flags& f, const Row& row) {
+void print_collective_row(const CollectiveFlags& f, const CollectiveRow& row) {
   const auto& r = row.samples_us;
   const double med = median(r);
   const double lo = *std::min_element(r.begin(), r.end());
@@ -227,7 +227,7 @@ std::vector<CollOp> parse_ops(const std::string& list) {
 
 // Every implementation measures each size in turn, one repeat at a time (A B A B ...), so a
 // slow minute of the machine falls on all of them alike: the ratios compare like with like.
-int run_op(const Flags& f, std::vector<std::unique_ptr<CollectiveRunner>>& runners, CollOp op,
+int run_op(const CollectiveFlags& f, std::vector<std::unique_ptr<CollectiveRunner>>& runners, CollOp op,
            const TimingOptions& t) {
   const std::vector<std::string> impls = implementations(f);
   CollectiveRunner& lead = *runners.front();
@@ -243,7 +243,7 @@ int run_op(const Flags& f, std::vector<std::unique_ptr<CollectiveRunner>>& runne
                      to_string(op), bytes);
       continue;
     }
-    std::vector<Row> rows(runners.size());
+    std::vector<CollectiveRow> rows(runners.size());
     for (int rep = 0; rep < f.repeats; ++rep) {
       // --warmup before a size's first loop; the later loops, interleaved with the peers', get
       // a few ops to warm their caches and connections again, not the whole warm-up (at 256 MiB
@@ -265,7 +265,7 @@ int run_op(const Flags& f, std::vector<std::unique_ptr<CollectiveRunner>>& runne
         rows[i].first = impls.front();
         rows[i].first_median_us = median(rows.front().samples_us);
       }
-      if (lead.rank() == 0) print_row(f, rows[i]);
+      if (lead.rank() == 0) print_collective_row(f, rows[i]);
     }
   }
   return 0;
@@ -287,7 +287,7 @@ void check_same_world(const std::vector<std::unique_ptr<CollectiveRunner>>& runn
   }
 }
 
-int run_rank(const Flags& f) {
+int run_rank(const CollectiveFlags& f) {
   TimingOptions t;
   t.warmup = f.warmup;
   t.iters = f.iters;
@@ -319,7 +319,7 @@ int run_rank(const Flags& f) {
 
 // Tables of a local run say how far apart two CPUs were before and after it (core_round_trip.h):
 // on a host that moves its vCPUs, the shared-memory figures between depend on it.
-void print_round_trip(const Flags& f, const char* when) {
+void print_round_trip(const CollectiveFlags& f, const char* when) {
   if (f.format != "table") return;
   const auto cpus = two_cpus();
   if (!cpus) return;
@@ -333,7 +333,7 @@ void print_round_trip(const Flags& f, const char* when) {
 int collective_main(int argc, char** argv) {
   CLI::App app(
       "ddp-bench collective: one collective over a list of sizes; max over ranks, medians, every op checked");
-  Flags f;
+  CollectiveFlags f;
   app.add_option("--op", f.op,
                  "all_reduce, broadcast, all_gather, reduce_scatter; several, comma-separated, run in turn")
       ->capture_default_str();
@@ -417,9 +417,9 @@ int collective_main(int argc, char** argv) {
   }
 }
 
-const Register kRegister("collective",
-                         "latency/bandwidth of all_reduce, broadcast, all_gather, reduce_scatter",
-                         collective_main);
+const Register kCollectiveSubcommand("collective",
+                                     "latency/bandwidth of all_reduce, broadcast, all_gather, reduce_scatter",
+                                     collective_main);
 
 }  // namespace
 }  // namespace ddp::bench

@@ -4,12 +4,11 @@
 #include <chrono>
 #include <cstdint>
 
+#include "bench/bench.h"
 #include "bench/collective_check.h"
 
 namespace ddp::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // One size's buffers on this rank, with host copies for filling and checking.
 class OpBuffers {

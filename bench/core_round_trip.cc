@@ -11,12 +11,11 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench.h"
 #include "common/machine.h"
 
 namespace ddp::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 bool pin_self(int cpu) {
   cpu_set_t set;

@@ -33,7 +33,7 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using ddp::bench::Clock;
 using ddp::comm::view;
 
 struct Model {
@@ -321,7 +321,7 @@ int ddp_main(int argc, char** argv) {
   }
 }
 
-ddp::bench::Register reg("ddp", "DDP engine step time: local, no overlap, overlap (1M/25M/100M params)",
-                         ddp_main);
+const ddp::bench::Register kDdpSubcommand(
+    "ddp", "DDP engine step time: local, no overlap, overlap (1M/25M/100M params)", ddp_main);
 
 }  // namespace

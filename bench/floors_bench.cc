@@ -37,17 +37,16 @@
 namespace ddp::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-struct Flags {
+struct FloorsFlags {
   std::string sizes = "1M,64M";
   int repeats = 21;
   std::string format = "table";
   std::string cma_chunk = "auto";  // the cross-process floor's chunk: auto (a quarter of L2) or bytes
 };
 
-// The first two CPUs this process may run on (the same one twice on a single-CPU machine).
-std::pair<int, int> two_cpus() {
+// The first two CPUs this process may run on, or the same one twice on a single-CPU machine
+// (where core_round_trip.h's two_cpus() has none): the floors are measured there too.
+std::pair<int, int> floor_cpus() {
   std::vector<int> cpus = first_usable_cpus(2);
   if (cpus.empty()) cpus.push_back(0);
   return {cpus.front(), cpus.back()};
@@ -126,14 +125,14 @@ double pass_floor(size_t bytes, int repeats, std::pair<int, int> cpus) {
   return median(samples);
 }
 
-struct Row {
+struct FloorsRow {
   size_t bytes = 0;
   double copy_us = 0;
   double pass_us = 0;
   CmaFloor cma;
 };
 
-void print_row(const Flags& f, const Row& r) {
+void print_floors_row(const FloorsFlags& f, const FloorsRow& r) {
   if (f.format == "json") {
     nlohmann::json j = {{"bench", "floors"},    {"bytes", r.bytes},
                         {"copy_us", r.copy_us}, {"pass_us", r.pass_us},
@@ -162,7 +161,7 @@ int floors_main(int argc, char** argv) {
   CLI::App app{
       "ddp-bench floors: this machine's copy, 2-thread reduction and cross-process reduction floors, "
       "medians"};
-  Flags f;
+  FloorsFlags f;
   app.add_option("--sizes", f.sizes, "bytes, comma-separated (K, M, G suffixes)")->capture_default_str();
   app.add_option("--repeats", f.repeats, "samples per figure (median)")
       ->capture_default_str()
@@ -179,7 +178,7 @@ int floors_main(int argc, char** argv) {
                                              : parse_size(f.cma_chunk, "--cma-chunk");
   if (chunk < sizeof(float))
     DDP_THROW(InvalidArgument, "--cma-chunk: '", f.cma_chunk, "' is under one float");
-  const auto cpus = two_cpus();
+  const auto cpus = floor_cpus();
   if (f.format == "table") {
     std::printf("# machine: %s\n", machine_profile().summary().c_str());
     std::printf("# threads on CPUs %d and %d%s\n", cpus.first, cpus.second,
@@ -191,14 +190,14 @@ int floors_main(int argc, char** argv) {
   }
   for (size_t bytes : sizes) {
     const size_t rounded = std::max<size_t>(bytes / 8 * 8, 8);  // two whole float halves
-    Row r{rounded, copy_floor(rounded, f.repeats, cpus), pass_floor(rounded, f.repeats, cpus), {}};
+    FloorsRow r{rounded, copy_floor(rounded, f.repeats, cpus), pass_floor(rounded, f.repeats, cpus), {}};
     r.cma = cma_floor({.bytes = rounded, .repeats = f.repeats, .cpus = cpus, .chunk_bytes = chunk});
-    print_row(f, r);
+    print_floors_row(f, r);
   }
   return 0;
 }
 
-const Register kRegister(
+const Register kFloorsSubcommand(
     "floors", "this machine's copy, 2-thread a+=b and cross-process (CMA) floors (issue 14's yardsticks)",
     floors_main);
 

@@ -14,9 +14,7 @@
 // then {"optimizer": "sgd-momentum", "state_bytes_plain", "state_bytes_zero_max", "world",
 // "machine"}: the optimizer state one rank keeps unsharded, and the most any rank keeps (ZeRO).
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 #include <CLI/CLI.hpp>
@@ -32,6 +30,7 @@
 
 #include "bench/bench.h"
 #include "bench/machine_json.h"
+#include "bench/torch_mlp.h"
 #include "comm/init.h"
 #include "ddp/powersgd.h"
 #include "ddp/torch/distributed_data_parallel.h"
@@ -40,7 +39,7 @@
 
 namespace {
 
-struct Config {
+struct HooksConfig {
   int layers = 6;
   int hidden = 2048;
   int batch = 32;
@@ -49,16 +48,6 @@ struct Config {
   std::string hooks = "compute,plain,fp16,powersgd1,powersgd2,powersgd4";
   std::string backend = "tcp";
 };
-
-::torch::nn::Sequential make_model(const Config& c) {
-  ::torch::manual_seed(1);
-  ::torch::nn::Sequential model;
-  for (int i = 0; i < c.layers; ++i) {
-    model->push_back(::torch::nn::Linear(c.hidden, c.hidden));
-    model->push_back(::torch::nn::ReLU());
-  }
-  return model;
-}
 
 // The hook named `name`, counting its payload bytes into `bytes` (PowerSGD's through `state`).
 ddp::CommHook make_hook(const std::string& name, std::shared_ptr<std::atomic<double>> bytes,
@@ -91,10 +80,11 @@ ddp::CommHook make_hook(const std::string& name, std::shared_ptr<std::atomic<dou
   };
 }
 
-nlohmann::json measure(const Config& c, const std::string& name, const ddp::comm::ProcessGroupPtr& group) {
+nlohmann::json measure(const HooksConfig& c, const std::string& name,
+                       const ddp::comm::ProcessGroupPtr& group) {
   auto bytes = std::make_shared<std::atomic<double>>(0.0);
   std::shared_ptr<ddp::PowerSGDState> state;
-  auto net = make_model(c);
+  auto net = ddp::bench::make_mlp(c.layers, c.hidden, 1);
   ddp::torch::DistributedDataParallel model(net, group);
   model->register_comm_hook(make_hook(name, bytes, state));
   ::torch::optim::SGD opt(net->parameters(), ::torch::optim::SGDOptions(1e-4).momentum(0.9));
@@ -127,8 +117,8 @@ nlohmann::json measure(const Config& c, const std::string& name, const ddp::comm
 }
 
 // The momentum buffers one rank keeps: unsharded, and under ZeRO (the most over ranks).
-nlohmann::json zero_memory(const Config& c, const ddp::comm::ProcessGroupPtr& group) {
-  auto net = make_model(c);
+nlohmann::json zero_memory(const HooksConfig& c, const ddp::comm::ProcessGroupPtr& group) {
+  auto net = ddp::bench::make_mlp(c.layers, c.hidden, 1);
   ddp::torch::DistributedDataParallel model(net, group);
   auto x = ::torch::randn({c.batch, c.hidden}), y = ::torch::randn({c.batch, c.hidden});
   ::torch::optim::SGD plain(net->parameters(), ::torch::optim::SGDOptions(1e-4).momentum(0.9));
@@ -149,7 +139,7 @@ nlohmann::json zero_memory(const Config& c, const ddp::comm::ProcessGroupPtr& gr
 }
 
 int hooks_main(int argc, char** argv) {
-  Config c;
+  HooksConfig c;
   CLI::App app{
       "ddp-bench hooks: LibTorch DDP step time and bytes per step with each comm hook (under ddp-launch)"};
   app.add_option("--layers", c.layers, "Linear+ReLU layers")->capture_default_str();
@@ -193,8 +183,8 @@ int hooks_main(int argc, char** argv) {
   return 0;
 }
 
-ddp::bench::Register reg("hooks",
-                         "LibTorch DDP step time and bytes per step per comm hook; ZeRO's state (ddp-launch)",
-                         hooks_main);
+const ddp::bench::Register kHooksSubcommand(
+    "hooks", "LibTorch DDP step time and bytes per step per comm hook; ZeRO's state (ddp-launch)",
+    hooks_main);
 
 }  // namespace

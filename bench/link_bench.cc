@@ -42,11 +42,10 @@
 namespace ddp::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr double kMaxSeconds = 3600;
-constexpr size_t kMaxBytes = size_t{1} << 30;
+constexpr size_t kMaxBufferBytes = size_t{1} << 30;
 
-struct Flags {
+struct LinkFlags {
   std::string listen, connect;
   bool both_ways = false;
   bool zerocopy = false;
@@ -75,7 +74,7 @@ Fd accept_one(const Fd& listener, const std::string& where, Millis wait) {
 }
 
 // Listens first, connects, then accepts: the processes of a ring start in any order.
-Links open_links(const Flags& f, Millis wait) {
+Links open_links(const LinkFlags& f, Millis wait) {
   Links l;
   Fd listener;
   if (!f.listen.empty()) {
@@ -213,14 +212,14 @@ class Pump {
   uint64_t sends_ = 0;
 };
 
-// A byte count from --calls / --buffer: 1 byte to kMaxBytes.
+// A byte count from --calls / --buffer: 1 byte to kMaxBufferBytes.
 void check_bytes(const char* flag, size_t bytes) {
-  if (bytes == 0 || bytes > kMaxBytes) {
+  if (bytes == 0 || bytes > kMaxBufferBytes) {
     DDP_THROW(InvalidArgument, flag, ": every size must be from 1 byte to 1G (got ", bytes, ")");
   }
 }
 
-int run(const Flags& f) {
+int run(const LinkFlags& f) {
   if (f.listen.empty() && f.connect.empty()) DDP_THROW(InvalidArgument, "give --listen, --connect or both");
   if (f.both_ways && !f.listen.empty() && !f.connect.empty()) {
     DDP_THROW(InvalidArgument, "--both-ways: one connection, so --listen or --connect, not both");
@@ -278,7 +277,7 @@ int link_main(int argc, char** argv) {
   CLI::App app{
       "ddp-bench link: what one TCP connection carries (one way, both ways, or a ring), best of several call "
       "sizes"};
-  Flags f;
+  LinkFlags f;
   app.add_option("--listen", f.listen, "ADDR:PORT: accept one connection; bytes arrive on it");
   app.add_option("--connect", f.connect, "ADDR:PORT: connect; bytes leave on it");
   app.add_flag("--both-ways", f.both_ways, "send and receive on the one connection at once");
@@ -311,8 +310,9 @@ int link_main(int argc, char** argv) {
   }
 }
 
-const Register kRegister("link", "what one TCP connection between hosts carries (the floor across hosts)",
-                         link_main);
+const Register kLinkSubcommand("link",
+                               "what one TCP connection between hosts carries (the floor across hosts)",
+                               link_main);
 
 }  // namespace
 }  // namespace ddp::bench

@@ -28,9 +28,7 @@
 namespace ddp::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-struct Flags {
+struct ShmStagesFlags {
   std::string sizes = "1M,16M";
   std::string chunks = "128K,256K";
   int repeats = 51;
@@ -86,7 +84,7 @@ void one_op(float* buf, size_t bytes, char* slots, size_t chunk, bool ours, Stag
 
 int shm_stages_main(int argc, char** argv) {
   CLI::App app{"ddp-bench shm-stages: one rank's shm all_reduce data path, stage by stage"};
-  Flags f;
+  ShmStagesFlags f;
   app.add_option("--sizes", f.sizes, "bytes per op, comma-separated (K, M, G)")->capture_default_str();
   app.add_option("--chunks", f.chunks, "chunk (slot) bytes, comma-separated")->capture_default_str();
   app.add_option("--repeats", f.repeats, "ops per figure (median)")->capture_default_str();
@@ -118,8 +116,9 @@ int shm_stages_main(int argc, char** argv) {
   return 0;
 }
 
-Register kRegister("shm-stages", "one rank's shm all_reduce data path, stage by stage (memcpy vs copy_bytes)",
-                   shm_stages_main);
+const Register kShmStagesSubcommand(
+    "shm-stages", "one rank's shm all_reduce data path, stage by stage (memcpy vs copy_bytes)",
+    shm_stages_main);
 
 }  // namespace
 }  // namespace ddp::bench

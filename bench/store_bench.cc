@@ -37,7 +37,6 @@ namespace ddp::bench {
 namespace {
 
 using rdzv::Bytes;
-using SteadyClock = std::chrono::steady_clock;
 
 struct Config {
   int clients = 64;
@@ -74,9 +73,9 @@ Phase run_phase(int clients, int ops_per_client, const OpFn& op) {
       start.arrive_and_wait();
       try {
         for (int i = 0; i < ops_per_client; ++i) {
-          auto t0 = SteadyClock::now();
+          auto t0 = Clock::now();
           op(c, i);
-          lat[c].push_back(std::chrono::duration<double, std::micro>(SteadyClock::now() - t0).count());
+          lat[c].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
         }
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu);
@@ -84,11 +83,11 @@ Phase run_phase(int clients, int ops_per_client, const OpFn& op) {
       }
     });
   }
-  auto t0 = SteadyClock::now();
+  auto t0 = Clock::now();
   start.arrive_and_wait();
   for (auto& t : threads) t.join();
   if (first_error) std::rethrow_exception(first_error);
-  double secs = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   std::vector<double> all;
   for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
   return {static_cast<double>(all.size()) / secs, percentile(all, 50), percentile(all, 99)};
@@ -102,7 +101,7 @@ struct Subject {
   std::function<int64_t()> add_total;
 };
 
-struct Row {
+struct StoreRow {
   std::string store, op;
   std::vector<Phase> runs;
 };
@@ -134,9 +133,9 @@ void check_value(const std::string& store, const std::string& key, const std::st
 }
 
 void bench_subject(const Config& cfg, const Subject& s, const std::shared_ptr<int>& round,
-                   std::vector<Row>& rows) {
+                   std::vector<StoreRow>& rows) {
   const int per = per_client(cfg);
-  std::vector<Row> mine;
+  std::vector<StoreRow> mine;
   for (const char* op : {"set", "get", "add"}) mine.push_back({s.name, op, {}});
   for (int r = 0; r < cfg.repeat; ++r) {
     *round = r;
@@ -183,7 +182,7 @@ const char* peer_of(const std::string& store) {
   return nullptr;
 }
 
-void print_rows(const Config& cfg, const std::vector<Row>& rows, double torch_floor_us) {
+void print_rows(const Config& cfg, const std::vector<StoreRow>& rows, double torch_floor_us) {
   std::printf(
       "store benchmark: %d clients (threads), %d ops per phase, %zu-byte values, loopback, median of %d; "
       "every get and add total checked\n",
@@ -219,7 +218,7 @@ void print_rows(const Config& cfg, const std::vector<Row>& rows, double torch_fl
 }
 
 // PyTorch's TCPStore, in the rows' shape (its checks ran in Python).
-double torch_rows(const Config& cfg, std::vector<Row>& rows) {
+double torch_rows(const Config& cfg, std::vector<StoreRow>& rows) {
   TorchStoreOptions o;
   o.clients = cfg.clients;
   o.ops_per_client = per_client(cfg);
@@ -228,7 +227,7 @@ double torch_rows(const Config& cfg, std::vector<Row>& rows) {
   o.python = cfg.python;
   const TorchStoreRun run = run_torch_tcpstore(o);
   for (const char* op : {"set", "get", "add"}) {
-    Row row{"torch TCPStore", op, {}};
+    StoreRow row{"torch TCPStore", op, {}};
     for (const auto& p : run.phases) {
       if (p.op == op) row.runs.push_back({p.ops_per_s, p.p50_us, p.p99_us});
     }
@@ -238,7 +237,7 @@ double torch_rows(const Config& cfg, std::vector<Row>& rows) {
 }
 
 int run_ops(const Config& cfg) {
-  std::vector<Row> rows;
+  std::vector<StoreRow> rows;
   auto round = std::make_shared<int>(0);
   {
     rdzv::TCPStoreServer server({"127.0.0.1", 0, "bench"});
@@ -345,8 +344,9 @@ int store_main(int argc, char** argv) {
   }
 }
 
-const Register kRegister("store", "store set/get/add throughput and latency; --connect-only for connect time",
-                         store_main);
+const Register kStoreSubcommand("store",
+                                "store set/get/add throughput and latency; --connect-only for connect time",
+                                store_main);
 
 }  // namespace
 }  // namespace ddp::bench

@@ -24,7 +24,7 @@
 namespace ddp::bench {
 namespace {
 
-struct Flags {
+struct TcpAllreduceFlags {
   std::string sizes = "4,1K,64K,1M,16M,64M,256M";
   std::string dtype = "float32";
   int iters = 20;
@@ -58,7 +58,7 @@ std::vector<unsigned char> repeated(const std::vector<unsigned char>& element, s
   return out;
 }
 
-int run_rank(const Flags& f, const std::string& path, int rank) {
+int run_forked_rank(const TcpAllreduceFlags& f, const std::string& path, int rank) {
   if (f.bind) {  // one core per rank, as mpirun binds its ranks: a fair side-by-side
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -112,7 +112,7 @@ int run_rank(const Flags& f, const std::string& path, int rank) {
 
 int tcp_allreduce_main(int argc, char** argv) {
   CLI::App app{"ddp-bench tcp-allreduce: the tcp backend's all_reduce, forked local ranks"};
-  Flags f;
+  TcpAllreduceFlags f;
   app.add_option("--sizes", f.sizes, "bytes, comma-separated (K, M, G suffixes)")->capture_default_str();
   app.add_option("--dtype", f.dtype,
                  "element type: float32, float64, float16, bfloat16, int8, uint8, int32, int64")
@@ -129,7 +129,7 @@ int tcp_allreduce_main(int argc, char** argv) {
   std::vector<pid_t> pids;
   for (int r = 0; r < f.world_size; ++r) {
     pid_t pid = ::fork();
-    if (pid == 0) ::_exit(run_rank(f, path, r));
+    if (pid == 0) ::_exit(run_forked_rank(f, path, r));
     pids.push_back(pid);
   }
   int rc = 0;
@@ -142,7 +142,8 @@ int tcp_allreduce_main(int argc, char** argv) {
   return rc;
 }
 
-Register kRegister("tcp-allreduce", "the tcp backend's all_reduce alone (tuning)", tcp_allreduce_main);
+const Register kTcpAllreduceSubcommand("tcp-allreduce", "the tcp backend's all_reduce alone (tuning)",
+                                       tcp_allreduce_main);
 
 }  // namespace
 }  // namespace ddp::bench

@@ -14,9 +14,7 @@
 // overhead = ddp_ms / local_ms (of the medians; per round, of that round's figures).
 #include <sys/wait.h>
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 #include <unistd.h>
@@ -31,12 +29,13 @@
 
 #include "bench/bench.h"
 #include "bench/machine_json.h"
+#include "bench/torch_mlp.h"
 #include "comm/init.h"
 #include "ddp/torch/distributed_data_parallel.h"
 
 namespace {
 
-struct Config {
+struct TorchConfig {
   int nproc = 2;
   int layers = 6;
   int hidden = 2048;
@@ -51,19 +50,10 @@ struct Config {
   bool no_pytorch = false;
 };
 
-::torch::nn::Sequential make_model(const Config& c, int seed) {
-  ::torch::manual_seed(seed);
-  ::torch::nn::Sequential model;
-  for (int i = 0; i < c.layers; ++i) {
-    model->push_back(::torch::nn::Linear(c.hidden, c.hidden));
-    model->push_back(::torch::nn::ReLU());
-  }
-  return model;
-}
-
 // Per-step times (seconds), each the slowest rank's.
 template <typename Model>
-std::vector<double> timed_steps(const Config& c, Model& model, ddp::comm::ProcessGroup& group, int steps) {
+std::vector<double> timed_steps(const TorchConfig& c, Model& model, ddp::comm::ProcessGroup& group,
+                                int steps) {
   ::torch::optim::SGD opt(model->parameters(), 1e-4);
   auto x = ::torch::randn({c.batch, c.hidden});
   auto y = ::torch::randn({c.batch, c.hidden});
@@ -96,7 +86,7 @@ bool identical_everywhere(::torch::nn::Module& model, ddp::comm::ProcessGroup& g
 }
 
 // One forked rank of ours; rank 0 writes its JSON row to `out`.
-int our_rank(const Config& c, int rank, const std::string& store, int out) {
+int our_rank(const TorchConfig& c, int rank, const std::string& store, int out) {
   ::torch::set_num_threads(1);
   ddp::InitOptions init;
   init.backend = c.backend;
@@ -104,10 +94,10 @@ int our_rank(const Config& c, int rank, const std::string& store, int out) {
   init.rank = rank;
   init.world_size = c.nproc;
   auto group = ddp::init_process_group(init);
-  auto local = make_model(c, rank);
+  auto local = ddp::bench::make_mlp(c.layers, c.hidden, rank);
   ddp::EngineOptions options;
   options.gradient_as_bucket_view = c.bucket_view;
-  ddp::torch::DistributedDataParallel wrapped(make_model(c, rank), group, options);
+  ddp::torch::DistributedDataParallel wrapped(ddp::bench::make_mlp(c.layers, c.hidden, rank), group, options);
   timed_steps(c, local, *group, c.warmup);
   auto local_times = timed_steps(c, local, *group, c.steps);
   timed_steps(c, wrapped, *group, c.warmup);
@@ -126,7 +116,7 @@ int our_rank(const Config& c, int rank, const std::string& store, int out) {
   return same ? 0 : 1;
 }
 
-nlohmann::json run_ours(const Config& c) {
+nlohmann::json run_ours(const TorchConfig& c) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
   auto dir = std::filesystem::temp_directory_path() / ("ddp-bench-torch-" + std::to_string(::getpid()));
@@ -162,7 +152,7 @@ nlohmann::json run_ours(const Config& c) {
   return nlohmann::json::parse(text);
 }
 
-nlohmann::json run_pytorch(const Config& c) {
+nlohmann::json run_pytorch(const TorchConfig& c) {
   std::string cmd = c.python + " " + c.script + " --world " + std::to_string(c.nproc) + " --layers " +
                     std::to_string(c.layers) + " --hidden " + std::to_string(c.hidden) + " --batch " +
                     std::to_string(c.batch) + " --steps " + std::to_string(c.steps) + " --warmup " +
@@ -209,7 +199,7 @@ void print_summary(const char* system, const std::vector<nlohmann::json>& rows) 
 }
 
 int torch_main(int argc, char** argv) {
-  Config c;
+  TorchConfig c;
   CLI::App app{"ddp-bench torch: our LibTorch DDP against PyTorch's DDP (gloo), same model, interleaved"};
   app.add_option("--nproc", c.nproc, "ranks per system")->capture_default_str();
   app.add_option("--layers", c.layers, "Linear+ReLU layers")->capture_default_str();
@@ -248,7 +238,7 @@ int torch_main(int argc, char** argv) {
   return 0;
 }
 
-ddp::bench::Register reg("torch", "LibTorch DDP step vs PyTorch DDP (6x Linear(2048) MLP, interleaved)",
-                         torch_main);
+const ddp::bench::Register kTorchSubcommand(
+    "torch", "LibTorch DDP step vs PyTorch DDP (6x Linear(2048) MLP, interleaved)", torch_main);
 
 }  // namespace

@@ -1,7 +1,8 @@
-# Unity builds (CMake's UNITY_BUILD) for the library modules: a module's files compile in
-# batches of DDP_UNITY_BATCH as one translation unit each, so the headers they share are parsed
-# once a batch: about half the compile time of a cold build (CI's), for slower incremental ones.
-# A file's anonymous-namespace names must then differ from its module's other files'.
+# Unity builds (CMake's UNITY_BUILD) for the library modules and ddp-bench: a target's files
+# compile in batches of DDP_UNITY_BATCH as one translation unit each, so the headers they share
+# are parsed once a batch: about half the compile time of a cold build (CI's), for slower
+# incremental ones. A file's anonymous-namespace names must then differ from its target's other
+# files'.
 option(DDP_UNITY_BUILD "Compile each library module in batches of files (unity build)" ON)
 set(DDP_UNITY_BATCH 8 CACHE STRING "Files per translation unit of a unity build")
 function(ddp_unity target)
