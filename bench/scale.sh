@@ -138,9 +138,11 @@ class Job:
         for i in range(n):
             env = dict(os.environ, DDP_LOG_LEVEL="debug") if i == 0 and port is not None else None
             with open(os.path.join(self.dir, f"{i}.log"), "wb") as log:
+                # A process group each (killpg), but this session: with the kernel's autogroup
+                # scheduling a session is a scheduling unit, and N sessions of launchers would get N
+                # shares of the CPU to etcd's one (on a cluster each launcher has a host of its own).
                 self.procs.append(subprocess.Popen(cmd + worker, stdout=log, stderr=subprocess.STDOUT,
-                                                   stdin=subprocess.DEVNULL, start_new_session=True,
-                                                   env=env))
+                                                   stdin=subprocess.DEVNULL, process_group=0, env=env))
             if i == 0 and port is not None:  # the first one hosts the store: the others connect to it
                 deadline = time.monotonic() + timeout
                 while not listening(port):
