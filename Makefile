@@ -126,9 +126,13 @@ format-check:
 	  clang-format-14 --dry-run --Werror $(FORMAT_FILES) > /dev/null 2>&1; formatted=$$?; \
 	  /usr/bin/python3 scripts/check_sizes.py --quiet --exceptions scripts/size_exceptions.txt $(SIZE_DIRS) && \
 	  exit $$formatted
-lint: build
+# clang-tidy reads a compile database of its own (build-lint, configured, never built): one entry
+# per source file (no unity batches) and no precompiled header (clang cannot read GCC's).
+lint: configure
 	@DDP_LINT_DEPS=1 bash scripts/install-deps.sh
-	@bash scripts/lint.sh $(BUILD_DIR)
+	@cmake --preset release -B build-lint -DDDP_UNITY_BUILD=OFF -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON \
+	  $(CMAKE_FLAGS) > build-lint.configure.log 2>&1 || (cat build-lint.configure.log; exit 1)
+	@bash scripts/lint.sh build-lint
 
 # Only what the demo runs: the launcher and the Fashion-MNIST program (with the libraries they
 # link), not the suite's executables.

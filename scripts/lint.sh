@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # clang-tidy (.clang-tidy) over the sources of libddp, ddp-launch and ddp-bench, with the
-# compile commands of the build in $1. Tests and the files that include LibTorch (ddp/torch,
+# compile commands of the build in $1 (`make lint`: build-lint, without unity batches, whose
+# entries name the batch files, not the sources). Tests and the files that include LibTorch (ddp/torch,
 # examples/, any other file including <torch/...> or <ATen/...>: about 35 s a file, and clang 14
 # cannot parse some of LibTorch 1.13's headers) are left out. Prints every warning and fails if there is one.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
-[ -f "$build/compile_commands.json" ] || { echo "lint: no $build/compile_commands.json (run make build)"; exit 1; }
+[ -f "$build/compile_commands.json" ] || { echo "lint: no $build/compile_commands.json (run make lint)"; exit 1; }
 mapfile -t files < <(git ls-files '*.cc' | grep -v -e '^tests/' -e '^ddp/torch/' -e '^examples/' |
   while read -r f; do
     grep -q -e '#include <torch/' -e '#include <ATen/' "$f" && continue  # LibTorch: see above
