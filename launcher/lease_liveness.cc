@@ -111,11 +111,20 @@ struct LeaseLiveness::Impl {
   // When etcd counts as lost if no keep-alive is answered before.
   Clock::time_point lost_at_locked() const { return std::max(reached, first_watched) + lost_after_locked(); }
 
-  // Grants a lease and puts this launcher's key under it. Throws what etcd threw.
+  // Grants a lease and puts this launcher's key under it. Throws what etcd threw; a lease that
+  // lapsed before the put: NetworkError, as for a slow etcd.
   void register_self() {
     const auto g = keeper_store.client().grant_lease(ttl_seconds(configured()));
-    keeper_store.set_with_lease(rdzv::JobKeys(o.run_id).alive(o.id),
-                                rdzv::Store::to_bytes(std::to_string(g.id)), g.id);
+    try {
+      keeper_store.set_with_lease(rdzv::JobKeys(o.run_id).alive(o.id),
+                                  rdzv::Store::to_bytes(std::to_string(g.id)), g.id);
+    } catch (const StoreError& e) {
+      // The lease lapsed before a slow etcd applied the put (512 launchers starting at once): a
+      // slow etcd, as an unanswered request is; the keeper grants another.
+      if (e.message().find("requested lease not found") == std::string::npos) throw;
+      DDP_THROW(NetworkError, "etcd let lease ", g.id,
+                " expire before this launcher's key was put under it: ", e.message());
+    }
     std::lock_guard g2(mu);
     lease = g.id;
     granted_ttl = g.ttl;
