@@ -1,6 +1,7 @@
 #include "rendezvous/node_rendezvous.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "common/deadline.h"
@@ -18,15 +19,28 @@ Registration decode(const std::string& key, const Bytes& bytes) { return decode_
 std::string encode(const Registration& r) { return encode_registration(r); }
 std::string nonce() { return registration_nonce(); }
 
-// The round as it stands: registered nodes (rank, host) and missing ranks.
+// How a progress report reads the round: `named`, every registration (one batch of reads); else
+// the count of arrivals alone (one read), from which the missing ranks follow `by_arrival`.
+struct ProgressRead {
+  bool named = true;
+  bool by_arrival = false;
+};
+
+// The round as it stands.
 NodeRendezvousProgress progress_of(Store& store, const RoundKeys& keys, const NodeRendezvousOptions& o,
-                                   Millis waited) {
+                                   Millis waited, ProgressRead how) {
   NodeRendezvousProgress p;
   p.run_id = o.run_id;
   p.round = o.round;
   p.nnodes = o.nnodes;
   p.waited = waited;
   p.timeout = o.timeout;
+  if (!how.named) {
+    p.count = static_cast<int>(std::min<int64_t>(store.tickets(keys.arrived()), o.nnodes));
+    if (how.by_arrival)
+      for (int r = p.count; r < o.nnodes; ++r) p.missing.push_back(r);
+    return p;
+  }
   std::vector<std::string> nodes;
   for (int r = 0; r < o.nnodes; ++r) nodes.push_back(keys.node(r));
   const std::vector<std::optional<Bytes>> registrations = store.get_present(nodes);
@@ -38,13 +52,14 @@ NodeRendezvousProgress progress_of(Store& store, const RoundKeys& keys, const No
     }
     p.arrived.emplace_back(r, decode(nodes[static_cast<size_t>(r)], *reg).info.host);
   }
+  p.count = static_cast<int>(p.arrived.size());
   return p;
 }
 
 // The TimeoutError every waiting node reports: how many arrived, which ranks are missing.
 [[noreturn]] void throw_incomplete(Store& store, const RoundKeys& keys, const NodeRendezvousOptions& o,
                                    Millis waited) {
-  const NodeRendezvousProgress p = progress_of(store, keys, o, waited);
+  const NodeRendezvousProgress p = progress_of(store, keys, o, waited, {});
   std::string arrived;
   for (const auto& [r, host] : p.arrived)
     arrived += (arrived.empty() ? "" : ", ") + host + " (node " + std::to_string(r) + ")";
@@ -56,10 +71,14 @@ NodeRendezvousProgress progress_of(Store& store, const RoundKeys& keys, const No
             "; arrived: ", arrived.empty() ? "none" : arrived);
 }
 
-// Marks the round unusable and throws `why`: the nodes already waiting in this round would
-// otherwise wait out their timeout.
+// The round's layout key holds its one outcome: the layout, or {"failed": why} from the node that
+// found the round broken, whichever is written first (compare-and-set). The nodes already waiting
+// for the layout learn either from their one wait.
+std::string encode_failure(const std::string& why) { return nlohmann::json{{"failed", why}}.dump(); }
+
+// Marks the round unusable and throws `why`.
 [[noreturn]] void fail_round(Store& store, const RoundKeys& keys, const std::string& why) {
-  store.set(keys.failed(), why);
+  store.compare_set(keys.layout(), {}, Store::to_bytes(encode_failure(why)));
   DDP_THROW(InvalidArgument, why);
 }
 
@@ -118,34 +137,6 @@ void check_shape(Store& store, const RoundKeys& keys, const NodeRendezvousOption
   }
 }
 
-// Waits for `awaited`, in slices: between them, a round another node found broken (failed(), read
-// once a second: N waiting nodes make N requests a second of it) ends the wait, and progress is
-// reported.
-void wait_round_keys(Store& store, const std::vector<std::string>& awaited, const Deadline& deadline,
-                     const NodeRendezvousOptions& o) {
-  const RoundKeys keys(o.run_id, o.round);
-  Millis next_report = o.progress_interval;
-  Millis next_failed_check{0};
-  while (true) {
-    if (o.check_interrupt) o.check_interrupt();
-    Millis slice = std::min(kNodeRendezvousSlice, deadline.remaining());
-    try {
-      store.wait(awaited, std::max(Millis(1), slice));
-      return;
-    } catch (const TimeoutError&) {
-      if (deadline.elapsed() >= next_failed_check || deadline.expired()) {
-        next_failed_check = deadline.elapsed() + kFailedCheckInterval;
-        if (store.check({keys.failed()})) DDP_THROW(InvalidArgument, store.get_string(keys.failed()));
-      }
-      if (deadline.expired()) throw_incomplete(store, keys, o, deadline.elapsed());
-      if (o.on_progress && deadline.elapsed() >= next_report) {
-        o.on_progress(progress_of(store, keys, o, deadline.elapsed()));
-        next_report = deadline.elapsed() + std::max(o.progress_interval, kNodeRendezvousSlice);
-      }
-    }
-  }
-}
-
 // What every node needs of the others, "layout": {"master_addr", "restarts", "nodes": [[host, id,
 // nproc], ...] by node rank}. Read from another launcher: typed and bounded, a StoreError when malformed.
 struct Layout {
@@ -160,32 +151,81 @@ std::string encode_layout(const Layout& l) {
   return nlohmann::json{{"master_addr", l.master_addr}, {"restarts", l.restarts}, {"nodes", nodes}}.dump();
 }
 
+Layout layout_of(const nlohmann::json& j, const std::string& source, int nnodes) {
+  constexpr int64_t kMax = 1 << 20;
+  Layout l;
+  l.master_addr = safe_json::get_string(j, "master_addr", source);
+  l.restarts = static_cast<int>(safe_json::get_int(j, "restarts", source, -1, kMax));
+  const auto& nodes = safe_json::member(j, "nodes", source);
+  if (!nodes.is_array() || nodes.size() != static_cast<size_t>(nnodes))
+    DDP_THROW(InvalidArgument, source, ": 'nodes' is not an array of ", nnodes, " nodes");
+  for (const auto& n : nodes) {
+    if (!n.is_array() || n.size() != 3 || !n[0].is_string() || !n[1].is_string() ||
+        !n[2].is_number_integer() || n[2].get<int64_t>() < 1 || n[2].get<int64_t>() > kMax)
+      DDP_THROW(InvalidArgument, source, ": a node is not [host, id, nproc]");
+    l.nodes.push_back(NodeInfo{n[0].get<std::string>(),
+                               {},
+                               static_cast<int>(n[2].get<int64_t>()),
+                               -1,
+                               n[1].get<std::string>(),
+                               -1});
+  }
+  return l;
+}
+
+// The round's outcome under its layout key: the layout, or InvalidArgument with the reason a node
+// found the round broken (fail_round).
 Layout decode_layout(const std::string& key, const Bytes& bytes, int nnodes) {
   const std::string source = "node rendezvous: layout under '" + key + "'";
+  std::optional<std::string> failed;
+  Layout l;
   try {
     const auto j =
         safe_json::parse(Store::to_string(bytes), source, {.max_bytes = kMaxValueSize, .max_depth = 4});
-    constexpr int64_t kMax = 1 << 20;
-    Layout l;
-    l.master_addr = safe_json::get_string(j, "master_addr", source);
-    l.restarts = static_cast<int>(safe_json::get_int(j, "restarts", source, -1, kMax));
-    const auto& nodes = safe_json::member(j, "nodes", source);
-    if (!nodes.is_array() || nodes.size() != static_cast<size_t>(nnodes))
-      DDP_THROW(InvalidArgument, source, ": 'nodes' is not an array of ", nnodes, " nodes");
-    for (const auto& n : nodes) {
-      if (!n.is_array() || n.size() != 3 || !n[0].is_string() || !n[1].is_string() ||
-          !n[2].is_number_integer() || n[2].get<int64_t>() < 1 || n[2].get<int64_t>() > kMax)
-        DDP_THROW(InvalidArgument, source, ": a node is not [host, id, nproc]");
-      l.nodes.push_back(NodeInfo{n[0].get<std::string>(),
-                                 {},
-                                 static_cast<int>(n[2].get<int64_t>()),
-                                 -1,
-                                 n[1].get<std::string>(),
-                                 -1});
+    if (j.is_object() && j.contains("failed")) {
+      failed = safe_json::get_string(j, "failed", source);
+    } else {
+      l = layout_of(j, source, nnodes);
     }
-    return l;
   } catch (const InvalidArgument& e) {
     DDP_THROW(StoreError, e.message());
+  }
+  if (failed) DDP_THROW(InvalidArgument, failed->empty() ? source + ": the round was marked broken" : *failed);
+  return l;
+}
+
+// Up to this many nodes a progress report names who arrived and who is missing (N reads, in one
+// batch); above, it counts them (one read): N waiting nodes reading N registrations each would
+// load the store with N^2 reads per report.
+constexpr int kNamedProgressNodes = 64;
+
+// Waits for `awaited`, in slices, reporting progress between them. A broken round is the layout
+// key itself (fail_round): waiting for the layout, the wait ends with it; waiting for the
+// registrations (the last node alone), the layout is looked at once a second.
+void wait_round_keys(Store& store, const std::vector<std::string>& awaited, const Deadline& deadline,
+                     const NodeRendezvousOptions& o, const NodeInfo& self) {
+  const RoundKeys keys(o.run_id, o.round);
+  const bool for_layout = awaited.size() == 1 && awaited.front() == keys.layout();
+  Millis next_report = o.progress_interval;
+  Millis next_failed_check{0};
+  while (true) {
+    if (o.check_interrupt) o.check_interrupt();
+    Millis slice = std::min(kNodeRendezvousSlice, deadline.remaining());
+    try {
+      store.wait(awaited, std::max(Millis(1), slice));
+      return;
+    } catch (const TimeoutError&) {
+      if (!for_layout && (deadline.elapsed() >= next_failed_check || deadline.expired())) {
+        next_failed_check = deadline.elapsed() + kFailedCheckInterval;
+        if (store.check({keys.layout()})) decode_layout(keys.layout(), store.get(keys.layout()), o.nnodes);
+      }
+      if (deadline.expired()) throw_incomplete(store, keys, o, deadline.elapsed());
+      if (o.on_progress && deadline.elapsed() >= next_report) {
+        const ProgressRead how{o.nnodes <= kNamedProgressNodes, self.requested_rank < 0};
+        o.on_progress(progress_of(store, keys, o, deadline.elapsed(), how));
+        next_report = deadline.elapsed() + std::max(o.progress_interval, kNodeRendezvousSlice);
+      }
+    }
   }
 }
 
@@ -215,7 +255,9 @@ void publish_layout(Store& store, const RoundKeys& keys, const NodeRendezvousOpt
     if (r == 0) l.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();
     l.nodes.push_back(std::move(reg.info));
   }
-  store.set(keys.layout(), encode_layout(l));
+  const std::string text = encode_layout(l);
+  const Bytes now = store.compare_set(keys.layout(), {}, Store::to_bytes(text));
+  if (Store::to_string(now) != text) decode_layout(keys.layout(), now, o.nnodes);  // a failure, thrown
 }
 
 }  // namespace
@@ -237,10 +279,10 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
   if (arrival == o.nnodes - 1) {  // the last to arrive: once every node registered, the layout
     std::vector<std::string> nodes;
     for (int r = 0; r < o.nnodes; ++r) nodes.push_back(keys.node(r));
-    wait_round_keys(store, nodes, deadline, o);
+    wait_round_keys(store, nodes, deadline, o, self);
     publish_layout(store, keys, o, self, deadline);
   }
-  wait_round_keys(store, {keys.layout()}, deadline, o);
+  wait_round_keys(store, {keys.layout()}, deadline, o, self);
   const Layout l = decode_layout(keys.layout(), store.get(keys.layout()), o.nnodes);
 
   NodeAssignment a;

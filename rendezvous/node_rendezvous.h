@@ -7,9 +7,10 @@
 //
 // Keys under the round's prefix: "shape" (the first node's nnodes and rank mode: each node
 // compares its own), "arrived" (the arrival tickets, Store::ticket), "node/<rank>" (each node's
-// registration), "layout" (every node's host, id and nproc, and MASTER_ADDR). The last node to arrive waits
-// for the N registrations, reads them and writes the layout; every node waits for that key: O(1)
-// requests per node, O(N) at the last (not N^2 at one store).
+// registration), "layout" (every node's host, id and nproc, and MASTER_ADDR; or why the round broke,
+// from the node that found it so). The last node to arrive waits for the N registrations, reads
+// them and writes the layout; every node waits for that key: O(1) requests per node, O(N) at the
+// last (not N^2 at one store).
 // A node that never arrives makes every caller fail with a TimeoutError within the timeout,
 // saying how many nodes arrived out of how many.
 #include <functional>
@@ -36,8 +37,10 @@ struct NodeRendezvousProgress {
   std::string run_id;
   int round = 0;
   int nnodes = 1;
-  std::vector<std::pair<int, std::string>> arrived;  // node rank, host
-  std::vector<int> missing;                          // node ranks not registered yet
+  int count = 0;  // nodes arrived
+  // Named up to 64 nodes (node rank, host); above, empty: N waiting nodes would each read N.
+  std::vector<std::pair<int, std::string>> arrived;
+  std::vector<int> missing;  // node ranks not registered yet (above 64 nodes, by arrival only)
   Millis waited{0};
   Millis timeout{0};
 };
@@ -48,12 +51,12 @@ struct NodeRendezvousOptions {
   int round = 0;  // restart count
   Millis timeout = kDefaultRendezvousTimeout;
   // Called about every kNodeRendezvousSlice while waiting for other nodes; it may throw to abort
-  // the wait (the launcher checks for Ctrl-C here). Between slices the wait also ends, with
-  // InvalidArgument, when another node found the round broken (a node rank claimed twice).
+  // the wait (the launcher checks for Ctrl-C here). The wait also ends, with InvalidArgument, when
+  // another node found the round broken (a node rank claimed twice).
   std::function<void()> check_interrupt;
   // Called every progress_interval while other nodes are awaited (not at all when every node
-  // arrives sooner), from the waiting thread; it reads the round's registrations, so keep the
-  // interval well above the slice for jobs of many nodes.
+  // arrives sooner), from the waiting thread; each report reads the round's registrations (up to
+  // 64 nodes) or its count of arrivals.
   std::function<void(const NodeRendezvousProgress&)> on_progress;
   Millis progress_interval{5000};
 };

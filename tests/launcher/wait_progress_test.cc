@@ -17,6 +17,7 @@ rdzv::NodeRendezvousProgress waiting() {
   rdzv::NodeRendezvousProgress p;
   p.run_id = "job7";
   p.nnodes = 6;
+  p.count = 2;
   p.arrived = {{0, "h0"}, {4, "h4"}};
   p.missing = {1, 2, 3, 5};
   p.waited = Millis(12'400);
@@ -37,11 +38,24 @@ TEST_CASE("long lists are shortened") {
   p.nnodes = 20;
   p.arrived.clear();
   for (int i = 0; i < 12; ++i) p.arrived.emplace_back(i, std::string("h").append(std::to_string(i)));
+  p.count = 12;
   p.missing = {12, 13, 14, 15, 16, 17, 18, 19};
   const std::string s = format_progress(p);
   CHECK(s.find("h7 = node 7, and 4 more)") != std::string::npos);
   CHECK(s.find("h8") == std::string::npos);
   CHECK(s.find("awaiting node rank(s) 12-19") != std::string::npos);
+}
+
+TEST_CASE("a large job's report counts the nodes, with the missing ranks when they go by arrival") {
+  rdzv::NodeRendezvousProgress p = waiting();
+  p.nnodes = 512;
+  p.count = 300;
+  p.arrived.clear();
+  p.missing.clear();
+  CHECK(format_progress(p) == "waiting for nodes (run 'job7', round 0, 12 s of 900 s): 300 of 512 arrived");
+  for (int r = 300; r < 512; ++r) p.missing.push_back(r);
+  CHECK(format_progress(p) ==
+        "waiting for nodes (run 'job7', round 0, 12 s of 900 s): 300 of 512 arrived; awaiting node rank(s) 300-511");
 }
 
 TEST_CASE("a terminal gets one line rewritten in place; anything else a line per report") {

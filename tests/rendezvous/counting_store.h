@@ -15,7 +15,8 @@ class CountingStore final : public Store {
   explicit CountingStore(Store& base) : base_(base) {}
   std::atomic<int> node_gets{0};   // gets of a registration ("<round>/node/<rank>")
   std::atomic<int> node_reads{0};  // get_present calls, each one batch of registrations
-  std::atomic<int> others{0};      // every other request but wait and check (their slices vary)
+  std::atomic<int> checks{0};      // check calls
+  std::atomic<int> others{0};      // every other request but wait (its slices vary)
 
  protected:
   void do_set(const std::string& k, const Bytes& v) override { ++others, base_.set(k, v); }
@@ -24,10 +25,12 @@ class CountingStore final : public Store {
     return base_.get(k, t);
   }
   int64_t do_add(const std::string& k, int64_t d) override { return ++others, base_.add(k, d); }
+  int64_t do_ticket(const std::string& k) override { return ++others, base_.ticket(k); }
+  int64_t do_tickets(const std::string& k) override { return ++others, base_.tickets(k); }
   Bytes do_compare_set(const std::string& k, const Bytes& e, const Bytes& d) override {
     return ++others, base_.compare_set(k, e, d);
   }
-  bool do_check(const std::vector<std::string>& k) override { return base_.check(k); }
+  bool do_check(const std::vector<std::string>& k) override { return ++checks, base_.check(k); }
   void do_wait(const std::vector<std::string>& k, Millis t) override { base_.wait(k, t); }
   bool do_delete_key(const std::string& k) override { return ++others, base_.delete_key(k); }
   int64_t do_num_keys() override { return ++others, base_.num_keys(); }

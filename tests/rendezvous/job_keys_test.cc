@@ -28,7 +28,6 @@ TEST_CASE("a round's keys sit under <run_id>/round/<n>/") {
   CHECK(r.arrived() == "job/round/3/arrived");
   CHECK(r.node(7) == "job/round/3/node/7");
   CHECK(r.layout() == "job/round/3/layout");
-  CHECK(r.failed() == "job/round/3/failed");
   CHECK(r.closed() == "job/round/3/closed");
   CHECK(r.master_port() == "job/round/3/master_port");
   CHECK(r.outcome() == "job/round/3/outcome");
@@ -52,7 +51,7 @@ TEST_CASE("no two keys of a job collide, across rounds and jobs") {
     for (int n : {1, 11}) {
       const RoundKeys r = job.round(n);
       for (const auto& k :
-           {r.shape(), r.arrived(), r.node(1), r.layout(), r.failed(), r.closed(), r.master_port(),
+           {r.shape(), r.arrived(), r.node(1), r.layout(), r.closed(), r.master_port(),
             r.outcome(), r.done(), r.done(1), r.left(1), r.liveness(), r.in_place(1), r.assign(1), r.group()})
         add(k);
     }

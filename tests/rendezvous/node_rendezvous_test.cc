@@ -268,6 +268,7 @@ TEST_CASE("while nodes are awaited, progress names who arrived and who is missin
   const auto& p = seen.back();
   CHECK(p.run_id == "job");
   CHECK(p.nnodes == 3);
+  CHECK(p.count == 2);
   CHECK(p.missing == std::vector<int>{1});
   CHECK(p.arrived == std::vector<std::pair<int, std::string>>{{0, "h0"}, {2, "h2"}});
   CHECK(p.timeout == Millis(60'000));
@@ -278,6 +279,42 @@ TEST_CASE("while nodes are awaited, progress names who arrived and who is missin
   all.on_progress = [&](const NodeRendezvousProgress&) { ++reports; };
   meet(quick, {node("h0", 1, 0), node("h1", 1, 1)}, all);
   CHECK(reports == 0);
+}
+
+TEST_CASE("a waiting node of a large job reads one counter per report and never polls for failure") {
+  HashStore store;
+  CountingStore view(store);
+  auto o = opts(100, 0, Millis(60'000));
+  o.progress_interval = Millis(1);
+  std::vector<NodeRendezvousProgress> seen;
+  o.on_progress = [&](const NodeRendezvousProgress& p) {
+    seen.push_back(p);
+    if (seen.size() == 2) throw std::runtime_error("enough");
+  };
+  CHECK_THROWS_WITH(node_rendezvous(view, node("h0", 1), o), "enough");
+  CHECK(view.node_reads == 0);  // no registration read: 100 waiters would read 100 each
+  CHECK(view.node_gets == 0);
+  CHECK(view.checks == 0);  // a broken round is the layout itself, which the one wait watches
+  CHECK(view.others == 3 + 2);  // shape, arrival, registration; then a count per report
+  const auto& p = seen.back();
+  CHECK(p.count == 1);
+  CHECK(p.arrived.empty());
+  REQUIRE(p.missing.size() == 99);  // ranks by arrival: 1 to 99
+  CHECK(p.missing.front() == 1);
+  CHECK(p.missing.back() == 99);
+}
+
+TEST_CASE("the last node, awaiting a registration that never comes, learns that the round broke") {
+  HashStore store;
+  const auto o = opts(3, 0, Millis(30'000));  // far longer than the answer may take
+  auto first = std::async(std::launch::async, [&] { return node_rendezvous(store, node("h0", 1, 0), o); });
+  store.wait({"job/round/0/node/0"});
+  // h7 claims node rank 0 too: it arrives second, fails the round and leaves node/1 unwritten.
+  CHECK_THROWS_AS(node_rendezvous(store, node("h7", 1, 0), o), InvalidArgument);
+  // h2 arrives last, so it waits for every registration, and must look at the round's outcome.
+  CHECK_THROWS_WITH_AS(node_rendezvous(store, node("h2", 1, 2), o), doctest::Contains("claimed twice"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(first.get(), doctest::Contains("claimed twice"), InvalidArgument);
 }
 
 TEST_CASE("over a real TCPStore: two clients and the server's own client") {
