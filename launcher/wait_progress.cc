@@ -30,8 +30,8 @@ std::string seconds(Millis m) { return std::to_string(m.count() / 1000) + " s"; 
 
 std::string format_progress(const rdzv::NodeRendezvousProgress& p) {
   std::string out = "waiting for nodes (run '" + p.run_id + "', round " + std::to_string(p.round) + ", " +
-                    seconds(p.waited) + " of " + seconds(p.timeout) +
-                    "): " + std::to_string(p.count) + " of " + std::to_string(p.nnodes) + " arrived";
+                    seconds(p.waited) + " of " + seconds(p.timeout) + "): " + std::to_string(p.count) +
+                    " of " + std::to_string(p.nnodes) + " arrived";
   if (!p.arrived.empty()) {
     std::string hosts;
     for (size_t i = 0; i < p.arrived.size() && i < kMaxListed; ++i) {

@@ -27,7 +27,9 @@ class RoundKeys {
   std::string shape() const { return prefix_ + "shape"; }      // static: nnodes and rank mode
   std::string arrived() const { return prefix_ + "arrived"; }  // arrival tickets or counter
   std::string node(int64_t arrival) const { return prefix_ + "node/" + std::to_string(arrival); }
-  std::string layout() const { return prefix_ + "layout"; }  // static: every node's place, or why the round broke
+  std::string layout() const {
+    return prefix_ + "layout";
+  }  // static: every node's place, or why the round broke
   std::string closed() const { return prefix_ + "closed"; }  // elastic: the node count
   std::string master_port() const { return prefix_ + "master_port"; }
   // Running and ending (launcher/node_round.h, heartbeat.h).

@@ -163,12 +163,8 @@ Layout layout_of(const nlohmann::json& j, const std::string& source, int nnodes)
     if (!n.is_array() || n.size() != 3 || !n[0].is_string() || !n[1].is_string() ||
         !n[2].is_number_integer() || n[2].get<int64_t>() < 1 || n[2].get<int64_t>() > kMax)
       DDP_THROW(InvalidArgument, source, ": a node is not [host, id, nproc]");
-    l.nodes.push_back(NodeInfo{n[0].get<std::string>(),
-                               {},
-                               static_cast<int>(n[2].get<int64_t>()),
-                               -1,
-                               n[1].get<std::string>(),
-                               -1});
+    l.nodes.push_back(NodeInfo{
+        n[0].get<std::string>(), {}, static_cast<int>(n[2].get<int64_t>()), -1, n[1].get<std::string>(), -1});
   }
   return l;
 }
@@ -190,7 +186,8 @@ Layout decode_layout(const std::string& key, const Bytes& bytes, int nnodes) {
   } catch (const InvalidArgument& e) {
     DDP_THROW(StoreError, e.message());
   }
-  if (failed) DDP_THROW(InvalidArgument, failed->empty() ? source + ": the round was marked broken" : *failed);
+  if (failed)
+    DDP_THROW(InvalidArgument, failed->empty() ? source + ": the round was marked broken" : *failed);
   return l;
 }
 

@@ -1,18 +1,13 @@
 #pragma once
-// Node-level rendezvous: the launchers of a job meet in a Store, each registers itself and
-// receives its node rank and the world layout. Every restart runs a new round under a new
-// prefix ("<run_id>/round/<n>/"), so stale keys from a failed round never leak into the next.
-//
-// Nodes may differ in nproc; global ranks are contiguous per node, in node-rank order.
-//
-// Keys under the round's prefix: "shape" (the first node's nnodes and rank mode: each node
-// compares its own), "arrived" (the arrival tickets, Store::ticket), "node/<rank>" (each node's
-// registration), "layout" (every node's host, id and nproc, and MASTER_ADDR; or why the round broke,
-// from the node that found it so). The last node to arrive waits for the N registrations, reads
-// them and writes the layout; every node waits for that key: O(1) requests per node, O(N) at the
-// last (not N^2 at one store).
-// A node that never arrives makes every caller fail with a TimeoutError within the timeout,
-// saying how many nodes arrived out of how many.
+// Node-level rendezvous: the launchers of a job meet in a Store; each registers itself and
+// receives its node rank and the world layout. Each restart is a new round under its own prefix
+// ("<run_id>/round/<n>/"), so a failed round's keys never leak into the next. Global ranks are
+// contiguous per node, in node-rank order; nodes may differ in nproc.
+// Keys: "shape" (nnodes and rank mode, set by the first node), "arrived" (tickets), "node/<rank>"
+// (registrations), "layout" (every node's place and MASTER_ADDR, or why the round broke). The
+// last node to arrive reads the N registrations and writes the layout; every node waits for that
+// key: O(1) requests per node, O(N) at the last. A node that never arrives is a TimeoutError
+// within the timeout on every caller, saying how many of how many arrived.
 #include <functional>
 #include <string>
 #include <utility>

@@ -55,7 +55,8 @@ TEST_CASE("a large job's report counts the nodes, with the missing ranks when th
   CHECK(format_progress(p) == "waiting for nodes (run 'job7', round 0, 12 s of 900 s): 300 of 512 arrived");
   for (int r = 300; r < 512; ++r) p.missing.push_back(r);
   CHECK(format_progress(p) ==
-        "waiting for nodes (run 'job7', round 0, 12 s of 900 s): 300 of 512 arrived; awaiting node rank(s) 300-511");
+        "waiting for nodes (run 'job7', round 0, 12 s of 900 s): 300 of 512 arrived; awaiting node rank(s) "
+        "300-511");
 }
 
 TEST_CASE("a terminal gets one line rewritten in place; anything else a line per report") {

@@ -51,8 +51,8 @@ TEST_CASE("no two keys of a job collide, across rounds and jobs") {
     for (int n : {1, 11}) {
       const RoundKeys r = job.round(n);
       for (const auto& k :
-           {r.shape(), r.arrived(), r.node(1), r.layout(), r.closed(), r.master_port(),
-            r.outcome(), r.done(), r.done(1), r.left(1), r.liveness(), r.in_place(1), r.assign(1), r.group()})
+           {r.shape(), r.arrived(), r.node(1), r.layout(), r.closed(), r.master_port(), r.outcome(), r.done(),
+            r.done(1), r.left(1), r.liveness(), r.in_place(1), r.assign(1), r.group()})
         add(k);
     }
   }

@@ -294,7 +294,7 @@ TEST_CASE("a waiting node of a large job reads one counter per report and never 
   CHECK_THROWS_WITH(node_rendezvous(view, node("h0", 1), o), "enough");
   CHECK(view.node_reads == 0);  // no registration read: 100 waiters would read 100 each
   CHECK(view.node_gets == 0);
-  CHECK(view.checks == 0);  // a broken round is the layout itself, which the one wait watches
+  CHECK(view.checks == 0);      // a broken round is the layout itself, which the one wait watches
   CHECK(view.others == 3 + 2);  // shape, arrival, registration; then a count per report
   const auto& p = seen.back();
   CHECK(p.count == 1);
