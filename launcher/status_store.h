@@ -1,18 +1,13 @@
 #pragma once
-// The job's rendezvous store, opened by an observer (ddp-launch --status) from the same flags
-// the job's launchers were given, never as one of them: it connects as a client and never
-// hosts a store, joins a round or writes a key. Where each backend's store is comes from
-// plan_store (launcher/agent.h), as for the launchers themselves:
-//   tcp/c10d, static  a TCPStore client of the launcher that hosts it; the job token is
-//                     DDP_JOB_TOKEN (or AgentOptions::job_token), else derived from --rdzv-id
-//                     as the launchers derive it (derive_job_token)
-//   file              the FileStore "<dir>/<run_id>.store", only when the file exists
-//   etcd              an EtcdStore over the members (etcd_client_options), the job's prefix
-// One attempt, bounded by `connect_timeout`: an observer reports, it does not wait for a job.
-// Errors: nothing answers at the endpoint (TimeoutError/NetworkError) or it refuses the token
-// (StoreError), each naming the endpoint; a file backend without the job's file: StoreError; a
-// single-node job (its store is private to its launcher) or multicast (no endpoint to ask):
-// InvalidArgument.
+// The job's rendezvous store, opened by an observer (ddp-launch --status) from the job's own
+// flags, never as one of its launchers: a client only, it hosts nothing, joins no round and
+// writes no key. Where the store is comes from plan_store (launcher/agent.h): tcp/c10d and
+// static, a TCPStore client (token: DDP_JOB_TOKEN or AgentOptions::job_token, else derived from
+// --rdzv-id); file, "<dir>/<run_id>.store" when it exists; etcd, an EtcdStore over the members
+// under the job's prefix. One attempt, bounded by `connect_timeout`.
+// Errors: nothing answers (TimeoutError/NetworkError) or the token is refused (StoreError), each
+// naming the endpoint; a file backend without the job's file: StoreError; a single-node job or
+// multicast (no endpoint to ask): InvalidArgument.
 #include <memory>
 #include <string>
 

@@ -1,30 +1,16 @@
 #pragma once
 // Supervisor: runs one attempt of a node's workers and watches them until all succeed, one
 // fails, a handled signal arrives, or the caller asks it to stop.
-//
-// - Each worker runs in its own session and process group with PR_SET_PDEATHSIG(SIGKILL); one
-//   reaper; an event loop (signalfd + epoll + timerfd), no polling sleeps. The one reaper is
-//   waitpid(-1) on SIGCHLD rather than one pidfd per worker: as a subreaper the launcher also
-//   inherits orphaned grandchildren, and a per-pidfd waitid cannot reap those, while a second
-//   waitpid(-1) reaper would steal workers' statuses. A pid cannot be recycled before its
-//   parent reaps it, so signalling an unreaped worker by pid is race-free without pidfds.
-// - Handled signals are forwarded to every worker's process group; a second SIGINT escalates
-//   to SIGKILL. On the first failure the rest get SIGTERM, then SIGKILL after shutdown_timeout.
-// - Construct once per launcher: it blocks the handled signals for the whole process.
-//   Construct it before starting any thread (threads inherit the mask), and call run() from a
-//   thread that outlives the workers (PR_SET_PDEATHSIG fires when the forking *thread* exits).
-// - The launcher becomes a child subreaper; at the end of every run() every descendant of the
-//   process still alive (orphaned or daemonized grandchildren included) is SIGKILLed and
-//   reaped, so no process of the job outlives the attempt. run() is the process's only
-//   reaper (waitpid(-1)): the launcher must not have children of its own besides workers.
-// - Every process it reaps (workers, orphans, killed descendants) also loses the tcp backend's
-//   shm segments it created and had not unlinked yet (a rank killed during the group's set-up):
-//   see common/shm_names.h.
-// - Between run() calls handled signals stay blocked and queued: poll_signal() lets the
-//   caller (rendezvous, restarts) see them; a signal left queued stops the next run() at once.
-// - Files: per attempt, TORCHELASTIC_ERROR_FILE is <log_dir>/<run_id>/attempt_<n>/<rank>/
-//   error.json with a log dir, else in a private temp dir removed by the destructor.
-//   Console and log routing: launcher/log_router.h.
+// - Each worker: its own session and process group, PR_SET_PDEATHSIG(SIGKILL). One event loop
+//   (signalfd, epoll, timerfd) and one reaper, waitpid(-1): as a subreaper the launcher reaps
+//   orphaned grandchildren too, and at the end of run() SIGKILLs and reaps every descendant
+//   still alive, removing the shm segments the dead left (common/shm_names.h).
+// - Signals: forwarded to every worker's group; a second SIGINT escalates to SIGKILL. On the
+//   first failure the rest get SIGTERM, then SIGKILL after shutdown_timeout. Between runs they
+//   stay blocked and queued (poll_signal()); one left queued stops the next run() at once.
+// - One per launcher, constructed before any thread starts (it blocks the signals process-wide);
+//   run() from a thread that outlives the workers (PDEATHSIG follows the forking thread); no
+//   children besides workers. Error files and logs per attempt: docs/launcher.md, log_router.h.
 #include <sys/types.h>
 
 #include <functional>

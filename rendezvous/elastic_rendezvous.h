@@ -1,20 +1,14 @@
 #pragma once
 // Elastic node rendezvous (--nnodes MIN:MAX), torchrun's semantics over any Store with ticket
-// and compare_set. The launchers of a job meet in numbered rounds (their keys: job_keys.h):
-//   arrived    arrival tickets (Store::ticket): each launcher's arrival index in the round
-//   node/<i>   the registration of arrival i (rendezvous/node_registration.h)
-//   closed     K, the round's node count, set once (compare_set) by whoever first sees the
-//              round complete: MAX nodes in, or at least MIN in and no arrival for
-//              last_call_timeout. Arrivals 0..K-1 are the round's nodes, node rank = arrival.
-// A round may close only once the round before it has an outcome ("<n-1>/outcome", written by
-// launcher/node_round.h): a node that arrives while round n-1 runs waits in round n (the
-// waiting list) until the nodes of round n-1 stop and come to round n too. A node that arrives
-// after its round closed moves on to the next round.
-// "<run_id>/closed" (set by a launcher when the job ends) ends every wait: the job is over.
-//
-// Clock-free: each launcher times last_call_timeout on its own clock from the last change it
-// saw. Not thread-safe; one call per launcher at a time. Errors: TimeoutError when no round
-// closes within join_timeout (naming how many arrived and the MIN needed); store errors propagate.
+// and compare_set, in numbered rounds (keys: job_keys.h): "arrived" (arrival tickets),
+// "node/<i>" (arrival i's registration), "closed" (K, the round's node count, set once by
+// whoever first sees MAX nodes in, or MIN in and no arrival for last_call_timeout; arrivals
+// 0..K-1 are its nodes, node rank = arrival). A round closes only once the round before has an
+// outcome: a node arriving while round n-1 runs waits in round n; one arriving after its round
+// closed moves on to the next. "<run_id>/closed" (the job ended) ends every wait.
+// Clock-free: each launcher times last_call_timeout on its own clock from the last change it saw.
+// Not thread-safe; one call per launcher at a time. Errors: TimeoutError when no round closes
+// within join_timeout (naming how many arrived and the MIN needed); store errors propagate.
 #include <functional>
 #include <optional>
 #include <string>

@@ -1,18 +1,13 @@
 #pragma once
 // EtcdClient: a small client of etcd's v3 API through its JSON gateway (HTTP/1.1, libcurl):
-// range, put, txn, deleterange and leases; watches are EtcdWatch (etcd_watch.h).
-//
-// - Endpoints: several members; a call fails over between them until its timeout
-//   (etcd_http.h says when a request is sent again). Keys and values are bytes.
-// - Authentication: with a user (options.user, else DDP_ETCD_USER) the client gets a token from
-//   /v3/auth/authenticate (password: options.password, else DDP_ETCD_PASSWORD) on first use,
-//   sends it with every request, and authenticates again once when etcd calls it invalid. A
-//   wrong password is a StoreError naming the user and the member.
-// - TLS: protocol "https" (or https:// endpoints) with cacert, and cert + key for client
-//   certificates. A certificate that does not verify is an error naming the CA file.
-// - Errors: every member unreachable: NetworkError naming each member, what it did and the
-//   call; an answer that is not etcd's: StoreError naming the member; etcd refusing a request
-//   (permission, size): StoreError with etcd's message.
+// range, put, txn, deleterange and leases; watches are EtcdWatch (etcd_watch.h). Keys and
+// values are bytes; a call fails over between the members (etcd_http.h).
+// - Authentication: a user (options.user, else DDP_ETCD_USER) and password (options.password,
+//   else DDP_ETCD_PASSWORD) get a token on first use, and again once when etcd calls it invalid.
+// - TLS: protocol "https" (or https:// endpoints), cacert, and cert + key for client certificates.
+// - Errors: no member reachable: NetworkError naming each member and the call; an answer that is
+//   not etcd's, a wrong password, a certificate that does not verify, a refused request:
+//   StoreError naming the member (the user, the CA file) or quoting etcd.
 // - Every call ends within its timeout (kUseDefault: options.request_timeout).
 // Thread-safe: calls are serialized on one connection; watches have their own.
 #include <cstdint>

@@ -1,22 +1,15 @@
 #pragma once
 // HTTP/1.1 to etcd's JSON gateway over libcurl: the transport under EtcdClient (etcd_client.h).
-//
-// EtcdHttp::post sends one JSON request to the members in turn (fail-over, round-robin from the
-// one that answered last) until one answers as etcd's gateway does or the deadline passes:
-// - a member that cannot be reached, or answers 5xx (no leader, a timed-out proposal), is tried
-//   again after the others, with a backoff, until the deadline;
-// - a request sent and then lost (a timeout or a reset after it went out, a 5xx) is tried on
-//   the next member only when Idempotence::kRetry: a transaction may have been applied;
-//   otherwise it is a NetworkError at once (callers that can tell, such as EtcdStore::add, look);
-// - a member that is not etcd (no HTTP, not JSON, a TLS certificate it cannot verify) is left
-//   out for the rest of the call;
-// - when none answered: NetworkError (unreachable, lost) or StoreError (not etcd), naming every
-//   member tried, what each did, and `what` (the call: "etcd put of key 'x'").
-// Answers with a JSON body (2xx and 4xx) are returned for the caller to parse.
-// Thread-safe: one curl handle per EtcdHttp, calls serialized by a mutex.
-//
-// EtcdStream is one streamed POST (a watch) to one member on a handle of its own, driven on the
-// caller's thread; cancel() from any thread ends a blocked next_line() at once.
+// EtcdHttp::post sends one JSON request to the members in turn (round-robin from the one that
+// answered last) until one answers as etcd's gateway does or the deadline passes:
+// - unreachable, or a 5xx (no leader): tried again after the others, with a backoff;
+// - sent and then lost (timeout, reset, 5xx): sent to the next member only with
+//   Idempotence::kRetry (a transaction may have been applied), else a NetworkError at once;
+// - not etcd (no HTTP, not JSON, an unverified certificate): left out for the rest of the call;
+// - none answered: NetworkError or StoreError naming every member, what each did, and `what`.
+// JSON answers (2xx and 4xx) are returned for the caller to parse. Thread-safe: one curl handle
+// per EtcdHttp, calls serialized. EtcdStream: one streamed POST (a watch) to one member on a
+// handle of its own, driven on the caller's thread; cancel() from any thread ends next_line().
 #include <atomic>
 #include <memory>
 #include <mutex>
