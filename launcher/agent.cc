@@ -435,6 +435,7 @@ struct Agent::Impl {
     h.id = self.id;
     h.interval = l().keep_alive_interval;
     h.max_attempt = l().keep_alive_max_attempt;
+    h.join_patience = l().rdzv_timeout;
     h.store_name = l().rdzv_backend == RdzvBackend::kFile ? "the file store " + plan_store(o).file_path
                                                           : "the rendezvous store at " + rendezvous_endpoint;
     h.open_store = [this] { return open_heartbeat_store(); };

@@ -75,6 +75,7 @@ struct StoreHeartbeat::Impl {
   // Guarded by mu:
   uint64_t generation = 0;
   bool watching = false;
+  Clock::time_point first_watched{};  // the first watch(): a bound from then at the earliest
   LivenessRound round;
   bool checker = false;
   size_t checker_index = 0;  // not the checker: the checker's entry in `watched`
@@ -91,6 +92,9 @@ struct StoreHeartbeat::Impl {
   std::thread thread;
 
   Millis bound() const { return o.interval * o.max_attempt; }
+  // Under the lock: how long an unanswered store means it is lost, and since when it counts.
+  Millis lost_after_locked() const { return watching ? bound() : std::max(bound(), o.join_patience); }
+  Clock::time_point lost_at_locked() const { return std::max(reached, first_watched) + lost_after_locked(); }
   // The checker passes every half interval; any other launcher wakes once per interval, to beat
   // and read the report (at 512 launchers, their wake-ups were most of the steady CPU).
   Millis tick(bool checker) const { return checker ? std::max(Millis(1), o.interval / 2) : o.interval; }
@@ -153,10 +157,11 @@ struct StoreHeartbeat::Impl {
 
   // Under the lock, after a tick: the store has not answered for the whole bound.
   void notice_store_lost(std::unique_lock<std::mutex>& lock) {
-    if (store_gone || Clock::now() - reached < bound()) return;
+    if (store_gone || Clock::now() < lost_at_locked()) return;
     store_gone = detail::str("heartbeat to ", o.store_name, ": no answer for ",
-                             std::chrono::duration_cast<Millis>(Clock::now() - reached).count(),
-                             " ms (keep_alive_interval x keep_alive_max_attempt = ", bound().count(),
+                             std::chrono::duration_cast<Millis>(Clock::now() - reached).count(), " ms (",
+                             watching ? "keep_alive_interval x keep_alive_max_attempt" : "the join timeout",
+                             " = ", lost_after_locked().count(),
                              " ms): ", last_error.empty() ? "its requests did not complete" : last_error);
     if (!o.on_loss) return;
     lock.unlock();
@@ -298,6 +303,7 @@ void StoreHeartbeat::watch(LivenessRound round) {
   auto& d = *impl_;
   std::lock_guard g(d.mu);
   ++d.generation;
+  if (!d.watching) d.first_watched = Clock::now();
   d.watching = true;
   d.watched.clear();
   d.lost.clear();

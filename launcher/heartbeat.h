@@ -7,7 +7,8 @@
 // others read that report once an interval, and count the checker lost when its pass stands still
 // for the bound. Requests per interval: 2N + 1 at the checker, 2 elsewhere. A node silent since b
 // is named by b + bound (checker) or b + bound + one interval (others), each on its own clock.
-// A store not answering for the whole bound is store_lost(), naming what and whom. One thread
+// A store not answering for the whole bound (join_patience before the first round; from the first
+// round, a bound counted from its start at the earliest) is store_lost(), naming what and whom. One thread
 // with its own connection (open_store): a slow request of the agent never delays a beat.
 #include <functional>
 #include <memory>
@@ -30,6 +31,10 @@ struct StoreHeartbeatOptions {
   // A connection of the heartbeat's own, opened on its thread; requests on it must give up
   // within about the interval.
   std::function<std::unique_ptr<rdzv::Store>()> open_store;
+  // Before the first watch() (no round yet, nobody watching this node): how long the store may
+  // leave the heartbeat unanswered before it counts as lost, at least the bound. Hundreds of
+  // launchers connecting at once can keep a store host's accept queue full for longer than it.
+  Millis join_patience{0};
   // Called on the heartbeat's thread when it finds a node, or the store, lost (wakes the agent).
   std::function<void()> on_loss;
 };

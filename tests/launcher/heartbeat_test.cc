@@ -226,6 +226,33 @@ TEST_CASE("O(N): a constant number of requests per beat at each launcher but the
   }
 }
 
+TEST_CASE(
+    "before its first round a launcher waits out join_patience for the store; once watching, a bound from "
+    "then") {
+  StoreHeartbeatOptions o;
+  o.run_id = "job";
+  o.id = "a";
+  o.interval = Millis(20);
+  o.max_attempt = 3;
+  o.join_patience = Millis(600'000);  // far past this test
+  o.open_store = []() -> std::unique_ptr<rdzv::Store> {
+    DDP_THROW(NetworkError, "connect to 10.0.0.1:29400: Connection refused");
+  };
+  StoreHeartbeat a(o);
+  std::this_thread::sleep_for(o.interval * o.max_attempt * 3);  // three bounds without an answer
+  CHECK_FALSE(a.store_lost());
+  const auto watched = Clock::now();
+  a.watch(LivenessRound{});  // a round: the bound now applies, counted from this first watch
+  Clock::time_point seen{};
+  REQUIRE(eventually([&] {
+    seen = Clock::now();
+    return a.store_lost().has_value();
+  }));
+  CHECK(seen - watched >= a.bound());  // not at once, though the last answer is long past
+  CHECK(seen - watched <= a.bound() + o.interval + kSlack);
+  CHECK(a.store_lost()->find("keep_alive_interval x keep_alive_max_attempt") != std::string::npos);
+}
+
 TEST_CASE("a store that cannot be reached for the whole bound is reported: what was tried, with whom") {
   SUBCASE("never reached") {
     // A 60 ms bound: nothing here can answer, so a late thread can only report late (within the
