@@ -1,24 +1,16 @@
 #pragma once
 // EtcdStore: the Store contract (store.h) over etcd's v3 API (EtcdClient), every key under one
-// prefix ("/ddp/<run_id>/"): the job's state outlives any node; several endpoints fail over.
-//
-// - set is a put; get/wait a read, then, for keys missing, one watch over their span from the
-//   read's revision (no polling). A get/wait that ends at its deadline parks its watch for the
-//   next get/wait of the same keys: waiting in short slices costs one read and one watch.
-// - add and compare_set read the key, then write by a transaction that holds only if the key
-//   did not change since (its mod_revision, or create_revision 0 when missing), and loop. One
-//   lost in flight (no answer in time) is decided again: compare_set on what it finds; add by
-//   its marker, a key the transaction writes beside the counter ("<prefix>\x01add/<nonce>",
-//   leased a minute), so an add applies exactly once however often sent (tried up to 30 s).
-// - num_keys counts the keys under the prefix (a PrefixStore over it counts them all), less
-//   add's markers and ticket's keys. Values are bounded by etcd's request limit (1.5 MiB by default): larger
-//   ones are a StoreError with etcd's message.
-// - Errors: those of EtcdClient (etcd unreachable: NetworkError naming the members; not etcd,
-//   refused: StoreError); a get/wait past its deadline: TimeoutError naming the keys.
-// - For liveness: keys under a lease (set_with_lease; leases from client()), and watch_prefix,
-//   whose events (PUT, DELETE: a lease expired) name keys relative to the store's prefix.
-// - interrupt() (any thread): the get/wait blocked now, and every later one, ends with a
-//   NetworkError; other calls still work (as TCPStore::interrupt). Thread-safe.
+// prefix ("/ddp/<run_id>/"), failing over between endpoints; the job's state outlives any node.
+// - get/wait: a read, then one watch over the missing keys' span from its revision; one that ends
+//   at its deadline parks the watch for the next get/wait of the same keys (slices cost nothing).
+// - add/compare_set: read, then a transaction that holds only if the key did not change, looped.
+//   One lost in flight is decided again; add by a leased marker key its transaction writes
+//   ("<prefix>\x01add/<nonce>"), so it applies exactly once (tried up to 30 s).
+// - num_keys: the keys under the prefix, less add's markers and ticket's keys. Values past etcd's
+//   request limit (1.5 MiB by default) are a StoreError with etcd's message.
+// - Errors: EtcdClient's; a get/wait past its deadline: TimeoutError naming the keys. Liveness:
+//   set_with_lease, client()'s leases, watch_prefix (names relative to the prefix). interrupt()
+//   (any thread): the blocked get/wait and every later one end in NetworkError. Thread-safe.
 #include <atomic>
 #include <memory>
 #include <mutex>

@@ -17,6 +17,8 @@
 namespace ddp::rdzv {
 namespace {
 
+// The file: kHeader, then records
+//   u32 magic | u8 op (set/delete) | u32 key_len | u32 value_len | key | value | u64 FNV-1a
 constexpr char kHeader[17] = "DDP-FILESTORE-1\n";
 constexpr size_t kHeaderSize = 16;
 constexpr uint32_t kRecordMagic = 0x4c524444;  // "DDRL"

@@ -1,23 +1,15 @@
 #pragma once
-// FileStore: a Store in one file, shared by many processes on one host or on a shared file
-// system (file:// init).
-//
-// Layout: a 16-byte header, then an append-only log of records
-//   u32 magic | u8 op (set/delete) | u32 key_len | u32 value_len | key | value | u64 FNV-1a
-// The current state is the replay of the log. Every write (set, add, compare_set, delete_key)
-// holds an exclusive fcntl open-file-description lock (F_OFD_SETLK: per open file, so two
-// FileStore objects in one process exclude each other too) while it replays the new records,
-// decides, and appends one record. Readers take no lock: they accept only complete records
-// whose checksum matches, so a writer SIGKILLed mid-write leaves a torn tail that readers ignore
-// and the next writer (which holds the lock, so no one else can be writing) truncates.
-// get/wait watch the file with inotify (IN_MODIFY) and, because inotify does not see writes by
-// other hosts on a network file system, also re-read on an adaptive backoff (1 ms doubling to
-// 100 ms). A file that exists but is not a FileStore is refused (InvalidArgument), never
-// overwritten. The log is never compacted: stores hold rendezvous data, which is small.
-// The file is not deleted by the store, except one it could not even write the header to. A full
-// disk is an error naming the path (a SystemError with the errno's text), the file cut back to
-// its last whole record. clone() opens the file again; interrupt() ends a get/wait within one
-// backoff step. Thread-safe; not shareable across fork() (open a new one).
+// FileStore: a Store in one file, shared by processes on one host or a shared file system (file://
+// init): a 16-byte header, then an append-only log of checksummed records (file_store.cc) whose
+// replay is the state. A write holds an exclusive F_OFD_SETLK lock (per open file, so two
+// FileStores in one process exclude each other) while it replays, decides and appends one record.
+// Readers take no lock and accept only whole records with a matching checksum: a writer killed
+// mid-write leaves a torn tail that the next writer truncates. get/wait watch with inotify and
+// re-read on a backoff (1 to 100 ms: network file systems). A file that is not a FileStore is
+// refused (InvalidArgument), never overwritten; the log is never compacted nor the file deleted
+// (but one whose header could not be written). A full disk: SystemError naming the path, the file
+// cut back to its last whole record. clone() opens the file again; interrupt() ends a get/wait
+// within one backoff step. Thread-safe; not shareable across fork().
 #include <atomic>
 #include <map>
 #include <mutex>

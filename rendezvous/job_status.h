@@ -1,21 +1,13 @@
 #pragma once
-// JobStatus: what a job's store says about it now, read by someone outside the job (ddp-launch
-// --status). Read-only: only check and get, never a write (add(key, 0) would create a missing
-// counter, and on etcd it is a transaction), so looking at a job can never change it.
-//
-// What is read (the keys of job_keys.h, as elastic_rendezvous.h and node_rendezvous.h use them):
-//   round/<n>/arrived    the rounds: numbered from 0 with no gap; the newest that formed is
-//                        the job's current round, a newer one still forming holds the nodes
-//                        waiting to join
-//   round/<n>/closed     elastic: the round's node count K (its nodes are arrivals 0..K-1);
-//                        static: the round formed once node/0..nnodes-1 are all registered
-//   round/<n>/node/<i>   each node's registration (host, id, nproc)
-//   round/<n>/outcome    the round's outcome text, when it has one
-//   closed, left         the job ended (why), a launcher of it left
-// Liveness is not the store's business here: each node's stays kUnknown until a prober of the
-// launcher (launcher/liveness_probe.h) fills it in.
-// Errors: those of the store (unreachable: NetworkError; refused: StoreError); a malformed
-// registration is a StoreError naming its key.
+// JobStatus: what a job's store says about it now, for someone outside the job (ddp-launch
+// --status). Read-only (check and get, never add(key, 0), which creates a key), so looking at a
+// job never changes it. It reads job_keys.h's keys: round/<n>/arrived (rounds, from 0 with no
+// gap: the newest formed is current, a newer one forming holds the nodes waiting), closed
+// (elastic: the node count; static: formed once every node/<i> is there), node/<i> (host, id,
+// nproc), outcome; and the job's closed and left. Each node's liveness stays kUnknown until a
+// prober (launcher/liveness_probe.h) fills it in.
+// Errors: the store's (unreachable: NetworkError; refused: StoreError); a malformed registration
+// is a StoreError naming its key.
 #include <optional>
 #include <string>
 #include <vector>

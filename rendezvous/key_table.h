@@ -1,16 +1,11 @@
 #pragma once
-// KeyTable: the store's rules over one table of keys, written once for the stores that keep
-// their keys in memory (HashStore, the TCP store server).
-//
-// - set/add/compare_set/erase follow the Store contract (store.h): add parses the value as a
-//   decimal int64 counter and refuses overflow (InvalidArgument naming the key, the value
-//   unchanged); compare_set writes `desired` when the current value equals `expected` (a
-//   missing key matches only an empty `expected`) and otherwise returns what is there (or
-//   `expected` for a missing key), c10d's rule.
+// KeyTable: the store's rules over one table of keys, for the stores that keep their keys in
+// memory (HashStore, the TCP store server).
+// - set/add/compare_set/erase follow store.h: add refuses a non-integer or overflow
+//   (InvalidArgument naming the key, the value unchanged); compare_set is c10d's rule.
 // - Waits are parked, not polled: wait(id, keys) parks the waiter under its first missing key;
-//   a write to that key wakes it, and a waiter whose keys are all present then is returned in
-//   the write's `woken` list (and forgotten), the others are parked under their next missing
-//   key. A waiter that gives up is cancelled. Deleting a key wakes nobody.
+//   a write to it returns the waiter in `woken` once all its keys are present, else parks it
+//   under its next missing one. A waiter that gives up is cancelled; a delete wakes nobody.
 // Not thread-safe: the owner serializes every call (HashStore's mutex, the server's loop
 // thread). Waiter ids are the owner's (a connection id, a waiting thread's ticket).
 #include <cstdint>

@@ -1,18 +1,12 @@
 #pragma once
-// The multicast rendezvous datagram: one announcement of one participant, authenticated with the
-// job token. A pure codec over bytes: no sockets, no clocks, no state. Thread-safe.
-//
-// Layout (big-endian), at most kMaxDatagramSize bytes:
-//   "DDPM" | version u8 (1) | kind u8 (1 = announce)
-//   job id: u8 length + bytes | host: u8 length + bytes
-//   instance: 16 random bytes (one per participant and run) | seq u64 | time_ms u64 (Unix)
-//   world u32 | requested rank i32 (-1: assign) | store port u16
-//   addresses: u8 count, each family u8 (4|6) + 4|16 bytes
-//   mac: HMAC-SHA256(token, "ddp multicast rendezvous v1" | 0x00 | every byte before the mac)
-// The job id, instance, sequence number and time are inside the MAC, so a stranger without the
-// token can neither forge nor alter an announcement; freshness (time window, increasing seq per
-// instance) is the receiver's business (see multicast_discovery.h).
-//
+// The multicast rendezvous datagram: one participant's announcement, authenticated with the job
+// token. A pure codec over bytes: no sockets, clocks or state. Thread-safe. Big-endian, at most
+// kMaxDatagramSize bytes: "DDPM", version 1, kind 1 (announce), job id and host (u8 length +
+// bytes), instance (16 random bytes per participant and run), seq u64, time_ms u64, world u32,
+// requested rank i32 (-1: assign), store port u16, addresses (u8 count; each family u8 + 4|16
+// bytes), then HMAC-SHA256(token, "ddp multicast rendezvous v1" 0x00 | every byte before it).
+// Everything is inside the MAC: a stranger without the token can neither forge nor alter one;
+// freshness (time window, seq per instance) is the receiver's (multicast_discovery.h).
 // decode() never throws and never reads past the buffer: anything malformed, truncated,
 // oversized, with trailing bytes or a wrong MAC is a DecodeStatus other than kOk.
 #include <array>

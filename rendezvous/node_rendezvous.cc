@@ -36,7 +36,7 @@ NodeRendezvousProgress progress_of(Store& store, const RoundKeys& keys, const No
   p.waited = waited;
   p.timeout = o.timeout;
   if (!how.named) {
-    p.count = static_cast<int>(std::min<int64_t>(store.tickets(keys.arrived()), o.nnodes));
+    p.count = static_cast<int>(std::clamp<int64_t>(store.tickets(keys.arrived()), 0, o.nnodes));
     if (how.by_arrival)
       for (int r = p.count; r < o.nnodes; ++r) p.missing.push_back(r);
     return p;

@@ -79,7 +79,8 @@ TEST_CASE(
 
 TEST_CASE("a malformed layout is a StoreError naming its key") {
   for (const char* layout : {"[]", R"({"master_addr":"a","restarts":0,"nodes":[["h0","",1]]})",
-                             R"({"master_addr":"a","restarts":0,"nodes":[["h0","",0],["h1","",1]]})"}) {
+                             R"({"master_addr":"a","restarts":0,"nodes":[["h0","",0],["h1","",1]]})",
+                             R"({"failed":5})", R"({"failed":["why"]})", "{\"failed\":\""}) {
     CAPTURE(layout);
     HashStore s;
     // h0 arrives first of 2: it does not write the layout, it reads it
