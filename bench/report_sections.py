@@ -92,22 +92,32 @@ def scale_table(rows):
     def cell(r, key, fmt):
         return fmt.format(r[key]) if r.get(key) is not None else "–"
 
+    def kb_cell(r):
+        return f"{r['store_bytes_per_s'] / 1e3:,.0f} kB/s" if r.get("store_bytes_per_s") is not None else "–"
+
     def host_cell(r):
         c = cell(r, "store_host_cores", "{:.3f} cores")
         return c + " (etcd)" if r.get("store_host") == "etcd" and c != "–" else c
 
-    lines = ["| launcher | backend | nodes | every worker started | steady CPU, every launcher "
-             "| the store host's launcher, or etcd | requests/s at the store "
+    def forming_cell(r):
+        if r.get("formation_cpu_s") is None:
+            return "–"
+        host = r.get("formation_host_cpu_s")
+        return f"{r['formation_cpu_s']:.1f} s" + (f" + {host:.1f} s" if host is not None else "")
+
+    lines = ["| launcher | backend | nodes | every worker started | CPU to form: launchers + store host or etcd "
+             "| steady CPU, every launcher "
+             "| the store host's launcher, or etcd | requests/s at the store | bytes/s at the store "
              "| a SIGKILLed launcher: first survivor out | last survivor out "
              "| lost unprovoked | trials (load average) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         who = r["launcher"] + (f" `{r['args']}`" if r.get("args") else "")
         who += f" `--rdzv-conf {r['conf']}`" if r.get("conf") else ""
         trials = f"{r['trials']} ({r['load_avg']})" + (f": {r['note']}" if r.get("note") else "")
-        lines.append(f"| {who} | {r['backend']} | {r['nnodes']} | {cell(r, 'formed_s', '{:.2f} s')} | "
+        lines.append(f"| {who} | {r['backend']} | {r['nnodes']} | {cell(r, 'formed_s', '{:.2f} s')} | {forming_cell(r)} | "
                      f"{cell(r, 'steady_cores', '{:.3f} cores')} | {host_cell(r)} | "
-                     f"{cell(r, 'store_requests_per_s', '{:,.0f}')} | {cell(r, 'noticed_s', '{:.1f} s')} | {cell(r, 'ended_s', '{:.1f} s')} | "
+                     f"{cell(r, 'store_requests_per_s', '{:,.0f}')} | {kb_cell(r)} | {cell(r, 'noticed_s', '{:.1f} s')} | {cell(r, 'ended_s', '{:.1f} s')} | "
                      f"{r.get('lost_in_window', 0)} | {trials} |")
     return lines
 
@@ -118,17 +128,49 @@ def scale_lines(rows, run=None):
              "`bench/scale.sh`: N launchers on this machine, one trivial worker each (a shell that notes its "
              "start, then sleeps), a static job (`--nnodes N --nproc-per-node 1`), default options unless the "
              "row names some. Seconds from the first launcher's start (it hosts the store) to the last "
-             "worker's start; the CPU of every launcher together (all threads, from /proc) over "
+             "worker's start, and the CPU seconds that took (every launcher's since its start; the store "
+             "host's launcher's, or etcd's over the same time); the CPU of every launcher together (all threads, from /proc) over "
              f"{r0['window_s']:.0f} s beginning {r0['settle_s']:.0f} s after the job formed, and of the store "
              "host's launcher alone (or of etcd, one local member, where it is the store); requests per second "
-             "at the store over the same window (counted by our store server; etcd: its gRPC messages "
-             "received); seconds from one launcher's SIGKILL (with its worker) to the first "
+             "and bytes per second (in and out) at the store over the same window (counted by our store "
+             "server; etcd: its gRPC messages received and its client gRPC bytes); seconds from one launcher's SIGKILL (with its worker) to the first "
              "survivor's exit and the last's (exit 122, naming the lost node); launchers that exited with "
              "nothing killed. Medians of the trials; the load average when the row was written.", ""]
     lines += scale_table(rows) + [""]
+    lines += scale_arithmetic_lines(rows)
     if run is not None:
         lines += [f"![formation, steady CPU and detection against the node count](img/{img_name(run, 'scale')})", ""]
     return lines
+
+
+ARITHMETIC_NODES = 4096
+
+
+def scale_arithmetic_lines(rows):
+    """The steady costs at ARITHMETIC_NODES, scaled linearly from each series' largest N that ran its window."""
+    lines = []
+    for label, series in scale_series(rows).items():
+        done = [r for r in series if r.get("steady_cores") is not None and r.get("store_requests_per_s") is not None]
+        if not done:
+            continue
+        r = done[-1]
+        k = ARITHMETIC_NODES / r["nnodes"]
+        conf = f" `--rdzv-conf {r['conf']}`" if r.get("conf") else ""
+        nbytes = (f"{r['store_bytes_per_s'] * k / 1e6:,.1f} MB/s" if r.get("store_bytes_per_s") is not None
+                  else "not measured")
+        host = f"{r['store_host_cores'] * k:.2f} cores" if r.get("store_host_cores") is not None else "–"
+        lines.append(f"| {label}{conf} | {r['nnodes']} | {r['store_requests_per_s'] * k:,.0f} | {nbytes} | "
+                     f"{host} | {r['steady_cores'] * k:.2f} cores |")
+    if not lines:
+        return []
+    head = [f"Arithmetic for {ARITHMETIC_NODES:,} nodes: each series' steady costs at its largest N that ran the "
+            f"window, times {ARITHMETIC_NODES:,} / N (every cost here grows linearly with the node count: one "
+            "lease or beat per launcher, and nothing read per peer). Bytes: our server's socket payload, or "
+            "etcd's client gRPC bytes (its JSON gateway's HTTP, which our client speaks, is larger); in and out "
+            "together, TCP/IP headers not counted. The store host's CPU is the part one machine must carry.", "",
+            f"| series | from N | requests/s at the store | bytes/s at the store | store host or etcd CPU "
+            f"| all launchers' CPU |", "|---|---|---|---|---|---|"]
+    return head + lines + [""]
 
 
 def scale_series(rows):

@@ -4,13 +4,17 @@
 # each N of NS. Per N, TRIALS trials, medians of:
 #   formed     seconds from the first launcher's start (it hosts the c10d store) to the last
 #              worker's start (Python starting N launchers one after the other is part of it)
+#   formation  the CPU seconds every launcher spent from its start until the job formed, and the
+#              store host's launcher (or etcd) alone: what forming costs, whatever the wall time
 #   steady     the CPU of every launcher together (utime + stime from /proc/<pid>/stat, all their
 #              threads; workers excluded), in cores, over WINDOW seconds that begin SETTLE
 #              seconds after the job formed; and of the store host's launcher alone, or of
 #              etcd (ETCD_PID) when the job's store is etcd
 #   requests   requests per second at the store over the window: counted by our store server
 #              (the store host runs with DDP_LOG_LEVEL=debug and logs its count every 5 s), or
-#              etcd's gRPC messages received (ETCD_METRICS, its /metrics URL)
+#              etcd's gRPC messages received (ETCD_METRICS, its /metrics URL); and bytes per
+#              second, in and out together: our server's socket payload, or etcd's client gRPC
+#              bytes (its JSON gateway's, which our client talks to, are not counted by etcd)
 #   noticed    seconds from one launcher's SIGKILL (with its worker; the last started, so not the
 #              store host) to the first survivor's exit, and to the last's (a static job that lost
 #              a node ends: every survivor exits 122 naming it)
@@ -82,8 +86,9 @@ def cpu_ticks(pid):
         return None
 
 
-def etcd_messages():
-    """etcd's gRPC messages received so far (every request through its JSON gateway is one), or None."""
+def etcd_traffic():
+    """(gRPC messages received, client gRPC bytes in and out) at etcd so far (every request through
+    its JSON gateway is one message), or None."""
     if not etcd_metrics:
         return None
     import urllib.request
@@ -91,20 +96,27 @@ def etcd_messages():
         text = urllib.request.urlopen(etcd_metrics, timeout=5).read().decode()
     except OSError:
         return None
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("grpc_server_msg_received_total{"))
+
+    def total(*prefixes):
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefixes))
+
+    return (total("grpc_server_msg_received_total{"),
+            total("etcd_network_client_grpc_received_bytes_total", "etcd_network_client_grpc_sent_bytes_total"))
 
 
-STATS = re.compile(r"stats: uptime_s=([0-9.]+) requests=(\d+)")
+STATS = re.compile(r"stats: uptime_s=([0-9.]+) requests=(\d+)(?: bytes_in=(\d+) bytes_out=(\d+))?")
 
 
 def store_rate(log, since, until):
-    """Requests per second at our store server between two of its uptimes, from its stats lines."""
-    points = [(float(m[1]), int(m[2])) for m in STATS.finditer(log)]
+    """(requests, bytes in and out) per second at our store server between two of its uptimes, from
+    its stats lines; None where it logged too few (or, for bytes, an older server: none)."""
+    points = [(float(m[1]), int(m[2]), None if m[3] is None else int(m[3]) + int(m[4])) for m in STATS.finditer(log)]
     inside = [p for p in points if since <= p[0] <= until]
     if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
-        return None
-    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+        return None, None
+    span = inside[-1][0] - inside[0][0]
+    nbytes = None if inside[0][2] is None else (inside[-1][2] - inside[0][2]) / span
+    return (inside[-1][1] - inside[0][1]) / span, nbytes
 
 
 def cpu_model():
@@ -133,6 +145,7 @@ class Job:
                "--rdzv-endpoint", self.endpoint, "--rdzv-id", f"scale-{n}-{k}-{os.getpid()}"]
         cmd += (["--rdzv-conf", conf] if conf else []) + extra
         self.procs = []
+        self.etcd_at_start = cpu_ticks(etcd_pid) if etcd_pid else None
         self.t0 = time.monotonic()
         self.listening = None  # when the store host's server began (its stats time from then)
         for i in range(n):
@@ -171,22 +184,33 @@ class Job:
             time.sleep(0.02)
         return time.monotonic() - self.t0
 
+    def formation_cpu(self):
+        """(CPU seconds of every launcher since its start, of the store host's launcher or etcd): what
+        forming the job cost, read right after it formed."""
+        ticks = [cpu_ticks(p.pid) for p in self.procs]
+        launchers = sum(t for t in ticks if t is not None) / tick
+        host = ticks[0] / tick if self.host is not None and ticks[0] is not None else None
+        if self.etcd_at_start is not None:
+            now = cpu_ticks(etcd_pid)
+            host = (now - self.etcd_at_start) / tick if now is not None else None
+        return launchers, host
+
     def steady(self):
         """(cores of every launcher, cores of the store host or etcd, launchers that exited, requests
-        per second at the store) over the window."""
+        and bytes per second at the store) over the window."""
         time.sleep(settle)
         before = [cpu_ticks(p.pid) for p in self.procs]
-        etcd_before, messages_before = (cpu_ticks(etcd_pid) if etcd_pid else None), etcd_messages()
+        etcd_before, traffic_before = (cpu_ticks(etcd_pid) if etcd_pid else None), etcd_traffic()
         t = time.monotonic()
         time.sleep(window)
         after = [cpu_ticks(p.pid) for p in self.procs]
-        etcd_after, messages_after = (cpu_ticks(etcd_pid) if etcd_pid else None), etcd_messages()
+        etcd_after, traffic_after = (cpu_ticks(etcd_pid) if etcd_pid else None), etcd_traffic()
         span = time.monotonic() - t
-        requests = None
-        if messages_before is not None and messages_after is not None:
-            requests = (messages_after - messages_before) / span
+        requests = nbytes = None
+        if traffic_before is not None and traffic_after is not None:
+            requests, nbytes = ((a - b) / span for a, b in zip(traffic_after, traffic_before))
         elif self.listening is not None:
-            requests = store_rate(self.log(0), t - self.listening, t + span - self.listening)
+            requests, nbytes = store_rate(self.log(0), t - self.listening, t + span - self.listening)
         alive = [(b, a) for b, a in zip(before, after) if b is not None and a is not None]
         lost = sum(1 for p in self.procs if p.poll() is not None)
         total = sum(a - b for b, a in alive) / tick / span
@@ -195,7 +219,7 @@ class Job:
             host = (after[0] - before[0]) / tick / span
         if etcd_before is not None and etcd_after is not None:
             host = (etcd_after - etcd_before) / tick / span
-        return total, host, lost, requests
+        return total, host, lost, requests, nbytes
 
     def kill_one(self):
         """Seconds from a SIGKILL of the last launcher (and its worker) to the first survivor's exit
@@ -246,9 +270,12 @@ def trial(n, tmp, k):
     job = Job(n, tmp, k)
     try:
         formed = job.wait_formed()
-        cores, host, lost, requests = job.steady()
+        formation_cpu, formation_host_cpu = job.formation_cpu()
+        cores, host, lost, requests, nbytes = job.steady()
         first, last, named, codes = job.kill_one() if lost == 0 and kill else (None, None, None, [])
-        return {"formed_s": formed, "cores": cores, "host_cores": host, "lost": lost, "requests_per_s": requests,
+        return {"formed_s": formed, "formation_cpu_s": formation_cpu, "formation_host_cpu_s": formation_host_cpu,
+                "cores": cores, "host_cores": host, "lost": lost, "requests_per_s": requests,
+                "bytes_per_s": nbytes,
                 "noticed_s": first, "ended_s": last, "named": named, "exit_codes": codes}
     finally:
         job.close()
@@ -266,7 +293,8 @@ with tempfile.TemporaryDirectory(prefix="ddp-scale-bench-") as tmp:
                 print(f"N={n:>4} trial {k}: FAILED: {e}", flush=True)
                 continue
             results.append(r)
-            print(f"N={n:>4} trial {k}: formed {r['formed_s']:6.2f} s  steady {r['cores']:.3f} cores "
+            print(f"N={n:>4} trial {k}: formed {r['formed_s']:6.2f} s (CPU {r['formation_cpu_s']:.1f} s, "
+                  f"store host {r['formation_host_cpu_s'] if r['formation_host_cpu_s'] is None else round(r['formation_host_cpu_s'], 1)} s)  steady {r['cores']:.3f} cores "
                   f"(store host {r['host_cores'] if r['host_cores'] is None else round(r['host_cores'], 3)}, "
                   f"{r['requests_per_s'] if r['requests_per_s'] is None else round(r['requests_per_s'])} req/s)  "
                   f"lost in window {r['lost']}  noticed {r['noticed_s']} s, all ended {r['ended_s']} s "
@@ -274,9 +302,12 @@ with tempfile.TemporaryDirectory(prefix="ddp-scale-bench-") as tmp:
         row = {"bench": "scale", "launcher": label, "version": version(), "backend": backend, "nnodes": n,
                "trials": len(results), "formed_s": median([r["formed_s"] for r in results]),
                "formed_trials": [round(r["formed_s"], 3) for r in results],
+               "formation_cpu_s": median([r["formation_cpu_s"] for r in results]),
+               "formation_host_cpu_s": median([r["formation_host_cpu_s"] for r in results]),
                "steady_cores": median([r["cores"] for r in results]),
                "store_host_cores": median([r["host_cores"] for r in results]),
                "store_requests_per_s": median([r["requests_per_s"] for r in results]),
+               "store_bytes_per_s": median([r["bytes_per_s"] for r in results]),
                "store_host": "etcd" if etcd_pid else ("none" if endpoint_env else "launcher 0"),
                "lost_in_window": sum(r["lost"] for r in results),
                "noticed_s": median([r["noticed_s"] for r in results]),

@@ -97,9 +97,9 @@ void TCPStoreServer::Loop::log_stats() {
   const auto now = Clock::now();
   if (now < next_stats_) return;
   next_stats_ = now + kStatsLogInterval;
-  log_->debug("store server on port {}: stats: uptime_s={:.3f} requests={} connections={}", owner_->port_,
-              std::chrono::duration<double>(now - started_).count(), owner_->requests_.load(),
-              owner_->num_connections_.load());
+  log_->debug("store server on port {}: stats: uptime_s={:.3f} requests={} bytes_in={} bytes_out={} connections={}",
+              owner_->port_, std::chrono::duration<double>(now - started_).count(), owner_->requests_.load(),
+              owner_->bytes_in_.load(), owner_->bytes_out_.load(), owner_->num_connections_.load());
 }
 
 void TCPStoreServer::Loop::accept_all() {
@@ -233,6 +233,7 @@ bool TCPStoreServer::Loop::read_some(Conn& c) {
     }
     ssize_t n = ::recv(c.fd.get(), scratch_.data(), want, 0);
     if (n > 0) {
+      owner_->bytes_in_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
       c.in.insert(c.in.end(), scratch_.data(), scratch_.data() + n);
       if (static_cast<size_t>(n) < want || !c.authed) return true;
       continue;
@@ -305,6 +306,7 @@ bool TCPStoreServer::Loop::flush(Conn& c) {
   while (c.out_pending() > 0) {
     ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_pos, c.out_pending(), MSG_NOSIGNAL);
     if (n > 0) {
+      owner_->bytes_out_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
       c.out_pos += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {
       continue;

@@ -47,6 +47,8 @@ struct TCPStoreServerStats {
   size_t unauthenticated = 0;  // still in their handshake
   size_t buffered_bytes = 0;   // capacity of every connection's input and output buffers
   uint64_t requests = 0;       // requests answered or parked since the start (handshakes, Cancel: no)
+  uint64_t bytes_in = 0;       // bytes read from every connection since the start (TCP payload)
+  uint64_t bytes_out = 0;      // bytes written to them
 };
 
 class TCPStoreServer {
@@ -62,7 +64,8 @@ class TCPStoreServer {
   size_t num_connections() const { return num_connections_.load(); }
   size_t num_waiting() const { return num_waiting_.load(); }
   TCPStoreServerStats stats() const {
-    return {num_connections_.load(), num_unauthenticated_.load(), buffered_bytes_.load(), requests_.load()};
+    return {num_connections_.load(), num_unauthenticated_.load(), buffered_bytes_.load(), requests_.load(),
+            bytes_in_.load(), bytes_out_.load()};
   }
 
   class Loop;  // the event loop and its state (tcp_store_server.cc)
@@ -74,6 +77,8 @@ class TCPStoreServer {
   std::atomic<size_t> num_unauthenticated_{0};
   std::atomic<size_t> buffered_bytes_{0};
   std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> bytes_in_{0};
+  std::atomic<uint64_t> bytes_out_{0};
   Fd wake_;  // eventfd: written by the destructor to stop the loop
   std::unique_ptr<Loop> loop_;
   std::thread thread_;

@@ -389,3 +389,17 @@ TEST_CASE("the server counts the requests it answers: not handshakes, not a Canc
   c->set("k", "w");
   CHECK(eventually([&] { return server.stats().requests == 5; }));
 }
+
+TEST_CASE("the server counts the bytes it reads and writes, handshake included") {
+  TCPStoreServer server{TCPStoreServerOptions{"127.0.0.1", 0, "t0k3n"}};
+  auto c = client_of(server.port());
+  const auto after_handshake = server.stats();
+  CHECK(after_handshake.bytes_in > 0);
+  CHECK(after_handshake.bytes_out > 0);
+  const std::string big(10000, 'x');
+  c->set("k", big);  // the request carries the value
+  CHECK(eventually([&] { return server.stats().bytes_in >= after_handshake.bytes_in + big.size(); }));
+  const uint64_t out_before = server.stats().bytes_out;
+  CHECK(c->get_string("k", kLong) == big);  // the reply carries it
+  CHECK(eventually([&] { return server.stats().bytes_out >= out_before + big.size(); }));
+}
