@@ -97,9 +97,10 @@ void TCPStoreServer::Loop::log_stats() {
   const auto now = Clock::now();
   if (now < next_stats_) return;
   next_stats_ = now + kStatsLogInterval;
-  log_->debug("store server on port {}: stats: uptime_s={:.3f} requests={} bytes_in={} bytes_out={} connections={}",
-              owner_->port_, std::chrono::duration<double>(now - started_).count(), owner_->requests_.load(),
-              owner_->bytes_in_.load(), owner_->bytes_out_.load(), owner_->num_connections_.load());
+  log_->debug(
+      "store server on port {}: stats: uptime_s={:.3f} requests={} bytes_in={} bytes_out={} connections={}",
+      owner_->port_, std::chrono::duration<double>(now - started_).count(), owner_->requests_.load(),
+      owner_->bytes_in_.load(), owner_->bytes_out_.load(), owner_->num_connections_.load());
 }
 
 void TCPStoreServer::Loop::accept_all() {

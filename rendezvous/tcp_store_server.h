@@ -64,8 +64,9 @@ class TCPStoreServer {
   size_t num_connections() const { return num_connections_.load(); }
   size_t num_waiting() const { return num_waiting_.load(); }
   TCPStoreServerStats stats() const {
-    return {num_connections_.load(), num_unauthenticated_.load(), buffered_bytes_.load(), requests_.load(),
-            bytes_in_.load(), bytes_out_.load()};
+    return {num_connections_.load(), num_unauthenticated_.load(),
+            buffered_bytes_.load(),  requests_.load(),
+            bytes_in_.load(),        bytes_out_.load()};
   }
 
   class Loop;  // the event loop and its state (tcp_store_server.cc)
