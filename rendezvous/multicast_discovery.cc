@@ -11,6 +11,13 @@
 #include "common/error.h"
 #include "common/log.h"
 
+// Announcing (multicast_datagram.h): at once, then with exponential backoff (initial_interval
+// doubling up to max_interval), and at once again on hearing someone new, so a lost datagram
+// costs one interval. A participant is known by its random instance id; the set is complete when
+// exactly `world` are known. Stale: a clock off by more than max_clock_skew; replayed: a
+// sequence number not above that instance's last. The launcher keeps discovery alive through its
+// first node rendezvous round, workers through a barrier in the elected store.
+
 namespace ddp::rdzv::mcast {
 namespace {
 

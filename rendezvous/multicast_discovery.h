@@ -1,28 +1,15 @@
 #pragma once
 // Multicast discovery: N participants of one job find each other on an IP multicast group and
-// agree on their ranks, with no address configured anywhere. Used by the launcher (participants
-// are launchers: node ranks) and by init_process_group (participants are workers: ranks).
-//
-// Protocol. Every participant announces itself (see multicast_datagram.h) on the group: at once,
-// then again with exponential backoff (initial_interval doubling up to max_interval), and at once
-// again whenever it hears someone new, so a lost datagram costs one interval. A participant is
-// known by its random instance id; the set is complete when exactly `world` are known. Ranks:
-// requested ranks are honoured, the others fill the free ranks in the order of (first address,
-// host, instance id) — every participant computes the same answer from the same set.
-//
-// Failures, on every participant: fewer than `world` by the deadline is a TimeoutError naming
-// how many and which were seen; two participants requesting the same rank, more than `world`
-// participants, or a participant expecting another world size is an InvalidArgument naming
-// them. Announcing goes on after wait() returns (or fails, so the others hear the conflict too)
-// until the object is destroyed: keep it alive until the others are known to be done (the
-// launcher: its first node rendezvous round; workers: a barrier in the elected store).
-//
-// Security: announcements carry an HMAC over the job token; datagrams of other jobs (other id or
-// token), malformed, truncated, oversized, stale (time off by more than max_clock_skew) or
-// replayed (sequence number not above the last one of that instance) are ignored and counted.
-//
-// Threading: one background thread owns the socket; wait() and stats() may be called from any
-// thread. The destructor stops the thread (noexcept).
+// agree on their ranks, with no address configured anywhere: launchers (node ranks) and workers
+// in init_process_group (ranks). Every participant computes the same ranks from the same set:
+// requested ranks honoured, the others by (first address, host, instance id).
+// Failures, on every participant: fewer than `world` by the deadline is a TimeoutError naming who
+// was seen; a rank requested twice, more than `world` participants, or another world size is an
+// InvalidArgument naming them. Announcing goes on after wait() returns or fails, until the object
+// is destroyed: keep it alive until the others are known to be done.
+// Announcements carry an HMAC over the job token; other jobs', malformed, stale or replayed
+// datagrams are ignored and counted (stats()). One background thread owns the socket; wait() and
+// stats() may be called from any thread; the destructor stops it (noexcept).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>

@@ -1,23 +1,16 @@
 #pragma once
-// Store: bytes under string keys, the meeting point of every rendezvous.
-//
-// Contract (every implementation: HashStore, FileStore, TCPStore, PrefixStore, EtcdStore):
-// - set(key, value) overwrites; get(key) blocks until the key exists or the timeout passes.
-// - add(key, delta) is an atomic int64 counter stored as its decimal text; a missing key is 0.
-//   add on a key whose value is not an integer, or whose result would overflow int64, is an
-//   InvalidArgument and leaves the value as it was.
-// - compare_set(key, expected, desired): if the current value equals `expected` (or the key is
-//   missing and `expected` is empty), store `desired`. Returns the value after the call.
-// - check(keys) is true when all exist; wait(keys) blocks until all exist (get_present below).
-// - delete_key returns whether the key existed; num_keys counts keys (a PrefixStore counts
-//   the whole underlying store, as c10d does).
-// - Every blocking call has a deadline: kUseDefault means the store's timeout(). Expiry is a
-//   TimeoutError naming the keys still missing and the time waited.
-// - Keys are at most kMaxKeySize bytes, values at most kMaxValueSize (InvalidArgument).
-// - clone() opens a second handle on the same data, for a thread that blocks in get/wait
-//   without holding up this handle's requests (ddp::elastic's round watcher): nothing outside
-//   the stores needs to know which store it holds. interrupt() ends that thread's wait.
-// Thread-safe: one Store object may be used from many threads.
+// Store: bytes under string keys, the meeting point of every rendezvous. Every implementation
+// (HashStore, FileStore, TCPStore, PrefixStore, EtcdStore) keeps this contract, checked by the
+// store conformance suite:
+// - set overwrites; get blocks until the key exists. add is an atomic int64 counter kept as
+//   decimal text (a missing key is 0; a non-integer value or an overflow is InvalidArgument,
+//   the value unchanged). compare_set stores `desired` if the value equals `expected` (missing
+//   and empty count as equal) and returns the value after the call.
+// - Every blocking call has a deadline (kUseDefault: timeout()); expiry is a TimeoutError naming
+//   the missing keys and the time waited. Keys and values over kMaxKeySize / kMaxValueSize are
+//   InvalidArgument. Thread-safe.
+// - clone() opens a second handle on the same data, for a thread that blocks in get/wait (the
+//   round watcher); interrupt() ends that thread's wait.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -49,6 +42,7 @@ class Store {
   int64_t ticket(const std::string& key);
   // How many ticket(key) calls were made so far (0 for none). Read-only: it never creates a key.
   int64_t tickets(const std::string& key);
+  // check: whether every key exists now; wait: blocks until every key exists.
   bool check(const std::vector<std::string>& keys);
   void wait(const std::vector<std::string>& keys, Millis timeout = kUseDefault);
   // Many keys in few requests where the store can (etcd: a transaction per 64 keys), so N nodes
@@ -56,6 +50,7 @@ class Store {
   // key missing now); multi_get waits for every key, then reads them (c10d's multi_get).
   std::vector<std::optional<Bytes>> get_present(const std::vector<std::string>& keys);
   std::vector<Bytes> multi_get(const std::vector<std::string>& keys, Millis timeout = kUseDefault);
+  // Whether the key existed. num_keys counts keys (a PrefixStore the whole store's, as c10d does).
   bool delete_key(const std::string& key);
   int64_t num_keys();
 

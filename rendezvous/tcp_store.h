@@ -1,26 +1,16 @@
 #pragma once
-// TCPStore: a Store served over TCP by one process (the server) to any number of clients.
-//
-// - TCPStore(options) with is_server=true hosts a TCPStoreServer on options.host:options.port
-//   (port 0: ephemeral, read it back with port()) and connects to it like any other client.
-// - Clients connect with backoff and jitter, then shake hands: protocol version, then a mutual
-//   proof of the job token (options.job_token, else DDP_JOB_TOKEN) that never sends the token
-//   (tcp_store_handshake.h). A refused token, or a server that cannot prove it holds the token
-//   (another program on the port), is a StoreError saying so.
-// - Connecting and the handshake end within connect_timeout (unset: the store's own timeout, at
-//   most kDefaultConnectTimeout). Nobody listening, a server that accepts and never answers, or
-//   one that dies mid-handshake is then a TimeoutError naming the endpoint and the timeout.
-// - get/wait block on the server, which answers by notification; at the deadline the client
-//   cancels its wait on the server and throws TimeoutError naming the missing keys.
-// - A lost server (or connection) is a NetworkError naming the server endpoint, never a hang.
-//   The connection is not re-established: a lost store means the rendezvous must be redone, and
-//   every later call fails fast with the same NetworkError.
-// - Thread-safe: requests are serialized on one connection (one mutex per request).
-// - interrupt() (any thread): the get/wait blocked now, and every later one, ends with a
-//   NetworkError saying so (its wait cancelled on the server); other requests still work. For a
-//   connection kept to wait on (ddp::elastic's round watcher), so that its owner can stop it.
-// - wait_workers > 0: every client counts itself in; the server's constructor returns only when
-//   that many clients (itself included) have connected, or throws TimeoutError after `timeout`.
+// TCPStore: a Store served over TCP by one process (is_server: it hosts a TCPStoreServer on
+// host:port, port 0 ephemeral, read back with port()) to any number of clients.
+// - Clients connect with backoff and jitter, then prove the job token both ways without sending
+//   it (tcp_store_handshake.h): a refused token or a stranger on the port is a StoreError saying
+//   so. No answer within connect_timeout is a TimeoutError naming the endpoint.
+// - get/wait block on the server; at the deadline the client cancels its wait there and throws
+//   TimeoutError naming the missing keys. interrupt() ends the blocked wait and every later one.
+// - A lost server or connection is a NetworkError naming the endpoint, never a hang, and every
+//   later call fails fast the same way: the connection is not re-established (the rendezvous
+//   must be redone). Thread-safe: requests are serialized on one connection.
+// - wait_workers > 0: the server's constructor returns once that many clients (itself included)
+//   have connected, or throws TimeoutError after `timeout`.
 #include <cstdint>
 #include <memory>
 #include <mutex>

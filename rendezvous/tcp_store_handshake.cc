@@ -2,6 +2,16 @@
 
 #include <algorithm>
 
+// The exchange:
+//   client -> server  Hello     u32 magic | u16 version | bytes client_nonce (32)
+//   server -> client  Challenge bytes server_nonce (32) | bytes server_proof (32)
+//                     (or Error{kBadVersion} and close, checked before anything else is read)
+//   client -> server  Auth      bytes client_proof (32)
+//   server -> client  Ok{u16 version}, or Error{kRefused} and close
+// server_proof = prove(token, kServerLabel, client_nonce, server_nonce), client_proof likewise
+// with kClientLabel. A server without a token accepts any client proof, but its own proof (made
+// with the empty token) convinces only clients without one.
+
 namespace ddp::rdzv::proto {
 namespace {
 

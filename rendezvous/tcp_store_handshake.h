@@ -1,22 +1,10 @@
 #pragma once
 // The TCPStore handshake (protocol version 2): mutual challenge-response on the job token
-// (common/auth.h); the token itself never crosses the wire.
-//
-//   client -> server  Hello     u32 magic | u16 version | bytes client_nonce (32)
-//   server -> client  Challenge bytes server_nonce (32) | bytes server_proof (32)
-//                     (or Error{kBadVersion} and close, checked before anything else is read)
-//   client -> server  Auth      bytes client_proof (32)
-//   server -> client  Ok{u16 version}, or Error{kRefused} and close
-//
-// server_proof = prove(token, kServerLabel, client_nonce, server_nonce), client_proof likewise
-// with kClientLabel. The client checks the server's proof before it proves anything itself, so
-// a program squatting on the store's port learns nothing that helps it and is named as such. A
-// server without a token accepts any client proof (but its own proof, made with the empty
-// token, convinces only clients without a token).
-//
-// Before authentication a client may send frames of at most kMaxHandshakeFrame bytes; the
-// server reads no more than one such frame ahead. ServerHandshake is the server's side as a
-// pure state machine over frame payloads (no socket): fuzzable on a byte buffer.
+// (common/auth.h); the token itself never crosses the wire, and the client checks the server's
+// proof before proving anything itself, so a program squatting on the store's port learns nothing
+// and is named as such. Before authentication a client may send frames of at most
+// kMaxHandshakeFrame bytes. ServerHandshake is the server's side as a pure state machine over
+// frame payloads (no socket): fuzzable on a byte buffer.
 #include <cstdint>
 #include <string>
 #include <utility>

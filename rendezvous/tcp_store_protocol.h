@@ -1,17 +1,12 @@
 #pragma once
 // The TCPStore wire protocol: versioned, length-prefixed binary frames over one TCP connection.
-//
 //   frame   := u32 payload_length (little-endian) | payload
 //   payload := u8 type | fields...      integers little-endian; bytes/strings as u32 length | data
-//
-// The connection opens with the handshake of tcp_store_handshake.h (Hello, Challenge, Auth,
-// then Ok{version} or Error{kRefused|kBadVersion, message} and close). After that the client sends one
-// request at a time and reads exactly one reply, with one exception: while a Get/Wait is pending, the client
-// may send Cancel; the server then answers the pending request with TimedOut (if it was still
-// pending) and ignores a Cancel that finds nothing pending, so each request has exactly one reply.
-// Limits: keys kMaxKeySize, values kMaxValueSize, at most kMaxWaitKeys keys per wait/check, and
-// a frame never exceeds kMaxFrameSize. A frame that breaks a rule is a ProtocolError: the server
-// closes that one connection.
+// After the handshake (tcp_store_handshake.h) the client sends one request at a time and reads
+// exactly one reply; while a Get/Wait is pending it may send Cancel, which the server answers by
+// ending that request with TimedOut (a Cancel that finds nothing pending is ignored).
+// Limits: kMaxKeySize, kMaxValueSize, kMaxWaitKeys keys per wait/check, kMaxFrameSize a frame.
+// A frame that breaks a rule is a ProtocolError: the server closes that one connection.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,23 +1,15 @@
 #pragma once
-// TCPStoreServer: the server half of TCPStore. One event-loop thread (epoll, level-triggered,
-// non-blocking sockets, a buffer pair per connection) owns all keys; no other thread touches
-// them, so there are no locks on the data path.
-//
-// - get/wait are answered by notification: a waiting connection is parked under one missing key
-//   and re-examined only when that key is written. A client that gives up sends Cancel and the
-//   server drops its wait (see tcp_store_protocol.h).
-// - The handshake (tcp_store_handshake.h) checks the protocol version and proves the job token
-//   both ways; a refused client gets an Error frame saying why and is closed, and the server
-//   logs it (logger "store").
-// - Strangers cost little and never crowd out real clients: before it is authenticated a
-//   connection has at most one small handshake frame buffered, must finish the handshake within
-//   handshake_timeout, and at most max_unauthenticated such connections are kept (the oldest is
-//   dropped for a new one, and when descriptors run out). Buffers are sized to what a
-//   connection has pending and released when it drains or closes.
-// - A malformed, oversize or truncated frame, or a client vanishing mid-request, closes that
-//   one connection (logged); other clients and their data are unaffected.
-// - Serves thousands of connections: the RLIMIT_NOFILE soft limit is raised to the hard limit.
-// The destructor stops the loop through an eventfd and joins it; it never throws.
+// TCPStoreServer: the server half of TCPStore. One event-loop thread (epoll) owns all keys: no
+// locks on the data path. get/wait are answered by notification (a waiter is parked under one
+// missing key); a client's Cancel drops its wait.
+// - The handshake (tcp_store_handshake.h) proves the job token both ways; a refused client gets
+//   an Error frame saying why, is closed and logged (logger "store").
+// - Strangers cost little: before authentication a connection buffers at most one small frame,
+//   must finish within handshake_timeout, and at most max_unauthenticated are kept (the oldest
+//   dropped for a new one). A malformed, oversize or truncated frame, or a client vanishing
+//   mid-request, closes that one connection; other clients and their data are unaffected.
+// - Raises RLIMIT_NOFILE to its hard limit (thousands of connections). The destructor stops the
+//   loop and joins it; it never throws.
 #include <atomic>
 #include <cstdint>
 #include <memory>
