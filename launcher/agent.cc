@@ -17,7 +17,7 @@
 #include "launcher/worker_env.h"
 #include "rendezvous/elastic_rendezvous.h"
 #include "rendezvous/file_store.h"
-#include "rendezvous/job_keys.h"
+#include "rendezvous/job_records.h"
 #include "rendezvous/multicast_discovery.h"
 #include "rendezvous/tcp_store.h"
 
@@ -56,7 +56,7 @@ struct Agent::Impl {
   std::shared_ptr<spdlog::logger> log = logger("agent");
 
   const LaunchOptions& l() const { return o.launch; }
-  rdzv::JobKeys keys() const { return rdzv::JobKeys(l().run_id); }
+  rdzv::JobRecords records() const { return rdzv::JobRecords(*store, l().run_id); }
   bool multi() const { return !l().standalone && l().nnodes_max > 1; }
   void check_interrupt() {
     if (int sig = supervisor.poll_signal()) throw Interrupted{sig};
@@ -192,10 +192,7 @@ struct Agent::Impl {
     rendezvous_endpoint = s->client().describe();
     etcd_store = s.get();
     store_endpoint = etcd_worker_store(l());
-    if (token.empty()) {
-      auto v = s->compare_set(keys().job_token(), {}, rdzv::Store::to_bytes(random_hex(16)));
-      token = rdzv::Store::to_string(v);
-    }
+    if (token.empty()) token = rdzv::JobRecords(*s, l().run_id).token(random_hex(16));
     log->info("the job's store is {} under {}", rendezvous_endpoint, l().etcd.prefix);
     store = std::move(s);
   }
@@ -210,16 +207,12 @@ struct Agent::Impl {
       std::filesystem::create_directories(std::filesystem::path(plan.file_path).parent_path(), ec);
       store = std::make_unique<rdzv::FileStore>(plan.file_path);
       // A file left by a finished job with the same id would replay its rounds: refuse it.
-      const std::string left = keys().left();
-      if (store->check({left})) {
+      if (records().any_left()) {
         DDP_THROW(InvalidArgument, "rendezvous file ", plan.file_path,
                   " belongs to a finished job with the same --rdzv-id '", l().run_id,
                   "': use a new --rdzv-id per job (e.g. the scheduler's job id) or delete the file");
       }
-      if (token.empty()) {
-        auto v = store->compare_set(keys().job_token(), {}, rdzv::Store::to_bytes(random_hex(16)));
-        token = rdzv::Store::to_string(v);
-      }
+      if (token.empty()) token = records().token(random_hex(16));
       return;
     }
     if (plan.kind == K::kHost) {
@@ -296,23 +289,22 @@ struct Agent::Impl {
     }
   }
 
-  std::string wait_for(const std::string& key, std::optional<Millis> timeout) {
-    return wait_key(*store, key, timeout, [this] { check_interrupt(); });
+  rdzv::Waiting waiting(std::optional<Millis> timeout) {
+    return {.timeout = timeout, .check_interrupt = [this] { check_interrupt(); }};
   }
 
   // Values node 0 decides for a multi-node tcp/file round: MASTER_PORT (a free port on node 0)
   // and, once per job, the workers' TCPStore for the file backend.
   void shared_values(rdzv::NodeAssignment& a, int round) {
-    const std::string port_key = keys().round(round).master_port();
-    if (a.node_rank == 0) store->set(port_key, std::to_string(free_port()));
-    a.master_port = std::stoi(wait_for(port_key, l().rdzv_timeout));
+    rdzv::RoundRecords r = records().round(round);
+    if (a.node_rank == 0) r.set_master_port(free_port());
+    a.master_port = r.wait_master_port(waiting(l().rdzv_timeout));
     if (l().rdzv_backend != RdzvBackend::kFile) return;
-    const std::string ws_key = keys().worker_store();
     if (round == 0 && a.node_rank == 0) {
       worker_store = std::make_unique<rdzv::TCPStore>(tcp_options("", 0, true, kDefaultConnectTimeout));
-      store->set(ws_key, net::Endpoint{a.master_addr, worker_store->port()}.str());
+      records().set_worker_store(net::Endpoint{a.master_addr, worker_store->port()}.str());
     }
-    if (store_endpoint.empty()) store_endpoint = wait_for(ws_key, l().rdzv_timeout);
+    if (store_endpoint.empty()) store_endpoint = records().wait_worker_store(waiting(l().rdzv_timeout));
   }
 
   std::optional<rdzv::NodeAssignment> join_elastic(int round) {
@@ -377,23 +369,22 @@ struct Agent::Impl {
   void leave() noexcept {
     if (!multi() || !store || store_gone()) return;
     try {
-      store->add(keys().left(), 1);
+      records().count_left();
       if (!loop || loop->nodes() == 0) return;
-      const int round = loop->round();
-      store->set(keys().round(round).left(my_rank), "1");
+      rdzv::RoundRecords round = records().round(loop->round());
+      round.leave(my_rank);
       if (!hosting || loop->lost_nodes()) return;  // lost nodes will not say goodbye
-      std::vector<std::string> awaited;
+      std::vector<int> others;
       for (int r = 0; r < loop->nodes(); ++r) {
-        if (r != my_rank) awaited.push_back(keys().round(round).left(r));
+        if (r != my_rank) others.push_back(r);
       }
-      const Deadline deadline(l().close_timeout);
-      while (!awaited.empty() && !deadline.expired() && supervisor.poll_signal() == 0) {
-        try {
-          store->wait(awaited, std::max(Millis(1), std::min(kSlice, deadline.remaining())));
-          return;
-        } catch (const TimeoutError&) {
-        }
-      }
+      // A signal ends the wait, as the deadline does: the other nodes' launchers are on their own.
+      auto signalled = [this] {
+        if (int sig = supervisor.poll_signal()) throw Interrupted{sig};
+      };
+      round.wait_left(others, {.timeout = l().close_timeout, .check_interrupt = signalled, .slice = kSlice});
+    } catch (const TimeoutError&) {
+    } catch (const Interrupted&) {
     } catch (const std::exception& e) {
       log->debug("leaving: {}", e.what());
     }
@@ -406,7 +397,7 @@ struct Agent::Impl {
   void close_job(const std::string& why) noexcept {
     if (!multi() || !store) return;
     try {
-      store->compare_set(keys().closed(), {}, rdzv::Store::to_bytes(why));
+      records().close(why);
     } catch (const std::exception& e) {
       log->debug("closing the job: {}", e.what());
     }

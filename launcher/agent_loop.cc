@@ -7,7 +7,7 @@
 #include "launcher/event_log.h"
 #include "launcher/stderr_sink.h"
 #include "rendezvous/elastic_rendezvous.h"
-#include "rendezvous/in_place.h"
+#include "rendezvous/job_records.h"
 #include "rendezvous/node_registration.h"
 
 namespace ddp::launcher {
@@ -37,15 +37,6 @@ std::string names_of(const std::vector<LivenessPeer>& peers) {
   std::string out;
   for (const auto& p : peers) out += (out.empty() ? "" : ", ") + p.name;
   return out;
-}
-
-// The in_place keys of this node's workers in round a.round (rendezvous/in_place.h).
-std::vector<std::string> in_place_keys(const std::string& run_id, const rdzv::NodeAssignment& a) {
-  std::vector<std::string> keys;
-  keys.reserve(static_cast<size_t>(a.local_world_size));
-  for (int lr = 0; lr < a.local_world_size; ++lr)
-    keys.push_back(rdzv::RoundKeys(run_id, a.round).in_place(a.rank_offset + lr));
-  return keys;
 }
 
 }  // namespace
@@ -102,7 +93,7 @@ std::optional<RoundOutcome> RoundLoop::membership_outcome(const rdzv::NodeAssign
     return RoundOutcome::lost(what + "; a job of a fixed node count cannot go on without it");
   }
   if (elastic && waiting > 0 && a.nnodes < l().nnodes_max &&
-      c_.store->add(rdzv::RoundKeys(l().run_id, a.round).done(), 0) == 0) {
+      rdzv::RoundRecords(*c_.store, l().run_id, a.round).finished() == 0) {
     return RoundOutcome::changed(detail::str(waiting, " node(s) waiting to join; a new round with them"));
   }
   return std::nullopt;
@@ -167,10 +158,9 @@ bool RoundLoop::move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssign
   if (!l().elastic() || !multi() || (c_.liveness != nullptr && c_.liveness->store_lost())) return false;
   RoundOutcome outcome;
   try {
-    if (!c_.store->check(in_place_keys(l().run_id, a))) return false;
-    const std::string text =
-        c_.store->get_string(rdzv::RoundKeys(l().run_id, a.round).outcome(), Millis(1000));
-    outcome = RoundOutcome::decode(text);
+    rdzv::RoundRecords records(*c_.store, l().run_id, a.round);
+    if (!records.in_place(a.rank_offset, a.local_world_size)) return false;
+    outcome = records.wait_outcome({.timeout = Millis(1000)});
   } catch (const std::exception&) {
     return false;  // the store is gone or says nothing: stop the workers as without recovery in place
   }
@@ -192,7 +182,7 @@ bool RoundLoop::move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssign
     ip.nnodes = next->nnodes;
     ip.master_addr = next->master_addr;
     ip.master_port = next->master_port;
-    c_.store->set(rdzv::RoundKeys(l().run_id, a.round).assign(a.rank_offset + lr), rdzv::encode_in_place(ip));
+    rdzv::RoundRecords(*c_.store, l().run_id, a.round).assign(a.rank_offset + lr, ip);
   }
   const int from = a.round;
   a = std::move(*next);
@@ -208,7 +198,7 @@ bool RoundLoop::move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssign
 
 bool RoundLoop::rejoin_overdue(NodeRound& round, const rdzv::NodeAssignment& a) {
   try {
-    if (c_.store->check(in_place_keys(l().run_id, a))) {
+    if (rdzv::RoundRecords(*c_.store, l().run_id, a.round).in_place(a.rank_offset, a.local_world_size)) {
       rejoin_deadline_.reset();
       return false;
     }

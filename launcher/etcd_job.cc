@@ -8,7 +8,7 @@
 #include "common/socket.h"
 #include "launcher/agent.h"
 #include "launcher/lease_liveness.h"
-#include "rendezvous/job_keys.h"
+#include "rendezvous/job_records.h"
 #include "rendezvous/store_url.h"
 
 namespace ddp::launcher {
@@ -59,11 +59,10 @@ std::unique_ptr<rdzv::EtcdStore> open_etcd_store(const LaunchOptions& l,
   // are waited for up to the rendezvous timeout, as while joining (agent.cc, Joining).
   store->set_patience(l.rdzv_timeout);
   const Deadline deadline(l.rdzv_timeout);
-  const std::string left = rdzv::JobKeys(l.run_id).left();
   for (bool told = false;; told = true) {
     if (check_interrupt) check_interrupt();
     try {
-      if (store->check({left})) {
+      if (rdzv::JobRecords(*store, l.run_id).any_left()) {
         DDP_THROW(InvalidArgument, "--rdzv-id '", l.run_id, "' belongs to a finished job in ",
                   store->client().describe(), " (its keys are under ", l.etcd.prefix, l.run_id,
                   "/): use a new --rdzv-id per job (e.g. the "

@@ -4,47 +4,13 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "common/error.h"
 #include "common/log.h"
-#include "rendezvous/job_keys.h"
+#include "rendezvous/job_records.h"
 
 namespace ddp::launcher {
-namespace {
-
-// The checker's report of one pass (see the header's protocol).
-struct Report {
-  int64_t pass = 0;  // 0: nothing written yet
-  int64_t all_beat_pass = 0;
-  std::vector<std::string> lost;
-};
-
-std::string encode(const Report& r) {
-  std::string out = std::to_string(r.pass) + " " + std::to_string(r.all_beat_pass);
-  for (const auto& id : r.lost) out += " " + id;
-  return out;
-}
-
-// An empty or malformed value reads as "nothing written yet": the checker's next pass rewrites it.
-Report decode(const std::string& text) {
-  Report r;
-  std::istringstream in(text);
-  if (!(in >> r.pass >> r.all_beat_pass)) return Report{};
-  for (std::string id; in >> id;) r.lost.push_back(id);
-  return r;
-}
-
-// One request that never blocks: with an empty expectation and value, compare_set returns the
-// key's value, creating it empty when missing (get would wait for it).
-std::string read_if_set(rdzv::Store& store, const std::string& key) {
-  return rdzv::Store::to_string(store.compare_set(key, {}, {}));
-}
-
-}  // namespace
-
-std::vector<std::string> lost_in_report(const std::string& report) { return decode(report).lost; }
 
 struct StoreHeartbeat::Impl {
   // Another node of the round. The checker follows every one's counter; the others follow the
@@ -84,7 +50,7 @@ struct StoreHeartbeat::Impl {
   std::optional<std::string> store_gone;
   int64_t pass = 0;                                        // checker: passes done this round
   Clock::time_point previous_pass;                         // checker: when the last pass began
-  Report report;                                           // not the checker: the latest read
+  rdzv::LivenessReport report;                             // not the checker: the latest read
   std::deque<std::pair<Clock::time_point, int64_t>> seen;  // not the checker: (read at, pass)
   // The heartbeat's thread only:
   Clock::time_point reached = Clock::now();  // the last answer from the store
@@ -139,12 +105,11 @@ struct StoreHeartbeat::Impl {
 
   Clock::time_point beat(rdzv::Store& store) {
     try {
-      store.add(rdzv::JobKeys(o.run_id).heartbeat(o.id), 1);
+      rdzv::JobRecords(store, o.run_id).beat(o.id);
       reached = Clock::now();
       return reached;
     } catch (const std::exception& e) {
-      DDP_THROW(NetworkError, "beating (adding to ", rdzv::JobKeys(o.run_id).heartbeat(o.id),
-                "): ", e.what());
+      DDP_THROW(NetworkError, "beating: ", e.what());
     }
   }
 
@@ -177,14 +142,13 @@ struct StoreHeartbeat::Impl {
     counts.reserve(plan.ids.size());
     for (const auto& id : plan.ids) {
       try {
-        counts.push_back(store.add(rdzv::JobKeys(o.run_id).heartbeat(id), 0));
+        counts.push_back(rdzv::JobRecords(store, o.run_id).beats(id));
       } catch (const std::exception& e) {
-        DDP_THROW(NetworkError, "checking round ", plan.round, "'s nodes (reading ",
-                  rdzv::JobKeys(o.run_id).heartbeat(id), "): ", e.what());
+        DDP_THROW(NetworkError, "checking round ", plan.round, "'s nodes (", id, "'s beats): ", e.what());
       }
       reached = Clock::now();
     }
-    Report r;
+    rdzv::LivenessReport r;
     bool found = false;
     {
       std::lock_guard g(mu);
@@ -199,10 +163,9 @@ struct StoreHeartbeat::Impl {
       for (const auto& p : lost) r.lost.push_back(p.id);
     }
     try {
-      store.set(rdzv::RoundKeys(o.run_id, plan.round).liveness(), encode(r));
+      rdzv::RoundRecords(store, o.run_id, plan.round).report_liveness(r);
     } catch (const std::exception& e) {
-      DDP_THROW(NetworkError, "reporting round ", plan.round, "'s liveness (setting ",
-                rdzv::RoundKeys(o.run_id, plan.round).liveness(), "): ", e.what());
+      DDP_THROW(NetworkError, "reporting round ", plan.round, "'s liveness: ", e.what());
     }
     reached = Clock::now();
     return found;
@@ -241,15 +204,13 @@ struct StoreHeartbeat::Impl {
 
   // Not the checker: reads the round's report. True when a node was found lost.
   bool follow(rdzv::Store& store, const Plan& plan) {
-    std::string text;
+    rdzv::LivenessReport r;
     try {
-      text = read_if_set(store, rdzv::RoundKeys(o.run_id, plan.round).liveness());
+      r = rdzv::RoundRecords(store, o.run_id, plan.round).liveness();
     } catch (const std::exception& e) {
-      DDP_THROW(NetworkError, "reading round ", plan.round, "'s liveness report (",
-                rdzv::RoundKeys(o.run_id, plan.round).liveness(), "): ", e.what());
+      DDP_THROW(NetworkError, "reading round ", plan.round, "'s liveness report: ", e.what());
     }
     reached = Clock::now();
-    const Report r = decode(text);
     const auto now = Clock::now();
     std::lock_guard g(mu);
     if (plan.generation != generation) return false;
@@ -308,7 +269,7 @@ void StoreHeartbeat::watch(LivenessRound round) {
   d.watched.clear();
   d.lost.clear();
   d.pass = 0;
-  d.report = Report{};
+  d.report = rdzv::LivenessReport{};
   d.previous_pass = Clock::now();
   d.seen.clear();
   // The checker: the round's first node with an id.

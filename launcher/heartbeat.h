@@ -1,15 +1,15 @@
 #pragma once
 // StoreHeartbeat: Liveness (launcher/liveness.h) through the job's rdzv::Store, any backend
-// (protocol: docs/launcher.md, "Heartbeats"). Each launcher adds 1 to <run_id>/heartbeat/<id>
-// every interval. One launcher per round (its first node with an id) is the checker: every half
-// interval it reads the other counters and sets <run_id>/round/<n>/liveness, "<pass>
-// <all_beat_pass>[ <lost id>...]", naming the nodes whose counter stood still for the bound; the
-// others read that report once an interval, and count the checker lost when its pass stands still
-// for the bound. Requests per interval: 2N + 1 at the checker, 2 elsewhere. A node silent since b
-// is named by b + bound (checker) or b + bound + one interval (others), each on its own clock.
-// A store not answering for the whole bound (join_patience before the first round; from the first
-// round, a bound counted from its start at the earliest) is store_lost(), naming what and whom. One thread
-// with its own connection (open_store): a slow request of the agent never delays a beat.
+// (protocol: docs/launcher.md, "Heartbeats"; records: rendezvous/job_records.h). Each launcher
+// adds 1 to its heartbeat counter every interval. One launcher per round (its first node with an
+// id) is the checker: every half interval it reads the other counters and writes the round's
+// liveness report (rendezvous/liveness_report.h), naming the nodes whose counter stood still for
+// the bound; the others read that report once an interval, and count the checker lost when its
+// pass stands still for the bound. Requests per interval: 2N + 1 at the checker, 2 elsewhere. A
+// node silent since b is named by b + bound (checker) or b + bound + one interval (others). A
+// store not answering for the whole bound (join_patience before the first round; from the first
+// round, a bound counted from its start at the earliest) is store_lost(), naming what and whom.
+// One thread with its own connection (open_store): a slow request never delays a beat.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -38,9 +38,6 @@ struct StoreHeartbeatOptions {
   // Called on the heartbeat's thread when it finds a node, or the store, lost (wakes the agent).
   std::function<void()> on_loss;
 };
-
-// The ids a round's report (RoundKeys::liveness()'s value) lists as lost; none for a malformed one.
-std::vector<std::string> lost_in_report(const std::string& report);
 
 class StoreHeartbeat final : public Liveness {
  public:

@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "rendezvous/etcd_store.h"
-#include "rendezvous/job_keys.h"
+#include "rendezvous/job_records.h"
 
 namespace ddp::launcher {
 namespace {
@@ -117,7 +117,7 @@ struct LeaseLiveness::Impl {
     const auto g = keeper_store.client().grant_lease(ttl_seconds(configured()));
     try {
       keeper_store.set_with_lease(rdzv::JobKeys(o.run_id).alive(o.id),
-                                  rdzv::Store::to_bytes(std::to_string(g.id)), g.id);
+                                  rdzv::Store::to_bytes(rdzv::alive_value(g.id)), g.id);
     } catch (const StoreError& e) {
       // The lease lapsed before a slow etcd applied the put (512 launchers starting at once): a
       // slow etcd, as an unanswered request is; the keeper grants another.

@@ -7,10 +7,9 @@
 
 #include "common/deadline.h"
 #include "common/error.h"
-#include "launcher/heartbeat.h"
 #include "launcher/lease_liveness.h"
 #include "rendezvous/etcd_store.h"
-#include "rendezvous/job_keys.h"
+#include "rendezvous/job_records.h"
 
 namespace ddp::launcher {
 namespace {
@@ -30,25 +29,18 @@ std::string seconds_text(Millis d) {
   return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " s";
 }
 
-// A launcher's heartbeat counter; nullopt while it has none.
-std::optional<std::string> counter(rdzv::Store& store, const std::string& key) {
-  if (!store.check({key})) return std::nullopt;
-  return store.get_string(key);
-}
-
 }  // namespace
 
 void probe_heartbeats(rdzv::Store& store, const LivenessProbeOptions& o, rdzv::JobStatus& job) {
   std::vector<NodeStatus*> nodes = every_node(job);
   std::set<std::string> lost;
+  rdzv::JobRecords records(store, o.run_id);
   if (job.round >= 0) {
-    const std::string report = rdzv::RoundKeys(o.run_id, job.round).liveness();
-    if (store.check({report})) {
-      for (auto& id : lost_in_report(store.get_string(report))) lost.insert(std::move(id));
-    }
+    if (auto report = records.round(job.round).liveness_if_written())
+      lost.insert(report->lost.begin(), report->lost.end());
   }
   // The counters of the nodes not known lost, read until each moved or the window passed.
-  std::map<NodeStatus*, std::optional<std::string>> first;
+  std::map<NodeStatus*, std::optional<int64_t>> first;
   for (NodeStatus* n : nodes) {
     if (n->id.empty()) {
       n->liveness_detail = "no heartbeat id";
@@ -56,7 +48,7 @@ void probe_heartbeats(rdzv::Store& store, const LivenessProbeOptions& o, rdzv::J
       n->liveness = NodeLiveness::kLost;
       n->liveness_detail = "silent for the heartbeat bound (the round's liveness report lists it)";
     } else {
-      first[n] = counter(store, rdzv::JobKeys(o.run_id).heartbeat(n->id));
+      first[n] = records.beats_if_any(n->id);
     }
   }
   const Millis window = o.window.count() > 0 ? o.window : o.interval * 3 / 2;
@@ -68,7 +60,7 @@ void probe_heartbeats(rdzv::Store& store, const LivenessProbeOptions& o, rdzv::J
     std::this_thread::sleep_for(std::min(step, std::max(Millis(1), deadline.remaining())));
     const auto now = Clock::now();
     for (auto it = first.begin(); it != first.end();) {
-      if (counter(store, rdzv::JobKeys(o.run_id).heartbeat(it->first->id)) == it->second) {
+      if (records.beats_if_any(it->first->id) == it->second) {
         ++it;
         continue;
       }
@@ -95,11 +87,7 @@ void probe_leases(rdzv::EtcdStore& etcd, const LivenessProbeOptions& o, rdzv::Jo
   const std::string prefix = rdzv::JobKeys(o.run_id).alive_prefix();
   std::map<std::string, int64_t> leases;  // id -> lease
   for (const auto& [key, value] : etcd.read_prefix(prefix).entries) {
-    try {
-      leases[key.substr(prefix.size())] = std::stoll(rdzv::Store::to_string(value));
-    } catch (const std::exception&) {
-      leases[key.substr(prefix.size())] = 0;  // not a lease id: present, age unknown
-    }
+    leases[key.substr(prefix.size())] = rdzv::alive_lease(value);
   }
   for (NodeStatus* n : every_node(job)) {
     if (n->id.empty()) {

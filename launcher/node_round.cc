@@ -9,51 +9,24 @@
 #include "common/error.h"
 
 namespace ddp::launcher {
-namespace {
-
-constexpr Millis kWaitSlice{200};  // how often waits look for a signal
-
-}  // namespace
-
-std::string wait_key(rdzv::Store& store, const std::string& key, std::optional<Millis> timeout,
-                     const std::function<void()>& check_interrupt) {
-  const Deadline deadline(timeout.value_or(Millis(0)));
-  while (true) {
-    if (check_interrupt) check_interrupt();
-    Millis slice = timeout ? std::max(Millis(1), std::min(kWaitSlice, deadline.remaining())) : kWaitSlice;
-    try {
-      return store.get_string(key, slice);
-    } catch (const TimeoutError&) {
-      if (timeout && deadline.expired()) throw;
-    }
-  }
-}
-
-RoundOutcome NodeRound::announce(const RoundOutcome& mine) {
-  auto v = store_.compare_set(keys_.outcome(), {}, rdzv::Store::to_bytes(mine.text()));
-  return RoundOutcome::decode(rdzv::Store::to_string(v));
-}
+RoundOutcome NodeRound::announce(const RoundOutcome& mine) { return records_.announce(mine); }
 
 bool NodeRound::decided() noexcept {
   if (o_.watch != nullptr) return o_.watch->decided(o_.round);
   try {
-    return store_.check({keys_.outcome()});
+    return records_.decided();
   } catch (const std::exception&) {
     return false;  // maybe a moment's trouble; a store gone for good is the liveness's store_lost()
   }
 }
 
 RoundOutcome NodeRound::wait_outcome(int node_rank) {
-  store_.set(keys_.done(node_rank), "1");
-  if (store_.add(keys_.done(), 1) == o_.nnodes) announce(RoundOutcome::done());
+  if (records_.finish(node_rank) == o_.nnodes) announce(RoundOutcome::done());
   try {
-    return RoundOutcome::decode(wait_key(store_, keys_.outcome(), o_.timeout, o_.check_interrupt));
+    return records_.wait_outcome({.timeout = o_.timeout, .check_interrupt = o_.check_interrupt});
   } catch (const TimeoutError&) {
     std::string missing;
-    for (int k = 0; k < o_.nnodes; ++k) {
-      if (store_.check({keys_.done(k)})) continue;
-      missing += (missing.empty() ? "" : ", ") + std::to_string(k);
-    }
+    for (int k : records_.unfinished(o_.nnodes)) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
     return announce(RoundOutcome::lost(
         detail::str("node(s) ", missing, " did not reach the exit barrier within ", o_.timeout->count(),
                     " ms of node ", node_rank, " (the rendezvous timeout; did their launcher die?)")));
@@ -117,9 +90,7 @@ struct OutcomeWatch::Impl {
     lock.unlock();
     Waited w = Waited::kSeen;
     try {
-      s.wait({rdzv::RoundKeys(o.run_id, r).outcome()}, o.slice);
-    } catch (const TimeoutError&) {
-      w = Waited::kWaitSlice;
+      if (!rdzv::RoundRecords(s, o.run_id, r).wait_decided(o.slice)) w = Waited::kWaitSlice;
     } catch (const std::exception& e) {
       w = Waited::kFailed;
       why = e.what();

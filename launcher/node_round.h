@@ -1,6 +1,6 @@
 #pragma once
 // The cross-node protocol of one round (one attempt of every node's workers), over the round's
-// keys (rendezvous/job_keys.h): the first node to announce an outcome (rendezvous/round_outcome.h)
+// records (rendezvous/job_records.h): the first node to announce an outcome (rendezvous/round_outcome.h)
 // wins (compare_set) and every other reads it (decided()); a node whose workers all succeeded
 // sets done/<rank>, counts itself in "done", and the node that makes the count nnodes announces
 // kDone. Such a node waits at the exit barrier (wait_outcome) for kDone or some node's failure,
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "common/timeouts.h"
-#include "rendezvous/job_keys.h"
+#include "rendezvous/job_records.h"
 #include "rendezvous/round_outcome.h"
 #include "rendezvous/store.h"
 
@@ -22,11 +22,6 @@ namespace ddp::launcher {
 
 using rdzv::RoundOutcome;
 using rdzv::RoundOutcomeKind;
-
-// Blocks until `key` exists and returns its value; without a timeout it waits for ever. Calls
-// check_interrupt (which may throw) every slice; TimeoutError when the timeout passes.
-std::string wait_key(rdzv::Store& store, const std::string& key, std::optional<Millis> timeout,
-                     const std::function<void()>& check_interrupt);
 
 // OutcomeWatch: tells the monitor that a round has an outcome without a request per tick. One
 // thread, on a store handle of its own (open_store: a connection, or an EtcdStore's clone()),
@@ -73,7 +68,7 @@ struct NodeRoundOptions {
 class NodeRound {
  public:
   NodeRound(rdzv::Store& store, NodeRoundOptions options)
-      : store_(store), o_(std::move(options)), keys_(o_.run_id, o_.round) {}
+      : o_(std::move(options)), records_(store, o_.run_id, o_.round) {}
 
   // First writer wins: returns the round's outcome as it stands after this call.
   RoundOutcome announce(const RoundOutcome& mine);
@@ -83,9 +78,8 @@ class NodeRound {
   RoundOutcome wait_outcome(int node_rank);
 
  private:
-  rdzv::Store& store_;
   NodeRoundOptions o_;
-  rdzv::RoundKeys keys_;
+  rdzv::RoundRecords records_;
 };
 
 }  // namespace ddp::launcher

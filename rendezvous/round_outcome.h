@@ -30,15 +30,12 @@ struct RoundOutcome {
 
   // A restart cannot help: the job stops on every node.
   bool final() const { return kind == RoundOutcomeKind::kInterrupted || kind == RoundOutcomeKind::kLost; }
+  // A membership change: the only outcome that moves workers in place.
+  bool membership_change() const { return kind == RoundOutcomeKind::kChanged; }
   std::string text() const;  // the stored form, also what messages show
   // Text written by any launcher; an unknown form is a kFailed whose detail is the text.
   static RoundOutcome decode(const std::string& text);
   bool operator==(const RoundOutcome&) const = default;
 };
-
-// Whether an outcome's stored text is a membership change (kChanged), which moves workers in place.
-inline bool is_membership_change(const std::string& text) {
-  return RoundOutcome::decode(text).kind == RoundOutcomeKind::kChanged;
-}
 
 }  // namespace ddp::rdzv

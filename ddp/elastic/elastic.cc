@@ -7,9 +7,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/settings.h"
-#include "rendezvous/in_place.h"
-#include "rendezvous/job_keys.h"
-#include "rendezvous/prefix_store.h"
+#include "rendezvous/job_records.h"
 #include "rendezvous/round_outcome.h"
 
 namespace ddp::elastic {
@@ -56,22 +54,23 @@ const comm::ProcessGroupPtr& Session::group() const { return factory_->world(); 
 void Session::form() {
   comm::GroupFactoryOptions fo;
   fo.backend = o_.backend;
-  fo.store = std::make_shared<rdzv::PrefixStore>(rdzv::RoundKeys(o_.run_id, round_).group(), store_);
+  fo.store = rdzv::RoundRecords::group_store(store_, o_.run_id, round_);
   fo.rank = rank_;
   fo.world_size = world_size_;
   fo.timeout = o_.timeout;
   fo.job_token = settings::get_or(settings::kJobToken, "");
   factory_ = std::make_unique<comm::GroupFactory>(fo);
-  store_->set(rdzv::RoundKeys(o_.run_id, round_).in_place(rank_), "1");
+  rdzv::RoundRecords(*store_, o_.run_id, round_).mark_in_place(rank_);
   watch();
 }
 
 void Session::watch() {
   RoundWatcher::Options wo;
   wo.store = store_;
-  wo.key = rdzv::RoundKeys(o_.run_id, round_).outcome();
-  wo.on_change = [group = factory_->world(), round = round_](const std::string& text) {
-    const std::string reason = detail::str("round ", round, " ended: ", text);
+  wo.run_id = o_.run_id;
+  wo.round = round_;
+  wo.on_change = [group = factory_->world(), round = round_](const rdzv::RoundOutcome& outcome) {
+    const std::string reason = detail::str("round ", round, " ended: ", outcome.text());
     logger("elastic")->warn("{}; aborting the group's pending collectives", reason);
     group->abort(reason);
   };
@@ -79,16 +78,16 @@ void Session::watch() {
 }
 
 void Session::check() {
-  const std::string key = rdzv::RoundKeys(o_.run_id, round_).outcome();
-  if (!store_->check({key})) return;
-  const std::string text = store_->get_string(key);
-  if (rdzv::is_membership_change(text)) DDP_THROW(MembershipChanged, "round ", round_, " ended: ", text);
+  const auto outcome = rdzv::RoundRecords(*store_, o_.run_id, round_).outcome();
+  if (outcome && outcome->membership_change())
+    DDP_THROW(MembershipChanged, "round ", round_, " ended: ", outcome->text());
 }
 
 bool Session::await_change() {
   try {
-    return rdzv::is_membership_change(
-        store_->get_string(rdzv::RoundKeys(o_.run_id, round_).outcome(), o_.outcome_timeout));
+    return rdzv::RoundRecords(*store_, o_.run_id, round_)
+        .wait_outcome({.timeout = o_.outcome_timeout})
+        .membership_change();
   } catch (const TimeoutError&) {
     return false;
   }
@@ -97,8 +96,8 @@ bool Session::await_change() {
 void Session::rejoin() {
   watcher_.reset();  // stopped first: it aborts the old group, never the next one
   factory_.reset();  // the old group's peers are gone or moving on
-  const std::string key = rdzv::RoundKeys(o_.run_id, round_).assign(rank_);
-  const rdzv::InPlaceAssignment a = rdzv::decode_in_place(key, store_->get_string(key, o_.rejoin_timeout));
+  const rdzv::InPlaceAssignment a =
+      rdzv::RoundRecords(*store_, o_.run_id, round_).wait_assignment(rank_, {.timeout = o_.rejoin_timeout});
   logger("elastic")->info("round {} -> {}: rank {} of {} -> rank {} of {}", round_, a.round, rank_,
                           world_size_, a.rank, a.world_size);
   round_ = a.round;

@@ -2,13 +2,14 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "rendezvous/round_outcome.h"
+#include "rendezvous/job_records.h"
 
 namespace ddp::elastic {
 namespace {
 // A watch lasts as long as the round: each wait on the own connection is long, and a timeout
 // only starts the next one.
 constexpr Millis kOwnWait{3'600'000};
+struct Stopped {};  // ends the wait when the watcher stops
 }  // namespace
 
 RoundWatcher::RoundWatcher(Options options) : o_(std::move(options)) {
@@ -40,8 +41,9 @@ bool RoundWatcher::stopping() const {
 void RoundWatcher::run() noexcept {
   try {
     watch();
+  } catch (const Stopped&) {
   } catch (const std::exception& e) {
-    if (!stopping()) logger("elastic")->warn("watching '{}' ended: {}", o_.key, e.what());
+    if (!stopping()) logger("elastic")->warn("watching round {}'s outcome ended: {}", o_.round, e.what());
   } catch (...) {
   }
 }
@@ -59,22 +61,19 @@ void RoundWatcher::watch() {
   const std::shared_ptr<rdzv::Store> store = open();
   if (!store) return;
   const Millis wait = store != o_.store ? kOwnWait : kSlice;
-  std::string text;
-  for (;;) {
-    if (stopping()) return;
-    try {
-      text = store->get_string(o_.key, wait);
-      break;
-    } catch (const TimeoutError&) {
-    }
-  }
-  if (!rdzv::is_membership_change(text)) return;
+  rdzv::RoundRecords records(*store, o_.run_id, o_.round);
+  const rdzv::RoundOutcome outcome = records.wait_outcome({.check_interrupt =
+                                                               [this] {
+                                                                 if (stopping()) throw Stopped{};
+                                                               },
+                                                           .slice = wait});
+  if (!outcome.membership_change()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return;
     fired_ = true;
   }
-  o_.on_change(text);
+  o_.on_change(outcome);
 }
 
 }  // namespace ddp::elastic

@@ -1,7 +1,7 @@
 #pragma once
 // RoundWatcher: a thread that waits for one round's outcome in the launchers' store
-// (rendezvous/in_place.h) and, when it is a membership change ("changed: ..."), calls
-// on_change(text) once, on its own thread (ddp::elastic::Session aborts its group there, so that
+// (rendezvous/job_records.h) and, when it is a membership change (kChanged), calls
+// on_change(outcome) once, on its own thread (ddp::elastic::Session aborts its group there, so that
 // a collective already waiting fails at once instead of at the lost peer's link timeout). Any
 // other outcome ends the watch without a call: the launcher stops the worker then.
 // - The store is watched through a handle of the watcher's own (Store::clone: a connection of
@@ -20,6 +20,10 @@
 #include "common/timeouts.h"
 #include "rendezvous/store.h"
 
+namespace ddp::rdzv {
+struct RoundOutcome;  // rendezvous/round_outcome.h
+}  // namespace ddp::rdzv
+
 namespace ddp::elastic {
 
 class RoundWatcher {
@@ -27,8 +31,9 @@ class RoundWatcher {
   static constexpr Millis kSlice{50};
   struct Options {
     std::shared_ptr<rdzv::Store> store;  // the launchers' store
-    std::string key;                     // the round's outcome key (rdzv::RoundKeys::outcome)
-    std::function<void(const std::string& outcome)> on_change;
+    std::string run_id;                  // the job (DDP_RUN_ID)
+    int round = 0;                       // the round whose outcome is watched
+    std::function<void(const rdzv::RoundOutcome& outcome)> on_change;
   };
   explicit RoundWatcher(Options options);
   ~RoundWatcher();

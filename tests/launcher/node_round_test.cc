@@ -63,7 +63,7 @@ TEST_CASE("exit barrier: nodes that never come are lost, named, within the timeo
   CHECK(NodeRound(store, opts(3)).announce(RoundOutcome::done()) == out);  // it is the round's outcome
 }
 
-TEST_CASE("waits end when check_interrupt throws; wait_key times out") {
+TEST_CASE("waits end when check_interrupt throws") {
   rdzv::HashStore store;
   auto o = opts(2, Millis(60'000));
   int calls = 0;
@@ -71,9 +71,6 @@ TEST_CASE("waits end when check_interrupt throws; wait_key times out") {
     if (++calls == 2) throw std::runtime_error("interrupted");
   };
   CHECK_THROWS_WITH(NodeRound(store, o).wait_outcome(0), "interrupted");
-  CHECK_THROWS_AS(wait_key(store, "never", Millis(50), nullptr), TimeoutError);
-  store.set("there", "v");
-  CHECK(wait_key(store, "there", std::nullopt, nullptr) == "v");
 }
 
 namespace {

@@ -26,8 +26,8 @@ TEST_CASE("only interrupted and lost are final; only changed moves workers in pl
   CHECK_FALSE(RoundOutcome::failed("a").final());
   CHECK_FALSE(RoundOutcome::changed("a").final());
   CHECK_FALSE(RoundOutcome::done().final());
-  CHECK(is_membership_change("changed: node 1 lost"));
-  CHECK_FALSE(is_membership_change("failed: node 0: rank 1 exited"));
-  CHECK_FALSE(is_membership_change("done"));
-  CHECK_FALSE(is_membership_change("changed"));  // no detail: not the stored form
+  CHECK(RoundOutcome::decode("changed: node 1 lost").membership_change());
+  CHECK_FALSE(RoundOutcome::decode("failed: node 0: rank 1 exited").membership_change());
+  CHECK_FALSE(RoundOutcome::decode("done").membership_change());
+  CHECK_FALSE(RoundOutcome::decode("changed").membership_change());  // no detail: not the stored form
 }

@@ -4,6 +4,8 @@
 // as a failed check.
 #include "ddp/elastic/round_watcher.h"
 
+#include "rendezvous/round_outcome.h"
+
 #include <doctest/doctest.h>
 
 #include <future>
@@ -36,9 +38,9 @@ TEST_CASE("a membership change is passed on once, with the outcome's text") {
     std::promise<std::string> seen;
     int calls = 0;
     {
-      elastic::RoundWatcher w({store, "run/round/3/outcome", [&](const std::string& text) {
+      elastic::RoundWatcher w({store, "run", 3, [&](const rdzv::RoundOutcome& outcome) {
                                  ++calls;
-                                 seen.set_value(text);
+                                 seen.set_value(outcome.text());
                                }});
       store->set("run/round/3/outcome", "changed: node 1 (h2) lost");
       CHECK(seen.get_future().get() == "changed: node 1 (h2) lost");
@@ -54,11 +56,11 @@ TEST_CASE("another outcome, or none before the watcher stops, is not passed on")
     auto store = make_store(tcp);
     int calls = 0;
     {
-      elastic::RoundWatcher w({store, "run/round/0/outcome", [&](const std::string&) { ++calls; }});
+      elastic::RoundWatcher w({store, "run", 0, [&](const rdzv::RoundOutcome&) { ++calls; }});
     }  // stopped while waiting (or before it began)
     {
       store->set("run/round/1/outcome", "failed: node 0: rank 1 exited with code 1");
-      elastic::RoundWatcher w({store, "run/round/1/outcome", [&](const std::string&) { ++calls; }});
+      elastic::RoundWatcher w({store, "run", 1, [&](const rdzv::RoundOutcome&) { ++calls; }});
     }
     CHECK(calls == 0);
   }
@@ -73,14 +75,14 @@ TEST_CASE("over etcd: a membership change is passed on; stopping ends the watch"
                              .timeout = Millis(30'000)});
   int calls = 0;
   {
-    elastic::RoundWatcher w({store, "run/round/0/outcome", [&](const std::string&) { ++calls; }});
+    elastic::RoundWatcher w({store, "run", 0, [&](const rdzv::RoundOutcome&) { ++calls; }});
   }  // stopped while waiting
   CHECK(calls == 0);
   std::promise<std::string> seen;
   {
-    elastic::RoundWatcher w({store, "run/round/1/outcome", [&](const std::string& text) {
+    elastic::RoundWatcher w({store, "run", 1, [&](const rdzv::RoundOutcome& outcome) {
                                ++calls;
-                               seen.set_value(text);
+                               seen.set_value(outcome.text());
                              }});
     store->set("run/round/1/outcome", "changed: node 0 (h1) lost");
     CHECK(seen.get_future().get() == "changed: node 0 (h1) lost");
