@@ -6,17 +6,10 @@
 #include "common/error.h"
 #include "rendezvous/job_keys.h"
 #include "rendezvous/node_registration.h"
+#include "rendezvous/round_layout.h"
 
 namespace ddp::rdzv {
 namespace {
-
-int64_t closed_count(const std::string& text) {
-  try {
-    return std::stoll(text);
-  } catch (const std::exception&) {
-    DDP_THROW(StoreError, "elastic rendezvous: a round's node count is '", text.substr(0, 32), "'");
-  }
-}
 
 // One round as this launcher waits in it.
 class RoundWait {
@@ -37,15 +30,16 @@ class RoundWait {
     previous_over_ = previous_over;
     if (!previous_over || count < o_.min_nodes) return std::nullopt;
     if (count >= o_.max_nodes || now - last_change_ >= o_.last_call_timeout) {
-      const std::string k = std::to_string(std::min<int64_t>(count, o_.max_nodes));
-      return closed_count(Store::to_string(s_.compare_set(keys.closed(), {}, Store::to_bytes(k))));
+      const std::string k = encode_closed(std::min<int64_t>(count, o_.max_nodes));
+      return decode_closed(keys.closed(),
+                           Store::to_string(s_.compare_set(keys.closed(), {}, Store::to_bytes(k))));
     }
     return std::nullopt;
   }
 
   std::optional<int64_t> closed() {
     if (!s_.check({keys.closed()})) return std::nullopt;
-    return closed_count(s_.get_string(keys.closed()));
+    return decode_closed(keys.closed(), s_.get_string(keys.closed()));
   }
 
   int64_t arrived() { return s_.tickets(keys.arrived()); }

@@ -1,8 +1,8 @@
 #pragma once
 // The job's keys: every key the launchers and workers of a job (--rdzv-id) use in its store,
-// named here only. Value formats live with their types in this folder: node_registration.h
-// (node/<i>), node_rendezvous.cc (layout), round_outcome.h (outcome), in_place.h (assign/<rank>);
-// the rest are decimal counters or plain text.
+// named here only, and read and written through job_records.h. Value formats are types of their
+// own: node_registration.h (node/<i>), round_layout.h (shape, layout, closed), round_outcome.h
+// (outcome), in_place.h (assign/<rank>), liveness_report.h (liveness); the rest are counters.
 //   <run_id>/closed                 why the job ended; ends every wait to join
 //   <run_id>/left                   a counter of launchers that left (marks a finished job)
 //   <run_id>/job_token              DDP_JOB_TOKEN, set once

@@ -6,9 +6,9 @@
 
 #include "common/deadline.h"
 #include "common/error.h"
-#include "common/safe_json.h"
 #include "rendezvous/job_keys.h"
 #include "rendezvous/node_registration.h"
+#include "rendezvous/round_layout.h"
 
 namespace ddp::rdzv {
 namespace {
@@ -71,14 +71,9 @@ NodeRendezvousProgress progress_of(Store& store, const RoundKeys& keys, const No
             "; arrived: ", arrived.empty() ? "none" : arrived);
 }
 
-// The round's layout key holds its one outcome: the layout, or {"failed": why} from the node that
-// found the round broken, whichever is written first (compare-and-set). The nodes already waiting
-// for the layout learn either from their one wait.
-std::string encode_failure(const std::string& why) { return nlohmann::json{{"failed", why}}.dump(); }
-
 // Marks the round unusable and throws `why`.
 [[noreturn]] void fail_round(Store& store, const RoundKeys& keys, const std::string& why) {
-  store.compare_set(keys.layout(), {}, Store::to_bytes(encode_failure(why)));
+  store.compare_set(keys.layout(), {}, Store::to_bytes(encode_layout_failure(why)));
   DDP_THROW(InvalidArgument, why);
 }
 
@@ -113,82 +108,25 @@ int claim_rank(Store& store, const RoundKeys& keys, const NodeRendezvousOptions&
   return rank;
 }
 
-// The round's shape, "<nnodes> <static|dynamic> <host>": the first node to register sets it, every
-// other compares its own, so a disagreement is found by the node that brings it, in one request.
+// The round's shape (round_layout.h): the first node to register sets it, every other compares
+// its own, so a disagreement is found by the node that brings it, in one request.
 void check_shape(Store& store, const RoundKeys& keys, const NodeRendezvousOptions& o, const NodeInfo& self) {
   const bool dynamic = self.requested_rank < 0;
-  const std::string mine = detail::str(o.nnodes, " ", dynamic ? "dynamic" : "static", " ", self.host);
+  const std::string mine = encode_shape({o.nnodes, dynamic, self.host});
   const std::string first = Store::to_string(store.compare_set(keys.shape(), {}, Store::to_bytes(mine)));
   if (first == mine) return;
-  std::istringstream in(first);
-  int nnodes = 0;
-  std::string mode, host;
-  in >> nnodes >> mode >> host;
+  const auto [nnodes, first_dynamic, host] = decode_shape(keys.shape(), first);
   const std::string head = detail::str("node rendezvous (run '", o.run_id, "', round ", o.round, "): ");
   if (nnodes != o.nnodes) {
     fail_round(store, keys,
                detail::str(head, "host ", host, " was started with --nnodes ", nnodes, " but host ",
                            self.host, " with --nnodes ", o.nnodes));
   }
-  if ((mode == "dynamic") != dynamic) {
+  if (first_dynamic != dynamic) {
     fail_round(store, keys,
                detail::str(head, "some nodes give --node-rank and others do not (host ", host, " and host ",
                            self.host, "): give it on all nodes or on none"));
   }
-}
-
-// What every node needs of the others, "layout": {"master_addr", "restarts", "nodes": [[host, id,
-// nproc], ...] by node rank}. Read from another launcher: typed and bounded, a StoreError when malformed.
-struct Layout {
-  std::string master_addr;
-  int restarts = -1;
-  std::vector<NodeInfo> nodes;  // host, id and nproc only
-};
-
-std::string encode_layout(const Layout& l) {
-  nlohmann::json nodes = nlohmann::json::array();
-  for (const auto& n : l.nodes) nodes.push_back({n.host, n.id, n.nproc});
-  return nlohmann::json{{"master_addr", l.master_addr}, {"restarts", l.restarts}, {"nodes", nodes}}.dump();
-}
-
-Layout layout_of(const nlohmann::json& j, const std::string& source, int nnodes) {
-  constexpr int64_t kMax = 1 << 20;
-  Layout l;
-  l.master_addr = safe_json::get_string(j, "master_addr", source);
-  l.restarts = static_cast<int>(safe_json::get_int(j, "restarts", source, -1, kMax));
-  const auto& nodes = safe_json::member(j, "nodes", source);
-  if (!nodes.is_array() || nodes.size() != static_cast<size_t>(nnodes))
-    DDP_THROW(InvalidArgument, source, ": 'nodes' is not an array of ", nnodes, " nodes");
-  for (const auto& n : nodes) {
-    if (!n.is_array() || n.size() != 3 || !n[0].is_string() || !n[1].is_string() ||
-        !n[2].is_number_integer() || n[2].get<int64_t>() < 1 || n[2].get<int64_t>() > kMax)
-      DDP_THROW(InvalidArgument, source, ": a node is not [host, id, nproc]");
-    l.nodes.push_back(NodeInfo{
-        n[0].get<std::string>(), {}, static_cast<int>(n[2].get<int64_t>()), -1, n[1].get<std::string>(), -1});
-  }
-  return l;
-}
-
-// The round's outcome under its layout key: the layout, or InvalidArgument with the reason a node
-// found the round broken (fail_round).
-Layout decode_layout(const std::string& key, const Bytes& bytes, int nnodes) {
-  const std::string source = "node rendezvous: layout under '" + key + "'";
-  std::optional<std::string> failed;
-  Layout l;
-  try {
-    const auto j =
-        safe_json::parse(Store::to_string(bytes), source, {.max_bytes = kMaxValueSize, .max_depth = 4});
-    if (j.is_object() && j.contains("failed")) {
-      failed = safe_json::get_string(j, "failed", source);
-    } else {
-      l = layout_of(j, source, nnodes);
-    }
-  } catch (const InvalidArgument& e) {
-    DDP_THROW(StoreError, e.message());
-  }
-  if (failed)
-    DDP_THROW(InvalidArgument, failed->empty() ? source + ": the round was marked broken" : *failed);
-  return l;
 }
 
 // Up to this many nodes a progress report names who arrived and who is missing (N reads, in one
@@ -233,7 +171,7 @@ void publish_layout(Store& store, const RoundKeys& keys, const NodeRendezvousOpt
   std::vector<std::string> nodes;
   for (int r = 0; r < o.nnodes; ++r) nodes.push_back(keys.node(r));
   const std::vector<Bytes> registrations = store.multi_get(nodes, std::max(Millis(1), deadline.remaining()));
-  Layout l;
+  RoundLayout l;
   for (int r = 0; r < o.nnodes; ++r) {
     Registration reg = decode(nodes[static_cast<size_t>(r)], registrations[static_cast<size_t>(r)]);
     if (reg.nnodes != o.nnodes) {
@@ -280,7 +218,7 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
     publish_layout(store, keys, o, self, deadline);
   }
   wait_round_keys(store, {keys.layout()}, deadline, o, self);
-  const Layout l = decode_layout(keys.layout(), store.get(keys.layout()), o.nnodes);
+  const RoundLayout l = decode_layout(keys.layout(), store.get(keys.layout()), o.nnodes);
 
   NodeAssignment a;
   a.node_rank = rank;
