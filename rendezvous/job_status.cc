@@ -4,6 +4,7 @@
 #include "rendezvous/elastic_rendezvous.h"
 #include "rendezvous/job_keys.h"
 #include "rendezvous/node_registration.h"
+#include "rendezvous/round_layout.h"
 
 namespace ddp::rdzv {
 namespace {
@@ -38,16 +39,6 @@ class JobReader {
     return known;
   }
 
-  int64_t counter(const std::string& key) {
-    const auto t = text(key);
-    if (!t) return 0;
-    try {
-      return std::stoll(*t);
-    } catch (const std::exception&) {
-      DDP_THROW(StoreError, "job status: '", key, "' holds '", t->substr(0, 32), "', not a count");
-    }
-  }
-
   // The registrations of nodes 0..count-1 that exist, as statuses without ranks.
   std::vector<NodeStatus> registered(int round, int64_t count) {
     std::vector<NodeStatus> out;
@@ -69,8 +60,9 @@ class JobReader {
   // The round's node count once it formed, else nullopt.
   std::optional<int64_t> formed(int round) {
     if (o_.elastic) {
-      if (!has(keys(round).closed())) return std::nullopt;
-      return counter(keys(round).closed());
+      const auto count = text(keys(round).closed());
+      if (!count) return std::nullopt;
+      return decode_closed(keys(round).closed(), *count);
     }
     for (int i = 0; i < o_.nnodes; ++i) {
       if (!has(keys(round).node(i))) return std::nullopt;
