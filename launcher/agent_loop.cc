@@ -41,16 +41,29 @@ std::string names_of(const std::vector<LivenessPeer>& peers) {
 
 }  // namespace
 
-NodeRound RoundLoop::round_of(const rdzv::NodeAssignment& a) {
+const char* to_string(RoundState s) {
+  switch (s) {
+    case RoundState::kRendezvous: return "Rendezvous";
+    case RoundState::kRunning: return "Running";
+    case RoundState::kMovingInPlace: return "MovingInPlace";
+    case RoundState::kStopping: return "Stopping";
+    case RoundState::kExitBarrier: return "ExitBarrier";
+    case RoundState::kDeciding: return "Deciding";
+    case RoundState::kDone: return "Done";
+  }
+  return "?";
+}
+
+NodeRound RoundLoop::round_of() {
   NodeRoundOptions ro;
   ro.run_id = l().run_id;
-  ro.round = a.round;
-  ro.nnodes = a.nnodes;
+  ro.round = a_->round;
+  ro.nnodes = a_->nnodes;
   ro.timeout = std::nullopt;  // heartbeats end the exit barrier when a node is lost
   // The exit barrier's waits look at the membership too: a node lost while this one waits.
-  ro.check_interrupt = [this, &a] {
+  ro.check_interrupt = [this] {
     if (c_.check_interrupt) c_.check_interrupt();
-    if (current_ != nullptr) monitor(*current_, a);
+    if (shared_) monitor(*shared_, *a_);
   };
   ro.watch = outcome_watch_.get();
   return NodeRound(*c_.store, std::move(ro));
@@ -138,11 +151,7 @@ RoundOutcome RoundLoop::outcome_after(const AttemptResult& r, NodeRound* shared,
     if (shared) shared->announce(mine);
     return mine;
   }
-  if (r.success) {
-    if (!shared) return RoundOutcome::done();
-    state_ = RoundState::kExitBarrier;
-    return shared->wait_outcome(a.node_rank);
-  }
+  if (r.success) return RoundOutcome::done();  // one node: no exit barrier
   // The store gone silent: no request to it (each would wait for the link's timeout).
   if (shared && c_.liveness != nullptr) {
     if (auto why = c_.liveness->store_lost()) DDP_THROW(NetworkError, *why);
@@ -154,17 +163,23 @@ RoundOutcome RoundLoop::outcome_after(const AttemptResult& r, NodeRound* shared,
   return shared ? shared->announce(mine) : mine;
 }
 
-bool RoundLoop::move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssignment& a) {
-  if (!l().elastic() || !multi() || (c_.liveness != nullptr && c_.liveness->store_lost())) return false;
-  RoundOutcome outcome;
+std::optional<RoundOutcome> RoundLoop::change_in_place() {
+  const rdzv::NodeAssignment& a = *a_;
+  if (!l().elastic() || !multi() || (c_.liveness != nullptr && c_.liveness->store_lost()))
+    return std::nullopt;
   try {
     rdzv::RoundRecords records(*c_.store, l().run_id, a.round);
-    if (!records.in_place(a.rank_offset, a.local_world_size)) return false;
-    outcome = records.wait_outcome({.timeout = Millis(1000)});
+    if (!records.in_place(a.rank_offset, a.local_world_size)) return std::nullopt;
+    RoundOutcome outcome = records.wait_outcome({.timeout = Millis(1000)});
+    if (outcome.membership_change()) return outcome;
   } catch (const std::exception&) {
-    return false;  // the store is gone or says nothing: stop the workers as without recovery in place
+    // the store is gone or says nothing: stop the workers as without recovery in place
   }
-  if (outcome.kind != RoundOutcomeKind::kChanged) return false;
+  return std::nullopt;
+}
+
+bool RoundLoop::move_in_place(const RoundOutcome& outcome) {
+  rdzv::NodeAssignment& a = *a_;
   emit_event("membership_change",
              {{"reason", outcome.text()}, {"next_round", round_ + 1}, {"in_place", true}});
   logger("agent")->warn("round {}: membership changed ({}); joining round {} with the workers in place",
@@ -187,8 +202,7 @@ bool RoundLoop::move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssign
   const int from = a.round;
   a = std::move(*next);
   begin_round(a);
-  shared.emplace(round_of(a));
-  current_ = &*shared;
+  shared_.emplace(round_of());
   rejoin_deadline_ = Clock::now() + l().rdzv_timeout;
   logger("agent")->info("round {}: {} worker(s) moved in place from round {} (ranks {}-{} of {})", round_,
                         a.local_world_size, from, a.rank_offset, a.rank_offset + a.local_world_size - 1,
@@ -228,7 +242,6 @@ std::string RoundLoop::store_lost_detail(const std::string& why) const {
 }
 
 bool RoundLoop::decide(const RoundOutcome& outcome, const AttemptResult& r, AgentOutcome& out) {
-  state_ = RoundState::kDeciding;
   const bool own_failure = !r.success && r.interrupted_by == 0 && !r.failures.empty() &&
                            outcome.kind == RoundOutcomeKind::kFailed &&
                            outcome.detail.starts_with(who_ + ":");
@@ -279,69 +292,124 @@ void RoundLoop::start_outcome_watch() {
 }
 
 AgentOutcome RoundLoop::run() {
-  AgentOutcome out;
   start_outcome_watch();
-  int known_restarts = -1;  // a new launcher learns the job's count from the round it joins
-  for (int next = 0;;) {
-    state_ = RoundState::kJoining;
-    if (c_.self) c_.self->restarts = known_restarts;
-    std::optional<rdzv::NodeAssignment> joined = c_.join(next);
-    if (!joined) {
-      logger("agent")->info("the job ended before this node could join a round; nothing to do");
-      out.status = AgentStatus::kSucceeded;
-      return out;
+  state_ = RoundState::kRendezvous;
+  try {
+    while (state_ != RoundState::kDone) {
+      const RoundState next = transition();
+      if (next != state_) logger("agent")->debug("round loop: {} -> {}", to_string(state_), to_string(next));
+      state_ = next;
     }
-    rdzv::NodeAssignment& a = *joined;  // moved on in place by the monitor (move_in_place)
-    begin_round(a);
-    rejoin_deadline_.reset();
-
-    state_ = RoundState::kRunning;
-    AttemptOptions ao;
-    ao.restart_count = restarts_;
-    ao.round = round_;
-    std::optional<NodeRound> shared;
-    if (multi()) {
-      shared.emplace(round_of(a));
-      current_ = &*shared;
-      // A static round's monitor is woken by the outcome watch and the liveness: its tick is a
-      // safety net, once a bound (each wake-up of an idle launcher costs CPU: 512 of them on a
-      // host). An elastic one polls the store for nodes waiting to join.
-      if (outcome_watch_ && !l().elastic()) {
-        const Millis bound = c_.liveness ? c_.liveness->bound() : l().keep_alive_interval;
-        ao.monitor_interval = std::max(l().monitor_interval, bound);
-      }
-      ao.external_stop = [this, &shared, &a] {
-        if (rejoin_deadline_ && rejoin_overdue(*shared, a)) return true;
-        return monitor(*shared, a) && !move_in_place(shared, a);
-      };
-    }
-    struct Forget {
-      explicit Forget(NodeRound*& round) : p(round) {}
-      Forget(const Forget&) = delete;
-      Forget& operator=(const Forget&) = delete;
-      ~Forget() { p = nullptr; }
-      NodeRound*& p;
-    } forget(current_);
-    AttemptResult r = c_.supervisor->run(a, ao);
-    emit_event("round_end", attempt_json(r));
-    out.last = r;
-    out.restarts = restarts_;
-    RoundOutcome outcome;
-    try {
-      outcome = outcome_after(r, shared ? &*shared : nullptr, a);
-    } catch (const NetworkError& e) {
-      if (c_.hosting) throw;
-      out.status = AgentStatus::kPeerFailed;
-      out.detail = store_lost_detail(e.message());
-      return out;
-    }
-    if (!decide(outcome, r, out)) {
-      state_ = RoundState::kFinished;
-      return out;
-    }
-    known_restarts = restarts_;
-    next = round_ + 1;
+  } catch (...) {
+    c_.supervisor->kill();  // nothing of an unfinished attempt outlives the loop
+    throw;
   }
+  return out_;
+}
+
+RoundState RoundLoop::transition() {
+  switch (state_) {
+    case RoundState::kRendezvous: return rendezvous();          // kRunning, kDone
+    case RoundState::kRunning: return running();                // kRunning, kMovingInPlace, kStopping, ...
+    case RoundState::kMovingInPlace: return moving_in_place();  // kRunning, kStopping
+    case RoundState::kStopping: return stopping();              // kStopping, then as an attempt ends
+    case RoundState::kExitBarrier: return exit_barrier();       // kDeciding, kDone
+    case RoundState::kDeciding: return deciding();              // kRendezvous, kDone
+    case RoundState::kDone: break;
+  }
+  return RoundState::kDone;
+}
+
+RoundState RoundLoop::rendezvous() {
+  if (c_.self) c_.self->restarts = known_restarts_;
+  shared_.reset();
+  a_ = c_.join(next_round_);
+  if (!a_) {
+    logger("agent")->info("the job ended before this node could join a round; nothing to do");
+    out_.status = AgentStatus::kSucceeded;
+    return RoundState::kDone;
+  }
+  begin_round(*a_);
+  rejoin_deadline_.reset();
+  AttemptOptions ao;
+  ao.restart_count = restarts_;
+  ao.round = round_;
+  if (multi()) {
+    shared_.emplace(round_of());
+    // A static round's monitor is woken by the outcome watch and the liveness: its tick is a
+    // safety net, once a bound (each wake-up of an idle launcher costs CPU: 512 of them on a
+    // host). An elastic one polls the store for nodes waiting to join.
+    ao.monitor_interval = l().monitor_interval;
+    if (outcome_watch_ && !l().elastic()) {
+      const Millis bound = c_.liveness ? c_.liveness->bound() : l().keep_alive_interval;
+      ao.monitor_interval = std::max(l().monitor_interval, bound);
+    }
+  }
+  c_.supervisor->start(*a_, ao);
+  return RoundState::kRunning;
+}
+
+RoundState RoundLoop::running() {
+  if (c_.supervisor->next() == SupervisorEvent::kExited) return attempt_ended();
+  if (!shared_ || c_.supervisor->stopping()) return RoundState::kRunning;
+  if (rejoin_deadline_ && rejoin_overdue(*shared_, *a_)) return stop_workers();
+  if (!monitor(*shared_, *a_)) return RoundState::kRunning;
+  change_ = change_in_place();
+  return change_ ? RoundState::kMovingInPlace : stop_workers();
+}
+
+RoundState RoundLoop::moving_in_place() {
+  if (!move_in_place(*change_)) return stop_workers();
+  c_.supervisor->moved(*a_);
+  return RoundState::kRunning;
+}
+
+RoundState RoundLoop::stop_workers() {
+  c_.supervisor->stop();
+  return RoundState::kStopping;
+}
+
+RoundState RoundLoop::stopping() {
+  if (c_.supervisor->next() == SupervisorEvent::kExited) return attempt_ended();
+  return RoundState::kStopping;
+}
+
+RoundState RoundLoop::attempt_ended() {
+  result_ = c_.supervisor->result();
+  emit_event("round_end", attempt_json(result_));
+  out_.last = result_;
+  out_.restarts = restarts_;
+  outcome_.reset();
+  return result_.success && shared_ ? RoundState::kExitBarrier : RoundState::kDeciding;
+}
+
+RoundState RoundLoop::exit_barrier() {
+  try {
+    outcome_ = shared_->wait_outcome(a_->node_rank);
+  } catch (const NetworkError& e) {
+    if (c_.hosting) throw;
+    return store_lost(e.message());
+  }
+  return RoundState::kDeciding;
+}
+
+RoundState RoundLoop::deciding() {
+  try {
+    if (!outcome_) outcome_ = outcome_after(result_, shared_ ? &*shared_ : nullptr, *a_);
+  } catch (const NetworkError& e) {
+    if (c_.hosting) throw;
+    return store_lost(e.message());
+  }
+  if (!decide(*outcome_, result_, out_)) return RoundState::kDone;
+  known_restarts_ = restarts_;
+  next_round_ = round_ + 1;
+  return RoundState::kRendezvous;
+}
+
+RoundState RoundLoop::store_lost(const std::string& why) {
+  out_.status = AgentStatus::kPeerFailed;
+  out_.detail = store_lost_detail(why);
+  return RoundState::kDone;
 }
 
 }  // namespace ddp::launcher

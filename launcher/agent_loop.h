@@ -1,16 +1,14 @@
 #pragma once
-// The agent's loop over rounds, one per launcher: a small state machine (docs/launcher.md,
-// "Rounds, failures and restarts"). kJoining: join the next round (node or elastic rendezvous);
-// kRunning: the workers run; woken by the OutcomeWatch or the liveness, and every monitor_interval
-// (a static round: once a liveness bound), the loop looks for another node's outcome, a peer
-// lost or a node waiting to join, all local reads;
-// kExitBarrier: this node's workers succeeded, wait for every node's or an outcome; kDeciding: act
-// on the outcome: done ends the job, failed starts a new round while restarts are left, changed a
-// new round with the nodes left and waiting (never a restart), lost and interrupted end the job.
-// Recovery in place (rendezvous/in_place.h): on `changed` with every local worker opted in, the
-// monitor joins the next round and keeps the same workers in it. A worker failure is announced
-// only once every other node beat after it, else the lost node is: a lost node never costs a
-// restart. Fewer than MIN nodes left, or the store unreachable: the job ends (exit 122).
+// The agent's loop over rounds, one per launcher: a state machine, one transition function over
+// RoundState (docs/launcher.md, "The round loop"). kRendezvous: join the next round; kRunning:
+// the Supervisor reports its events (a tick, woken by the OutcomeWatch or the liveness; the
+// workers gone) and at each tick the loop looks for another node's outcome, a peer lost or a node
+// waiting to join, all local reads; kMovingInPlace: on `changed` with every local worker opted
+// in, join the next round keeping them; kStopping: the workers stop; kExitBarrier: they
+// succeeded, wait for every node's or an outcome; kDeciding: done ends the job, failed restarts
+// while restarts are left, changed joins a new round, lost and interrupted end it. A worker
+// failure is announced only once every other node beat after it, else the lost node is: a lost
+// node never costs a restart. Fewer than MIN nodes left, or the store lost: exit 122.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -43,7 +41,9 @@ struct RoundLoopContext {
   std::function<std::unique_ptr<rdzv::Store>()> open_watch_store;
 };
 
-enum class RoundState { kJoining, kRunning, kExitBarrier, kDeciding, kFinished };
+enum class RoundState { kRendezvous, kRunning, kMovingInPlace, kStopping, kExitBarrier, kDeciding, kDone };
+// "Running": as the debug log's "round loop: <from> -> <to>" lines name them.
+const char* to_string(RoundState s);
 
 class RoundLoop {
  public:
@@ -57,7 +57,19 @@ class RoundLoop {
  private:
   const LaunchOptions& l() const { return *c_.launch; }
   bool multi() const { return c_.store != nullptr; }
-  NodeRound round_of(const rdzv::NodeAssignment& a);
+  // The transition function: the state after one step of state_.
+  RoundState transition();
+  RoundState rendezvous();
+  RoundState running();
+  RoundState moving_in_place();
+  RoundState stop_workers();
+  RoundState stopping();
+  RoundState attempt_ended();
+  RoundState exit_barrier();
+  RoundState deciding();
+  RoundState store_lost(const std::string& why);
+
+  NodeRound round_of();  // the shared round of a_
   void watch_peers(const rdzv::NodeAssignment& a);
   // The monitor: announces an outcome when the membership changed; true once the round has one.
   bool monitor(NodeRound& round, const rdzv::NodeAssignment& a);
@@ -68,9 +80,12 @@ class RoundLoop {
   // Decides what follows `outcome`: true to join another round, false when `out` is final.
   bool decide(const RoundOutcome& outcome, const AttemptResult& r, AgentOutcome& out);
   std::string store_lost_detail(const std::string& why) const;
-  // After the monitor found an outcome: true when the workers moved to a later round in place
-  // (`shared` and `a` are then that round's), false to stop them.
-  bool move_in_place(std::optional<NodeRound>& shared, rdzv::NodeAssignment& a);
+  // After the monitor found an outcome: the membership change the workers can follow in place
+  // (every local worker opted in), else nullopt.
+  std::optional<RoundOutcome> change_in_place();
+  // Joins the next round with the workers kept: true when they moved (a_ and shared_ are then
+  // that round's), false to stop them.
+  bool move_in_place(const RoundOutcome& change);
   // While moved workers re-join: true (after announcing `failed`) once the deadline passed.
   bool rejoin_overdue(NodeRound& round, const rdzv::NodeAssignment& a);
   void begin_round(const rdzv::NodeAssignment& a);
@@ -78,12 +93,19 @@ class RoundLoop {
 
   RoundLoopContext c_;
   std::unique_ptr<OutcomeWatch> outcome_watch_;  // null: one node, or no open_watch_store
-  RoundState state_ = RoundState::kJoining;
+  RoundState state_ = RoundState::kRendezvous;
+  std::optional<rdzv::NodeAssignment> a_;  // the round joined
+  std::optional<NodeRound> shared_;        // its cross-node protocol; none for one node
+  AttemptResult result_;                   // the last attempt's
+  std::optional<RoundOutcome> outcome_;    // the last attempt's round's, once known
+  std::optional<RoundOutcome> change_;     // kMovingInPlace: the change the workers follow
+  AgentOutcome out_;
+  int next_round_ = 0;
+  int known_restarts_ = -1;  // a new launcher learns the job's count from the round it joins
   int round_ = 0;
   int nodes_ = 0;
   int restarts_ = 0;  // the job's restart count as this node knows it
   bool lost_nodes_ = false;
-  NodeRound* current_ = nullptr;                      // the round in progress, for the exit barrier's monitor
   std::string who_;                                   // "node 1 (host)"
   std::optional<Clock::time_point> rejoin_deadline_;  // workers moved in place, not yet re-joined
 };

@@ -59,8 +59,8 @@ Attempt::~Attempt() {
 void Attempt::start() {
   workers_.reserve(static_cast<size_t>(assignment_.local_world_size));
   for (int lr = 0; lr < assignment_.local_world_size; ++lr) spawn_worker(lr);
-  const Millis tick = attempt_.monitor_interval.value_or(state_.options.monitor_interval);
-  if (attempt_.external_stop && tick.count() > 0) set_timer(state_.monitor_timer.get(), tick, tick);
+  if (attempt_.monitor_interval && attempt_.monitor_interval->count() > 0)
+    set_timer(state_.monitor_timer.get(), *attempt_.monitor_interval, *attempt_.monitor_interval);
 }
 
 std::string Attempt::prefix_for(const Worker& worker, int console_fd) const {
@@ -157,7 +157,7 @@ Fd Attempt::wire_stream(const StreamRoute& route, int console_fd, const Worker& 
   return Fd();  // inherit
 }
 
-AttemptResult Attempt::wait() {
+SupervisorEvent Attempt::next() {
   epoll_event events[32];
   while (alive_ > 0) {
     int n = ::epoll_wait(state_.epoll.get(), events, 32, -1);
@@ -167,7 +167,12 @@ AttemptResult Attempt::wait() {
     }
     for (int i = 0; i < n; ++i) dispatch(events[i].data.u64);
     watch_consoles();
+    if (ticked_ && alive_ > 0) {
+      ticked_ = false;
+      return SupervisorEvent::kTick;
+    }
   }
+  if (done_) return SupervisorEvent::kExited;
   // Every worker is gone: now anything they left behind goes, then their output drains.
   std::vector<pid_t> reaped;
   kill_all_descendants(&reaped);
@@ -177,7 +182,18 @@ AttemptResult Attempt::wait() {
   set_timer(state_.grace_timer.get(), Millis(0), Millis(0));
   done_ = true;
   result_.success = result_.failures.empty() && result_.interrupted_by == 0 && !result_.stopped_externally;
-  return std::move(result_);
+  return SupervisorEvent::kExited;
+}
+
+void Attempt::stop() {
+  if (phase_ != Phase::kRunning) return;
+  result_.stopped_externally = true;
+  begin_stop(SIGTERM);
+}
+
+void Attempt::moved(const rdzv::NodeAssignment& assignment) {
+  assignment_ = assignment;
+  for (auto& w : workers_) w.rank = assignment_.rank_offset + w.local_rank;
 }
 
 void Attempt::dispatch(uint64_t tag) {
@@ -190,12 +206,7 @@ void Attempt::dispatch(uint64_t tag) {
     uint64_t ticks;
     const int fd = tag == kTagMonitor ? state_.monitor_timer.get() : state_.wake.get();
     if (::read(fd, &ticks, sizeof ticks) < 0) return;
-    if (phase_ == Phase::kRunning && attempt_.external_stop && attempt_.external_stop()) {
-      result_.stopped_externally = true;
-      begin_stop(SIGTERM);
-    }
-    // The workers may have moved to a later round in place (launcher/agent_loop.h).
-    for (auto& w : workers_) w.rank = assignment_.rank_offset + w.local_rank;
+    if (phase_ == Phase::kRunning) ticked_ = true;
   } else if (tag == kTagGrace) {
     uint64_t ticks;
     if (::read(state_.grace_timer.get(), &ticks, sizeof ticks) < 0) return;

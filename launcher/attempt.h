@@ -65,8 +65,13 @@ class Attempt {
   Attempt(const Attempt&) = delete;
   Attempt& operator=(const Attempt&) = delete;
 
-  void start();          // spawns every worker
-  AttemptResult wait();  // the event loop, until every worker is reaped
+  void start();            // spawns every worker
+  SupervisorEvent next();  // the event loop, until a tick (while running) or every worker is reaped
+  void stop();             // the owner's stop: SIGTERM, then SIGKILL after the grace
+  void moved(const rdzv::NodeAssignment& assignment);
+  bool stopping() const { return phase_ == Phase::kStopping; }
+  bool done() const { return done_; }
+  AttemptResult take_result() { return std::move(result_); }
 
  private:
   struct Worker {
@@ -83,7 +88,7 @@ class Attempt {
   // The descriptor a worker's stream gets (invalid: inherit), setting up its relay if any.
   Fd wire_stream(const StreamRoute& route, int console_fd, const Worker& worker);
   std::string prefix_for(const Worker& worker, int console_fd) const;  // launcher/line_prefix.h
-  void dispatch(uint64_t tag);
+  void dispatch(uint64_t tag);  // sets ticked_ on a monitor tick or wake while running
   void on_signal(int sig);
   void reap();
   void record_exit(pid_t pid, int status);  // a worker's exit: a failure while running
@@ -99,8 +104,8 @@ class Attempt {
   enum class Phase { kRunning, kStopping };
 
   SupervisorState& state_;
-  const rdzv::NodeAssignment& assignment_;
-  const AttemptOptions& attempt_;
+  rdzv::NodeAssignment assignment_;
+  AttemptOptions attempt_;
   std::string run_id_;
   std::string exec_path_;
   std::vector<Worker> workers_;
@@ -110,6 +115,7 @@ class Attempt {
   Phase phase_ = Phase::kRunning;
   AttemptResult result_;
   bool done_ = false;
+  bool ticked_ = false;
 };
 
 }  // namespace ddp::launcher

@@ -147,17 +147,49 @@ const std::vector<std::vector<int>>& SupervisorState::cpus_for(int local_world_s
 
 struct Supervisor::Impl {
   explicit Impl(const LaunchOptions& options) : state(options) {}
+  Attempt& current() const;
   SupervisorState state;
+  std::unique_ptr<Attempt> attempt;  // after `state`, which it uses: destroyed first
 };
 
 Supervisor::Supervisor(const LaunchOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 
 Supervisor::~Supervisor() = default;
 
+void Supervisor::start(const rdzv::NodeAssignment& assignment, const AttemptOptions& attempt) {
+  impl_->attempt.reset();  // an unfinished one: its workers killed, reaped
+  impl_->attempt = std::make_unique<Attempt>(impl_->state, assignment, attempt);
+  impl_->attempt->start();
+}
+
+Attempt& Supervisor::Impl::current() const {
+  DDP_CHECK(attempt != nullptr, "the supervisor has no attempt: start() one");
+  return *attempt;
+}
+
+SupervisorEvent Supervisor::next() { return impl_->current().next(); }
+
+void Supervisor::stop() { impl_->current().stop(); }
+
+void Supervisor::moved(const rdzv::NodeAssignment& assignment) { impl_->current().moved(assignment); }
+
+bool Supervisor::stopping() const { return impl_->current().stopping(); }
+
+AttemptResult Supervisor::result() {
+  Attempt& a = impl_->current();
+  DDP_CHECK(a.done(), "the attempt's workers still run: next() until kExited");
+  AttemptResult r = a.take_result();
+  impl_->attempt.reset();
+  return r;
+}
+
+void Supervisor::kill() noexcept { impl_->attempt.reset(); }
+
 AttemptResult Supervisor::run(const rdzv::NodeAssignment& assignment, const AttemptOptions& attempt) {
-  Attempt a(impl_->state, assignment, attempt);
-  a.start();
-  return a.wait();
+  start(assignment, attempt);
+  while (next() != SupervisorEvent::kExited) {
+  }
+  return result();
 }
 
 int Supervisor::poll_signal() {

@@ -1,15 +1,15 @@
 #pragma once
-// Supervisor: runs one attempt of a node's workers and watches them until all succeed, one
-// fails, a handled signal arrives, or the caller asks it to stop.
+// Supervisor: runs one attempt of a node's workers at a time and reports its events to the
+// owner (the RoundLoop), who decides: start(), then next() until kExited; between, stop() or moved().
 // - Each worker: its own session and process group, PR_SET_PDEATHSIG(SIGKILL). One event loop
 //   (signalfd, epoll, timerfd) and one reaper, waitpid(-1): as a subreaper the launcher reaps
-//   orphaned grandchildren too, and at the end of run() SIGKILLs and reaps every descendant
-//   still alive, removing the shm segments the dead left (common/shm_names.h).
+//   orphaned grandchildren too, and once every worker exited it SIGKILLs and reaps every
+//   descendant still alive, removing the shm segments the dead left (common/shm_names.h).
 // - Signals: forwarded to every worker's group; a second SIGINT escalates to SIGKILL. On the
-//   first failure the rest get SIGTERM, then SIGKILL after shutdown_timeout. Between runs they
-//   stay blocked and queued (poll_signal()); one left queued stops the next run() at once.
+//   first failure the rest get SIGTERM, then SIGKILL after shutdown_timeout. Between attempts they
+//   stay blocked and queued (poll_signal()); one left queued stops the next attempt at once.
 // - One per launcher, constructed before any thread starts (it blocks the signals process-wide);
-//   run() from a thread that outlives the workers (PDEATHSIG follows the forking thread); no
+//   used from a thread that outlives the workers (PDEATHSIG follows the forking thread); no
 //   children besides workers. Error files and logs per attempt: docs/launcher.md, log_router.h.
 #include <sys/types.h>
 
@@ -42,7 +42,7 @@ struct AttemptResult {
   bool success = false;
   int interrupted_by = 0;               // signal that stopped the job (user or scheduler), else 0
   std::vector<WorkerFailure> failures;  // earliest first: failures[0] is the root cause
-  bool stopped_externally = false;      // AttemptOptions::external_stop asked for the stop
+  bool stopped_externally = false;      // the owner stopped the workers (Supervisor::stop)
   int exit_code() const;                // 0, the root cause's code, 128+N, 130 for SIGINT;
                                         // 1 when stopped externally with no failure here
 };
@@ -51,13 +51,15 @@ struct AttemptOptions {
   int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT
   int round = -1;         // names the attempt's log directory (attempt_<round>); -1: restart_count
   int dir_index() const { return round >= 0 ? round : restart_count; }
-  // Polled every monitor_interval; true stops the workers (another node failed, say).
-  std::function<bool()> external_stop;  // may also move the workers to a later round in place
-                                        // (the assignment given to run() then changes)
-  // How often external_stop is polled; unset: LaunchOptions::monitor_interval. A caller told of
-  // its events through wake_monitor() needs only a slow tick, as a safety net: each tick of
-  // hundreds of launchers on one host costs CPU.
+  // How often next() reports kTick while the workers run; unset: never (wake_monitor() still
+  // does). An owner told of its events through wake_monitor() needs only a slow tick, as a safety
+  // net: each tick of hundreds of launchers on one host costs CPU.
   std::optional<Millis> monitor_interval;
+};
+
+enum class SupervisorEvent {
+  kTick,    // the monitor's tick or wake_monitor(), while the workers run: the owner's turn
+  kExited,  // every worker is reaped: result() is the attempt's
 };
 
 class Supervisor {
@@ -67,6 +69,18 @@ class Supervisor {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
+  // Spawns the node's workers: a new attempt (an unfinished one is killed first).
+  void start(const rdzv::NodeAssignment& assignment, const AttemptOptions& attempt);
+  // Runs the attempt's event loop (signals, exits, output) until its next event.
+  SupervisorEvent next();
+  // Stops the workers (SIGTERM, then SIGKILL after shutdown_timeout); next() reports kExited.
+  void stop();
+  // The workers moved to a later round in place: failures name their ranks from `assignment`.
+  void moved(const rdzv::NodeAssignment& assignment);
+  bool stopping() const;   // a signal, a failure or stop() began to stop the workers
+  AttemptResult result();  // after kExited: the attempt's result; the attempt ends
+  void kill() noexcept;    // ends an unfinished attempt at once: SIGKILL, reaped; else nothing
+  // start(), then next() until kExited, ticks ignored: an attempt nobody else looks at.
   AttemptResult run(const rdzv::NodeAssignment& assignment, const AttemptOptions& attempt);
 
   // Takes one queued handled signal without waiting: its number, or 0 when none is queued.
@@ -75,8 +89,8 @@ class Supervisor {
   // The signalfd of the handled signals (readable when one is queued), for the caller's own
   // poll/epoll; read it through poll_signal().
   int signal_fd() const;
-  // Thread-safe: the running attempt polls its external_stop now, not at the next
-  // monitor_interval tick (the heartbeat found a peer lost). Between attempts: at the next's start.
+  // Thread-safe: next() reports kTick now, not at the next monitor_interval tick (the heartbeat
+  // found a peer lost). Between attempts: at the next one's first next().
   void wake_monitor();
 
  private:

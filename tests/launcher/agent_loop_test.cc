@@ -13,6 +13,7 @@
 #include <chrono>
 #include <csignal>
 #include <functional>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -44,14 +45,26 @@ struct Node {
   std::string err() const { return slurp(err_path); }
 };
 
-Node start(const ScratchDir& d, const std::string& name, const std::vector<std::string>& args) {
+Node start(const ScratchDir& d, const std::string& name, const std::vector<std::string>& args,
+           const std::map<std::string, std::string>& env = {}) {
   std::vector<std::string> argv = {launcher_path()};
   argv.insert(argv.end(), args.begin(), args.end());
   Node n;
   n.err_path = d / (name + ".err");
-  n.child =
-      std::make_unique<Child>(argv, std::map<std::string, std::string>{}, d / (name + ".out"), n.err_path);
+  n.child = std::make_unique<Child>(argv, env, d / (name + ".out"), n.err_path);
   return n;
+}
+
+// The debug log's "round loop: <from> -> <to>" lines, in order.
+std::vector<std::string> transitions(const std::string& log) {
+  std::vector<std::string> out;
+  std::istringstream in(log);
+  const std::string mark = "round loop: ";
+  for (std::string line; std::getline(in, line);) {
+    const auto at = line.find(mark);
+    if (at != std::string::npos) out.push_back(line.substr(at + mark.size()));
+  }
+  return out;
 }
 
 // A tcp rendezvous on loopback, elastic or not.
@@ -151,7 +164,7 @@ TEST_CASE("--nnodes 1:2: a node that starts mid-run joins the next round") {
   auto w = worker(d, 2);
   args.insert(args.end(), w.begin(), w.end());
   write_file(d / "go", "");
-  Node a = start(d, "a", args);
+  Node a = start(d, "a", args, {{"DDP_LOG_LEVEL", "debug"}});
   REQUIRE(eventually([&] { return lines_with_nodes(d, 1) == 1; }));
   Node b = start(d, "b", args);
   const int code_a = a.child->wait(std::chrono::seconds(60));
@@ -165,6 +178,22 @@ TEST_CASE("--nnodes 1:2: a node that starts mid-run joins the next round") {
   CHECK(has(slurp(d / "log"), "2 0 0 2 0 "));  // GROUP_RANK 0 RANK 0 WORLD_SIZE 2, no restart counted
   CHECK(has(slurp(d / "log"), "2 1 1 2 0 "));
   CHECK(has(a.err(), "waiting to join"));
+  // Node a's round loop: its workers stopped for the new member, never counted as a restart.
+  CHECK(transitions(a.err()) == std::vector<std::string>{"Rendezvous -> Running", "Running -> Stopping",
+                                                         "Stopping -> Deciding", "Deciding -> Rendezvous",
+                                                         "Rendezvous -> Running", "Running -> ExitBarrier",
+                                                         "ExitBarrier -> Deciding", "Deciding -> Done"});
+}
+
+TEST_CASE("one node: a failure with a restart left runs a new round, then the last failure ends the job") {
+  ScratchDir d;
+  Node a = start(d, "a", {"--nnodes", "1", "--max-restarts", "1", "sh", "-c", "exit 3"},
+                 {{"DDP_LOG_LEVEL", "debug"}});
+  CHECK(a.child->wait(std::chrono::seconds(60)) == 3);
+  CAPTURE(a.err());
+  CHECK(transitions(a.err()) == std::vector<std::string>{"Rendezvous -> Running", "Running -> Deciding",
+                                                         "Deciding -> Rendezvous", "Rendezvous -> Running",
+                                                         "Running -> Deciding", "Deciding -> Done"});
 }
 
 TEST_CASE(

@@ -122,8 +122,12 @@ inline Outcome run_launcher(const LaunchOptions& options, const rdzv::NodeAssign
       Supervisor supervisor(options);
       AttemptOptions attempt;
       attempt.restart_count = restart_count;
-      attempt.external_stop = external_stop;
-      AttemptResult r = supervisor.run(assignment, attempt);
+      if (external_stop) attempt.monitor_interval = options.monitor_interval;
+      supervisor.start(assignment, attempt);
+      while (supervisor.next() == SupervisorEvent::kTick) {
+        if (external_stop && external_stop()) supervisor.stop();
+      }
+      AttemptResult r = supervisor.result();
       nlohmann::json j;
       j["success"] = r.success;
       j["interrupted_by"] = r.interrupted_by;

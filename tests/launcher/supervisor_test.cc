@@ -334,7 +334,7 @@ TEST_CASE("the failure carries the head of the worker's error file") {
   }
 }
 
-TEST_CASE("external_stop stops the workers") {
+TEST_CASE("the owner stops the workers at a tick") {
   TempDir dir;
   LaunchOptions o = sh_options("touch " + dir.path() + "/ready_$RANK; sleep 1000", 2);
   o.monitor_interval = std::chrono::milliseconds(10);
@@ -346,8 +346,8 @@ TEST_CASE("external_stop stops the workers") {
   CHECK(out.result["exit_code"] == 1);
 }
 
-TEST_CASE("wake_monitor polls external_stop at once, not at the next monitor tick") {
-  // A monitor_interval of an hour: only the wake can poll external_stop before the worker's
+TEST_CASE("wake_monitor reports a tick at once, not at the next monitor tick") {
+  // A monitor_interval of an hour: only the wake can report a tick before the worker's
   // own exit (success, not stopped) 20 s later. In a forked launcher (the Supervisor owns signals).
   TempDir dir;
   LaunchOptions o = sh_options("touch " + dir.path() + "/ready; sleep 20", 1);
@@ -366,8 +366,12 @@ TEST_CASE("wake_monitor polls external_stop at once, not at the next monitor tic
         supervisor.wake_monitor();  // as the heartbeat does on a loss
       });
       AttemptOptions attempt;
-      attempt.external_stop = [&] { return exists(ready); };
-      const AttemptResult r = supervisor.run(single_node(1), attempt);
+      attempt.monitor_interval = o.monitor_interval;
+      supervisor.start(single_node(1), attempt);
+      while (supervisor.next() == SupervisorEvent::kTick) {
+        if (exists(ready)) supervisor.stop();
+      }
+      const AttemptResult r = supervisor.result();
       waker.join();
       rc = r.stopped_externally && r.failures.empty() ? 0 : 2;
     } catch (...) {
