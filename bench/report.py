@@ -16,7 +16,8 @@ Inputs, one folder per run (bench/results/<run>/):
   launch*.jsonl     bench/launch.sh's rows (OUT=...): wall time of N trivial workers per launcher
   placement*.jsonl  bench/placement.sh's rows (OUT=...): an all_reduce per worker placement
 Runs are listed newest first, so a section's first heading (`#launchers-at-scale`) is the newest
-run's: other pages link there. The newest run with collective rows (by date, then name) gives the
+run's: other pages link there. A run whose run.json says "superseded_by": "<newer run>" gets one
+line under "Superseded runs" instead of its section (its folder, figures and command stay). The newest run with collective rows (by date, then name) gives the
 README's headline table and plot. bench/results/history.md (figures typed before this page
 existed) is named, not carried. report_runs.py reads the results, report_sections.py writes a
 run's section, report_plots.py draws.
@@ -56,11 +57,24 @@ def page(runs):
              "directly (`--compare mpi,gloo`), not through our backends.", "",
              "Runs, newest first:", ""]
     newest_first = list(reversed(runs))
-    lines += [f"- [{r.date}: {r.name}](#{anchor(r)}): {r.machine_line()}" for r in newest_first]
+    by_name = {r.name: r for r in runs}
+    for r in (r for r in runs if r.superseded_by):
+        newer = by_name.get(r.superseded_by)
+        if newer is None or newer is r or newer.superseded_by or newer.date < r.date:
+            raise ResultError(f"{r.name}/run.json: superseded_by {r.superseded_by!r} is not a current run of its day or later")
+    current = [r for r in newest_first if not r.superseded_by]
+    superseded = [r for r in newest_first if r.superseded_by]
+    lines += [f"- [{r.date}: {r.name}](#{anchor(r)}): {r.machine_line()}" for r in current]
     lines += ["", "Earlier figures, typed by hand before this page existed, are in `bench/results/history.md` "
               "(each with its date and machine; they describe the code of their day, which git has).", ""]
-    for r in newest_first:
+    for r in current:
         lines += run_section(r)
+    if superseded:
+        lines += ["## Superseded runs", "",
+                  "Measured again by a newer run above; each folder under `bench/results/` keeps its figures, "
+                  "its note and its command.", ""]
+        lines += [f"- {r.date}: `{r.name}`, measured again by [{by_name[r.superseded_by].name}]"
+                  f"(#{anchor(by_name[r.superseded_by])})" for r in superseded]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -71,6 +71,7 @@ class Run:
                 raise ResultError(f"{meta_path.relative_to(ROOT)}: no \"{key}\"")
         self.date, self.note, self.files = meta["date"], meta["note"], meta["files"]
         self.short_note = meta.get("short_note", self.note)  # the README's
+        self.superseded_by = meta.get("superseded_by")  # a newer run that measures it again: one line
         self.rows = {}
         for name in self.files:
             path = folder / name
