@@ -17,8 +17,9 @@ Inputs, one folder per run (bench/results/<run>/):
   placement*.jsonl  bench/placement.sh's rows (OUT=...): an all_reduce per worker placement
 Runs are listed newest first, so a section's first heading (`#launchers-at-scale`) is the newest
 run's: other pages link there. A run whose run.json says "superseded_by": "<newer run>" gets one
-line under "Superseded runs" instead of its section (its folder, figures and command stay). The newest run with collective rows (by date, then name) gives the
-README's headline table and plot. bench/results/history.md (figures typed before this page
+line under "Superseded runs" instead of its section and plots (its folder, figures and command
+stay). The newest run with collective rows (by date, then name) gives the README's headline
+table and plot. bench/results/history.md (figures typed before this page
 existed) is named, not carried. report_runs.py reads the results, report_sections.py writes a
 run's section, report_plots.py draws.
 
@@ -167,7 +168,7 @@ def main():
     except ImportError:
         print("report.py: no matplotlib (Debian's python3-matplotlib): plots not drawn", file=sys.stderr)
         return 77
-    for path in plot(runs, outdir):
+    for path in plot([r for r in runs if not r.superseded_by], outdir):  # a superseded run's page line has none
         print(f"report.py: wrote {path}")
     return 0
 
