@@ -78,12 +78,7 @@ void copy_bytes_streaming(void* dst, const void* src, size_t n) {
   _mm_sfence();  // ordered before whatever publishes the data (a counter's store)
 }
 
-CopyKernelSetting parse_copy_kernel(const std::string& value) {
-  if (value == "auto") return CopyKernelSetting::kAuto;
-  if (value == "memcpy") return CopyKernelSetting::kMemcpy;
-  if (value == "vector") return CopyKernelSetting::kVector;
-  DDP_THROW(InvalidArgument, settings::kCopyKernel.name, "='", value, "': choose auto, memcpy or vector");
-}
+static_assert(settings::choices_are(settings::kCopyKernel, "auto|memcpy|vector"));  // CopyKernelSetting
 
 namespace {
 
@@ -125,7 +120,7 @@ ShortCopy calibrate_short_copy() {
 
 ShortCopy short_copy() {
   static const ShortCopy choice = [] {
-    switch (parse_copy_kernel(settings::choice(settings::kCopyKernel))) {
+    switch (settings::choice_as<CopyKernelSetting>(settings::kCopyKernel)) {
       case CopyKernelSetting::kMemcpy: return ShortCopy::kMemcpy;
       case CopyKernelSetting::kVector: return ShortCopy::kVector;
       case CopyKernelSetting::kAuto: break;

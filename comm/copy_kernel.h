@@ -24,9 +24,8 @@ inline bool short_copy_distance(const void* dst, const void* src) {
 void copy_bytes_vector(void* dst, const void* src, size_t n);
 
 enum class ShortCopy { kMemcpy, kVector };
-// DDP_COPY_KERNEL's value: auto, memcpy or vector; InvalidArgument naming it otherwise.
+// DDP_COPY_KERNEL's choices, in the table's order (settings::choice_as).
 enum class CopyKernelSetting { kAuto, kMemcpy, kVector };
-CopyKernelSetting parse_copy_kernel(const std::string& value);
 // Times memcpy against the vector loop at a short distance (the faster wins; memcpy unless the
 // loop is clearly faster).
 ShortCopy calibrate_short_copy();

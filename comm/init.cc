@@ -67,6 +67,9 @@ comm::ProcessGroupPtr init_process_group(const InitOptions& options) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.factory) DDP_THROW(InvalidArgument, "init_process_group: the default group exists already");
+  // This library's own variables, checked before any peer waits on us (DDP_COPY_KERNEL and
+  // DDP_F16C are otherwise read at a first copy or conversion, maybe on a backend's thread).
+  settings::check(settings::Section::kLibrary);
   const int init_number = s.inits++;
 
   comm::StoreRequest request;

@@ -140,12 +140,17 @@ void require(const Setting& s, Type type) {
     throw std::logic_error("settings: " + std::string(s.name) + " is read as the wrong type");
 }
 
-std::string canonical_choice(const Setting& s, const std::string& value) {
-  std::string v = lower(value);
-  for (std::string_view c : choices_of(s)) {
-    if (c == v) return v;
+size_t index_of_choice(const Setting& s, const std::string& value) {
+  const std::string v = lower(value);
+  const auto c = choices_of(s);
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (c[i] == v) return i;
   }
   bad_value(s, value);
+}
+
+std::string canonical_choice(const Setting& s, const std::string& value) {
+  return std::string(choices_of(s)[index_of_choice(s, value)]);
 }
 
 int64_t parse_int(const Setting& s, const std::string& value) {
@@ -161,11 +166,38 @@ bool parse_boolean(const Setting& s, const std::string& value) {
   bad_value(s, value);
 }
 
+std::optional<int64_t> parse_auto_int(const Setting& s, const std::string& value) {
+  if (lower(value) == "auto") return std::nullopt;
+  return parse_int(s, value);
+}
+
+std::optional<bool> parse_auto_bool(const Setting& s, const std::string& value) {
+  if (lower(value) == "auto") return std::nullopt;
+  return parse_boolean(s, value);
+}
+
+// The value set, else the table's fallback (std::logic_error when it has none).
+std::string set_or_fallback(const Setting& s) {
+  if (auto v = get(s)) return *v;
+  if (s.fallback.empty()) no_fallback(s);
+  return std::string(s.fallback);
+}
+
+std::string int_range_text(const Setting& s) {
+  if (s.min == INT64_MIN && s.max == INT64_MAX) return "an integer";
+  if (s.max == INT64_MAX) return "an integer of at least " + std::to_string(s.min);
+  return "an integer from " + std::to_string(s.min) + " to " + std::to_string(s.max);
+}
+
+constexpr char kBooleans[] = "a boolean: 1/0, true/false, yes/no, on/off";
+
 std::string type_name(const Setting& s) {
   switch (s.type) {
     case Type::kInt: return "integer";
     case Type::kBool: return "boolean";
     case Type::kChoice: return "choice";
+    case Type::kAutoInt: return "integer or auto";
+    case Type::kAutoBool: return "boolean or auto";
     case Type::kText: break;
   }
   return "text";
@@ -248,7 +280,7 @@ std::optional<std::string> get(const Setting& s) {
 
 std::optional<std::string> lookup(std::string_view name) {
   if (find(name) == nullptr)
-    throw std::logic_error("settings: " + std::string(name) + " is not declared in common/settings.h");
+    throw std::logic_error("settings: " + std::string(name) + " is not declared in common/settings_table.h");
   const char* v = std::getenv(std::string(name).c_str());
   if (v == nullptr) return std::nullopt;
   return std::string(v);
@@ -264,9 +296,28 @@ std::string get_or(const Setting& s, const std::string& fallback) { return get(s
 
 std::string choice(const Setting& s) {
   require(s, Type::kChoice);
-  if (auto v = get(s)) return canonical_choice(s, *v);
-  if (s.fallback.empty()) no_fallback(s);
-  return std::string(s.fallback);
+  return canonical_choice(s, set_or_fallback(s));
+}
+
+size_t choice_index(const Setting& s) {
+  require(s, Type::kChoice);
+  return index_of_choice(s, set_or_fallback(s));
+}
+
+std::optional<int64_t> auto_int(const Setting& s) {
+  require(s, Type::kAutoInt);
+  return parse_auto_int(s, set_or_fallback(s));
+}
+
+std::optional<bool> auto_bool(const Setting& s) {
+  require(s, Type::kAutoBool);
+  return parse_auto_bool(s, set_or_fallback(s));
+}
+
+void check(Section section) {
+  for (const Setting* s : kAll) {
+    if (s->section == section && !is_family(*s)) effective(*s);
+  }
 }
 
 std::optional<int64_t> get_int(const Setting& s) {
@@ -314,6 +365,14 @@ std::string effective(const Setting& s) {
     case Type::kInt: return std::to_string(parse_int(s, v));
     case Type::kBool: return parse_boolean(s, v) ? "1" : "0";
     case Type::kChoice: return canonical_choice(s, v);
+    case Type::kAutoInt: {
+      const auto n = parse_auto_int(s, v);
+      return n ? std::to_string(*n) : "auto";
+    }
+    case Type::kAutoBool: {
+      const auto b = parse_auto_bool(s, v);
+      return b ? (*b ? "1" : "0") : "auto";
+    }
     case Type::kText: break;
   }
   return v;
@@ -321,17 +380,16 @@ std::string effective(const Setting& s) {
 
 std::string allowed_text(const Setting& s) {
   switch (s.type) {
-    case Type::kBool: return "a boolean: 1/0, true/false, yes/no, on/off";
+    case Type::kBool: return kBooleans;
+    case Type::kAutoBool: return std::string("auto, or ") + kBooleans;
+    case Type::kAutoInt: return "auto, or " + int_range_text(s);
     case Type::kChoice: {
       std::string out = "one of ";
       const auto c = choices_of(s);
       for (size_t i = 0; i < c.size(); ++i) out += (i == 0 ? "" : ", ") + std::string(c[i]);
       return out;
     }
-    case Type::kInt:
-      if (s.min == INT64_MIN && s.max == INT64_MAX) return "an integer";
-      if (s.max == INT64_MAX) return "an integer of at least " + std::to_string(s.min);
-      return "an integer from " + std::to_string(s.min) + " to " + std::to_string(s.max);
+    case Type::kInt: return int_range_text(s);
     case Type::kText: break;
   }
   return std::string(s.choices.empty() ? "text" : s.choices);
@@ -362,9 +420,9 @@ std::string format_markdown() {
   std::ostringstream out;
   out << "# Environment variables\n\n"
          "Every environment variable that ddp-launch, libddp and the tools read. Generated from the\n"
-         "table in `common/settings.h` by `ddp-launch --print-settings --markdown`: do not edit by hand\n"
-         "(the ctest `cli_settings_doc_test` fails when this page and the table differ). `ddp-launch\n"
-         "--print-settings` prints the same table with the values in effect.\n\n"
+         "table in `common/settings_table.h` by `ddp-launch --print-settings --markdown`: do not edit\n"
+         "by hand (the ctest `cli_settings_doc_test` fails when this page and the table differ).\n"
+         "`ddp-launch --print-settings` prints the same table with the values in effect.\n\n"
          "An empty value counts as unset; a value that is set but malformed is an error naming the\n"
          "variable and the values it allows. Scope *group*: every rank of a group must hold the same\n"
          "value; the tcp backend compares them at group creation, through the group's store, and a\n"

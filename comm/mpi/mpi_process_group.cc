@@ -48,9 +48,12 @@ void check_launch_environment(const GroupSetup& setup) {
 // than its nonblocking ones in Open MPI) unless DDP_MPI_COLLECTIVES=nonblocking;
 // every other group runs them nonblocking (so two groups never wait on each other). Decided
 // from the name and the environment only: the same on every rank, as MPI needs.
+enum class CollectivesSetting { kBlocking, kNonblocking };  // DDP_MPI_COLLECTIVES' choices, in order
+static_assert(settings::choices_are(settings::kMpiCollectives, "blocking|nonblocking"));
 bool blocking_collectives(const GroupSetup& s) {
-  const std::string mode = settings::choice(settings::kMpiCollectives);
-  return mode == "blocking" && s.name == "world";
+  return settings::choice_as<CollectivesSetting>(settings::kMpiCollectives) ==
+             CollectivesSetting::kBlocking &&
+         s.name == "world";
 }
 
 // The collectives small enough for MpiRuntime::run_here (settings::kMpiCallerBytes). Below Open
@@ -138,7 +141,8 @@ MpiProcessGroup::MpiProcessGroup(const GroupSetup& setup)
     for (int r = 0; r < s.size; ++r) s.global_ranks.push_back(r);
   }
   MpiRuntime& rt = runtime_;
-  const bool blocking = blocking_collectives(setup);  // before MPI is touched: a bad variable leaks nothing
+  settings::check(settings::Section::kMpi);  // before MPI is touched: a bad variable leaks nothing
+  const bool blocking = blocking_collectives(setup);
   caller_bytes_ = caller_bytes();
   p2p_bytes_ = p2p_bytes(s.size);
   halving_bytes_ = halving_bytes();

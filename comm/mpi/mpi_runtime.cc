@@ -1,6 +1,7 @@
 #include "comm/mpi/mpi_runtime.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -45,14 +46,12 @@ constexpr int kSpinPasses = 256;
 constexpr std::chrono::milliseconds kYieldBeforeSleep{20};
 constexpr std::chrono::microseconds kMaxBackoff{50};
 
+// DDP_MPI_THREAD_LEVEL's choices, in the table's order.
+static_assert(settings::choices_are(settings::kMpiThreadLevel, "single|funneled|serialized|multiple"));
 int requested_level() {
-  const std::string name = settings::choice(settings::kMpiThreadLevel);
-  if (name == "single") return MPI_THREAD_SINGLE;
-  if (name == "funneled") return MPI_THREAD_FUNNELED;
-  if (name == "serialized") return MPI_THREAD_SERIALIZED;
-  if (name == "multiple") return MPI_THREAD_MULTIPLE;
-  DDP_THROW(InvalidArgument, settings::kMpiThreadLevel.name, "='", name,
-            "': ", settings::allowed_text(settings::kMpiThreadLevel));
+  const std::array<int, 4> levels = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED,
+                                     MPI_THREAD_MULTIPLE};
+  return levels[settings::choice_index(settings::kMpiThreadLevel)];
 }
 
 }  // namespace

@@ -47,12 +47,7 @@ int copy_all(size_t bytes, Call call) {
 
 }  // namespace
 
-CrossSetting parse_cross_setting(const std::string& value) {
-  if (value == "auto") return CrossSetting::kAuto;
-  if (value == "on") return CrossSetting::kOn;
-  if (value == "off") return CrossSetting::kOff;
-  DDP_THROW(InvalidArgument, settings::kTcpCma.name, "='", value, "': choose auto, on or off");
-}
+static_assert(settings::choices_are(settings::kTcpCma, "auto|on|off"));  // CrossSetting
 
 CrossProbe cross_probe() {
   const uint64_t& word = probe_word();

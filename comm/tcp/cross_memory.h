@@ -15,10 +15,8 @@
 
 namespace ddp::comm::tcp {
 
+// DDP_TCP_CMA's choices, in the table's order (settings::choice_as).
 enum class CrossSetting { kAuto, kOn, kOff };
-
-// DDP_TCP_CMA's value: auto, on or off; InvalidArgument naming the variable otherwise.
-CrossSetting parse_cross_setting(const std::string& value);
 
 // What this process shows its peers: a word at `addr` that holds `value` (random, per process).
 struct CrossProbe {

@@ -1,13 +1,11 @@
 #include "comm/tcp/hierarchy_calibration.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 
 #include "comm/tcp/hierarchical_collectives.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "common/settings.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -27,18 +25,6 @@ OpContext context(const std::string& group, DType dtype, size_t count, Millis ti
 }
 
 }  // namespace
-
-std::optional<size_t> parse_small_bytes(const std::string& value) {
-  if (value == "auto") return std::nullopt;
-  size_t bytes = 0;
-  const char* end = value.data() + value.size();
-  const auto [ptr, ec] = std::from_chars(value.data(), end, bytes);
-  if (value.empty() || ec != std::errc() || ptr != end) {
-    DDP_THROW(InvalidArgument, settings::kTcpHierarchySmallBytes.name, "='", value,
-              "': choose auto or a byte count");
-  }
-  return bytes;
-}
 
 size_t small_bytes_from(const std::vector<size_t>& sizes, const std::vector<double>& small_minus_split) {
   DDP_CHECK(!sizes.empty() && sizes.size() == small_minus_split.size());

@@ -26,10 +26,6 @@ inline constexpr std::array<size_t, 7> kCalibrationSizes = {4 << 10,  8 << 10,  
                                                             64 << 10, 128 << 10, 256 << 10};
 inline constexpr int kCalibrationRounds = static_cast<int>(kSmallLimitPolicy.counted);
 
-// DDP_TCP_HIERARCHY_SMALL_BYTES: "auto" (nullopt: calibrate) or a byte count; InvalidArgument
-// naming the variable otherwise.
-std::optional<size_t> parse_small_bytes(const std::string& value);
-
 // The threshold from the summed (small - split) differences, one per size in `sizes`
 // (ascending): the size whose prefix sum of differences is lowest (<= 0; the largest on a tie);
 // half the first size when no prefix sum is <= 0.

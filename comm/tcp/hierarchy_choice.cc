@@ -8,17 +8,12 @@
 
 namespace ddp::comm::tcp {
 
-LargeSetting parse_large_setting(const std::string& value) {
-  if (value == "auto") return LargeSetting::kAuto;
-  if (value == "split") return LargeSetting::kSplit;
-  if (value == "flat") return LargeSetting::kFlat;
-  DDP_THROW(InvalidArgument, settings::kTcpHierarchyLarge.name, "='", value, "': choose auto, split or flat");
-}
+static_assert(settings::choices_are(settings::kTcpHierarchyLarge, "auto|split|flat"));  // LargeSetting
 
-OverlapSetting parse_overlap_setting(const std::string& value) {
-  if (value == "auto") return OverlapSetting::kAuto;
-  if (auto b = settings::parse_bool(value)) return *b ? OverlapSetting::kOn : OverlapSetting::kOff;
-  DDP_THROW(InvalidArgument, settings::kTcpHierarchyOverlap.name, "='", value, "': choose auto, 1 or 0");
+OverlapSetting overlap_setting() {
+  const std::optional<bool> on = settings::auto_bool(settings::kTcpHierarchyOverlap);
+  if (!on) return OverlapSetting::kAuto;
+  return *on ? OverlapSetting::kOn : OverlapSetting::kOff;
 }
 
 const char* to_string(LargeWay way) {

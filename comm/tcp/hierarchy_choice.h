@@ -18,14 +18,12 @@
 namespace ddp::comm::tcp {
 
 enum class LargeWay : uint8_t { kSplit = 0, kFlat = 1, kOverlapped = 2 };
+// DDP_TCP_HIERARCHY_LARGE's choices, in the table's order (settings::choice_as).
 enum class LargeSetting : uint8_t { kAuto, kSplit, kFlat };
 enum class OverlapSetting : uint8_t { kAuto, kOn, kOff };
 
-// DDP_TCP_HIERARCHY_LARGE's value: auto, split or flat; InvalidArgument naming it otherwise.
-LargeSetting parse_large_setting(const std::string& value);
-// DDP_TCP_HIERARCHY_OVERLAP's value: auto, or a boolean (1/0, true/false, on/off, yes/no);
-// InvalidArgument naming it otherwise.
-OverlapSetting parse_overlap_setting(const std::string& value);
+// DDP_TCP_HIERARCHY_OVERLAP as read (settings::auto_bool: auto, on or off).
+OverlapSetting overlap_setting();
 const char* to_string(LargeWay way);  // split, flat or overlapped
 
 // Where `auto` starts before anything is measured: overlapped where each of the job's ranks on

@@ -7,13 +7,7 @@
 
 namespace ddp::comm::tcp {
 
-StoreSetting parse_store_setting(const std::string& value) {
-  if (value == "auto") return StoreSetting::kAuto;
-  if (value == "cached") return StoreSetting::kCached;
-  if (value == "streaming") return StoreSetting::kStreaming;
-  DDP_THROW(InvalidArgument, settings::kTcpShmStores.name, "='", value,
-            "': choose auto, cached or streaming");
-}
+static_assert(settings::choices_are(settings::kTcpShmStores, "auto|cached|streaming"));  // StoreSetting
 
 const char* to_string(StoreMode mode) {
   switch (mode) {

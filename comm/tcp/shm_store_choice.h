@@ -19,10 +19,8 @@ namespace ddp::comm::tcp {
 
 // How a shared-memory collective moves what its peers read: the ways a chooser weighs.
 enum class StoreMode : uint8_t { kCached = 0, kStreaming = 1, kCross = 2 };
+// DDP_TCP_SHM_STORES's choices, in the table's order (settings::choice_as).
 enum class StoreSetting { kAuto, kCached, kStreaming };
-
-// DDP_TCP_SHM_STORES's value: auto, cached or streaming; InvalidArgument naming it otherwise.
-StoreSetting parse_store_setting(const std::string& value);
 const char* to_string(StoreMode mode);
 
 class StoreChooser {

@@ -16,13 +16,7 @@ int mod(int a, int w) { return ((a % w) + w) % w; }
 
 }  // namespace
 
-SocketAlgo parse_socket_algo(const std::string& name) {
-  if (name == "auto") return SocketAlgo::kAuto;
-  if (name == "direct") return SocketAlgo::kDirect;
-  if (name == "hd") return SocketAlgo::kHalvingDoubling;
-  if (name == "ring") return SocketAlgo::kRing;
-  DDP_THROW(InvalidArgument, settings::kTcpSocketAlgo.name, "='", name, "': choose auto, direct, hd or ring");
-}
+static_assert(settings::choices_are(settings::kTcpSocketAlgo, "auto|direct|hd|ring"));  // SocketAlgo
 
 const char* to_string(SocketAlgo algo) {
   switch (algo) {

@@ -1,7 +1,6 @@
 #include "comm/tcp/socket_collectives.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -55,16 +54,11 @@ int SocketCollectives::world_rank(int p) const {
   return opt_.world_ranks.empty() ? p : opt_.world_ranks[static_cast<size_t>(p)];
 }
 
-int socket_streams(const std::string& setting, int cpus, int ranks_here) {
-  if (setting == "auto") return std::clamp(cpus / std::max(1, ranks_here) - 1, 1, kMaxAutoSocketStreams);
-  int n = 0;
-  const char* last = setting.data() + setting.size();
-  auto [end, ec] = std::from_chars(setting.data(), last, n);
-  if (ec != std::errc() || end != last || n < 1 || n > kMaxSocketStreams) {
-    DDP_THROW(InvalidArgument, settings::kTcpSocketStreams.name, "='", setting, "': choose auto or 1..",
-              kMaxSocketStreams, " connections to each peer");
-  }
-  return n;
+static_assert(kMaxSocketStreams == settings::kTcpSocketStreams.max && settings::kTcpSocketStreams.min == 1);
+
+int socket_streams(std::optional<int64_t> fixed, int cpus, int ranks_here) {
+  if (fixed) return static_cast<int>(std::clamp<int64_t>(*fixed, 1, kMaxSocketStreams));
+  return std::clamp(cpus / std::max(1, ranks_here) - 1, 1, kMaxAutoSocketStreams);
 }
 
 StripePlan stripe_plan(size_t bytes, int streams, size_t chunk_bytes, size_t index) {

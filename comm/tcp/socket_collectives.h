@@ -25,24 +25,22 @@
 
 namespace ddp::comm::tcp {
 
+// DDP_TCP_SOCKET_ALGO's choices, in the table's order (settings::choice_as).
 enum class SocketAlgo { kAuto, kDirect, kHalvingDoubling, kRing };
-// "auto", "direct", "hd", "ring"; InvalidArgument naming DDP_TCP_SOCKET_ALGO otherwise.
-SocketAlgo parse_socket_algo(const std::string& name);
-const char* to_string(SocketAlgo algo);
+const char* to_string(SocketAlgo algo);  // its choice's text
 // The auto rule (docs/tcp.md), a pure function of values equal on every rank.
 SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t oneshot_bytes,
                               size_t chunk_bytes);
 
-// DDP_TCP_SOCKET_STREAMS' bound: connections to each peer.
+// DDP_TCP_SOCKET_STREAMS' bound (the table's): connections to each peer.
 inline constexpr int kMaxSocketStreams = 8;
-// DDP_TCP_SOCKET_STREAMS: connections to each peer, each set with its own progress thread (so
-// one rank's large transfers run on several cores). "auto": one for each CPU this process may
-// use beyond its op's thread (which reduces), its share of the host's CPUs among its job's ranks
-// there: cpus / ranks_here - 1, at least 1, at most kMaxAutoSocketStreams; or a count
-// 1..kMaxSocketStreams. InvalidArgument naming the variable otherwise. Rank 0's value is the
-// group's.
+// Connections to each peer, each set with its own progress thread (so one rank's large
+// transfers run on several cores): `fixed` (DDP_TCP_SOCKET_STREAMS: settings::auto_int), or for
+// auto (nullopt) one for each CPU this process may use beyond its op's thread (which reduces),
+// its share of the host's CPUs among its job's ranks there: cpus / ranks_here - 1, at least 1,
+// at most kMaxAutoSocketStreams. Rank 0's value is the group's.
 inline constexpr int kMaxAutoSocketStreams = 4;
-int socket_streams(const std::string& setting, int cpus, int ranks_here);
+int socket_streams(std::optional<int64_t> fixed, int cpus, int ranks_here);
 
 // Which of `streams` connections to its peer a message of `bytes` travels on. A message under
 // chunk_bytes / streams (or any, with one connection) goes whole on the first (`counted` false).

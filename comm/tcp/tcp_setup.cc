@@ -99,18 +99,26 @@ int ranks_on_this_host(const HostLayout& layout, int rank) {
   return static_cast<int>(std::count(layout.host_of.begin(), layout.host_of.end(), host));
 }
 
+// DDP_TCP_TRANSPORT's choices, in the table's order (settings::choice_as).
+enum class TransportSetting { kAuto, kShm, kSocket, kHierarchical };
+static_assert(settings::choices_are(settings::kTcpTransport, "auto|shm|socket|hierarchical"));
+
+TransportSetting transport_setting() {
+  return settings::choice_as<TransportSetting>(settings::kTcpTransport);
+}
+
 // One host: shared memory. Several, with several ranks on each (the same number): shared
 // memory within, sockets between (hierarchical). Otherwise sockets.
 TransportKind choose_transport(const Mesh& mesh) {
-  const std::string wanted = settings::choice(settings::kTcpTransport);
+  const TransportSetting wanted = transport_setting();
   const HostLayout layout = layout_of(mesh);
-  if (wanted == "socket") return TransportKind::kSocket;
+  if (wanted == TransportSetting::kSocket) return TransportKind::kSocket;
   if (layout.hosts == 1) return TransportKind::kShm;
-  if (wanted == "shm")
+  if (wanted == TransportSetting::kShm)
     logger("tcp")->warn("{}=shm but the group spans hosts: using sockets between them",
                         settings::kTcpTransport.name);
   if (layout.hierarchical()) return TransportKind::kHierarchical;
-  if (wanted == "hierarchical" && layout.per_host != 1) {
+  if (wanted == TransportSetting::kHierarchical && layout.per_host != 1) {
     logger("tcp")->warn(
         "{}=hierarchical needs several ranks on each host, the same number on all: using sockets",
         settings::kTcpTransport.name);
@@ -149,9 +157,9 @@ ShmGeometry geometry(int world) {
   return g;
 }
 
-bool shm_forced() { return settings::choice(settings::kTcpTransport) == "shm"; }
+bool shm_forced() { return transport_setting() == TransportSetting::kShm; }
 
-CrossSetting cross_setting() { return parse_cross_setting(settings::choice(settings::kTcpCma)); }
+CrossSetting cross_setting() { return settings::choice_as<CrossSetting>(settings::kTcpCma); }
 
 void warn_fallback(const GroupSetup& setup, const ShmGeometry& g, const std::string& why) {
   logger("tcp")->warn(
@@ -276,7 +284,7 @@ ShmCollectives::Options shm_options(const GroupSetup& setup, bool fingerprints, 
   so.spin_us = wait.spin_us;
   so.yield_us = wait.yield_us;
   so.blocked = blocked;
-  so.stores = parse_store_setting(settings::choice(settings::kTcpShmStores));
+  so.stores = settings::choice_as<StoreSetting>(settings::kTcpShmStores);
   so.cross = cross;
   return so;
 }
@@ -289,7 +297,7 @@ SocketCollectives::Options socket_options(const GroupSetup& setup, bool fingerpr
   so.fingerprints = fingerprints;
   so.oneshot_bytes = bytes_setting(settings::kTcpSocketOneshotBytes);
   so.chunk_bytes = bytes_setting(settings::kTcpSocketChunkBytes);
-  so.algo = parse_socket_algo(settings::choice(settings::kTcpSocketAlgo));
+  so.algo = settings::choice_as<SocketAlgo>(settings::kTcpSocketAlgo);
   so.world_ranks = setup.global_ranks;
   so.poll = poll;
   return so;
@@ -299,17 +307,13 @@ SocketCollectives::Options socket_options(const GroupSetup& setup, bool fingerpr
 
 void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   if (!setup.store) DDP_THROW(InvalidArgument, "tcp backend: group '", setup.name, "' has no store");
-  // Every setting is read (a bad value fails here, before any peer waits on us), and the group's
-  // are agreed: a rank whose value differs fails every rank, naming it.
+  // Every setting is checked before the mesh (a peer failing on its own bad value must not look
+  // like a reset connection), and the group's are agreed: a difference fails every rank, naming it.
+  settings::check(settings::Section::kTcp);
   const CrossSetting cross = cross_setting();
-  WayPolicy ways;
-  ways.large = parse_large_setting(settings::choice(settings::kTcpHierarchyLarge));
-  ways.overlap = parse_overlap_setting(settings::get_or(settings::kTcpHierarchyOverlap, "auto"));
-  // Read (so validated) before the mesh: a peer that fails on its own bad value must not be
-  // reported by this rank as a reset connection.
+  WayPolicy ways{.large = settings::choice_as<LargeSetting>(settings::kTcpHierarchyLarge),
+                 .overlap = overlap_setting()};
   const SettingValues agreed = group_values(settings::Section::kTcp);
-  (void)parse_small_bytes(settings::get_or(settings::kTcpHierarchySmallBytes, "auto"));
-  (void)tcp::socket_streams(settings::get_or(settings::kTcpSocketStreams, "auto"), 1, 1);
   const int cpus = local_cpus();
   Deadline deadline(setup.options.timeout);
   // The mesh first: its listener is up while this rank waits for the others.
@@ -319,8 +323,7 @@ void TcpProcessGroup::connect(const GroupSetup& setup, int ranks_on_host) {
   Config proposal;
   const HostLayout layout = layout_of(mesh);
   const int ranks_here = ranks_on_host > 0 ? ranks_on_host : ranks_on_this_host(layout, setup.rank);
-  proposal.streams =
-      tcp::socket_streams(settings::get_or(settings::kTcpSocketStreams, "auto"), cpus, ranks_here);
+  proposal.streams = tcp::socket_streams(settings::auto_int(settings::kTcpSocketStreams), cpus, ranks_here);
   proposal.overlap_first = overlap_first(cpus, layout.per_host);
 
   ShmSegment segment;
@@ -430,9 +433,8 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   ho.world = setup.size;
   ho.layout = layout;
   // Agreed (it picks the children's ops): measured below unless set.
-  const std::optional<size_t> small =
-      parse_small_bytes(settings::get_or(settings::kTcpHierarchySmallBytes, "auto"));
-  ho.small_bytes = small.value_or(64 << 10);
+  const std::optional<int64_t> small = settings::auto_int(settings::kTcpHierarchySmallBytes);
+  ho.small_bytes = small ? static_cast<size_t>(*small) : size_t{64} << 10;
   ho.segment_bytes = bytes_setting(settings::kTcpHierarchySegmentBytes);
   ho.ways = ways;  // agreed, and where auto starts is rank 0's
   auto hierarchy = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group),

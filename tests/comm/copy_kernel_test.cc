@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "tests/common/settings_test_util.h"
 
 using namespace ddp::comm;
 
@@ -58,13 +59,12 @@ TEST_CASE("copy_bytes_streaming equals memcpy at every size and offset, and writ
   }
 }
 
-TEST_CASE("DDP_COPY_KERNEL: auto, memcpy or vector; anything else is refused by name") {
-  CHECK(parse_copy_kernel("auto") == CopyKernelSetting::kAuto);
-  CHECK(parse_copy_kernel("memcpy") == CopyKernelSetting::kMemcpy);
-  CHECK(parse_copy_kernel("vector") == CopyKernelSetting::kVector);
-  CHECK_THROWS_WITH_AS(parse_copy_kernel("rep-movsb"), doctest::Contains("DDP_COPY_KERNEL='rep-movsb'"),
-                       ddp::InvalidArgument);
-  CHECK_THROWS_AS(parse_copy_kernel(""), ddp::InvalidArgument);
+TEST_CASE(
+    "DDP_COPY_KERNEL reads as CopyKernelSetting: auto, memcpy or vector; anything else is refused by name") {
+  ddp::settings::testing::check_choice_as<CopyKernelSetting>(ddp::settings::kCopyKernel,
+                                                             {{"auto", CopyKernelSetting::kAuto},
+                                                              {"memcpy", CopyKernelSetting::kMemcpy},
+                                                              {"vector", CopyKernelSetting::kVector}});
 }
 
 TEST_CASE("the short-distance copy is calibrated once: one of the two, the same on every call") {

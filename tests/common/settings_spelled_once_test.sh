@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every environment variable is read through the table in common/settings.h: no getenv in the
+# Every environment variable is read through the table in common/settings_table.h: no getenv in the
 # libraries and tools (but the table and ddp-launch's pass-through of its workers' environment),
 # and no DDP_* name spelled as a string of its own ("DDP_X", "DDP_X=", "DDP_X='") outside the table.
 # usage: settings_spelled_once_test.sh <source dir>
@@ -17,8 +17,8 @@ if hits=$(code_matching '\bgetenv\b' | grep -vE '^(common/settings\.cc|launcher/
   echo "$hits" >&2
   fail=1
 fi
-if hits=$(code_matching '"DDP_[A-Z0-9_]+["=\x27]' | grep -vE '^common/settings\.(h|cc):|#error'); then
-  echo "DDP_* variable names spelled outside common/settings.h (use settings::kName.name):" >&2
+if hits=$(code_matching '"DDP_[A-Z0-9_]+["=\x27]' | grep -vE '^common/settings(_table)?\.(h|cc):|#error'); then
+  echo "DDP_* variable names spelled outside common/settings_table.h (use settings::kName.name):" >&2
   echo "$hits" >&2
   fail=1
 fi

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "common/error.h"
+#include "tests/common/settings_test_util.h"
 
 using namespace ddp;
 using namespace ddp::settings;
@@ -39,6 +40,8 @@ TEST_CASE("the table: names unique, every default valid for its type and range")
     if (s->type == Type::kInt) CHECK_NOTHROW(int_value(*s));
     if (s->type == Type::kBool) CHECK_NOTHROW(bool_value(*s));
     if (s->type == Type::kChoice) CHECK(choice(*s) == s->fallback);
+    if (s->type == Type::kAutoInt) CHECK_NOTHROW(auto_int(*s));
+    if (s->type == Type::kAutoBool) CHECK_NOTHROW(auto_bool(*s));
   }
 }
 
@@ -93,6 +96,84 @@ TEST_CASE("reads by name: declared names and families only; wrong-type reads are
   CHECK_THROWS_AS(get("DDP_NOT_A_SETTING"), std::logic_error);
   CHECK_THROWS_AS(get(kLaunchOption), std::logic_error);
   CHECK_THROWS_AS(get_int(kTcpTransport), std::logic_error);
+  ::unsetenv("DDP_LAUNCH_NNODES");
+}
+
+enum class Transport { kAuto, kShm, kSocket, kHierarchical };  // DDP_TCP_TRANSPORT's, in order
+static_assert(choices_are(kTcpTransport, "auto|shm|socket|hierarchical"));
+static_assert(!choices_are(kTcpTransport, "auto|socket|shm|hierarchical"));
+static_assert(!choices_are(kTcpSocketStreams, ""));  // not a choice
+
+TEST_CASE(
+    "choice_index and choice_as: the table's order, in any case; the default when unset; a bad value named") {
+  testing::check_choice_as<Transport>(kTcpTransport, {{"auto", Transport::kAuto},
+                                                      {"shm", Transport::kShm},
+                                                      {"socket", Transport::kSocket},
+                                                      {"hierarchical", Transport::kHierarchical}});
+  testing::SetEnv env(kMpiThreadLevel, "Serialized");
+  CHECK(choice_index(kMpiThreadLevel) == 2);
+  testing::SetEnv bad(kTcpTransport, "shared");
+  CHECK(error_of([] { choice_as<Transport>(kTcpTransport); }) ==
+        "environment variable DDP_TCP_TRANSPORT='shared': one of auto, shm, socket, hierarchical");
+}
+
+TEST_CASE(
+    "auto_int and auto_bool: nullopt for auto or unset, else the value, validated; effective is canonical") {
+  testing::SetEnv streams(kTcpSocketStreams, std::nullopt);
+  CHECK(auto_int(kTcpSocketStreams) == std::nullopt);
+  CHECK(effective(kTcpSocketStreams) == "auto");
+  testing::SetEnv three(kTcpSocketStreams, "03");
+  CHECK(auto_int(kTcpSocketStreams) == 3);
+  CHECK(effective(kTcpSocketStreams) == "3");
+  testing::SetEnv nine(kTcpSocketStreams, "9");
+  CHECK(error_of([] { auto_int(kTcpSocketStreams); }) ==
+        "environment variable DDP_TCP_SOCKET_STREAMS='9': auto, or an integer from 1 to 8");
+  CHECK_THROWS_AS(effective(kTcpSocketStreams), InvalidArgument);
+
+  testing::SetEnv overlap(kTcpHierarchyOverlap, "AUTO");
+  CHECK(auto_bool(kTcpHierarchyOverlap) == std::nullopt);
+  CHECK(effective(kTcpHierarchyOverlap) == "auto");
+  testing::SetEnv yes(kTcpHierarchyOverlap, "Yes");
+  CHECK(auto_bool(kTcpHierarchyOverlap) == true);
+  CHECK(effective(kTcpHierarchyOverlap) == "1");
+  testing::SetEnv off(kTcpHierarchyOverlap, "off");
+  CHECK(auto_bool(kTcpHierarchyOverlap) == false);
+  testing::SetEnv maybe(kTcpHierarchyOverlap, "maybe");
+  CHECK(
+      error_of([] { auto_bool(kTcpHierarchyOverlap); }) ==
+      "environment variable DDP_TCP_HIERARCHY_OVERLAP='maybe': auto, or a boolean: 1/0, true/false, yes/no, "
+      "on/off");
+}
+
+TEST_CASE("typed reads of the wrong type are caught") {
+  CHECK_THROWS_AS(choice_index(kTcpSpinUs), std::logic_error);
+  CHECK_THROWS_AS(choice_as<Transport>(kTcpSocketStreams), std::logic_error);
+  CHECK_THROWS_AS(auto_int(kTcpShmDepth), std::logic_error);
+  CHECK_THROWS_AS(auto_int(kTcpHierarchyOverlap), std::logic_error);
+  CHECK_THROWS_AS(auto_bool(kTcpFingerprint), std::logic_error);
+}
+
+TEST_CASE("check(section): one call validates every variable of the section, and only those") {
+  CHECK_NOTHROW(check(Section::kTcp));
+  {
+    testing::SetEnv bad(kTcpInlineMaxBytes, "lots");  // process-scoped, read only by some groups
+    CHECK(error_of([] { check(Section::kTcp); }) ==
+          "environment variable DDP_TCP_INLINE_MAX_BYTES='lots': an integer of at least 0");
+    CHECK_NOTHROW(check(Section::kMpi));
+  }
+  {
+    testing::SetEnv bad(kTcpHierarchySmallBytes, "64K");
+    CHECK_THROWS_WITH_AS(check(Section::kTcp), doctest::Contains("DDP_TCP_HIERARCHY_SMALL_BYTES='64K'"),
+                         InvalidArgument);
+  }
+  {
+    testing::SetEnv bad(kMpiThreadLevel, "many");
+    CHECK_THROWS_WITH_AS(check(Section::kMpi), doctest::Contains("DDP_MPI_THREAD_LEVEL='many'"),
+                         InvalidArgument);
+    CHECK_NOTHROW(check(Section::kTcp));
+  }
+  ::setenv("DDP_LAUNCH_NNODES", "x", 1);  // a family's members are not read
+  CHECK_NOTHROW(check(Section::kLauncher));
   ::unsetenv("DDP_LAUNCH_NNODES");
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "tests/common/settings_test_util.h"
 
 using namespace ddp;
 using namespace ddp::comm::tcp;
@@ -63,10 +64,9 @@ struct Child {
 }  // namespace
 
 TEST_CASE("DDP_TCP_CMA: auto, on or off; anything else is refused by name") {
-  CHECK(parse_cross_setting("auto") == CrossSetting::kAuto);
-  CHECK(parse_cross_setting("on") == CrossSetting::kOn);
-  CHECK(parse_cross_setting("off") == CrossSetting::kOff);
-  CHECK_THROWS_WITH_AS(parse_cross_setting("yes"), doctest::Contains("DDP_TCP_CMA='yes'"), InvalidArgument);
+  settings::testing::check_choice_as<CrossSetting>(
+      settings::kTcpCma,
+      {{"auto", CrossSetting::kAuto}, {"on", CrossSetting::kOn}, {"off", CrossSetting::kOff}});
 }
 
 TEST_CASE("a child's buffer, read and written by pid and address (larger than one kernel copy)") {

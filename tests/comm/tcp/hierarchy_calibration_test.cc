@@ -11,19 +11,32 @@
 
 #include "common/error.h"
 #include "tests/comm/tcp/hierarchy_test_util.h"
+#include "tests/common/settings_test_util.h"
 
 using namespace ddp;
 using namespace ddp::comm;
 using namespace ddp::comm::tcp;
 using ddp::comm::tcp::testing::run_hierarchy;
 
-TEST_CASE("DDP_TCP_HIERARCHY_SMALL_BYTES: auto, or a byte count; anything else is refused by name") {
-  CHECK_FALSE(parse_small_bytes("auto").has_value());
-  CHECK(parse_small_bytes("0") == size_t{0});
-  CHECK(parse_small_bytes("65536") == size_t{65536});
-  for (const char* bad : {"", "64K", "-1", "lots", "12 ", "99999999999999999999999", "0x10"}) {
+TEST_CASE(
+    "DDP_TCP_HIERARCHY_SMALL_BYTES: auto (or unset), or a byte count; anything else is refused by name") {
+  using settings::testing::SetEnv;
+  const settings::Setting& s = settings::kTcpHierarchySmallBytes;
+  for (const char* autos : {"auto", "Auto", ""}) {
+    SetEnv env(s, autos);
+    CHECK_FALSE(settings::auto_int(s).has_value());
+  }
+  for (const char* bytes : {"0", "65536"}) {
+    SetEnv env(s, bytes);
+    CHECK(settings::auto_int(s) == std::stoll(bytes));
+  }
+  for (const char* bad : {"64K", "-1", "lots", "12 ", "99999999999999999999999", "0x10"}) {
     CAPTURE(bad);
-    CHECK_THROWS_WITH_AS(parse_small_bytes(bad), doctest::Contains("DDP_TCP_HIERARCHY_SMALL_BYTES"),
+    SetEnv env(s, bad);
+    CHECK_THROWS_WITH_AS(settings::auto_int(s),
+                         doctest::Contains((std::string("DDP_TCP_HIERARCHY_SMALL_BYTES='") + bad +
+                                            "': auto, or an integer of at least 0")
+                                               .c_str()),
                          InvalidArgument);
   }
 }

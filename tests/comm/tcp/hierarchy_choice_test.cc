@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "tests/common/settings_test_util.h"
 
 using namespace ddp;
 using namespace ddp::comm::tcp;
@@ -65,25 +66,33 @@ void until_decided(Ranks& g, const std::function<double(int, LargeWay)>& us) {
 
 }  // namespace
 
-TEST_CASE("DDP_TCP_HIERARCHY_LARGE: auto, split or flat; anything else is refused by name") {
-  CHECK(parse_large_setting("auto") == LargeSetting::kAuto);
-  CHECK(parse_large_setting("split") == LargeSetting::kSplit);
-  CHECK(parse_large_setting("flat") == LargeSetting::kFlat);
-  CHECK_THROWS_WITH_AS(parse_large_setting("ring"), doctest::Contains("DDP_TCP_HIERARCHY_LARGE='ring'"),
-                       InvalidArgument);
-  CHECK_THROWS_AS(parse_large_setting(""), InvalidArgument);
+TEST_CASE(
+    "DDP_TCP_HIERARCHY_LARGE reads as LargeSetting: auto, split or flat; anything else is refused by name") {
+  settings::testing::check_choice_as<LargeSetting>(
+      settings::kTcpHierarchyLarge,
+      {{"auto", LargeSetting::kAuto}, {"split", LargeSetting::kSplit}, {"flat", LargeSetting::kFlat}});
   CHECK(std::string(to_string(LargeWay::kFlat)) == "flat");
 }
 
-TEST_CASE("DDP_TCP_HIERARCHY_OVERLAP: auto or a boolean; anything else is refused by name") {
-  CHECK(parse_overlap_setting("auto") == OverlapSetting::kAuto);
-  for (const char* on : {"1", "true", "On", "yes"}) CHECK(parse_overlap_setting(on) == OverlapSetting::kOn);
-  for (const char* off : {"0", "false", "OFF", "no"})
-    CHECK(parse_overlap_setting(off) == OverlapSetting::kOff);
-  for (const char* bad : {"", "2", "maybe", " 1"}) {
+TEST_CASE("DDP_TCP_HIERARCHY_OVERLAP: auto (or unset) or a boolean; anything else is refused by name") {
+  using settings::testing::SetEnv;
+  const settings::Setting& s = settings::kTcpHierarchyOverlap;
+  for (const char* on : {"1", "true", "On", "yes"}) {
+    SetEnv env(s, on);
+    CHECK(overlap_setting() == OverlapSetting::kOn);
+  }
+  for (const char* off : {"0", "false", "OFF", "no"}) {
+    SetEnv env(s, off);
+    CHECK(overlap_setting() == OverlapSetting::kOff);
+  }
+  for (const char* autos : {"auto", "AUTO", ""}) {
+    SetEnv env(s, autos);
+    CHECK(overlap_setting() == OverlapSetting::kAuto);
+  }
+  for (const char* bad : {"2", "maybe", " 1"}) {
     CAPTURE(bad);
-    CHECK_THROWS_WITH_AS(parse_overlap_setting(bad), doctest::Contains("DDP_TCP_HIERARCHY_OVERLAP"),
-                         InvalidArgument);
+    SetEnv env(s, bad);
+    CHECK_THROWS_WITH_AS(overlap_setting(), doctest::Contains("DDP_TCP_HIERARCHY_OVERLAP"), InvalidArgument);
   }
   CHECK(std::string(to_string(LargeWay::kOverlapped)) == "overlapped");
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "tests/common/settings_test_util.h"
 
 using namespace ddp;
 using namespace ddp::comm::tcp;
@@ -35,12 +36,10 @@ StoreMode op(StoreChooser& c, size_t bytes, double cached_ns_per_byte, double st
 }  // namespace
 
 TEST_CASE("DDP_TCP_SHM_STORES: auto, cached or streaming; anything else is refused by name") {
-  CHECK(parse_store_setting("auto") == StoreSetting::kAuto);
-  CHECK(parse_store_setting("cached") == StoreSetting::kCached);
-  CHECK(parse_store_setting("streaming") == StoreSetting::kStreaming);
-  CHECK_THROWS_WITH_AS(parse_store_setting("nt"), doctest::Contains("DDP_TCP_SHM_STORES='nt'"),
-                       InvalidArgument);
-  CHECK_THROWS_AS(parse_store_setting(""), InvalidArgument);
+  settings::testing::check_choice_as<StoreSetting>(settings::kTcpShmStores,
+                                                   {{"auto", StoreSetting::kAuto},
+                                                    {"cached", StoreSetting::kCached},
+                                                    {"streaming", StoreSetting::kStreaming}});
   CHECK(std::string(to_string(StoreMode::kStreaming)) == "streaming");
 }
 

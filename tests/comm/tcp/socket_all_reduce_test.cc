@@ -7,6 +7,7 @@
 
 #include "comm/tcp/socket_collectives.h"
 #include "common/error.h"
+#include "tests/common/settings_test_util.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -17,13 +18,16 @@ SocketAlgo pick(size_t bytes, int world) {
   return choose_socket_algo(bytes, bytes / 4, world, kOneshot, kChunk);
 }
 
-TEST_CASE("DDP_TCP_SOCKET_ALGO names round-trip; anything else names the variable") {
-  for (auto a : {SocketAlgo::kAuto, SocketAlgo::kDirect, SocketAlgo::kHalvingDoubling, SocketAlgo::kRing}) {
-    CHECK(parse_socket_algo(to_string(a)) == a);
-  }
-  CHECK_THROWS_WITH_AS(parse_socket_algo("tree"), doctest::Contains("DDP_TCP_SOCKET_ALGO='tree'"),
-                       InvalidArgument);
-  CHECK_THROWS_AS(parse_socket_algo(""), InvalidArgument);
+TEST_CASE(
+    "DDP_TCP_SOCKET_ALGO reads as SocketAlgo, whose names are its choices; anything else names the "
+    "variable") {
+  const std::initializer_list<std::pair<std::string, SocketAlgo>> algos = {
+      {"auto", SocketAlgo::kAuto},
+      {"direct", SocketAlgo::kDirect},
+      {"hd", SocketAlgo::kHalvingDoubling},
+      {"ring", SocketAlgo::kRing}};
+  settings::testing::check_choice_as(settings::kTcpSocketAlgo, algos);
+  for (const auto& [name, algo] : algos) CHECK(to_string(algo) == name);
 }
 
 TEST_CASE("auto: direct for small buffers and for 2 or 3 ranks, whatever the size") {

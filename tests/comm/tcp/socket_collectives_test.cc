@@ -6,6 +6,7 @@
 
 #include "comm/tcp/socket_collectives.h"
 #include "common/error.h"
+#include "tests/common/settings_test_util.h"
 
 namespace ddp::comm::tcp {
 namespace {
@@ -24,23 +25,41 @@ void check_covers(size_t bytes, const StripePlan& p) {
 
 TEST_CASE(
     "DDP_TCP_SOCKET_STREAMS: auto takes one per CPU of the rank's share beyond its op's thread, 1 to 4") {
-  CHECK(socket_streams("auto", 16, 1) == 4);  // capped
-  CHECK(socket_streams("auto", 4, 1) == 3);
-  CHECK(socket_streams("auto", 16, 2) == 4);
-  CHECK(socket_streams("auto", 8, 2) == 3);
-  CHECK(socket_streams("auto", 6, 2) == 2);
-  CHECK(socket_streams("auto", 5, 2) == 1);
-  CHECK(socket_streams("auto", 16, 8) == 1);
-  CHECK(socket_streams("auto", 16, 32) == 1);  // more ranks than CPUs
-  CHECK(socket_streams("auto", 2, 1) == 1);    // this kind of 2-CPU VM
-  CHECK(socket_streams("auto", 3, 0) == 2);    // an unknown count is one rank
-  CHECK(socket_streams("auto", 0, 1) == 1);    // CPUs unknown: one
-  CHECK(socket_streams("1", 64, 1) == 1);
-  CHECK(socket_streams("8", 2, 4) == 8);  // a count is taken as given
-  for (const char* bad : {"0", "9", "two", "", "2x", "-1", " 2", "99999999999999999999"}) {
+  CHECK(socket_streams(std::nullopt, 16, 1) == 4);  // capped
+  CHECK(socket_streams(std::nullopt, 4, 1) == 3);
+  CHECK(socket_streams(std::nullopt, 16, 2) == 4);
+  CHECK(socket_streams(std::nullopt, 8, 2) == 3);
+  CHECK(socket_streams(std::nullopt, 6, 2) == 2);
+  CHECK(socket_streams(std::nullopt, 5, 2) == 1);
+  CHECK(socket_streams(std::nullopt, 16, 8) == 1);
+  CHECK(socket_streams(std::nullopt, 16, 32) == 1);  // more ranks than CPUs
+  CHECK(socket_streams(std::nullopt, 2, 1) == 1);    // this kind of 2-CPU VM
+  CHECK(socket_streams(std::nullopt, 3, 0) == 2);    // an unknown count is one rank
+  CHECK(socket_streams(std::nullopt, 0, 1) == 1);    // CPUs unknown: one
+  CHECK(socket_streams(1, 64, 1) == 1);
+  CHECK(socket_streams(8, 2, 4) == 8);  // a count is taken as given
+}
+
+TEST_CASE(
+    "DDP_TCP_SOCKET_STREAMS reads as auto (nullopt) or a count 1 to 8; anything else is refused by name") {
+  using ddp::settings::testing::SetEnv;
+  const ddp::settings::Setting& s = ddp::settings::kTcpSocketStreams;
+  for (const char* autos : {"auto", "AUTO", ""}) {
+    SetEnv env(s, autos);
+    CHECK_FALSE(ddp::settings::auto_int(s).has_value());
+  }
+  for (const char* n : {"1", "8"}) {
+    SetEnv env(s, n);
+    CHECK(ddp::settings::auto_int(s) == std::stoll(n));
+  }
+  for (const char* bad : {"0", "9", "two", "2x", "-1", " 2", "99999999999999999999"}) {
     CAPTURE(bad);
-    CHECK_THROWS_WITH_AS(socket_streams(bad, 16, 1), doctest::Contains("DDP_TCP_SOCKET_STREAMS"),
-                         InvalidArgument);
+    SetEnv env(s, bad);
+    CHECK_THROWS_WITH_AS(
+        ddp::settings::auto_int(s),
+        doctest::Contains(
+            (std::string("DDP_TCP_SOCKET_STREAMS='") + bad + "': auto, or an integer from 1 to 8").c_str()),
+        InvalidArgument);
   }
 }
 
