@@ -33,19 +33,7 @@ std::string field_value(int f, int64_t v) {
 
 // The Work the caller sees: `inner`'s outcome, after `finish` ran on success.
 WorkPtr then_finish(const WorkPtr& inner, const char* op, std::function<void()> finish) {
-  auto outer = std::make_shared<Work>(std::string(op) + " (" + inner->description() + ")");
-  inner->then([outer, finish = std::move(finish)](Work& w) {
-    std::exception_ptr error = w.exception();
-    if (!error) {
-      try {
-        finish();
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    outer->finish(error);
-  });
-  return outer;
+  return chain_work(inner, std::move(finish), std::string(op) + " (" + inner->description() + ")");
 }
 
 // Host scratch of `like`'s dtype and `count` elements, kept alive by the shared_ptr.

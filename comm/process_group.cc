@@ -79,23 +79,13 @@ WorkPtr ProcessGroup::all_gather(Buffer input, Buffer output, AllGatherOptions o
 }
 
 WorkPtr ProcessGroup::gather(Buffer input, Buffer output, GatherOptions opts) {
-  check_peer("gather", opts.root);
-  check_buffer("gather", input);
-  if (rank_ == opts.root) {  // non-roots need no output
-    check_buffer("gather", output);
-    check_sizes("gather", input, output);
-  }
+  check_rooted("gather", opts.root, input, output);
   opts.timeout = resolve(opts.timeout);
   return do_gather(input, output, opts);
 }
 
 WorkPtr ProcessGroup::scatter(Buffer input, Buffer output, ScatterOptions opts) {
-  check_peer("scatter", opts.root);
-  check_buffer("scatter", output);
-  if (rank_ == opts.root) {  // non-roots need no input
-    check_buffer("scatter", input);
-    check_sizes("scatter", output, input);
-  }
+  check_rooted("scatter", opts.root, output, input);
   opts.timeout = resolve(opts.timeout);
   return do_scatter(input, output, opts);
 }
@@ -134,17 +124,13 @@ WorkPtr ProcessGroup::all_reduce_multi(std::span<const Buffer> buffers, AllReduc
 }
 
 WorkPtr ProcessGroup::broadcast_multi(std::span<const Buffer> buffers, BroadcastMultiOptions opts) {
-  check_peer("broadcast_multi", opts.root);
-  check_list("broadcast_multi", buffers);
-  check_root_index("broadcast_multi", opts.root_index, buffers.size());
+  check_rooted_list("broadcast_multi", opts.root, opts.root_index, buffers);
   opts.timeout = resolve(opts.timeout);
   return do_broadcast_multi(buffers, opts);
 }
 
 WorkPtr ProcessGroup::reduce_multi(std::span<const Buffer> buffers, ReduceMultiOptions opts) {
-  check_peer("reduce_multi", opts.root);
-  check_list("reduce_multi", buffers);
-  check_root_index("reduce_multi", opts.root_index, buffers.size());
+  check_rooted_list("reduce_multi", opts.root, opts.root_index, buffers);
   check_reduce("reduce_multi", buffers[0], opts.op);
   opts.timeout = resolve(opts.timeout);
   return do_reduce_multi(buffers, opts);
@@ -224,6 +210,15 @@ void ProcessGroup::check_p2p(const char* op, const Buffer& buf, int peer) const 
   check_buffer(op, buf);
 }
 
+void ProcessGroup::check_rooted(const char* op, int root, const Buffer& each, const Buffer& at_root) const {
+  check_peer(op, root);
+  check_buffer(op, each);
+  if (rank_ == root) {  // non-roots do not use theirs
+    check_buffer(op, at_root);
+    check_sizes(op, each, at_root);
+  }
+}
+
 void ProcessGroup::check_reduce(const char* op, const Buffer& buf, ReduceOp rop) const {
   if (is_bitwise(rop) && !is_integer(buf.dtype)) {
     DDP_THROW(InvalidArgument, op, ": reduce op ", to_string(rop), " needs an integer dtype, got ",
@@ -271,9 +266,13 @@ void ProcessGroup::check_list(const char* op, std::span<const Buffer> list) cons
   }
 }
 
-void ProcessGroup::check_root_index(const char* op, int root_index, size_t k) const {
-  if (root_index < 0 || static_cast<size_t>(root_index) >= k) {
-    DDP_THROW(InvalidArgument, op, ": root index ", root_index, " is outside the list [0, ", k, ")");
+void ProcessGroup::check_rooted_list(const char* op, int root, int root_index,
+                                     std::span<const Buffer> list) const {
+  check_peer(op, root);
+  check_list(op, list);
+  if (root_index < 0 || static_cast<size_t>(root_index) >= list.size()) {
+    DDP_THROW(InvalidArgument, op, ": root index ", root_index, " is outside the list [0, ", list.size(),
+              ")");
   }
 }
 

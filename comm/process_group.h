@@ -228,12 +228,16 @@ class ProcessGroup {
   void check_not_null(const char* op, const Buffer& b) const;
   void check_reduce(const char* op, const Buffer& buf, ReduceOp rop) const;
   void check_sizes(const char* op, const Buffer& small, const Buffer& large) const;  // large = world × small
-  void check_same(const char* op, const Buffer& a, const Buffer& b) const;           // same dtype and count
-  void check_split(const char* op, const Buffer& b) const;                           // count % world == 0
+  // gather, scatter: `each` on every rank, `at_root` (world × each) only the root's.
+  void check_rooted(const char* op, int root, const Buffer& each, const Buffer& at_root) const;
+  void check_same(const char* op, const Buffer& a, const Buffer& b) const;  // same dtype and count
+  void check_split(const char* op, const Buffer& b) const;                  // count % world == 0
   // A multi-buffer list: non-empty, check_list_devices, none null, same count and dtype, no two
   // overlapping.
   void check_list(const char* op, std::span<const Buffer> list) const;
-  void check_root_index(const char* op, int root_index, size_t k) const;
+  // broadcast_multi, reduce_multi: the root a rank of the group, the list checked, the root
+  // index in the list.
+  void check_rooted_list(const char* op, int root, int root_index, std::span<const Buffer> list) const;
 
   int rank_;
   int size_;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <type_traits>
 
 #include "comm/cpu_features.h"
@@ -53,67 +54,38 @@ void with_dtype(DType dtype, Fn&& fn) {
 
 // Integer + and * in unsigned arithmetic: wraps instead of overflowing (UB on signed types).
 // Types narrower than unsigned would be promoted to int, so * goes through unsigned itself.
-template <typename C>
-C add(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-  } else {
-    return a + b;
+template <typename Arith>
+struct OpWrapping {
+  template <typename C>
+  static C f(C a, C b) {
+    if constexpr (std::is_integral_v<C>) {
+      using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
+      return static_cast<C>(static_cast<U>(Arith{}(static_cast<U>(a), static_cast<U>(b))));
+    } else {
+      return Arith{}(a, b);
+    }
   }
-}
-
-template <typename C>
-C mul(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
-    return static_cast<C>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-  } else {
-    return a * b;
-  }
-}
+};
+using OpSum = OpWrapping<std::plus<>>;
+using OpProd = OpWrapping<std::multiplies<>>;
 
 // Bitwise ops are only instantiated for floats to keep the switch total; dispatch() rejects
 // them before any float loop runs.
-template <typename C>
-C bit_and(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    return static_cast<C>(a & b);
-  } else {
-    return a;
-  }
-}
-
-template <typename C>
-C bit_or(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    return static_cast<C>(a | b);
-  } else {
-    return a;
-  }
-}
-
-template <typename C>
-C bit_xor(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    return static_cast<C>(a ^ b);
-  } else {
-    return a;
-  }
-}
-
-struct OpSum {
+template <typename Bits>
+struct OpBitwise {
   template <typename C>
   static C f(C a, C b) {
-    return add(a, b);
+    if constexpr (std::is_integral_v<C>) {
+      return static_cast<C>(Bits{}(a, b));
+    } else {
+      return a;
+    }
   }
 };
-struct OpProd {
-  template <typename C>
-  static C f(C a, C b) {
-    return mul(a, b);
-  }
-};
+using OpAnd = OpBitwise<std::bit_and<>>;
+using OpOr = OpBitwise<std::bit_or<>>;
+using OpXor = OpBitwise<std::bit_xor<>>;
+
 struct OpMin {  // std::min's rule: a unless b is smaller (a NaN in `a` is kept)
   template <typename C>
   static C f(C a, C b) {
@@ -124,24 +96,6 @@ struct OpMax {  // std::max's rule: a unless b is larger
   template <typename C>
   static C f(C a, C b) {
     return a < b ? b : a;
-  }
-};
-struct OpAnd {
-  template <typename C>
-  static C f(C a, C b) {
-    return bit_and(a, b);
-  }
-};
-struct OpOr {
-  template <typename C>
-  static C f(C a, C b) {
-    return bit_or(a, b);
-  }
-};
-struct OpXor {
-  template <typename C>
-  static C f(C a, C b) {
-    return bit_xor(a, b);
   }
 };
 

@@ -111,4 +111,20 @@ void wait_all(const std::vector<WorkPtr>& works, Millis timeout) {
   if (first) std::rethrow_exception(first);
 }
 
+WorkPtr chain_work(const WorkPtr& inner, std::function<void()> then, std::string description) {
+  auto outer = std::make_shared<Work>(std::move(description));
+  inner->then([outer, then = std::move(then)](Work& done) {
+    std::exception_ptr error = done.exception();
+    if (!error) {
+      try {
+        then();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    outer->finish(error);
+  });
+  return outer;
+}
+
 }  // namespace ddp::comm

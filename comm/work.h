@@ -91,4 +91,9 @@ class PollingWork final : public Work {
 // Waits for every Work in order; rethrows the first error after all have finished or failed.
 void wait_all(const std::vector<WorkPtr>& works, Millis timeout = kUseDefault);
 
+// A Work that completes after `inner`, running `then` (on the completing thread) first; an
+// exception from `inner` or from `then` completes it with that error. For ops that finish
+// their results after the collective (multi-buffer fan-out, comm hooks).
+WorkPtr chain_work(const WorkPtr& inner, std::function<void()> then, std::string description);
+
 }  // namespace ddp::comm

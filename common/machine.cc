@@ -14,16 +14,10 @@
 
 #include "common/error.h"
 #include "common/settings.h"
+#include "common/text.h"
 
 namespace ddp {
 namespace {
-
-std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
 
 std::string trim(std::string s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
@@ -68,12 +62,12 @@ int count_cpu_list(const std::string& list) {
 void read_caches(const std::string& cpu0, MachineProfile& p) {
   for (int i = 0; i < 16; ++i) {
     const std::string dir = cpu0 + "/cache/index" + std::to_string(i);
-    const std::string level = read_line(dir + "/level");
+    const std::string level = read_first_line(dir + "/level");
     if (level.empty()) break;
-    const std::string type = read_line(dir + "/type");
+    const std::string type = read_first_line(dir + "/type");
     if (type == "Instruction") continue;
-    const size_t bytes = parse_cache_size(read_line(dir + "/size"));
-    const int shared = count_cpu_list(read_line(dir + "/shared_cpu_list"));
+    const size_t bytes = parse_cache_size(read_first_line(dir + "/size"));
+    const int shared = count_cpu_list(read_first_line(dir + "/shared_cpu_list"));
     if (level == "1") {
       p.l1d_bytes = bytes;
     } else if (level == "2") {
@@ -143,7 +137,7 @@ std::string MachineProfile::summary() const {
 MachineProfile read_machine_profile(const MachineProfileOptions& o) {
   MachineProfile p;
   p.cpu_model = cpu_model(o.proc_root);
-  p.online_cpus = count_cpu_list(read_line(o.sys_cpu_root + "/online"));
+  p.online_cpus = count_cpu_list(read_first_line(o.sys_cpu_root + "/online"));
   if (p.online_cpus == 0) p.online_cpus = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   p.usable_cpus = affinity_cpus();
   if (p.usable_cpus == 0) p.usable_cpus = p.online_cpus;

@@ -8,22 +8,6 @@
 
 namespace ddp {
 
-comm::WorkPtr chain_work(const comm::WorkPtr& inner, std::function<void()> then, std::string description) {
-  auto outer = std::make_shared<comm::Work>(std::move(description));
-  inner->then([outer, then = std::move(then)](comm::Work& done) {
-    std::exception_ptr error = done.exception();
-    if (!error) {
-      try {
-        then();
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    outer->finish(error);
-  });
-  return outer;
-}
-
 CommHook allreduce_hook() {
   return [](comm::ProcessGroup& group, GradBucket& bucket) -> comm::WorkPtr {
     // The plain average over the group: the backend divides as it reduces (its AVG), which

@@ -43,8 +43,7 @@ CommHook allreduce_hook();
 CommHook fp16_compress_hook();
 CommHook bf16_compress_hook();
 
-// A Work that completes after `inner`, running `then` (on the completing thread) first; an
-// exception from `inner` or from `then` completes it with that error. Helper for hooks.
-comm::WorkPtr chain_work(const comm::WorkPtr& inner, std::function<void()> then, std::string description);
+// Helper for hooks: a Work that completes after another, running a continuation first (comm/work.h).
+using comm::chain_work;
 
 }  // namespace ddp

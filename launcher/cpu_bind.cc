@@ -4,28 +4,21 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <map>
 #include <numeric>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace ddp::launcher {
 namespace {
 
-std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 // Physical core key of a CPU: (package, core id); unknown topology: the CPU itself.
 long core_key(int cpu) {
   std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-  std::string core = read_line(base + "core_id");
-  std::string pkg = read_line(base + "physical_package_id");
+  std::string core = read_first_line(base + "core_id");
+  std::string pkg = read_first_line(base + "physical_package_id");
   if (core.empty()) return -1 - cpu;
   long package = pkg.empty() ? 0 : std::stol(pkg);
   return package * 1'000'000 + std::stol(core);
@@ -39,7 +32,7 @@ std::map<int, int> numa_node_of_cpus() {
     std::string name = entry->d_name;
     if (name.rfind("node", 0) != 0 || name.size() == 4 || !std::isdigit(static_cast<unsigned char>(name[4])))
       continue;
-    std::string list = read_line("/sys/devices/system/node/" + name + "/cpulist");
+    std::string list = read_first_line("/sys/devices/system/node/" + name + "/cpulist");
     if (list.empty()) continue;  // memory-only node
     int node = std::stoi(name.substr(4));
     for (int cpu : parse_cpu_list(list)) out[cpu] = node;

@@ -123,15 +123,9 @@ struct StoreHeartbeat::Impl {
   // Under the lock, after a tick: the store has not answered for the whole bound.
   void notice_store_lost(std::unique_lock<std::mutex>& lock) {
     if (store_gone || Clock::now() < lost_at_locked()) return;
-    store_gone = detail::str("heartbeat to ", o.store_name, ": no answer for ",
-                             std::chrono::duration_cast<Millis>(Clock::now() - reached).count(), " ms (",
-                             watching ? "keep_alive_interval x keep_alive_max_attempt" : "the join timeout",
-                             " = ", lost_after_locked().count(),
-                             " ms): ", last_error.empty() ? "its requests did not complete" : last_error);
-    if (!o.on_loss) return;
-    lock.unlock();
-    o.on_loss();
-    lock.lock();
+    store_gone = no_answer_message("heartbeat to " + o.store_name, reached, !watching, lost_after_locked(),
+                                   last_error);
+    report_loss(lock, o.on_loss);
   }
 
   // The checker's pass: reads each watched counter (outside the lock: requests take time), then
@@ -188,18 +182,11 @@ struct StoreHeartbeat::Impl {
         w.changed_before = w.changed;
         w.changed = std::max(previous_pass, now - tick(true));
       } else if (now - w.changed >= bound()) {
-        found |= mark_lost(w);
+        found |= note_lost(w.peer, w.lost, lost);
       }
     }
     previous_pass = started;
     return found;
-  }
-
-  bool mark_lost(Watched& w) {
-    if (w.lost) return false;
-    w.lost = true;
-    lost.push_back(w.peer);
-    return true;
   }
 
   // Not the checker: reads the round's report. True when a node was found lost.
@@ -224,11 +211,11 @@ struct StoreHeartbeat::Impl {
       c.changed_before = c.changed;
       c.changed = now;
     } else if (now - c.changed >= bound()) {
-      found |= mark_lost(c);
+      found |= note_lost(c.peer, c.lost, lost);
     }
     for (const auto& id : r.lost) {
       for (auto& w : watched)
-        if (w.peer.id == id) found |= mark_lost(w);
+        if (w.peer.id == id) found |= note_lost(w.peer, w.lost, lost);
     }
     return found;
   }

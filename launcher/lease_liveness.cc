@@ -187,16 +187,9 @@ struct LeaseLiveness::Impl {
 
   void notice_etcd_lost(std::unique_lock<std::mutex>& lock) {
     if (etcd_gone || Clock::now() < lost_at_locked()) return;
-    const bool joining = generation == 0;
-    etcd_gone = detail::str("lease keep-alive to ", keeper_store.client().describe(), ": no answer for ",
-                            std::chrono::duration_cast<Millis>(Clock::now() - reached).count(), " ms (",
-                            joining ? "the join timeout" : "keep_alive_interval x keep_alive_max_attempt",
-                            " = ", lost_after_locked().count(),
-                            " ms): ", last_error.empty() ? "its requests did not complete" : last_error);
-    if (!o.on_loss) return;
-    lock.unlock();
-    o.on_loss();
-    lock.lock();
+    etcd_gone = no_answer_message("lease keep-alive to " + keeper_store.client().describe(), reached,
+                                  generation == 0, lost_after_locked(), last_error);
+    report_loss(lock, o.on_loss);
   }
 
   // ---- the watcher ----------------------------------------------------------------------------
@@ -311,7 +304,7 @@ struct LeaseLiveness::Impl {
       }
       if (g == generation) {
         for (auto& w : watched) {
-          if (!present.count(w.peer.id)) *found |= mark_lost(w);
+          if (!present.count(w.peer.id)) *found |= note_lost(w.peer, w.lost, lost);
         }
       }
     }
@@ -348,7 +341,7 @@ struct LeaseLiveness::Impl {
         for (auto& w : watched) {
           if (w.peer.id != id || w.lost) continue;
           if (e.kv.mod_revision > replayed_until)
-            found |= mark_lost(w);  // a deletion now: lost, as it always was
+            found |= note_lost(w.peer, w.lost, lost);  // a deletion now: lost, as it always was
           else
             deleted.push_back(id);  // from the history: maybe granted again since
         }
@@ -359,18 +352,10 @@ struct LeaseLiveness::Impl {
       std::lock_guard lock(mu);
       if (g != generation) break;
       for (auto& w : watched) {
-        if (w.peer.id == id) found |= mark_lost(w);
+        if (w.peer.id == id) found |= note_lost(w.peer, w.lost, lost);
       }
     }
     return found;
-  }
-
-  // Under mu.
-  bool mark_lost(Watched& w) {
-    if (w.lost) return false;
-    w.lost = true;
-    lost.push_back(w.peer);
-    return true;
   }
 
   // The lease ids of the watched nodes not known yet (a round watched by its history): one read of

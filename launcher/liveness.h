@@ -9,6 +9,8 @@
 // Threading: implementations work on a thread of their own (no request of the agent delays a
 // beat); every method is thread-safe. They never throw after construction: a service they cannot
 // reach is store_lost().
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,5 +51,17 @@ class Liveness {
   virtual std::optional<std::string> store_lost() const = 0;
   virtual Millis bound() const = 0;
 };
+
+// Shared by implementations: the store_lost() message once `service` ("heartbeat to <store>")
+// has not answered since `reached` for `lost_after` (the join timeout while `joining`, else the
+// bound), ending in the last request's error when there was one.
+std::string no_answer_message(const std::string& service, Clock::time_point reached, bool joining,
+                              Millis lost_after, const std::string& last_error);
+// Shared by implementations (under their lock): adds `peer` to `lost` and sets `is_lost`, unless
+// it was set already. True when the peer was added: found lost just now.
+bool note_lost(const LivenessPeer& peer, bool& is_lost, std::vector<LivenessPeer>& lost);
+// Shared by implementations: runs `on_loss`, when set, with `lock` released for the call (the
+// callback may call back in).
+void report_loss(std::unique_lock<std::mutex>& lock, const std::function<void()>& on_loss);
 
 }  // namespace ddp::launcher

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/settings.h"
+#include "common/text.h"
 
 namespace ddp::rdzv {
 namespace {
@@ -13,15 +14,7 @@ using Json = nlohmann::json;
 std::string b64(const std::string& s) { return etcd::base64_encode(std::string_view(s)); }
 
 // A key as messages show it: printable, cut short.
-std::string shown(const std::string& key) {
-  std::string out;
-  for (char ch : key) {
-    if (out.size() >= 120) return out + "...";
-    const unsigned char c = static_cast<unsigned char>(ch);
-    out += (c >= 0x20 && c < 0x7f) ? ch : '.';
-  }
-  return out;
-}
+std::string shown(const std::string& key) { return printable_excerpt(key, 120); }
 
 std::string range_what(const char* op, const std::string& key, const std::string& range_end) {
   return std::string("etcd ") + op + (range_end.empty() ? " of key '" : " of keys from '") + shown(key) + "'";
@@ -252,30 +245,31 @@ etcd::TxnResponse EtcdClient::txn(const etcd::TxnRequest& t, Millis timeout) {
   return etcd::parse_txn(r.body, what + " at " + r.endpoint);
 }
 
+template <typename Parse>
+auto EtcdClient::lease_call(const char* path, const char* field, int64_t value, Millis timeout,
+                            const std::string& what, Parse parse) {
+  const Json body{{field, std::to_string(value)}};
+  const EtcdReply r = call(path, body.dump(), timeout, Idempotence::kRetry, what);
+  check(r, what);
+  return parse(r.body, what + " at " + r.endpoint);
+}
+
 etcd::LeaseGrantResponse EtcdClient::grant_lease(int64_t ttl_seconds, Millis timeout) {
   if (ttl_seconds < 1)
     DDP_THROW(InvalidArgument, "etcd lease grant: a TTL of ", ttl_seconds, " s (at least 1)");
   const std::string what = "etcd lease grant of " + std::to_string(ttl_seconds) + " s";
-  const Json body{{"TTL", std::to_string(ttl_seconds)}};
-  const EtcdReply r = call("/v3/lease/grant", body.dump(), timeout, Idempotence::kRetry, what);
-  check(r, what);
-  return etcd::parse_lease_grant(r.body, what + " at " + r.endpoint);
+  return lease_call("/v3/lease/grant", "TTL", ttl_seconds, timeout, what, etcd::parse_lease_grant);
 }
 
 int64_t EtcdClient::keep_alive(int64_t lease, Millis timeout) {
   const std::string what = "etcd keep-alive of lease " + std::to_string(lease);
-  const Json body{{"ID", std::to_string(lease)}};
-  const EtcdReply r = call("/v3/lease/keepalive", body.dump(), timeout, Idempotence::kRetry, what);
-  check(r, what);
-  return std::max<int64_t>(0, etcd::parse_lease_keepalive(r.body, what + " at " + r.endpoint).ttl);
+  return std::max<int64_t>(
+      0, lease_call("/v3/lease/keepalive", "ID", lease, timeout, what, etcd::parse_lease_keepalive).ttl);
 }
 
 etcd::LeaseTimeToLiveResponse EtcdClient::time_to_live(int64_t lease, Millis timeout) {
   const std::string what = "etcd time-to-live of lease " + std::to_string(lease);
-  const Json body{{"ID", std::to_string(lease)}};
-  const EtcdReply r = call("/v3/lease/timetolive", body.dump(), timeout, Idempotence::kRetry, what);
-  check(r, what);
-  return etcd::parse_lease_time_to_live(r.body, what + " at " + r.endpoint);
+  return lease_call("/v3/lease/timetolive", "ID", lease, timeout, what, etcd::parse_lease_time_to_live);
 }
 
 bool EtcdClient::revoke(int64_t lease, Millis timeout) {

@@ -129,6 +129,11 @@ class EtcdClient {
   EtcdReply call(const std::string& path, const std::string& body, Millis timeout, Idempotence idempotence,
                  const std::string& what);
   void check(const EtcdReply& reply, const std::string& what) const;
+  // A lease request (safe to send again): the body {field: value}, the answer checked, then
+  // read by `parse` (etcd_response.h's parser of that answer).
+  template <typename Parse>
+  auto lease_call(const char* path, const char* field, int64_t value, Millis timeout, const std::string& what,
+                  Parse parse);
   std::string authenticate(const Deadline& deadline);
 
   EtcdClientOptions options_;

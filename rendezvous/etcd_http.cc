@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "rendezvous/curl_library.h"
 #include "rendezvous/etcd_response.h"
 
@@ -135,15 +136,7 @@ bool is_tls_failure(CURLcode rc) {
 }
 
 // The body's start, printable, for messages.
-std::string excerpt(const std::string& body) {
-  std::string out;
-  for (char ch : body) {
-    if (out.size() >= 80) return out + "...";
-    const unsigned char c = static_cast<unsigned char>(ch);
-    out += (c >= 0x20 && c < 0x7f) ? ch : '.';
-  }
-  return out;
-}
+std::string excerpt(const std::string& body) { return printable_excerpt(body, 80); }
 
 // What a non-2xx JSON answer says: etcd's error message, or the body's start.
 std::string answer_message(long status, const std::string& body) {

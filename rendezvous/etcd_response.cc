@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/safe_json.h"
+#include "common/text.h"
 
 namespace ddp::rdzv::etcd {
 namespace {
@@ -26,15 +27,7 @@ constexpr std::array<int8_t, 256> decode_table() {
 constexpr std::array<int8_t, 256> kDecode = decode_table();
 
 // The start of an answer, printable, for messages: what the endpoint said instead.
-std::string excerpt(std::string_view body) {
-  std::string out;
-  for (size_t i = 0; i < body.size() && out.size() < 80; ++i) {
-    const unsigned char c = static_cast<unsigned char>(body[i]);
-    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '.';
-  }
-  if (body.size() > 80) out += "...";
-  return out;
-}
+std::string excerpt(std::string_view body) { return printable_excerpt(body, 80); }
 
 [[noreturn]] void malformed(const std::string& source, const std::string& why) {
   DDP_THROW(StoreError, source, ": not an answer of etcd's v3 JSON gateway: ", why);

@@ -1,6 +1,7 @@
 #include "rendezvous/tcp_store_handshake.h"
 
 #include <algorithm>
+#include <array>
 
 // The exchange:
 //   client -> server  Hello     u32 magic | u16 version | bytes client_nonce (32)
@@ -15,21 +16,18 @@
 namespace ddp::rdzv::proto {
 namespace {
 
-auth::Nonce read_nonce(Reader& r) {
-  Bytes b = r.bytes(auth::kNonceSize);
-  if (b.size() != auth::kNonceSize) DDP_THROW(rdzv::proto::ProtocolError, "nonce of ", b.size(), " bytes");
-  auth::Nonce n{};
-  std::copy(b.begin(), b.end(), n.begin());
-  return n;
+// A nonce or a proof: bytes of exactly N; `what` names it in the error.
+template <size_t N>
+std::array<uint8_t, N> read_exactly(Reader& r, const char* what) {
+  Bytes b = r.bytes(N);
+  if (b.size() != N) DDP_THROW(rdzv::proto::ProtocolError, what, " of ", b.size(), " bytes");
+  std::array<uint8_t, N> out{};
+  std::copy(b.begin(), b.end(), out.begin());
+  return out;
 }
 
-auth::Digest read_digest(Reader& r) {
-  Bytes b = r.bytes(auth::kDigestSize);
-  if (b.size() != auth::kDigestSize) DDP_THROW(rdzv::proto::ProtocolError, "proof of ", b.size(), " bytes");
-  auth::Digest d{};
-  std::copy(b.begin(), b.end(), d.begin());
-  return d;
-}
+auth::Nonce read_nonce(Reader& r) { return read_exactly<auth::kNonceSize>(r, "nonce"); }
+auth::Digest read_digest(Reader& r) { return read_exactly<auth::kDigestSize>(r, "proof"); }
 
 std::vector<uint8_t> error_frame(ErrorCode code, const std::string& message) {
   Writer w(MsgType::kError);

@@ -57,6 +57,18 @@ void allreduce_into(const OpArgs& a, const Buffer* input, const Buffer& inout, R
   ::gloo::allreduce(o);
 }
 
+// A Gloo collective that moves bytes (allgather, alltoall): the whole input and output as
+// bytes, with the op's tag and timeout.
+template <typename Options>
+void run_bytes(const OpArgs& a, const Buffer& input, const Buffer& output, void (*collective)(Options&)) {
+  Options o(a.context);
+  o.setInput(bytes(input), input.bytes());
+  o.setOutput(bytes(output), output.bytes());
+  o.setTag(a.tag);
+  o.setTimeout(a.timeout);
+  collective(o);
+}
+
 }  // namespace
 
 void run_broadcast(const OpArgs& a, const Buffer& buf, int root) {
@@ -91,12 +103,7 @@ void run_reduce(const OpArgs& a, const Buffer& buf, int root, ReduceOp op) {
 }
 
 void run_all_gather(const OpArgs& a, const Buffer& input, const Buffer& output) {
-  ::gloo::AllgatherOptions o(a.context);
-  o.setInput(bytes(input), input.bytes());
-  o.setOutput(bytes(output), output.bytes());
-  o.setTag(a.tag);
-  o.setTimeout(a.timeout);
-  ::gloo::allgather(o);
+  run_bytes<::gloo::AllgatherOptions>(a, input, output, ::gloo::allgather);
 }
 
 void run_gather(const OpArgs& a, const Buffer& input, const Buffer& output, int root) {
@@ -137,12 +144,7 @@ void run_reduce_scatter(const OpArgs& a, const Buffer& input, const Buffer& outp
 }
 
 void run_all_to_all(const OpArgs& a, const Buffer& input, const Buffer& output) {
-  ::gloo::AlltoallOptions o(a.context);
-  o.setInput(bytes(input), input.bytes());
-  o.setOutput(bytes(output), output.bytes());
-  o.setTag(a.tag);
-  o.setTimeout(a.timeout);
-  ::gloo::alltoall(o);
+  run_bytes<::gloo::AlltoallOptions>(a, input, output, ::gloo::alltoall);
 }
 
 void run_barrier(const OpArgs& a) {

@@ -78,36 +78,33 @@ WorkPtr NcclProcessGroup::do_reduce_scatter(Buffer input, Buffer output, ReduceS
 }
 
 WorkPtr NcclProcessGroup::do_gather(Buffer input, Buffer output, GatherOptions opts) {
-  const bool root = rank() == opts.root;
-  return submit("gather", opts.timeout, input.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
-    const ncclDataType_t t = nccl_dtype(input.dtype);
-    if (root) copy_on(s, at(output, input.count * rank()), input.data, input.bytes());
-    ncclGroupStart();
-    if (root) {
-      for (int r = 0; r < size(); ++r) {
-        if (r != rank()) ncclRecv(at(output, input.count * r), input.count, t, r, comm_, s);
-      }
-    } else {
-      ncclSend(input.data, input.count, t, opts.root, comm_, s);
-    }
-    settle("gather (grouped ncclSend/ncclRecv)", ncclGroupEnd(), d);
-  });
+  return rooted("gather", Flow::kToRoot, input, output, opts.root, opts.timeout);
 }
 
 WorkPtr NcclProcessGroup::do_scatter(Buffer input, Buffer output, ScatterOptions opts) {
-  const bool root = rank() == opts.root;
-  return submit("scatter", opts.timeout, output.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
-    const ncclDataType_t t = nccl_dtype(output.dtype);
-    if (root) copy_on(s, output.data, at(input, output.count * rank()), output.bytes());
+  return rooted("scatter", Flow::kFromRoot, output, input, opts.root, opts.timeout);
+}
+
+WorkPtr NcclProcessGroup::rooted(const char* op, Flow flow, Buffer part, Buffer whole, int root,
+                                 Millis timeout) {
+  const bool is_root = rank() == root;
+  const bool gather = flow == Flow::kToRoot;
+  return submit(op, timeout, part.count == 0, [=, this](cudaStream_t s, const Deadline& d) {
+    const ncclDataType_t t = nccl_dtype(part.dtype);
+    char* own = at(whole, part.count * rank());
+    if (is_root && gather) copy_on(s, own, part.data, part.bytes());
+    if (is_root && !gather) copy_on(s, part.data, own, part.bytes());
     ncclGroupStart();
-    if (root) {
-      for (int r = 0; r < size(); ++r) {
-        if (r != rank()) ncclSend(at(input, output.count * r), output.count, t, r, comm_, s);
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank() || (!is_root && r != root)) continue;  // the root: every other rank; others: the root
+      void* block = is_root ? at(whole, part.count * r) : part.data;
+      if (gather == is_root) {  // the root of a gather, the others of a scatter
+        ncclRecv(block, part.count, t, r, comm_, s);
+      } else {
+        ncclSend(block, part.count, t, r, comm_, s);
       }
-    } else {
-      ncclRecv(output.data, output.count, t, opts.root, comm_, s);
     }
-    settle("scatter (grouped ncclSend/ncclRecv)", ncclGroupEnd(), d);
+    settle(std::string(op) + " (grouped ncclSend/ncclRecv)", ncclGroupEnd(), d);
   });
 }
 

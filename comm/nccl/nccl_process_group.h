@@ -95,6 +95,10 @@ class NcclProcessGroup final : public ProcessGroup {
   void settle(const std::string& what, ncclResult_t rc, const Deadline& deadline,
               std::span<const ncclComm_t> comms = {});
   void watch();
+  // gather (kToRoot) and scatter: every rank's `part`, the root's `whole` (world × part), the
+  // root's own block copied on its stream, the others' moved by grouped ncclSend/ncclRecv.
+  enum class Flow { kToRoot, kFromRoot };
+  WorkPtr rooted(const char* op, Flow flow, Buffer part, Buffer whole, int root, Millis timeout);
   // The first async error of the group's communicator or of any clique's (ncclSuccess if none).
   ncclResult_t async_error() const;
 

@@ -159,4 +159,22 @@ class Chooser {
   std::array<SizeClass, kClasses> classes_{};
 };
 
+// A Chooser whose ways are the values of the enum `E` (PathChooser, StoreChooser): the calls
+// every such chooser makes, in `E`.
+template <typename E>
+class EnumChooser {
+ public:
+  E next(size_t bytes) { return way(chooser_.next(bytes)); }                  // the way for the next op
+  E preferred(size_t bytes) const { return way(chooser_.preferred(bytes)); }  // between probes
+
+ protected:
+  EnumChooser(const ChoicePolicy& policy, std::span<const Chooser::Way> order,
+              std::span<const char* const> names)
+      : chooser_(policy, order, names) {}
+  static Chooser::Way index(E e) { return static_cast<Chooser::Way>(e); }
+  static E way(Chooser::Way w) { return static_cast<E>(w); }
+
+  Chooser chooser_;
+};
+
 }  // namespace ddp::comm::tcp

@@ -57,7 +57,7 @@ constexpr std::array<const char*, 3> kWayNames = {"split", "flat", "overlapped"}
 }  // namespace
 
 PathChooser::PathChooser(const std::vector<LargeWay>& ways, size_t overlap_from)
-    : chooser_(kLargeWayPolicy, order_of(ways), kWayNames) {
+    : EnumChooser(kLargeWayPolicy, order_of(ways), kWayNames) {
   // A class whose smallest buffer has one segment takes split for overlapped (the same steps on
   // one thread).
   chooser_.same_below(index(LargeWay::kOverlapped), overlap_from, index(LargeWay::kSplit));

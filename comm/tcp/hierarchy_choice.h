@@ -41,7 +41,7 @@ struct WayPolicy {
   std::vector<LargeWay> ways(bool flat) const;
 };
 
-class PathChooser {
+class PathChooser : public EnumChooser<LargeWay> {
  public:
   static constexpr uint32_t kFirstInterval = kLargeWayPolicy.first_interval;
   static constexpr uint32_t kMaxInterval = kLargeWayPolicy.max_interval;
@@ -59,10 +59,8 @@ class PathChooser {
   explicit PathChooser(const std::vector<LargeWay>& ways = {LargeWay::kSplit, LargeWay::kFlat},
                        size_t overlap_from = 0);
 
-  // The way for the next op of `bytes`.
-  LargeWay next(size_t bytes) { return way(chooser_.next(bytes)); }
-  // That op took `us` on this rank. True when a probe just ended: the ranks must now sum
-  // figures(bytes) and pass the sums to agree().
+  // An op of `bytes` the way next() gave took `us` on this rank. True when a probe just ended:
+  // the ranks must now sum figures(bytes) and pass the sums to agree().
   bool record(size_t bytes, LargeWay w, double us) { return chooser_.record(bytes, index(w), us); }
   Figures figures(size_t bytes) const { return chooser_.figures(bytes); }
   LargeWay probed(size_t bytes) const { return way(chooser_.probed(bytes)); }  // the last probe's way
@@ -72,12 +70,6 @@ class PathChooser {
   LargeWay agree(size_t bytes, const Figures& sums, std::string_view group = {}) {
     return way(chooser_.decide(bytes, sums, group));
   }
-  LargeWay preferred(size_t bytes) const { return way(chooser_.preferred(bytes)); }
-
- private:
-  static Chooser::Way index(LargeWay w) { return static_cast<Chooser::Way>(w); }
-  static LargeWay way(Chooser::Way w) { return static_cast<LargeWay>(w); }
-  Chooser chooser_;
 };
 
 }  // namespace ddp::comm::tcp

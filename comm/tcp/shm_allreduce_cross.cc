@@ -35,10 +35,8 @@ void reduce_share_cross(const ShmChannel& ch, const ShmStep& s) {
 }  // namespace
 
 bool allreduce_cross_step(ShmChannel& ch, ShmStep& s) {
-  ShmProgress& st = s.at;
-  if (st.cross == Decided::kNotYet && !decide_cross(ch, s)) return false;
-  if (st.cross == Decided::kDeclined) return allreduce_chunked_step(ch, s);
-  return in_place_pass(ch, s, [&] { timed(st, [&] { reduce_share_cross(ch, s); }); });
+  return cross_step(
+      ch, s, [&] { return allreduce_chunked_step(ch, s); }, [&] { reduce_share_cross(ch, s); });
 }
 
 }  // namespace ddp::comm::tcp

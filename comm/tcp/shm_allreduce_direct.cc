@@ -5,6 +5,7 @@
 #include "comm/copy_kernel.h"
 #include "comm/reduce_kernels.h"
 #include "comm/tcp/shm_allreduce_cross.h"
+#include "comm/tcp/shm_cross.h"
 #include "comm/tcp/shm_region.h"
 
 namespace ddp::comm::tcp {
@@ -35,9 +36,8 @@ void reduce_share_direct(const ShmChannel& ch, const ShmStep& s) {
 }  // namespace
 
 bool allreduce_direct_step(ShmChannel& ch, ShmStep& s) {
-  if (s.at.direct == Decided::kNotYet && !decide_direct(ch, s)) return false;
-  if (s.at.direct == Decided::kDeclined) return allreduce_cross_step(ch, s);
-  return in_place_pass(ch, s, [&] { reduce_share_direct(ch, s); });
+  return direct_step(
+      ch, s, [&] { return allreduce_cross_step(ch, s); }, [&] { reduce_share_direct(ch, s); });
 }
 
 bool decide_direct(ShmChannel& ch, ShmStep& s) {
@@ -70,6 +70,20 @@ bool in_place_pass(ShmChannel& ch, ShmStep& s, const std::function<void()>& redu
   if (!ch.poll([&] { return ch.reached(Counter::kReduced, st.ticket + 1); }, s.poll)) return false;
   ch.wait_all(Counter::kReduced, st.ticket + 1, s.ctx);
   return true;
+}
+
+bool direct_step(ShmChannel& ch, ShmStep& s, const std::function<bool()>& fallback,
+                 const std::function<void()>& reduce_share) {
+  if (s.at.direct == Decided::kNotYet && !decide_direct(ch, s)) return false;
+  if (s.at.direct == Decided::kDeclined) return fallback();
+  return in_place_pass(ch, s, reduce_share);
+}
+
+bool cross_step(ShmChannel& ch, ShmStep& s, const std::function<bool()>& fallback,
+                const std::function<void()>& reduce_share) {
+  if (s.at.cross == Decided::kNotYet && !decide_cross(ch, s)) return false;  // polled, not yet decided
+  if (s.at.cross == Decided::kDeclined) return fallback();
+  return in_place_pass(ch, s, [&] { timed(s.at, reduce_share); });
 }
 
 }  // namespace ddp::comm::tcp

@@ -32,4 +32,12 @@ bool decide_direct(ShmChannel& ch, ShmStep& step);
 // write its buffer. Resumable.
 bool in_place_pass(ShmChannel& ch, ShmStep& step, const std::function<void()>& reduce_share);
 
+// The step of a one-pass algorithm: its way decided first (decide_direct, or decide_cross with
+// the pass timed: shm_cross.h); false while a poll leaves it undecided. Declined: `fallback`
+// (the next algorithm's step); taken: in_place_pass(reduce_share).
+bool direct_step(ShmChannel& ch, ShmStep& step, const std::function<bool()>& fallback,
+                 const std::function<void()>& reduce_share);
+bool cross_step(ShmChannel& ch, ShmStep& step, const std::function<bool()>& fallback,
+                const std::function<void()>& reduce_share);
+
 }  // namespace ddp::comm::tcp

@@ -158,4 +158,27 @@ void ShmChannel::wait_all(Counter c, uint64_t value, const OpContext& ctx) {
   for (int p = 0; p < opt_.world; ++p) fingerprints_.verify(p, ctx);
 }
 
+void exchange_pieces(ShmChannel& ch, ShmStep& s, size_t block,
+                     const std::function<void(const PieceChunk&)>& take) {
+  const size_t es = dtype_size(s.in.dtype);
+  const size_t piece = ch.geometry().slot_bytes / static_cast<size_t>(ch.world()) / es;
+  const int r = ch.rank();
+  ch.begin_stores(s);  // blocking: true
+  for (size_t off = 0; off < block; off += piece) {
+    const PieceChunk c{ch.next_ticket(), off, std::min(piece, block - off), piece};
+    char* mine = ch.slot(r, c.t);
+    ch.acquire(c.t, s.ctx);
+    timed(s.at, [&] {
+      for (int p = 0; p < ch.world(); ++p) {
+        if (p != r)
+          publish_copy(s.at.stores, mine + p * piece * es, at(s.in, static_cast<size_t>(p) * block + off),
+                       c.m * es);
+      }
+    });
+    ch.publish(Counter::kStaged, c.t + 1);
+    take(c);
+    ch.publish(Counter::kDone, c.t + 1);
+  }
+}
+
 }  // namespace ddp::comm::tcp

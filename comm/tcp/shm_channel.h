@@ -12,6 +12,7 @@
 //   and return false with its place kept).
 // Called by one thread at a time (the one running the group's op).
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -152,5 +153,21 @@ class ShmChannel {
   uint64_t ticket_ = 0;
   int small_half_ = 0;
 };
+
+// One chunk of a personalized exchange (see exchange_pieces): elements [off, off + m) of every
+// rank's block, under ticket t; piece p of a rank's slot (piece elements) holds block p's.
+struct PieceChunk {
+  uint64_t t = 0;
+  size_t off = 0;
+  size_t m = 0;
+  size_t piece = 0;
+};
+
+// A personalized exchange (all_to_all, reduce_scatter): s.in holds world blocks of `block`
+// elements, block p meant for rank p. Chunk by chunk this rank stages its blocks' chunk for
+// the peers in its slot (timed, the stores as rank 0 chose), then `take` reads what the
+// peers staged for it; the chunk is then done.
+void exchange_pieces(ShmChannel& ch, ShmStep& s, size_t block,
+                     const std::function<void(const PieceChunk&)>& take);
 
 }  // namespace ddp::comm::tcp

@@ -87,34 +87,19 @@ bool scatter_step(ShmChannel& ch, ShmStep& s) {
 bool all_to_all_step(ShmChannel& ch, ShmStep& s) {
   const Buffer &in = s.in, &out = s.out;
   const size_t es = dtype_size(out.dtype);
-  const size_t piece = ch.geometry().slot_bytes / static_cast<size_t>(ch.world()) / es;
   const size_t n = in.count / static_cast<size_t>(ch.world());
-  const int r = ch.rank(), w = ch.world();
-  ShmProgress& st = s.at;
-  ch.begin_stores(s);  // blocking: true
-  for (size_t off = 0; off < n; off += piece) {
-    const size_t m = std::min(piece, n - off);
-    const uint64_t t = ch.next_ticket();
-    char* mine = ch.slot(r, t);
-    ch.acquire(t, s.ctx);
-    timed(st, [&] {
-      for (int p = 0; p < w; ++p) {
-        if (p != r)
-          publish_copy(st.stores, mine + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
-      }
-    });
-    ch.publish(Counter::kStaged, t + 1);
-    const size_t own = static_cast<size_t>(r) * n + off;
-    if (at(out, own) != at(in, own)) timed(st, [&] { copy_bytes(at(out, own), at(in, own), m * es); });
-    for (int p = 0; p < w; ++p) {
+  const int r = ch.rank();
+  exchange_pieces(ch, s, n, [&](const PieceChunk& c) {
+    const size_t own = static_cast<size_t>(r) * n + c.off;
+    if (at(out, own) != at(in, own)) timed(s.at, [&] { copy_bytes(at(out, own), at(in, own), c.m * es); });
+    for (int p = 0; p < ch.world(); ++p) {
       if (p == r) continue;
-      ch.wait_for(p, Counter::kStaged, t + 1, s.ctx);
-      timed(st, [&] {
-        copy_bytes(at(out, static_cast<size_t>(p) * n + off), ch.slot(p, t) + r * piece * es, m * es);
+      ch.wait_for(p, Counter::kStaged, c.t + 1, s.ctx);
+      timed(s.at, [&] {
+        copy_bytes(at(out, static_cast<size_t>(p) * n + c.off), ch.slot(p, c.t) + r * c.piece * es, c.m * es);
       });
     }
-    ch.publish(Counter::kDone, t + 1);
-  }
+  });
   return true;
 }
 

@@ -50,25 +50,19 @@ void reduce_block_cross(const ShmChannel& ch, const ShmStep& s) {
 }  // namespace
 
 bool all_gather_cross_step(ShmChannel& ch, ShmStep& s) {
-  ShmProgress& st = s.at;
-  if (st.cross == Decided::kNotYet && !decide_cross(ch, s)) return false;  // polled, not yet decided
-  if (st.cross == Decided::kDeclined)
-    return s.poll.block && all_gather_step(ch, s);  // staged: blocking, so on the worker
-  return in_place_pass(ch, s, [&] { timed(st, [&] { gather_all(ch, s); }); });
+  // Declined: staged, which blocks, so on the worker.
+  return cross_step(
+      ch, s, [&] { return s.poll.block && all_gather_step(ch, s); }, [&] { gather_all(ch, s); });
 }
 
 bool all_gather_oneshot_cross_step(ShmChannel& ch, ShmStep& s) {
-  ShmProgress& st = s.at;
-  if (st.cross == Decided::kNotYet && !decide_cross(ch, s)) return false;  // polled, not yet decided
-  if (st.cross == Decided::kDeclined) return oneshot_step(ch, s);
-  return in_place_pass(ch, s, [&] { timed(st, [&] { gather_all(ch, s); }); });
+  return cross_step(
+      ch, s, [&] { return oneshot_step(ch, s); }, [&] { gather_all(ch, s); });
 }
 
 bool reduce_scatter_cross_step(ShmChannel& ch, ShmStep& s) {
-  ShmProgress& st = s.at;
-  if (st.cross == Decided::kNotYet && !decide_cross(ch, s)) return false;
-  if (st.cross == Decided::kDeclined) return reduce_scatter_step(ch, s);
-  return in_place_pass(ch, s, [&] { timed(st, [&] { reduce_block_cross(ch, s); }); });
+  return cross_step(
+      ch, s, [&] { return reduce_scatter_step(ch, s); }, [&] { reduce_block_cross(ch, s); });
 }
 
 }  // namespace ddp::comm::tcp

@@ -65,15 +65,13 @@ void scatter_input(const ShmChannel& ch, const ShmStep& s) {
 }  // namespace
 
 bool reduce_scatter_direct_step(ShmChannel& ch, ShmStep& s) {
-  if (s.at.direct == Decided::kNotYet && !decide_direct(ch, s)) return false;
-  if (s.at.direct == Decided::kDeclined) return reduce_scatter_cross_step(ch, s);
-  return in_place_pass(ch, s, [&] { reduce_block_direct(ch, s); });
+  return direct_step(
+      ch, s, [&] { return reduce_scatter_cross_step(ch, s); }, [&] { reduce_block_direct(ch, s); });
 }
 
 bool all_gather_direct_step(ShmChannel& ch, ShmStep& s) {
-  if (s.at.direct == Decided::kNotYet && !decide_direct(ch, s)) return false;
-  if (s.at.direct == Decided::kDeclined) return all_gather_cross_step(ch, s);
-  return in_place_pass(ch, s, [&] { scatter_input(ch, s); });
+  return direct_step(
+      ch, s, [&] { return all_gather_cross_step(ch, s); }, [&] { scatter_input(ch, s); });
 }
 
 }  // namespace ddp::comm::tcp

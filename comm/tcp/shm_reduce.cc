@@ -67,28 +67,15 @@ bool reduce_step(ShmChannel& ch, ShmStep& s) {
 bool reduce_scatter_step(ShmChannel& ch, ShmStep& s) {
   const Buffer &in = s.in, &out = s.out;
   const size_t es = dtype_size(out.dtype);
-  const size_t piece = ch.geometry().slot_bytes / static_cast<size_t>(ch.world()) / es;
   const size_t n = out.count;
-  const int r = ch.rank(), w = ch.world();
-  ShmProgress& st = s.at;
-  ch.begin_stores(s);  // blocking: true
-  for (size_t off = 0; off < n; off += piece) {
-    const size_t m = std::min(piece, n - off);
-    const uint64_t t = ch.next_ticket();
-    char* mine = ch.slot(r, t);
-    ch.acquire(t, s.ctx);
-    timed(st, [&] {
-      for (int p = 0; p < w; ++p) {
-        if (p != r)
-          publish_copy(st.stores, mine + p * piece * es, at(in, static_cast<size_t>(p) * n + off), m * es);
-      }
+  const size_t r = static_cast<size_t>(ch.rank());
+  exchange_pieces(ch, s, n, [&](const PieceChunk& c) {
+    ch.wait_all(Counter::kStaged, c.t + 1, s.ctx);
+    const char* own = at(in, r * n + c.off);
+    timed(s.at, [&] {
+      reduce_slice(ch, at(out, c.off), own, r * c.piece * es, c.m, out.dtype, s.ctx.desc.rop, c.t);
     });
-    ch.publish(Counter::kStaged, t + 1);
-    ch.wait_all(Counter::kStaged, t + 1, s.ctx);
-    const char* own = at(in, static_cast<size_t>(r) * n + off);
-    timed(st, [&] { reduce_slice(ch, at(out, off), own, r * piece * es, m, out.dtype, s.ctx.desc.rop, t); });
-    ch.publish(Counter::kDone, t + 1);
-  }
+  });
   return true;
 }
 

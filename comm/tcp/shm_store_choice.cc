@@ -25,7 +25,7 @@ constexpr std::array<const char*, 3> kModeNames = {"cached", "streaming", "cross
 
 }  // namespace
 
-StoreChooser::StoreChooser(StoreSetting setting) : chooser_(kStorePolicy, kOrder, kModeNames) {
+StoreChooser::StoreChooser(StoreSetting setting) : EnumChooser(kStorePolicy, kOrder, kModeNames) {
   if (setting == StoreSetting::kCached) chooser_.force(index(StoreMode::kCached));
   if (setting == StoreSetting::kStreaming) chooser_.force(index(StoreMode::kStreaming));
 }

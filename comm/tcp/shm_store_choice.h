@@ -23,7 +23,7 @@ enum class StoreMode : uint8_t { kCached = 0, kStreaming = 1, kCross = 2 };
 enum class StoreSetting { kAuto, kCached, kStreaming };
 const char* to_string(StoreMode mode);
 
-class StoreChooser {
+class StoreChooser : public EnumChooser<StoreMode> {
  public:
   static constexpr uint32_t kFirstInterval = kStorePolicy.first_interval;
   static constexpr uint32_t kMaxInterval = kStorePolicy.max_interval;
@@ -38,17 +38,8 @@ class StoreChooser {
   // A way that cannot run here (after it was offered): never chosen again.
   void withdraw(StoreMode mode) { chooser_.withdraw(index(mode)); }
 
-  // The mode for the next op of `bytes` (a probe of another mode now and then).
-  StoreMode next(size_t bytes) { return mode(chooser_.next(bytes)); }
-  // That op's data movement took `busy`.
+  // An op of `bytes` in the mode next() gave moved its data in `busy`.
   void record(size_t bytes, StoreMode m, std::chrono::nanoseconds busy);
-  // The mode ops of `bytes` use between probes.
-  StoreMode preferred(size_t bytes) const { return mode(chooser_.preferred(bytes)); }
-
- private:
-  static Chooser::Way index(StoreMode m) { return static_cast<Chooser::Way>(m); }
-  static StoreMode mode(Chooser::Way w) { return static_cast<StoreMode>(w); }
-  Chooser chooser_;
 };
 
 }  // namespace ddp::comm::tcp

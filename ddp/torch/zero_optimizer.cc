@@ -30,6 +30,25 @@ size_t bytes_of(std::initializer_list<at::Tensor> tensors) {
   return n;
 }
 
+// This rank's serialized bytes, zero-padded to the longest of every rank's, so that the ranks
+// can gather them into slots of one size.
+struct Padded {
+  at::Tensor sizes;  // every rank's length (kLong, by rank)
+  int64_t most = 0;  // the longest
+  at::Tensor bytes;  // this rank's, `most` long
+};
+
+Padded pad_to_longest(comm::ProcessGroup& group, const std::string& mine, const std::string& what) {
+  Padded p;
+  p.sizes = at::empty({group.size()}, at::kLong);
+  at::Tensor my_size = at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
+  group.all_gather(buffer_of(my_size, what + " size"), buffer_of(p.sizes, what + " sizes"))->wait();
+  p.most = p.sizes.max().item<int64_t>();
+  p.bytes = at::zeros({p.most}, at::kByte);
+  std::copy(mine.begin(), mine.end(), static_cast<char*>(p.bytes.data_ptr()));
+  return p;
+}
+
 }  // namespace
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<at::Tensor> params, comm::ProcessGroupPtr group,
@@ -118,17 +137,14 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
     DDP_THROW(InvalidArgument, "consolidate_state_dict: rank ", to, " is not in [0, ", world, ")");
   std::ostringstream out;
   ::torch::save(*local_, out);
-  const std::string mine = out.str();
-  at::Tensor sizes = at::empty({world}, at::kLong);
-  at::Tensor my_size = at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
-  group_->all_gather(buffer_of(my_size, "state size"), buffer_of(sizes, "state sizes"))->wait();
-  const int64_t most = sizes.max().item<int64_t>();
-  at::Tensor padded = at::zeros({most}, at::kByte);
-  std::copy(mine.begin(), mine.end(), static_cast<char*>(padded.data_ptr()));
+  const Padded padded = pad_to_longest(*group_, out.str(), "state");
+  const int64_t most = padded.most;
   at::Tensor all = rank_ == to ? at::empty({world * most}, at::kByte) : at::empty({0}, at::kByte);
   comm::GatherOptions opts;
   opts.root = to;
-  group_->gather(buffer_of(padded, "optimizer state"), buffer_of(all, "optimizer states"), opts)->wait();
+  group_->gather(buffer_of(padded.bytes, "optimizer state"), buffer_of(all, "optimizer states"), opts)
+      ->wait();
+  const at::Tensor& sizes = padded.sizes;
   if (rank_ != to) return;
 
   consolidated_ = factory_(params_);
@@ -209,16 +225,12 @@ void ZeroRedundancyOptimizer::take(const std::string& bytes, bool erase_missing)
 
 void ZeroRedundancyOptimizer::regroup(comm::ProcessGroupPtr group) {
   if (!group) DDP_THROW(InvalidArgument, "ZeroRedundancyOptimizer::regroup: no process group");
-  const std::string mine = save_shard();
   const int world = group->size();
-  at::Tensor sizes = at::empty({world}, at::kLong);
-  at::Tensor my_size = at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
-  group->all_gather(buffer_of(my_size, "shard size"), buffer_of(sizes, "shard sizes"))->wait();
-  const int64_t most = sizes.max().item<int64_t>();
-  at::Tensor padded = at::zeros({most}, at::kByte);
-  std::copy(mine.begin(), mine.end(), static_cast<char*>(padded.data_ptr()));
+  const Padded padded = pad_to_longest(*group, save_shard(), "shard");
+  const int64_t most = padded.most;
+  const at::Tensor& sizes = padded.sizes;
   at::Tensor all = at::empty({world * most}, at::kByte);
-  group->all_gather(buffer_of(padded, "optimizer shard"), buffer_of(all, "optimizer shards"))->wait();
+  group->all_gather(buffer_of(padded.bytes, "optimizer shard"), buffer_of(all, "optimizer shards"))->wait();
   group_ = std::move(group);
   rank_ = group_->rank();
   partition();

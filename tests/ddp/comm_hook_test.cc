@@ -87,27 +87,3 @@ TEST_CASE("compression hooks reject integer buckets") {
                          InvalidArgument);
   });
 }
-
-TEST_CASE("chain_work runs the continuation, and carries errors") {
-  auto inner = std::make_shared<comm::Work>("inner");
-  int ran = 0;
-  auto outer = chain_work(
-      inner, [&] { ++ran; }, "outer");
-  CHECK_FALSE(outer->is_completed());
-  inner->finish();
-  CHECK(outer->wait());
-  CHECK(ran == 1);
-
-  auto failing = std::make_shared<comm::Work>("inner");
-  auto outer2 = chain_work(
-      failing, [&] { ++ran; }, "outer");
-  failing->finish(std::make_exception_ptr(TimeoutError("late", __FILE__, __LINE__)));
-  CHECK_THROWS_AS(outer2->wait(), TimeoutError);
-  CHECK(ran == 1);
-
-  auto ok = std::make_shared<comm::Work>("inner");
-  auto outer3 = chain_work(
-      ok, [] { DDP_THROW(InvalidArgument, "bad"); }, "outer");
-  ok->finish();
-  CHECK_THROWS_AS(outer3->wait(), InvalidArgument);
-}
