@@ -8,6 +8,18 @@
 #include "common/settings.h"
 #include "rendezvous/prefix_store.h"
 
+// How each init method meets (ranks resolved as init.h says):
+// - env://  DDP_STORE when set: host:port (the launcher's store) or etcd://members/prefix/ (etcd
+//   itself: rendezvous/store_url.h); else rank 0 hosts a TCPStore on MASTER_ADDR:MASTER_PORT; a
+//   world of one needs no store, and mpi runs without one (MPI_COMM_WORLD is the rendezvous).
+// - tcp://host:port?rank=R&world_size=N: rank 0 hosts the store at host:port.
+// - tcp://239.x.y.z:PORT?world_size=N&group_name=G (or [ff15::...]:PORT): multicast discovery
+//   assigns ranks not given; rank 0 hosts a store on an ephemeral port and announces it
+//   (rendezvous/multicast_rendezvous.h); ttl=, interface=, timeout=.
+// - file:///path: a FileStore shared by every rank.
+// Keys live under "run/<DDP_RUN_ID>/<DDP_ELASTIC_ROUND>/<TORCHELASTIC_RESTART_COUNT>/<init #>",
+// so a restarted worker never reads keys of the round or attempt before it.
+
 namespace ddp {
 namespace {
 

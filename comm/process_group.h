@@ -1,33 +1,16 @@
 #pragma once
-// ProcessGroup: a fixed set of ranks and the collectives among them.
-//
-// Contract (every backend: tcp, gloo, mpi, nccl):
+// ProcessGroup: a fixed set of ranks and the collectives among them. Every backend (tcp, gloo,
+// mpi, nccl) keeps this contract, checked by the conformance suite:
 // - Every rank calls collectives in the same order; each op takes the group's next sequence
-//   number, which tags its messages and appears in every error about it.
-// - Ops are asynchronous: they return a Work at once; buffers must stay alive and untouched
-//   until it completes. Ops complete in issue order per group.
-// - Buffers are views (pointer, count, dtype, device). Sizes: all_gather/gather output and
-//   scatter/reduce_scatter input hold world_size × the per-rank count; all_to_all sends
-//   input.count / world_size elements to each rank. Zero-length buffers are valid no-ops.
-// - Bitwise reduce ops on floating types, mismatched counts/dtypes, bad roots, send/recv with
-//   this rank, and buffers on the wrong device are InvalidArgument thrown by the call itself:
-//   the public ops check once, here, for every backend (see below).
-// - Errors: a timeout is a TimeoutError naming the op, its sequence number and the ranks that
-//   were missing; a lost peer is a NetworkError naming it, and every pending and later op of
-//   the group fails with it (membership is fixed: rebuild the group).
-// - abort(reason), from any thread: every pending and later op fails with Aborted naming the op
-//   and the reason, promptly (pending ops do not wait for their timeout), on tcp, gloo and nccl;
-//   on mpi later ops fail at once and a collective MPI already runs ends at its deadline (MPI
-//   cannot cancel one). Only this process's group is aborted: its peers learn of it by their
-//   own means (their own abort, a closed connection, their timeout).
-// - Options: timeout kUseDefault means the group's timeout.
-// - Multi-buffer ops (the seed's *_multigpu): a process passes a list of K buffers (one per
-//   local device, or any K views) and the op runs over all world × K of them, as if each buffer
-//   were a rank of its own: virtual rank r*K + i is buffer i of rank r. K, the count, the dtype
-//   and the root index must agree on every rank: a rank that differs gets an InvalidArgument
-//   naming it and the field, on every rank (a small synchronous agreement step; no hang).
-//   Host backends reduce a process's buffers locally, run one collective, and fan the result
-//   out (comm/multi_buffer.h); nccl runs one communicator per local device in a group call.
+//   number, which tags its messages and is named in every error about it. Ops return a Work at
+//   once and complete in issue order; buffers stay alive and untouched until then. Zero-length
+//   buffers are valid no-ops. Arguments are checked by the call itself (see the ops below).
+// - A timeout is a TimeoutError naming the op, its number and the missing ranks; a lost peer a
+//   NetworkError naming it, and every pending and later op fails with it (rebuild the group).
+// - abort(reason), any thread: pending and later ops fail at once with Aborted naming the op and
+//   the reason (mpi: a collective MPI already runs ends at its deadline); only this process's
+//   group is aborted. Multi-buffer ops (the seed's *_multigpu): virtual rank r*K + i is buffer i
+//   of rank r; K, count, dtype and root agree on every rank or all get InvalidArgument.
 #include <atomic>
 #include <memory>
 #include <span>
@@ -142,6 +125,8 @@ class ProcessGroup {
   // Non-roots' input is not used (nor checked).
   WorkPtr scatter(Buffer input, Buffer output, ScatterOptions opts = {});
   WorkPtr reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts = {});
+  // Sizes: all_gather and gather outputs, scatter and reduce_scatter inputs hold world_size x
+  // the per-rank count; all_to_all sends input.count / world_size elements to each rank.
   WorkPtr all_to_all(Buffer input, Buffer output, AllToAllOptions opts = {});
   WorkPtr barrier(BarrierOptions opts = {});
 
@@ -151,7 +136,9 @@ class ProcessGroup {
   // the root (the others, and every non-root buffer, are inputs, left untouched). all_gather_multi:
   // K inputs of n elements and K outputs of world × K × n, each output receiving input i of rank
   // r at element (r*K + i) × n. AVG divides by world × K. The list itself is only read during
-  // the call; the buffers must live until the Work completes.
+  // the call; the buffers must live until the Work completes. Host backends reduce a process's
+  // buffers locally and run one collective (comm/multi_buffer.h); nccl runs one communicator per
+  // local device in a group call.
   WorkPtr all_reduce_multi(std::span<const Buffer> buffers, AllReduceOptions opts = {});
   WorkPtr broadcast_multi(std::span<const Buffer> buffers, BroadcastMultiOptions opts = {});
   WorkPtr reduce_multi(std::span<const Buffer> buffers, ReduceMultiOptions opts = {});

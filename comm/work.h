@@ -1,22 +1,15 @@
 #pragma once
 // Work: the handle of one asynchronous operation.
-//
 // - wait(timeout) blocks until the op completes; it rethrows the op's exception, and throws a
 //   TimeoutError (the op keeps running) if the timeout passes first. kUseDefault waits without
 //   a bound of its own: the op's own deadline still ends it.
 // - Implementations call finish(exception_ptr) exactly once, from any thread; background
 //   threads never throw across threads, they finish the Work with the exception.
 // - Callbacks added with then() run once, on the finishing thread (or at once if finished).
-// - A backend may learn that a thread blocks in wait() (blocking(true) before it sleeps,
-//   blocking(false) after): one that polls for progress can poll hard while someone is blocked
-//   and leave the core to the caller's computation otherwise (the tcp backend does).
-// - A backend whose ops finish on another thread within microseconds may have wait() poll for
-//   completion (yielding the core each time) for a while before it sleeps: a futex wake-up costs
-//   several microseconds on a VM, more than the small op itself (the mpi backend does).
-// - A backend whose op moves only inside calls someone makes for it (MPI's progress) may have
-//   the waiting thread make them (drive) rather than hand the op to a thread of its own and
-//   sleep until that one is done: the hand-off and the wake-up are spared (the mpi backend's
-//   ops its caller started).
+// - A backend may tune how wait() waits (see the hooks below): learn that a thread blocks
+//   (blocking(): a poller polls hard only then, as tcp does), poll for a while before it sleeps
+//   (ops that finish within microseconds on another thread), or have the waiting thread drive
+//   the op itself (MPI's progress), sparing a hand-off and a wake-up (as mpi does).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

@@ -1,25 +1,15 @@
 #pragma once
 // GlooProcessGroup: the ProcessGroup contract over Gloo 0.5 (make_gloo_group in comm/backend.h).
-//
-// - Collectives run on one worker thread per group, in issue order, each tagged with its
-//   sequence number; Work completes when the op does. send/recv are posted to Gloo at issue
-//   time (so a pair of ranks that both send, then both receive, cannot deadlock) and complete
-//   in issue order on the same worker. A send matches a recv with the same tag and byte size
-//   (the size is part of the Gloo slot, so a size mismatch is a timeout, never a crash).
-//   Likewise each collective's tag carries a hash of its per-rank size, dtype, reduce op and
-//   root: ranks that disagree time out with an error instead of exchanging garbage.
-// - Failures: a Gloo timeout is a TimeoutError, a lost connection a NetworkError naming the
-//   peer rank; both name the op and its sequence number. The first failure breaks the group:
-//   its Gloo context is aborted (peers blocked on us fail at once instead of at their
-//   timeout), the failure is noted in the store for the peers' messages, and every pending and
-//   later op fails with it. Rebuild the group.
-// - abort(reason): the group breaks with Aborted (each op's error names it and the reason) and
-//   its Gloo context is aborted, so an op blocked in Gloo fails at once, not at its timeout.
-// - Zero-length ops and world size 1 complete at once without Gloo; CUDA buffers are an
-//   InvalidArgument (wrap the group with the CUDA staging decorator, comm/nccl).
-// - Threads-as-ranks: each group owns its transport device; many ranks may share a process.
-// - SIGPIPE: set to ignored (if it was the default) when the first group is built, so a write
-//   to a closed peer is an error, not the death of the process.
+// - Collectives run on one worker thread per group, in issue order; send/recv are posted to Gloo
+//   at issue time (two ranks that both send, then both receive, cannot deadlock) and complete in
+//   issue order. Sizes, dtypes, reduce ops and roots are folded into each op's Gloo slot, so
+//   ranks that disagree time out with an error instead of exchanging garbage (.cc: p2p_slot).
+// - A Gloo timeout is a TimeoutError, a lost connection a NetworkError naming the peer; both name
+//   the op and its number. The first failure, or abort(reason) (Aborted), breaks the group: its
+//   Gloo context is aborted so peers blocked on us fail at once, and every later op fails with it.
+// - Zero-length ops and world size 1 complete without Gloo; CUDA buffers are an InvalidArgument
+//   (wrap the group with comm/nccl's staging). Many ranks may share a process (a device each).
+//   SIGPIPE is set to ignored (if default) when the first group is built.
 #include <memory>
 #include <mutex>
 #include <optional>

@@ -12,6 +12,9 @@ namespace {
 constexpr int kFoldInTag = 0;
 constexpr int kFoldOutTag = kP2pTagsPerOp - 1;
 
+// Recursive doubling: log2(p) exchanges of the whole buffer. Halving then doubling: the buffer
+// is cut into p blocks; 2(p-1)/p of it is sent. The fold: an even rank of the first 2 * rem
+// gives its data to the odd one after it and gets the result back at the end.
 // Ranks that take part in recursive doubling are numbered 0..pow2-1 ("virtual" ranks).
 struct Layout {
   int pow2 = 1;  // the largest power of two <= size

@@ -1,26 +1,15 @@
 #pragma once
 // A small all_reduce as our own point-to-point rounds (MPI_Isend/MPI_Irecv tested with
-// MPI_Testall) instead of MPI_Iallreduce: Open MPI's nonblocking collectives (libnbc) cost
-// several times its blocking MPI_Allreduce for a few bytes, a pair of point-to-point requests
-// about what the blocking call does, and unlike the blocking call they can be tested, so the
-// op keeps its deadline and may start on the caller's thread (MpiRuntime::run_here).
-//
-// - Small buffers go by recursive doubling (what MPI's own small all_reduce does): log2(p)
-//   exchanges of the whole buffer. Large ones go by recursive halving then doubling
-//   (Rabenseifner, what MPI's own large all_reduce does): the buffer is cut into p blocks; each
-//   halving round sends the half of its range the peer keeps and combines the peer's copy of
-//   the half it keeps, till each rank holds its own block reduced; the doubling rounds then
-//   swap the reduced ranges straight into the buffer. 2(p-1)/p of the buffer sent, where
-//   doubling sends log2(p) buffers. Both with ranks past the largest power of two folded in
-//   first (an even rank of the first 2 * rem gives its data to the odd one after it and gets
-//   the result back at the end).
+// MPI_Testall) instead of MPI_Iallreduce, whose nonblocking path (libnbc) costs several times the
+// blocking call for a few bytes; unlike the blocking call these can be tested, so the op keeps its
+// deadline and may start on the caller's thread (MpiRuntime::run_here).
+// - Small buffers by recursive doubling, large ones by recursive halving then doubling
+//   (Rabenseifner), as MPI's own all_reduce; ranks past the largest power of two fold in first.
 // - Every combine takes the lower rank's partial as its left operand, so every rank computes
 //   the same value bit for bit (min/max of a NaN, float rounding) whatever its place.
-// - Messages are bytes on the group's own point-to-point communicator, each tagged with the
-//   op's first tag plus its round, so ops in flight together never match each other's
-//   messages: the runtime starts one only within kMaxStepsInFlight of the group's oldest not
-//   finished (a window, since they finish out of order), and those have distinct tags.
-// - AVG combines as SUM; the caller divides afterwards (as for MPI's ops).
+// - Messages are bytes on the group's own point-to-point communicator, tagged with the op's first
+//   tag plus its round; the runtime starts an op only within kMaxStepsInFlight of the oldest
+//   unfinished one, so ops in flight never match each other's messages. AVG combines as SUM.
 #include <mpi.h>
 
 #include <array>
