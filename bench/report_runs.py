@@ -175,6 +175,20 @@ class Run:
         """bench/placement.sh's rows (placement*.jsonl): one all_reduce size per placement."""
         return [r for name, rows in self.rows.items() if name.startswith("placement") for r in rows] or None
 
+    def hooks(self):
+        """ddp-bench hooks' rounds (hooks*.jsonl): [(file, {hook: row})], a round from each "compute" row on."""
+        rounds = []
+        for name, rows in self.rows.items():
+            if not name.startswith("hooks"):
+                continue
+            for r in (r for r in rows if "hook" in r):
+                if r["hook"] == "compute" or not rounds or rounds[-1][0] != name:
+                    rounds.append((name, {}))
+                if r["hook"] in rounds[-1][1]:
+                    raise ResultError(f"{self.name}/{name}: hook {r['hook']!r} twice in one round")
+                rounds[-1][1][r["hook"]] = r
+        return rounds or None
+
 
 # bench/elastic.sh's launchers (paths), in the table's order, with what each runs.
 ELASTIC_PATHS = {

@@ -1,5 +1,7 @@
 #!/usr/bin/python3
 """docs/benchmarks.md's section for one run: its tables, from its rows (bench/report.py)."""
+import statistics
+
 from report_runs import ELASTIC_PATHS, IMPLS, PEERS, img_name, ratio_label, size_label, time_label
 
 def columns(by_impl):
@@ -226,6 +228,39 @@ def floors_lines(rows):
     return out
 
 
+HOOKS = [("compute", "compute only"), ("plain", "plain"), ("fp16", "fp16"),
+         ("powersgd1", "PowerSGD 1"), ("powersgd2", "PowerSGD 2"), ("powersgd4", "PowerSGD 4")]
+
+
+def hooks_lines(rounds):
+    """ddp-bench hooks: each round's median step per hook, and PowerSGD rank 1 against fp16."""
+    lines = ["### DDP's comm hooks", "",
+             "`ddp-bench hooks`: the median step (the slowest rank's) of each hook, a round being every hook "
+             "once in turn; a hook's bytes are what one rank hands its all_reduces a step. Read each hook "
+             "against the compute-only step and fp16 of its own round.", "",
+             "| file | " + " | ".join(label for _, label in HOOKS) + " | PowerSGD 1 / fp16 |",
+             "| --- |" + " ---: |" * (len(HOOKS) + 1)]
+    ratios = []
+    for name, by_hook in rounds:
+        cells = [f"{by_hook[h]['step_ms']:,.0f} ms" if h in by_hook else "–" for h, _ in HOOKS]
+        ratio = "–"
+        if "powersgd1" in by_hook and "fp16" in by_hook:
+            ratios.append(by_hook["powersgd1"]["step_ms"] / by_hook["fp16"]["step_ms"])
+            ratio = f"{ratios[-1]:.2f}"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+    sent = {}
+    for _, by_hook in rounds:
+        for h, r in by_hook.items():
+            sent.setdefault(h, r["bytes_per_step"])
+    lines += ["", "Bytes a step: " + ", ".join(f"{label} {sent[h] / 1e6:.3g} MB" for h, label in HOOKS
+                                               if h in sent and h != "compute") + "."]
+    if ratios:
+        faster = sum(1 for x in ratios if x < 1)
+        lines.append(f"PowerSGD rank 1 against fp16: median {statistics.median(ratios):.2f} of fp16's step, "
+                     f"faster in {faster} of {len(ratios)} rounds.")
+    return lines + [""]
+
+
 def run_section(run):
     lines = [f"## {run.date}: {run.name}", "",
              f"Machine: {run.machine_line()}. {run.note}", "",
@@ -274,6 +309,8 @@ def run_section(run):
         lines += launch_lines(run.launch())
     if run.placement():
         lines += placement_lines(run.placement())
+    if run.hooks():
+        lines += hooks_lines(run.hooks())
     scale = run.scale()
     if scale:
         lines += scale_lines(scale, run)
