@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/settings.h"
 #include "common/text.h"
 
@@ -194,6 +195,7 @@ void EtcdClient::refresh_token(const std::string& stale, Millis timeout) {
 EtcdReply EtcdClient::call(const std::string& path, const std::string& body, Millis timeout,
                            Idempotence idempotence, const std::string& what) {
   const Deadline deadline(timeout == kUseDefault ? options_.request_timeout : timeout);
+  logger("etcd")->trace("{} {}", path, what);  // DDP_LOG_LEVEL=trace: every request, for counting
   std::string t = token(deadline.remaining());
   EtcdReply reply = http_.post(path, body, t, deadline, idempotence, what);
   if (reply.status == 401 && !t.empty()) {

@@ -4,6 +4,8 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/log.h"
+#include "common/text.h"
 #include "rendezvous/etcd_client.h"
 #include "rendezvous/etcd_http.h"
 
@@ -58,6 +60,8 @@ bool EtcdWatch::ensure_stream(const Deadline& deadline) {
   if (next_revision_ > 0) create["start_revision"] = std::to_string(next_revision_);
   if (request_.deletions_only) create["filters"] = nlohmann::json::array({"NOPUT"});
   token_ = client_->token(deadline.remaining());
+  logger("etcd")->trace("/v3/watch of '{}'{}", printable_excerpt(request_.key, 120),
+                        request_.range_end.empty() ? "" : " (prefix)");
   const EtcdHttpOptions& o = client_->http_options();
   auto stream = std::make_unique<EtcdStream>(o, o.urls[member_], "/v3/watch",
                                              nlohmann::json{{"create_request", create}}.dump(), token_);
