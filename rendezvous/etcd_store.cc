@@ -73,6 +73,20 @@ etcd::TxnRequest write_if_unchanged(const std::string& key, bool exists, int64_t
   return t;
 }
 
+// compare_set's first try, one request where the key is absent or holds `expected`: `desired`
+// if the key is absent (`expected` empty) or its value is `expected`, else read it.
+etcd::TxnRequest write_if_matches(const std::string& key, const Bytes& expected, const Bytes& desired) {
+  etcd::Compare c;
+  c.key = key;
+  c.target = expected.empty() ? etcd::CompareTarget::kCreateRevision : etcd::CompareTarget::kValue;
+  c.value = expected;  // etcd fails a value compare on a missing key
+  etcd::TxnRequest t;
+  t.compare.push_back(std::move(c));
+  t.success.emplace_back(put_of(key, desired));
+  t.failure.emplace_back(one_key(key));
+  return t;
+}
+
 }  // namespace
 
 struct EtcdStore::Current {
@@ -414,13 +428,25 @@ Bytes EtcdStore::do_compare_set(const std::string& key, const Bytes& expected, c
 }
 
 Bytes EtcdStore::compare_set_once(const std::string& key, const Bytes& expected, const Bytes& desired) {
-  const std::string full = k(key);
-  Current cur = read(key);
   const Deadline retries(client_->request_timeout());
+  Current cur;
+  try {
+    const etcd::TxnResponse r = client_->txn(write_if_matches(k(key), expected, desired));
+    if (r.succeeded) return desired;
+    cur = failed_read(r, key);
+  } catch (const NetworkError&) {
+    if (retries.expired()) throw;
+    cur = read(key);  // lost in flight: decide on what is there now (ours, or not)
+  }
+  return compare_set_from(key, expected, desired, cur, retries);
+}
+
+Bytes EtcdStore::compare_set_from(const std::string& key, const Bytes& expected, const Bytes& desired,
+                                  Current cur, const Deadline& retries) {
   while (true) {
     const bool match = cur.exists ? cur.value == expected : expected.empty();
     if (!match) return cur.exists ? cur.value : expected;
-    const etcd::TxnRequest t = write_if_unchanged(full, cur.exists, cur.mod_revision, desired);
+    const etcd::TxnRequest t = write_if_unchanged(k(key), cur.exists, cur.mod_revision, desired);
     etcd::TxnResponse r;
     try {
       r = client_->txn(t);
@@ -430,11 +456,15 @@ Bytes EtcdStore::compare_set_once(const std::string& key, const Bytes& expected,
       continue;
     }
     if (r.succeeded) return desired;
-    if (r.responses.empty()) {
-      DDP_THROW(StoreError, "etcd store compare_set('", key, "'): a failed transaction without its read");
-    }
-    cur = Current::of(r.responses.front().range.kvs);
+    cur = failed_read(r, key);
   }
+}
+
+EtcdStore::Current EtcdStore::failed_read(const etcd::TxnResponse& r, const std::string& key) {
+  if (r.responses.empty()) {
+    DDP_THROW(StoreError, "etcd store compare_set('", key, "'): a failed transaction without its read");
+  }
+  return Current::of(r.responses.front().range.kvs);
 }
 
 bool EtcdStore::do_check(const std::vector<std::string>& keys) {

@@ -3,9 +3,9 @@
 // prefix ("/ddp/<run_id>/"), failing over between endpoints; the job's state outlives any node.
 // - get/wait: a read, then one watch over the missing keys' span from its revision; one that ends
 //   at its deadline parks the watch for the next get/wait of the same keys (slices cost nothing).
-// - add/compare_set: read, then a transaction that holds only if the key did not change, looped.
-//   One lost in flight is decided again; add by a leased marker key its transaction writes
-//   ("<prefix>\x01add/<nonce>"), so it applies exactly once (tried up to 30 s).
+// - add/compare_set: a transaction that holds only if the key is as read, looped (compare_set
+//   sends it first on the key's absence or value: one request). One lost in flight is decided
+//   again; add by a leased marker key ("<prefix>\x01add/<nonce>"): applied once (30 s of tries).
 // - num_keys: the keys under the prefix, less add's markers and ticket's keys. Values past etcd's
 //   request limit (1.5 MiB by default) are a StoreError with etcd's message.
 // - Errors: EtcdClient's; a get/wait past its deadline: TimeoutError naming the keys. Liveness:
@@ -96,7 +96,14 @@ class EtcdStore final : public Store {
   // Blocks until every key exists; returns the value of the last one seen appear.
   void wait_for(const char* op, const std::vector<std::string>& keys, Millis timeout, Bytes* value);
   int64_t add_once(const std::string& key, int64_t delta, const std::string& mark);
+  // One transaction where the key is absent or holds `expected` (the common case); else, as
+  // its read says, compare_set_from.
   Bytes compare_set_once(const std::string& key, const Bytes& expected, const Bytes& desired);
+  // The loop on the key's mod_revision from `cur` (an existing empty value matching an empty
+  // `expected`, or a lost transaction read again); NetworkError once `retries` passed.
+  Bytes compare_set_from(const std::string& key, const Bytes& expected, const Bytes& desired, Current cur,
+                         const Deadline& retries);
+  static Current failed_read(const etcd::TxnResponse& r, const std::string& key);
   int64_t count_keys();
   std::string ticket_dir(const std::string& key) const;  // where key's tickets are
   // The tickets under `dir` created at or before `revision`.

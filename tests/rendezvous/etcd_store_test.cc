@@ -4,7 +4,8 @@
 // prefix watches for liveness (a lease that is not kept alive deletes its key, and a watcher
 // sees the DELETE); interrupt(); etcd's own limits; an add whose transaction is lost in flight
 // (tests/rendezvous/etcd_fault_proxy.h) applied exactly once; a wait in slices costing one
-// watch. Each test starts the etcd it needs.
+// watch; compare_set in one transaction where the key is absent or holds the expected value.
+// Each test starts the etcd it needs.
 #include "rendezvous/etcd_store.h"
 
 #include <doctest/doctest.h>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -363,4 +365,39 @@ TEST_CASE("with patience, a call etcd answers too late is sent again; without, i
     }
     CHECK(proxy.fired());
   }
+}
+
+namespace {
+
+// etcd's count of unary requests of `method` ("Txn", "Range") received so far.
+double requests(const EtcdCluster& etcd, const std::string& method) {
+  return etcd.metric(0, "grpc_server_msg_received_total", "grpc_method=\"" + method + "\"");
+}
+
+}  // namespace
+
+TEST_CASE("compare_set is one transaction unless the key holds an empty value; each case decided right" *
+          doctest::skip(!have_etcd())) {
+  EtcdCluster& etcd = shared_etcd(1);
+  auto s = store_on(etcd, unique_prefix("compare_set"), Millis(10'000));
+  auto b = Store::to_bytes;
+  // Each call: what it returns, what the key holds after (nullopt: absent), and its requests.
+  auto expect = [&](const std::string& key, const Bytes& expected, const Bytes& desired,
+                    const Bytes& returned, std::optional<std::string> after, double txns) {
+    CAPTURE(key);
+    const double txn0 = requests(etcd, "Txn"), range0 = requests(etcd, "Range");
+    CHECK(s->compare_set(key, expected, desired) == returned);
+    CHECK(requests(etcd, "Txn") - txn0 == txns);
+    CHECK(requests(etcd, "Range") - range0 == 0);  // the transaction's failure reads the key
+    CHECK(s->get_present({key}).front() == (after ? std::optional<Bytes>(b(*after)) : std::nullopt));
+  };
+  expect("absent", {}, b("first"), b("first"), "first", 1);             // absent, empty expected
+  expect("absent", b("first"), b("second"), b("second"), "second", 1);  // the value matches
+  expect("absent", b("wrong"), b("third"), b("second"), "second", 1);   // it does not
+  expect("missing", b("x"), b("y"), b("x"), std::nullopt, 1);           // absent, expected echoed
+  s->set("empty", Bytes{});                                             // present, empty: matches {}
+  expect("empty", {}, b("filled"), b("filled"), "filled", 2);           // then on its mod_revision
+  expect("empty", {}, b("again"), b("filled"), "filled", 1);            // no longer empty
+  s->set("blank", Bytes{});
+  expect("blank", {}, {}, {}, "", 2);  // liveness() creates its key so: empty stays empty
 }

@@ -156,6 +156,10 @@ STORE_CASE("compare_set semantics", compare_set_semantics) {
   // Match: swapped.
   CHECK(s->compare_set("c", b("first"), b("second")) == b("second"));
   CHECK(f.client()->get_string("c", kLong) == "second");
+  // Present with an empty value, empty expected: equal, so stored.
+  s->set("e", Bytes{});
+  CHECK(s->compare_set("e", {}, b("filled")) == b("filled"));
+  CHECK(f.client()->get_string("e", kLong) == "filled");
 }
 
 STORE_CASE("check and wait on several keys", check_and_wait) {
