@@ -532,13 +532,19 @@ int64_t EtcdStore::do_ticket(const std::string& key) {
   const Deadline retries(std::max(Millis(patience_ms_.load()), std::min(timeout(), kMarkerLife)));
   while (true) {
     try {
-      etcd::TxnRequest t;  // the put, and its creation revision (the first put's, if sent again)
+      // The put, its creation revision (the first put's, if sent again) and the tickets' count.
+      etcd::TxnRequest t;
       t.success.emplace_back(put_of(mine, {}));
       t.success.emplace_back(one_key(mine));
+      t.success.emplace_back(all_under(dir, true));
       const etcd::TxnResponse r = client_->txn(t);
-      if (r.responses.size() != 2 || r.responses[1].range.kvs.empty())
+      if (r.responses.size() != 3 || r.responses[1].range.kvs.empty())
         DDP_THROW(StoreError, "etcd store ticket('", key, "'): a transaction without its key's read");
-      return tickets_until(dir, r.responses[1].range.kvs.front().create_revision) - 1;
+      const int64_t created = r.responses[1].range.kvs.front().create_revision;
+      // Created by this transaction: the count is as of its creation. Else (sent again, the key
+      // was there) later tickets may be counted too: counted as of its creation.
+      if (created == r.header.revision) return r.responses[2].range.count - 1;
+      return tickets_until(dir, created) - 1;
     } catch (const NetworkError&) {
       if (interrupted_ || retries.expired()) throw;
       std::this_thread::sleep_for(std::min(kPatientPause, retries.remaining()));

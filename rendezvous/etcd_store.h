@@ -80,7 +80,8 @@ class EtcdStore final : public Store {
   int64_t do_num_keys() override;
   // A key of its own ("<prefix>\x01ticket/<key's length>/<key>/<nonce>"; a put sent again keeps
   // its creation revision), ranked among those created before it: N callers cost N writes, where
-  // one counter costs N^2 retried transactions (a rendezvous of 512 nodes).
+  // one counter costs N^2 retried transactions (a rendezvous of 512 nodes). One transaction puts
+  // and counts; a put sent again (the key was there) counts again as of its creation.
   int64_t do_ticket(const std::string& key) override;
   int64_t do_tickets(const std::string& key) override;  // the ticket keys' count, one range
   std::vector<std::optional<Bytes>> do_get_present(const std::vector<std::string>& keys) override;

@@ -4,7 +4,7 @@
 // prefix watches for liveness (a lease that is not kept alive deletes its key, and a watcher
 // sees the DELETE); interrupt(); etcd's own limits; an add whose transaction is lost in flight
 // (tests/rendezvous/etcd_fault_proxy.h) applied exactly once; a wait in slices costing one
-// watch; compare_set in one transaction where the key is absent or holds the expected value.
+// watch; compare_set and ticket in one transaction each (ticket ranked right when sent again).
 // Each test starts the etcd it needs.
 #include "rendezvous/etcd_store.h"
 
@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <numeric>
 #include <optional>
 #include <thread>
@@ -296,10 +297,11 @@ TEST_CASE("a ticket counted after etcd compacted its revision is still exact (co
   const std::string prefix = unique_prefix("compacted-ticket");
   auto direct = store_on(etcd, prefix, Millis(10'000));
   CHECK(direct->ticket("arrived") == 0);
-  // The ticket's count is lost; while it pauses before sending again, history is written past
-  // its revision and compacted, so the count as of its revision can no longer be read.
-  FaultProxy proxy(net::parse_endpoint(etcd.endpoint(0)), "POST /v3/kv/range", FaultProxy::Fault::kDropAnswer,
-                   true);
+  // The ticket's transaction is applied and its answer lost; while etcd answers nothing (the
+  // hold), history is written past its revision and compacted, so the transaction sent again
+  // (the key there: counted as of its creation) can no longer read the count then.
+  FaultProxy proxy(net::parse_endpoint(etcd.endpoint(0)), "POST /v3/kv/txn", FaultProxy::Fault::kDropAnswer,
+                   true, Millis(3'000));
   auto s = store_via(proxy, prefix, Millis(2'000));
   std::atomic<bool> done{false};
   std::thread compactor([&] {
@@ -400,4 +402,44 @@ TEST_CASE("compare_set is one transaction unless the key holds an empty value; e
   expect("empty", {}, b("again"), b("filled"), "filled", 1);            // no longer empty
   s->set("blank", Bytes{});
   expect("blank", {}, {}, {}, "", 2);  // liveness() creates its key so: empty stays empty
+}
+
+TEST_CASE("a ticket is one transaction, exact under concurrent callers" * doctest::skip(!have_etcd())) {
+  EtcdCluster& etcd = shared_etcd(1);
+  const std::string prefix = unique_prefix("ticket-txn");
+  constexpr int kThreads = 8;
+  std::vector<std::shared_ptr<EtcdStore>> stores;
+  for (int i = 0; i < kThreads; ++i) stores.push_back(store_on(etcd, prefix, Millis(10'000)));
+  const double txn0 = requests(etcd, "Txn"), range0 = requests(etcd, "Range");
+  std::vector<int64_t> got(kThreads, -1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) threads.emplace_back([&, i] { got[i] = stores[i]->ticket("arrived"); });
+  for (auto& t : threads) t.join();
+  CHECK(requests(etcd, "Txn") - txn0 == kThreads);
+  CHECK(requests(etcd, "Range") - range0 == 0);
+  std::sort(got.begin(), got.end());
+  std::vector<int64_t> want(kThreads);
+  std::iota(want.begin(), want.end(), 0);
+  CHECK(got == want);
+  CHECK(stores[0]->tickets("arrived") == kThreads);
+}
+
+TEST_CASE("a ticket sent again after a later one was taken is ranked by its creation, not the count now" *
+          doctest::skip(!have_etcd())) {
+  EtcdCluster& etcd = shared_etcd(1);
+  const std::string prefix = unique_prefix("resent-ticket");
+  auto direct = store_on(etcd, prefix, Millis(10'000));
+  CHECK(direct->ticket("arrived") == 0);
+  // The ticket's transaction is applied and its answer lost; etcd then answers nothing for the
+  // hold, while another caller takes the next ticket; the ticket is sent again after.
+  FaultProxy proxy(net::parse_endpoint(etcd.endpoint(0)), "POST /v3/kv/txn", FaultProxy::Fault::kDropAnswer,
+                   true, Millis(4'000));
+  auto s = store_via(proxy, prefix, Millis(2'000));
+  auto mine = std::async(std::launch::async, [&] { return s->ticket("arrived"); });
+  const Deadline applied(kLong);
+  while (direct->tickets("arrived") < 2 && !applied.expired()) std::this_thread::sleep_for(Millis(10));
+  REQUIRE(direct->tickets("arrived") == 2);  // the lost one was applied
+  CHECK(direct->ticket("arrived") == 2);
+  CHECK(mine.get() == 1);  // its resend's transaction counts 3 tickets: not its rank
+  CHECK(proxy.fired());
 }
