@@ -134,33 +134,70 @@ void check_shape(Store& store, const RoundKeys& keys, const NodeRendezvousOption
 // load the store with N^2 reads per report.
 constexpr int kNamedProgressNodes = 64;
 
-// Waits for `awaited`, in slices, reporting progress between them. A broken round is the layout
-// key itself (fail_round): waiting for the layout, the wait ends with it; waiting for the
-// registrations (the last node alone), the layout is looked at once a second.
-void wait_round_keys(Store& store, const std::vector<std::string>& awaited, const Deadline& deadline,
-                     const NodeRendezvousOptions& o, const NodeInfo& self) {
+// A waiting node's slices: before each, check_interrupt; after one that timed out, the deadline
+// (throw_incomplete) and a progress report when one is due.
+class Slices {
+ public:
+  Slices(Store& store, const NodeRendezvousOptions& o, const NodeInfo& self, const Deadline& deadline)
+      : store_(store), o_(o), self_(self), deadline_(deadline), keys_(o.run_id, o.round) {}
+  Millis next() const {
+    if (o_.check_interrupt) o_.check_interrupt();
+    return std::max(Millis(1), std::min(kNodeRendezvousSlice, deadline_.remaining()));
+  }
+  void timed_out() {
+    if (deadline_.expired()) throw_incomplete(store_, keys_, o_, deadline_.elapsed());
+    if (o_.on_progress && deadline_.elapsed() >= next_report_) {
+      const ProgressRead how{o_.nnodes <= kNamedProgressNodes, self_.requested_rank < 0};
+      o_.on_progress(progress_of(store_, keys_, o_, deadline_.elapsed(), how));
+      next_report_ = deadline_.elapsed() + std::max(o_.progress_interval, kNodeRendezvousSlice);
+    }
+  }
+
+ private:
+  Store& store_;
+  const NodeRendezvousOptions& o_;
+  const NodeInfo& self_;
+  const Deadline& deadline_;
+  RoundKeys keys_;
+  Millis next_report_ = o_.progress_interval;
+};
+
+// The last node waits for every registration, in slices; a broken round is the layout key
+// itself (fail_round), looked at once a second.
+void wait_registrations(Store& store, const std::vector<std::string>& nodes, const Deadline& deadline,
+                        const NodeRendezvousOptions& o, const NodeInfo& self) {
   const RoundKeys keys(o.run_id, o.round);
-  const bool for_layout = awaited.size() == 1 && awaited.front() == keys.layout();
-  Millis next_report = o.progress_interval;
+  Slices slices(store, o, self, deadline);
   Millis next_failed_check{0};
   while (true) {
-    if (o.check_interrupt) o.check_interrupt();
-    Millis slice = std::min(kNodeRendezvousSlice, deadline.remaining());
     try {
-      store.wait(awaited, std::max(Millis(1), slice));
+      store.wait(nodes, slices.next());
       return;
     } catch (const TimeoutError&) {
-      if (!for_layout && (deadline.elapsed() >= next_failed_check || deadline.expired())) {
+      if (deadline.elapsed() >= next_failed_check || deadline.expired()) {
         next_failed_check = deadline.elapsed() + kFailedCheckInterval;
         if (store.check({keys.layout()})) decode_layout(keys.layout(), store.get(keys.layout()), o.nnodes);
       }
-      if (deadline.expired()) throw_incomplete(store, keys, o, deadline.elapsed());
-      if (o.on_progress && deadline.elapsed() >= next_report) {
-        const ProgressRead how{o.nnodes <= kNamedProgressNodes, self.requested_rank < 0};
-        o.on_progress(progress_of(store, keys, o, deadline.elapsed(), how));
-        next_report = deadline.elapsed() + std::max(o.progress_interval, kNodeRendezvousSlice);
-      }
+      slices.timed_out();
     }
+  }
+}
+
+// Every node gets the layout, in slices: the value itself, with no wait before it (on etcd a
+// read and a watch, parked between slices). A broken round is the layout too: decoding throws.
+RoundLayout wait_layout(Store& store, const Deadline& deadline, const NodeRendezvousOptions& o,
+                        const NodeInfo& self) {
+  const RoundKeys keys(o.run_id, o.round);
+  Slices slices(store, o, self, deadline);
+  while (true) {
+    Bytes layout;
+    try {
+      layout = store.get(keys.layout(), slices.next());
+    } catch (const TimeoutError&) {
+      slices.timed_out();
+      continue;
+    }
+    return decode_layout(keys.layout(), layout, o.nnodes);
   }
 }
 
@@ -214,11 +251,10 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
   if (arrival == o.nnodes - 1) {  // the last to arrive: once every node registered, the layout
     std::vector<std::string> nodes;
     for (int r = 0; r < o.nnodes; ++r) nodes.push_back(keys.node(r));
-    wait_round_keys(store, nodes, deadline, o, self);
+    wait_registrations(store, nodes, deadline, o, self);
     publish_layout(store, keys, o, self, deadline);
   }
-  wait_round_keys(store, {keys.layout()}, deadline, o, self);
-  const RoundLayout l = decode_layout(keys.layout(), store.get(keys.layout()), o.nnodes);
+  const RoundLayout l = wait_layout(store, deadline, o, self);
 
   NodeAssignment a;
   a.node_rank = rank;

@@ -16,12 +16,13 @@ class CountingStore final : public Store {
   std::atomic<int> node_gets{0};   // gets of a registration ("<round>/node/<rank>")
   std::atomic<int> node_reads{0};  // get_present calls, each one batch of registrations
   std::atomic<int> checks{0};      // check calls
+  std::atomic<int> gets{0};        // gets of any other key (a get in slices: one per slice)
   std::atomic<int> others{0};      // every other request but wait (its slices vary)
 
  protected:
   void do_set(const std::string& k, const Bytes& v) override { ++others, base_.set(k, v); }
   Bytes do_get(const std::string& k, Millis t) override {
-    ++(k.find("/node/") != std::string::npos ? node_gets : others);
+    ++(k.find("/node/") != std::string::npos ? node_gets : gets);
     return base_.get(k, t);
   }
   int64_t do_add(const std::string& k, int64_t d) override { return ++others, base_.add(k, d); }

@@ -11,11 +11,15 @@
 #include "common/error.h"
 #include "rendezvous/counting_store.h"
 #include "rendezvous/hash_store.h"
+#include "rendezvous/job_keys.h"
+#include "rendezvous/round_layout.h"
 #include "rendezvous/tcp_store.h"
+#include "store_fixtures.h"
 
 using namespace ddp;
 using namespace ddp::rdzv;
 using ddp::rdzv::testing::CountingStore;
+using namespace ddp::rdzv::testing;
 
 namespace {
 
@@ -70,7 +74,8 @@ TEST_CASE(
     node_gets += v->node_gets;
     node_reads += v->node_reads;
     readers += v->node_reads > 0 ? 1 : 0;
-    CHECK(v->others <= 6);  // shape, arrived, node/<rank>, the layout (wait, get) and its set
+    CHECK(v->others <= 4);  // shape, arrived, node/<rank>; the last node: the layout's set
+    CHECK(v->gets >= 1);    // the layout, got in slices: no wait before it
   }
   CHECK(node_gets == 0);  // never one registration at a time: a store reads a batch in few requests
   CHECK(node_reads == 1);
@@ -295,7 +300,8 @@ TEST_CASE("a waiting node of a large job reads one counter per report and never 
   CHECK_THROWS_WITH(node_rendezvous(view, node("h0", 1), o), "enough");
   CHECK(view.node_reads == 0);  // no registration read: 100 waiters would read 100 each
   CHECK(view.node_gets == 0);
-  CHECK(view.checks == 0);      // a broken round is the layout itself, which the one wait watches
+  CHECK(view.checks == 0);      // a broken round is the layout itself, which the one get watches
+  CHECK(view.gets >= 1);        // the layout, got in slices
   CHECK(view.others == 3 + 2);  // shape, arrival, registration; then a count per report
   const auto& p = seen.back();
   CHECK(p.count == 1);
@@ -316,6 +322,36 @@ TEST_CASE("the last node, awaiting a registration that never comes, learns that 
   CHECK_THROWS_WITH_AS(node_rendezvous(store, node("h2", 1, 2), o), doctest::Contains("claimed twice"),
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(first.get(), doctest::Contains("claimed twice"), InvalidArgument);
+}
+
+// A node waiting for the layout (by get, in slices) reports progress, then learns that another
+// node marked the round broken: on every store, whose get slices must behave as its wait's.
+template <typename F>
+void progress_then_broken() {
+  F f;
+  auto store = f.main();
+  auto other = f.client();
+  auto o = opts(2, 0, Millis(60'000));
+  o.progress_interval = Millis(1);
+  int reports = 0;
+  o.on_progress = [&](const NodeRendezvousProgress& p) {
+    CHECK(p.missing == std::vector<int>{1});
+    if (++reports == 2)
+      other->compare_set(RoundKeys("job", 0).layout(), {},
+                         Store::to_bytes(encode_layout_failure("broken here")));
+  };
+  CHECK_THROWS_WITH_AS(node_rendezvous(*store, node("h0", 1, 0), o), doctest::Contains("broken here"),
+                       InvalidArgument);
+  CHECK(reports >= 2);
+}
+
+TEST_CASE_TEMPLATE("waiting for the layout: progress, then a broken round", F, HashFixture, FileFixture,
+                   TcpFixture, Prefixed<TcpFixture>) {
+  progress_then_broken<F>();
+}
+
+TEST_CASE("waiting for the layout: progress, then a broken round (etcd)" * doctest::skip(!have_etcd())) {
+  progress_then_broken<EtcdFixture>();
 }
 
 TEST_CASE("over a real TCPStore: two clients and the server's own client") {
