@@ -293,12 +293,14 @@ struct Agent::Impl {
     return {.timeout = timeout, .check_interrupt = [this] { check_interrupt(); }};
   }
 
-  // Values node 0 decides for a multi-node tcp/file round: MASTER_PORT (a free port on node 0)
-  // and, once per job, the workers' TCPStore for the file backend.
+  // Values node 0 decides for a multi-node tcp/file/etcd round: MASTER_PORT (a free port on node
+  // 0, offered in its registration: the round brings it to every node) and, once per job, the
+  // workers' TCPStore for the file backend. Node 0 also puts the port under its own key, which a
+  // round whose layout lacks it (written by a launcher of an earlier version) is read from.
   void shared_values(rdzv::NodeAssignment& a, int round) {
     rdzv::RoundRecords r = records().round(round);
-    if (a.node_rank == 0) r.set_master_port(free_port());
-    a.master_port = r.wait_master_port(waiting(l().rdzv_timeout));
+    if (a.node_rank == 0) r.set_master_port(self.master_port);
+    a.master_port = a.offered_port > 0 ? a.offered_port : r.wait_master_port(waiting(l().rdzv_timeout));
     if (l().rdzv_backend != RdzvBackend::kFile) return;
     if (round == 0 && a.node_rank == 0) {
       worker_store = std::make_unique<rdzv::TCPStore>(tcp_options("", 0, true, kDefaultConnectTimeout));
@@ -321,6 +323,8 @@ struct Agent::Impl {
   }
 
   std::optional<rdzv::NodeAssignment> rendezvous(int round) {
+    // MASTER_PORT, offered in this node's registration should it be node 0 (shared_values).
+    if (multi() && l().rdzv_backend != RdzvBackend::kStatic) self.master_port = free_port();
     if (l().elastic()) {
       auto joined = join_elastic(round);
       if (joined) finish_assignment(*joined);

@@ -68,7 +68,10 @@ NodeAssignment assignment_of(Store& store, const RoundWait& w, const NodeInfo& s
   for (int64_t i = 0; i < nodes; ++i) {
     Registration reg = decode_registration(keys[i], registrations[static_cast<size_t>(i)]);
     if (i == rank) a.rank_offset = a.world_size;
-    if (i == 0) a.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();
+    if (i == 0) {
+      a.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();
+      a.offered_port = reg.info.master_port;
+    }
     a.nproc_by_node.push_back(reg.info.nproc);
     a.host_by_node.push_back(reg.info.host);
     a.id_by_node.push_back(reg.info.id);

@@ -15,6 +15,7 @@ std::string encode_registration(const Registration& r) {
             {"nproc", r.info.nproc}, {"requested_rank", r.info.requested_rank},
             {"nnodes", r.nnodes},    {"nonce", r.nonce},
             {"id", r.info.id},       {"restarts", r.info.restarts}};
+  if (r.info.master_port > 0) j["master_port"] = r.info.master_port;
   return j.dump();
 }
 
@@ -33,6 +34,8 @@ Registration decode_registration(const std::string& key, const Bytes& bytes) {
     if (j.is_object() && j.contains("id")) r.info.id = safe_json::get_string(j, "id", source);
     if (j.is_object() && j.contains("restarts"))
       r.info.restarts = static_cast<int>(safe_json::get_int(j, "restarts", source, -1, kMax));
+    if (j.is_object() && j.contains("master_port"))  // from launchers of this version on
+      r.info.master_port = static_cast<int>(safe_json::get_int(j, "master_port", source, 1, 65535));
     return r;
   } catch (const InvalidArgument& e) {
     DDP_THROW(StoreError, e.message());

@@ -224,7 +224,10 @@ void publish_layout(Store& store, const RoundKeys& keys, const NodeRendezvousOpt
                              " and host ", self.host, "): give it on all nodes or on none"));
     }
     l.restarts = std::max(l.restarts, reg.info.restarts);
-    if (r == 0) l.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();
+    if (r == 0) {
+      l.master_addr = reg.info.addresses.empty() ? reg.info.host : reg.info.addresses.front();
+      l.master_port = reg.info.master_port;
+    }
     l.nodes.push_back(std::move(reg.info));
   }
   const std::string text = encode_layout(l);
@@ -263,6 +266,7 @@ NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRen
   a.round = o.round;
   a.world_size = 0;
   a.master_addr = l.master_addr;
+  a.offered_port = l.master_port;
   a.restart_count = std::max(0, l.restarts);
   for (int r = 0; r < o.nnodes; ++r) {
     const NodeInfo& n = l.nodes[static_cast<size_t>(r)];

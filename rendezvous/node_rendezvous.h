@@ -4,10 +4,10 @@
 // ("<run_id>/round/<n>/"), so a failed round's keys never leak into the next. Global ranks are
 // contiguous per node, in node-rank order; nodes may differ in nproc.
 // Keys: "shape" (nnodes and rank mode, set by the first node), "arrived" (tickets), "node/<rank>"
-// (registrations), "layout" (every node's place and MASTER_ADDR, or why the round broke). The
-// last node to arrive reads the N registrations and writes the layout; every node waits for that
-// key: O(1) requests per node, O(N) at the last. A node that never arrives is a TimeoutError
-// within the timeout on every caller, saying how many of how many arrived.
+// (registrations), "layout" (every node's place, MASTER_ADDR and the MASTER_PORT node 0 offered,
+// or why the round broke). The last node to arrive reads the N registrations and writes the
+// layout; every node gets that key: O(1) requests per node, O(N) at the last. A node that never
+// arrives is a TimeoutError within the timeout on every caller, saying how many of how many arrived.
 #include <functional>
 #include <string>
 #include <utility>
@@ -25,6 +25,7 @@ struct NodeInfo {
   int requested_rank = -1;             // --node-rank; -1: assigned by arrival order
   std::string id;                      // this launcher's heartbeat key (launcher/heartbeat.h)
   int restarts = -1;                   // the job's restart count as this node knows it; -1: new
+  int master_port = 0;                 // MASTER_PORT it offers should it be node 0; 0: none
 };
 
 // Who has arrived and who is awaited, reported while a node waits (see on_progress).
@@ -67,6 +68,7 @@ struct NodeAssignment {
   std::vector<int> nproc_by_node;  // indexed by node rank
   std::string master_addr;         // reachable address of node 0 (MASTER_ADDR)
   int master_port = 29500;         // MASTER_PORT: free for the workers' own use
+  int offered_port = 0;            // node 0's NodeInfo::master_port; 0: it offered none
   std::string store_endpoint;      // "host:port" of the launcher-hosted store (DDP_STORE)
   std::string job_token;           // DDP_JOB_TOKEN
   std::string run_id;              // DDP_RUN_ID / TORCHELASTIC_RUN_ID
@@ -78,7 +80,7 @@ struct NodeAssignment {
 
 // Runs one round. The store must be reachable by every node (a TCPStore client, a FileStore on
 // a shared directory). Fills node_rank, nnodes, world_size, rank_offset, local_world_size,
-// nproc_by_node and master_addr; the caller fills the rest.
+// nproc_by_node, master_addr and offered_port; the caller fills the rest.
 NodeAssignment node_rendezvous(Store& store, const NodeInfo& self, const NodeRendezvousOptions& options);
 
 }  // namespace ddp::rdzv

@@ -15,6 +15,8 @@ RoundLayout layout_of(const nlohmann::json& j, const std::string& source, int nn
   RoundLayout l;
   l.master_addr = safe_json::get_string(j, "master_addr", source);
   l.restarts = static_cast<int>(safe_json::get_int(j, "restarts", source, -1, kMaxCount));
+  if (j.is_object() && j.contains("master_port"))
+    l.master_port = static_cast<int>(safe_json::get_int(j, "master_port", source, 1, 65535));
   const auto& nodes = safe_json::member(j, "nodes", source);
   if (!nodes.is_array() || nodes.size() != static_cast<size_t>(nnodes))
     DDP_THROW(InvalidArgument, source, ": 'nodes' is not an array of ", nnodes, " nodes");
@@ -22,8 +24,11 @@ RoundLayout layout_of(const nlohmann::json& j, const std::string& source, int nn
     if (!n.is_array() || n.size() != 3 || !n[0].is_string() || !n[1].is_string() ||
         !n[2].is_number_integer() || n[2].get<int64_t>() < 1 || n[2].get<int64_t>() > kMaxCount)
       DDP_THROW(InvalidArgument, source, ": a node is not [host, id, nproc]");
-    l.nodes.push_back(NodeInfo{
-        n[0].get<std::string>(), {}, static_cast<int>(n[2].get<int64_t>()), -1, n[1].get<std::string>(), -1});
+    NodeInfo node;
+    node.host = n[0].get<std::string>();
+    node.id = n[1].get<std::string>();
+    node.nproc = static_cast<int>(n[2].get<int64_t>());
+    l.nodes.push_back(std::move(node));
   }
   return l;
 }
@@ -48,7 +53,9 @@ RoundShape decode_shape(const std::string& key, const std::string& text) {
 std::string encode_layout(const RoundLayout& l) {
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& n : l.nodes) nodes.push_back({n.host, n.id, n.nproc});
-  return nlohmann::json{{"master_addr", l.master_addr}, {"restarts", l.restarts}, {"nodes", nodes}}.dump();
+  nlohmann::json j{{"master_addr", l.master_addr}, {"restarts", l.restarts}, {"nodes", nodes}};
+  if (l.master_port > 0) j["master_port"] = l.master_port;
+  return j.dump();
 }
 
 std::string encode_layout_failure(const std::string& why) { return nlohmann::json{{"failed", why}}.dump(); }

@@ -23,9 +23,11 @@ std::string encode_shape(const RoundShape& s);
 RoundShape decode_shape(const std::string& key, const std::string& text);
 
 // "layout": every node's place, {"master_addr", "restarts", "nodes": [[host, id, nproc], ...]} by
-// node rank, or {"failed": why} from the node that found the round broken; the first written wins.
+// node rank and node 0's "master_port" (when it offered one), or {"failed": why} from the node
+// that found the round broken; the first written wins.
 struct RoundLayout {
   std::string master_addr;
+  int master_port = 0;  // node 0's NodeInfo::master_port; 0: none (or an earlier version's)
   int restarts = -1;
   std::vector<NodeInfo> nodes;  // host, id and nproc only
 };

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <future>
 #include <set>
 
@@ -19,7 +20,7 @@ using namespace ddp::rdzv;
 namespace {
 
 NodeInfo node(const std::string& host, int nproc, int restarts = -1) {
-  NodeInfo n{host, {"10.0.0." + host.substr(1)}, nproc, -1, "id-" + host, restarts};
+  NodeInfo n{host, {"10.0.0." + host.substr(1)}, nproc, -1, "id-" + host, restarts, 0};
   return n;
 }
 
@@ -61,6 +62,21 @@ TEST_CASE("MAX nodes close the round at once; ranks by arrival, contiguous globa
     }());
   }
   CHECK(ranks == std::set<int>{0, 1, 2});
+}
+
+TEST_CASE("node 0's offered MASTER_PORT reaches every node of the round") {
+  HashStore store;
+  std::vector<NodeInfo> nodes = {node("h1", 1), node("h2", 1), node("h3", 1)};
+  for (size_t i = 0; i < nodes.size(); ++i) nodes[i].master_port = 5000 + static_cast<int>(i);
+  auto o = opts(1, 3, Millis(600'000));
+  std::vector<std::future<std::optional<NodeAssignment>>> f;
+  for (const auto& n : nodes) f.push_back(join(store, n, o));
+  std::vector<NodeAssignment> a;
+  for (auto& x : f) a.push_back(*x.get());
+  const auto first =
+      std::find_if(a.begin(), a.end(), [](const NodeAssignment& x) { return x.node_rank == 0; });
+  REQUIRE(first != a.end());
+  for (const auto& x : a) CHECK(x.offered_port == 5000 + (first - a.begin()));
 }
 
 TEST_CASE("each node reads the round's registrations in one batch, never one at a time") {

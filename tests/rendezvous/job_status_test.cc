@@ -20,7 +20,7 @@ using namespace ddp::rdzv;
 namespace {
 
 NodeInfo node(const std::string& host, int nproc) {
-  return NodeInfo{host, {"127.0.0.1"}, nproc, -1, "id-" + host, -1};
+  return NodeInfo{host, {"127.0.0.1"}, nproc, -1, "id-" + host, -1, 0};
 }
 
 ElasticRendezvousOptions elastic(int min, int max) {

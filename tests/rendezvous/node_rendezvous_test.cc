@@ -24,7 +24,7 @@ using namespace ddp::rdzv::testing;
 namespace {
 
 NodeInfo node(const std::string& host, int nproc, int requested = -1) {
-  return NodeInfo{host, {"10.0.0." + host.substr(1)}, nproc, requested, "", -1};
+  return NodeInfo{host, {"10.0.0." + host.substr(1)}, nproc, requested, "", -1, 0};
 }
 
 NodeRendezvousOptions opts(int nnodes, int round = 0, Millis timeout = Millis(20'000)) {
@@ -111,6 +111,22 @@ TEST_CASE("static ranks: layout with different nproc per node, contiguous global
   CHECK(a[2].rank_offset == 2);
   CHECK(a[0].rank_offset == 3);
   CHECK(a[0].local_world_size == 3);
+}
+
+TEST_CASE("node 0's offered MASTER_PORT reaches every node in the layout; none offered: 0") {
+  HashStore store;
+  std::vector<NodeInfo> nodes = {node("h2", 1, 2), node("h0", 1, 0), node("h1", 1, 1)};
+  for (size_t i = 0; i < nodes.size(); ++i) nodes[i].master_port = 4000 + static_cast<int>(i);
+  for (const auto& x : meet(store, nodes, opts(3))) CHECK(x.offered_port == 4001);  // h0's
+  HashStore dynamic;  // node 0 is whoever arrived first
+  nodes = {node("h1", 1), node("h2", 1), node("h3", 1)};
+  for (size_t i = 0; i < nodes.size(); ++i) nodes[i].master_port = 5000 + static_cast<int>(i);
+  const std::vector<NodeAssignment> a = meet(dynamic, nodes, opts(3));
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].node_rank == 0)
+      for (const auto& x : a) CHECK(x.offered_port == 5000 + static_cast<int>(i));
+  HashStore none;  // launchers that offer none (earlier versions): the launcher reads its key
+  for (const auto& x : meet(none, {node("h0", 1, 0), node("h1", 1, 1)}, opts(2))) CHECK(x.offered_port == 0);
 }
 
 TEST_CASE("dynamic ranks: every node gets a distinct rank by arrival") {

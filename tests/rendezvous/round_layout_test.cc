@@ -27,7 +27,7 @@ TEST_CASE("a layout survives its text; only host, id and nproc travel") {
   RoundLayout l;
   l.master_addr = "10.0.0.1";
   l.restarts = 2;
-  l.nodes = {NodeInfo{"h1", {"10.0.0.1"}, 2, -1, "h1-10", 0}, NodeInfo{"h2", {}, 1, 1, "h2-11", 1}};
+  l.nodes = {NodeInfo{"h1", {"10.0.0.1"}, 2, -1, "h1-10", 0, 0}, NodeInfo{"h2", {}, 1, 1, "h2-11", 1, 0}};
   const std::string text = encode_layout(l);
   CHECK(text == R"({"master_addr":"10.0.0.1","nodes":[["h1","h1-10",2],["h2","h2-11",1]],"restarts":2})");
   const RoundLayout back = decode_layout("k", Store::to_bytes(text), 2);
@@ -39,6 +39,25 @@ TEST_CASE("a layout survives its text; only host, id and nproc travel") {
   CHECK(back.nodes[1].nproc == 1);
   CHECK(back.nodes[1].addresses.empty());
   CHECK_THROWS_AS(decode_layout("k", Store::to_bytes(text), 3), StoreError);  // not 3 nodes
+}
+
+TEST_CASE("node 0's MASTER_PORT travels in the layout when offered; a layout without it reads 0") {
+  RoundLayout l;
+  l.master_addr = "10.0.0.1";
+  l.master_port = 29501;
+  l.nodes = {NodeInfo{"h1", {}, 1, -1, "h1-10", 0, 29501}};
+  const std::string text = encode_layout(l);
+  CHECK(text == R"({"master_addr":"10.0.0.1","master_port":29501,"nodes":[["h1","h1-10",1]],"restarts":-1})");
+  CHECK(decode_layout("k", Store::to_bytes(text), 1).master_port == 29501);
+  const std::string earlier = R"({"master_addr":"10.0.0.1","nodes":[["h1","h1-10",1]],"restarts":-1})";
+  CHECK(decode_layout("k", Store::to_bytes(earlier), 1).master_port == 0);
+  for (const char* bad : {"0", "65536", "\"29501\""}) {
+    CAPTURE(bad);
+    const std::string malformed =
+        std::string(R"({"master_addr":"h","master_port":)") + bad + R"(,"nodes":[["h","i",1]],"restarts":0})";
+    CHECK_THROWS_WITH_AS(decode_layout("job/round/0/layout", Store::to_bytes(malformed), 1),
+                         doctest::Contains("job/round/0/layout"), StoreError);
+  }
 }
 
 TEST_CASE("a broken round's layout is its reason, as InvalidArgument") {
