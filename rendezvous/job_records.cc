@@ -139,7 +139,7 @@ int RoundRecords::wait_master_port(const Waiting& w) {
 }
 
 std::string JobRecords::token(const std::string& candidate) {
-  return Store::to_string(store_.compare_set(keys_.job_token(), {}, Store::to_bytes(candidate)));
+  return Store::to_string(first_value(store_, keys_.job_token(), Store::to_bytes(candidate)));
 }
 
 void JobRecords::close(const std::string& why) {

@@ -109,11 +109,11 @@ int claim_rank(Store& store, const RoundKeys& keys, const NodeRendezvousOptions&
 }
 
 // The round's shape (round_layout.h): the first node to register sets it, every other compares
-// its own, so a disagreement is found by the node that brings it, in one request.
+// its own, so a disagreement is found by the node that brings it, in one read.
 void check_shape(Store& store, const RoundKeys& keys, const NodeRendezvousOptions& o, const NodeInfo& self) {
   const bool dynamic = self.requested_rank < 0;
   const std::string mine = encode_shape({o.nnodes, dynamic, self.host});
-  const std::string first = Store::to_string(store.compare_set(keys.shape(), {}, Store::to_bytes(mine)));
+  const std::string first = Store::to_string(first_value(store, keys.shape(), Store::to_bytes(mine)));
   if (first == mine) return;
   const auto [nnodes, first_dynamic, host] = decode_shape(keys.shape(), first);
   const std::string head = detail::str("node rendezvous (run '", o.run_id, "', round ", o.round, "): ");

@@ -120,6 +120,11 @@ int64_t Store::num_keys() { return do_num_keys(); }
 
 std::string Store::get_string(const std::string& key, Millis timeout) { return to_string(get(key, timeout)); }
 
+Bytes first_value(Store& store, const std::string& key, const Bytes& candidate) {
+  if (auto now = store.get_present({key}).front()) return std::move(*now);
+  return store.compare_set(key, {}, candidate);
+}
+
 void throw_wait_timeout(const std::string& op, const std::vector<std::string>& missing, Millis waited) {
   std::string list;
   for (size_t i = 0; i < missing.size() && i < 8; ++i) list += (i ? ", '" : "'") + missing[i] + "'";

@@ -97,6 +97,11 @@ class Store {
 };
 
 // Shared by implementations: the TimeoutError for keys that did not appear.
+// The key's value, set to `candidate` first where it is missing (the first caller's wins). Reads
+// before it writes: for a key nearly every caller finds there, a read costs a store less than a
+// compare_set (on etcd a write transaction goes through its log even when its compare fails).
+Bytes first_value(Store& store, const std::string& key, const Bytes& candidate);
+
 [[noreturn]] void throw_wait_timeout(const std::string& op, const std::vector<std::string>& missing,
                                      Millis waited);
 // Shared by implementations: parses a counter value for add(); InvalidArgument when not an int.

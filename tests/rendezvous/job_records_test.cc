@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "common/error.h"
+#include "rendezvous/counting_store.h"
 #include "rendezvous/hash_store.h"
 
 using namespace ddp;
@@ -109,6 +110,14 @@ TEST_CASE("MASTER_PORT: node 0 sets it, every node reads it; a malformed one is 
   CHECK(round.wait_master_port({.timeout = Millis(10)}) == 29511);
   store.set("job/round/1/master_port", "port");
   CHECK_THROWS_AS(RoundRecords(store, "job", 1).wait_master_port({.timeout = Millis(10)}), InvalidArgument);
+}
+
+TEST_CASE("the job token: the first candidate wins; a later launcher only reads it") {
+  HashStore store;
+  testing::CountingStore view(store);
+  CHECK(JobRecords(view, "job").token("aaaa") == "aaaa");
+  CHECK(JobRecords(view, "job").token("bbbb") == "aaaa");
+  CHECK(view.compare_sets == 1);  // the second only read: a compare_set goes through etcd's log
 }
 
 TEST_CASE("the job's own records") {

@@ -74,7 +74,7 @@ TEST_CASE(
     node_gets += v->node_gets;
     node_reads += v->node_reads;
     readers += v->node_reads > 0 ? 1 : 0;
-    CHECK(v->others <= 4);  // shape, arrived, node/<rank>; the last node: the layout's set
+    CHECK(v->others <= 5);  // shape (read; the first node's set), arrived, node/<rank>; the last: the layout
     CHECK(v->gets >= 1);    // the layout, got in slices: no wait before it
   }
   CHECK(node_gets == 0);  // never one registration at a time: a store reads a batch in few requests
@@ -318,7 +318,7 @@ TEST_CASE("a waiting node of a large job reads one counter per report and never 
   CHECK(view.node_gets == 0);
   CHECK(view.checks == 0);      // a broken round is the layout itself, which the one get watches
   CHECK(view.gets >= 1);        // the layout, got in slices
-  CHECK(view.others == 3 + 2);  // shape, arrival, registration; then a count per report
+  CHECK(view.others == 4 + 2);  // shape (read, set), arrival, registration; a count per report
   const auto& p = seen.back();
   CHECK(p.count == 1);
   CHECK(p.arrived.empty());

@@ -162,6 +162,25 @@ STORE_CASE("compare_set semantics", compare_set_semantics) {
   CHECK(f.client()->get_string("e", kLong) == "filled");
 }
 
+STORE_CASE("first_value: the first caller's value, whoever asks", first_value_wins) {
+  F f;
+  auto s = f.main();
+  auto b = Store::to_bytes;
+  CHECK(first_value(*s, "fv", b("mine")) == b("mine"));
+  CHECK(first_value(*f.client(), "fv", b("theirs")) == b("mine"));
+  CHECK(s->get_string("fv", kLong) == "mine");
+  // Callers racing on a missing key all get one value, that of one of them.
+  std::vector<std::string> got(4);
+  std::vector<std::thread> racers;
+  for (size_t i = 0; i < got.size(); ++i) {
+    racers.emplace_back(
+        [&, i] { got[i] = Store::to_string(first_value(*f.client(), "race", b(std::to_string(i)))); });
+  }
+  for (auto& t : racers) t.join();
+  CHECK(std::count(got.begin(), got.end(), got[0]) == 4);
+  CHECK(s->get_string("race", kLong) == got[0]);
+}
+
 STORE_CASE("check and wait on several keys", check_and_wait) {
   F f;
   auto s = f.main();
