@@ -4,7 +4,7 @@
 // own: node_registration.h (node/<i>), round_layout.h (shape, layout, closed), round_outcome.h
 // (outcome), in_place.h (assign/<rank>), liveness_report.h (liveness); the rest are counters.
 //   <run_id>/closed                 why the job ended; ends every wait to join
-//   <run_id>/left                   a counter of launchers that left (marks a finished job)
+//   <run_id>/left                   tickets of launchers that left (marks a finished job)
 //   <run_id>/job_token              DDP_JOB_TOKEN, set once
 //   <run_id>/worker_store           the workers' store (file backend), set once
 //   <run_id>/heartbeat/<id>         a launcher's beat counter (c10d, tcp, file)
@@ -34,7 +34,7 @@ class RoundKeys {
   std::string master_port() const { return prefix_ + "master_port"; }
   // Running and ending (launcher/node_round.h, heartbeat.h).
   std::string outcome() const { return prefix_ + "outcome"; }
-  std::string done() const { return prefix_ + "done"; }  // a counter of finished nodes
+  std::string done() const { return prefix_ + "done"; }  // tickets of finished nodes
   std::string done(int node) const { return prefix_ + "done/" + std::to_string(node); }
   std::string left(int node) const { return prefix_ + "left/" + std::to_string(node); }
   std::string liveness() const { return prefix_ + "liveness"; }  // the checker's report

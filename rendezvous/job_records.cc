@@ -71,10 +71,10 @@ RoundOutcome RoundRecords::wait_outcome(const Waiting& w) {
 
 int64_t RoundRecords::finish(int node) {
   store_.set(keys_.done(node), kSet);
-  return store_.add(keys_.done(), 1);
+  return store_.ticket(keys_.done()) + 1;
 }
 
-int64_t RoundRecords::finished() { return store_.add(keys_.done(), 0); }
+int64_t RoundRecords::finished() { return store_.tickets(keys_.done()); }
 
 std::vector<int> RoundRecords::unfinished(int nnodes) {
   std::vector<int> out;
@@ -152,9 +152,9 @@ std::optional<std::string> JobRecords::closed() {
   return Store::to_string(*text);
 }
 
-void JobRecords::count_left() { store_.add(keys_.left(), 1); }
+void JobRecords::count_left() { store_.ticket(keys_.left()); }
 
-bool JobRecords::any_left() { return store_.check({keys_.left()}); }
+bool JobRecords::any_left() { return store_.tickets(keys_.left()) > 0; }
 
 void JobRecords::set_worker_store(const std::string& endpoint) { store_.set(keys_.worker_store(), endpoint); }
 

@@ -48,7 +48,7 @@ class RoundRecords {
   RoundOutcome wait_outcome(const Waiting& w);
 
   // The exit barrier: node `node` finished (returns how many have); nodes below nnodes that
-  // have not (one request each).
+  // have not (one request each). Counted by tickets, as `left`: every node at once, no retries.
   int64_t finish(int node);
   int64_t finished();
   std::vector<int> unfinished(int nnodes);

@@ -106,7 +106,7 @@ std::optional<JobStatus> read_job_status(Store& store, const JobStatusOptions& o
   JobStatus j;
   j.run_id = options.run_id;
   j.ended = r.text(JobKeys(options.run_id).closed());
-  j.left = r.has(JobKeys(options.run_id).left());
+  j.left = store.tickets(JobKeys(options.run_id).left()) > 0;
   if (!r.round_exists(0)) {
     if (!j.ended && !j.left && !r.has(JobKeys(options.run_id).job_token())) return std::nullopt;
     return j;  // launchers met the store, none joined a round yet

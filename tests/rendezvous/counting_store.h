@@ -20,6 +20,7 @@ class CountingStore final : public Store {
   std::atomic<int> gets{0};          // gets of any other key (a get in slices: one per slice)
   std::atomic<int> others{0};        // every other request but wait (its slices vary)
   std::atomic<int> compare_sets{0};  // compare_set calls (counted in others too)
+  std::atomic<int> adds{0};          // add calls (counted in others too)
 
  protected:
   void do_set(const std::string& k, const Bytes& v) override { ++others, base_.set(k, v); }
@@ -27,7 +28,7 @@ class CountingStore final : public Store {
     ++(k.find("/node/") != std::string::npos ? node_gets : gets);
     return base_.get(k, t);
   }
-  int64_t do_add(const std::string& k, int64_t d) override { return ++others, base_.add(k, d); }
+  int64_t do_add(const std::string& k, int64_t d) override { return ++others, ++adds, base_.add(k, d); }
   int64_t do_ticket(const std::string& k) override { return ++others, base_.ticket(k); }
   int64_t do_tickets(const std::string& k) override { return ++others, base_.tickets(k); }
   Bytes do_compare_set(const std::string& k, const Bytes& e, const Bytes& d) override {

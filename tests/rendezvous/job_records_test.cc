@@ -120,6 +120,20 @@ TEST_CASE("the job token: the first candidate wins; a later launcher only reads 
   CHECK(view.compare_sets == 1);  // the second only read: a compare_set goes through etcd's log
 }
 
+TEST_CASE("the exit barrier and the leaving count take tickets: no shared counter to retry on") {
+  HashStore store;
+  testing::CountingStore view(store);
+  RoundRecords round(view, "job", 0);
+  CHECK(round.finish(1) == 1);
+  CHECK(round.finish(0) == 2);
+  CHECK(round.finished() == 2);
+  JobRecords job(view, "job");
+  CHECK_FALSE(job.any_left());
+  job.count_left();
+  CHECK(job.any_left());
+  CHECK(view.adds == 0);  // on etcd an add on one key retries against every other node's
+}
+
 TEST_CASE("the job's own records") {
   HashStore store;
   JobRecords job(store, "job");
