@@ -10,6 +10,39 @@
 #include "common/error.h"
 #include "common/settings.h"
 
+// How the group meets MPI and runs its ops (the contract: mpi_process_group.h).
+// - Every rank of the job must be an MPI process: start it with `mpirun -np <world>`; the
+//   world group's ranks are the setup's ranks (MPI_Comm_split keyed by them, so they may differ
+//   from MPI_COMM_WORLD's), and a subgroup is MPI_Comm_create_group over setup.global_ranks
+//   (collective over its members only). Under ddp-launch under mpirun the worker takes its
+//   launcher's MPI identity, so only one worker per launcher (RANK == OMPI_COMM_WORLD_RANK)
+//   is supported; anything else is a BackendError before MPI is touched.
+
+// - Ops are MPI calls run by the process's MPI thread (mpi_runtime.h), in issue order; Works
+//   complete in issue order. An all_reduce of at most DDP_MPI_P2P_BYTES (default: every size
+//   in a power-of-two group, 64 KiB in others; 0: none) is our own point-to-point rounds
+//   (mpi_p2p_allreduce.h) instead of MPI's all_reduce; any other collective of at most
+//   DDP_MPI_CALLER_BYTES (default 2048; 0: none) is MPI's nonblocking call (both the same on
+//   every rank). Either starts on the caller's thread when the MPI thread is idle
+//   (MpiRuntime::run_here): a small op then costs no hand-off to that thread. The world
+//   group's other collectives are MPI's blocking calls (its tuned algorithms), other groups'
+//   and every send/recv are nonblocking calls completed by MPI_Test
+//   (DDP_MPI_COLLECTIVES=nonblocking makes the world's nonblocking too). AVG = SUM then divide;
+//   float16/bfloat16 reduce through user-defined MPI_Ops (ours: the shared kernels).
+
+// - Errors: MPI error codes are BackendErrors naming the op and sequence number (the group's
+//   communicator returns errors instead of aborting); a deadline passing is a TimeoutError
+//   and breaks the group (a point-to-point all_reduce cancels its receives: a late peer may
+//   still complete it, or time out itself). A dead peer is the MPI runtime's business: Open MPI
+//   ends the job.
+// - abort(reason): every later op fails at once with Aborted naming it and the reason. MPI
+//   cannot cancel a collective it already runs (nor would the runtime let its buffers go), so
+//   ops posted before the abort end as they would have: when their peers take part, or at
+//   their deadline (a blocking call's by the watchdog, mpi_watchdog.h), TimeoutError. MPI_Abort
+//   is never called (it would end the whole job).
+// - Zero-length ops complete at once; CUDA buffers are an InvalidArgument. The store is not
+//   used (MPI wires itself up).
+
 namespace ddp::comm::mpi_backend {
 namespace {
 

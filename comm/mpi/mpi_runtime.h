@@ -1,42 +1,12 @@
 #pragma once
-// MpiRuntime: the thread of this process that talks to MPI.
-//
-// - It initializes MPI on itself (MPI_Init_thread requesting MPI_THREAD_MULTIPLE, or the level
-//   in DDP_MPI_THREAD_LEVEL) and makes the later MPI calls, but for small ops a caller starts
-//   while it is idle (run_here). One thread calls MPI at a time (the baton), so any provided
-//   level is correct: with less than MULTIPLE this *is* the serialized fallback (below
-//   SERIALIZED only this thread calls MPI), with MULTIPLE the application may also use MPI
-//   itself. If the application initialized MPI first, MULTIPLE is required.
-// - Ops are started in post order per channel (one channel per group, so every rank starts a
-//   communicator's collectives in the same order); a channel's Works finish in post order.
-//   Nonblocking MPI calls (MPI_Iallreduce, MPI_Isend, ...) are progressed with MPI_Test, and
-//   groups using them never block each other (ranks that interleave two such groups
-//   differently cannot deadlock). A channel opened with blocking collectives runs them as the
-//   blocking calls (MPI_Allreduce, ...): MPI's tuned algorithms instead of its nonblocking
-//   ones (several times faster in Open MPI), at the price that the MPI thread waits inside the
-//   call. At most one such channel should exist (the world group's): a blocked call still
-//   progresses every started nonblocking op, so it can only wait for its own peers.
-// - MPI has no timeouts: an op past its deadline fails with a TimeoutError and breaks its
-//   channel (every pending and later op fails with it). A timed-out send/recv is cancelled; a
-//   collective cannot be, so it stays tested in the background, and if it never completes MPI
-//   is not finalized at exit (it would hang). A blocking call is watched by MpiWatchdog: at its
-//   deadline its Work fails, and so does every op in flight or posted while the MPI thread is
-//   stuck in it (other ops' deadlines are checked when the call returns); new ops fail at once
-//   until it returns.
-// - Small collectives (run_here) start on the caller's thread while this thread is idle. One
-//   not done within the poll is parked: a thread that then waits for it (MpiWork::wait) goes
-//   on testing it itself (drive) until it is done, so a caller that waits at once pays no
-//   hand-off to this thread and no wake-up back (under mpirun's binding both threads share a
-//   core, where a handed-over op finishes later than one driven to the end). This
-//   thread adopts a parked op nobody waits for after another poll (an `async` caller's op
-//   still moves while it computes), and takes a driven one over as soon as anything else is
-//   queued (or at the waiter's own timeout).
-// - Hand-off: after its last op the MPI thread polls for the next one (yielding the core each
-//   pass) for poll_budget() before it sleeps, and a thread waiting on an op polls for as long
-//   before it sleeps (MpiWork): a small op then costs no futex wake-up either way (on a VM
-//   one costs many times MPI's own latency). DDP_MPI_POLL_US overrides; 0 sleeps at once.
-// - Finalize: at exit (atexit), if this runtime initialized MPI and nothing is in flight.
-//   After that every use is a BackendError; MPI is never called after finalize.
+// MpiRuntime: the thread of this process that talks to MPI. It initializes MPI (MPI_Init_thread,
+// MULTIPLE unless DDP_MPI_THREAD_LEVEL says otherwise; MULTIPLE if the application initialized
+// MPI first) and makes the MPI calls, one thread at a time, except small ops a caller starts
+// while it is idle (run_here). Ops start in post order per channel (one per group) and a
+// channel's Works finish in post order. MPI has no timeouts: an op past its deadline fails
+// with a TimeoutError and breaks its channel (MpiWatchdog watches blocking calls). Finalize at
+// exit if this runtime initialized MPI and nothing is in flight; later uses are BackendErrors.
+// How the thread levels, channels, hand-offs and deadlines work: mpi_runtime.cc.
 #include <mpi.h>
 
 #include <chrono>

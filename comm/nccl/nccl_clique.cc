@@ -6,6 +6,23 @@
 #include "common/deadline.h"
 #include "common/error.h"
 
+// How the clique is built, used and torn down (the contract: nccl_clique.h).
+// (nccl_multi.cc): K communicators, one per local device, in a clique of world × K NCCL ranks.
+// Communicator i is NCCL rank process_rank × K + i on devices[i] and has a stream of its own.
+// - init() creates the K communicators inside one ncclGroupStart/End, with cudaSetDevice before
+//   each ncclCommInitRankConfig (NCCL's "multiple devices per thread"). They are non-blocking:
+//   init returns what ncclGroupEnd returned, often ncclInProgress; the caller polls
+//   async_error() until the clique is ready (or its deadline passes), then calls mark_ready().
+// - An op: wait_for(home stream) (every device's stream waits for the caller's work on that
+//   device's legacy default stream and for the group's stream), the NCCL calls on comm(i) and
+//   stream(i) inside one group, then join_into(home stream) so the group's stream (and the
+//   event the group's watcher polls) completes only after every device's stream did.
+
+// - abort() (noexcept, any thread, once) aborts every communicator so hung kernels exit; the
+//   destructor finalizes and destroys a ready clique, aborts one that never became ready, and
+//   frees its streams and events. Errors: BackendError naming the CUDA call and the device.
+// Not thread-safe apart from abort() and async_error(): the group issues from one thread at a time.
+
 namespace ddp::comm::nccl_backend {
 namespace {
 

@@ -1,20 +1,12 @@
 #pragma once
 // NcclClique: one process's share of a communicator clique for the multi-buffer ops
-// (nccl_multi.cc): K communicators, one per local device, in a clique of world × K NCCL ranks.
-// Communicator i is NCCL rank process_rank × K + i on devices[i] and has a stream of its own.
-//
-// - init() creates the K communicators inside one ncclGroupStart/End, with cudaSetDevice before
-//   each ncclCommInitRankConfig (NCCL's "multiple devices per thread"). They are non-blocking:
-//   init returns what ncclGroupEnd returned, often ncclInProgress; the caller polls
-//   async_error() until the clique is ready (or its deadline passes), then calls mark_ready().
-// - An op: wait_for(home stream) (every device's stream waits for the caller's work on that
-//   device's legacy default stream and for the group's stream), the NCCL calls on comm(i) and
-//   stream(i) inside one group, then join_into(home stream) so the group's stream (and the
-//   event the group's watcher polls) completes only after every device's stream did.
-// - abort() (noexcept, any thread, once) aborts every communicator so hung kernels exit; the
-//   destructor finalizes and destroys a ready clique, aborts one that never became ready, and
-//   frees its streams and events. Errors: BackendError naming the CUDA call and the device.
-// Not thread-safe apart from abort() and async_error(): the group issues from one thread at a time.
+// (nccl_multi.cc): K communicators, one per local device, in a clique of world x K NCCL ranks;
+// communicator i is NCCL rank process_rank x K + i on devices[i], with a stream of its own.
+// init() starts them non-blocking (poll async_error(), then mark_ready()); an op waits for the
+// home stream, issues on every comm(i)/stream(i) in one group, then joins back into it.
+// abort() (noexcept, any thread) aborts every communicator. Errors: BackendError naming the
+// CUDA call and the device. Not thread-safe apart from abort() and async_error(). How:
+// nccl_clique.cc.
 #include <cuda_runtime.h>
 #include <nccl.h>
 

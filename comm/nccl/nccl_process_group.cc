@@ -7,6 +7,34 @@
 #include "common/error.h"
 #include "common/log.h"
 
+// How the group meets NCCL and runs its ops (the contract: nccl_process_group.h).
+// - One CUDA device per group: LOCAL_RANK (else the rank) modulo the visible devices; buffers
+//   must be CUDA views on that device (InvalidArgument otherwise). No device: BackendError.
+// - Rendezvous: rank 0's ncclUniqueId goes through the group's store; the communicator is
+//   created non-blocking, so a rank that never arrives is a TimeoutError after the group's
+//   timeout (the half-built communicator is aborted), never a hang.
+// - Ops are queued on the group's own CUDA stream, after whatever the caller queued on the
+//   legacy default stream; each records a CUDA event, and a watcher thread finishes the Works
+//   in issue order as their events complete (cudaEventQuery).
+// - Watchdog: the same thread polls ncclCommGetAsyncError; an async error, or an op past its
+//   deadline, aborts the communicator (ncclCommAbort) so the hung kernels exit, and fails that
+//   op (naming it and its sequence number) and every pending and later op. Rebuild the group.
+
+// - all_to_all, gather and scatter are grouped ncclSend/ncclRecv (ncclGroupStart/End); AVG is
+//   ncclAvg; bitwise reductions do not exist in NCCL and are an InvalidArgument; send/recv
+//   ignore the tag (NCCL matches point-to-point messages in issue order per peer).
+// - Zero-length ops complete at once.
+
+// - Multi-buffer ops (process_group.h, nccl_multi.cc): first the list-shape agreement, an
+//   all_gather on the group's communicator (a rank that differs is an InvalidArgument on every
+//   rank). A list of one (on the group's device) then runs on the group's communicator. K > 1
+//   buffers must be CUDA buffers on K distinct devices (else InvalidArgument naming the index):
+//   they run on a clique of world × K NCCL ranks (nccl_clique.h), communicator i being rank
+//   rank × K + i on the device of buffer i, all K calls in one ncclGroupStart/End. The clique
+//   for a device list is created on first use (unique id under a store key of its own, created
+//   when any rank lacks it, so every rank creates it together), cached, watched by the same
+//   watchdog and aborted with the group. Works, timeouts and errors as for the other ops.
+
 namespace ddp::comm::nccl_backend {
 namespace {
 
