@@ -244,6 +244,25 @@ std::shared_ptr<EtcdStore> store_via(const FaultProxy& proxy, const std::string&
   return std::make_shared<EtcdStore>(o);
 }
 
+// A first ticket taken directly, then a store whose ticket transactions etcd applies but whose
+// answers are lost, etcd then answering nothing for `hold` (FaultProxy).
+struct LostTicketAnswer {
+  LostTicketAnswer(const std::string& name, Millis hold)
+      : etcd(shared_etcd(1)),
+        prefix(unique_prefix(name)),
+        direct(store_on(etcd, prefix, Millis(10'000))),
+        first(direct->ticket("arrived")),
+        proxy(net::parse_endpoint(etcd.endpoint(0)), "POST /v3/kv/txn", FaultProxy::Fault::kDropAnswer, true,
+              hold),
+        s(store_via(proxy, prefix, Millis(2'000))) {}
+  EtcdCluster& etcd;
+  std::string prefix;
+  std::shared_ptr<EtcdStore> direct;
+  int64_t first;
+  FaultProxy proxy;
+  std::shared_ptr<EtcdStore> s;
+};
+
 }  // namespace
 
 TEST_CASE("add whose transaction is lost in flight is applied exactly once" * doctest::skip(!have_etcd())) {
@@ -293,16 +312,12 @@ TEST_CASE("a ticket whose transaction is lost in flight counts once" * doctest::
 
 TEST_CASE("a ticket counted after etcd compacted its revision is still exact (counted by listing)" *
           doctest::skip(!have_etcd())) {
-  EtcdCluster& etcd = shared_etcd(1);
-  const std::string prefix = unique_prefix("compacted-ticket");
-  auto direct = store_on(etcd, prefix, Millis(10'000));
-  CHECK(direct->ticket("arrived") == 0);
   // The ticket's transaction is applied and its answer lost; while etcd answers nothing (the
   // hold), history is written past its revision and compacted, so the transaction sent again
   // (the key there: counted as of its creation) can no longer read the count then.
-  FaultProxy proxy(net::parse_endpoint(etcd.endpoint(0)), "POST /v3/kv/txn", FaultProxy::Fault::kDropAnswer,
-                   true, Millis(3'000));
-  auto s = store_via(proxy, prefix, Millis(2'000));
+  LostTicketAnswer lost("compacted-ticket", Millis(3'000));
+  CHECK(lost.first == 0);
+  auto& [etcd, prefix, direct, first, proxy, s] = lost;
   std::atomic<bool> done{false};
   std::thread compactor([&] {
     while (!done) {
@@ -426,15 +441,11 @@ TEST_CASE("a ticket is one transaction, exact under concurrent callers" * doctes
 
 TEST_CASE("a ticket sent again after a later one was taken is ranked by its creation, not the count now" *
           doctest::skip(!have_etcd())) {
-  EtcdCluster& etcd = shared_etcd(1);
-  const std::string prefix = unique_prefix("resent-ticket");
-  auto direct = store_on(etcd, prefix, Millis(10'000));
-  CHECK(direct->ticket("arrived") == 0);
   // The ticket's transaction is applied and its answer lost; etcd then answers nothing for the
   // hold, while another caller takes the next ticket; the ticket is sent again after.
-  FaultProxy proxy(net::parse_endpoint(etcd.endpoint(0)), "POST /v3/kv/txn", FaultProxy::Fault::kDropAnswer,
-                   true, Millis(4'000));
-  auto s = store_via(proxy, prefix, Millis(2'000));
+  LostTicketAnswer lost("resent-ticket", Millis(4'000));
+  CHECK(lost.first == 0);
+  auto& [etcd, prefix, direct, first, proxy, s] = lost;
   auto mine = std::async(std::launch::async, [&] { return s->ticket("arrived"); });
   const Deadline applied(kLong);
   while (direct->tickets("arrived") < 2 && !applied.expired()) std::this_thread::sleep_for(Millis(10));
