@@ -1,6 +1,6 @@
 #pragma once
-// Chooser: the one mechanism by which the tcp backend picks, per power-of-two size class, among
-// ways of running an op whose speed depends on the machine (hierarchy_choice.h's split,
+// Chooser: how the tcp backend tunes, per power-of-two size class, what a plan (plan.h) leaves
+// open: ways of running an op whose speed depends on the machine (hierarchy_choice.h's split,
 // overlapped or flat; shm_store_choice.h's cached or streaming stores or cross-memory attach).
 // Ops take the way in use; now and then a probe runs another way (its first op cold, not
 // counted), and the way switches when the probe's figure beats the way in use's by the margin.
@@ -21,20 +21,15 @@ namespace ddp::comm::tcp {
 // kOneRank: this rank's own figures decide at once; its caller pushes the choice to the others.
 enum class Decider : uint8_t { kSumOfRanks, kOneRank };
 // How a way is figured: the least of its last `counted` ops, or a running mean (each op weighs
-// half); a probe's figure is the least of its counted ops either way. kMedian: of `counted`
-// rounds at creation.
-enum class Figure : uint8_t { kLeastOfRecent, kRunningMean, kMedian };
-// When ways are timed: while the job runs (Chooser), or once at group creation, every way at
-// every size (hierarchy_calibration.h).
-enum class ProbeTiming : uint8_t { kOnline, kAtCreation };
+// half); a probe's figure is the least of its counted ops either way.
+enum class Figure : uint8_t { kLeastOfRecent, kRunningMean };
 
 struct ChoicePolicy {
   std::string_view name;  // what is chosen, for the log line
   std::string_view unit;  // of the figures, for the log line
   Decider decider = Decider::kSumOfRanks;
-  ProbeTiming timing = ProbeTiming::kOnline;
   Figure figure = Figure::kLeastOfRecent;
-  uint32_t counted = 3;         // counted ops of a probe (after its cold one); kAtCreation: rounds
+  uint32_t counted = 3;         // counted ops of a probe (after its cold one)
   uint32_t first_probe = 4;     // ops of a class before its first probe (the first one cold)
   uint32_t first_interval = 8;  // ops between probes after a switch, doubling while a choice holds
   uint32_t max_interval = 64;
@@ -69,16 +64,8 @@ inline constexpr ChoicePolicy kStorePolicy{.name = "shared-memory stores",
                                            .margin = 1.15,
                                            .reprobe_when_slower = true,
                                            .min_class_log2 = 10};
-// The hierarchical small path's limit (hierarchy_calibration.h): both ways at every size once,
-// at creation (their medians of `counted` rounds, every rank's summed), since the choice sets
-// a threshold whose small side must take no extra step to agree.
-inline constexpr ChoicePolicy kSmallLimitPolicy{.name = "hierarchical small path's limit",
-                                                .unit = "us, every rank's summed",
-                                                .decider = Decider::kSumOfRanks,
-                                                .timing = ProbeTiming::kAtCreation,
-                                                .figure = Figure::kMedian,
-                                                .counted = 5,
-                                                .margin = 1.0};
+// (The hierarchical small path's limit is measured once, at creation, not by a Chooser: its
+// small side must take no extra step to agree. hierarchy_calibration.h.)
 
 // Logs a decision (debug level): `who` names the group (or nothing), `what` the sizes it
 // applies to; `to` empty: `from` holds.

@@ -54,24 +54,35 @@ HostLayout HostLayout::of(const std::vector<std::string>& host_keys) {
   return l;
 }
 
-HierarchicalCollectives::HierarchicalCollectives(Options options, ProcessGroupPtr local,
-                                                 ProcessGroupPtr cross, SocketCollectives* flat)
+HierarchicalCollectives::HierarchicalCollectives(Options options, HierarchyChildren children,
+                                                 SocketCollectives* flat)
     : opt_(std::move(options)),
-      local_(std::move(local)),
-      cross_(std::move(cross)),
-      local_tcp_(dynamic_cast<TcpProcessGroup*>(local_.get())),
-      cross_tcp_(dynamic_cast<TcpProcessGroup*>(cross_.get())),
+      facts_{.world = opt_.world,
+             .hosts = opt_.layout.hosts,
+             .per_host = opt_.layout.per_host,
+             .hierarchy_small_bytes = opt_.small_bytes},
+      children_(std::move(children)),
+      local_(*children_.local),
+      cross_(*children_.cross),
       flat_(flat),
       large_(large_ways(), overlap_from()) {}
 
+Algorithm HierarchicalCollectives::algorithm(const OpDesc& d, const Buffer& in) const {
+  return plan(facts_, OpFacts{.kind = d.kind, .bytes = in.bytes(), .count = in.count}).algorithm;
+}
+
 void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer& out) {
-  switch (ctx.desc.kind) {
-    case OpKind::kAllReduce: return all_reduce(ctx, in);
-    case OpKind::kBroadcast: return broadcast(ctx, in);
-    case OpKind::kBarrier: return barrier(ctx);
-    case OpKind::kAllGather: return all_gather(ctx, in, out);
-    case OpKind::kReduceScatter: return reduce_scatter(ctx, in, out);
+  switch (algorithm(ctx.desc, in)) {
+    case Algorithm::kHierarchicalSmall:
+      return ctx.desc.kind == OpKind::kBarrier ? barrier(ctx) : all_reduce_path(ctx, in, true);
+    case Algorithm::kHierarchicalLarge: return all_reduce(ctx, in);
+    case Algorithm::kHierarchicalTwoStep: break;
     default: return flat_->run(ctx, in, out);
+  }
+  switch (ctx.desc.kind) {
+    case OpKind::kBroadcast: return broadcast(ctx, in);
+    case OpKind::kAllGather: return all_gather(ctx, in, out);
+    default: return reduce_scatter(ctx, in, out);
   }
 }
 
@@ -79,7 +90,6 @@ void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const 
 // group's sockets), each op timed for it.
 void HierarchicalCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
   const size_t bytes = buf.bytes();
-  if (bytes <= opt_.small_bytes) return all_reduce_path(ctx, buf, true);
   const LargeWay way = large_.next(bytes);
   const auto t0 = std::chrono::steady_clock::now();
   if (way == LargeWay::kFlat) {
@@ -113,14 +123,13 @@ void HierarchicalCollectives::all_reduce_path(const OpContext& ctx, const Buffer
 
 // Within the host, then across, on this thread.
 void HierarchicalCollectives::run_small(const OpContext& ctx, const Buffer& buf) {
-  local_->all_reduce(buf, {child_op(ctx), left(ctx)})->wait();
-  cross_->all_reduce(buf, {child_op(ctx), left(ctx)})->wait();
+  local_.all_reduce(buf, {child_op(ctx), left(ctx)})->wait();
+  cross_.all_reduce(buf, {child_op(ctx), left(ctx)})->wait();
   end_small(ctx, buf);
 }
 
 bool HierarchicalCollectives::starts_here(const OpDesc& desc, const Buffer& in) const {
-  if (local_tcp_ == nullptr) return false;
-  return desc.kind == OpKind::kBarrier || (desc.kind == OpKind::kAllReduce && in.bytes() <= opt_.small_bytes);
+  return algorithm(desc, in) == Algorithm::kHierarchicalSmall;
 }
 
 // A barrier is a small all_reduce of a token: once a rank's step across is done, every rank of
@@ -133,7 +142,7 @@ Buffer HierarchicalCollectives::small_buffer(const OpContext& ctx, const Buffer&
 bool HierarchicalCollectives::start(const OpContext& ctx, const Buffer& in,
                                     std::chrono::microseconds inline_budget, HierarchicalStart& s) {
   const Buffer buf = small_buffer(ctx, in);
-  s = {local_tcp_->all_reduce_within(buf, child_op(ctx), left(ctx), inline_budget), false};
+  s = {local_.all_reduce_within(buf, child_op(ctx), left(ctx), inline_budget), false};
   if (!s.child->is_completed()) return false;
   s.child->wait();  // its error, if it failed
   return start_crossing(ctx, buf, inline_budget, s);
@@ -142,8 +151,9 @@ bool HierarchicalCollectives::start(const OpContext& ctx, const Buffer& in,
 bool HierarchicalCollectives::start_crossing(const OpContext& ctx, const Buffer& buf,
                                              std::chrono::microseconds inline_budget, HierarchicalStart& s) {
   s.crossing = true;
-  s.child = cross_tcp_ ? cross_tcp_->all_reduce_within(buf, child_op(ctx), left(ctx), inline_budget)
-                       : cross_->all_reduce(buf, {child_op(ctx), left(ctx)});
+  s.child = children_.cross_tcp
+                ? children_.cross_tcp->all_reduce_within(buf, child_op(ctx), left(ctx), inline_budget)
+                : cross_.all_reduce(buf, {child_op(ctx), left(ctx)});
   if (!s.child->is_completed()) return false;
   s.child->wait();
   end_small(ctx, buf);
@@ -153,7 +163,7 @@ bool HierarchicalCollectives::start_crossing(const OpContext& ctx, const Buffer&
 void HierarchicalCollectives::finish(const OpContext& ctx, const Buffer& in, HierarchicalStart& s) {
   const Buffer buf = small_buffer(ctx, in);
   s.child->wait();
-  if (!s.crossing) cross_->all_reduce(buf, {child_op(ctx), left(ctx)})->wait();
+  if (!s.crossing) cross_.all_reduce(buf, {child_op(ctx), left(ctx)})->wait();
   end_small(ctx, buf);
 }
 
@@ -224,17 +234,17 @@ void HierarchicalCollectives::pipelined_all_reduce(const OpContext& ctx, const B
   InFlight flight;
   std::vector<size_t> scattered, reduced;
   for (const Segment& s : seg)
-    scattered.push_back(flight.add(local_->reduce_scatter(s.body, s.share, {op, left(ctx)})));
+    scattered.push_back(flight.add(local_.reduce_scatter(s.body, s.share, {op, left(ctx)})));
   for (size_t k = 0; k < seg.size(); ++k) {
     flight.wait(scattered[k]);
-    reduced.push_back(flight.add(cross_->all_reduce(seg[k].share, {op, left(ctx)})));
+    reduced.push_back(flight.add(cross_.all_reduce(seg[k].share, {op, left(ctx)})));
   }
   std::vector<size_t> gathered;
   for (size_t k = 0; k < seg.size(); ++k) {
     flight.wait(reduced[k]);
     if (ctx.desc.rop == ReduceOp::kAvg)
       finish_avg(seg[k].share.data, seg[k].share.count, body.dtype, opt_.world);
-    gathered.push_back(flight.add(local_->all_gather(seg[k].share, seg[k].body, {left(ctx)})));
+    gathered.push_back(flight.add(local_.all_gather(seg[k].share, seg[k].body, {left(ctx)})));
   }
   for (size_t g : gathered) flight.wait(g);
 }
@@ -253,7 +263,7 @@ void HierarchicalCollectives::overlapped_all_reduce(const OpContext& ctx, const 
   for (size_t k = 0; k < seg.size(); ++k) {
     try {
       scattered.wait(k);
-      cross_->all_reduce(seg[k].share, {op, left(ctx)})->wait();
+      cross_.all_reduce(seg[k].share, {op, left(ctx)})->wait();
       if (ctx.desc.rop == ReduceOp::kAvg)
         finish_avg(seg[k].share.data, seg[k].share.count, seg[k].share.dtype, opt_.world);
       reduced.done(k);
@@ -274,7 +284,7 @@ std::exception_ptr HierarchicalCollectives::local_lane(const OpContext& ctx, con
                                                        ReduceOp op, Handoff& scattered, Handoff& reduced) {
   for (size_t k = 0; k < seg.size(); ++k) {
     try {
-      local_->reduce_scatter(seg[k].body, seg[k].share, {op, left(ctx)})->wait();
+      local_.reduce_scatter(seg[k].body, seg[k].share, {op, left(ctx)})->wait();
     } catch (...) {
       scattered.fail_from(k, std::current_exception());
       return std::current_exception();
@@ -288,7 +298,7 @@ std::exception_ptr HierarchicalCollectives::local_lane(const OpContext& ctx, con
       return nullptr;
     }
     try {
-      local_->all_gather(seg[k].share, seg[k].body, {left(ctx)})->wait();
+      local_.all_gather(seg[k].share, seg[k].body, {left(ctx)})->wait();
     } catch (...) {
       return std::current_exception();
     }
@@ -312,9 +322,9 @@ void HierarchicalCollectives::broadcast(const OpContext& ctx, const Buffer& buf)
   const auto root = static_cast<size_t>(ctx.desc.root);
   const int root_local = opt_.layout.local_of[root];
   if (opt_.layout.local_of[static_cast<size_t>(opt_.rank)] == root_local) {
-    cross_->broadcast(buf, {opt_.layout.cross_of[root], left(ctx)})->wait();
+    cross_.broadcast(buf, {opt_.layout.cross_of[root], left(ctx)})->wait();
   }
-  local_->broadcast(buf, {root_local, left(ctx)})->wait();
+  local_.broadcast(buf, {root_local, left(ctx)})->wait();
 }
 
 // Block (l, h) of a [local][cross] arrangement: where the rank with local index l and cross
@@ -334,8 +344,8 @@ void HierarchicalCollectives::all_gather(const OpContext& ctx, const Buffer& in,
   std::vector<char>& t = scratch(2 * static_cast<size_t>(opt_.world) * c * es);
   const Buffer across{t.data(), hosts * c, in.dtype, in.device};
   const Buffer gathered{t.data() + hosts * c * es, static_cast<size_t>(opt_.world) * c, in.dtype, in.device};
-  cross_->all_gather(in, across, {left(ctx)})->wait();
-  local_->all_gather(across, gathered, {left(ctx)})->wait();
+  cross_.all_gather(in, across, {left(ctx)})->wait();
+  local_.all_gather(across, gathered, {left(ctx)})->wait();
   for (int r = 0; r < opt_.world; ++r) {
     std::memcpy(static_cast<char*>(out.data) + static_cast<size_t>(r) * c * es,
                 t.data() + (hosts + block(r)) * c * es, c * es);
@@ -356,8 +366,8 @@ void HierarchicalCollectives::reduce_scatter(const OpContext& ctx, const Buffer&
   }
   const Buffer arranged{t.data(), static_cast<size_t>(opt_.world) * c, in.dtype, in.device};
   const Buffer host_sums{t.data() + static_cast<size_t>(opt_.world) * c * es, hosts * c, in.dtype, in.device};
-  local_->reduce_scatter(arranged, host_sums, {op, left(ctx)})->wait();
-  cross_->reduce_scatter(host_sums, out, {op, left(ctx)})->wait();
+  local_.reduce_scatter(arranged, host_sums, {op, left(ctx)})->wait();
+  cross_.reduce_scatter(host_sums, out, {op, left(ctx)})->wait();
   if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(out.data, c, out.dtype, opt_.world);
 }
 

@@ -21,6 +21,7 @@
 #include "comm/process_group.h"
 #include "comm/tcp/hierarchy_choice.h"
 #include "comm/tcp/op.h"
+#include "comm/tcp/plan.h"
 #include "comm/tcp/socket_collectives.h"
 
 namespace ddp::comm::tcp {
@@ -36,8 +37,6 @@ struct HostLayout {
   int per_host = 0;  // 0 when hosts hold different numbers of ranks
   // From each rank's same-host key (equal keys: one host).
   static HostLayout of(const std::vector<std::string>& host_keys);
-  // Several hosts, several ranks on each, the same number on all.
-  bool hierarchical() const { return hosts > 1 && per_host > 1; }
 };
 
 // A hierarchical all_reduce begun on the caller's thread (HierarchicalCollectives::start):
@@ -48,6 +47,13 @@ struct HierarchicalStart {
 };
 
 class TcpProcessGroup;
+
+// The two child groups, typed as made (the hierarchy calls a tcp group's own members).
+struct HierarchyChildren {
+  std::shared_ptr<TcpProcessGroup> local;      // this host's ranks (shared memory)
+  ProcessGroupPtr cross;                       // the ranks with this rank's local index
+  std::shared_ptr<TcpProcessGroup> cross_tcp;  // `cross` when it is a tcp group; else null
+};
 
 class HierarchicalCollectives {
  public:
@@ -64,8 +70,7 @@ class HierarchicalCollectives {
     // Above small_bytes: the ways allowed (flat needs `flat` sockets), measured among them.
     WayPolicy ways;
   };
-  HierarchicalCollectives(Options options, ProcessGroupPtr local, ProcessGroupPtr cross,
-                          SocketCollectives* flat);
+  HierarchicalCollectives(Options options, HierarchyChildren children, SocketCollectives* flat);
 
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
@@ -89,10 +94,13 @@ class HierarchicalCollectives {
   // The ways large all_reduces may take, the first where each size starts.
   std::vector<LargeWay> large_ways() const { return opt_.ways.ways(flat_ != nullptr); }
   LargeWay large_way(size_t bytes) const { return large_.preferred(bytes); }  // in use for that size
-  void set_small_bytes(size_t bytes) { opt_.small_bytes = bytes; }
+  void set_small_bytes(size_t bytes) {
+    opt_.small_bytes = bytes;
+    facts_.hierarchy_small_bytes = bytes;
+  }
 
-  const ProcessGroupPtr& local() const { return local_; }
-  const ProcessGroupPtr& cross() const { return cross_; }
+  const std::shared_ptr<TcpProcessGroup>& local() const { return children_.local; }
+  const ProcessGroupPtr& cross() const { return children_.cross; }
 
  private:
   void all_reduce(const OpContext& ctx, const Buffer& buf);
@@ -134,10 +142,13 @@ class HierarchicalCollectives {
   size_t block(int rank) const;
   std::vector<char>& scratch(size_t bytes);
 
+  Algorithm algorithm(const OpDesc& d, const Buffer& in) const;  // plan()'s
+
   Options opt_;
-  ProcessGroupPtr local_, cross_;
-  TcpProcessGroup* local_tcp_;  // local_ (always a tcp group)
-  TcpProcessGroup* cross_tcp_;  // cross_ when it is a tcp group (DDP_TCP_INTER=socket); else null
+  GroupFacts facts_;  // plan()'s: from opt_
+  HierarchyChildren children_;
+  TcpProcessGroup& local_;  // children_'s, by their usual names
+  ProcessGroup& cross_;
   SocketCollectives* flat_;
   PathChooser large_;
   std::vector<char> scratch_;  // shares, arranged blocks (kept between ops)

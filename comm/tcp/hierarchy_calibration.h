@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "comm/tcp/chooser.h"
 #include "comm/tcp/op.h"
 
 namespace ddp::comm::tcp {
@@ -24,7 +23,7 @@ class HierarchicalCollectives;
 
 inline constexpr std::array<size_t, 7> kCalibrationSizes = {4 << 10,  8 << 10,   16 << 10, 32 << 10,
                                                             64 << 10, 128 << 10, 256 << 10};
-inline constexpr int kCalibrationRounds = static_cast<int>(kSmallLimitPolicy.counted);
+inline constexpr int kCalibrationRounds = 5;
 
 // The threshold from the summed (small - split) differences, one per size in `sizes`
 // (ascending): the size whose prefix sum of differences is lowest (<= 0; the largest on a tie);

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "comm/tcp/cross_memory.h"
+#include "comm/tcp/plan.h"
 #include "comm/tcp/shm_allreduce_chunked.h"
 #include "comm/tcp/shm_allreduce_cross.h"
 #include "comm/tcp/shm_allreduce_direct.h"
@@ -30,24 +31,27 @@ int unreachable_peer(const ShmSegment& segment, int rank, int world) {
   return -1;
 }
 
-using Algorithm = bool (*)(ShmChannel&, ShmStep&);
+using Step = bool (*)(ShmChannel&, ShmStep&);
 
-constexpr size_t kPageBytes = 4096;
-
-Algorithm algorithm_for(const OpDesc& d, const Buffer& in, const ShmGeometry& g) {
-  if (oneshot_fits(d, in, g)) return oneshot_step;
-  switch (d.kind) {
-    case OpKind::kAllReduce: return allreduce_chunked_step;
-    case OpKind::kReduce: return reduce_step;
-    case OpKind::kReduceScatter: return reduce_scatter_step;
-    case OpKind::kBroadcast: return broadcast_step;
-    case OpKind::kAllGather:
-    case OpKind::kGather: return all_gather_step;
-    case OpKind::kScatter: return scatter_step;
-    case OpKind::kAllToAll: return all_to_all_step;
-    case OpKind::kBarrier: break;  // one-shot
+// Each shared-memory algorithm's step (plan.h names them).
+Step step_of(Algorithm a) {
+  switch (a) {
+    case Algorithm::kShmAllGatherOneshotCross: return all_gather_oneshot_cross_step;
+    case Algorithm::kShmAllReduceChunked: return allreduce_chunked_step;
+    case Algorithm::kShmAllReduceDirect: return allreduce_direct_step;
+    case Algorithm::kShmAllReduceCross: return allreduce_cross_step;
+    case Algorithm::kShmReduce: return reduce_step;
+    case Algorithm::kShmBroadcast: return broadcast_step;
+    case Algorithm::kShmAllGather: return all_gather_step;
+    case Algorithm::kShmScatter: return scatter_step;
+    case Algorithm::kShmReduceScatter: return reduce_scatter_step;
+    case Algorithm::kShmAllToAll: return all_to_all_step;
+    case Algorithm::kShmAllGatherDirect: return all_gather_direct_step;
+    case Algorithm::kShmReduceScatterDirect: return reduce_scatter_direct_step;
+    case Algorithm::kShmAllGatherCross: return all_gather_cross_step;
+    case Algorithm::kShmReduceScatterCross: return reduce_scatter_cross_step;
+    default: return oneshot_step;
   }
-  return oneshot_step;
 }
 
 }  // namespace
@@ -55,7 +59,8 @@ Algorithm algorithm_for(const OpDesc& d, const Buffer& in, const ShmGeometry& g)
 struct ShmCollectives::Impl {
   ShmChannel channel;
   ShmProgress progress;
-  Algorithm algorithm = nullptr;
+  GroupFacts facts;  // plan()'s
+  Step algorithm = nullptr;
   ShmRegions regions;
   std::optional<DirectView> direct;  // the running op's buffer in group memory
   std::atomic<uint64_t> direct_runs{0};
@@ -73,9 +78,15 @@ struct ShmCollectives::Impl {
       : channel(std::move(segment), {o.rank, o.world, o.fingerprints, o.spin_us, o.yield_us, o.blocked},
                 health) {
     stores.fill(StoreChooser(o.stores));
+    facts = {.world = o.world,
+             .per_host = o.world,
+             .wanted = TransportSetting::kShm,
+             .shm_oneshot_bytes = channel.geometry().oneshot_bytes,
+             .shm_slot_bytes = channel.geometry().slot_bytes};
     if (o.cross == CrossSetting::kOff || o.world < 2) return;
     const int unreachable = unreachable_peer(channel.segment(), o.rank, o.world);
     cross = unreachable < 0;
+    facts.cross = cross;
     if (cross) {
       scratch.assign(channel.geometry().slot_bytes, 0);  // touched now: the first op would pay its faults
       for (int i : {0, 1, 2}) stores[i].offer(StoreMode::kCross, o.cross == CrossSetting::kOn);
@@ -88,64 +99,41 @@ struct ShmCollectives::Impl {
     }
   }
 
-  // Whether this op's input is offered to cross-memory attach (shm_cross.h): an all_reduce
-  // (chunked, or direct whose peers' buffers may be private), all_gather or reduce_scatter past
-  // the one-shot size; a one-shot all_gather of a page or more (below, the calls and the pass's
-  // handshake cost more than the copies they save).
-  bool offers(const OpDesc& d, const Buffer& in) const {
-    if (algorithm == allreduce_chunked_step || algorithm == allreduce_direct_step) return true;
-    if (algorithm == oneshot_step) return d.kind == OpKind::kAllGather && in.bytes() >= kPageBytes;
-    if (algorithm == all_gather_direct_step || algorithm == reduce_scatter_direct_step) return true;
-    return (algorithm == all_gather_step && d.kind == OpKind::kAllGather) || algorithm == reduce_scatter_step;
-  }
-  static Algorithm cross_algorithm(Algorithm a) {
-    if (a == oneshot_step) return all_gather_oneshot_cross_step;  // offered: an all_gather
-    if (a == allreduce_chunked_step) return allreduce_cross_step;
-    if (a == all_gather_step) return all_gather_cross_step;
-    if (a == reduce_scatter_step) return reduce_scatter_cross_step;
-    return a;  // direct: falls back to allreduce_cross_step itself
+  // The buffer a direct algorithm would run in (an all_gather's output, else the input) in
+  // group memory: its view kept for the op (plan's OpFacts::in_group_memory).
+  struct Looking {
+    Impl* impl;
+    const Buffer* view;
+    uint64_t seq;
+  };
+  static bool look(void* self) {
+    auto* l = static_cast<Looking*>(self);
+    if (l->impl->regions.empty()) return false;
+    l->impl->direct = l->impl->regions.find(l->view->data, l->view->bytes(), l->seq);
+    return l->impl->direct.has_value();
   }
 
-  StoreChooser* chooser_for(const OpDesc& d) {
-    if (channel.rank() != 0) return nullptr;
-    if (algorithm == allreduce_chunked_step || algorithm == allreduce_cross_step) return &stores[0];
-    if ((algorithm == all_gather_step && d.kind == OpKind::kAllGather) ||
-        algorithm == all_gather_cross_step || algorithm == all_gather_oneshot_cross_step)
-      return &stores[1];
-    if (algorithm == reduce_scatter_step || algorithm == reduce_scatter_cross_step) return &stores[2];
-    if (algorithm == all_to_all_step) return &stores[3];
-    return nullptr;
-  }
-
-  // An all_reduce's buffer, a reduce_scatter's input or an all_gather's output in group memory
-  // (past the one-shot size): the op runs direct, when every rank's is at the same place.
-  void find_direct(const OpDesc& d, const Buffer& in, const Buffer& out) {
-    const bool gathers = algorithm == all_gather_step && d.kind == OpKind::kAllGather;
-    if (algorithm != allreduce_chunked_step && algorithm != reduce_scatter_step && !gathers) return;
-    const Buffer& view = gathers ? out : in;
-    direct = regions.find(view.data, view.bytes(), d.seq);
-    if (!direct) return;
-    if (algorithm == allreduce_chunked_step)
-      algorithm = allreduce_direct_step;
-    else if (gathers)
-      algorithm = all_gather_direct_step;
-    else
-      algorithm = reduce_scatter_direct_step;
+  OpFacts facts_of(const OpDesc& d, const Buffer& in, Looking* looking) const {
+    return {.kind = d.kind,
+            .bytes = in.bytes(),
+            .count = in.count,
+            .in_group_memory = looking ? look : nullptr,
+            .self = looking};
   }
 
   void begin(const OpContext& ctx, const Buffer& in, const Buffer& out) {
     progress = {};
-    algorithm = algorithm_for(ctx.desc, in, channel.geometry());
     direct.reset();
-    if (!regions.empty()) find_direct(ctx.desc, in, out);
-    const bool offer = cross && offers(ctx.desc, in);
-    if (offer) algorithm = cross_algorithm(algorithm);
+    Looking looking{this, ctx.desc.kind == OpKind::kAllGather ? &out : &in, ctx.desc.seq};
+    const Plan p = plan(facts, facts_of(ctx.desc, in, &looking));
+    algorithm = step_of(p.algorithm);
     // Rank 0 chooses for every rank (ShmChannel::begin_stores).
-    chooser = chooser_for(ctx.desc);
+    chooser = channel.rank() == 0 && p.stores != StoreSlot::kNone ? &stores[static_cast<size_t>(p.stores) - 1]
+                                                                  : nullptr;
     mode = chooser != nullptr ? chooser->next(in.bytes()) : StoreMode::kCached;
-    const bool small = algorithm == oneshot_step && oneshot_small(ctx.desc, in);
+    const bool small = p.algorithm == Algorithm::kShmOneshot && oneshot_small(ctx.desc, in);
     channel.begin(ctx, {.direct_tag = direct ? direct->tag : 0,
-                        .cross = offer ? &in : nullptr,
+                        .cross = p.offer_cross ? &in : nullptr,
                         .stores = mode,
                         .small = small ? &in : nullptr});
   }
@@ -182,10 +170,8 @@ bool ShmCollectives::cross_reachable() const { return impl_->cross; }
 void ShmCollectives::add_region(const std::shared_ptr<ShmRegion>& region) { impl_->regions.add(region); }
 
 bool ShmCollectives::resumable(const OpDesc& d, const Buffer& in) const {
-  // An all_gather offered to cross-memory attach polls until it is decided, and its pass too
-  // (all_gather_cross_step); only the staged way blocks, and it waits for the worker.
-  return d.kind == OpKind::kAllReduce || oneshot_fits(d, in, impl_->channel.geometry()) ||
-         (impl_->cross && d.kind == OpKind::kAllGather);
+  // Where the buffer lies does not change it (plan.h), so nothing is looked up.
+  return shm_resumable(plan(impl_->facts, impl_->facts_of(d, in, nullptr)));
 }
 
 bool ShmCollectives::start(const OpContext& ctx, const Buffer& in, const Buffer& out, int budget_us) {

@@ -16,44 +16,11 @@ int mod(int a, int w) { return ((a % w) + w) % w; }
 
 }  // namespace
 
-static_assert(settings::choices_are(settings::kTcpSocketAlgo, "auto|direct|hd|ring"));  // SocketAlgo
-
-const char* to_string(SocketAlgo algo) {
-  switch (algo) {
-    case SocketAlgo::kAuto: return "auto";
-    case SocketAlgo::kDirect: return "direct";
-    case SocketAlgo::kHalvingDoubling: return "hd";
-    case SocketAlgo::kRing: return "ring";
-  }
-  return "?";
-}
-
-// The rule counts messages and rounds, never a timing: every input is equal on every rank.
-// - 2 or 3 ranks: direct (with 2 every algorithm sends the same messages; with 3, hd's fold
-//   doubles one pair's traffic and the ring takes 4 rounds for direct's 2).
-// - Each rank's part under one pipeline chunk (bytes / world < chunk_bytes): the messages are
-//   small, so their number decides: hd sends 2*log2(world) (+2 folding) per rank, direct and
-//   ring 2*(world - 1).
-// - Larger: ring. Same bytes per rank as direct, but each rank streams to one neighbour and
-//   from the other, so no NIC takes world - 1 senders at once; parts of at least a chunk keep
-//   the ring's pipeline full, hiding its 2*(world - 1) rounds.
-SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t oneshot_bytes,
-                              size_t chunk_bytes) {
-  if (count < static_cast<size_t>(world) || bytes <= oneshot_bytes || world <= 3) return SocketAlgo::kDirect;
-  if (bytes / static_cast<size_t>(world) < chunk_bytes) return SocketAlgo::kHalvingDoubling;
-  return SocketAlgo::kRing;
-}
-
-void SocketCollectives::all_reduce(const OpContext& ctx, const Buffer& buf) {
-  const int w = opt_.world;
-  const size_t n = buf.count;
-  if (oneshot(buf)) return oneshot_all_reduce(ctx, buf);
-  SocketAlgo algo = opt_.algo;
-  if (algo == SocketAlgo::kAuto)
-    algo = choose_socket_algo(buf.bytes(), n, w, opt_.oneshot_bytes, opt_.chunk_bytes);
-  switch (algo) {
-    case SocketAlgo::kRing: return ring_all_reduce(ctx, buf);
-    case SocketAlgo::kHalvingDoubling: return hd_all_reduce(ctx, buf);
+void SocketCollectives::all_reduce(const OpContext& ctx, const Buffer& buf, Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kSocketOneshot: return oneshot_all_reduce(ctx, buf);
+    case Algorithm::kSocketRing: return ring_all_reduce(ctx, buf);
+    case Algorithm::kSocketHalvingDoubling: return hd_all_reduce(ctx, buf);
     default: return pipelined_all_reduce(ctx, buf);
   }
 }

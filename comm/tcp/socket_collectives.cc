@@ -42,7 +42,13 @@ class PartsJoin {
 }  // namespace
 
 SocketCollectives::SocketCollectives(std::vector<SocketEngine*> engines, Options options)
-    : engines_(std::move(engines)), opt_(std::move(options)) {
+    : engines_(std::move(engines)),
+      opt_(std::move(options)),
+      facts_{.world = opt_.world,
+             .wanted = TransportSetting::kSocket,  // this group's sockets, whatever its medium
+             .socket_oneshot_bytes = opt_.oneshot_bytes,
+             .socket_chunk_bytes = opt_.chunk_bytes,
+             .socket_algo = opt_.algo} {
   DDP_CHECK(!engines_.empty(), "SocketCollectives: no socket engine");
 }
 
@@ -181,8 +187,8 @@ void SocketCollectives::exchange_fingerprints(const OpContext& ctx) {
   check_fingerprints(ctx, f);
 }
 
-bool SocketCollectives::oneshot(const Buffer& buf) const {
-  return buf.count < static_cast<size_t>(opt_.world) || buf.bytes() <= opt_.oneshot_bytes;
+Algorithm SocketCollectives::algorithm(const OpDesc& d, const Buffer& in) const {
+  return plan(facts_, OpFacts{.kind = d.kind, .bytes = in.bytes(), .count = in.count}).algorithm;
 }
 
 void SocketCollectives::await(Work& work) {
@@ -211,7 +217,7 @@ void SocketCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer
 }
 
 bool SocketCollectives::resumable(const OpDesc& d, const Buffer& in) const {
-  return d.kind == OpKind::kAllReduce && oneshot(in) && opt_.poll.count() > 0;
+  return opt_.poll.count() > 0 && algorithm(d, in) == Algorithm::kSocketOneshot;
 }
 
 bool SocketCollectives::start(const OpContext& ctx, const Buffer& in, std::chrono::microseconds budget) {
@@ -240,10 +246,11 @@ void SocketCollectives::finish(const OpContext& ctx, const Buffer& in) {
 
 void SocketCollectives::run_op(const OpContext& ctx, const Buffer& in, const Buffer& out) {
   // A one-shot all_reduce exchanges its own, beside its data.
-  const bool beside = ctx.desc.kind == OpKind::kAllReduce && oneshot(in);
+  const Algorithm a = algorithm(ctx.desc, in);
+  const bool beside = a == Algorithm::kSocketOneshot;
   if ((opt_.fingerprints && !beside) || ctx.desc.kind == OpKind::kBarrier) exchange_fingerprints(ctx);
   switch (ctx.desc.kind) {
-    case OpKind::kAllReduce: all_reduce(ctx, in); break;
+    case OpKind::kAllReduce: all_reduce(ctx, in, a); break;
     case OpKind::kReduce: reduce(ctx, in); break;
     case OpKind::kBroadcast: broadcast(ctx, in); break;
     case OpKind::kAllGather: all_gather(ctx, in, out, true); break;

@@ -1,7 +1,7 @@
 #pragma once
 // SocketCollectives: every collective over the SocketEngine, for groups that span hosts or when
-// sockets are forced. all_reduce has four algorithms (socket_all_reduce.cc picks one by size
-// and world size, the same on every rank; Options::algo forces one): one-shot (every buffer to
+// sockets are forced. all_reduce has four algorithms (plan.h picks one by size and world
+// size, the same on every rank; Options::algo forces one): one-shot (every buffer to
 // every peer), direct (reduce-scatter + all-gather with every peer at once), ring, and hd
 // (recursive halving then doubling), the last three pipelined in Options::chunk_bytes chunks.
 // The other ops are direct. Each value is reduced by one rank in a fixed order: every rank gets
@@ -20,17 +20,11 @@
 #include <vector>
 
 #include "comm/tcp/op.h"
+#include "comm/tcp/plan.h"
 #include "comm/tcp/socket_engine.h"
 #include "comm/types.h"
 
 namespace ddp::comm::tcp {
-
-// DDP_TCP_SOCKET_ALGO's choices, in the table's order (settings::choice_as).
-enum class SocketAlgo { kAuto, kDirect, kHalvingDoubling, kRing };
-const char* to_string(SocketAlgo algo);  // its choice's text
-// The auto rule (docs/tcp.md), a pure function of values equal on every rank.
-SocketAlgo choose_socket_algo(size_t bytes, size_t count, int world, size_t oneshot_bytes,
-                              size_t chunk_bytes);
 
 // DDP_TCP_SOCKET_STREAMS' bound (the table's): connections to each peer.
 inline constexpr int kMaxSocketStreams = 8;
@@ -126,7 +120,7 @@ class SocketCollectives {
   void post_fingerprints(const OpContext& ctx, Fingerprints& f);
   void check_fingerprints(const OpContext& ctx, Fingerprints& f);
   void exchange_fingerprints(const OpContext& ctx);
-  bool oneshot(const Buffer& buf) const;
+  Algorithm algorithm(const OpDesc& d, const Buffer& in) const;  // plan()'s
   void run_op(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
   // Holds a Driver while an op runs and points driver_ at it.
@@ -137,7 +131,7 @@ class SocketCollectives {
     Fingerprints f;
     Batch b;
   };
-  void all_reduce(const OpContext& ctx, const Buffer& buf);
+  void all_reduce(const OpContext& ctx, const Buffer& buf, Algorithm algorithm);
   void oneshot_all_reduce(const OpContext& ctx, const Buffer& buf);
   void post_oneshot(const OpContext& ctx, const Buffer& buf, OneShot& o);
   void end_oneshot(const OpContext& ctx, const Buffer& buf, OneShot& o);
@@ -167,6 +161,7 @@ class SocketCollectives {
 
   std::vector<SocketEngine*> engines_;  // never empty
   Options opt_;
+  GroupFacts facts_;  // plan()'s: from opt_
   // The op in progress drives the engine from this thread: run() holds a Driver for its
   // length (Driving), unless Options::poll is 0.
   SocketEngine::Driver* driver_ = nullptr;

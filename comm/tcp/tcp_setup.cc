@@ -99,31 +99,27 @@ int ranks_on_this_host(const HostLayout& layout, int rank) {
   return static_cast<int>(std::count(layout.host_of.begin(), layout.host_of.end(), host));
 }
 
-// DDP_TCP_TRANSPORT's choices, in the table's order (settings::choice_as).
-enum class TransportSetting { kAuto, kShm, kSocket, kHierarchical };
-static_assert(settings::choices_are(settings::kTcpTransport, "auto|shm|socket|hierarchical"));
-
 TransportSetting transport_setting() {
   return settings::choice_as<TransportSetting>(settings::kTcpTransport);
 }
 
-// One host: shared memory. Several, with several ranks on each (the same number): shared
-// memory within, sockets between (hierarchical). Otherwise sockets.
-TransportKind choose_transport(const Mesh& mesh) {
-  const TransportSetting wanted = transport_setting();
+// The group's medium (plan.h), where its segment can be mapped; a setting it could not follow
+// is said.
+TransportKind choose_transport(const Mesh& mesh, int world) {
   const HostLayout layout = layout_of(mesh);
-  if (wanted == TransportSetting::kSocket) return TransportKind::kSocket;
-  if (layout.hosts == 1) return TransportKind::kShm;
-  if (wanted == TransportSetting::kShm)
+  const GroupFacts facts{
+      .world = world, .hosts = layout.hosts, .per_host = layout.per_host, .wanted = transport_setting()};
+  const TransportKind medium = plan(facts, nullptr).medium;
+  if (facts.wanted == TransportSetting::kShm && medium != TransportKind::kShm)
     logger("tcp")->warn("{}=shm but the group spans hosts: using sockets between them",
                         settings::kTcpTransport.name);
-  if (layout.hierarchical()) return TransportKind::kHierarchical;
-  if (wanted == TransportSetting::kHierarchical && layout.per_host != 1) {
+  if (facts.wanted == TransportSetting::kHierarchical && layout.hosts > 1 && layout.per_host != 1 &&
+      medium != TransportKind::kHierarchical) {
     logger("tcp")->warn(
         "{}=hierarchical needs several ranks on each host, the same number on all: using sockets",
         settings::kTcpTransport.name);
   }
-  return TransportKind::kSocket;
+  return medium;
 }
 
 size_t bytes_setting(const settings::Setting& s) { return static_cast<size_t>(settings::int_value(s)); }
@@ -215,7 +211,7 @@ Config agree_on_transport(const GroupSetup& setup, const Mesh& mesh, const Confi
   Config config;
   if (setup.rank == 0) {
     config = proposal;
-    config.transport = choose_transport(mesh);
+    config.transport = choose_transport(mesh, setup.size);
     if (config.transport == TransportKind::kShm) segment = create_or_fall_back(setup, geometry(setup.size));
     if (config.transport == TransportKind::kShm && !segment.valid())
       config.transport = TransportKind::kSocket;
@@ -389,16 +385,20 @@ namespace {
 std::atomic<InterNodeFactory> g_inter_node_factory{nullptr};
 
 // The cross-host child group: this backend's sockets, or the engine settings::kTcpInter names.
-ProcessGroupPtr make_cross_group(const GroupSetup& c, int ranks_on_host) {
+void make_cross_group(const GroupSetup& c, int ranks_on_host, HierarchyChildren& children) {
   const std::string inter = settings::choice(settings::kTcpInter);
-  if (inter == "socket") return ProcessGroupPtr(TcpProcessGroup::create(c, {true, ranks_on_host}));
+  if (inter == "socket") {
+    children.cross_tcp = TcpProcessGroup::create(c, {true, ranks_on_host});
+    children.cross = children.cross_tcp;
+    return;
+  }
   const InterNodeFactory factory = g_inter_node_factory.load();
   if (factory == nullptr) {
     DDP_THROW(InvalidArgument, settings::kTcpInter.name, "=", inter,
               ": no backend registry here (groups made by make_tcp_group "
               "directly use sockets between hosts)");
   }
-  return factory(inter, c);
+  children.cross = factory(inter, c);
 }
 }  // namespace
 
@@ -410,7 +410,7 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
                                         const WayPolicy& ways, std::unique_ptr<SocketCollectives> flat) {
   const auto me = static_cast<size_t>(setup.rank);
   const int host = layout.host_of[me], local = layout.local_of[me], cross = layout.cross_of[me];
-  auto child = [&](const std::string& part, int index, auto member, int rank, bool cross) {
+  auto child = [&](const std::string& part, int index, auto member, int rank) {
     GroupSetup c = setup;
     c.store = std::make_shared<rdzv::PrefixStore>(detail::str("tcp/", part, "/", index), setup.store);
     c.name = detail::str(setup.name, "/", part, index);
@@ -422,12 +422,16 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
     }
     c.size = static_cast<int>(c.global_ranks.size());
     c.rank = rank;
-    return cross ? make_cross_group(c, layout.per_host) : ProcessGroupPtr(TcpProcessGroup::create(c, {true}));
+    return c;
   };
-  auto local_group = child(
-      "host", host, [&](size_t r) { return layout.host_of[r] == host; }, local, false);
-  auto cross_group = child(
-      "across", local, [&](size_t r) { return layout.local_of[r] == local; }, cross, true);
+  HierarchyChildren children;
+  children.local =
+      TcpProcessGroup::create(child(
+                                  "host", host, [&](size_t r) { return layout.host_of[r] == host; }, local),
+                              {true});
+  make_cross_group(child(
+                       "across", local, [&](size_t r) { return layout.local_of[r] == local; }, cross),
+                   layout.per_host, children);
   HierarchicalCollectives::Options ho;
   ho.rank = setup.rank;
   ho.world = setup.size;
@@ -437,8 +441,7 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
   ho.small_bytes = small ? static_cast<size_t>(*small) : size_t{64} << 10;
   ho.segment_bytes = bytes_setting(settings::kTcpHierarchySegmentBytes);
   ho.ways = ways;  // agreed, and where auto starts is rank 0's
-  auto hierarchy = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(local_group),
-                                                             std::move(cross_group), flat.get());
+  auto hierarchy = std::make_unique<HierarchicalCollectives>(std::move(ho), std::move(children), flat.get());
   std::string large;
   for (LargeWay w : hierarchy->large_ways()) large += detail::str(large.empty() ? "" : ", ", to_string(w));
   logger("tcp")->debug(

@@ -16,16 +16,6 @@ namespace ddp::comm::tcp {
 
 using Micros = std::chrono::microseconds;
 
-const char* to_string(TransportKind t) {
-  switch (t) {
-    case TransportKind::kLocal: return "local";
-    case TransportKind::kShm: return "shm";
-    case TransportKind::kSocket: return "socket";
-    case TransportKind::kHierarchical: return "hierarchical";
-  }
-  return "unknown";
-}
-
 namespace {
 
 class LocalTransport final : public Transport {
@@ -196,13 +186,11 @@ class HierarchicalTransport final : public Transport {
         large_way_text(hierarchy_->large_ways()), " (DDP_TCP_HIERARCHY_LARGE, DDP_TCP_HIERARCHY_OVERLAP)");
   }
   TransportCounts counts() const override {
-    const auto& local = static_cast<const TcpProcessGroup&>(*hierarchy_->local());
-    return {local.direct_ops(), 0, hierarchy_->small_bytes(), false};
+    return {hierarchy_->local()->direct_ops(), 0, hierarchy_->small_bytes(), false};
   }
   void abort(const std::string& reason) override {
-    for (const ProcessGroupPtr& child : {hierarchy_->local(), hierarchy_->cross()}) {
-      if (child) child->abort(reason);
-    }
+    hierarchy_->local()->abort(reason);
+    hierarchy_->cross()->abort(reason);
   }
 
  private:

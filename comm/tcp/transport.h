@@ -13,6 +13,7 @@
 
 #include "comm/group_memory.h"
 #include "comm/tcp/op.h"
+#include "comm/tcp/plan.h"
 
 namespace ddp::rdzv {
 class Store;
@@ -23,9 +24,6 @@ namespace ddp::comm::tcp {
 class ShmCollectives;
 class SocketCollectives;
 class HierarchicalCollectives;
-
-enum class TransportKind : uint8_t { kLocal, kShm, kSocket, kHierarchical };
-const char* to_string(TransportKind t);
 
 // Where an op may run before the group's worker takes it.
 struct InlineBudget {

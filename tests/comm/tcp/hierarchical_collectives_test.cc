@@ -30,11 +30,18 @@ using ddp::comm::ReduceOp;
 using ddp::comm::tcp::testing::run_hierarchy;
 using ddp::comm::tcp::testing::ScopedEnv;
 
+// The medium plan.h gives a group of this layout.
+static TransportKind medium_of(const HostLayout& l) {
+  const GroupFacts facts{
+      .world = static_cast<int>(l.host_of.size()), .hosts = l.hosts, .per_host = l.per_host};
+  return plan(facts, nullptr).medium;
+}
+
 TEST_CASE("host-major ranks: hosts by lowest rank, local and cross indices in rank order") {
   const HostLayout l = HostLayout::of({"a", "a", "b", "b"});
   CHECK(l.hosts == 2);
   CHECK(l.per_host == 2);
-  CHECK(l.hierarchical());
+  CHECK(medium_of(l) == TransportKind::kHierarchical);
   CHECK(l.host_of == std::vector<int>{0, 0, 1, 1});
   CHECK(l.local_of == std::vector<int>{0, 1, 0, 1});
   CHECK(l.cross_of == std::vector<int>{0, 0, 1, 1});
@@ -47,16 +54,16 @@ TEST_CASE("interleaved ranks: a rank's index in each child group is its position
   CHECK(l.host_of == std::vector<int>{0, 1, 1, 0});
   CHECK(l.local_of == std::vector<int>{0, 0, 1, 1});
   CHECK(l.cross_of == std::vector<int>{0, 1, 0, 1});
-  CHECK(l.hierarchical());
+  CHECK(medium_of(l) == TransportKind::kHierarchical);
 }
 
 TEST_CASE("layouts that are not hierarchical") {
-  CHECK_FALSE(HostLayout::of({"a", "a", "a"}).hierarchical());  // one host: shared memory only
+  CHECK(medium_of(HostLayout::of({"a", "a", "a"})) == TransportKind::kShm);  // one host
   CHECK(HostLayout::of({"a", "a", "a"}).hosts == 1);
-  CHECK_FALSE(HostLayout::of({"a", "b", "c"}).hierarchical());  // one rank per host: sockets only
+  CHECK(medium_of(HostLayout::of({"a", "b", "c"})) == TransportKind::kSocket);  // one rank per host
   const HostLayout uneven = HostLayout::of({"a", "a", "b"});
   CHECK(uneven.per_host == 0);
-  CHECK_FALSE(uneven.hierarchical());
+  CHECK(medium_of(uneven) == TransportKind::kSocket);
   CHECK(HostLayout::of({}).hosts == 0);
 }
 
@@ -126,7 +133,7 @@ TEST_CASE(
     run_hierarchy(overlap, [](HierarchicalCollectives& h, int r) {
       auto mem = h.local()->allocate(1 << 20);
       if (!mem->shared()) throw std::runtime_error("the host's group memory is not shared");
-      const auto& local = dynamic_cast<const TcpProcessGroup&>(*h.local());
+      const TcpProcessGroup& local = *h.local();
       constexpr size_t n = 100003;  // 8 segments and a 1-element tail
       uint64_t seq = 0;
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {

@@ -45,11 +45,13 @@ inline void run_hierarchy(OverlapSetting overlap,
               setup_for(std::make_shared<rdzv::PrefixStore>(prefix + name, store), rank, 2, Millis(60'000));
           s.name = name;
           s.global_ranks = std::move(members);
-          return ProcessGroupPtr(TcpProcessGroup::create(s, {true}));
+          return TcpProcessGroup::create(s, {true});
         };
         const int host = layout.host_of[me], local = layout.local_of[me];
-        ProcessGroupPtr lg = child("host" + std::to_string(host), local, {2 * host, 2 * host + 1});
-        ProcessGroupPtr cg = child("across" + std::to_string(local), layout.cross_of[me], {local, local + 2});
+        HierarchyChildren children;
+        children.local = child("host" + std::to_string(host), local, {2 * host, 2 * host + 1});
+        children.cross_tcp = child("across" + std::to_string(local), layout.cross_of[me], {local, local + 2});
+        children.cross = children.cross_tcp;
         HierarchicalCollectives::Options o;
         o.rank = r;
         o.world = 4;
@@ -57,7 +59,7 @@ inline void run_hierarchy(OverlapSetting overlap,
         o.small_bytes = small_bytes;
         o.segment_bytes = 4096;
         o.ways.overlap = overlap;
-        HierarchicalCollectives h(o, lg, cg, nullptr);
+        HierarchicalCollectives h(o, std::move(children), nullptr);
         body(h, r);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();

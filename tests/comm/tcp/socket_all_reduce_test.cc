@@ -1,5 +1,5 @@
-// The socket all_reduce's algorithm names, its auto rule and hd's halving plan (the algorithms
-// themselves run in the conformance matrix: conformance_tcp_socket_{direct,hd,ring}).
+// The socket all_reduce's algorithm names and hd's halving plan (its auto rule: plan_test.cc; the
+// algorithms themselves run in the conformance matrix: conformance_tcp_socket_{direct,hd,ring}).
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -12,12 +12,6 @@
 namespace ddp::comm::tcp {
 namespace {
 
-constexpr size_t kOneshot = 64 << 10, kChunk = 256 << 10;
-
-SocketAlgo pick(size_t bytes, int world) {
-  return choose_socket_algo(bytes, bytes / 4, world, kOneshot, kChunk);
-}
-
 TEST_CASE(
     "DDP_TCP_SOCKET_ALGO reads as SocketAlgo, whose names are its choices; anything else names the "
     "variable") {
@@ -28,23 +22,6 @@ TEST_CASE(
       {"ring", SocketAlgo::kRing}};
   settings::testing::check_choice_as(settings::kTcpSocketAlgo, algos);
   for (const auto& [name, algo] : algos) CHECK(to_string(algo) == name);
-}
-
-TEST_CASE("auto: direct for small buffers and for 2 or 3 ranks, whatever the size") {
-  CHECK(pick(kOneshot, 16) == SocketAlgo::kDirect);
-  CHECK(pick(size_t{1} << 30, 2) == SocketAlgo::kDirect);
-  CHECK(pick(size_t{1} << 30, 3) == SocketAlgo::kDirect);
-  CHECK(choose_socket_algo(size_t{1} << 20, 3, 4, kOneshot, kChunk) ==
-        SocketAlgo::kDirect);  // fewer elements than ranks
-}
-
-TEST_CASE("auto: hd while each rank's part is under a chunk, ring from there") {
-  CHECK(pick(4 * kChunk - 4, 4) == SocketAlgo::kHalvingDoubling);
-  CHECK(pick(4 * kChunk, 4) == SocketAlgo::kRing);
-  CHECK(pick(size_t{1} << 20, 64) == SocketAlgo::kHalvingDoubling);
-  CHECK(pick(size_t{256} << 20, 64) == SocketAlgo::kRing);
-  // The rule follows the chunk size (the same knob on every rank), not a constant.
-  CHECK(choose_socket_algo(size_t{1} << 20, size_t{1} << 18, 8, kOneshot, 64 << 10) == SocketAlgo::kRing);
 }
 
 TEST_CASE(
