@@ -34,7 +34,9 @@ bool shm_oneshot_fits(const GroupFacts& g, const OpFacts& op) {
   }
 }
 
-bool in_group_memory(const OpFacts& op) { return op.in_group_memory != nullptr && op.in_group_memory(op.self); }
+bool in_group_memory(const OpFacts& op) {
+  return op.in_group_memory != nullptr && op.in_group_memory(op.self);
+}
 
 // The staged algorithm, or where the buffer lies in group memory (every rank's at the same
 // place, which the op checks) the direct one; each, where this rank reaches every peer's
@@ -111,7 +113,8 @@ Algorithm socket_all_reduce(const GroupFacts& g, const OpFacts& op) {
 Algorithm hierarchical(const GroupFacts& g, const OpFacts& op) {
   switch (op.kind) {
     case OpKind::kAllReduce:
-      return op.bytes <= g.hierarchy_small_bytes ? Algorithm::kHierarchicalSmall : Algorithm::kHierarchicalLarge;
+      return op.bytes <= g.hierarchy_small_bytes ? Algorithm::kHierarchicalSmall
+                                                 : Algorithm::kHierarchicalLarge;
     case OpKind::kBarrier: return Algorithm::kHierarchicalSmall;  // of a token
     case OpKind::kBroadcast:
     case OpKind::kAllGather:

@@ -14,8 +14,6 @@
 namespace ddp::comm::tcp {
 namespace {
 
-constexpr int64_t kStepsPerOp = 16;
-
 // Finishes `whole` once every part has finished, with the first part's error if any. The
 // parts' buffers are the whole's, so it never finishes while the engine may still touch one.
 class PartsJoin {
@@ -89,7 +87,7 @@ void SocketCollectives::recv(Batch& b, int peer, int step, void* data, size_t by
 
 void SocketCollectives::post(Batch& b, bool is_send, int peer, int step, char* data, size_t bytes,
                              const OpContext& ctx) {
-  const int64_t tag = static_cast<int64_t>(ctx.desc.seq) * kStepsPerOp + step;
+  const int64_t tag = static_cast<int64_t>(ctx.desc.seq) * kSteps + step;
   // A message travels on engine k's connection to `peer`: its lane, or part k of a split one.
   auto transfer = [&](size_t k, char* at, size_t n, const WorkPtr& work) {
     SocketEngine& engine = *engines_[k];

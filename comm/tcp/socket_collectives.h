@@ -1,12 +1,11 @@
 #pragma once
 // SocketCollectives: every collective over the SocketEngine, for groups that span hosts or when
-// sockets are forced. all_reduce has four algorithms (plan.h picks one by size and world
-// size, the same on every rank; Options::algo forces one): one-shot (every buffer to
-// every peer), direct (reduce-scatter + all-gather with every peer at once), ring, and hd
-// (recursive halving then doubling), the last three pipelined in Options::chunk_bytes chunks.
-// The other ops are direct. Each value is reduced by one rank in a fixed order: every rank gets
-// the same bits. Each op first exchanges its OpDesc with every peer (a mismatch is
-// InvalidArgument naming both sides, before any data is used); a one-shot all_reduce sends its
+// sockets are forced; a ByteTransport (byte_transport.h). all_reduce has four algorithms (plan.h
+// picks one by size and world size, the same on every rank; Options::algo forces one): one-shot
+// (every buffer to every peer, here), and direct, ring and hd, written over the ByteTransport
+// (byte_all_reduce.h) in Options::chunk_bytes chunks. The other ops are direct. Each value is reduced by one
+// rank in a fixed order: every rank gets the same bits. Each op first exchanges its OpDesc with every peer (a
+// mismatch is InvalidArgument naming both sides, before any data is used); a one-shot all_reduce sends its
 // data right behind it, from a copy. The thread that runs an op moves its bytes itself
 // (SocketEngine::Driver) while its waits may poll (Options::poll), so no thread wakes per
 // message; past that the engine's thread takes over. Errors: the engine's NetworkError, or a
@@ -19,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/tcp/byte_all_reduce.h"
 #include "comm/tcp/op.h"
 #include "comm/tcp/plan.h"
 #include "comm/tcp/socket_engine.h"
@@ -53,20 +53,7 @@ struct StripePlan {
 };
 StripePlan stripe_plan(size_t bytes, int streams, size_t chunk_bytes, size_t index);
 
-// One step of recursive halving for virtual rank `vrank` of `p2` (a power of two) over `count`
-// elements: the partner (a virtual rank), the range given to it and the range kept (reduced with
-// the partner's copy of it). Nearest partner first (distance 1, 2, 4, ...): ranks are numbered
-// host by host (ddp-launch, torchrun, mpirun by slot), so the largest exchange, half the buffer,
-// stays within the host where a rank's neighbour is on it, and those that cross hosts are the
-// smaller ones. Doubling walks the steps back, each sending the range kept and receiving the
-// range given. A pure function: partners' plans mirror each other.
-struct HalvingStep {
-  int partner = 0;
-  size_t give_off = 0, give_len = 0, keep_off = 0, keep_len = 0;
-};
-std::vector<HalvingStep> halving_plan(size_t count, int vrank, int p2);
-
-class SocketCollectives {
+class SocketCollectives final : public ByteTransport {
  public:
   struct Options {
     int rank = 0;
@@ -97,17 +84,18 @@ class SocketCollectives {
   // above (a larger transfer takes longer than a wake-up costs).
   std::chrono::microseconds poll_for(size_t bytes) const;
 
+  // ByteTransport: each message one Work in the batch, over one connection (stripe_plan's
+  // lane) or split over several; its waits drive the engine (await).
+  int rank() const override { return opt_.rank; }
+  int world() const override { return opt_.world; }
+  size_t chunk_bytes() const override { return opt_.chunk_bytes; }
+  void send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx) override;
+  void recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx) override;
+  void wait(Batch& b, const OpContext& ctx) override;
+  void wait_one(Batch& b, size_t k, const OpContext& ctx) override;
+
  private:
-  struct Batch {
-    std::vector<std::pair<WorkPtr, int>> works;  // (work, peer)
-  };
-  void send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx);
-  void recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx);
-  // send/recv: one Work in the batch, over one connection (stripe_plan's lane) or split over
-  // several.
   void post(Batch& b, bool is_send, int peer, int step, char* data, size_t bytes, const OpContext& ctx);
-  void wait(Batch& b, const OpContext& ctx);
-  void wait_one(Batch& b, size_t k, const OpContext& ctx);
   // Waits for one message's work: driving the engine first while this op holds a Driver (for
   // Options::poll, then the Driver is released and the progress thread takes over).
   void await(Work& work);
@@ -135,19 +123,6 @@ class SocketCollectives {
   void oneshot_all_reduce(const OpContext& ctx, const Buffer& buf);
   void post_oneshot(const OpContext& ctx, const Buffer& buf, OneShot& o);
   void end_oneshot(const OpContext& ctx, const Buffer& buf, OneShot& o);
-  void pipelined_all_reduce(const OpContext& ctx, const Buffer& buf);
-  void ring_all_reduce(const OpContext& ctx, const Buffer& buf);
-  void hd_all_reduce(const OpContext& ctx, const Buffer& buf);
-  // One step of hd with one peer: send [send_off, +send_len) of the buffer, receive
-  // [recv_off, +recv_len) (reduced into the buffer as each chunk arrives, or straight into it).
-  struct Exchange {
-    int peer = 0;
-    int step = 0;
-    size_t send_off = 0, send_len = 0, recv_off = 0, recv_len = 0;
-    bool reduce = false;
-  };
-  void exchange(const OpContext& ctx, const Buffer& buf, const Exchange& x);
-  void halving_doubling(const OpContext& ctx, const Buffer& buf, int vrank, int p2, int extra);
   int world_rank(int p) const;
   void broadcast(const OpContext& ctx, const Buffer& buf);
   void reduce(const OpContext& ctx, const Buffer& buf);
@@ -168,8 +143,7 @@ class SocketCollectives {
   // A start() that did not complete. Its messages point into it (the fingerprint sent among
   // them), so it stays where start() made it.
   std::unique_ptr<OneShot> pending_;
-  std::vector<std::vector<char>> scratch_;  // per peer: its contributions to this rank's part (kept)
-  std::vector<char> ring_scratch_;          // ring and hd: incoming chunks to reduce (kept)
+  ByteScratch scratch_;  // the all_reduce algorithms' (byte_all_reduce.h)
   // The op's counted messages so far, by (peer, is_send, tag): stripe_plan's index. Cleared as
   // each op starts.
   std::map<std::tuple<int, bool, int64_t>, size_t> lanes_used_;

@@ -51,7 +51,8 @@ struct Case {
 
 Plan plan_of(const Case& c, Asked& asked) {
   asked.answer = c.in_group_memory;
-  const OpFacts op{.kind = c.kind, .bytes = c.bytes, .count = c.bytes / 4, .in_group_memory = answer, .self = &asked};
+  const OpFacts op{
+      .kind = c.kind, .bytes = c.bytes, .count = c.bytes / 4, .in_group_memory = answer, .self = &asked};
   return plan(c.group, op);
 }
 
@@ -96,7 +97,11 @@ TEST_CASE("shared memory: one-shot up to a slot, else each op's own; direct in g
   check({
       {"tiny all_reduce", g, OpKind::kAllReduce, 8, true, {M::kShm, A::kShmOneshot}},
       {"all_reduce at the one-shot size", g, OpKind::kAllReduce, kKiB, true, {M::kShm, A::kShmOneshot}},
-      {"all_reduce past it", g, OpKind::kAllReduce, kKiB + 4, false,
+      {"all_reduce past it",
+       g,
+       OpKind::kAllReduce,
+       kKiB + 4,
+       false,
        {M::kShm, A::kShmAllReduceChunked, false, S::kAllReduce}},
       {"all_reduce in group memory", g, OpKind::kAllReduce, kMiB, true, {M::kShm, A::kShmAllReduceDirect}},
       {"broadcast in a slot", g, OpKind::kBroadcast, 64 * kKiB, false, {M::kShm, A::kShmOneshot}},
@@ -105,9 +110,17 @@ TEST_CASE("shared memory: one-shot up to a slot, else each op's own; direct in g
       {"all_gather", g, OpKind::kAllGather, kMiB, false, {M::kShm, A::kShmAllGather, false, S::kAllGather}},
       {"all_gather into group memory", g, OpKind::kAllGather, kMiB, true, {M::kShm, A::kShmAllGatherDirect}},
       {"gather", g, OpKind::kGather, kMiB, true, {M::kShm, A::kShmAllGather}},
-      {"reduce_scatter", g, OpKind::kReduceScatter, kMiB, false,
+      {"reduce_scatter",
+       g,
+       OpKind::kReduceScatter,
+       kMiB,
+       false,
        {M::kShm, A::kShmReduceScatter, false, S::kReduceScatter}},
-      {"reduce_scatter from group memory", g, OpKind::kReduceScatter, kMiB, true,
+      {"reduce_scatter from group memory",
+       g,
+       OpKind::kReduceScatter,
+       kMiB,
+       true,
        {M::kShm, A::kShmReduceScatterDirect}},
       {"reduce", g, OpKind::kReduce, 16, true, {M::kShm, A::kShmReduce}},
       {"scatter", g, OpKind::kScatter, 16, false, {M::kShm, A::kShmScatter}},
@@ -120,16 +133,43 @@ TEST_CASE("shared memory reaching every peer: inputs offered to cross-memory att
   const GroupFacts g = group(4, 4, true);
   check({
       {"tiny all_reduce", g, OpKind::kAllReduce, 8, false, {M::kShm, A::kShmOneshot}},
-      {"all_reduce", g, OpKind::kAllReduce, kMiB, false, {M::kShm, A::kShmAllReduceCross, true, S::kAllReduce}},
-      {"all_reduce in group memory", g, OpKind::kAllReduce, kMiB, true,
+      {"all_reduce",
+       g,
+       OpKind::kAllReduce,
+       kMiB,
+       false,
+       {M::kShm, A::kShmAllReduceCross, true, S::kAllReduce}},
+      {"all_reduce in group memory",
+       g,
+       OpKind::kAllReduce,
+       kMiB,
+       true,
        {M::kShm, A::kShmAllReduceDirect, true}},
       {"one-shot all_gather under a page", g, OpKind::kAllGather, 4095, false, {M::kShm, A::kShmOneshot}},
-      {"one-shot all_gather of a page", g, OpKind::kAllGather, 4096, false,
+      {"one-shot all_gather of a page",
+       g,
+       OpKind::kAllGather,
+       4096,
+       false,
        {M::kShm, A::kShmAllGatherOneshotCross, true, S::kAllGather}},
       {"one-shot broadcast of a page", g, OpKind::kBroadcast, 4096, false, {M::kShm, A::kShmOneshot}},
-      {"all_gather", g, OpKind::kAllGather, kMiB, false, {M::kShm, A::kShmAllGatherCross, true, S::kAllGather}},
-      {"all_gather into group memory", g, OpKind::kAllGather, kMiB, true, {M::kShm, A::kShmAllGatherDirect, true}},
-      {"reduce_scatter", g, OpKind::kReduceScatter, kMiB, false,
+      {"all_gather",
+       g,
+       OpKind::kAllGather,
+       kMiB,
+       false,
+       {M::kShm, A::kShmAllGatherCross, true, S::kAllGather}},
+      {"all_gather into group memory",
+       g,
+       OpKind::kAllGather,
+       kMiB,
+       true,
+       {M::kShm, A::kShmAllGatherDirect, true}},
+      {"reduce_scatter",
+       g,
+       OpKind::kReduceScatter,
+       kMiB,
+       false,
        {M::kShm, A::kShmReduceScatterCross, true, S::kReduceScatter}},
       {"gather stages", g, OpKind::kGather, kMiB, false, {M::kShm, A::kShmAllGather}},
       {"broadcast stages", g, OpKind::kBroadcast, kMiB, false, {M::kShm, A::kShmBroadcast}},
@@ -139,13 +179,14 @@ TEST_CASE("shared memory reaching every peer: inputs offered to cross-memory att
 TEST_CASE("where the buffer lives is asked only where a direct algorithm could run") {
   for (bool cross : {false, true}) {
     const GroupFacts g = group(4, 4, cross);
-    for (auto [kind, bytes, asked] : std::vector<std::tuple<OpKind, size_t, int>>{{OpKind::kAllReduce, 8, 0},
-                                                                                  {OpKind::kAllReduce, kMiB, 1},
-                                                                                  {OpKind::kAllGather, 64, 0},
-                                                                                  {OpKind::kAllGather, kMiB, 1},
-                                                                                  {OpKind::kReduceScatter, kMiB, 1},
-                                                                                  {OpKind::kGather, kMiB, 0},
-                                                                                  {OpKind::kBroadcast, kMiB, 0}}) {
+    for (auto [kind, bytes, asked] :
+         std::vector<std::tuple<OpKind, size_t, int>>{{OpKind::kAllReduce, 8, 0},
+                                                      {OpKind::kAllReduce, kMiB, 1},
+                                                      {OpKind::kAllGather, 64, 0},
+                                                      {OpKind::kAllGather, kMiB, 1},
+                                                      {OpKind::kReduceScatter, kMiB, 1},
+                                                      {OpKind::kGather, kMiB, 0},
+                                                      {OpKind::kBroadcast, kMiB, 0}}) {
       Asked a;
       plan_of({"", g, kind, bytes, true, {}}, a);
       CHECK(a.times == asked);
@@ -178,11 +219,30 @@ TEST_CASE("sockets: all_reduce one-shot when small, direct for 2 or 3 ranks, hd 
       {"one-shot size", group(16, 1), OpKind::kAllReduce, 64 * kKiB, false, {M::kSocket, A::kSocketOneshot}},
       {"2 ranks, 1 GiB", group(2, 1), OpKind::kAllReduce, 1024 * kMiB, false, {M::kSocket, A::kSocketDirect}},
       {"3 ranks, 1 GiB", group(3, 1), OpKind::kAllReduce, 1024 * kMiB, false, {M::kSocket, A::kSocketDirect}},
-      {"4 ranks, parts just under a chunk", group(4, 1), OpKind::kAllReduce, kMiB - 4, false,
+      {"4 ranks, parts just under a chunk",
+       group(4, 1),
+       OpKind::kAllReduce,
+       kMiB - 4,
+       false,
        {M::kSocket, A::kSocketHalvingDoubling}},
-      {"4 ranks, parts of a chunk", group(4, 1), OpKind::kAllReduce, kMiB, false, {M::kSocket, A::kSocketRing}},
-      {"64 ranks, 1 MiB", group(64, 1), OpKind::kAllReduce, kMiB, false, {M::kSocket, A::kSocketHalvingDoubling}},
-      {"64 ranks, 256 MiB", group(64, 1), OpKind::kAllReduce, 256 * kMiB, false, {M::kSocket, A::kSocketRing}},
+      {"4 ranks, parts of a chunk",
+       group(4, 1),
+       OpKind::kAllReduce,
+       kMiB,
+       false,
+       {M::kSocket, A::kSocketRing}},
+      {"64 ranks, 1 MiB",
+       group(64, 1),
+       OpKind::kAllReduce,
+       kMiB,
+       false,
+       {M::kSocket, A::kSocketHalvingDoubling}},
+      {"64 ranks, 256 MiB",
+       group(64, 1),
+       OpKind::kAllReduce,
+       256 * kMiB,
+       false,
+       {M::kSocket, A::kSocketRing}},
       {"broadcast", group(4, 1), OpKind::kBroadcast, kMiB, false, {M::kSocket, A::kSocketOp}},
       {"barrier", group(4, 1), OpKind::kBarrier, 0, false, {M::kSocket, A::kSocketOp}},
   });
@@ -192,26 +252,38 @@ TEST_CASE("sockets: all_reduce one-shot when small, direct for 2 or 3 ranks, hd 
   // The rule follows the chunk size (the same knob on every rank), not a constant.
   GroupFacts g = group(8, 1);
   g.socket_chunk_bytes = 64 * kKiB;
-  CHECK(plan(g, OpFacts{.kind = OpKind::kAllReduce, .bytes = kMiB, .count = kMiB / 4}).algorithm == A::kSocketRing);
+  CHECK(plan(g, OpFacts{.kind = OpKind::kAllReduce, .bytes = kMiB, .count = kMiB / 4}).algorithm ==
+        A::kSocketRing);
 }
 
 TEST_CASE("sockets: DDP_TCP_SOCKET_ALGO forces all_reduce's algorithm past the one-shot size") {
-  for (auto [algo, want] : std::vector<std::pair<SocketAlgo, A>>{{SocketAlgo::kDirect, A::kSocketDirect},
-                                                                 {SocketAlgo::kHalvingDoubling, A::kSocketHalvingDoubling},
-                                                                 {SocketAlgo::kRing, A::kSocketRing}}) {
+  for (auto [algo, want] :
+       std::vector<std::pair<SocketAlgo, A>>{{SocketAlgo::kDirect, A::kSocketDirect},
+                                             {SocketAlgo::kHalvingDoubling, A::kSocketHalvingDoubling},
+                                             {SocketAlgo::kRing, A::kSocketRing}}) {
     GroupFacts g = group(2, 1);
     g.socket_algo = algo;
     CHECK(plan(g, OpFacts{.kind = OpKind::kAllReduce, .bytes = kMiB, .count = kMiB / 4}).algorithm == want);
-    CHECK(plan(g, OpFacts{.kind = OpKind::kAllReduce, .bytes = 64, .count = 16}).algorithm == A::kSocketOneshot);
+    CHECK(plan(g, OpFacts{.kind = OpKind::kAllReduce, .bytes = 64, .count = 16}).algorithm ==
+          A::kSocketOneshot);
   }
 }
 
 TEST_CASE("hierarchical: small all_reduce and barrier whole, large measured, two steps, the rest flat") {
   const GroupFacts g = group(8, 4);
   check({
-      {"all_reduce at the small limit", g, OpKind::kAllReduce, 64 * kKiB, false,
+      {"all_reduce at the small limit",
+       g,
+       OpKind::kAllReduce,
+       64 * kKiB,
+       false,
        {M::kHierarchical, A::kHierarchicalSmall}},
-      {"all_reduce past it", g, OpKind::kAllReduce, 64 * kKiB + 4, false, {M::kHierarchical, A::kHierarchicalLarge}},
+      {"all_reduce past it",
+       g,
+       OpKind::kAllReduce,
+       64 * kKiB + 4,
+       false,
+       {M::kHierarchical, A::kHierarchicalLarge}},
       {"barrier", g, OpKind::kBarrier, 0, false, {M::kHierarchical, A::kHierarchicalSmall}},
       {"broadcast", g, OpKind::kBroadcast, kMiB, false, {M::kHierarchical, A::kHierarchicalTwoStep}},
       {"all_gather", g, OpKind::kAllGather, kMiB, false, {M::kHierarchical, A::kHierarchicalTwoStep}},
@@ -223,16 +295,16 @@ TEST_CASE("hierarchical: small all_reduce and barrier whole, large measured, two
   });
   GroupFacts measured = g;
   measured.hierarchy_small_bytes = kMiB;  // the calibrated limit moves the line
-  CHECK(plan(measured, OpFacts{.kind = OpKind::kAllReduce, .bytes = kMiB}).algorithm == A::kHierarchicalSmall);
+  CHECK(plan(measured, OpFacts{.kind = OpKind::kAllReduce, .bytes = kMiB}).algorithm ==
+        A::kHierarchicalSmall);
 }
 
 TEST_CASE("one rank: a copy at most; DDP_TCP_TRANSPORT reads as TransportSetting") {
   CHECK(plan(group(1, 1), OpFacts{.kind = OpKind::kAllGather, .bytes = 64}).algorithm == A::kCopy);
-  settings::testing::check_choice_as(settings::kTcpTransport, std::initializer_list<std::pair<std::string, T>>{
-                                                                  {"auto", T::kAuto},
-                                                                  {"shm", T::kShm},
-                                                                  {"socket", T::kSocket},
-                                                                  {"hierarchical", T::kHierarchical}});
+  settings::testing::check_choice_as(
+      settings::kTcpTransport,
+      std::initializer_list<std::pair<std::string, T>>{
+          {"auto", T::kAuto}, {"shm", T::kShm}, {"socket", T::kSocket}, {"hierarchical", T::kHierarchical}});
 }
 
 }  // namespace

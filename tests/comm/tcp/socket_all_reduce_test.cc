@@ -5,6 +5,7 @@
 #include <bit>
 #include <vector>
 
+#include "comm/tcp/byte_all_reduce.h"
 #include "comm/tcp/socket_collectives.h"
 #include "common/error.h"
 #include "tests/common/settings_test_util.h"
