@@ -30,7 +30,7 @@ void exchange(ByteTransport& t, std::vector<char>& incoming, const OpContext& ct
   for (size_t off = 0; off < x.recv_len; off += chunk) {
     const size_t len = std::min(chunk, x.recv_len - off);
     t.recv(arrivals, x.peer, x.step, x.reduce ? incoming.data() + off * es : at(buf, x.recv_off + off),
-         len * es, ctx);
+           len * es, ctx);
   }
   for (size_t off = 0; off < x.send_len; off += chunk) {
     t.send(sends, x.peer, x.step, at(buf, x.send_off + off), std::min(chunk, x.send_len - off) * es, ctx);
@@ -51,13 +51,15 @@ void halving_doubling(ByteTransport& t, std::vector<char>& incoming, const OpCon
   auto real = [&](int v) { return v < extra ? 2 * v + 1 : v + extra; };
   const std::vector<HalvingStep> plan = halving_plan(buf.count, vrank, p2);
   for (const HalvingStep& s : plan)
-    exchange(t, incoming, ctx, buf, {real(s.partner), 1, s.give_off, s.give_len, s.keep_off, s.keep_len, true});
+    exchange(t, incoming, ctx, buf,
+             {real(s.partner), 1, s.give_off, s.give_len, s.keep_off, s.keep_len, true});
   if (ctx.desc.rop == ReduceOp::kAvg) {  // the range this rank holds whole
     const HalvingStep last = plan.empty() ? HalvingStep{.keep_len = buf.count} : plan.back();
     finish_avg(at(buf, last.keep_off), last.keep_len, buf.dtype, t.world());
   }
   for (auto s = plan.rbegin(); s != plan.rend(); ++s)
-    exchange(t, incoming, ctx, buf, {real(s->partner), 2, s->keep_off, s->keep_len, s->give_off, s->give_len, false});
+    exchange(t, incoming, ctx, buf,
+             {real(s->partner), 2, s->keep_off, s->keep_len, s->give_off, s->give_len, false});
 }
 
 }  // namespace
@@ -77,7 +79,8 @@ void direct_all_reduce(ByteTransport& t, ByteScratch& scratch, const OpContext& 
   const Part me = part(n, w, r);
   scratch.per_peer.resize(static_cast<size_t>(w));
   ByteTransport::Batch rest;  // sends, and the all-gather's recvs: waited for at the end
-  std::vector<ByteTransport::Batch> arrivals(static_cast<size_t>(w));  // per peer: one recv per chunk of my part
+  std::vector<ByteTransport::Batch> arrivals(
+      static_cast<size_t>(w));  // per peer: one recv per chunk of my part
   for (int p = 0; p < w; ++p) {
     if (p == r) continue;
     auto& slot = scratch.per_peer[static_cast<size_t>(p)];
@@ -89,8 +92,8 @@ void direct_all_reduce(ByteTransport& t, ByteScratch& scratch, const OpContext& 
       t.recv(rest, p, 1, at(buf, theirs.off + off), len * es, ctx);
     }
     for (size_t off = 0; off < me.len; off += chunk) {
-      t.recv(arrivals[static_cast<size_t>(p)], p, 0, slot.data() + off * es, std::min(chunk, me.len - off) * es,
-           ctx);
+      t.recv(arrivals[static_cast<size_t>(p)], p, 0, slot.data() + off * es,
+             std::min(chunk, me.len - off) * es, ctx);
     }
   }
   for (size_t k = 0, off = 0; off < me.len; ++k, off += chunk) {
@@ -98,8 +101,8 @@ void direct_all_reduce(ByteTransport& t, ByteScratch& scratch, const OpContext& 
     for (int p = 0; p < w; ++p) {
       if (p == r) continue;
       t.wait_one(arrivals[static_cast<size_t>(p)], k, ctx);
-      combine(at(buf, me.off + off), scratch.per_peer[static_cast<size_t>(p)].data() + off * es, len, buf.dtype,
-              ctx.desc.rop);
+      combine(at(buf, me.off + off), scratch.per_peer[static_cast<size_t>(p)].data() + off * es, len,
+              buf.dtype, ctx.desc.rop);
     }
     if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(at(buf, me.off + off), len, buf.dtype, w);
     for (int p = 0; p < w; ++p) {
@@ -129,7 +132,8 @@ void ring_all_reduce(ByteTransport& t, ByteScratch& scratch, const OpContext& ct
   };
   ByteTransport::Batch sends;
   // Per step: its chunks' receives, for the reduce-scatter and the all-gather.
-  std::vector<ByteTransport::Batch> incoming(static_cast<size_t>(w - 1)), gathered(static_cast<size_t>(w - 1));
+  std::vector<ByteTransport::Batch> incoming(static_cast<size_t>(w - 1)),
+      gathered(static_cast<size_t>(w - 1));
   for (int s = 0; s < w - 1; ++s) {
     char* slot = scratch.incoming.data() + static_cast<size_t>(s) * block_max * es;
     chunks(part(n, w, mod(r - s - 1, w)), [&](size_t, size_t off, size_t len) {

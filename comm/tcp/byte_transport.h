@@ -34,6 +34,9 @@ class ByteTransport {
   virtual void wait(Batch& b, const OpContext& ctx) = 0;
   // The k-th message only; the batch is waited for as a whole later.
   virtual void wait_one(Batch& b, size_t k, const OpContext& ctx) = 0;
+  // Moves what it can on the calling thread, for a medium without a thread of its own: true
+  // when anything moved. Sockets have their engine's thread.
+  virtual bool progress() { return false; }
 };
 
 }  // namespace ddp::comm::tcp

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "comm/reduce_kernels.h"
+#include "comm/tcp/byte_all_reduce.h"
 #include "comm/tcp/tcp_process_group.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -93,12 +94,34 @@ void HierarchicalCollectives::all_reduce(const OpContext& ctx, const Buffer& buf
   const LargeWay way = large_.next(bytes);
   const auto t0 = std::chrono::steady_clock::now();
   if (way == LargeWay::kFlat) {
-    flat_->run(ctx, buf, buf);
+    flat_all_reduce(ctx, buf);
   } else {
     all_reduce_path(ctx, buf, false, way == LargeWay::kOverlapped);
   }
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   if (large_.record(bytes, way, us)) agree_on_way(ctx, bytes);
+}
+
+void HierarchicalCollectives::route_within_host(std::unique_ptr<ShmLinks> near) {
+  std::vector<int> local_of(static_cast<size_t>(opt_.world), -1);
+  const int host = opt_.layout.host_of[static_cast<size_t>(opt_.rank)];
+  for (size_t r = 0; r < local_of.size(); ++r) {
+    if (opt_.layout.host_of[r] == host) local_of[r] = opt_.layout.local_of[r];
+  }
+  routed_ = std::make_unique<RoutedLinks>(*flat_, std::move(near), std::move(local_of));
+}
+
+// Flat: the algorithm the group's sockets would run (plan.h), with its hops within this host
+// through shared memory where route_within_host gave links; a one-shot stays on the sockets.
+void HierarchicalCollectives::flat_all_reduce(const OpContext& ctx, const Buffer& buf) {
+  const Algorithm a = flat_->algorithm(ctx.desc, buf);
+  if (!routed_ || a == Algorithm::kSocketOneshot) return flat_->run(ctx, buf, buf);
+  flat_->begin(ctx);
+  switch (a) {
+    case Algorithm::kSocketRing: return ring_all_reduce(*routed_, byte_scratch_, ctx, buf);
+    case Algorithm::kSocketHalvingDoubling: return hd_all_reduce(*routed_, byte_scratch_, ctx, buf);
+    default: return direct_all_reduce(*routed_, byte_scratch_, ctx, buf);
+  }
 }
 
 void HierarchicalCollectives::agree_on_way(const OpContext& ctx, size_t bytes) {

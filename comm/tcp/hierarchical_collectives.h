@@ -22,6 +22,7 @@
 #include "comm/tcp/hierarchy_choice.h"
 #include "comm/tcp/op.h"
 #include "comm/tcp/plan.h"
+#include "comm/tcp/routed_links.h"
 #include "comm/tcp/socket_collectives.h"
 
 namespace ddp::comm::tcp {
@@ -99,11 +100,17 @@ class HierarchicalCollectives {
     facts_.hierarchy_small_bytes = bytes;
   }
 
+  // Flat all_reduces from now on run with their hops within this host through `near` (this
+  // host's ranks' links, routed_links.h) instead of the group's sockets. Collective.
+  void route_within_host(std::unique_ptr<ShmLinks> near);
+  bool routed() const { return routed_ != nullptr; }
+
   const std::shared_ptr<TcpProcessGroup>& local() const { return children_.local; }
   const ProcessGroupPtr& cross() const { return children_.cross; }
 
  private:
   void all_reduce(const OpContext& ctx, const Buffer& buf);
+  void flat_all_reduce(const OpContext& ctx, const Buffer& buf);
   // After a probe of the other way for ops of `bytes`: every rank's figures summed by the
   // small path, and the way agreed (PathChooser).
   void agree_on_way(const OpContext& ctx, size_t bytes);
@@ -150,6 +157,8 @@ class HierarchicalCollectives {
   TcpProcessGroup& local_;  // children_'s, by their usual names
   ProcessGroup& cross_;
   SocketCollectives* flat_;
+  std::unique_ptr<RoutedLinks> routed_;  // route_within_host's
+  ByteScratch byte_scratch_;             // the flat all_reduces' over routed_
   PathChooser large_;
   std::vector<char> scratch_;  // shares, arranged blocks (kept between ops)
   int32_t barrier_token_ = 0;  // a barrier's all_reduce (one op at a time: the group's)

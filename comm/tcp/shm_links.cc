@@ -28,8 +28,8 @@ static_assert(sizeof(Header) == kHeader);
 size_t padded(size_t bytes) { return (bytes + kHeader - 1) / kHeader * kHeader; }
 
 std::exception_ptr size_mismatch(const std::string& label, int peer, size_t sent, size_t wanted) {
-  const std::string what =
-      detail::str(label, ": rank ", peer, " sent ", sent, " bytes for a receive of ", wanted, " (shared memory)");
+  const std::string what = detail::str(label, ": rank ", peer, " sent ", sent, " bytes for a receive of ",
+                                       wanted, " (shared memory)");
   return std::make_exception_ptr(InvalidArgument(what, __FILE__, __LINE__));
 }
 
@@ -116,7 +116,8 @@ bool ShmLinks::push(int peer, Peer& p) {
   bool moved = false;
   while (!p.out.empty()) {
     Outgoing& m = p.out.front();
-    const size_t room = o_.fifo_bytes - static_cast<size_t>(p.written - f.read.load(std::memory_order_acquire));
+    const size_t room =
+        o_.fifo_bytes - static_cast<size_t>(p.written - f.read.load(std::memory_order_acquire));
     if (m.done == 0) {
       if (room < kHeader) break;
       const Header h{m.bytes, static_cast<uint32_t>(m.step), 0};
@@ -241,7 +242,8 @@ void ShmLinks::await(Work& work, const OpContext& ctx) {
   const auto spin_end = start + std::chrono::microseconds(o_.spin_us);
   const auto yield_end = spin_end + std::chrono::microseconds(o_.yield_us);
   for (unsigned i = 0; !work.is_completed(); ++i) {
-    if (progress()) continue;
+    const bool moved = progress();
+    if ((also_ != nullptr && also_->progress()) || moved) continue;
     if ((i & 63) != 0) {
       _mm_pause();
       continue;
@@ -261,16 +263,23 @@ void ShmLinks::await(Work& work, const OpContext& ctx) {
   }
 }
 
-// A message's own error (sizes differ) leaves the others as they are; a lost peer or the
-// deadline leaves nothing.
+// A message's own error (sizes differ) leaves the others as they are; a lost peer, the
+// deadline or another transport's error (routed_links.h) leaves nothing.
 void ShmLinks::wait_one(Batch& b, size_t k, const OpContext& ctx) {
   auto& [work, peer] = b.works[k];
   await(*work, ctx);
   if (!work->is_completed()) {
     DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(), " ms waiting for rank ",
-              peer, " (shared memory)");
+              peer);
   }
-  work->wait();  // its error, if it failed
+  try {
+    work->wait();  // its error, if it failed
+  } catch (const InvalidArgument&) {
+    throw;
+  } catch (...) {
+    clear();
+    throw;
+  }
 }
 
 void ShmLinks::wait(Batch& b, const OpContext& ctx) {
@@ -285,8 +294,8 @@ void ShmLinks::wait(Batch& b, const OpContext& ctx) {
       std::string ranks;
       for (int p : late) ranks += (ranks.empty() ? "" : ", ") + std::to_string(p);
       b.works.clear();
-      DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(), " ms waiting for ranks [",
-                ranks, "] (shared memory)");
+      DDP_THROW(TimeoutError, ctx.label(), ": timed out after ", ctx.timeout.count(),
+                " ms waiting for ranks [", ranks, "]");
     }
   }
   b.works.clear();

@@ -48,8 +48,13 @@ class ShmLinks final : public ByteTransport {
   size_t chunk_bytes() const override { return o_.chunk_bytes; }
   void send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx) override;
   void recv(Batch& b, int peer, int step, void* data, size_t bytes, const OpContext& ctx) override;
+  // Any Work, this transport's or another's (routed_links.h): polled while this one's messages
+  // move.
   void wait(Batch& b, const OpContext& ctx) override;
   void wait_one(Batch& b, size_t k, const OpContext& ctx) override;
+  bool progress() override;
+  // Another transport whose messages this one's waits also move (routed_links.h).
+  void also_progress(ByteTransport* other) { also_ = other; }
 
  private:
   struct Fifo;
@@ -78,22 +83,21 @@ class ShmLinks final : public ByteTransport {
     bool open = false;
     uint64_t bytes = 0;
     uint32_t step = 0;
-    size_t done = 0;             // bytes of padded payload taken
+    size_t done = 0;                     // bytes of padded payload taken
     std::list<Incoming>::iterator into;  // a posted receive (when `early` is null), or
     Early* early = nullptr;              // kept aside
   };
   struct Peer {
     std::deque<Outgoing> out;
-    std::list<Incoming> in;  // posted receives, in order (the one arriving may not be first)
+    std::list<Incoming> in;           // posted receives, in order (the one arriving may not be first)
     std::map<int, EarlyQueue> early;  // by step
-    Early dropped;                     // a message whose receive failed (sizes differ)
+    Early dropped;                    // a message whose receive failed (sizes differ)
     Arrival arrival;
     uint64_t written = 0;  // into our FIFO to the peer
     uint64_t read = 0;     // from its FIFO to us
   };
   Fifo& fifo(int from, int to) const;
   char* fifo_data(int from, int to) const;
-  bool progress();  // moves what it can; true when any byte moved
   bool push(int peer, Peer& p);
   bool pull(int peer, Peer& p);
   void open_arrival(int peer, Peer& p, uint64_t bytes, uint32_t step);
@@ -106,6 +110,7 @@ class ShmLinks final : public ByteTransport {
   GroupHealth* health_;
   std::shared_ptr<ShmRegion> region_;
   std::vector<Peer> peers_;
+  ByteTransport* also_ = nullptr;
 };
 
 }  // namespace ddp::comm::tcp

@@ -214,6 +214,12 @@ void SocketCollectives::run(const OpContext& ctx, const Buffer& in, const Buffer
   run_op(ctx, in, out);
 }
 
+void SocketCollectives::begin(const OpContext& ctx) {
+  lanes_used_.clear();
+  Driving driving(*this);
+  if (opt_.fingerprints) exchange_fingerprints(ctx);
+}
+
 bool SocketCollectives::resumable(const OpDesc& d, const Buffer& in) const {
   return opt_.poll.count() > 0 && algorithm(d, in) == Algorithm::kSocketOneshot;
 }

@@ -74,6 +74,10 @@ class SocketCollectives final : public ByteTransport {
   SocketCollectives(std::vector<SocketEngine*> engines, Options options);
 
   void run(const OpContext& ctx, const Buffer& in, const Buffer& out);
+  // An op whose messages another runs over this ByteTransport (routed_links.h): its fingerprints
+  // exchanged (a mismatch throws), its message counts reset (stripe_plan).
+  void begin(const OpContext& ctx);
+  Algorithm algorithm(const OpDesc& d, const Buffer& in) const;  // plan()'s
   // The resumable form, for TcpProcessGroup's attempt on the caller's thread: a one-shot
   // all_reduce (resumable()) is posted and driven on the calling thread for `budget`; true when
   // it completed there. Otherwise finish() (on any thread, one op at a time) completes it.
@@ -108,7 +112,6 @@ class SocketCollectives final : public ByteTransport {
   void post_fingerprints(const OpContext& ctx, Fingerprints& f);
   void check_fingerprints(const OpContext& ctx, Fingerprints& f);
   void exchange_fingerprints(const OpContext& ctx);
-  Algorithm algorithm(const OpDesc& d, const Buffer& in) const;  // plan()'s
   void run_op(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
   // Holds a Driver while an op runs and points driver_ at it.

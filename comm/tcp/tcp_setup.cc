@@ -8,6 +8,7 @@
 #include "comm/tcp/hierarchy_calibration.h"
 #include "comm/tcp/peer_mesh.h"
 #include "comm/tcp/shm_collectives.h"
+#include "comm/tcp/shm_links.h"
 #include "comm/tcp/socket_collectives.h"
 #include "comm/tcp/socket_engine.h"
 #include "comm/tcp/tcp_process_group.h"
@@ -402,6 +403,34 @@ void make_cross_group(const GroupSetup& c, int ranks_on_host, HierarchyChildren&
 }
 }  // namespace
 
+// The links among this host's ranks (shm_links.h) that a hierarchical group's flat all_reduces
+// take within the host: FIFOs of two pipeline chunks, less where the host's ranks' FIFOs
+// (per_host^2) would pass 64 MiB; none where /dev/shm has no room (every rank sees it alike).
+static std::unique_ptr<ShmLinks> host_links(const GroupSetup& setup, const HostLayout& layout,
+                                            GroupHealth* health) {
+  const auto me = static_cast<size_t>(setup.rank);
+  const auto per = static_cast<size_t>(layout.per_host);
+  const WaitBudget wait = wait_budget(layout.per_host, local_cpus());
+  ShmLinks::Options o;
+  o.rank = layout.local_of[me];
+  o.world = layout.per_host;
+  o.chunk_bytes = bytes_setting(settings::kTcpSocketChunkBytes);
+  o.fifo_bytes =
+      std::clamp<size_t>((size_t{64} << 20) / (per * per), 16 << 10, 2 * o.chunk_bytes) / 4096 * 4096;
+  o.spin_us = wait.spin_us;
+  o.yield_us = wait.yield_us;
+  o.timeout = setup.options.timeout;
+  auto store =
+      std::make_shared<rdzv::PrefixStore>(detail::str("tcp/links/", layout.host_of[me], "/"), setup.store);
+  try {
+    return std::make_unique<ShmLinks>(store, o, health);
+  } catch (const BackendError& e) {
+    logger("tcp")->debug("group '{}': flat all_reduces stay on sockets within the host: {}", setup.name,
+                         e.what());
+    return nullptr;
+  }
+}
+
 void set_inter_node_factory(InterNodeFactory factory) { g_inter_node_factory.store(factory); }
 
 // The two child groups of a hierarchical group (hierarchical_collectives.h), made by every rank
@@ -449,6 +478,14 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
       "large all_reduces: {}",
       setup.name, layout.hosts, layout.per_host, host, local, hierarchy->cross()->backend_name(), large);
   if (!small) calibrate_small_bytes(*hierarchy, setup.name, setup.options.timeout);
+  const auto ways_allowed = hierarchy->large_ways();
+  if (std::find(ways_allowed.begin(), ways_allowed.end(), LargeWay::kFlat) != ways_allowed.end()) {
+    if (auto near = host_links(setup, layout, &health_)) {
+      hierarchy->route_within_host(std::move(near));
+      logger("tcp")->debug("group '{}': flat all_reduces go through shared memory within the host",
+                           setup.name);
+    }
+  }
   transport_ = hierarchical_transport(std::move(hierarchy), std::move(flat), setup.name);
 }
 

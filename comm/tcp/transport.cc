@@ -139,10 +139,12 @@ class SocketTransport final : public Transport {
   int streams_;
 };
 
-std::string large_way_text(const std::vector<LargeWay>& ways) {
-  auto text = [](LargeWay w) {
+std::string large_way_text(const std::vector<LargeWay>& ways, bool routed) {
+  auto text = [routed](LargeWay w) {
     switch (w) {
-      case LargeWay::kFlat: return "flat over the group's sockets";
+      case LargeWay::kFlat:
+        return routed ? "flat, its hops within the host through shared memory"
+                      : "flat over the group's sockets";
       case LargeWay::kOverlapped: return "split, its steps within and across hosts overlapped";
       case LargeWay::kSplit: break;
     }
@@ -180,10 +182,11 @@ class HierarchicalTransport final : public Transport {
   }
   Micros poll_for(size_t bytes) const override { return flat_ ? flat_->poll_for(bytes) : Micros{0}; }
   std::string choices() const override {
-    return detail::str(
-        "tcp: hierarchical; an all_reduce goes whole within the host, then across, up to ",
-        hierarchy_->small_bytes(), " bytes (DDP_TCP_HIERARCHY_SMALL_BYTES; measured unless set); above, ",
-        large_way_text(hierarchy_->large_ways()), " (DDP_TCP_HIERARCHY_LARGE, DDP_TCP_HIERARCHY_OVERLAP)");
+    return detail::str("tcp: hierarchical; an all_reduce goes whole within the host, then across, up to ",
+                       hierarchy_->small_bytes(),
+                       " bytes (DDP_TCP_HIERARCHY_SMALL_BYTES; measured unless set); above, ",
+                       large_way_text(hierarchy_->large_ways(), hierarchy_->routed()),
+                       " (DDP_TCP_HIERARCHY_LARGE, DDP_TCP_HIERARCHY_OVERLAP)");
   }
   TransportCounts counts() const override {
     return {hierarchy_->local()->direct_ops(), 0, hierarchy_->small_bytes(), false};

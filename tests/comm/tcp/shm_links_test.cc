@@ -15,10 +15,13 @@
 
 #include "comm/tcp/byte_all_reduce.h"
 #include "common/error.h"
-#include "rendezvous/hash_store.h"
+#include "tests/comm/tcp/links_test_util.h"
 
 namespace ddp::comm::tcp {
 namespace {
+
+using testing::error_of;
+using testing::expect;
 
 struct Rank {
   ShmLinks& links;
@@ -26,62 +29,20 @@ struct Rank {
   OpContext ctx;
 };
 
-// `world` threads, each a rank with its own ShmLinks over one store; errors rethrown.
-void run_ranks(int world, ShmLinks::Options o, const std::function<void(Rank&)>& body,
-               Millis timeout = Millis(30'000)) {
+// `world` threads, each a rank with its own ShmLinks (small FIFOs) over one store.
+void run_ranks(int world, const std::function<void(Rank&)>& body, Millis timeout = Millis(30'000)) {
   auto store = std::make_shared<rdzv::HashStore>();
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        GroupHealth health;
-        health.init(world);
-        ShmLinks::Options mine = o;
-        mine.rank = r;
-        mine.world = world;
-        ShmLinks links(store, mine, &health);
-        Rank rank{links, r, {}};
-        rank.ctx.desc.kind = OpKind::kAllReduce;
-        rank.ctx.timeout = timeout;
-        rank.ctx.deadline = Deadline(timeout);
-        body(rank);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
-
-// Assertions in the ranks' threads throw (doctest's are for the test's own thread).
-void expect(bool ok, const std::string& what) {
-  if (!ok) throw std::runtime_error(what);
-}
-
-// The message of the `E` that `f` throws; anything else fails.
-template <typename E, typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  throw std::runtime_error("no error thrown");
-}
-
-ShmLinks::Options small_fifos() {
-  ShmLinks::Options o;
-  o.fifo_bytes = 4096;
-  o.chunk_bytes = 1024;
-  return o;
+  testing::run_threads(world, [&](int r) {
+    GroupHealth health;
+    health.init(world);
+    ShmLinks links(store, testing::small_fifos(r, world), &health);
+    Rank rank{links, r, testing::all_reduce_context(timeout)};
+    body(rank);
+  });
 }
 
 TEST_CASE("ShmLinks: a message larger than the FIFO streams through it; one before its receive waits") {
-  run_ranks(2, small_fifos(), [](Rank& r) {
+  run_ranks(2, [](Rank& r) {
     std::vector<uint8_t> big(100'003), small(5);
     ByteTransport::Batch b;
     if (r.rank == 0) {
@@ -105,7 +66,7 @@ TEST_CASE("ShmLinks: a message larger than the FIFO streams through it; one befo
 }
 
 TEST_CASE("ShmLinks: a receive of the wrong size fails naming both sizes; the next message is intact") {
-  run_ranks(2, small_fifos(), [](Rank& r) {
+  run_ranks(2, [](Rank& r) {
     std::vector<char> a(100, 'a'), b2(7, 'b');
     ByteTransport::Batch b;
     if (r.rank == 0) {
@@ -126,7 +87,7 @@ TEST_CASE("ShmLinks: a receive of the wrong size fails naming both sizes; the ne
 
 TEST_CASE("ShmLinks: messages never sent are a TimeoutError naming the ranks") {
   run_ranks(
-      3, small_fifos(),
+      3,
       [](Rank& r) {
         if (r.rank != 0) return;
         char c[2] = {};
@@ -140,24 +101,10 @@ TEST_CASE("ShmLinks: messages never sent are a TimeoutError naming the ranks") {
 }
 
 TEST_CASE("ShmLinks: direct, ring and hd all_reduce over shared memory, exact, FIFOs smaller than a part") {
-  using Algo = void (*)(ByteTransport&, ByteScratch&, const OpContext&, const Buffer&);
-  for (Algo algo : {&direct_all_reduce, &ring_all_reduce, &hd_all_reduce}) {
+  for (testing::ByteAllReduce algo : testing::kByteAllReduces) {
     for (int world : {2, 3, 4, 5}) {
       CAPTURE(world);
-      run_ranks(world, small_fifos(), [&](Rank& r) {
-        ByteScratch scratch;
-        for (size_t n : {size_t{7}, size_t{1000}, size_t{70'001}}) {
-          std::vector<int32_t> v(n);
-          for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i * 3 + static_cast<size_t>(r.rank));
-          r.ctx.desc.rop = ReduceOp::kSum;
-          algo(r.links, scratch, r.ctx, Buffer{v.data(), n, DType::kInt32, {}});
-          for (size_t i = 0; i < n; ++i) {
-            const auto want = static_cast<int32_t>(i * 3 * static_cast<size_t>(world) +
-                                                   static_cast<size_t>(world * (world - 1) / 2));
-            expect(v[i] == want, detail::str("rank ", r.rank, ": element ", i, " of ", n, " is ", v[i], ", not ", want));
-          }
-        }
-      });
+      run_ranks(world, [&](Rank& r) { testing::check_sums(algo, r.links, r.ctx); });
     }
   }
 }
