@@ -10,6 +10,7 @@
 
 #include "comm/reduce_kernels.h"
 #include "comm/tcp/byte_all_reduce.h"
+#include "comm/tcp/byte_collectives.h"
 #include "comm/tcp/tcp_process_group.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -78,7 +79,7 @@ void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const 
       return ctx.desc.kind == OpKind::kBarrier ? barrier(ctx) : all_reduce_path(ctx, in, true);
     case Algorithm::kHierarchicalLarge: return all_reduce(ctx, in);
     case Algorithm::kHierarchicalTwoStep: break;
-    default: return flat_->run(ctx, in, out);
+    default: return flat_op(ctx, in, out);
   }
   switch (ctx.desc.kind) {
     case OpKind::kBroadcast: return broadcast(ctx, in);
@@ -122,6 +123,13 @@ void HierarchicalCollectives::flat_all_reduce(const OpContext& ctx, const Buffer
     case Algorithm::kSocketHalvingDoubling: return hd_all_reduce(*routed_, byte_scratch_, ctx, buf);
     default: return direct_all_reduce(*routed_, byte_scratch_, ctx, buf);
   }
+}
+
+// reduce, gather, scatter, all_to_all: direct over the group's sockets, or routed likewise.
+void HierarchicalCollectives::flat_op(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  if (!routed_) return flat_->run(ctx, in, out);
+  flat_->begin(ctx);
+  run_direct(*routed_, ctx, in, out);
 }
 
 void HierarchicalCollectives::agree_on_way(const OpContext& ctx, size_t bytes) {

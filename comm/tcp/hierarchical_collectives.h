@@ -8,7 +8,7 @@
 //   within then across. Above it the way (split, overlapped, flat) is chosen while the job runs
 //   (hierarchy_choice.h). Each share is summed once, in host order: every rank gets the same bits.
 // - broadcast, barrier, all_gather, reduce_scatter: a step across hosts and a step within each;
-//   reduce, gather, scatter, all_to_all run flat over the group's own sockets.
+//   the other ops flat, as flat all_reduces (route_within_host: hops within a host in shared memory).
 // Children's ops carry the outer op's remaining time; a child's failure is the outer op's error
 // (and breaks the outer group). Called by the group's worker only.
 #include <cstdint>
@@ -100,8 +100,9 @@ class HierarchicalCollectives {
     facts_.hierarchy_small_bytes = bytes;
   }
 
-  // Flat all_reduces from now on run with their hops within this host through `near` (this
-  // host's ranks' links, routed_links.h) instead of the group's sockets. Collective.
+  // Flat all_reduces and ops (reduce, gather, scatter, all_to_all) from now on run with their
+  // hops within this host through `near` (this host's ranks' links, routed_links.h) instead of
+  // the group's sockets. Collective.
   void route_within_host(std::unique_ptr<ShmLinks> near);
   bool routed() const { return routed_ != nullptr; }
 
@@ -111,6 +112,7 @@ class HierarchicalCollectives {
  private:
   void all_reduce(const OpContext& ctx, const Buffer& buf);
   void flat_all_reduce(const OpContext& ctx, const Buffer& buf);
+  void flat_op(const OpContext& ctx, const Buffer& in, const Buffer& out);
   // After a probe of the other way for ops of `bytes`: every rank's figures summed by the
   // small path, and the way agreed (PathChooser).
   void agree_on_way(const OpContext& ctx, size_t bytes);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "comm/reduce_kernels.h"
+#include "comm/tcp/byte_collectives.h"
 #include "comm/tcp/share.h"
 #include "common/error.h"
 #include "common/settings.h"
@@ -255,127 +256,9 @@ void SocketCollectives::run_op(const OpContext& ctx, const Buffer& in, const Buf
   if ((opt_.fingerprints && !beside) || ctx.desc.kind == OpKind::kBarrier) exchange_fingerprints(ctx);
   switch (ctx.desc.kind) {
     case OpKind::kAllReduce: all_reduce(ctx, in, a); break;
-    case OpKind::kReduce: reduce(ctx, in); break;
-    case OpKind::kBroadcast: broadcast(ctx, in); break;
-    case OpKind::kAllGather: all_gather(ctx, in, out, true); break;
-    case OpKind::kGather: all_gather(ctx, in, out, false); break;
-    case OpKind::kScatter: scatter(ctx, in, out); break;
-    case OpKind::kReduceScatter: reduce_scatter(ctx, in, out); break;
-    case OpKind::kAllToAll: all_to_all(ctx, in, out); break;
     case OpKind::kBarrier: break;  // the exchange above was the barrier
+    default: run_direct(*this, ctx, in, out);
   }
-}
-
-void SocketCollectives::broadcast(const OpContext& ctx, const Buffer& buf) {
-  Batch b;
-  const int root = ctx.desc.root;
-  if (opt_.rank == root) {
-    for (int p = 0; p < opt_.world; ++p) {
-      if (p != root) send(b, p, 0, buf.data, buf.bytes(), ctx);
-    }
-  } else {
-    recv(b, root, 0, buf.data, buf.bytes(), ctx);
-  }
-  wait(b, ctx);
-}
-
-void SocketCollectives::reduce(const OpContext& ctx, const Buffer& buf) {
-  Batch b;
-  const int root = ctx.desc.root, w = opt_.world;
-  if (opt_.rank != root) {
-    send(b, root, 0, buf.data, buf.bytes(), ctx);
-    wait(b, ctx);
-    return;
-  }
-  std::vector<std::vector<char>> c(static_cast<size_t>(w));
-  for (int p = 0; p < w; ++p) {
-    if (p == root) continue;
-    c[static_cast<size_t>(p)].resize(buf.bytes());
-    recv(b, p, 0, c[static_cast<size_t>(p)].data(), buf.bytes(), ctx);
-  }
-  wait(b, ctx);
-  for (int p = 0; p < w; ++p) {
-    if (p != root) combine(buf.data, c[static_cast<size_t>(p)].data(), buf.count, buf.dtype, ctx.desc.rop);
-  }
-  if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, w);
-}
-
-void SocketCollectives::all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out, bool all) {
-  Batch b;
-  const int r = opt_.rank, root = ctx.desc.root;
-  const size_t n = in.count;
-  const bool receives = all || r == root;
-  for (int p = 0; p < opt_.world; ++p) {
-    if (p == r) continue;
-    if (all || p == root) send(b, p, 0, in.data, in.bytes(), ctx);
-    if (receives) recv(b, p, 0, at(out, static_cast<size_t>(p) * n), in.bytes(), ctx);
-  }
-  if (receives && at(out, static_cast<size_t>(r) * n) != in.data) {
-    std::memcpy(at(out, static_cast<size_t>(r) * n), in.data, in.bytes());
-  }
-  wait(b, ctx);
-}
-
-void SocketCollectives::scatter(const OpContext& ctx, const Buffer& in, const Buffer& out) {
-  Batch b;
-  const int r = opt_.rank, root = ctx.desc.root;
-  const size_t n = out.count;
-  if (r == root) {
-    for (int p = 0; p < opt_.world; ++p) {
-      if (p != r) send(b, p, 0, at(in, static_cast<size_t>(p) * n), out.bytes(), ctx);
-    }
-    if (at(in, static_cast<size_t>(r) * n) != out.data)
-      std::memcpy(out.data, at(in, static_cast<size_t>(r) * n), out.bytes());
-  } else {
-    recv(b, root, 0, out.data, out.bytes(), ctx);
-  }
-  wait(b, ctx);
-}
-
-void SocketCollectives::reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out) {
-  Batch b;
-  const int r = opt_.rank, w = opt_.world;
-  const size_t n = out.count;
-  std::vector<std::vector<char>> c(static_cast<size_t>(w));
-  for (int p = 0; p < w; ++p) {
-    if (p == r) continue;
-    send(b, p, 0, at(in, static_cast<size_t>(p) * n), out.bytes(), ctx);
-    c[static_cast<size_t>(p)].resize(out.bytes());
-    recv(b, p, 0, c[static_cast<size_t>(p)].data(), out.bytes(), ctx);
-  }
-  wait(b, ctx);
-  bool first = true;
-  for (int p = 0; p < w; ++p) {
-    if (p == r) continue;
-    if (first) {
-      combine3(out.data, at(in, static_cast<size_t>(r) * n), c[static_cast<size_t>(p)].data(), n, out.dtype,
-               ctx.desc.rop);
-    } else {
-      combine(out.data, c[static_cast<size_t>(p)].data(), n, out.dtype, ctx.desc.rop);
-    }
-    first = false;
-  }
-  if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(out.data, n, out.dtype, w);
-}
-
-void SocketCollectives::all_to_all(const OpContext& ctx, const Buffer& in, const Buffer& out) {
-  Batch b;
-  const int r = opt_.rank, w = opt_.world;
-  const size_t n = in.count / static_cast<size_t>(w), piece = n * dtype_size(in.dtype);
-  std::vector<char> copy;
-  const char* src = static_cast<const char*>(in.data);
-  if (in.data == out.data) {  // in place: send from a copy, receive into the buffer
-    copy.assign(src, src + in.bytes());
-    src = copy.data();
-  }
-  for (int p = 0; p < w; ++p) {
-    if (p == r) continue;
-    send(b, p, 0, src + static_cast<size_t>(p) * piece, piece, ctx);
-    recv(b, p, 0, at(out, static_cast<size_t>(p) * n), piece, ctx);
-  }
-  if (in.data != out.data)
-    std::memcpy(at(out, static_cast<size_t>(r) * n), src + static_cast<size_t>(r) * piece, piece);
-  wait(b, ctx);
 }
 
 }  // namespace ddp::comm::tcp

@@ -1,15 +1,15 @@
 #pragma once
 // SocketCollectives: every collective over the SocketEngine, for groups that span hosts or when
 // sockets are forced; a ByteTransport (byte_transport.h). all_reduce has four algorithms (plan.h
-// picks one by size and world size, the same on every rank; Options::algo forces one): one-shot
-// (every buffer to every peer, here), and direct, ring and hd, written over the ByteTransport
-// (byte_all_reduce.h) in Options::chunk_bytes chunks. The other ops are direct. Each value is reduced by one
-// rank in a fixed order: every rank gets the same bits. Each op first exchanges its OpDesc with every peer (a
-// mismatch is InvalidArgument naming both sides, before any data is used); a one-shot all_reduce sends its
-// data right behind it, from a copy. The thread that runs an op moves its bytes itself
-// (SocketEngine::Driver) while its waits may poll (Options::poll), so no thread wakes per
-// message; past that the engine's thread takes over. Errors: the engine's NetworkError, or a
-// TimeoutError naming the op and the ranks that did not deliver. Called by the group's worker.
+// picks one, the same on every rank; Options::algo forces one): one-shot (every buffer to every
+// peer, here), and direct, ring and hd, written over the ByteTransport (byte_all_reduce.h) in
+// Options::chunk_bytes chunks; the other ops are direct, over it too (byte_collectives.h). Each
+// op first exchanges its OpDesc with every peer (a mismatch is InvalidArgument naming both sides,
+// before any data is used); a one-shot all_reduce sends its data right behind it, from a copy.
+// The thread that runs an op moves its bytes itself (SocketEngine::Driver) while its waits may
+// poll (Options::poll), so no thread wakes per message; past that the engine's thread takes
+// over. Errors: the engine's NetworkError, or a TimeoutError naming the op and the ranks that
+// did not deliver. Called by the group's worker.
 #include <map>
 #include <memory>
 #include <optional>
@@ -127,12 +127,6 @@ class SocketCollectives final : public ByteTransport {
   void post_oneshot(const OpContext& ctx, const Buffer& buf, OneShot& o);
   void end_oneshot(const OpContext& ctx, const Buffer& buf, OneShot& o);
   int world_rank(int p) const;
-  void broadcast(const OpContext& ctx, const Buffer& buf);
-  void reduce(const OpContext& ctx, const Buffer& buf);
-  void all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out, bool all);
-  void scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
-  void reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
-  void all_to_all(const OpContext& ctx, const Buffer& in, const Buffer& out);
 
   // The first engine: everything but large messages (stripe_plan).
   SocketEngine& first() const { return *engines_.front(); }

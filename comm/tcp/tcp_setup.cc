@@ -403,8 +403,8 @@ void make_cross_group(const GroupSetup& c, int ranks_on_host, HierarchyChildren&
 }
 }  // namespace
 
-// The links among this host's ranks (shm_links.h) that a hierarchical group's flat all_reduces
-// take within the host: FIFOs of two pipeline chunks, less where the host's ranks' FIFOs
+// The links among this host's ranks (shm_links.h) that a hierarchical group's flat ops take
+// within the host: FIFOs of two pipeline chunks, less where the host's ranks' FIFOs
 // (per_host^2) would pass 64 MiB; none where /dev/shm has no room (every rank sees it alike).
 static std::unique_ptr<ShmLinks> host_links(const GroupSetup& setup, const HostLayout& layout,
                                             GroupHealth* health) {
@@ -425,8 +425,7 @@ static std::unique_ptr<ShmLinks> host_links(const GroupSetup& setup, const HostL
   try {
     return std::make_unique<ShmLinks>(store, o, health);
   } catch (const BackendError& e) {
-    logger("tcp")->debug("group '{}': flat all_reduces stay on sockets within the host: {}", setup.name,
-                         e.what());
+    logger("tcp")->debug("group '{}': flat ops stay on sockets within the host: {}", setup.name, e.what());
     return nullptr;
   }
 }
@@ -478,13 +477,9 @@ void TcpProcessGroup::connect_hierarchy(const GroupSetup& setup, const HostLayou
       "large all_reduces: {}",
       setup.name, layout.hosts, layout.per_host, host, local, hierarchy->cross()->backend_name(), large);
   if (!small) calibrate_small_bytes(*hierarchy, setup.name, setup.options.timeout);
-  const auto ways_allowed = hierarchy->large_ways();
-  if (std::find(ways_allowed.begin(), ways_allowed.end(), LargeWay::kFlat) != ways_allowed.end()) {
-    if (auto near = host_links(setup, layout, &health_)) {
-      hierarchy->route_within_host(std::move(near));
-      logger("tcp")->debug("group '{}': flat all_reduces go through shared memory within the host",
-                           setup.name);
-    }
+  if (auto near = host_links(setup, layout, &health_)) {
+    hierarchy->route_within_host(std::move(near));
+    logger("tcp")->debug("group '{}': flat ops go through shared memory within the host", setup.name);
   }
   transport_ = hierarchical_transport(std::move(hierarchy), std::move(flat), setup.name);
 }

@@ -143,7 +143,7 @@ std::string large_way_text(const std::vector<LargeWay>& ways, bool routed) {
   auto text = [routed](LargeWay w) {
     switch (w) {
       case LargeWay::kFlat:
-        return routed ? "flat, its hops within the host through shared memory"
+        return routed ? "flat, its hops within a host through shared memory"
                       : "flat over the group's sockets";
       case LargeWay::kOverlapped: return "split, its steps within and across hosts overlapped";
       case LargeWay::kSplit: break;

@@ -72,7 +72,8 @@ inline void check_sums(ByteAllReduce algo, ByteTransport& t, const OpContext& ct
     algo(t, scratch, ctx, Buffer{v.data(), n, DType::kInt32, {}});
     for (size_t i = 0; i < n; ++i) {
       const auto want = static_cast<int32_t>(i * 3 * w + w * (w - 1) / 2);
-      expect(v[i] == want, detail::str("rank ", t.rank(), ": element ", i, " of ", n, " is ", v[i], ", not ", want));
+      expect(v[i] == want,
+             detail::str("rank ", t.rank(), ": element ", i, " of ", n, " is ", v[i], ", not ", want));
     }
   }
 }

@@ -32,8 +32,8 @@ void run_hosts(bool interleaved, Millis timeout, const std::function<void(Routed
       if (host_of(p) == host_of(r)) local_of[static_cast<size_t>(p)] = k++;
     }
     const int local = local_of[static_cast<size_t>(r)];
-    auto near =
-        std::make_unique<ShmLinks>(host_store[static_cast<size_t>(host_of(r))], testing::small_fifos(local, 2), &health);
+    auto near = std::make_unique<ShmLinks>(host_store[static_cast<size_t>(host_of(r))],
+                                           testing::small_fifos(local, 2), &health);
     RoutedLinks links(far, std::move(near), local_of);
     OpContext ctx = testing::all_reduce_context(timeout);
     body(links, ctx);

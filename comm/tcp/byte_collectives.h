@@ -1,0 +1,13 @@
+#pragma once
+// The collectives but all_reduce (byte_all_reduce.h) and barrier, written once over a
+// ByteTransport (byte_transport.h): each direct, every peer at once (broadcast and scatter
+// from the root, reduce and gather to it, all_gather, reduce_scatter and all_to_all among all).
+// A reduction combines the peers' values in rank order: every rank gets the same bits. Buffers
+// as ProcessGroup defines them (in place where it allows). Errors: the transport's.
+#include "comm/tcp/byte_transport.h"
+
+namespace ddp::comm::tcp {
+
+void run_direct(ByteTransport& t, const OpContext& ctx, const Buffer& in, const Buffer& out);
+
+}  // namespace ddp::comm::tcp
