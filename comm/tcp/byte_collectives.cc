@@ -45,7 +45,8 @@ void direct_reduce(ByteTransport& t, const OpContext& ctx, const Buffer& buf) {
   if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(buf.data, buf.count, buf.dtype, w);
 }
 
-void direct_all_gather(ByteTransport& t, const OpContext& ctx, const Buffer& in, const Buffer& out, bool all) {
+void direct_all_gather(ByteTransport& t, const OpContext& ctx, const Buffer& in, const Buffer& out,
+                       bool all) {
   ByteTransport::Batch b;
   const int r = t.rank(), root = ctx.desc.root;
   const size_t n = in.count;
