@@ -6,31 +6,19 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "comm/tcp/byte_all_reduce.h"
 #include "comm/tcp/shm_links.h"
 #include "common/error.h"
 #include "rendezvous/hash_store.h"
+#include "tests/comm/tcp/shm_test_util.h"
 
 namespace ddp::comm::tcp::testing {
 
-// body(rank) on `world` threads.
+// body(rank) on `world` threads; the first rank's error rethrown.
 inline void run_threads(int world, const std::function<void(int)>& body) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
+  for (const auto& e : run_ranks(world, body)) {
     if (e) std::rethrow_exception(e);
   }
 }
