@@ -92,7 +92,7 @@ TSAN_TARGETS ?= comm_work_test comm_tcp_process_group_test comm_tcp_socket_engin
   comm_init_test comm_tcp_hierarchical_collectives_test comm_tcp_shm_segment_test comm_tcp_mailbox_test \
   comm_tcp_shm_allreduce_direct_test comm_tcp_shm_exchange_direct_test comm_tcp_shm_allreduce_cross_test \
   comm_tcp_shm_region_test comm_tcp_shm_oneshot_test \
-  comm_tcp_shm_allreduce_chunked_test comm_tcp_shm_channel_test \
+  comm_tcp_shm_allreduce_chunked_test comm_tcp_shm_channel_test comm_tcp_shm_links_test comm_tcp_routed_links_test \
   rendezvous_file_store_test rendezvous_node_rendezvous_test common_task_thread_test \
   ddp_engine_test ddp_reducer_test ddp_join_test ddp_comm_hook_test \
   launcher_supervisor_test launcher_stderr_sink_test launcher_console_sink_test \
