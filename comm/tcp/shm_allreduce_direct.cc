@@ -6,38 +6,14 @@
 #include "comm/reduce_kernels.h"
 #include "comm/tcp/shm_allreduce_cross.h"
 #include "comm/tcp/shm_cross.h"
+#include "comm/tcp/shm_peer_buffers.h"
 #include "comm/tcp/shm_region.h"
 
 namespace ddp::comm::tcp {
-namespace {
-
-// Reduces this rank's share from every rank's buffer and writes it into all of them. A chunk
-// is a slot's size (the machine's L2 / 4: shm_segment.h), so it is still cached when copied.
-void reduce_share_direct(const ShmChannel& ch, const ShmStep& s) {
-  const Buffer& buf = s.in;
-  const size_t es = dtype_size(buf.dtype);
-  const ReduceOp rop = s.ctx.desc.rop;
-  const std::vector<char*>& bufs = s.direct->bufs;
-  const Part me = part(buf.count, ch.world(), ch.rank());
-  const size_t chunk = std::max<size_t>(1, ch.geometry().slot_bytes / es);
-  for (size_t off = me.off; off < me.off + me.len; off += chunk) {
-    const size_t n = std::min(chunk, me.off + me.len - off);
-    char* dst = bufs[static_cast<size_t>(ch.rank())] + off * es;
-    for (int p = 0; p < ch.world(); ++p) {
-      if (p != ch.rank()) combine(dst, bufs[static_cast<size_t>(p)] + off * es, n, buf.dtype, rop);
-    }
-    if (rop == ReduceOp::kAvg) finish_avg(dst, n, buf.dtype, ch.world());
-    for (int p = 0; p < ch.world(); ++p) {
-      if (p != ch.rank()) copy_bytes(bufs[static_cast<size_t>(p)] + off * es, dst, n * es);
-    }
-  }
-}
-
-}  // namespace
-
 bool allreduce_direct_step(ShmChannel& ch, ShmStep& s) {
   return direct_step(
-      ch, s, [&] { return allreduce_cross_step(ch, s); }, [&] { reduce_share_direct(ch, s); });
+      ch, s, [&] { return allreduce_cross_step(ch, s); },
+      [&] { reduce_share(ch, s, PeerBuffers::mapped(ch, s)); });
 }
 
 bool decide_direct(ShmChannel& ch, ShmStep& s) {

@@ -1,12 +1,11 @@
 #pragma once
 // ShmCollectives: every collective of a group whose ranks share one host, through the group's
-// ShmSegment. It picks the algorithm for each op and runs it; the pieces live apart:
-// shm_channel.h (the stage / publish / wait vocabulary: tickets, slots, counters; shm_wait.h,
-// shm_fingerprint.h: a mismatched op is InvalidArgument naming both sides); one algorithm
-// family per file (shm_oneshot.h, shm_allreduce_chunked.h, shm_allreduce_direct.h,
-// shm_allreduce_cross.h, shm_exchange_cross.h, shm_exchange_direct.h, shm_reduce.h,
-// shm_exchange.h); shm_store_choice.h (cached or streaming stores, or cross-memory attach,
-// learned per size class from the ops' own times).
+// ShmSegment, by the algorithm plan() names. The pieces: shm_channel.h (the stage / publish /
+// wait vocabulary: tickets, slots, counters; shm_wait.h, shm_fingerprint.h: a mismatched op is
+// InvalidArgument naming both sides); one algorithm family per file (shm_oneshot.h,
+// shm_allreduce_{chunked,direct,cross}.h, shm_exchange{,_cross,_direct}.h, shm_reduce.h; their
+// one-pass reductions: shm_peer_buffers.h); shm_store_choice.h (cached or streaming stores, or
+// cross-memory attach, learned per size class from the ops' own times).
 // An op is steps of its algorithm until done: start() runs it as far as it gets, each wait on a
 // peer polling at most budget_us; a resumable op that is not done keeps its place and finish()
 // completes it (before any other op); run() is both, blocking. Called by one thread at a time

@@ -8,6 +8,7 @@
 #include "comm/tcp/shm_cross.h"
 #include "comm/tcp/shm_exchange.h"
 #include "comm/tcp/shm_oneshot.h"
+#include "comm/tcp/shm_peer_buffers.h"
 #include "comm/tcp/shm_reduce.h"
 
 namespace ddp::comm::tcp {
@@ -27,26 +28,6 @@ void gather_all(const ShmChannel& ch, const ShmStep& s) {
   }
 }
 
-// This rank's block of every rank's input, reduced into its output a chunk at a time.
-void reduce_block_cross(const ShmChannel& ch, const ShmStep& s) {
-  const Buffer &in = s.in, &out = s.out;
-  const size_t es = dtype_size(out.dtype), n = out.count;
-  const size_t first = static_cast<size_t>(ch.rank()) * n;  // this rank's block, in elements
-  const size_t chunk = std::max<size_t>(1, std::min(ch.geometry().slot_bytes, s.scratch.size()) / es);
-  for (size_t off = 0; off < n; off += chunk) {
-    const size_t m = std::min(chunk, n - off);
-    char* dst = at(out, off);
-    const char* own = at(in, first + off);
-    if (dst != own) copy_bytes(dst, own, m * es);
-    for (int p = 0; p < ch.world(); ++p) {
-      if (p == ch.rank()) continue;
-      read_from_peer(ch, s, p, (first + off) * es, s.scratch.data(), m * es);
-      combine(dst, s.scratch.data(), m, out.dtype, s.ctx.desc.rop);
-    }
-    if (s.ctx.desc.rop == ReduceOp::kAvg) finish_avg(dst, m, out.dtype, ch.world());
-  }
-}
-
 }  // namespace
 
 bool all_gather_cross_step(ShmChannel& ch, ShmStep& s) {
@@ -62,7 +43,8 @@ bool all_gather_oneshot_cross_step(ShmChannel& ch, ShmStep& s) {
 
 bool reduce_scatter_cross_step(ShmChannel& ch, ShmStep& s) {
   return cross_step(
-      ch, s, [&] { return reduce_scatter_step(ch, s); }, [&] { reduce_block_cross(ch, s); });
+      ch, s, [&] { return reduce_scatter_step(ch, s); },
+      [&] { reduce_block(ch, s, PeerBuffers::attached(ch, s)); });
 }
 
 }  // namespace ddp::comm::tcp
