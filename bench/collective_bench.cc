@@ -10,12 +10,12 @@
 // starts N local ranks (bench/local_ranks.h; under mpirun when MPI is among the measured).
 // --compare measures peers in the same processes, interleaved repeat by repeat. Rank 0 prints
 // one line per implementation and size, with the machine's profile (common/machine.h) and, for
-// the peers, their time ratio to --backend: JSON objects, or a table. Sizes are
-// the bytes of the full buffer (all_gather: the output, reduce_scatter: the input), float32.
-// Timing and checks: collective_timing.h (nccl-tests' method: per-op time of a loop of N ops,
-// max over ranks, median of R repeats). algbw = bytes / time; busbw as nccl-tests defines it:
-// all_reduce x 2(n-1)/n, all_gather and reduce_scatter x (n-1)/n, broadcast x 1. A wrong result
-// on any rank prints no row and exits non-zero.
+// the peers, their time ratio to --backend: JSON objects, or a table. Sizes as nccl-tests takes
+// them: the full buffer's bytes, float32 (all_gather, gather: the output; reduce_scatter, scatter:
+// the input; all_to_all: each), root 0. Timing and checks: collective_timing.h (nccl-tests' method:
+// per-op time of a loop of N ops, max over ranks, median of R repeats). algbw = bytes / time; busbw:
+// all_reduce x 2(n-1)/n; all_gather, gather, scatter, reduce_scatter and all_to_all x (n-1)/n;
+// broadcast and reduce x 1. A wrong result on any rank prints no row and exits non-zero.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -95,9 +95,13 @@ bool needs_mpirun(const std::vector<std::string>& impls) {
 double busbw_factor(CollOp op, int n) {
   switch (op) {
     case CollOp::kAllReduce: return 2.0 * (n - 1) / n;
-    case CollOp::kBroadcast: return 1;
+    case CollOp::kBroadcast:
+    case CollOp::kReduce: return 1;
     case CollOp::kAllGather:
-    case CollOp::kReduceScatter: return static_cast<double>(n - 1) / n;
+    case CollOp::kGather:
+    case CollOp::kScatter:
+    case CollOp::kReduceScatter:
+    case CollOp::kAllToAll: return static_cast<double>(n - 1) / n;
   }
   return 1;
 }
@@ -233,8 +237,9 @@ int run_op(const CollectiveFlags& f, std::vector<std::unique_ptr<CollectiveRunne
   CollectiveRunner& lead = *runners.front();
   const int n = lead.size();
   for (size_t bytes : parse_sizes(f.sizes)) {
-    // Per-rank count; the full buffer is rounded down to whole elements per rank.
-    const bool split = op == CollOp::kAllGather || op == CollOp::kReduceScatter;
+    // Per-rank count (all_to_all: per peer); the full buffer is rounded down to whole elements
+    // per rank.
+    const bool split = op != CollOp::kAllReduce && op != CollOp::kBroadcast && op != CollOp::kReduce;
     const size_t count = split ? bytes / sizeof(float) / n : bytes / sizeof(float);
     if (count == 0) {
       // Below one element per rank there is nothing to move (and Gloo divides by the count).
@@ -334,8 +339,7 @@ int collective_main(int argc, char** argv) {
   CLI::App app(
       "ddp-bench collective: one collective over a list of sizes; max over ranks, medians, every op checked");
   CollectiveFlags f;
-  app.add_option("--op", f.op,
-                 "all_reduce, broadcast, all_gather, reduce_scatter; several, comma-separated, run in turn")
+  app.add_option("--op", f.op, detail::str(kCollOpNames, " (root 0); several, comma-separated, run in turn"))
       ->capture_default_str();
   app.add_option("--backend", f.backend, "tcp, gloo, mpi, nccl, gloo-direct, mpi-direct")
       ->capture_default_str();
@@ -417,9 +421,9 @@ int collective_main(int argc, char** argv) {
   }
 }
 
-const Register kCollectiveSubcommand("collective",
-                                     "latency/bandwidth of all_reduce, broadcast, all_gather, reduce_scatter",
-                                     collective_main);
+const Register kCollectiveSubcommand(
+    "collective", "latency/bandwidth of one collective (all_reduce, gather, all_to_all, ...: --op)",
+    collective_main);
 
 }  // namespace
 }  // namespace ddp::bench

@@ -19,16 +19,17 @@
 
 namespace ddp::bench {
 
-// One op's buffers as the harness sees them on this rank: `in` and `out` sized for the op
-// (all_gather: out is count x size; reduce_scatter: in is count x size).
+// One op's buffers as the harness sees them on this rank: `in` and `out` sized for the op as
+// CollectiveRunner::run takes them, the same on every rank (gather's output and scatter's input
+// too, which only the root's op uses).
 struct OpShape {
   CollOp op = CollOp::kAllReduce;
   int rank = 0;
   int size = 1;
   size_t count = 0;  // per rank, as CollectiveRunner::run takes it
   size_t in_count() const;
-  size_t out_count() const;  // 0 when the op works in place
-  size_t result_count() const;
+  size_t out_count() const;     // 0 when the op works in place
+  size_t result_count() const;  // 0 where the op leaves no result: a non-root of reduce and gather
 };
 
 // The whole input of this rank (and a cleared output).
@@ -43,12 +44,20 @@ class SampledCheck {
   void prepare(size_t k, float* in, float* out);
   std::string check(size_t k, const float* in, const float* out) const;
   // A negative control: makes op k's first sampled element wrong (ddp-bench's hidden
-  // --inject-wrong-result, which its ctest uses to prove a wrong result is refused).
+  // --inject-wrong-result, which its ctest uses to prove a wrong result is refused). Only on a
+  // rank with a result (see injects_wrong_result).
   void corrupt(size_t k, float* in, float* out) const;
 
  private:
+  size_t span() const;                         // how many indices the samples are drawn from
   size_t position(size_t k, int which) const;  // an index into the result
   OpShape s_;
 };
+
+// Whether this rank corrupts a result when --inject-wrong-result names rank `asked`: that rank
+// where it has a result. A non-root of reduce or gather has none (its input goes into the
+// root's): the root corrupts its result in its place, so every op's negative control is a
+// wrong result the harness must refuse.
+bool injects_wrong_result(const OpShape& s, int asked);
 
 }  // namespace ddp::bench

@@ -11,12 +11,16 @@
 #ifdef DDP_WITH_GLOO
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/gather.h>
 #include <gloo/math.h>
+#include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 #endif
 #ifdef DDP_WITH_MPI
@@ -52,8 +56,12 @@ class OursRunner final : public CollectiveRunner {
     switch (op) {
       case CollOp::kAllReduce: pg_->all_reduce(buf(in, count))->wait(); break;
       case CollOp::kBroadcast: pg_->broadcast(buf(in, count))->wait(); break;
+      case CollOp::kReduce: pg_->reduce(buf(in, count))->wait(); break;
       case CollOp::kAllGather: pg_->all_gather(buf(in, count), buf(out, count * n))->wait(); break;
+      case CollOp::kGather: pg_->gather(buf(in, count), buf(out, count * n))->wait(); break;
+      case CollOp::kScatter: pg_->scatter(buf(in, count * n), buf(out, count))->wait(); break;
       case CollOp::kReduceScatter: pg_->reduce_scatter(buf(in, count * n), buf(out, count))->wait(); break;
+      case CollOp::kAllToAll: pg_->all_to_all(buf(in, count * n), buf(out, count * n))->wait(); break;
     }
   }
   void max_over_ranks(double* v, size_t n) override {
@@ -140,66 +148,101 @@ class GlooDirectRunner final : public CollectiveRunner {
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
   void barrier() override {
-    gloo::BarrierOptions o(context_);
-    o.setTag(tag_++);
+    auto o = next<gloo::BarrierOptions>();
     gloo::barrier(o);
   }
   void max_over_ranks(double* v, size_t n) override {
-    gloo::AllreduceOptions o(context_);
+    auto o = next<gloo::AllreduceOptions>();
     o.setOutput(v, n);
-    o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
-    o.setTag(tag_++);
+    o.setReduceFunction(static_cast<ReduceFn>(&gloo::max<double>));
     gloo::allreduce(o);
   }
   void run(CollOp op, float* in, float* out, size_t count) override {
     const size_t n = static_cast<size_t>(size());
     switch (op) {
-      case CollOp::kAllReduce: {
-        gloo::AllreduceOptions o(context_);
-        o.setOutput(in, count);
-        o.setReduceFunction(
-            static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-        o.setTag(tag_++);
-        gloo::allreduce(o);
-        break;
-      }
+      case CollOp::kAllReduce: sum(in, in, count); break;
       case CollOp::kBroadcast: {
-        gloo::BroadcastOptions o(context_);
+        auto o = next<gloo::BroadcastOptions>();
         o.setOutput(in, count);
         o.setRoot(0);
-        o.setTag(tag_++);
         gloo::broadcast(o);
         break;
       }
+      case CollOp::kReduce: {
+        auto o = next<gloo::ReduceOptions>();
+        o.setOutput(in, count);
+        o.setRoot(0);
+        o.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
+        gloo::reduce(o);
+        break;
+      }
       case CollOp::kAllGather: {
-        gloo::AllgatherOptions o(context_);
+        auto o = next<gloo::AllgatherOptions>();
         o.setInput(in, count);
         o.setOutput(out, count * n);
-        o.setTag(tag_++);
         gloo::allgather(o);
         break;
       }
-      case CollOp::kReduceScatter: {
-        // Gloo's options API has no reduce_scatter, and its ReduceScatterHalvingDoubling class
-        // hangs in waitRecv in this harness (4 ranks: 21 runs in 25; Debian's gloo 20220518).
-        // What a Gloo user can rely on is what our gloo backend does: all_reduce the whole
-        // input into scratch, keep this rank's block.
-        const size_t total = count * n;
-        if (rs_scratch_.size() < total) rs_scratch_.resize(total);
-        gloo::AllreduceOptions o(context_);
-        o.setInput(in, total);
-        o.setOutput(rs_scratch_.data(), total);
-        o.setReduceFunction(
-            static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-        o.setTag(tag_++);
-        gloo::allreduce(o);
-        std::memcpy(out, rs_scratch_.data() + static_cast<size_t>(rank()) * count, count * sizeof(float));
+      case CollOp::kGather: {
+        auto o = next<gloo::GatherOptions>();
+        o.setInput(in, count);
+        o.setOutput(out, count * n);
+        o.setRoot(0);
+        gloo::gather(o);
+        break;
+      }
+      case CollOp::kScatter: scatter(in, out, count); break;
+      case CollOp::kReduceScatter: reduce_scatter(in, out, count); break;
+      case CollOp::kAllToAll: {
+        auto o = next<gloo::AlltoallOptions>();
+        o.setInput(in, count * n);
+        o.setOutput(out, count * n);
+        gloo::alltoall(o);
         break;
       }
     }
   }
 
  private:
+  using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+  // Options for the next op: each takes a tag of its own.
+  template <typename Options>
+  Options next() {
+    Options o(context_);
+    o.setTag(tag_++);
+    return o;
+  }
+  // all_reduce: the sum of `in` over ranks into `out` (in place where they are one buffer).
+  void sum(float* in, float* out, size_t count) {
+    auto o = next<gloo::AllreduceOptions>();
+    if (in != out) o.setInput(in, count);
+    o.setOutput(out, count);
+    o.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
+    gloo::allreduce(o);
+  }
+  // The root's input is one buffer per rank (Gloo's API): the blocks of `in`.
+  void scatter(float* in, float* out, size_t count) {
+    auto o = next<gloo::ScatterOptions>();
+    if (rank() == 0) {
+      std::vector<float*> blocks(static_cast<size_t>(size()));
+      for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = in + b * count;
+      o.setInputs(blocks, count);
+    }
+    o.setOutput(out, count);
+    o.setRoot(0);
+    gloo::scatter(o);
+  }
+  void reduce_scatter(float* in, float* out, size_t count) {
+    // Gloo's options API has no reduce_scatter, and its ReduceScatterHalvingDoubling class
+    // hangs in waitRecv in this harness (4 ranks: 21 runs in 25; Debian's gloo 20220518).
+    // What a Gloo user can rely on is what our gloo backend does: all_reduce the whole
+    // input into scratch, keep this rank's block.
+    const size_t total = count * static_cast<size_t>(size());
+    if (rs_scratch_.size() < total) rs_scratch_.resize(total);
+    sum(in, rs_scratch_.data(), total);
+    std::memcpy(out, rs_scratch_.data() + static_cast<size_t>(rank()) * count, count * sizeof(float));
+  }
+
   std::shared_ptr<rdzv::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
@@ -241,12 +284,27 @@ class MpiDirectRunner final : public CollectiveRunner {
         check(MPI_Allreduce(MPI_IN_PLACE, in, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
         break;
       case CollOp::kBroadcast: check(MPI_Bcast(in, c, MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Bcast"); break;
+      case CollOp::kReduce:
+        // In place at the root; a non-root's receive buffer is not significant.
+        check(MPI_Reduce(rank_ == 0 ? MPI_IN_PLACE : in, rank_ == 0 ? in : nullptr, c, MPI_FLOAT, MPI_SUM, 0,
+                         MPI_COMM_WORLD),
+              "MPI_Reduce");
+        break;
       case CollOp::kAllGather:
         check(MPI_Allgather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, MPI_COMM_WORLD), "MPI_Allgather");
+        break;
+      case CollOp::kGather:
+        check(MPI_Gather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Gather");
+        break;
+      case CollOp::kScatter:
+        check(MPI_Scatter(in, c, MPI_FLOAT, out, c, MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Scatter");
         break;
       case CollOp::kReduceScatter:
         check(MPI_Reduce_scatter_block(in, out, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
               "MPI_Reduce_scatter_block");
+        break;
+      case CollOp::kAllToAll:
+        check(MPI_Alltoall(in, c, MPI_FLOAT, out, c, MPI_FLOAT, MPI_COMM_WORLD), "MPI_Alltoall");
         break;
     }
   }
@@ -265,17 +323,25 @@ class MpiDirectRunner final : public CollectiveRunner {
 CollOp parse_coll_op(const std::string& name) {
   if (name == "all_reduce" || name == "allreduce") return CollOp::kAllReduce;
   if (name == "broadcast") return CollOp::kBroadcast;
+  if (name == "reduce") return CollOp::kReduce;
   if (name == "all_gather" || name == "allgather") return CollOp::kAllGather;
+  if (name == "gather") return CollOp::kGather;
+  if (name == "scatter") return CollOp::kScatter;
   if (name == "reduce_scatter") return CollOp::kReduceScatter;
-  DDP_THROW(InvalidArgument, "unknown op '", name, "' (all_reduce, broadcast, all_gather, reduce_scatter)");
+  if (name == "all_to_all" || name == "alltoall") return CollOp::kAllToAll;
+  DDP_THROW(InvalidArgument, "unknown op '", name, "' (", kCollOpNames, ")");
 }
 
 const char* to_string(CollOp op) {
   switch (op) {
     case CollOp::kAllReduce: return "all_reduce";
     case CollOp::kBroadcast: return "broadcast";
+    case CollOp::kReduce: return "reduce";
     case CollOp::kAllGather: return "all_gather";
+    case CollOp::kGather: return "gather";
+    case CollOp::kScatter: return "scatter";
     case CollOp::kReduceScatter: return "reduce_scatter";
+    case CollOp::kAllToAll: return "all_to_all";
   }
   return "?";
 }

@@ -13,7 +13,19 @@
 
 namespace ddp::bench {
 
-enum class CollOp { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
+// The ProcessGroup collectives nccl-tests measures.
+enum class CollOp {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kGather,
+  kScatter,
+  kReduceScatter,
+  kAllToAll
+};
+inline constexpr const char* kCollOpNames =
+    "all_reduce, broadcast, reduce, all_gather, gather, scatter, reduce_scatter, all_to_all";
 CollOp parse_coll_op(const std::string& name);  // InvalidArgument lists the choices
 const char* to_string(CollOp op);
 
@@ -22,8 +34,10 @@ class CollectiveRunner {
   virtual ~CollectiveRunner() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // all_reduce, broadcast: in place on `in` (count elements). all_gather: `in` (count) -> `out`
-  // (count x size). reduce_scatter: `in` (count x size) -> `out` (count), summed.
+  // all_reduce, broadcast, reduce: in place on `in` (count elements; reduce: the sum at the root
+  // only). all_gather, gather: `in` (count) -> `out` (count x size; gather: at the root).
+  // scatter: `in` (count x size, the root's) -> `out` (count). reduce_scatter: `in` (count x
+  // size) -> `out` (count), summed. all_to_all: `in` -> `out`, each count x size (count per peer).
   virtual void run(CollOp op, float* in, float* out, size_t count) = 0;
   virtual void barrier() = 0;
   // Element-wise max over ranks of v[0..n), in place, through the implementation under test

@@ -76,7 +76,8 @@ SizeResult measure_size(CollectiveRunner& r, CollOp op, size_t count, const Timi
   SampledCheck* sampled = sampling ? &sampler : nullptr;
   SizeResult res;
   size_t k = 0;
-  const size_t corrupt_at = r.rank() == o.corrupt_rank ? static_cast<size_t>(o.warmup) + 2 : SIZE_MAX;
+  const size_t corrupt_at =
+      injects_wrong_result(shape, o.corrupt_rank) ? static_cast<size_t>(o.warmup) + 2 : SIZE_MAX;
   b.refill();
   run_loop(r, op, count, b, sampled, k, o.warmup, res.error, corrupt_at);
   k += static_cast<size_t>(o.warmup);

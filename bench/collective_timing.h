@@ -25,7 +25,8 @@ struct TimingOptions {
   int iters = 20;   // ops per timed loop (N)
   int repeats = 5;  // timed loops (R); the figure is their median
   BufferOptions memory;
-  int corrupt_rank = -1;  // negative control: this rank's third op gets a wrong element
+  int corrupt_rank = -1;  // negative control: this rank's third op gets a wrong element (or the
+                          // root's, where this rank has no result: injects_wrong_result)
 };
 
 struct SizeResult {
