@@ -6,12 +6,10 @@
 // neither a barrier's release skew nor a root that finishes early shortens it).
 //
 // Every op is checked on every rank: host buffers get a sampled check around each timed op
-// (collective_check.h; a few loads and stores inside the loop); device buffers, and a runner
-// that reduces its input in place (gloo-direct reduce_scatter), a full check of a freshly
-// filled op after each repeat instead (reading device memory inside the loop would time the
-// copy; restoring an in-place input races with that op's sends); and every size ends with a
-// full check of a freshly filled op. A wrong result on
-// any rank is known to all ranks (it rides the same max all_reduce), so all stop together.
+// (collective_check.h; a few loads and stores inside the loop); device buffers a full check of
+// a freshly filled op after each repeat instead (reading device memory inside the loop would
+// time the copy); and every size ends with a full check of a freshly filled op. A wrong result
+// on any rank is known to all ranks (it rides the same max all_reduce), so all stop together.
 #include <string>
 #include <vector>
 
