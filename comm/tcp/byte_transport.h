@@ -37,6 +37,9 @@ class ByteTransport {
   // Moves what it can on the calling thread, for a medium without a thread of its own: true
   // when anything moved. Sockets have their engine's thread.
   virtual bool progress() { return false; }
+  // Whether messages move only in progress() and waits on the calling thread (else a thread of
+  // the medium's moves them and completes their Works, and a wait may block on one).
+  virtual bool moved_by_caller() const { return false; }
 };
 
 }  // namespace ddp::comm::tcp

@@ -7,9 +7,9 @@
 #include <atomic>
 #include <cstring>
 #include <set>
-#include <thread>
 
 #include "comm/tcp/shm_region.h"
+#include "comm/tcp/shm_segment.h"
 #include "common/error.h"
 #include "rendezvous/prefix_store.h"
 
@@ -48,6 +48,13 @@ void ring_write(char* ring, size_t size, uint64_t at, const char* from, size_t n
 
 }  // namespace
 
+// A rank's bell, first in its region: a peer that wrote into its FIFO to the rank, or read from
+// the rank's FIFO to it, rings it where the rank sleeps (waiters > 0).
+struct ShmLinks::Bell {
+  alignas(64) std::atomic<uint32_t> word;
+  std::atomic<uint32_t> waiters;
+};
+
 // The counters of one FIFO, each on its own cache line: `written` by the sender, `read` by the
 // receiver.
 struct ShmLinks::Fifo {
@@ -65,20 +72,27 @@ ShmLinks::ShmLinks(const std::shared_ptr<rdzv::Store>& store, Options options, G
                      .rank = o_.rank,
                      .world = o_.world,
                      .id = 0,
-                     .bytes = w * sizeof(Fifo) + w * o_.fifo_bytes,
+                     .bytes = sizeof(Bell) + w * sizeof(Fifo) + w * o_.fifo_bytes,
                      .timeout = o_.timeout};
   region_ = ShmRegion::create(s);  // zeroed: every counter starts at 0
 }
 
 ShmLinks::~ShmLinks() = default;
 
+ShmLinks::Bell& ShmLinks::bell(int rank) const { return *reinterpret_cast<Bell*>(region_->base(rank)); }
+
 ShmLinks::Fifo& ShmLinks::fifo(int from, int to) const {
-  return reinterpret_cast<Fifo*>(region_->base(from))[to];
+  return reinterpret_cast<Fifo*>(region_->base(from) + sizeof(Bell))[to];
 }
 
 char* ShmLinks::fifo_data(int from, int to) const {
   const auto w = static_cast<size_t>(o_.world);
-  return region_->base(from) + w * sizeof(Fifo) + static_cast<size_t>(to) * o_.fifo_bytes;
+  return region_->base(from) + sizeof(Bell) + w * sizeof(Fifo) + static_cast<size_t>(to) * o_.fifo_bytes;
+}
+
+void ShmLinks::ring_bell(int peer) const {
+  Bell& b = bell(peer);
+  if (b.waiters.load(std::memory_order_seq_cst) > 0) futex_wake_all(b.word);
 }
 
 void ShmLinks::send(Batch& b, int peer, int step, const void* data, size_t bytes, const OpContext& ctx) {
@@ -142,7 +156,10 @@ bool ShmLinks::push(int peer, Peer& p) {
     m.work->finish();
     p.out.pop_front();
   }
-  if (moved) f.written.store(p.written, std::memory_order_release);
+  if (moved) {
+    f.written.store(p.written, std::memory_order_seq_cst);  // before ring_bell() reads the waiters
+    ring_bell(peer);
+  }
   return moved;
 }
 
@@ -222,7 +239,10 @@ bool ShmLinks::pull(int peer, Peer& p) {
     moved = true;
     if (a.done == padded(a.bytes)) end_arrival(p);
   }
-  if (moved) f.read.store(p.read, std::memory_order_release);
+  if (moved) {
+    f.read.store(p.read, std::memory_order_seq_cst);
+    ring_bell(peer);
+  }
   return moved;
 }
 
@@ -258,9 +278,35 @@ void ShmLinks::await(Work& work, const OpContext& ctx) {
     if (now < yield_end) {
       sched_yield();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      doze(work);
     }
   }
+}
+
+bool ShmLinks::idle() const {
+  return std::all_of(peers_.begin(), peers_.end(),
+                     [](const Peer& p) { return p.out.empty() && p.in.empty() && !p.arrival.open; });
+}
+
+void ShmLinks::doze(Work& work) {
+  if (idle() && (also_ == nullptr || !also_->moved_by_caller())) {
+    // Nothing of ours is pending: `work` is another transport's (sockets, whose thread
+    // completes it and wakes this one). Its error, if any, is the caller's to rethrow.
+    try {
+      work.wait();
+    } catch (...) {
+    }
+    return;
+  }
+  Bell& b = bell(o_.rank);
+  b.waiters.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t seen = b.word.load(std::memory_order_seq_cst);
+  // Looked at once more after registering: a peer's move from before is seen here, a later one
+  // rings. Another transport's messages do not ring: a short slice while it has some.
+  if (!progress() && !work.is_completed()) {
+    futex_sleep(b.word, seen, std::chrono::microseconds(also_ != nullptr ? 50 : 1000));
+  }
+  b.waiters.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 // A message's own error (sizes differ) leaves the others as they are; a lost peer, the

@@ -1,12 +1,13 @@
 #pragma once
 // ShmLinks: a ByteTransport (byte_transport.h) over shared memory, so the algorithms written
 // over it (byte_all_reduce.h) run between the ranks of one host as they do over sockets.
-// - Each rank owns one region (shm_region.h) holding a FIFO to each peer: the sender writes a
-//   message (a 16-byte header: its step and size, then its bytes) and publishes how far it
-//   wrote; the receiver copies it out and publishes how far it read. One writer per counter.
+// - Each rank's region (shm_region.h) holds a FIFO to each peer: the sender writes a message (a
+//   16-byte header: step and size, then its bytes) and publishes how far it wrote; the receiver
+//   copies it out and publishes how far it read. One writer per counter.
 // - No thread of its own: a wait moves every pending message as far as the FIFOs allow (a send
-//   larger than a FIFO streams through it), polling, then yielding, then sleeping briefly. A
-//   message whose receive is not posted yet is kept aside until it is.
+//   larger than a FIFO streams through it), polling, yielding, then sleeping on its bell, which
+//   a peer rings as it writes to or reads from this rank (with nothing of its own pending: on
+//   the other transport's message). A message whose receive is not posted yet is kept aside.
 // - A wait ends by the op's deadline (a TimeoutError naming the ranks that did not deliver) or
 //   with the group's health (a lost peer); then the links hold nothing of the op. A receive of
 //   the wrong size fails alone. Made collectively; then used by one thread at a time.
@@ -53,10 +54,12 @@ class ShmLinks final : public ByteTransport {
   void wait(Batch& b, const OpContext& ctx) override;
   void wait_one(Batch& b, size_t k, const OpContext& ctx) override;
   bool progress() override;
+  bool moved_by_caller() const override { return true; }
   // Another transport whose messages this one's waits also move (routed_links.h).
   void also_progress(ByteTransport* other) { also_ = other; }
 
  private:
+  struct Bell;
   struct Fifo;
   struct Outgoing {
     const char* data;
@@ -96,6 +99,8 @@ class ShmLinks final : public ByteTransport {
     uint64_t written = 0;  // into our FIFO to the peer
     uint64_t read = 0;     // from its FIFO to us
   };
+  Bell& bell(int rank) const;
+  void ring_bell(int peer) const;  // after a store the peer may sleep on
   Fifo& fifo(int from, int to) const;
   char* fifo_data(int from, int to) const;
   bool push(int peer, Peer& p);
@@ -104,6 +109,8 @@ class ShmLinks final : public ByteTransport {
   void end_arrival(Peer& p);
   void take(Peer& p, const char* from, size_t n);  // the arrival's next bytes
   void await(Work& work, const OpContext& ctx);
+  bool idle() const;      // no message of ours pending
+  void doze(Work& work);  // sleeps until something may have moved
   void clear() noexcept;  // after an error: nothing of the op is kept
 
   Options o_;

@@ -94,22 +94,22 @@ CrossProbe ShmSegment::probe_of(int rank) const {
 void ShmSegment::publish(int rank, Counter c, uint64_t value) const {
   counter(rank, c).store(value, std::memory_order_seq_cst);
   SegmentHeader& h = header();
-  if (h.waiters.load(std::memory_order_seq_cst) > 0) {
-    h.futex.fetch_add(1, std::memory_order_seq_cst);
-    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h.futex), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-  }
+  if (h.waiters.load(std::memory_order_seq_cst) > 0) futex_wake_all(h.futex);
 }
 
-void ShmSegment::wake() const {
-  SegmentHeader& h = header();
-  h.futex.fetch_add(1, std::memory_order_seq_cst);
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h.futex), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+void ShmSegment::wake() const { futex_wake_all(header().futex); }
+
+void ShmSegment::sleep(uint32_t seen, Millis timeout) const { futex_sleep(header().futex, seen, timeout); }
+
+void futex_wake_all(std::atomic<uint32_t>& word) {
+  word.fetch_add(1, std::memory_order_seq_cst);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-void ShmSegment::sleep(uint32_t seen, Millis timeout) const {
-  timespec ts{static_cast<time_t>(timeout.count() / 1000),
-              static_cast<long>((timeout.count() % 1000) * 1'000'000)};
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header().futex), FUTEX_WAIT, seen, &ts, nullptr, 0);
+void futex_sleep(std::atomic<uint32_t>& word, uint32_t seen, std::chrono::microseconds timeout) {
+  const auto us = timeout.count();
+  timespec ts{static_cast<time_t>(us / 1'000'000), static_cast<long>((us % 1'000'000) * 1000)};
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, seen, &ts, nullptr, 0);
 }
 
 }  // namespace ddp::comm::tcp

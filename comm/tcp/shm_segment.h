@@ -12,6 +12,7 @@
 // bumps the futex word and wakes all; a waiter spins briefly, then registers and futex-waits
 // (bounded, so a lost peer or a deadline is noticed).
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -80,6 +81,11 @@ struct alignas(64) SegmentHeader {
   alignas(64) std::atomic<uint32_t> futex;
   alignas(64) std::atomic<uint32_t> waiters;
 };
+
+// A futex word in shared memory, across processes: moves the word and wakes every sleeper on
+// it; or sleeps while it still holds `seen`, for `timeout` at most.
+void futex_wake_all(std::atomic<uint32_t>& word);
+void futex_sleep(std::atomic<uint32_t>& word, uint32_t seen, std::chrono::microseconds timeout);
 
 struct ShmGeometry {
   int world = 1;
