@@ -146,7 +146,8 @@ def main():
     try:
         runs = load_runs()
         text = page(runs)
-        collective_runs = [r for r in runs if r.collective()]  # the headline's (an elastic-only run has none)
+        # The headline's: the newest run with a 2-rank all_reduce (an elastic or hosts-only run has none).
+        collective_runs = [r for r in runs if r.collective().get(("all_reduce", 2))]
         readme = with_headline(README.read_text(), headline(collective_runs[-1] if collective_runs else None))
     except (ResultError, KeyError, TypeError) as e:
         print(f"report.py: {e}", file=sys.stderr)
