@@ -91,6 +91,7 @@ TSAN_TARGETS ?= comm_work_test comm_tcp_process_group_test comm_tcp_socket_engin
   comm_tcp_processes_test rendezvous_hash_store_test rendezvous_tcp_store_test rendezvous_tcp_store_server_test \
   comm_init_test comm_tcp_hierarchical_collectives_test comm_tcp_shm_segment_test comm_tcp_mailbox_test \
   comm_tcp_shm_allreduce_direct_test comm_tcp_shm_exchange_direct_test comm_tcp_shm_allreduce_cross_test \
+  comm_tcp_shm_peer_buffers_test \
   comm_tcp_shm_region_test comm_tcp_shm_oneshot_test \
   comm_tcp_shm_allreduce_chunked_test comm_tcp_shm_channel_test comm_tcp_shm_links_test comm_tcp_routed_links_test \
   rendezvous_file_store_test rendezvous_node_rendezvous_test common_task_thread_test \
