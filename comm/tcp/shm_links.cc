@@ -114,10 +114,10 @@ void ShmLinks::recv(Batch& b, int peer, int step, void* data, size_t bytes, cons
   if (e.bytes.size() != bytes) {
     work->finish(size_mismatch(ctx.label(), peer, e.bytes.size(), bytes));
   } else if (e.complete) {
-    std::memcpy(data, e.bytes.data(), bytes);
+    if (bytes > 0) std::memcpy(data, e.bytes.data(), bytes);  // an empty message's data may be null
     work->finish();
   } else {  // still arriving: the receive takes it over, with what came so far
-    std::memcpy(data, e.bytes.data(), std::min(bytes, p.arrival.done));
+    if (p.arrival.done > 0) std::memcpy(data, e.bytes.data(), std::min(bytes, p.arrival.done));
     p.arrival.into = p.in.insert(p.in.end(), {static_cast<char*>(data), bytes, step, std::move(work), true});
     p.arrival.early = nullptr;
   }
