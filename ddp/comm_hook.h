@@ -1,19 +1,14 @@
 #pragma once
 // Communication hooks: how one bucket of gradients is reduced (c10d's register_comm_hook).
-//
-// A hook gets the bucket (a flat view of its gradients in bucket memory) and returns a Work.
-// When that Work completes, bucket.buffer must hold the reduced result; the engine copies it
-// out to the gradients. Built-in hooks average: they divide by pre_divide before communicating
-// and by post_divide after (pre_divide * post_divide = the divisor: the world size, or the
-// number of ranks that contributed under join). A user hook decides for itself.
-//
-// Contract: every rank runs the same hook; the hook issues the same collectives on every rank
-// (joined ranks run it on zero-filled buckets to match). Hooks run one bucket after another in
-// bucket order: on the engine's bucket thread when gradients are copied into buckets, on the
-// thread that made the bucket ready under gradient_as_bucket_view (and on a joined rank's own
-// thread); the Work may complete on a backend thread. An exception from a hook or its Work
-// surfaces from finish_backward(). The buffer stays valid and untouched by the engine until
-// the returned Work completes.
+// A hook gets the bucket (a flat view of its gradients in bucket memory) and returns a Work; once
+// it completes, bucket.buffer holds the result, which the engine copies to the gradients and
+// leaves untouched until then. Built-in hooks average: pre_divide before communicating,
+// post_divide after (their product: the world size, or the contributing ranks under join).
+// Contract: every rank runs the same hook, issuing the same collectives (joined ranks on
+// zero-filled buckets). Hooks run one bucket after another in bucket order: on the engine's
+// bucket thread, or on the thread that made the bucket ready under gradient_as_bucket_view (and
+// a joined rank's own); the Work may complete on a backend thread. An exception from a hook or
+// its Work surfaces from finish_backward().
 #include <cstddef>
 #include <cstdint>
 #include <functional>

@@ -1,14 +1,12 @@
 #pragma once
 // ShmWait: how a rank waits for its peers' counters in a group's shared memory.
-// - spin(ready, budget): pause-spins for spin_us, then yields the core (staying runnable, so a
-//   descheduled peer gets it) until the budget ends; while crowded() (a peer last waited on our
-//   CPU, so it is queued behind us) it yields at once.
-// - wait(ready, missing, ctx): spin for spin_us + yield_us (only while a thread is blocked on
-//   the group's ops, Options::blocked), then futex-sleep in bounded slices (ShmSegment::sleep),
-//   checking GroupHealth (a failed group rethrows; a peer that left and is still awaited is a
-//   NetworkError) and the op's deadline (TimeoutError naming the ranks `missing()` returns). A
-//   failure recorded while it spins ends the spin; one recorded while it sleeps is seen at the
-//   next slice, or at once when the segment is woken (ShmSegment::wake: an abort).
+// - spin(ready, budget): pause-spins for spin_us, then yields the core until the budget ends; at
+//   once while crowded() (a peer last waited on our CPU, so it is queued behind us).
+// - wait(ready, missing, ctx): spins for spin_us + yield_us (only while a thread is blocked on
+//   the group's ops, Options::blocked), then futex-sleeps in bounded slices (ShmSegment::sleep),
+//   checking GroupHealth (a failed group rethrows; an awaited peer that left is a NetworkError)
+//   and the deadline (TimeoutError naming the ranks `missing()` returns). A failure recorded
+//   meanwhile ends a spin, and a sleep at its next slice or at ShmSegment::wake (an abort).
 //   Never returns without `ready()`.
 // Called by one thread at a time. crowded() publishes this rank's CPU in its control block
 // (only when it changed: peers poll that line).

@@ -1,18 +1,14 @@
 #pragma once
-// SocketEngine: tagged, asynchronous messages over the group's TCP mesh, driven by one progress
-// thread (poll over every peer socket and an eventfd), or by the thread that waits for them
-// (Driver: the progress thread then leaves the sockets to it).
-// - send/recv post an operation and return; its Work finishes when the bytes were handed to the
-//   kernel (send) or landed in the buffer (recv). Matching rules: mailbox.h (one per peer).
-// - Every operation ends by its deadline (TimeoutError naming it); the engine stops touching a
-//   timed-out op's buffer at once.
-// - A peer that closes after a goodbye fails only the ops that still need it; one that closes
-//   without, breaks, breaks the wire format (wire_header.h) or sends more unexpected bytes than
-//   Options::max_unexpected_bytes fails the group (GroupHealth): every pending and later op
-//   fails naming it. Several engines may share one GroupHealth (one per connection set).
-// - An aborted group (GroupHealth kAborted, ProcessGroup::abort) fails every pending op with
-//   Aborted as soon as the progress thread is woken (interrupt()); a message partly written
-//   is finished from a copy, so the stream stays whole for the goodbyes.
+// SocketEngine: tagged, asynchronous messages over the group's TCP mesh, moved by one progress
+// thread (poll over every peer socket and an eventfd), or by the thread that waits (Driver).
+// - send/recv post an op and return; its Work finishes when the bytes reached the kernel (send)
+//   or the buffer (recv). Matching: mailbox.h. Every op ends by its deadline (TimeoutError
+//   naming it), after which its buffer is not touched.
+// - A peer that closes after a goodbye fails only the ops that need it; one that closes without,
+//   breaks the wire format (wire_header.h) or exceeds Options::max_unexpected_bytes fails the
+//   group (GroupHealth, which several engines may share): every pending and later op names it.
+// - An aborted group fails every pending op with Aborted once the thread is woken (interrupt());
+//   a message partly written is finished from a copy, so the stream stays whole for goodbyes.
 // Thread-safe: any thread may post; nothing escapes the progress thread; Works finish unlocked.
 #include <poll.h>
 

@@ -1,19 +1,15 @@
 #pragma once
 // TcpProcessGroup: the project's own backend ("tcp"), made by make_tcp_group (comm/backend.h).
-// - Setup: one authenticated TCP connection per pair of ranks (peer_mesh.h), which carries
-//   send/recv and liveness (a peer's EOF fails the group at once). Collectives run through one
-//   Transport (transport.h): shared memory on one host; within hosts and over sockets between
-//   them when every host has several ranks, as many; else sockets.
-// - Execution: collectives run in issue order on one worker thread per group, each with the
-//   group's next sequence number; a small one issued while nothing is queued starts on the
-//   caller's thread (no hand-off) and passes to the worker where it stands if peers are late.
-//   send/recv complete independently, matched by (peer, tag) in order. Once an op fails, every
-//   pending and later op fails naming itself. AVG on integers truncates the wrapped sum.
-// - abort(): the health records it, the socket engines are woken (their pending messages fail
-//   at once) and so are the shared-memory waits (ShmSegment::wake, shm_wait.h); a hierarchical
-//   group aborts its host and cross-host groups too.
-// - In place: reduce_scatter's output may be this rank's block of its input, and all_gather's
-//   input this rank's block of its output; no other overlap. CUDA buffers: InvalidArgument.
+// - Setup: one authenticated TCP connection per pair of ranks (peer_mesh.h) for send/recv and
+//   liveness (a peer's EOF fails the group at once); collectives go through one Transport
+//   (transport.h): shared memory, sockets, or both across hosts of several ranks each.
+// - Collectives run in issue order on one worker thread, each with the group's next sequence
+//   number; a small one issued while nothing is queued starts on the caller's thread and passes
+//   to the worker if peers are late. send/recv complete independently, matched by (peer, tag).
+//   Once an op fails, every pending and later op fails naming itself. AVG on integers truncates.
+// - abort() wakes the socket engines and the shared-memory waits, and a hierarchy's child groups.
+// - In place: reduce_scatter's output may be this rank's block of its input, all_gather's input
+//   this rank's block of its output; no other overlap. CUDA buffers: InvalidArgument.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
