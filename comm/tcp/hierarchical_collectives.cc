@@ -11,6 +11,7 @@
 #include "comm/reduce_kernels.h"
 #include "comm/tcp/byte_all_reduce.h"
 #include "comm/tcp/byte_collectives.h"
+#include "comm/tcp/share.h"
 #include "comm/tcp/tcp_process_group.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -83,7 +84,10 @@ void HierarchicalCollectives::run(const OpContext& ctx, const Buffer& in, const 
   }
   switch (ctx.desc.kind) {
     case OpKind::kBroadcast: return broadcast(ctx, in);
+    case OpKind::kReduce: return reduce(ctx, in);
     case OpKind::kAllGather: return all_gather(ctx, in, out);
+    case OpKind::kGather: return gather(ctx, in, out);
+    case OpKind::kScatter: return scatter(ctx, in, out);
     default: return reduce_scatter(ctx, in, out);
   }
 }
@@ -125,11 +129,11 @@ void HierarchicalCollectives::flat_all_reduce(const OpContext& ctx, const Buffer
   }
 }
 
-// reduce, gather, scatter, all_to_all: direct over the group's sockets, or routed likewise.
+// all_to_all: direct over the group's sockets, or routed likewise.
 void HierarchicalCollectives::flat_op(const OpContext& ctx, const Buffer& in, const Buffer& out) {
   if (!routed_) return flat_->run(ctx, in, out);
   flat_->begin(ctx);
-  run_direct(*routed_, ctx, in, out);
+  run_direct(*routed_, byte_scratch_, ctx, in, out);
 }
 
 void HierarchicalCollectives::agree_on_way(const OpContext& ctx, size_t bytes) {
@@ -400,6 +404,83 @@ void HierarchicalCollectives::reduce_scatter(const OpContext& ctx, const Buffer&
   local_.reduce_scatter(arranged, host_sums, {op, left(ctx)})->wait();
   cross_.reduce_scatter(host_sums, out, {op, left(ctx)})->wait();
   if (ctx.desc.rop == ReduceOp::kAvg) finish_avg(out.data, c, out.dtype, opt_.world);
+}
+
+// reduce: within each host to the rank with the root's local index (the host's leader for this
+// op), then across hosts among the leaders to the root. A leader other than the root reduces a
+// copy: a non-root's buffer is an input, left untouched. AVG: summed, divided once at the root.
+void HierarchicalCollectives::reduce(const OpContext& ctx, const Buffer& buf) {
+  const auto root = static_cast<size_t>(ctx.desc.root);
+  const int root_local = opt_.layout.local_of[root];
+  const ReduceOp op = child_op(ctx);
+  if (opt_.layout.local_of[static_cast<size_t>(opt_.rank)] != root_local) {
+    local_.reduce(buf, {root_local, op, left(ctx)})->wait();
+    return;
+  }
+  Buffer sum = buf;
+  if (opt_.rank != ctx.desc.root) {
+    sum.data = scratch(buf.bytes()).data();
+    std::memcpy(sum.data, buf.data, buf.bytes());
+  }
+  local_.reduce(sum, {root_local, op, left(ctx)})->wait();
+  cross_.reduce(sum, {opt_.layout.cross_of[root], op, left(ctx)})->wait();
+  if (opt_.rank == ctx.desc.root && ctx.desc.rop == ReduceOp::kAvg)
+    finish_avg(buf.data, buf.count, buf.dtype, opt_.world);
+}
+
+// Where rank r's block sits in what a rooted op moves across hosts: [host][local] blocks, the
+// hosts in the cross order of the ranks with local index `leader_local` (the root's).
+size_t HierarchicalCollectives::leader_block(int rank, int leader_local) const {
+  const HostLayout& l = opt_.layout;
+  size_t host_pos = 0;
+  for (size_t q = 0; q < l.host_of.size(); ++q) {
+    if (l.local_of[q] == leader_local && l.host_of[q] == l.host_of[static_cast<size_t>(rank)])
+      host_pos = static_cast<size_t>(l.cross_of[q]);
+  }
+  return host_pos * static_cast<size_t>(l.per_host) +
+         static_cast<size_t>(l.local_of[static_cast<size_t>(rank)]);
+}
+
+// gather: within each host to its leader (the rank with the root's local index), then the
+// hosts' blocks across to the root, which puts them in rank order.
+void HierarchicalCollectives::gather(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  const auto root = static_cast<size_t>(ctx.desc.root);
+  const int root_local = opt_.layout.local_of[root];
+  const size_t c = in.count, es = dtype_size(in.dtype), per_host = static_cast<size_t>(opt_.layout.per_host);
+  const size_t world = static_cast<size_t>(opt_.world);
+  std::vector<char>& t = scratch((per_host + world) * c * es);
+  const Buffer host_blocks{t.data(), per_host * c, in.dtype, in.device};
+  const Buffer all_blocks{t.data() + per_host * c * es, world * c, in.dtype, in.device};
+  local_.gather(in, host_blocks, {root_local, left(ctx)})->wait();
+  if (opt_.layout.local_of[static_cast<size_t>(opt_.rank)] != root_local) return;
+  cross_.gather(host_blocks, all_blocks, {opt_.layout.cross_of[root], left(ctx)})->wait();
+  if (opt_.rank != ctx.desc.root) return;
+  for (int r = 0; r < opt_.world; ++r) {
+    std::memcpy(at(out, static_cast<size_t>(r) * c), at(all_blocks, leader_block(r, root_local) * c), c * es);
+  }
+}
+
+// scatter: the root puts the blocks in [host][local] order and sends each host's to its leader
+// (the rank with the root's local index), which scatters them within the host.
+void HierarchicalCollectives::scatter(const OpContext& ctx, const Buffer& in, const Buffer& out) {
+  const auto root = static_cast<size_t>(ctx.desc.root);
+  const int root_local = opt_.layout.local_of[root];
+  const size_t c = out.count, es = dtype_size(out.dtype),
+               per_host = static_cast<size_t>(opt_.layout.per_host);
+  const size_t world = static_cast<size_t>(opt_.world);
+  std::vector<char>& t = scratch((per_host + world) * c * es);
+  const Buffer host_blocks{t.data(), per_host * c, out.dtype, out.device};
+  const Buffer all_blocks{t.data() + per_host * c * es, world * c, out.dtype, out.device};
+  if (opt_.layout.local_of[static_cast<size_t>(opt_.rank)] == root_local) {
+    if (opt_.rank == ctx.desc.root) {
+      for (int r = 0; r < opt_.world; ++r) {
+        std::memcpy(at(all_blocks, leader_block(r, root_local) * c), at(in, static_cast<size_t>(r) * c),
+                    c * es);
+      }
+    }
+    cross_.scatter(all_blocks, host_blocks, {opt_.layout.cross_of[root], left(ctx)})->wait();
+  }
+  local_.scatter(host_blocks, out, {root_local, left(ctx)})->wait();
 }
 
 std::vector<char>& HierarchicalCollectives::scratch(size_t bytes) {

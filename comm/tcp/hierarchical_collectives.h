@@ -7,10 +7,10 @@
 //   within the host, in segments; up to Options::small_bytes (hierarchy_calibration.h), whole
 //   within then across. Above it the way (split, overlapped, flat) is chosen while the job runs
 //   (hierarchy_choice.h). Each share is summed once, in host order: every rank gets the same bits.
-// - broadcast, barrier, all_gather, reduce_scatter: a step across hosts and a step within each;
-//   the other ops flat, as flat all_reduces (route_within_host: hops within a host in shared memory).
-// Children's ops carry the outer op's remaining time; a child's failure is the outer op's error
-// (and breaks the outer group). Called by the group's worker only.
+// - the others but all_to_all: a step across hosts and a step within (rooted ones across among
+//   the ranks with the root's local index); all_to_all flat (route_within_host: hops within a host
+//   in shared memory). Children's ops carry the outer op's remaining time; a child's failure is
+//   the outer op's error (and breaks the outer group). Called by the group's worker only.
 #include <cstdint>
 #include <exception>
 #include <future>
@@ -100,7 +100,7 @@ class HierarchicalCollectives {
     facts_.hierarchy_small_bytes = bytes;
   }
 
-  // Flat all_reduces and ops (reduce, gather, scatter, all_to_all) from now on run with their
+  // Flat all_reduces and all_to_all from now on run with their
   // hops within this host through `near` (this host's ranks' links, routed_links.h) instead of
   // the group's sockets. Collective.
   void route_within_host(std::unique_ptr<ShmLinks> near);
@@ -145,6 +145,10 @@ class HierarchicalCollectives {
   size_t segments_for(size_t bytes) const;
   size_t overlap_from() const;  // the least bytes cut in more than one segment
   void broadcast(const OpContext& ctx, const Buffer& buf);
+  void reduce(const OpContext& ctx, const Buffer& buf);
+  void gather(const OpContext& ctx, const Buffer& in, const Buffer& out);
+  void scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
+  size_t leader_block(int rank, int leader_local) const;
   void barrier(const OpContext& ctx);
   void all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out);
   void reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);

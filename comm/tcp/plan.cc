@@ -116,10 +116,8 @@ Algorithm hierarchical(const GroupFacts& g, const OpFacts& op) {
       return op.bytes <= g.hierarchy_small_bytes ? Algorithm::kHierarchicalSmall
                                                  : Algorithm::kHierarchicalLarge;
     case OpKind::kBarrier: return Algorithm::kHierarchicalSmall;  // of a token
-    case OpKind::kBroadcast:
-    case OpKind::kAllGather:
-    case OpKind::kReduceScatter: return Algorithm::kHierarchicalTwoStep;
-    default: return Algorithm::kHierarchicalFlat;
+    case OpKind::kAllToAll: return Algorithm::kHierarchicalFlat;
+    default: return Algorithm::kHierarchicalTwoStep;
   }
 }
 

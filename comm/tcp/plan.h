@@ -51,8 +51,8 @@ enum class Algorithm : uint8_t {
   // Hierarchical (hierarchical_collectives.h).
   kHierarchicalSmall,    // all_reduce up to the small limit, and barrier: within the host, then across
   kHierarchicalLarge,    // above it: split, overlapped or flat, as hierarchy_choice.h measures
-  kHierarchicalTwoStep,  // broadcast, all_gather, reduce_scatter: a step across, a step within
-  kHierarchicalFlat,     // reduce, gather, scatter, all_to_all: the group's own sockets
+  kHierarchicalTwoStep,  // every op but all_reduce, barrier, all_to_all: a step across, a step within
+  kHierarchicalFlat,     // all_to_all: the group's own sockets
 };
 const char* to_string(Algorithm a);
 

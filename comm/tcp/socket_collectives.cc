@@ -257,7 +257,7 @@ void SocketCollectives::run_op(const OpContext& ctx, const Buffer& in, const Buf
   switch (ctx.desc.kind) {
     case OpKind::kAllReduce: all_reduce(ctx, in, a); break;
     case OpKind::kBarrier: break;  // the exchange above was the barrier
-    default: run_direct(*this, ctx, in, out);
+    default: run_direct(*this, scratch_, ctx, in, out);
   }
 }
 

@@ -17,22 +17,30 @@
 
 namespace ddp::comm::tcp::testing {
 
-// Ranks 0, 1 on host "a", 2, 3 on host "b". Each thread makes its two child groups as a
-// hierarchical group does (its host's ranks, then the ranks with its local index; ops run on
-// the issuing thread) and a HierarchicalCollectives over them (no flat sockets; `overlap`: the
-// ways of large all_reduces, measured under auto): unless small_bytes says, small
-// all_reduces take the segmented path too (small_bytes 0), in 4 KiB segments. The threads
-// share one host, so both children use shared memory: what is tested is the decomposition and
-// its threads.
+// Ranks 0, 1 on host "a", 2, 3 on host "b" (or as `host_keys` place them). Each thread makes its two child
+// groups as a hierarchical group does (its host's ranks, then the ranks with its local index; ops run on the
+// issuing thread) and a HierarchicalCollectives over them (no flat sockets; `overlap`: the ways of large
+// all_reduces, measured under auto): unless small_bytes says, small all_reduces take the segmented path too
+// (small_bytes 0), in 4 KiB segments. The threads share one host, so both children use shared memory: what is
+// tested is the decomposition and its threads.
 inline void run_hierarchy(OverlapSetting overlap,
                           const std::function<void(HierarchicalCollectives&, int)>& body,
-                          size_t small_bytes = 0) {
+                          size_t small_bytes = 0,
+                          const std::vector<std::string>& host_keys = {"a", "a", "b", "b"}) {
   auto store = std::make_shared<rdzv::HashStore>();
   static std::atomic<int> round{0};
   std::string prefix = "h";  // (not "h" + ...: GCC 12 -Wrestrict false positive)
   prefix += std::to_string(round++);
   prefix += "/";
-  const HostLayout layout = HostLayout::of({"a", "a", "b", "b"});
+  const HostLayout layout = HostLayout::of(host_keys);
+  // The ranks for which `same` holds, in rank order: a child group's members.
+  auto members = [&](const std::function<bool(size_t)>& same) {
+    std::vector<int> m;
+    for (size_t q = 0; q < 4; ++q) {
+      if (same(q)) m.push_back(static_cast<int>(q));
+    }
+    return m;
+  };
   std::vector<std::exception_ptr> errors(4);
   std::vector<std::thread> threads;
   threads.reserve(4);
@@ -49,8 +57,10 @@ inline void run_hierarchy(OverlapSetting overlap,
         };
         const int host = layout.host_of[me], local = layout.local_of[me];
         HierarchyChildren children;
-        children.local = child("host" + std::to_string(host), local, {2 * host, 2 * host + 1});
-        children.cross_tcp = child("across" + std::to_string(local), layout.cross_of[me], {local, local + 2});
+        children.local = child("host" + std::to_string(host), local,
+                               members([&](size_t q) { return layout.host_of[q] == host; }));
+        children.cross_tcp = child("across" + std::to_string(local), layout.cross_of[me],
+                                   members([&](size_t q) { return layout.local_of[q] == local; }));
         children.cross = children.cross_tcp;
         HierarchicalCollectives::Options o;
         o.rank = r;

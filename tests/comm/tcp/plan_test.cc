@@ -288,9 +288,9 @@ TEST_CASE("hierarchical: small all_reduce and barrier whole, large measured, two
       {"broadcast", g, OpKind::kBroadcast, kMiB, false, {M::kHierarchical, A::kHierarchicalTwoStep}},
       {"all_gather", g, OpKind::kAllGather, kMiB, false, {M::kHierarchical, A::kHierarchicalTwoStep}},
       {"reduce_scatter", g, OpKind::kReduceScatter, kMiB, false, {M::kHierarchical, A::kHierarchicalTwoStep}},
-      {"reduce", g, OpKind::kReduce, kMiB, false, {M::kHierarchical, A::kHierarchicalFlat}},
-      {"gather", g, OpKind::kGather, kMiB, false, {M::kHierarchical, A::kHierarchicalFlat}},
-      {"scatter", g, OpKind::kScatter, kMiB, false, {M::kHierarchical, A::kHierarchicalFlat}},
+      {"reduce", g, OpKind::kReduce, kMiB, false, {M::kHierarchical, A::kHierarchicalTwoStep}},
+      {"gather", g, OpKind::kGather, kMiB, false, {M::kHierarchical, A::kHierarchicalTwoStep}},
+      {"scatter", g, OpKind::kScatter, kMiB, false, {M::kHierarchical, A::kHierarchicalTwoStep}},
       {"all_to_all", g, OpKind::kAllToAll, kMiB, false, {M::kHierarchical, A::kHierarchicalFlat}},
   });
   GroupFacts measured = g;
