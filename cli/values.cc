@@ -17,16 +17,10 @@
 #include "common/error.h"
 #include "common/settings.h"
 #include "common/socket.h"
+#include "common/text.h"
 
 namespace ddp::cli {
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\n\r");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t\n\r");
-  return s.substr(b, e - b + 1);
-}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -18,13 +17,6 @@
 
 namespace ddp {
 namespace {
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
 
 std::string cpu_model(const std::string& proc_root) {
   std::ifstream in(proc_root + "/cpuinfo");

@@ -1,5 +1,6 @@
 #include "common/text.h"
 
+#include <cctype>
 #include <fstream>
 
 namespace ddp {
@@ -19,6 +20,13 @@ std::string printable_excerpt(std::string_view s, size_t max) {
   }
   if (s.size() > max) out += "...";
   return out;
+}
+
+std::string trim(std::string_view s) {
+  const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return std::string(s);
 }
 
 }  // namespace ddp

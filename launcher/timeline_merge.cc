@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "common/timeline_path.h"
 
 namespace ddp::launcher {
@@ -17,13 +18,11 @@ namespace {
 std::string events_of(const std::string& text) {
   size_t b = text.find('[');
   if (b == std::string::npos) return "";
-  size_t e = text.find_last_not_of(" \t\r\n");
-  std::string body = text.substr(b + 1, e == std::string::npos || e <= b ? 0 : e - b);
+  std::string body = text.substr(b + 1);
   while (!body.empty() &&
          (body.back() == ']' || body.back() == ',' || std::isspace(static_cast<unsigned char>(body.back()))))
     body.pop_back();
-  const size_t first = body.find_first_not_of(" \t\r\n");
-  return first == std::string::npos ? "" : body.substr(first);
+  return trim(body);
 }
 
 // "trace.rank12.json" -> 12 when it is `prefix` + digits + ".json"; else -1.

@@ -1,4 +1,4 @@
-// text: the first line of a file, and outside input made fit to quote in a message.
+// text: the first line of a file, outside input made fit to quote in a message, and trimming.
 #include "common/text.h"
 
 #include <doctest/doctest.h>
@@ -28,4 +28,11 @@ TEST_CASE("printable_excerpt: non-printing bytes become dots; a long text is cut
   CHECK(printable_excerpt(std::string("a\x01\n\x7f\xff", 5), 8) == "a....");
   CHECK(printable_excerpt("12345678", 8) == "12345678");  // exactly max: not cut
   CHECK(printable_excerpt("123456789", 8) == "12345678...");
+}
+
+TEST_CASE("trim: white space off both ends, none inside touched") {
+  CHECK(trim("") == "");
+  CHECK(trim(" \t\r\n\v\f") == "");
+  CHECK(trim("  Intel(R) Xeon(R)\n") == "Intel(R) Xeon(R)");
+  CHECK(trim("a b") == "a b");
 }
