@@ -183,6 +183,14 @@ std::string set_or_fallback(const Setting& s) {
   return std::string(s.fallback);
 }
 
+// The value set, read by `parse` (which rejects a bad one); nullopt when unset.
+template <typename T>
+std::optional<T> parsed_if_set(const Setting& s, T (*parse)(const Setting&, const std::string&)) {
+  auto v = get(s);
+  if (!v) return std::nullopt;
+  return parse(s, *v);
+}
+
 std::string int_range_text(const Setting& s) {
   if (s.min == INT64_MIN && s.max == INT64_MAX) return "an integer";
   if (s.max == INT64_MAX) return "an integer of at least " + std::to_string(s.min);
@@ -322,32 +330,26 @@ void check(Section section) {
 
 std::optional<int64_t> get_int(const Setting& s) {
   require(s, Type::kInt);
-  auto v = get(s);
-  if (!v) return std::nullopt;
-  return parse_int(s, *v);
+  return parsed_if_set(s, parse_int);
 }
 
 int64_t int_or(const Setting& s, int64_t fallback) { return get_int(s).value_or(fallback); }
 
 int64_t int_value(const Setting& s) {
-  if (auto v = get_int(s)) return *v;
-  if (s.fallback.empty()) no_fallback(s);
-  return parse_int(s, std::string(s.fallback));
+  require(s, Type::kInt);
+  return parse_int(s, set_or_fallback(s));
 }
 
 std::optional<bool> get_bool(const Setting& s) {
   require(s, Type::kBool);
-  auto v = get(s);
-  if (!v) return std::nullopt;
-  return parse_boolean(s, *v);
+  return parsed_if_set(s, parse_boolean);
 }
 
 bool bool_or(const Setting& s, bool fallback) { return get_bool(s).value_or(fallback); }
 
 bool bool_value(const Setting& s) {
-  if (auto v = get_bool(s)) return *v;
-  if (s.fallback.empty()) no_fallback(s);
-  return parse_boolean(s, std::string(s.fallback));
+  require(s, Type::kBool);
+  return parse_boolean(s, set_or_fallback(s));
 }
 
 std::optional<bool> parse_bool(const std::string& text) {
