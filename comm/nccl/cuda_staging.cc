@@ -1,5 +1,6 @@
 #include "comm/nccl/cuda_staging.h"
 
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -94,29 +95,19 @@ class CudaStagingGroup final : public ProcessGroup {
                  root ? std::vector<Staged>{} : std::vector<Staged>{io});
   }
   WorkPtr do_all_gather(Buffer input, Buffer output, AllGatherOptions opts) override {
-    auto in = stage(input, true);
-    auto out = stage(output, false);
-    return after(inner_->all_gather(in.host, out.host, opts), {out}, {in});
+    return in_to_out(&ProcessGroup::all_gather, input, output, opts);
   }
   WorkPtr do_gather(Buffer input, Buffer output, GatherOptions opts) override {
-    auto in = stage(input, true);
-    auto out = stage(output, false);
-    return after(inner_->gather(in.host, out.host, opts), {out}, {in});
+    return in_to_out(&ProcessGroup::gather, input, output, opts);
   }
   WorkPtr do_scatter(Buffer input, Buffer output, ScatterOptions opts) override {
-    auto in = stage(input, true);
-    auto out = stage(output, false);
-    return after(inner_->scatter(in.host, out.host, opts), {out}, {in});
+    return in_to_out(&ProcessGroup::scatter, input, output, opts);
   }
   WorkPtr do_reduce_scatter(Buffer input, Buffer output, ReduceScatterOptions opts) override {
-    auto in = stage(input, true);
-    auto out = stage(output, false);
-    return after(inner_->reduce_scatter(in.host, out.host, opts), {out}, {in});
+    return in_to_out(&ProcessGroup::reduce_scatter, input, output, opts);
   }
   WorkPtr do_all_to_all(Buffer input, Buffer output, AllToAllOptions opts) override {
-    auto in = stage(input, true);
-    auto out = stage(output, false);
-    return after(inner_->all_to_all(in.host, out.host, opts), {out}, {in});
+    return in_to_out(&ProcessGroup::all_to_all, input, output, opts);
   }
   WorkPtr do_barrier(BarrierOptions opts) override { return inner_->barrier(opts); }
   void do_abort(const std::string& reason) override { inner_->abort(reason); }
@@ -159,6 +150,15 @@ class CudaStagingGroup final : public ProcessGroup {
     out.reserve(staged.size());
     for (const auto& s : staged) out.push_back(s.host);
     return out;
+  }
+
+  // An op from `input` into `output` on the inner group: both staged, the output copied back.
+  template <typename Options>
+  WorkPtr in_to_out(WorkPtr (ProcessGroup::*op)(Buffer, Buffer, Options), const Buffer& input,
+                    const Buffer& output, Options opts) {
+    auto in = stage(input, true);
+    auto out = stage(output, false);
+    return after(std::invoke(op, *inner_, in.host, out.host, opts), {out}, {in});
   }
 
   // A host view for `b`: b itself on the host; else pinned memory, filled from the device
