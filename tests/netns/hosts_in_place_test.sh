@@ -65,7 +65,7 @@ elif [ "$restarts" = exit ]; then
   [ $rc1 = 0 ] || fail "host 1 exited $rc1"
   # The worker may see its peer gone before the launcher does, or after it began to move it in place.
   grep -Eq "membership changed \(.*${p}h2\) lost: .*\); joining round 1( with the workers in place)?\$" "$log" ||
-    fail "host 1 did not take its worker's exit for the membership change"
+    fail "host 1 did not take its worker's exit for the membership change: $(grep 'ddp-launch: ' "$log")"
   ! grep -q "restarting the workers" "$log" || fail "host 1 counted its worker's exit as a failure"
   after=$(grep -o 'done pid=[0-9]* .*steps=100' "$log" | sed 's/done pid=\([0-9]*\).*/\1/')
   [ -n "$after" ] || fail "no worker finished its 100 steps"
