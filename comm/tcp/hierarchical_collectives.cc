@@ -68,7 +68,8 @@ HierarchicalCollectives::HierarchicalCollectives(Options options, HierarchyChild
       local_(*children_.local),
       cross_(*children_.cross),
       flat_(flat),
-      large_(large_ways(), overlap_from()) {}
+      large_(large_ways(), overlap_from()),
+      cross_at_(cross_at(opt_.layout)) {}
 
 Algorithm HierarchicalCollectives::algorithm(const OpDesc& d, const Buffer& in) const {
   return plan(facts_, OpFacts{.kind = d.kind, .bytes = in.bytes(), .count = in.count}).algorithm;
@@ -432,13 +433,20 @@ void HierarchicalCollectives::reduce(const OpContext& ctx, const Buffer& buf) {
 // hosts in the cross order of the ranks with local index `leader_local` (the root's).
 size_t HierarchicalCollectives::leader_block(int rank, int leader_local) const {
   const HostLayout& l = opt_.layout;
-  size_t host_pos = 0;
-  for (size_t q = 0; q < l.host_of.size(); ++q) {
-    if (l.local_of[q] == leader_local && l.host_of[q] == l.host_of[static_cast<size_t>(rank)])
-      host_pos = static_cast<size_t>(l.cross_of[q]);
-  }
-  return host_pos * static_cast<size_t>(l.per_host) +
-         static_cast<size_t>(l.local_of[static_cast<size_t>(rank)]);
+  const auto r = static_cast<size_t>(rank);
+  const size_t leader =
+      static_cast<size_t>(leader_local) * static_cast<size_t>(l.hosts) + static_cast<size_t>(l.host_of[r]);
+  return static_cast<size_t>(cross_at_[leader]) * static_cast<size_t>(l.per_host) +
+         static_cast<size_t>(l.local_of[r]);
+}
+
+// [local][host]: the cross index of the rank with that local index on that host (O(world), once).
+std::vector<int> HierarchicalCollectives::cross_at(const HostLayout& l) {
+  std::vector<int> at(static_cast<size_t>(l.per_host) * static_cast<size_t>(l.hosts), 0);
+  for (size_t q = 0; q < l.host_of.size(); ++q)
+    at[static_cast<size_t>(l.local_of[q]) * static_cast<size_t>(l.hosts) +
+       static_cast<size_t>(l.host_of[q])] = l.cross_of[q];
+  return at;
 }
 
 // gather: within each host to its leader (the rank with the root's local index), then the

@@ -148,7 +148,8 @@ class HierarchicalCollectives {
   void reduce(const OpContext& ctx, const Buffer& buf);
   void gather(const OpContext& ctx, const Buffer& in, const Buffer& out);
   void scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
-  size_t leader_block(int rank, int leader_local) const;
+  size_t leader_block(int rank, int leader_local) const;  // O(1), through cross_at_
+  static std::vector<int> cross_at(const HostLayout& l);
   void barrier(const OpContext& ctx);
   void all_gather(const OpContext& ctx, const Buffer& in, const Buffer& out);
   void reduce_scatter(const OpContext& ctx, const Buffer& in, const Buffer& out);
@@ -168,6 +169,7 @@ class HierarchicalCollectives {
   PathChooser large_;
   std::vector<char> scratch_;  // shares, arranged blocks (kept between ops)
   int32_t barrier_token_ = 0;  // a barrier's all_reduce (one op at a time: the group's)
+  std::vector<int> cross_at_;  // cross_at(opt_.layout)
 };
 
 }  // namespace ddp::comm::tcp
