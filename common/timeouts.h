@@ -19,11 +19,9 @@ inline constexpr Millis kDefaultCollectiveTimeout{600'000};
 inline constexpr Millis kPeerLossDetection{2'000};
 // A peer across a network that went silent (its host or link died): an error within this bound
 // (TCP keepalive probes each second while a connection is idle, TCP_USER_TIMEOUT for data not
-// acknowledged). Longer than kPeerLossDetection because a congested link drops packets: at 2 s,
-// one dropped keepalive probe killed a healthy connection (emulated hosts on shaped links, 16
-// and 64 MiB all_reduces: three runs of four failed). 8 s rides out 7 lost probes in a row, or 5 losses of
-// one segment (retransmitted after 0.2, 0.6, 1.4, 3.0, 6.2 s), near NCCL's InfiniBand retry budget (7 retries
-// of about 1 s at its default NCCL_IB_TIMEOUT).
+// acknowledged). Longer than kPeerLossDetection because a congested link drops packets: 8 s rides
+// out 7 lost probes in a row, or 5 losses of one segment (retransmitted after 0.2, 0.6, 1.4, 3.0,
+// 6.2 s), near NCCL's InfiniBand retry budget (7 retries of about 1 s at NCCL_IB_TIMEOUT's default).
 inline constexpr Millis kLinkLossDetection{8'000};
 // A store client that cancelled a wait gives the server this long to answer before calling it lost.
 inline constexpr Millis kStoreCancelGrace{10'000};
