@@ -1,18 +1,13 @@
 #pragma once
 // The least a 2-rank all_reduce of buffers private to each rank (a program's own tensors, not
-// group memory) can cost on this machine when the data crosses through the kernel, as it must
-// without a shared mapping: two processes, one per CPU, each with its own float32 buffer at the
-// same address. Each reduces its half: it reads the peer's copy of a chunk with
-// process_vm_readv into a scratch buffer (in its cache), adds it into its own copy, and writes
-// the sum into the peer's with process_vm_writev, chunk after chunk. Each process touches only
-// its own half of both buffers, so nothing waits beyond a common start: what is timed is the data
-// movement alone (the kernel's per-page cost, the peer's memory traffic), which the tcp
-// backend's cross-memory all_reduce (comm/tcp/shm_allreduce_cross.h) pays plus its own
-// synchronisation. The copies go through the same thin wrappers of the system calls
-// (comm/tcp/cross_memory.h), not through the backend's all_reduce.
-//
-// Issue 14 sets the 64 MiB target as a ratio to the 2-thread `a += b` pass (floors_bench.cc);
-// this floor says how close to that pass private buffers can come here at all.
+// group memory) can cost on this machine when the data crosses through the kernel: two processes,
+// one per CPU, each with its own float32 buffer at the same address. Each reduces its half, chunk
+// after chunk: process_vm_readv of the peer's copy into a scratch buffer (in its cache), add into
+// its own copy, process_vm_writev of the sum into the peer's. Nothing waits beyond a common start,
+// so what is timed is the data movement alone, which the tcp backend's cross-memory all_reduce
+// (comm/tcp/shm_allreduce_cross.h) pays plus its own synchronisation. The copies go through the
+// same thin wrappers of the system calls (comm/tcp/cross_memory.h), not the backend's all_reduce;
+// floors_bench.cc sets this floor beside the 2-thread `a += b` pass.
 #include <cstddef>
 #include <string>
 #include <utility>

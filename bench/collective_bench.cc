@@ -1,21 +1,14 @@
 // ddp-bench collective: latency and bandwidth of one collective over a list of sizes.
-//
 //   ddp-bench collective --op all_reduce --backend tcp --sizes 4,1K,1M,256M --iters 20 --world-size 2
 //   ddp-bench collective -n 2 --compare mpi,gloo     # ours beside Open MPI and Gloo, same run
 //   ddp-bench collective -n 2 --buffers 4            # 4 buffers per process (all_reduce_multi);
 //   ddp-bench collective -n 8                        # ... against 8 ranks of one buffer each
-//
 // Ranks: under ddp-launch / mpirun / by hand (RANK, WORLD_SIZE, DDP_STORE or MASTER_ADDR/PORT)
 // every process is one rank; with --world-size N and no rank in the environment this process
-// starts N local ranks (bench/local_ranks.h; under mpirun when MPI is among the measured).
-// --compare measures peers in the same processes, interleaved repeat by repeat. Rank 0 prints
-// one line per implementation and size, with the machine's profile (common/machine.h) and, for
-// the peers, their time ratio to --backend: JSON objects, or a table. Sizes as nccl-tests takes
-// them: the full buffer's bytes, float32 (all_gather, gather: the output; reduce_scatter, scatter:
-// the input; all_to_all: each), root 0. Timing and checks: collective_timing.h (nccl-tests' method:
-// per-op time of a loop of N ops, max over ranks, median of R repeats). algbw = bytes / time; busbw:
-// all_reduce x 2(n-1)/n; all_gather, gather, scatter, reduce_scatter and all_to_all x (n-1)/n;
-// broadcast and reduce x 1. A wrong result on any rank prints no row and exits non-zero.
+// starts N local ranks (bench/local_ranks.h). Rank 0 prints one line (JSON, or a table) per
+// implementation and size, nccl-tests' sizes (the full buffer's bytes, float32, root 0) and
+// figures (algbw, busbw). Timing and checks: collective_timing.h; how it measures: docs/design.md.
+// A wrong result on any rank prints no row and exits non-zero.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>

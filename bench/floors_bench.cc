@@ -1,17 +1,13 @@
 // ddp-bench floors: what this machine's memory allows, the yardsticks for a 2-rank all_reduce on
-// one host (issue 14's targets are ratios to these, measured in the same minutes):
-//   - copy: a memcpy of `bytes` that another CPU has just written (the cost of taking a peer's
-//     data through shared memory once);
-//   - pass: two threads on two CPUs, each adding its half of b into a (`a += b` in float32 with
-//     the backends' own kernel), from a common start until both are done (one full reduction
-//     pass over the buffer with both cores, the least a 2-rank all_reduce must do);
-//   - cma: the same reduction between two processes whose buffers are private, each reading its
-//     half of the peer's copy and writing the sum back through the kernel (cma_floor.h): the
-//     least an all_reduce of a program's own buffers costs here ("n/a" where the kernel refuses
-//     cross-memory attach, and why). The last column is its ratio to the pass.
+// one host, measured in the same minutes:
+//   - copy: a memcpy of `bytes` that another CPU has just written (taking a peer's data through
+//     shared memory once);
+//   - pass: two threads on two CPUs, each adding its half of b into a (`a += b`, float32, the
+//     backends' kernel): one reduction pass with both cores, the least a 2-rank all_reduce does;
+//   - cma: the same between two processes with private buffers, through the kernel (cma_floor.h;
+//     "n/a" where cross-memory attach is refused, and why), with its ratio to the pass.
 // Threads are pinned to the first two CPUs this process may use (one CPU: both on it, said in
 // the output). Prints medians over --repeats; never asserts a timing.
-//
 //   ddp-bench floors --sizes 1M,64M
 #include <pthread.h>
 #include <sched.h>

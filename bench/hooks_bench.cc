@@ -2,17 +2,13 @@
 // (plain all_reduce, fp16_compress_hook, powersgd_hook at ranks 1, 2 and 4; "compute": none,
 // the step's compute alone), and ZeRO's optimizer state per rank beside the unsharded one's.
 // A rank program: run it under ddp-launch (across emulated hosts: bench/companions.sh).
-//
+//   ddp-launch --standalone --nproc-per-node 2 ddp-bench hooks --hooks compute,plain,fp16,powersgd1
 // Model: --layers x (Linear(hidden, hidden) + ReLU), MSE loss, SGD with momentum, batch --batch
-// per rank, 1 thread per rank. Per hook: a fresh model and DDP wrapper, --warmup untimed steps
-// (PowerSGD compresses from step 2 on), then --steps timed ones (a barrier before each; each
-// step's time is the slowest rank's). Bytes per step: what one rank hands to its all_reduces
-// per step (the payload: buckets' bytes, half of them in float16, PowerSGD's elements after
-// compression; a ring all_reduce sends about 2 (W-1)/W of the payload over each link).
-// Output on rank 0, one JSON row per hook (a hook listed twice is measured twice):
-//   {"hook", "params", "world", "step_ms", "step_ms_per_step", "bytes_per_step", "machine"}
-// then {"optimizer": "sgd-momentum", "state_bytes_plain", "state_bytes_zero_max", "world",
-// "machine"}: the optimizer state one rank keeps unsharded, and the most any rank keeps (ZeRO).
+// per rank, 1 thread per rank. Per hook: a fresh model and DDP wrapper, --warmup untimed steps,
+// then --steps timed ones (each the slowest rank's). Bytes per step: what one rank hands to its
+// all_reduces (the payload, after compression). Rank 0 prints one JSON row per hook (a hook
+// listed twice is measured twice), then one of the optimizer state one rank keeps unsharded and
+// the most any rank keeps (ZeRO).
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/sgd.h>

@@ -1,20 +1,12 @@
 // ddp-bench link: what one TCP connection between two hosts carries, the floor of a collective
-// across them (bench/hosts.sh runs it between emulated hosts). One process per host:
-//   - one way: `--listen ADDR:PORT` on the receiving host, `--connect ADDR:PORT` on the sender;
-//   - both ways on one connection, as two ranks' all_reduce loads it: `--both-ways` on each;
-//   - a ring (host K sends to K+1, receives from K-1, as a ring all_reduce of 3 or more hosts):
-//     `--listen` and `--connect` in the same process.
-// The sender sends for --seconds, split evenly over each size in --calls (the bytes per send and
-// recv call: how a program cuts its writes changes what the link carries), moving through a
-// --buffer (64 MiB) as an op of that size would, never one small cache-warm buffer, from one
-// non-blocking thread that polls both directions, and prints its rate per call size and the
-// best: the link's floor is the best a plain program gets from it. Then it shuts its sending
-// side down; every process reads until its peer has done the same, so all end together. Never
-// asserts a timing. --zerocopy sends with MSG_ZEROCOPY (the pages handed to the NIC, no copy
-// into the kernel) and says how many of those sends the kernel copied after all: it does on
-// loopback and veth (so between emulated hosts), and where the NIC cannot take scattered pages;
-// whether zero-copy pays off on a real link is this run's rate against a plain one.
-//
+// across them (bench/hosts.sh runs it between emulated hosts). One process per host: one way
+// (`--listen ADDR:PORT` on the receiver, `--connect ADDR:PORT` on the sender), both ways on one
+// connection as two ranks' all_reduce loads it (`--both-ways` on each), or a ring (`--listen` and
+// `--connect` in the same process). The sender sends for --seconds from a --buffer as an op
+// would, split over each size in --calls (bytes per send and recv call), and prints its rate per
+// call size and the best; all processes end together. Never asserts a timing. --zerocopy sends
+// with MSG_ZEROCOPY and says how many sends the kernel copied after all (it does on loopback and
+// veth, so between emulated hosts).
 //   host 2: ddp-bench link --listen 10.78.0.2:29000 --both-ways
 //   host 1: ddp-bench link --connect 10.78.0.2:29000 --both-ways
 #include <poll.h>

@@ -4,12 +4,10 @@
 // reduce (this rank's half with the peer's staged half), publish (the reduced half into the
 // slot). Each stage once with glibc's memcpy and separate passes, and once as the backend runs
 // it: comm::copy_bytes, and the reduce publishing into the slot in the same pass
-// (comm::combine_copy: its publish column is 0). The buffer --offset
-// bytes past a page boundary (16: where glibc's malloc puts a large, mmap'd buffer, such as a
-// std::vector of 128 KiB or more; PyTorch's 64-byte aligned tensors are 0 mod 64). Prints median
-// microseconds per op over --repeats. The tool behind issue 14's cause: on AMD Zen 3 with glibc
-// 2.36, memcpy's copy-out at offsets 1..63 costs several times the rest of the data path.
-//
+// (comm::combine_copy: its publish column is 0). The buffer lies --offset bytes past a page
+// boundary (16: where glibc's malloc puts a large, mmap'd buffer; PyTorch's 64-byte aligned
+// tensors are 0 mod 64; why it matters: comm/copy_kernel.h). Prints median microseconds per op
+// over --repeats.
 //   ddp-bench shm-stages --sizes 1M,16M --chunks 128K,256K
 #include <CLI/CLI.hpp>
 #include <chrono>

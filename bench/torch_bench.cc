@@ -1,17 +1,14 @@
 // ddp-bench torch: our LibTorch DistributedDataParallel against PyTorch's own, same model,
 // same protocol, in one run, interleaved.
-//
 // The model: `--layers` x (Linear(hidden, hidden) + ReLU), MSE loss, SGD, batch `--batch` per
 // rank, 1 thread per rank, `--nproc` ranks on this host. Per step: barrier, time one step
 // (zero_grad, forward, backward, optimizer step), then the maximum over ranks. A "local" step
-// is the same model unwrapped (no communication); a "ddp" step is the wrapped one.
-// Rounds alternate ours (forked ranks, the tcp backend unless --backend) and PyTorch's
-// (bench/torch_ddp_bench.py through /usr/bin/python3: torch.nn.parallel.DistributedDataParallel
-// over gloo). Each round checks that every rank ends with identical weights; a round that does
-// not is an error, never a row. Output: one JSON row per system with the medians over rounds:
-//   {"system": "ours" | "pytorch", "params", "local_ms", "ddp_ms", "overhead", "rounds",
-//    "local_ms_per_round", "ddp_ms_per_round", "overhead_per_round", "machine"}
-// overhead = ddp_ms / local_ms (of the medians; per round, of that round's figures).
+// is the same model unwrapped; a "ddp" step is the wrapped one. Rounds alternate ours (forked
+// ranks, the tcp backend unless --backend) and PyTorch's (bench/torch_ddp_bench.py through
+// --python: torch.nn.parallel.DistributedDataParallel over gloo). Each round checks that every
+// rank ends with identical weights; a round that does not is an error, never a row. Output: one
+// JSON row per system ("ours", "pytorch"): the medians over rounds, overhead = ddp_ms / local_ms.
+//   ddp-bench torch --nproc 2 --rounds 5
 #include <sys/wait.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/container/sequential.h>

@@ -1,7 +1,6 @@
 #pragma once
 // The one error hierarchy of the project. Libraries throw these and never exit or abort;
 // only cli/ maps them to exit codes. Every error carries the file:line where it was thrown.
-//
 //   Error
 //   ├── TimeoutError     a deadline passed; the message names the operation, what was missing
 //   ├── NetworkError     a peer or connection was lost: the group/connection must be rebuilt

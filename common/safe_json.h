@@ -1,16 +1,10 @@
 #pragma once
-// Untrusted JSON and the files it comes in. Whatever the launcher reads as JSON — a config
-// file, a worker's error file, a node registration from the store — may have been written by
-// anyone, so it is input, and input gets a clear error, never a crash:
-//
-// - read_file_head reads at most max_bytes (and never blocks on a FIFO or follows a symlink
-//   when told not to), so a worker cannot make the launcher load gigabytes or hang;
-// - parse checks the nesting depth *before* nlohmann builds a document (dump, copy and compare
-//   recurse: a document nested 100,000 deep overflows the stack), and turns every nlohmann
-//   exception (syntax, invalid UTF-8, a number out of range such as 1e400) into one
-//   InvalidArgument naming the source, line and column;
-// - the getters are typed and name the key and the source; as_int takes whole numbers only
-//   (3.0 and -0 are 3 and 0; 3.5, 1e20 and 2^64-1 outside the range are not).
+// Untrusted JSON and the files it comes in (a config file, a worker's error file, a node
+// registration from the store): input that gets a clear error, never a crash or a hang.
+// read_file_head reads at most max_bytes and, when told, never blocks on a FIFO or follows a
+// symlink; parse refuses nesting deeper than max_depth *before* nlohmann builds a document (its
+// dump, copy and compare recurse), and turns every nlohmann exception into one InvalidArgument
+// naming the source, line and column; the getters are typed and name the key and the source.
 // Everything here throws InvalidArgument (or std::bad_alloc) and nothing else; the try_
 // variants never throw. Internal header (not installed): it exposes nlohmann::json.
 #include <cstddef>
@@ -61,7 +55,7 @@ TextPosition position_of(std::string_view text, size_t byte);
 
 // "an integer", "a number", "a string", "an object", "an array", "a boolean", "null".
 std::string type_name(const Json& v);
-// A whole number in [lo, hi], or nullopt (wrong type, fraction, out of range).
+// A whole number in [lo, hi] (3.0 is 3), or nullopt (wrong type, fraction, out of range).
 std::optional<int64_t> as_int(const Json& v, int64_t lo = std::numeric_limits<int64_t>::min(),
                               int64_t hi = std::numeric_limits<int64_t>::max());
 // Any value as text for a message: a string as it is, others as compact JSON; invalid UTF-8

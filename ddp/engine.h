@@ -1,26 +1,14 @@
 #pragma once
 // Engine: data-parallel gradient averaging for a training program's own buffers — what
 // PyTorch's DistributedDataParallel does, for any program that can hand over pointers.
-//
-// Use:
-//   Engine engine(group, options);
-//   for each parameter: engine.register_param({name, data, grad, shape});   (and buffers)
-//   engine.finalize();                 // collective: cross-rank check, broadcast from rank 0
-//   loop:
-//     engine.pre_forward();            // buffers broadcast; the join round under a Join
-//     forward; backward, calling engine.mark_ready(p) as each gradient is final
-//     engine.finish_backward();        // gradients now hold the average over ranks
-//     optimizer step
-//
-// - Overlap: buckets launch as they fill; call mark_ready from the backward pass (per layer).
-//   Never calling mark_ready is fine: finish_backward() reduces everything (fairseq mode).
-// - no_sync(): an RAII scope in which mark_ready/finish_backward do nothing; the program keeps
-//   accumulating into its gradients and the next synchronized step reduces the sum.
-// - gradient_as_bucket_view: the engine owns the gradients; read and write them through
-//   grad(p). The views move once, at the bucket rebuild in the first finish_backward().
-// - Every rank must make the same calls in the same order (collectives inside).
-// - Errors: InvalidArgument for misuse (named parameter, rank); communication errors
-//   (TimeoutError, NetworkError) propagate from the collective calls: rebuild the group.
+// Register every parameter and buffer, finalize(), then per step: pre_forward(), forward,
+// backward calling mark_ready(p) as each gradient is final (buckets launch as they fill; never
+// calling it is fine), finish_backward() (gradients now hold the average), optimizer step.
+// no_sync() is a scope in which gradients accumulate and the next synchronized step reduces the sum.
+// With gradient_as_bucket_view the engine owns the gradients: use them through grad(p).
+// Every rank must make the same calls in the same order (collectives inside). Errors:
+// InvalidArgument for misuse (naming the parameter, the rank); communication errors (TimeoutError,
+// NetworkError) propagate from the collective calls: rebuild the group.
 // Not thread-safe except mark_ready, which autograd-like callers may call from several threads.
 #include <memory>
 #include <string>

@@ -1,20 +1,12 @@
 #pragma once
 // Join: training with uneven inputs (c10d's Join context manager for DDP).
-//
-// While a Join is alive, every pre_forward() of an active rank takes part in one small
-// all_reduce per iteration — the "still active?" round: world_size + 1 int32s summed, a sync
-// vote (1 unless in no_sync) followed by one presence slot per rank. From the sum every rank
-// learns, in one collective, how many ranks are still training, whether they will reduce
-// gradients this iteration, and which rank is the lowest active one (the buffers' source).
-//
-// A rank that ran out of data calls join(): it keeps answering the round with zeros and,
-// while others are active, shadows their collectives — the buffer broadcast, one hook call per
-// bucket on zero-filled gradients (bucket order, rebuilt order included), the one-time bucket
-// rebuild — until a round shows no active rank. Then the rank(s) that joined last broadcast
-// their parameters and buffers, so every rank ends with the same model. Gradients of a round
-// are averaged over the ranks that contributed, or over the initial world size
-// (divide_by_initial_world_size, c10d's default).
-//
+// While a Join is alive, every pre_forward() takes part in one small all_reduce (join_round) that
+// tells every rank how many are still training, whether they reduce gradients this iteration,
+// and the lowest active rank (the buffers' source). A rank out of data calls join(): it answers
+// the rounds with zeros and shadows the active ranks' collectives (buffer broadcast, one hook call
+// per bucket on zero gradients, the bucket rebuild) until no rank is active; then one that joined
+// last broadcasts its parameters and buffers, so every rank ends with the same model. Gradients are
+// averaged over the ranks that contributed, or over the initial world size (the default).
 // Every rank of the group must use a Join around the same loop and call join() once at its
 // end; pre_forward() is required in every iteration while a Join is alive.
 #include "comm/process_group.h"

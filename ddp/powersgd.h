@@ -1,27 +1,13 @@
 #pragma once
 // PowerSGD: low-rank gradient compression with error feedback, as PyTorch 1.13's
-// torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook (Vogels et al., 2019).
-//
-//   auto state = std::make_shared<ddp::PowerSGDState>(ddp::PowerSGDOptions{.matrix_approximation_rank = 2});
-//   engine.register_comm_hook(ddp::powersgd_hook(state));   // or ddp_model->register_comm_hook
-//
-// Per bucket, as PyTorch: the first start_powersgd_iter iterations all_reduce plainly (averaged).
-// From then on each parameter's gradient is viewed as a matrix (shape[0] rows, the rest as
-// columns); one with (rows + cols) * rank * min_compression_rate >= rows * cols (every 1-D
-// tensor: biases, norms) is all_reduced uncompressed and averaged. Each other matrix M gets
-// P = M Q (Q: random normal, orthogonalised, or last step's under warm_start), P all_reduced
-// (summed) and orthogonalised (Gram-Schmidt), Q = M^T P all_reduced and averaged, M <- P Q^T.
-// With error feedback the local difference between the gradient (plus the previous error) and
-// its reconstruction is added to the next step's gradient. Three collectives per bucket.
-//
-// Random Q: one seed per bucket per initialisation, drawn as numpy's RandomState(random_seed)
-// .randint(1_000_000_000) (so every rank draws the same); `random_normal` fills the Qs from it.
-// The built-in filler is our own normal generator; ddp/torch/powersgd_random.h gives
-// torch.manual_seed(seed) + torch.randn's values, for Qs equal to PyTorch's.
-//
-// Differences from PyTorch: orthogonalisation is always Gram-Schmidt (PyTorch takes a QR
-// factorisation for rank > 2: the same Q up to column signs, which cancel in P Q^T), and a
-// zero column is left zero where PyTorch (epsilon 0) would divide by zero.
+// torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook (Vogels et al., 2019), with its options
+// and steps: plain averaged all_reduce for the first start_powersgd_iter iterations, then per
+// bucket the matrices too small to compress (every 1-D tensor) averaged uncompressed and the others
+// as P = M Q, Q = M^T P: three collectives per bucket. Every rank seeds its Qs alike (numpy's
+// RandomState(random_seed)); ddp/torch/powersgd_random.h fills them with torch.randn's values, for
+// Qs equal to PyTorch's. Differences: orthogonalisation is always Gram-Schmidt (PyTorch's QR for
+// rank > 2 gives the same Q up to column signs, which cancel in P Q^T), and a zero column stays
+// zero where PyTorch (epsilon 0) would divide by zero.
 // Host float32/float64 buckets only (InvalidArgument otherwise). The state belongs to one
 // engine; the hook runs one bucket at a time (comm_hook.h), so it takes no lock. Its
 // collectives are waited for inside the hook (the bucket thread), in the same order on every rank.

@@ -1,18 +1,13 @@
 #pragma once
 // Reducer: the buckets and the per-iteration state machine of gradient averaging.
-//
-// One iteration: mark_ready(p) for each parameter whose gradient is final; when a bucket's
-// last parameter is ready, the bucket is launched — strictly in bucket order, so a ready later
-// bucket waits for the earlier ones and every rank issues the same collectives in the same
-// order. With gradient copies a launched bucket goes to the reducer's bucket thread
-// (TaskThread), which copies its gradients in, runs the comm hook, and once the hook's Work
-// completes copies the averages back out: the caller's backward pass only does bookkeeping,
-// and the copies overlap both the compute and the other buckets' communication. With bucket
-// views there is nothing to copy and the hook runs on the caller's thread.
-// finish() marks what is left (the fairseq mode when nothing was marked; zeros for unused
-// parameters), waits for every bucket, and after the first iteration rebuilds the buckets once
-// from rank 0's ready order (broadcast, so identical everywhere).
-//
+// mark_ready(p) for each parameter whose gradient is final; a bucket whose last parameter is ready
+// is launched strictly in bucket order, so every rank issues the same collectives in the same
+// order. With gradient copies a launched bucket goes to the bucket thread (TaskThread), which
+// copies its gradients in, runs the comm hook and copies the averages back out, overlapping compute
+// and the other buckets' communication; with bucket views the hook runs on the caller's thread.
+// finish() marks what is left (all, when nothing was marked; zeros for unused parameters), waits
+// for every bucket, and after the first iteration rebuilds the buckets once from rank 0's ready
+// order (broadcast, so identical everywhere).
 // Thread-safe: mark_ready may be called from several threads (e.g. autograd workers). In copy
 // mode a gradient is read after mark_ready, until finish() returns: leave it alone meanwhile.
 // Errors from communication or from a hook propagate from finish(); the group is then unusable.

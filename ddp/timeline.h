@@ -1,16 +1,8 @@
 #pragma once
-// Timeline: where a DDP step's time goes, as a Chrome trace event file (the JSON array format:
-// opens in Perfetto and chrome://tracing), one file per rank (common/timeline_path.h:
-// trace.json -> trace.rank0.json), pid = the rank. Tracks (tid):
-//   0 "step": forward, backward, the wait for the buckets at the end of backward, and the
-//     optimizer step (what runs between finish_backward and the next pre_forward);
-//   1 + k "bucket k": the instant its last gradient was ready, then its collective (the comm
-//     hook, all_reduce by default) from launch to completion, with the copies in and out
-//     around it when gradients are copied (not bucket views).
-// Every event's args carry the step number. Times are the system clock in microseconds, so
-// ranks' files merge on one time axis (ddp-launch --timeline; across hosts, as good as their
-// clocks' agreement).
-//
+// Timeline: where a DDP step's time goes, as a Chrome trace event file (docs/timeline.md), one
+// file per rank (common/timeline_path.h: trace.json -> trace.rank0.json), pid = the rank; track 0
+// holds the step's phases, track 1 + k bucket k's ready instant, collective and copies. Times are
+// the system clock in microseconds, so ranks' files merge on one time axis.
 // Turned on by EngineOptions::timeline or DDP_TIMELINE=PATH (read once per process). Off, the
 // engine holds no Timeline and reads no clock: each hook point is one pointer test.
 // Events are buffered and appended to the file at the end of every step (flush) and when the

@@ -2,18 +2,14 @@
 // Checkpoints for the demo job, in a directory: the model (parameters and buffers), the
 // optimizer's state and where training stands (Progress), one LibTorch archive per file
 // "step-<global step>.ckpt"; the newest is the one with the highest step.
-//
 // save() is atomic and durable: it writes a temporary file in the same directory, fsyncs it,
 // renames it over the final name and fsyncs the directory, so a job killed at any moment leaves
-// whole checkpoints only (and perhaps a ".tmp" file, which load ignores). It keeps the newest
-// `keep` checkpoints and removes older ones. Only rank 0 saves; every rank loads.
-//
-// load_newest() reads the newest checkpoint that is whole, before the model is wrapped in DDP
-// (loading replaces tensors' storage, which DDP has registered). A file that is not a whole
-// checkpoint (torn, truncated, garbage) is skipped in favour of the previous one and reported in
-// `skipped`; when every file is unreadable it is an InvalidArgument naming them all (starting
-// over would silently discard the job's progress). A whole checkpoint that does not fit the
-// model or the optimizer is an InvalidArgument naming the file: the job is not the one that
+// whole checkpoints only (and perhaps a ".tmp" file, which load ignores). Only rank 0 saves;
+// every rank loads, before the model is wrapped in DDP (loading replaces tensors' storage). A file
+// that is not a whole checkpoint (torn, truncated, garbage) is skipped for the previous one and
+// reported in `skipped`; when every file is unreadable it is an InvalidArgument naming them all
+// (starting over would silently discard the job's progress). A whole checkpoint that does not fit
+// the model or the optimizer is an InvalidArgument naming the file: the job is not the one that
 // wrote it. Not thread-safe; one saver per directory.
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>

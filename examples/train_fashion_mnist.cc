@@ -1,18 +1,15 @@
 // ddp-train-fashion-mnist: the main demo job (`make demo`). A convolutional network trained
 // data-parallel on Fashion-MNIST with LibTorch and ddp::torch::DistributedDataParallel:
-//
 //   ddp-launch --standalone --nproc-per-node 2 build/bin/ddp-train-fashion-mnist
-//
 // Each rank reads the real IDX files and trains on its shard (DistributedRandomSampler,
-// reshuffled every epoch); loss.backward() returns with gradients averaged over ranks, the
-// all_reduce overlapping the backward pass. Rank 0 prints one line per epoch — training loss,
-// test accuracy over the whole test set, samples/s over all ranks. With --checkpoint DIR, rank 0
-// saves model, optimizer and progress (epoch and step) atomically every --checkpoint-every steps
-// and at each epoch's end, and every rank loads the newest at start, before wrapping the model:
-// a job restarted by ddp-launch (--max-restarts, or a new elastic round) continues from the
-// saved step, mid-epoch, with the same data order (the batches already trained are skipped).
-// --elastic-in-place (under --nnodes MIN:MAX): a lost or joining node restarts no worker; the
-// state is committed every step and re-formed in place (ddp/elastic/elastic.h, train_in_place below).
+// reshuffled every epoch). Rank 0 prints one line per epoch — training loss, test accuracy over
+// the whole test set, samples/s over all ranks. With --checkpoint DIR, rank 0 saves model,
+// optimizer and progress atomically every --checkpoint-every steps and at each epoch's end, and
+// every rank loads the newest at start, before wrapping the model: a job restarted by ddp-launch
+// (--max-restarts, or a new elastic round) continues from the saved step, mid-epoch, with the same
+// data order (the batches already trained are skipped). --elastic-in-place (under --nnodes
+// MIN:MAX): a lost or joining node restarts no worker; the state is committed every step and
+// re-formed in place (ddp/elastic/elastic.h, train_in_place below).
 #include <torch/data.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>

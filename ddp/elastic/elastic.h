@@ -1,29 +1,16 @@
 #pragma once
 // Recovery in place (docs/launcher.md, "Recovery in place"), after Horovod Elastic: a program run
 // by ddp-launch --nnodes MIN:MAX keeps its processes when a node is lost or joins. It keeps its
-// training state in a State, commits it now and then, and runs its training through run():
-//
-//   ddp::elastic::Session session;                    // the launcher's store, this worker's round
-//   MyState state(model, optimizer);                  // a State: save() and load() of the bytes
-//   ddp::elastic::run(session, state, [&](const ddp::comm::ProcessGroupPtr& group) {
-//     for (; state.step < steps; ++state.step) { train_step(group); state.commit(); }
-//   }, {.on_group = [&](const ddp::comm::ProcessGroupPtr& g) { /* rebuild the DDP engine on g */ }});
-//
-// What happens on a membership change: the round's outcome becomes "changed: ..." (written by a
-// launcher, rendezvous/in_place.h). The Session watches it in the background (round_watcher.h) and
-// aborts the round's group ("round N ended: changed: ..."): a pending collective fails at once
-// with Aborted, even one waiting on a host cut off without a reset; failing that, it fails on
-// its own (a lost peer: NetworkError), or the next commit() throws MembershipChanged. run() then
-// treats all three alike: it waits for the round's outcome, rolls the
-// state back to its last commit (restore), drops the group, reads this worker's place in the new
-// round from its launcher (the store, assign/<rank>), forms the new round's group, calls on_group
-// and broadcasts the state from a survivor (sync): the lowest rank among those that lived
-// longest. Workers a joining node starts fresh take that broadcast too. Any other error, or an
+// training state in a State, commits it now and then, and runs its training through run().
+// On a membership change (the round's outcome "changed: ...", rendezvous/in_place.h) the Session
+// aborts the round's group: a pending collective fails with Aborted (or NetworkError, or the next
+// commit() throws MembershipChanged). run() then rolls the state back to its last commit, forms the
+// new round's group, calls on_group and broadcasts the state from a survivor. Any other error, or an
 // outcome that is not a membership change, propagates (the launcher then restarts the workers).
-//
 // Threading: one Session and one run() per process, on one thread. Errors: InvalidArgument when
-// the environment lacks the launcher's store (DDP_STORE) or round (DDP_ELASTIC_ROUND); TimeoutError
-// when no assignment comes within rejoin_timeout; the backend's and the store's errors.
+// the environment lacks the launcher's store, run or round (DDP_STORE, DDP_RUN_ID,
+// DDP_ELASTIC_ROUND); TimeoutError when no assignment comes within rejoin_timeout; the backend's
+// and the store's errors.
 #include <functional>
 #include <memory>
 #include <string>

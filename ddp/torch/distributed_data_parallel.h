@@ -1,18 +1,8 @@
 #pragma once
 // DistributedDataParallel for LibTorch: what torch.nn.parallel.DistributedDataParallel is to
-// PyTorch, for any torch::nn::Module, on any of our backends.
-//
-//   auto group = ddp::init_process_group({.backend = "tcp"});
-//   Net model;                                             // any module (holder or shared_ptr)
-//   ddp::torch::DistributedDataParallel ddp_model(model, group);   // collective
-//   torch::optim::SGD opt(ddp_model->parameters(), 0.1);
-//   for (auto& batch : loader) {
-//     opt.zero_grad();
-//     auto loss = torch::nll_loss(ddp_model(batch.data), batch.target);
-//     loss.backward();                                     // returns with averaged gradients
-//     opt.step();
-//   }
-//
+// PyTorch, for any torch::nn::Module, on any of our backends. Wrap the model (collective:
+// DistributedDataParallel ddp_model(model, group)) and train through ddp_model as usual:
+// loss.backward() returns with the gradients averaged over ranks.
 // The wrapped module is this module's submodule "module" (state_dict keys "module.…", as in
 // PyTorch). forward() runs ModuleEngine::pre_forward(), checks that tensor arguments are on
 // the parameters' device, then calls the wrapped module's forward with the same arguments.

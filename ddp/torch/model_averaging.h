@@ -1,14 +1,8 @@
 #pragma once
 // Local SGD for LibTorch: parameters averaged every K steps instead of gradients every step,
 // as PyTorch 1.13's PeriodicModelAverager and PostLocalSGDOptimizer
-// (torch.distributed.algorithms.model_averaging, torch.distributed.optim).
-//
-//   auto state = std::make_shared<ddp::PostLocalSGDState>(ddp::PostLocalSGDOptions{.start_local_sgd_iter =
-//   100}); ddp_model->register_comm_hook(ddp::post_local_sgd_hook(state));   // gradients local after 100
-//   ddp::torch::PostLocalSGDOptimizer opt(std::make_unique<torch::optim::SGD>(...),
-//                                         ddp::torch::PeriodicModelAverager(4, 100, group));
-//   ... loss.backward(); opt.step();   // every 4th step after the warm-up: parameters averaged
-//
+// (torch.distributed.algorithms.model_averaging, torch.distributed.optim); pair them with
+// post_local_sgd_hook (ddp/post_local_sgd_hook.h), which keeps gradients local after the warm-up.
 // average_parameters: the parameters that have a gradient, flattened (one dtype), divided by the
 // group size and all_reduced (summed), copied back in place (PyTorch rebinds p.data instead;
 // in place keeps DDP's registration valid). Collective: every rank, same parameters, same

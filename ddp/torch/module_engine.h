@@ -1,29 +1,16 @@
 #pragma once
 // ModuleEngine: the DDP engine bound to a torch::nn::Module — the untemplated half of
-// DistributedDataParallel (distributed_data_parallel.h), usable on its own.
-//
-// Construction (collective): registers every parameter that requires grad, in
-// named_parameters() order, and every buffer with the Engine, checks that every rank has the
-// same model (InvalidArgument naming the first parameter that differs), broadcasts rank 0's
-// parameters, frozen parameters and buffers, and installs a gradient-ready hook on each
-// parameter (grad_hooks.h). From then on:
-//   - pre_forward() (forward's first step) broadcasts buffers (broadcast_buffers) and takes
-//     part in the join round under a ddp::Join;
-//   - during loss.backward() each hook copies nothing on the hot path: it points .grad at the
-//     gradient's home (its registered memory, or its bucket view with gradient_as_bucket_view)
-//     if autograd replaced it, then marks the parameter ready; buckets launch as they fill;
-//   - the first hook queues finish_backward() on autograd, so backward() returns with .grad
-//     holding the average over ranks. No user call.
-// Gradients alias memory that does not move (with bucket views, until the one rebuild after
-// the first iteration; .grad is re-pointed then): optimizer.zero_grad() zeroes them in place.
-// A parameter no rank used gets a zero gradient (find_unused_parameters).
-//
+// DistributedDataParallel (distributed_data_parallel.h), usable on its own. Construction
+// (collective) registers every parameter that requires grad (named_parameters() order) and every
+// buffer, checks that every rank has the same model, broadcasts rank 0's parameters (frozen too) and buffers,
+// and hooks each parameter (grad_hooks.h): a hook points .grad back at its home if autograd
+// replaced it and marks it ready; the first queues finish_backward() on autograd, so backward()
+// returns with .grad averaged. Gradients stay put (bucket views: until the one rebuild after the
+// first iteration, which re-points .grad), so optimizer.zero_grad() zeroes them in place.
 // Misuse is an InvalidArgument naming the parameter and the rank: a model that differs across
-// ranks, requires_grad changed after construction, a parameter or buffer whose storage was
-// replaced after construction (torch::load into the wrapped model: load before wrapping), parameters on
-// different devices or on a device the group cannot reach, a second training forward before backward without
-// find_unused_parameters.
-// Threading: as the Engine (the hooks may run on autograd's device threads).
+// ranks, storage or requires_grad changed after wrapping (load before wrapping), parameters on
+// several devices or one the group cannot reach, a second training forward before backward
+// without find_unused_parameters. Threading: as the Engine (hooks run on autograd's threads).
 #include <ATen/core/Tensor.h>
 
 #include <memory>
@@ -48,6 +35,7 @@ class ModuleEngine {
   ModuleEngine(const ModuleEngine&) = delete;
   ModuleEngine& operator=(const ModuleEngine&) = delete;
 
+  // Forward's first step: the misuse checks, the buffers' broadcast, the join round under a Join.
   void pre_forward();
   // The device the parameters live on; forward inputs must be there too.
   const at::Device& device() const { return device_; }

@@ -1,31 +1,16 @@
 #pragma once
-// SyncBatchNorm for LibTorch: batch normalization whose batch statistics are those of the
-// whole group's batch, as torch.nn.SyncBatchNorm — on the CPU too, and over any backend.
-//
-//   ddp::torch::SyncBatchNorm2d norm(::torch::nn::BatchNormOptions(16), group);
-//   // or: convert the BatchNorm layers of an existing model, before wrapping it in DDP
-//   ddp::torch::convert_sync_batchnorm(*model, group);
-//
-// Training (and when running statistics are not tracked): every rank sums its input and its
-// squares per channel and counts its rows; one all_reduce (float64) of [sum, sum of squares,
-// count] gives the global mean and biased variance that normalize the input; the running
-// statistics take the global mean and the unbiased global variance, with the layer's momentum
-// (or the cumulative average when momentum is unset), as LibTorch's BatchNorm. Backward, as
-// PyTorch's: the per-channel sums of dy and dy*(x-mean) are all-reduced in one collective to
-// form the input gradient; weight and bias get this rank's own gradient (DDP averages them).
-// Evaluation with running statistics, and a group of one, is LibTorch's batch_norm.
-// A rank with an empty batch takes part with zeros.
-//
-// Collective: every rank of `group` must run each SyncBatchNorm forward and backward in the
-// same order with the same channel count (and the input requiring grad on all or none), or
-// the collectives pair up wrongly or time out. Statistics travel on the group's device
-// (staged there and back when the input lives elsewhere). The module is otherwise a LibTorch
-// BatchNorm (options, parameters, buffers and state_dict keys are the same), so
-// checkpoints move between the two. Differs from PyTorch's: the statistics go in one
-// all_reduce of sums rather than an all_gather of per-rank mean and invstd (the variance is
-// E[x^2] - mean^2 in float64).
-// Errors: InvalidArgument for an input of the wrong rank or a global batch of one row per
-// channel; the group's errors (timeouts, lost peers) from forward() or backward().
+// SyncBatchNorm for LibTorch: batch normalization over the whole group's batch, as
+// torch.nn.SyncBatchNorm — on the CPU too, and over any backend. In training (or without running
+// statistics) one float64 all_reduce, on the group's device, of the per-channel sums, sums of
+// squares and the row count gives the mean and biased variance (E[x^2] - mean^2, where PyTorch
+// all_gathers each rank's mean and invstd); backward all-reduces the sums of dy and dy*(x-mean) in
+// one collective; weight and bias keep this rank's gradient (DDP averages them). An empty batch
+// takes part with zeros. Evaluation with running statistics, and a group of one, is LibTorch's
+// BatchNorm, whose options, parameters, buffers and state_dict keys these modules share.
+// Collective: every rank of `group` runs each forward and backward in the same order with the
+// same channel count (and the input requiring grad on all or none), or the collectives pair up
+// wrongly or time out. Errors: InvalidArgument for an input of the wrong rank or a global batch of
+// one row per channel; the group's errors (timeouts, lost peers) from forward() or backward().
 #include <ATen/core/Tensor.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/pimpl.h>

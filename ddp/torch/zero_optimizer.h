@@ -1,30 +1,16 @@
 #pragma once
-// ZeroRedundancyOptimizer: ZeRO stage 1 for LibTorch, as torch.distributed.optim's.
-//
-//   ddp::torch::DistributedDataParallel model(net, group);
-//   ddp::torch::ZeroRedundancyOptimizer opt(model->parameters(), group, [](std::vector<at::Tensor> shard) {
-//     return std::make_unique<::torch::optim::Adam>(shard, ::torch::optim::AdamOptions(1e-3));
-//   });
-//   ... loss.backward(); opt.step();   // same parameters on every rank afterwards
-//
-// The parameters are partitioned over the ranks greedily by size, as PyTorch's: largest first,
-// each to the rank with the fewest elements so far. Each rank builds the wrapped optimizer (the
-// factory's) over its own shard only, so it keeps optimizer state (momenta, Adam's moments)
-// for about 1/world of the parameters. step() steps that shard with the gradients as they
-// are (averaged by DDP), then every parameter is broadcast from its owner: one broadcast per
-// rank, of that rank's parameters flattened (coalesced), so every rank ends with the same
-// parameters as an unsharded optimizer would give.
-//
+// ZeroRedundancyOptimizer: ZeRO stage 1 for LibTorch, as torch.distributed.optim's. The
+// parameters are partitioned greedily by size (largest first, each to the rank with the fewest
+// elements so far); each rank builds the factory's optimizer over its shard only, so it keeps
+// optimizer state for about 1/world of the parameters. step() steps that shard with the gradients
+// as they are (averaged by DDP), then each rank broadcasts its shard (coalesced), so every rank
+// ends with the parameters an unsharded optimizer would give.
 // Collective: construction, step() and consolidate_state_dict() on every rank, in the same
 // order, with the same parameters (shapes, dtypes, order) and factory. Parameters live on the
-// group's device or are staged there for the broadcast. Not thread-safe.
-// Differs from PyTorch's: one parameter group (the factory sees the shard; options come from
-// the factory), no overlap_with_ddp, no parameters_as_bucket_view; consolidation builds a
-// full LibTorch optimizer on one rank (save it with torch::save; it loads into the unsharded
-// optimizer of the same parameters, or back into a ZeroRedundancyOptimizer with
-// load_consolidated()).
-// Errors: InvalidArgument for no parameters, a null factory or optimizer, a bad rank; the
-// group's errors from the collectives.
+// group's device or are staged there for the broadcast. Not thread-safe. Differs from PyTorch's:
+// one parameter group (options come from the factory), no overlap_with_ddp, no
+// parameters_as_bucket_view. Errors: InvalidArgument for no parameters, a null factory or
+// optimizer, a bad rank; the group's errors from the collectives.
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>

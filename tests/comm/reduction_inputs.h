@@ -4,26 +4,13 @@
 // self-check, which every test runs for its own dtype, world and count (docs/design.md, "Oracles
 // that can fail"). For every world 2..8, every dtype, every count and every offset:
 //  - SUM, PRODUCT and AVG differ at every element from every rank's input;
-//  - MIN and MAX: the ranks' values at an element are distinct and the rank that holds the MAX
-//    (and the one that holds the MIN) changes from each element to the next, so over any two
-//    consecutive elements no rank's buffer is the result; each rank holds the MAX at some element
-//    of every 18 and the MIN at another. One element alone is necessarily some rank's value;
-//  - at every element each op's result, on its own inputs, differs from what each other op
-//    (SUM, PRODUCT, MIN, MAX, AVG) gives on those inputs as the dtype holds it;
-//  - values and results are exact in the dtype (bfloat16 included), and so is the AVG: the SUM
-//    is a multiple of the world.
-// The inputs (found by search, proven by the self-check below and reduction_inputs_test.cc):
-//  SUM, AVG and the bitwise ops: base(i) + kOffsets[r mod 8], base(i) = 4 + (7i + 3) mod 9 for
-//    uint8, -9 - (7i + 3) mod 9 for the signed types (floats included); the offsets' sum over
-//    ranks 0..n-1 is a multiple of n for every n in 1..8, and their mean is none of them.
-//  PRODUCT: 3 at rank 0; at rank 1, 2 where i mod 3 == 0 and 3 elsewhere; at ranks 2..7, 2
-//    where (i + r) mod 3 == 2 and 1 elsewhere (ranks 8 and up: 1, so 16 virtual ranks stay within
-//    int8). Signed types negate rank 1's 3 where i mod 3 == 1 and hold -1 for the 1s where
-//    (i + r) mod 3 == 1.
-//  MIN, MAX: mid +- (low + (r + i/2) mod 9), + where i + r is even: the ranks that hold the
-//    larger values swap with every element, and the rotation gives each the largest magnitude in
-//    turn. Signed types: mid 2, low 9 (values -15..19, both signs at every element); uint8: mid
-//    11, low 1 (2..20).
+//  - MIN and MAX: the ranks' values at an element are distinct and the rank that holds each
+//    changes from each element to the next, so over any two consecutive elements no rank's buffer
+//    is the result; each rank holds the MAX at some element of every 18 and the MIN at another;
+//  - at every element each op's result differs from what each other op (SUM, PRODUCT, MIN, MAX,
+//    AVG) gives on those inputs as the dtype holds it;
+//  - values and results are exact in the dtype (bfloat16 included), and so is the AVG.
+// The inputs were found by search; the self-check below and reduction_inputs_test.cc prove them.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -46,6 +33,10 @@ inline constexpr comm::ReduceOp kArithmeticOps[] = {comm::ReduceOp::kSum, comm::
                                                     comm::ReduceOp::kMin, comm::ReduceOp::kMax,
                                                     comm::ReduceOp::kAvg};
 
+// SUM, AVG, bitwise: a pattern plus kOffsets[r mod 8], whose sum over ranks 0..n-1 is a multiple
+// of n for every n in 1..8 (so the AVG is exact) and whose mean is none of them. PRODUCT: 1s, 2s
+// and 3s (some negated in signed types), ranks 8 and up all 1, so 16 virtual ranks stay in int8.
+// MIN, MAX: mid +- a magnitude rotating with r + i/2, + where i + r is even.
 inline double reduction_input(comm::DType dtype, comm::ReduceOp op, int rank, size_t index) {
   using comm::ReduceOp;
   const bool is_unsigned = dtype == comm::DType::kUInt8;

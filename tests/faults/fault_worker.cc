@@ -1,23 +1,13 @@
 // ddp_fault_worker: the worker of the fault matrix (tests/faults) and of `make soak`.
-//
 //   ddp_fault_worker --backend tcp|gloo|mpi --dir D [--iters N] [--seconds S] [--count C]
 //                    [--close-mid-frame-rank R] [--init-method URL] [--ddp 1]
 //                    [--stall-in-backward-rank R]
 //   ddp_fault_worker --serve-store PORT        (hosts a TCPStore on 127.0.0.1:PORT until killed)
-//
-// Joins the default group (env://: RANK/WORLD_SIZE/MASTER_* or DDP_STORE, as under ddp-launch;
-// or the given init method, e.g. file:///path)
-// and runs all_reduce of C floats in a loop (N iterations, or for S seconds as rank 0 counts
-// them; neither: until killed), checking every result; with --ddp 1 each iteration is also a DDP
-// engine step (four parameters in buckets, gradients marked ready in reverse, averaged and
-// checked). After the first op it writes D/ready.<rank> (its pid), so a driver knows every rank is
-// inside the loop before it injects a fault. Rank R of --close-mid-frame-rank then writes half a
-// frame to every peer socket, shuts them down and waits to be killed: a peer that closes its
-// connections in the middle of a message. With --ddp 1, rank R of --stall-in-backward-rank, in
-// its first attempt (TORCHELASTIC_RESTART_COUNT unset or 0), marks half its gradients ready in
-// its third step (their buckets' all_reduce in flight), writes D/in_backward.<rank> (its pid)
-// and waits to be killed: a peer lost in the middle of backward. The last line of a run that
-// ends well names the attempt.
+// Joins the default group (env:// as under ddp-launch, or --init-method) and runs all_reduce of C
+// floats in a loop (N iterations, or for S seconds as rank 0 counts them; neither: until killed),
+// checking every result; with --ddp 1 each iteration is also a checked DDP engine step. After the
+// first op it writes D/ready.<rank> (its pid), so a driver knows every rank is inside the loop
+// before it injects a fault (the faults: Args). The last line of a good run names the attempt.
 // Exit codes: 0 every result right; 3 a ddp::Error, printed as "fault_worker rank R: <kind>:
 // <message>" (then _Exit: no teardown); 4 a wrong result (never reported as success); 2 usage.
 #include <dirent.h>
@@ -54,8 +44,13 @@ struct Args {
   long iters = 0;
   double seconds = 0;
   size_t count = 1 << 16;
+  // Rank R of --close-mid-frame-rank, once every rank is ready, writes half a frame to every peer
+  // socket, shuts them down and waits to be killed: a peer that closes mid-message.
   int close_rank = -1;
   int serve_port = -1;
+  // Rank R of --stall-in-backward-rank (--ddp 1; first attempt: TORCHELASTIC_RESTART_COUNT unset
+  // or 0) marks half its gradients ready in its third step (their buckets' all_reduce in flight),
+  // writes D/in_backward.<rank> (its pid) and waits to be killed: a peer lost mid-backward.
   int stall_rank = -1;
   bool ddp = false;
 };

@@ -2,19 +2,14 @@
 // through ddp::elastic::run: each step all_reduces ones over the group, adds the sum and commits.
 // Prints "group pid=<pid> round=<r> rank=<rank> world=<w>" for every group it forms, and at the
 // end "done pid=<pid> value=<v> steps=<n>". Steps are paced (STEP_MS) so a test can act mid-run.
-// --print-steps: a line per step, as bench/elastic_job.py prints them ("elastic_job step <s> rank
-// <r> world <w> restart <TORCHELASTIC_RESTART_COUNT> t <unix time, s>"): the value the steps imply
-// (elastic_harness.sh) is checked against "done". --restart: a plain worker (no ddp::elastic; its
-// group from the launcher's environment, a failure exits 1 for the launcher to restart it; steps
-// printed; bench/elastic.sh's "cpp-restart", hosts_restart_test.sh). --stall-on-change: in the
-// job's first attempt, a step in a group of more than one failing with a NetworkError (a lost
-// peer, MembershipChanged) prints "stalled pid=<pid>: <why>" and waits to be stopped: a worker
-// stuck in its own code, which its launcher must restart. --exit-on-change: prints "exited
-// pid=<pid>: <why>" and exits 3 instead: a moved worker that dies. --slow-on-group MS: each group
-// this process re-forms after a change waits MS in on_group, before its state sync (a slow
-// rebuild; the window in which hosts_in_place_second_loss_test.sh loses another node).
 // usage: ddp_elastic_probe STEPS STEP_MS [--print-steps] [--restart | --stall-on-change |
 //        --exit-on-change] [--slow-on-group MS]   (STEPS 0: until stopped)
+// --print-steps: a line per step, as bench/elastic_job.py prints them (elastic_harness.sh checks
+// the value they imply against "done"). --restart: a plain worker (no ddp::elastic; a failure exits
+// 1 for the launcher to restart it; steps printed). --stall-on-change / --exit-on-change: in the
+// job's first attempt, a step failing with a NetworkError prints "stalled|exited pid=<pid>: <why>"
+// and waits to be stopped / exits 3. --slow-on-group MS: each group re-formed after a change waits
+// MS in on_group, before its state sync.
 #include <unistd.h>
 
 #include <chrono>
@@ -74,11 +69,15 @@ void step(ddp::comm::ProcessGroup& g, Counter& state, bool print_steps) {
   while (true) ::pause();
 }
 
+// kRestart: bench/elastic.sh's "cpp-restart", hosts_restart_test.sh. kStall: a worker stuck in its
+// own code, which its launcher must restart; kExit: a moved worker that dies (both only in a group
+// of more than one).
 enum class Mode { kInPlace, kRestart, kStall, kExit };
 
 struct Run {
   Mode mode = Mode::kInPlace;
   bool print_steps = false;
+  // A slow rebuild: the window in which hosts_in_place_second_loss_test.sh loses another node.
   std::chrono::milliseconds slow_on_group{0};
   int64_t steps = 0;
   std::chrono::milliseconds pace{0};

@@ -1,24 +1,16 @@
 #pragma once
 // TorchProcessGroup: one of our process groups (tcp by default; gloo or mpi underneath on
-// request) behind PyTorch's c10d::ProcessGroup interface. This is what
-// torch.distributed.init_process_group("ddp") returns once `import ddp_torch` registered it.
-//
-// Contract:
-// - The constructor builds our group through the backend registry (comm/backend.h), meeting in
-//   the c10d::Store PyTorch handed in (already a PrefixStore per group), so every PyTorch init
-//   method works. It blocks until every rank arrived or the timeout passed (TimeoutError
-//   naming the missing keys). Only the group's members construct it, as PyTorch does.
-// - c10d's calling convention: every rank calls every collective in the same order; each call
-//   takes one tensor (one device per process); tensors must be contiguous, of a supported dtype
-//   (float32/64, float16, bfloat16, int8, uint8, int32, int64) and on the group's device.
-// - Ops return at once with a TorchWork; results land in the caller's tensors when it
-//   completes. Errors (ours, with op, sequence number and peer) surface from wait() and the
-//   future; argument errors are thrown by the call itself, as InvalidArgument.
-// - Not supported (a clear error, never a silent wrong result): several tensors per call,
-//   PREMUL_SUM, sparse tensors but in allreduce SUM, recvAnysource on mpi underneath.
-// - Ops beyond one collective of ours (list ops, uneven alltoall, sparse, monitoredBarrier) say
-//   how they map where they are declared below; docs/backends.md says it for users.
-// Thread-safety: as c10d's, calls issued from one thread at a time per group.
+// request) behind PyTorch's c10d::ProcessGroup interface: what init_process_group("ddp") returns
+// once `import ddp_torch` registered it. The constructor builds our group through the backend
+// registry (comm/backend.h) over the c10d::Store PyTorch hands in (a PrefixStore per group), so
+// every init method works; only the members construct it, and it blocks until every rank arrived
+// (TimeoutError naming the missing keys). c10d's calling convention: every rank calls every
+// collective in the same order, one contiguous tensor per call, of a supported dtype (float32/64,
+// float16, bfloat16, int8, uint8, int32, int64), on the group's device. Ops return at once with a
+// TorchWork; errors (ours, with op, sequence number and peer) surface from wait() and the future,
+// argument errors from the call (InvalidArgument). Not supported, with a clear error: several
+// tensors per call, PREMUL_SUM, sparse tensors but in allreduce SUM, recvAnysource on mpi
+// underneath. Thread-safety: as c10d's, calls from one thread at a time per group.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <functional>

@@ -1,7 +1,5 @@
 #pragma once
 // TorchWork: a c10d::Work that completes when our comm::Works do.
-//
-// Contract:
 // - track(works, on_success) follows one or more of our Works (issued in order on one group).
 //   When the last has finished, on_success runs (copying gathered results into the caller's
 //   tensors, for instance) unless one failed; then the c10d Work finishes with the first error

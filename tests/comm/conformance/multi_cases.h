@@ -1,9 +1,7 @@
 #pragma once
-// The multi-buffer conformance matrix (issue 19): all_reduce_multi, reduce_multi,
-// broadcast_multi and all_gather_multi with K buffers per rank, checked against exact
-// references. Buffer i of rank r is virtual rank v = r*K + i; the op must behave as the
-// single-buffer op over world × K ranks.
-//
+// The multi-buffer conformance matrix: all_reduce_multi, reduce_multi, broadcast_multi and
+// all_gather_multi with K buffers per rank, checked against exact references. Buffer i of rank r
+// is virtual rank v = r*K + i; the op must behave as the single-buffer op over world × K ranks.
 // Inputs (exact in every dtype for up to 16 virtual ranks, found by search):
 //   general(v, i) = ((7i + 3 + 2v) mod 5) + off[v], minus 2 for signed types, plus 6 for uint8,
 //                   off = {2, -2, 5, 2, -1, 1, -6, -4, 0, 7, 6, 5, 1, -1, 3, 5}
