@@ -1,7 +1,8 @@
 #pragma once
-// Internal to MpiRuntime: its state, shared by mpi_runtime.cc (the MPI thread: its loop,
-// channels, deadlines, finalize) and mpi_runtime_caller.cc (small ops started on a caller's
-// thread: run_here, and the baton that keeps one thread in MPI at a time).
+// Internal to MpiRuntime: its state, shared by mpi_runtime.cc (the MPI thread's channels and
+// deadlines), mpi_runtime_loop.cc (the MPI thread: init, its loop, finalize) and
+// mpi_runtime_caller.cc (small ops started on a caller's thread: run_here, and the baton that
+// keeps one thread in MPI at a time).
 #include <mpi.h>
 
 #include <atomic>
@@ -66,6 +67,24 @@ struct Channel {
   std::function<void()> on_drained;
 };
 
+// What one pass of the MPI thread took from the queues (take_queues), run in this order by
+// dispatch: commands, adopted, posted, closes.
+struct TakenQueues {
+  std::deque<std::function<void()>> commands;
+  std::deque<std::pair<uint64_t, MpiOp>> posted;
+  std::deque<std::pair<uint64_t, std::function<void()>>> closes;
+  std::deque<std::pair<uint64_t, Inflight>> adopted;
+  bool stopping = false;  // `stop` as taken: this pass is the last
+};
+
+// The MPI thread's pacing, carried from one pass to the next (run).
+struct LoopPace {
+  int idle = 0;                   // consecutive passes without progress while ops are in flight
+  Clock::time_point quiet_since;  // the first of those passes
+  uint64_t seen = 0;              // `submitted` when the queues were last taken
+  Clock::time_point poll_end;     // the hand-off's poll, from the last pass that did something
+};
+
 struct MpiRuntime::Impl {
   // Shared with user threads, under mu.
   std::mutex mu;
@@ -128,6 +147,14 @@ struct MpiRuntime::Impl {
   void finish_front(Channel& ch);
   void test_zombies();
   void run(MpiRuntime& rt, std::promise<void>& ready);
+  void init_mpi(MpiRuntime& rt);  // on the MPI thread, first: MPI up, rt's world filled in
+  // One pass's steps, in run's order: wait for work and take the queues (with the baton), run
+  // what was taken, then test every channel (closing the drained ones being closed).
+  TakenQueues take_queues(LoopPace& pace);
+  void await_turn(std::unique_lock<std::mutex>& lock, const LoopPace& pace);  // under mu
+  void dispatch(TakenQueues& pass);
+  void begin_close(uint64_t id, std::function<void()> on_drained);
+  bool progress_channels();  // whether any op moved
   void await_submission(std::unique_lock<std::mutex>& lock, uint64_t seen, Clock::time_point poll_end);
   bool has_work() const;  // under mu: something for the MPI thread in the queues, or the stop
   // With the baton: whether run_here may start an op of `channel` now (nothing queued for it,
