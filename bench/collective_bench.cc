@@ -328,10 +328,8 @@ void print_round_trip(const CollectiveFlags& f, const char* when) {
   std::fflush(stdout);
 }
 
-int collective_main(int argc, char** argv) {
-  CLI::App app(
-      "ddp-bench collective: one collective over a list of sizes; max over ranks, medians, every op checked");
-  CollectiveFlags f;
+// The subcommand's flags, parsed into `f` (their defaults: CollectiveFlags).
+void add_collective_flags(CLI::App& app, CollectiveFlags& f) {
   app.add_option("--op", f.op, detail::str(kCollOpNames, " (root 0); several, comma-separated, run in turn"))
       ->capture_default_str();
   app.add_option("--backend", f.backend, "tcp, gloo, mpi, nccl, gloo-direct, mpi-direct")
@@ -380,6 +378,13 @@ int collective_main(int argc, char** argv) {
                  "does for a few ranks); none lets the kernel place them (two can stay stacked on one CPU)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "none"}));
+}
+
+int collective_main(int argc, char** argv) {
+  CLI::App app(
+      "ddp-bench collective: one collective over a list of sizes; max over ranks, medians, every op checked");
+  CollectiveFlags f;
+  add_collective_flags(app, f);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
