@@ -51,8 +51,8 @@ void MpiRuntime::Impl::run(MpiRuntime& rt, std::promise<void>& ready) {
     dispatch(pass);
     const bool progressed = progress_channels();
     test_zombies();
-    if (progressed) pace.poll_end = Clock::now() + rt.poll_budget_;
     if (progressed) {
+      pace.poll_end = Clock::now() + rt.poll_budget_;
       pace.idle = 0;
     } else if (++pace.idle == 1) {
       pace.quiet_since = Clock::now();

@@ -442,6 +442,7 @@ size_t HierarchicalCollectives::leader_block(int rank, int leader_local) const {
 
 // [local][host]: the cross index of the rank with that local index on that host (O(world), once).
 std::vector<int> HierarchicalCollectives::cross_at(const HostLayout& l) {
+  DDP_CHECK(l.per_host > 0, "a hierarchy needs the same number of ranks on every host");
   std::vector<int> at(static_cast<size_t>(l.per_host) * static_cast<size_t>(l.hosts), 0);
   for (size_t q = 0; q < l.host_of.size(); ++q)
     at[static_cast<size_t>(l.local_of[q]) * static_cast<size_t>(l.hosts) +
